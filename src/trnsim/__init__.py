@@ -1,0 +1,7 @@
+"""trnsim: a software Trainium.
+
+Layers, each importing only those below it:
+specs (the hardware catalog) < numerics < core (the NeuronCore) < nki (front ends) < fabric (many chips)
+< plan (training runs) < report < cli.
+"""
+__version__ = "0.1.0"

@@ -1,0 +1,33 @@
+"""The command line shell: help, version, python -m, and errors without tracebacks."""
+import subprocess
+import sys
+
+import click
+from click.testing import CliRunner
+
+from trnsim.cli import cli
+from trnsim.errors import UnknownNameError
+
+
+def test_help_lists_demo():
+    r = CliRunner().invoke(cli, ["--help"])
+    assert r.exit_code == 0 and "demo" in r.output
+
+
+def test_python_dash_m_runs_the_cli():
+    r = subprocess.run([sys.executable, "-m", "trnsim", "--version"], capture_output=True, text=True)
+    assert r.returncode == 0 and "0.1.0" in r.stdout
+
+
+def test_trnsim_error_prints_one_line_and_exit_code():
+    @cli.command("_boom", hidden=True)
+    def _boom():
+        raise UnknownNameError("widget", "wigdet", ["widget"])
+
+    try:
+        r = CliRunner().invoke(cli, ["_boom"])
+    finally:
+        cli.commands.pop("_boom")
+    assert r.exit_code == 2
+    assert "unknown widget 'wigdet'; did you mean widget" in r.output
+    assert "Traceback" not in r.output
