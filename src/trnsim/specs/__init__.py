@@ -1,1 +1,69 @@
-"""specs"""
+"""The hardware catalog: every figure trnsim uses, with the source it came from.
+
+    >>> import trnsim
+    >>> trnsim.instance("trn1.32xlarge").peak_flops("bf16") / 1e12
+    3040.0
+    >>> trnsim.instance("trn1.32xlarge").peak_flops("bf16", rating="launch") / 1e12
+    3360.0
+
+Records are immutable and in base units (bytes, bytes/s, Hz, FLOP/s, ns); the TOML files in
+data/ keep each figure in its published unit next to its source.
+"""
+from __future__ import annotations
+
+from trnsim.errors import UnknownNameError
+from trnsim.specs import catalog
+from trnsim.specs.records import FLOPS_DTYPES, ChipSpec, NeuronCoreSpec, SystemSpec, UnsupportedDTypeError
+
+_TARGETS = {"trn1": "v2", "trn2": "v3", "trn3": "v4"}
+
+
+def neuroncore(generation: str) -> NeuronCoreSpec:
+    """A NeuronCore generation by version (`"v3"`, `3`) or NKI target (`"trn2"`)."""
+    g = str(generation).lower().removeprefix("neuroncore-")
+    g = _TARGETS.get(g, g if g.startswith("v") else f"v{g}")
+    cores = catalog.neuroncores()
+    if g not in cores:
+        raise UnknownNameError("NeuronCore generation", str(generation), [*cores, *_TARGETS])
+    return cores[g]
+
+
+def chip(name: str) -> ChipSpec:
+    """A device by name: `"Trainium2"`, or an NKI target (`"trn2"`)."""
+    by_target = {c.core.target: c for c in catalog.chips().values() if c.core}
+    if catalog.normalize(name) in by_target:
+        return by_target[catalog.normalize(name)]
+    return catalog.lookup(catalog.chips(), name, "chip")
+
+
+def system(name: str) -> SystemSpec:
+    """An instance or UltraServer by name: `"trn2.48xlarge"`, `"Trn2 UltraServer"`."""
+    return catalog.lookup(catalog.systems(), name, "instance or UltraServer")
+
+
+def instance(name: str) -> SystemSpec:
+    """An instance (or UltraServer) by name; the same records as `system`."""
+    return system(name)
+
+
+def ultraserver(name: str) -> SystemSpec:
+    s = system(name)
+    if s.kind != "ultraserver":
+        raise UnknownNameError("UltraServer", name, [x.name for x in catalog.systems().values() if x.kind == "ultraserver"])
+    return s
+
+
+def instances() -> list[SystemSpec]:
+    return [s for s in catalog.systems().values() if s.kind == "instance"]
+
+
+def systems() -> list[SystemSpec]:
+    return list(catalog.systems().values())
+
+
+def chips() -> list[ChipSpec]:
+    return list(catalog.chips().values())
+
+
+__all__ = ["FLOPS_DTYPES", "ChipSpec", "NeuronCoreSpec", "SystemSpec", "UnsupportedDTypeError", "chip", "chips",
+           "instance", "instances", "neuroncore", "system", "systems", "ultraserver"]
