@@ -26,7 +26,12 @@ def cli():
 
 
 def _register():
-    from trnsim.cli import demo  # noqa: F401  (each module adds its command to `cli`)
+    """Import every module of this package: each adds its own command to `cli`."""
+    import importlib
+    import pkgutil
+
+    for mod in pkgutil.iter_modules(__path__):
+        importlib.import_module(f"{__name__}.{mod.name}")
 
 
 _register()
