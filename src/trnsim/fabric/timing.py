@@ -72,7 +72,7 @@ class Group:
         ok = (ln == ln[:, :1]).all() and (ll == ll[:1]).all() and (np.diff(ln[:, 0]) > 0).all()
         return (Y, X) if ok else None
 
-    @property
+    @cached_property
     def nodes(self) -> int:
         return len(np.unique(self.ranks // self.cluster.ranks_per_node))
 
@@ -83,7 +83,17 @@ class Group:
 
 
 def group_of(cluster: Cluster, group) -> Group:
-    """A Group from None (every rank), a rank count (the first n ranks) or a sequence of ranks."""
+    """A Group from None (every rank), a rank count (the first n ranks) or a sequence of ranks; cached."""
+    cache = cluster.__dict__.setdefault("_groups", {})
+    key = group if group is None or isinstance(group, (int, np.integer)) else tuple(map(int, group))
+    if key not in cache:
+        if len(cache) > 4096:
+            cache.clear()
+        cache[key] = _new_group(cluster, group)
+    return cache[key]
+
+
+def _new_group(cluster: Cluster, group) -> Group:
     if group is None:
         ranks = np.arange(cluster.ranks)
     elif isinstance(group, (int, np.integer)) and not isinstance(group, bool):
@@ -108,8 +118,11 @@ def _pow2(n: int) -> bool:
 
 def _intra(op: str, nbytes: float, g: Group, n: int) -> str:
     th, switch = fabric_specs.constants().thresholds, g.cluster.system.topology_kind == "switch"
+    if switch:  # every chip one switch away: direct writes at every size (runtime 2.32: mesh on Trn3 Gen2);
+        # one-shot all-reduce sends the whole buffer to every rank, so only while that stays a small message
+        return "oneshot" if op == "all_reduce" and nbytes * n < th.mesh_max_bytes else "mesh"
     if nbytes < th.mesh_max_bytes:
-        return "oneshot" if switch and op == "all_reduce" else "mesh"
+        return "mesh"
     if nbytes < th.rdh_max_bytes and _pow2(n):
         return "rdh"
     return "kangaring" if g.pairs_on_chips and n == g.n else "ring"
@@ -316,7 +329,7 @@ def _flow(g: Group, ph: A.Phase, fold: bool = False) -> tuple[float, float]:
         left[active] -= rate[active] * dt
         clock += dt
         active &= left > 1e-9 * np.max(ph.count)
-    return float(lat.max()), clock * 1e9
+    return float(lat.max()), float(clock * 1e9)
 
 
 @dataclass(frozen=True)
@@ -337,7 +350,7 @@ def profile(op: str, algorithm: str, g: Group, model: str = "alpha-beta", nbytes
     if model not in MODELS:
         raise UnknownNameError("timing model", model, MODELS)
     subs = _two_level_shape(op, algorithm, g, nbytes) if algorithm == "hierarchical" else None
-    key = (g.ranks.tobytes(), op, algorithm, subs, model)
+    key = (g, op, algorithm, subs, model)  # groups are cached per cluster, so identity is enough
     cache = g.cluster.__dict__.setdefault("_profiles", {})
     if key not in cache:
         sch = schedule(op, algorithm, g, nbytes)
