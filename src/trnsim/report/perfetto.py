@@ -79,8 +79,7 @@ def to_trace_events(schedule: Schedule) -> dict:
             events.append({"ph": "s", **common, "tid": src_tid, "ts": src_ts})
             events.append({"ph": "f", "bp": "e", **common, "tid": dst_tid, "ts": dst_ts})
     return {"traceEvents": events, "displayTimeUnit": "ns",
-            "otherData": {"kernel": schedule.kernel, "target": schedule.target,
-                          **{k: v for k, v in schedule.meta.items()}}}
+            "otherData": {**schedule.meta, "kernel": schedule.kernel, "target": schedule.target}}
 
 
 def _plain(o: Any) -> Any:

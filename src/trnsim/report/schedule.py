@@ -38,7 +38,7 @@ class Span:
     name: str
     start: float
     duration: float
-    args: Mapping[str, Any] = field(default_factory=dict, hash=False, compare=False)
+    args: Mapping[str, Any] = field(default_factory=dict, hash=False)
     deps: tuple[int, ...] = ()
 
     @property
@@ -100,7 +100,7 @@ class Schedule:
     spans: tuple[Span, ...]
     target: str
     kernel: str
-    meta: Mapping[str, Any] = field(default_factory=dict, hash=False, compare=False)
+    meta: Mapping[str, Any] = field(default_factory=dict, hash=False)
 
     def __post_init__(self):
         object.__setattr__(self, "spans", tuple(self.spans))
@@ -130,17 +130,12 @@ class Schedule:
         c = self.columns
         return float(c["end"].max() - c["start"].min()) if self.spans else 0.0
 
-    def _track_segments(self, track: str, gap: float = 0.0) -> tuple[np.ndarray, np.ndarray]:
-        c = self.columns
-        mask = c["track"] == self.tracks.index(track)
-        return merge_intervals(c["start"][mask], c["end"][mask], gap)
-
     @cached_property
     def busy(self) -> Mapping[str, float]:
         """Time each track had at least one span running (ns): the union of its intervals."""
-        out = {}
-        for t in self.tracks:
-            s, e = self._track_segments(t)
+        c, out = self.columns, {}
+        for i, t in enumerate(self.tracks):
+            s, e = merge_intervals(c["start"][c["track"] == i], c["end"][c["track"] == i])
             out[t] = float((e - s).sum())
         return out
 
