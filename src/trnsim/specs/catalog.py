@@ -16,7 +16,7 @@ class CatalogError(TrnsimError):
     """The catalog's own data is malformed (a missing field or source)."""
 
 
-def _dimension(field: str) -> str | None:
+def dimension(field: str) -> str | None:
     """Which base unit a catalog field holds, from its name."""
     if field.endswith("_bytes"):
         return "bytes"
@@ -28,7 +28,7 @@ def _dimension(field: str) -> str | None:
 
 
 def _convert(field: str, raw, kind):
-    dim = _dimension(field)
+    dim = dimension(field)
     if isinstance(raw, dict):
         return _freeze({k: _convert(field, v, float) for k, v in raw.items()})
     if isinstance(raw, str) and dim is not None:
