@@ -12,7 +12,8 @@ from functools import cached_property
 from types import MappingProxyType
 from typing import Mapping
 
-from trnsim.errors import TrnsimError, UnknownNameError
+from trnsim.errors import ConfigError, TrnsimError, UnknownNameError
+from trnsim.specs.topology import Topology, build
 
 # The dtype keys of peak-FLOPS tables, in the order spec sheets list them.
 FLOPS_DTYPES = ("fp32", "tf32", "bf16", "fp16", "fp8", "mxfp8", "mxfp4", "int8", "sparse")
@@ -140,15 +141,11 @@ class ChipSpec(_Published):
         return self.core is not None
 
     @cached_property
-    def topology(self):
-        from trnsim.specs.topology import Topology
-
+    def topology(self) -> Topology:
         return Topology("single", (1,), 1, (), ())
 
     def logical_cores(self, lnc: int) -> int:
         """NeuronCores the runtime shows per chip at logical-NeuronCore config `lnc`."""
-        from trnsim.errors import ConfigError
-
         if lnc not in self.lnc_configs:
             allowed = ", ".join(map(str, self.lnc_configs)) or "none"
             why = " (LNC applies to Trainium2 and Trainium3 only)" if self.is_neuron else " (it has no NeuronCores)"
@@ -204,8 +201,6 @@ class SystemSpec(_Published):
         return self.chips * self.chip.peak_flops(dtype, rating)
 
     @cached_property
-    def topology(self):
+    def topology(self) -> Topology:
         """The chip-level graph (see topology.py); built once per record."""
-        from trnsim.specs.topology import build
-
         return build(self)

@@ -1,10 +1,10 @@
 """The chip-level graph of one system: which chips are wired to which, and how fast.
 
 Nodes 0..chips-1 are chips (numbered as neuron-ls numbers devices: row by row in a torus, then
-instance by instance); switch systems (NeuronSwitch, NVSwitch) add switch nodes after the chips. A link's bandwidth is the
-per-chip figure of the catalog split evenly over the chip's links of that class: the sources give
-per-chip totals only, and say neither how they split per link nor whether they count one
-direction or both. trnsim.fabric builds on this graph (EFA, clusters, collectives).
+instance by instance); switch systems (NeuronSwitch, NVSwitch) add switch nodes after the chips.
+A link's bandwidth is the per-chip figure of the catalog split evenly over the chip's links of
+that class: the sources give per-chip totals only, and say neither how they split per link nor
+whether they count one direction or both. trnsim.fabric builds on this graph (EFA, clusters, collectives).
 """
 from __future__ import annotations
 
