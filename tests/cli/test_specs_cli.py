@@ -28,7 +28,9 @@ def test_sheet_shows_totals_ratings_and_disagreements():
     """The trn1.32xlarge sheet shows both ratings (3,040 and 3,360 TFLOPS) and the GB-vs-GiB disagreement."""
     r = _specs("trn1.32xlarge")
     assert r.exit_code == 0
-    for text in ("3,040", "3,360", "Peak dense TFLOPS", "13,120 GiB/s", "$21.50/h", "820 GB/s", "4 x 4 torus"):
+    bf16 = next(ln for ln in r.output.splitlines() if ln.strip().startswith("bf16")).split()
+    assert bf16 == ["bf16", "190", "3,040", "210", "3,360"]
+    for text in ("13,120 GiB/s", "$21.50/h", "820 GB/s", "4 x 4 torus"):
         assert text in r.output
 
 
