@@ -26,7 +26,8 @@ class RankError(TrnsimError, ValueError):
     exit_code = 2
 
 
-def _where() -> str:
+def where() -> str:
+    """' (at path:line)' of the user's code that made the call, or '' when there is none."""
     loc = user_location()
     return f" (at {loc})" if loc else ""
 
@@ -91,9 +92,9 @@ class Cluster:
         bad = [r for r in ranks if not 0 <= int(r) < self.ranks]
         if bad:
             raise RankError(f"rank {bad[0]} is outside {self.name}, which holds ranks 0..{self.ranks - 1} "
-                            f"({self.chips} chips x {self.cores_per_chip} logical cores at LNC {self.lnc}){_where()}")
+                            f"({self.chips} chips x {self.cores_per_chip} logical cores at LNC {self.lnc}){where()}")
         if len(set(int(r) for r in ranks)) != len(ranks):
-            raise RankError(f"a rank appears twice in the group {list(ranks)[:16]}{_where()}")
+            raise RankError(f"a rank appears twice in the group {list(ranks)[:16]}{where()}")
 
     @property
     def name(self) -> str:
@@ -135,15 +136,15 @@ def cluster(system: str | SystemSpec = "trn1.32xlarge", nodes: int = 1, lnc: int
     """
     spec = system if isinstance(system, SystemSpec) else specs.system(system)
     if isinstance(nodes, bool) or not isinstance(nodes, int) or nodes < 1:
-        raise ConfigError(f"nodes must be a positive integer, got {nodes!r}{_where()}")
+        raise ConfigError(f"nodes must be a positive integer, got {nodes!r}{where()}")
     if nodes > 1 and fabric_specs.efa_nics(spec.key) < 2 and spec.chips < 2:
         raise ConfigError(f"{spec.name} does not support multi-node collectives (single-chip size); "
-                          f"use trn1.32xlarge or larger{_where()}")
+                          f"use trn1.32xlarge or larger{where()}")
     k = fabric_specs.chip_constants(spec.chip.key)
     lnc = k.lnc if lnc is None else lnc
     if lnc not in (1, 2):
-        raise ConfigError(f"LNC must be 1 or 2 (NEURON_LOGICAL_NC_CONFIG), got {lnc!r}{_where()}")
+        raise ConfigError(f"LNC must be 1 or 2 (NEURON_LOGICAL_NC_CONFIG), got {lnc!r}{where()}")
     if spec.chip.cores % lnc or (lnc == 2 and spec.chip.core.version < 3):
         raise ConfigError(f"LNC {lnc} is not available on {spec.chip.name} (NeuronCore-v{spec.chip.core.version}: "
-                          f"LNC 2 needs NeuronCore-v3 or newer){_where()}")
+                          f"LNC 2 needs NeuronCore-v3 or newer){where()}")
     return Cluster(spec, nodes, lnc)

@@ -16,9 +16,9 @@ from functools import cached_property
 
 import numpy as np
 
-from trnsim.errors import ConfigError, TrnsimError, UnknownNameError, user_location
+from trnsim.errors import ConfigError, TrnsimError, UnknownNameError
 from trnsim.fabric import algorithms as A
-from trnsim.fabric.cluster import Cluster, RankError
+from trnsim.fabric.cluster import Cluster, RankError, where
 from trnsim.specs import fabric as fabric_specs
 
 OPS = ("all_reduce", "all_gather", "reduce_scatter", "all_to_all", "all_to_allv", "permute", "send_recv", "broadcast")
@@ -32,10 +32,6 @@ class AlgorithmError(TrnsimError, ValueError):
 
     exit_code = 2
 
-
-def _where() -> str:
-    loc = user_location()
-    return f" (at {loc})" if loc else ""
 
 
 def check_op(op: str) -> str:
@@ -99,12 +95,12 @@ def _new_group(cluster: Cluster, group) -> Group:
     elif isinstance(group, (int, np.integer)) and not isinstance(group, bool):
         if not 1 <= group <= cluster.ranks:
             raise RankError(f"{group} ranks do not fit {cluster.name}: it holds {cluster.ranks} "
-                            f"({cluster.chips} chips x {cluster.cores_per_chip} logical cores at LNC {cluster.lnc}){_where()}")
+                            f"({cluster.chips} chips x {cluster.cores_per_chip} logical cores at LNC {cluster.lnc}){where()}")
         ranks = np.arange(group)
     else:
         ranks = np.asarray(list(group), dtype=np.int64)
         if ranks.ndim != 1 or len(ranks) == 0:
-            raise RankError(f"a group is a non-empty list of ranks, got {group!r}{_where()}")
+            raise RankError(f"a group is a non-empty list of ranks, got {group!r}{where()}")
         cluster.check_ranks(ranks)
     return Group(cluster, ranks)
 
@@ -204,10 +200,10 @@ def schedule(op: str, algorithm: str, g: Group, nbytes: float = 0.0) -> A.Schedu
         np.where(np.arange(ch)[:, None, None] % 2 == 0, np.arange(M), np.arange(M)[::-1]), (ch, G, M)).copy()
     if algorithm in ("ring", "mesh", "rdh", "kangaring"):
         if algorithm == "rdh" and not _pow2(n):
-            raise AlgorithmError(f"rdh needs a power-of-two group, got {n} ranks{_where()}")
+            raise AlgorithmError(f"rdh needs a power-of-two group, got {n} ranks{where()}")
         if algorithm == "kangaring" and not g.pairs_on_chips:
             raise AlgorithmError(f"kangaring needs ranks paired on chips (2i and 2i+1 on one chip, 4 or more ranks); "
-                                 f"this group of {n} ranks has {c.cores_per_chip} rank(s) per chip{_where()}")
+                                 f"this group of {n} ranks has {c.cores_per_chip} rank(s) per chip{where()}")
         # rings run one channel per direction, and across nodes one per EFA NIC (reference 2.4)
         ch = 1 if algorithm in ("mesh", "rdh") else max(2, fabric_specs.efa_nics(c.system.key) if g.nodes > 1 else 2)
         ch += ch % 2 if ch > 1 else 0
@@ -216,7 +212,7 @@ def schedule(op: str, algorithm: str, g: Group, nbytes: float = 0.0) -> A.Schedu
         return A.two_level(kind, 1, n, ch, algorithm, algorithm, orders, natural(ch, n, 1), algorithm)
     if algorithm == "oneshot":
         if kind != "ar":
-            raise AlgorithmError(f"oneshot is an all_reduce algorithm, not one for {op}{_where()}")
+            raise AlgorithmError(f"oneshot is an all_reduce algorithm, not one for {op}{where()}")
         return A.two_level(kind, n, 1, 1, "ring", "oneshot", natural(1, n, 1), natural(1, 1, n), "oneshot")
     if algorithm in ("hierarchical", "torus"):
         Y, X, row, col = _two_level_shape(op, algorithm, g, nbytes)
@@ -225,7 +221,7 @@ def schedule(op: str, algorithm: str, g: Group, nbytes: float = 0.0) -> A.Schedu
         name = algorithm if algorithm == "torus" else f"hier({row}+{col})"
         return A.two_level(kind, Y, X, ch, row, col, r_orders, natural(ch, X, Y), name)
     raise AlgorithmError(f"{algorithm} does not run {op}; choose from ring, torus, mesh, rdh, kangaring, "
-                         f"hierarchical, oneshot{_where()}")
+                         f"hierarchical, oneshot{where()}")
 
 
 def _two_level_shape(op: str, algorithm: str, g: Group, nbytes: float) -> tuple[int, int, str, str]:
@@ -235,12 +231,12 @@ def _two_level_shape(op: str, algorithm: str, g: Group, nbytes: float) -> tuple[
         shape = c.system.topology_shape
         if c.system.topology_kind != "torus" or g.nodes > 1 or n != c.ranks_per_node:
             raise AlgorithmError(f"torus rings run on one whole torus system; this group is {n} ranks "
-                                 f"on {g.nodes} {c.system.name} ({c.system.topology_kind}){_where()}")
+                                 f"on {g.nodes} {c.system.name} ({c.system.topology_kind}){where()}")
         X = shape[-1] * c.cores_per_chip
         return n // X, X, "ring", "ring"
     if not g.grid or g.nodes < 2:
         raise AlgorithmError(f"hierarchical needs the same ranks on each of 2 or more nodes; "
-                             f"this group of {n} ranks spans {g.nodes} node(s){_where()}")
+                             f"this group of {n} ranks spans {g.nodes} node(s){where()}")
     Y, X = g.grid
     if c.constants.policy == "ring":
         return Y, X, "ring", "ring"
@@ -253,12 +249,12 @@ def _pointwise(op: str, algorithm: str, g: Group, root: int = 0, pairs=None) -> 
     n = g.n
     if op in ("all_to_all", "all_to_allv"):
         if algorithm not in ("mesh", "direct"):
-            raise AlgorithmError(f"{op} runs as mesh (direct writes), not {algorithm}{_where()}")
+            raise AlgorithmError(f"{op} runs as mesh (direct writes), not {algorithm}{where()}")
         q, off = np.meshgrid(np.arange(n), np.arange(1, n), indexing="ij")
         src, dst = q.T.ravel(), ((q + off) % n).T.ravel()
         return A.Schedule("mesh", n, np.arange(n), (A.Phase("mesh", src, dst, 1, False, 1, lambda s: dst),))
     if algorithm not in ("direct", "mesh"):
-        raise AlgorithmError(f"{op} moves buffers directly between ranks (algorithm 'direct'), not {algorithm}{_where()}")
+        raise AlgorithmError(f"{op} moves buffers directly between ranks (algorithm 'direct'), not {algorithm}{where()}")
     if pairs is None:
         pairs = [(i, (i + 1) % n) for i in range(n)] if op in ("permute", "send_recv") else [(root, i) for i in range(n) if i != root]
     return A.pairwise("direct", n, pairs)
@@ -388,9 +384,9 @@ def collective_time(op: str, nbytes: float, group=None, cluster: Cluster | None 
     """
     check_op(op)
     if cluster is None:
-        raise ConfigError(f"collective_time needs a cluster, e.g. trnsim.fabric.cluster('trn2.48xlarge'){_where()}")
+        raise ConfigError(f"collective_time needs a cluster, e.g. trnsim.fabric.cluster('trn2.48xlarge'){where()}")
     if nbytes < 0:
-        raise ConfigError(f"nbytes must be >= 0, got {nbytes}{_where()}")
+        raise ConfigError(f"nbytes must be >= 0, got {nbytes}{where()}")
     g = group if isinstance(group, Group) else group_of(cluster, group)
     if algorithm is not None and algorithm not in ALGORITHMS:
         raise UnknownNameError("collective algorithm", algorithm, ALGORITHMS)
