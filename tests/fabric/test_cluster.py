@@ -39,7 +39,7 @@ def test_systems_of_the_issue_build():
 
 def test_bad_cluster_settings_are_named_errors():
     """LNC 2 on Trn1, LNC 3, zero nodes and an unknown system are refused with the rule in the message."""
-    with pytest.raises(ConfigError, match="LNC 2 is not available on Trainium"):
+    with pytest.raises(ConfigError, match="LNC 2 is not available on Trainium .it supports LNC 1"):
         tf.cluster("trn1.32xlarge", lnc=2)
     with pytest.raises(ConfigError, match="LNC must be 1 or 2"):
         tf.cluster("trn2.48xlarge", lnc=3)

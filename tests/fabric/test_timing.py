@@ -60,7 +60,7 @@ def test_runtime_choices_by_size_and_topology():
     """Trn2: mesh < 1 MB, RDH to 56 MB, KangaRing above, KangaRing + RDH across nodes; Trn1 2 nodes:
     hierarchical rings then the flat ring; Trn3: one-shot, then mesh."""
     trn2 = tf.cluster("trn2.48xlarge")
-    assert [tf.choose("all_reduce", s, tf.timing.group_of(trn2, None)) for s in (4 * KiB, 8 * MiB, 64 * MiB)] == \
+    assert [tf.choose("all_reduce", s, tf.runtime.group_of(trn2, None)) for s in (4 * KiB, 8 * MiB, 64 * MiB)] == \
         ["mesh", "rdh", "kangaring"]
     two = tf.cluster("trn1.32xlarge", nodes=2)
     assert [tf.collective_time("all_reduce", s, None, two)[1] for s in (1 * KiB, 1 * GiB)] == ["hier(ring+ring)", "ring"]

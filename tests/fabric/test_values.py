@@ -134,3 +134,25 @@ def test_bad_input_gets_clear_errors():
         tf.reduce_scatter([np.zeros(4, np.float32)] * 3, cluster=c)
     with pytest.raises(tf.AlgorithmError, match="power-of-two"):
         tf.all_reduce([np.zeros(4, np.float32)] * 6, cluster=c, algorithm="rdh")
+
+
+def test_stochastic_rounding_is_seeded_and_keeps_small_addends():
+    """With rounding='stochastic' a seeded run repeats, and halves added to 256 in bf16 survive on
+    average where round-to-nearest-even drops them at each hop."""
+    xs = [np.full(4000, 256.0 if r == 0 else 0.5, np.float32).astype(ml_dtypes.bfloat16) for r in range(8)]
+    c = tf.cluster("trn1.32xlarge")
+    a = tf.all_reduce(xs, cluster=c, algorithm="ring", rounding="stochastic", rng=5)[0]
+    b = tf.all_reduce(xs, cluster=c, algorithm="ring", rounding="stochastic", rng=5)[0]
+    rne = tf.all_reduce(xs, cluster=c, algorithm="ring")[0]
+    assert np.array_equal(a.view(np.uint16), b.view(np.uint16))
+    exact = 256 + 7 * 0.5
+    assert abs(a.astype(np.float64).mean() - exact) < 0.25 < abs(rne.astype(np.float64).mean() - exact)
+
+
+def test_devices_hold_their_ranks():
+    """Device d of a trn2 cluster at LNC 2 is a Trainium2 holding ranks 4d..4d+3 and its HBM."""
+    c = tf.cluster("trn2.48xlarge", nodes=2)
+    d = c.device(17)
+    assert (d.node, list(d.ranks), d.spec.name) == (1, [68, 69, 70, 71], "Trainium2")
+    assert d.hbm_bytes == 96 * 2**30
+    assert all(c.place(r).chip == 17 for r in d.ranks)

@@ -22,6 +22,7 @@ import numpy as np
 from trnsim import numerics
 from trnsim.errors import TrnsimError, UnknownNameError
 from trnsim.fabric import algorithms as A
+from trnsim.fabric import runtime as R
 from trnsim.fabric import timing as T
 from trnsim.fabric.cluster import Cluster, cluster as make_cluster, where
 
@@ -84,7 +85,7 @@ def _inputs(arrays, what: str, dtype=None, same_shape: bool = True):
 def _setup(n: int, cluster: Cluster | None, ranks):
     if cluster is None:
         cluster = make_cluster("trn2.48xlarge", nodes=max(1, -(-n // 64)))
-    g = T.group_of(cluster, n if ranks is None else ranks)
+    g = R.group_of(cluster, n if ranks is None else ranks)
     if g.n != n:
         raise ShapeError(f"{n} per-rank arrays for a group of {g.n} ranks; pass one array per rank{where()}")
     return g
@@ -155,7 +156,7 @@ def _reduction(kind: str, arrays, op, cluster, ranks, algorithm, model, rounding
     t, alg, steps = T.collective_time(what, nbytes, g, g.cluster, algorithm, model)
     if n == 1:
         return CollectiveResult([x.copy() for x in xs], t, alg, steps), None
-    sch = T.schedule(what, algorithm or T.choose(what, nbytes, g), g, nbytes)
+    sch = R.schedule(what, algorithm or R.choose(what, nbytes, g), g, nbytes)
     ch = sch.nchunks // n
     if kind == "ag":
         data, B = _blocks([np.concatenate([np.zeros(x.size * r, dt.np), x.ravel(), np.zeros(x.size * (n - 1 - r), dt.np)])
