@@ -17,7 +17,7 @@ from trnsim.numerics.dtypes import (
 from trnsim.numerics.errors import (
     BlockShapeError, NumericsError, PackedWidthError, RoundingEnvError, RoundingModeError,
 )
-from trnsim.numerics.rounding import rounding, rounding_mode
+from trnsim.numerics.modes import rounding, rounding_mode
 
 __all__ = [
     "ALL", "DType", "dtype", "cast", "pack", "unpack", "rounding", "rounding_mode",

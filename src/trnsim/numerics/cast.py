@@ -16,7 +16,7 @@ import numpy as np
 from trnsim.numerics import dtypes as dt
 from trnsim.numerics.dtypes import DType
 from trnsim.numerics.errors import PackedWidthError
-from trnsim.numerics.rounding import active_stream, check_mode, new_stream, rounding_mode
+from trnsim.numerics.modes import active_stream, check_mode, new_stream, rounding_mode
 
 _CHUNK = 1 << 18  # elements per pass; keeps the engine's temporaries in cache
 _U = {8: np.uint8, 16: np.uint16, 32: np.uint32}
