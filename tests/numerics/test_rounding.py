@@ -10,13 +10,6 @@ SR_TARGETS = [tn.bfloat16, tn.float16, tn.tfloat32, tn.float8_e4m3, tn.float8_e4
               tn.float8_e3m4, tn.float4_e2m1fn]
 
 
-@pytest.fixture(autouse=True)
-def clean_env(monkeypatch):
-    monkeypatch.delenv(rmod.ENV_ENABLE, raising=False)
-    monkeypatch.delenv(rmod.ENV_SEED, raising=False)
-    rmod.reset_streams()
-
-
 def _grid(t):
     """Every finite non-negative value of t, ascending, float64; tf32 is built from FP32 patterns."""
     if t is tn.tfloat32:

@@ -6,8 +6,11 @@ The layers above use this API:
 - `cast(x, dtype, rounding=None, rng=None)`, `pack`/`unpack` for the x4 containers.
 - `rounding(mode, seed=None)` and `rounding_mode()`: the rounding mode, from NEURON_RT_STOCHASTIC_ROUNDING_EN
   unless overridden.
+- `quantize_mx`, `dequantize_mx`, `mx_matmul`: OCP MX block formats (MXFP8, MXFP4) and their matmul.
+- `matmul_fp32`, `reduce_fp32`, `widen`: exact narrow products accumulated in FP32 in a fixed order.
 See docs/numerics.md.
 """
+from trnsim.numerics.accumulate import matmul_fp32, reduce_fp32, widen
 from trnsim.numerics.cast import cast, pack, unpack
 from trnsim.numerics.dtypes import (
     ALL, DType, bfloat16, bool_, dtype, float4_e2m1fn, float4_e2m1fn_x4, float8_e3m4, float8_e4m3,
@@ -18,8 +21,10 @@ from trnsim.numerics.errors import (
     BlockShapeError, NumericsError, PackedWidthError, RoundingEnvError, RoundingModeError,
 )
 from trnsim.numerics.modes import rounding, rounding_mode
+from trnsim.numerics.mx import dequantize_mx, mx_matmul, quantize_mx
 
 __all__ = [
     "ALL", "DType", "dtype", "cast", "pack", "unpack", "rounding", "rounding_mode",
+    "quantize_mx", "dequantize_mx", "mx_matmul", "matmul_fp32", "reduce_fp32", "widen",
     "NumericsError", "PackedWidthError", "BlockShapeError", "RoundingModeError", "RoundingEnvError",
 ] + [t.name for t in ALL]
