@@ -11,7 +11,7 @@ The layers above use this API:
 See docs/numerics.md.
 """
 from trnsim.numerics.accumulate import matmul_fp32, reduce_fp32, widen
-from trnsim.numerics.cast import cast, pack, unpack
+from trnsim.numerics.casts import cast, pack, unpack
 from trnsim.numerics.dtypes import (
     ALL, DType, bfloat16, bool_, dtype, float4_e2m1fn, float4_e2m1fn_x4, float8_e3m4, float8_e4m3,
     float8_e4m3fn, float8_e4m3fn_x4, float8_e5m2, float8_e5m2_x4, float8_e8m0fnu, float16, float32,

@@ -19,7 +19,7 @@ import numpy as np
 
 from trnsim.numerics import dtypes as dt
 from trnsim.numerics.accumulate import matmul_fp32
-from trnsim.numerics.cast import cast, pack, unpack
+from trnsim.numerics.casts import cast, pack, unpack
 from trnsim.numerics.errors import BlockShapeError, NumericsError, PackedWidthError
 
 EMAX = {dt.float8_e4m3fn: 8, dt.float8_e5m2: 15, dt.float4_e2m1fn: 2}  # OCP MX v1.0, table of formats
