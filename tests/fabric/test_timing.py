@@ -1,4 +1,5 @@
 """Collective time: calibration to the published nccom-test tables, the runtime's choices, and the models."""
+import numpy as np
 import pytest
 
 import trnsim.fabric as tf
@@ -70,16 +71,28 @@ def test_runtime_choices_by_size_and_topology():
     assert tf.collective_time("all_reduce", 64, None, tf.cluster("Trn3 Gen2 UltraServer"))[1] == "oneshot"
 
 
-def test_flow_model_never_beats_the_alpha_beta_bound():
-    """Max-min fair sharing finishes no earlier than the busiest-link bound, and equals it for a clean ring."""
+def test_simulated_max_min_rounds_of_equal_flows_end_at_the_bound():
+    """Simulating max-min fair sharing round by round ends exactly at the busiest-resource bound
+    when a round's flows are equal in size (the flow model's shortcut), for every algorithm."""
+    from trnsim.fabric import runtime, timing
+
+    for system in ("trn2.48xlarge", "Trn3 Gen1 UltraServer"):
+        g = runtime.group_of(tf.cluster(system), 32)
+        for alg in ("ring", "mesh", "rdh", "kangaring"):
+            for ph in runtime.schedule("all_reduce", alg, g).phases:
+                lat, bound = timing._alpha_beta(g, ph, False)
+                assert timing._flow(g, ph, simulate=True) == (lat, pytest.approx(bound, rel=1e-6)), (system, alg)
+
+
+def test_ragged_all_to_allv_is_simulated_and_never_beats_the_bound():
+    """A ragged all_to_allv (one big piece among small ones) is simulated flow by flow, and max-min
+    sharing never finishes before the busiest-resource bound."""
     c = tf.cluster("trn2.48xlarge")
-    for alg in ("ring", "mesh", "rdh", "kangaring", "torus"):
-        ab = tf.collective_time("all_reduce", 64 * MiB, None, c, alg)[0]
-        flow = tf.collective_time("all_reduce", 64 * MiB, None, c, alg, model="flow")[0]
-        assert flow >= ab * (1 - 1e-9), alg
-    one = tf.cluster("trn1.32xlarge")
-    assert tf.collective_time("all_reduce", GiB, 2, one, model="flow")[0] == \
-        pytest.approx(tf.collective_time("all_reduce", GiB, 2, one)[0])
+    n = 16
+    pieces = [[np.zeros(2**20 if (j, i) == (0, 5) else 2**12, np.float32) for i in range(n)] for j in range(n)]
+    ab = tf.all_to_allv(pieces, cluster=c).time_ns
+    flow = tf.all_to_allv(pieces, cluster=c, model="flow").time_ns
+    assert flow >= ab
 
 
 def test_time_grows_with_size_and_bus_factors_follow_nccom_test():

@@ -4,7 +4,9 @@ Two models price a schedule's phases, both linear in the message size per phase:
 - "alpha-beta": a round costs the longest hop latency of its transfers plus the busiest resource's
   bytes over its capacity (every transfer of a round runs at once);
 - "flow": a round's transfers are flows sharing the resources max-min fairly (progressive
-  filling, recomputed as flows finish); the round ends when its last flow does.
+  filling, recomputed as flows finish); the round ends when its last flow does. For rounds of
+  equal-size flows (every algorithm's) that is provably the alpha-beta bound, so only ragged
+  rounds (all_to_allv) are simulated (see `_flow`).
 A collective costs the chip's launch floor plus its phases' rounds. Because every round of a
 phase moves bytes proportional to the message, each phase is priced once per (group, algorithm)
 and cached: `collective_time` is then a few multiply-adds.
@@ -22,6 +24,7 @@ from trnsim.fabric.cluster import Cluster, cluster as make_cluster, where
 from trnsim.fabric.runtime import ALGORITHMS, Group, check_op, choose, group_of, schedule, two_level_shape
 
 MODELS = ("alpha-beta", "flow")
+FLOW_TOLERANCE = 0.01  # relative: flows finishing this close together end in one event of the flow model
 
 
 def _incidence(g: Group, ph: A.Phase, fold: bool):
@@ -47,45 +50,74 @@ def _alpha_beta(g: Group, ph: A.Phase, fold: bool) -> tuple[float, float]:
     return float(lat.max()), float((load / cap).max() * 1e9)
 
 
-def _max_min(t, res, w, cap, active):
-    """Max-min fair rates (chunks/s) of the active flows: progressive filling."""
-    rate = np.zeros(len(active))
-    live = active.copy()
-    left = cap.astype(float).copy()
-    level = 0.0
-    while live.any():
+class _Incidence:
+    """Flow-resource incidence indexed both ways, so progressive filling touches each entry once."""
+
+    def __init__(self, t, res, w, flows: int, resources: int):
+        self.t, self.res, self.w, self.R = t, res, w, resources
+        self.by_res = np.argsort(res, kind="stable")
+        self.res_ptr = np.searchsorted(res[self.by_res], np.arange(resources + 1))
+        self.by_flow = np.argsort(t, kind="stable")
+        self.flow_ptr = np.searchsorted(t[self.by_flow], np.arange(flows + 1))
+
+    @staticmethod
+    def _entries(order, ptr, ids):
+        starts, lens = ptr[ids], ptr[ids + 1] - ptr[ids]
+        first = np.repeat(starts - np.cumsum(lens) + lens, lens)
+        return order[first + np.arange(lens.sum())]
+
+    def max_min(self, cap, active):
+        """Max-min fair rates (chunks/s) of the active flows: raise every live flow's rate together
+        until a resource saturates, freeze the flows through it, repeat."""
+        t, res, w = self.t, self.res, self.w
+        rate, live = np.zeros(len(active)), active.copy()
         on = live[t]
-        wsum = np.bincount(res[on], weights=w[on], minlength=len(cap))
-        used = wsum > 0
-        inc = (left[used] / wsum[used]).min()
-        level += inc
-        left[used] -= wsum[used] * inc
-        full = np.zeros(len(cap), dtype=bool)
-        full[used] = left[used] <= 1e-9 * cap[used]
-        done = np.zeros(len(active), dtype=bool)
-        done[t[on & full[res]]] = True
-        done &= live
-        rate[done] = level
-        live &= ~done
-    return rate
+        wsum = np.bincount(res[on], weights=w[on], minlength=self.R)
+        left, level = cap.astype(float).copy(), 0.0
+        while live.any():
+            used = np.flatnonzero(wsum > 1e-12 * wsum.max())
+            inc = (left[used] / wsum[used]).min()
+            level += inc
+            left[used] -= wsum[used] * inc
+            full = used[left[used] <= 1e-9 * cap[used]]
+            flows = np.unique(t[self._entries(self.by_res, self.res_ptr, full)])
+            flows = flows[live[flows]]
+            rate[flows], live[flows] = level, False
+            gone = self._entries(self.by_flow, self.flow_ptr, flows)
+            wsum -= np.bincount(res[gone], weights=w[gone], minlength=self.R)
+            wsum[full] = 0.0
+        return rate
 
 
-def _flow(g: Group, ph: A.Phase, fold: bool = False) -> tuple[float, float]:
-    """(latency ns, ns per chunk) of one round under max-min fair sharing, flows finishing in turn."""
+def _flow(g: Group, ph: A.Phase, fold: bool = False, simulate: bool = False) -> tuple[float, float]:
+    """(latency ns, ns per chunk) of one round under max-min fair sharing, flows finishing in turn.
+
+    When every flow of the round has the same size the answer is known without simulating: the
+    first resource to saturate is the one with the most flow weight per capacity; its flows all
+    get the lowest rate, keep it (rates only rise as others finish) and finish together, last,
+    at load / capacity: the alpha-beta bound. `simulate` runs the event loop anyway (tests do).
+    """
     if len(ph.src) == 0:
         return 0.0, 0.0
+    if not simulate and np.ndim(ph.count) == 0:
+        return _alpha_beta(g, ph, fold)
     t, res, w, lat, cap, count = _incidence(g, ph, False)
     used, res = np.unique(res, return_inverse=True)
     cap = cap[used]
+    inc = _Incidence(t, res, w, len(ph.src), len(cap))
     left = count.astype(float)
     active = np.ones(len(ph.src), dtype=bool)
     clock = 0.0
     while active.any():
-        rate = _max_min(t, res, w, cap, active)
-        dt = (left[active] / rate[active]).min()
+        rate = inc.max_min(cap, active)
+        finish = np.full(len(left), np.inf)
+        finish[active] = left[active] / rate[active]
+        dt = finish.min()
+        # flows due within FLOW_TOLERANCE of the first finish together: one rate update for the batch
+        done = finish <= dt * (1 + FLOW_TOLERANCE)
         left[active] -= rate[active] * dt
         clock += dt
-        active &= left > 1e-9 * np.max(ph.count)
+        active &= ~done
     return float(lat.max()), float(clock * 1e9)
 
 
