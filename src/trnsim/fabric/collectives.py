@@ -144,6 +144,11 @@ def _unblock(data: np.ndarray, layout: np.ndarray, n: int, ch: int, B: int) -> n
 
 
 def _reduction(kind: str, arrays, op, cluster, ranks, algorithm, model, rounding, rng, dtype, what):
+    """Run a reduce-scatter / all-gather / all-reduce schedule on the ranks' arrays.
+
+    Returns the ranks' whole buffers in memory order [n, n*B] (B elements per block), the
+    checked inputs, B, and (time ns, algorithm, steps).
+    """
     if op not in REDUCE_OPS:
         raise UnknownNameError("reduction", op, list(REDUCE_OPS))
     xs, dt = _inputs(arrays, what, dtype)
@@ -155,7 +160,7 @@ def _reduction(kind: str, arrays, op, cluster, ranks, algorithm, model, rounding
     nbytes = xs[0].size * dt.itemsize * (n if kind == "ag" else 1)
     t, alg, steps = T.collective_time(what, nbytes, g, g.cluster, algorithm, model)
     if n == 1:
-        return CollectiveResult([x.copy() for x in xs], t, alg, steps), None
+        return xs[0].ravel()[None].copy(), xs, xs[0].size, (t, alg, steps)
     sch = R.schedule(what, algorithm or R.choose(what, nbytes, g), g, nbytes)
     ch = sch.nchunks // n
     if kind == "ag":
@@ -164,8 +169,7 @@ def _reduction(kind: str, arrays, op, cluster, ranks, algorithm, model, rounding
     else:
         data, B = _blocks(xs, n, ch, sch.layout, sch.nchunks, dt)
     execute(sch, data, dt, op, rounding, rng)
-    full = _unblock(data, sch.layout, n, ch, B)
-    return CollectiveResult([], t, sch.algorithm, steps), (full, xs, B)
+    return _unblock(data, sch.layout, n, ch, B), xs, B, (t, sch.algorithm, steps)
 
 
 def all_reduce(arrays, op: str = "sum", *, cluster: Cluster | None = None, ranks=None, algorithm: str | None = None,
@@ -179,39 +183,31 @@ def all_reduce(arrays, op: str = "sum", *, cluster: Cluster | None = None, ranks
       model: timing model, "alpha-beta" or "flow". rounding, rng: how reductions round to the dtype.
     Returns: a CollectiveResult (result[i] is rank i's array; .time_ns, .algorithm, .steps).
     """
-    res, rest = _reduction("ar", arrays, op, cluster, ranks, algorithm, model, rounding, rng, dtype, "all_reduce")
-    if rest is None:
-        return res
-    full, xs, _ = rest
-    shape, size = xs[0].shape, xs[0].size
-    return CollectiveResult([f[:size].reshape(shape) for f in full], res.time_ns, res.algorithm, res.steps)
+    full, xs, _, cost = _reduction("ar", arrays, op, cluster, ranks, algorithm, model, rounding, rng, dtype,
+                                   "all_reduce")
+    return CollectiveResult([f[:xs[0].size].reshape(xs[0].shape) for f in full], *cost)
 
 
 def reduce_scatter(arrays, op: str = "sum", *, cluster: Cluster | None = None, ranks=None,
                    algorithm: str | None = None, model: str = "alpha-beta", rounding: str = "rne", rng=None,
                    dtype=None) -> CollectiveResult:
     """Reduce the ranks' arrays; rank i gets block i of the result (axis 0 split in len(arrays) parts)."""
-    res, rest = _reduction("rs", arrays, op, cluster, ranks, algorithm, model, rounding, rng, dtype, "reduce_scatter")
-    if rest is None:
-        return res
-    full, xs, B = rest
+    full, xs, B, cost = _reduction("rs", arrays, op, cluster, ranks, algorithm, model, rounding, rng, dtype,
+                                   "reduce_scatter")
     n = len(xs)
     shape = (xs[0].shape[0] // n,) + xs[0].shape[1:]
-    return CollectiveResult([full[r, r * B:(r + 1) * B].reshape(shape) for r in range(n)],
-                            res.time_ns, res.algorithm, res.steps)
+    return CollectiveResult([full[r, r * B:(r + 1) * B].reshape(shape) for r in range(n)], *cost)
 
 
 def all_gather(arrays, *, cluster: Cluster | None = None, ranks=None, algorithm: str | None = None,
                model: str = "alpha-beta", dtype=None) -> CollectiveResult:
     """Every rank gets the ranks' arrays concatenated along axis 0, in rank order."""
-    res, rest = _reduction("ag", arrays, "sum", cluster, ranks, algorithm, model, "rne", None, dtype, "all_gather")
-    if rest is None:
-        return res
-    full, xs, B = rest
+    full, xs, B, cost = _reduction("ag", arrays, "sum", cluster, ranks, algorithm, model, "rne", None, dtype,
+                                   "all_gather")
     n, size = len(xs), xs[0].size
     shape = (n * xs[0].shape[0],) + xs[0].shape[1:]
-    out = [np.concatenate([f[j * B:j * B + size] for j in range(n)]).reshape(shape) for f in full]
-    return CollectiveResult(out, res.time_ns, res.algorithm, res.steps)
+    return CollectiveResult([np.concatenate([f[j * B:j * B + size] for j in range(n)]).reshape(shape) for f in full],
+                            *cost)
 
 
 def all_to_all(arrays, *, cluster: Cluster | None = None, ranks=None, model: str = "alpha-beta",

@@ -105,19 +105,22 @@ def _pow2(n: int) -> bool:
     return n >= 2 and n & (n - 1) == 0
 
 
-def _intra(op: str, nbytes: float, g: Group, n: int) -> str:
-    th, switch = fabric_specs.constants().thresholds, g.cluster.system.topology_kind == "switch"
-    if switch:  # every chip one switch away: direct writes at every size (runtime 2.32: mesh on Trn3 Gen2);
-        # one-shot all-reduce sends the whole buffer to every rank, so only while that stays a small message
-        return "oneshot" if op == "all_reduce" and nbytes * n < th.mesh_max_bytes else "mesh"
+def _intra(op: str, nbytes: float, g: Group) -> str:
+    """The runtime's choice inside one node (reference 2.3)."""
+    th = fabric_specs.constants().thresholds
+    if g.cluster.system.topology_kind == "switch":
+        # every chip one switch away: direct writes at every size (runtime 2.32: mesh on Trn3 Gen2);
+        # one-shot all-reduce sends the whole buffer to every rank, so only while that stays small
+        return "oneshot" if op == "all_reduce" and nbytes * g.n < th.mesh_max_bytes else "mesh"
     if nbytes < th.mesh_max_bytes:
         return "mesh"
-    if nbytes < th.rdh_max_bytes and _pow2(n):
+    if nbytes < th.rdh_max_bytes and _pow2(g.n):
         return "rdh"
-    return "kangaring" if g.pairs_on_chips and n == g.n else "ring"
+    return "kangaring" if g.pairs_on_chips else "ring"
 
 
 def _inter(nbytes: float, Y: int) -> str:
+    """The runtime's choice across Y nodes (reference 2.4)."""
     th = fabric_specs.constants().thresholds
     if nbytes < th.mesh_max_bytes and Y <= th.inter_mesh_max_nodes:
         return "mesh"
@@ -138,7 +141,7 @@ def choose(op: str, nbytes: float, g: Group) -> str:
         return "hierarchical" if multi and g.grid and nbytes < th.flat_ring_min_bytes else "ring"
     if multi:
         return "hierarchical" if g.grid else "ring"
-    return _intra(op, nbytes, g, g.n)
+    return _intra(op, nbytes, g)
 
 
 def _chip_cycle(system) -> np.ndarray:
@@ -183,14 +186,18 @@ def _ring_orders(g: Group, rows: np.ndarray, ch: int, rotate: bool) -> np.ndarra
     return out
 
 
+def _natural(ch: int, G: int, M: int) -> np.ndarray:
+    """[ch, G, M] ring orders in position order, even channels forward and odd ones backward."""
+    fwd = np.arange(M)
+    return np.broadcast_to(np.where(np.arange(ch)[:, None, None] % 2 == 0, fwd, fwd[::-1]), (ch, G, M)).copy()
+
+
 def schedule(op: str, algorithm: str, g: Group, nbytes: float = 0.0) -> A.Schedule:
     """The schedule of `op` with `algorithm` on group `g` (sub-algorithms of hierarchical by `nbytes`)."""
     n, c = g.n, g.cluster
     if op not in _KIND:
         return _pointwise(op, algorithm, g)
     kind = _KIND[op]
-    natural = lambda ch, G, M: np.broadcast_to(  # noqa: E731
-        np.where(np.arange(ch)[:, None, None] % 2 == 0, np.arange(M), np.arange(M)[::-1]), (ch, G, M)).copy()
     if algorithm in ("ring", "mesh", "rdh", "kangaring"):
         if algorithm == "rdh" and not _pow2(n):
             raise AlgorithmError(f"rdh needs a power-of-two group, got {n} ranks{where()}")
@@ -199,20 +206,19 @@ def schedule(op: str, algorithm: str, g: Group, nbytes: float = 0.0) -> A.Schedu
                                  f"this group of {n} ranks has {c.cores_per_chip} rank(s) per chip{where()}")
         # rings run one channel per direction, and across nodes one per EFA NIC (reference 2.4)
         ch = 1 if algorithm in ("mesh", "rdh") else max(2, fabric_specs.efa_nics(c.system.key) if g.nodes > 1 else 2)
-        ch += ch % 2 if ch > 1 else 0
         rows = np.arange(n)[None, :]
         orders = _ring_orders(g, rows, ch, rotate=g.nodes > 1)
-        return A.two_level(kind, 1, n, ch, algorithm, algorithm, orders, natural(ch, n, 1), algorithm)
+        return A.two_level(kind, 1, n, ch, algorithm, algorithm, orders, _natural(ch, n, 1), algorithm)
     if algorithm == "oneshot":
         if kind != "ar":
             raise AlgorithmError(f"oneshot is an all_reduce algorithm, not one for {op}{where()}")
-        return A.two_level(kind, n, 1, 1, "ring", "oneshot", natural(1, n, 1), natural(1, 1, n), "oneshot")
+        return A.two_level(kind, n, 1, 1, "ring", "oneshot", _natural(1, n, 1), _natural(1, 1, n), "oneshot")
     if algorithm in ("hierarchical", "torus"):
         Y, X, row, col = two_level_shape(op, algorithm, g, nbytes)
         ch = 2
         r_orders = _ring_orders(g, np.arange(n).reshape(Y, X), ch, rotate=False)
         name = algorithm if algorithm == "torus" else f"hier({row}+{col})"
-        return A.two_level(kind, Y, X, ch, row, col, r_orders, natural(ch, X, Y), name)
+        return A.two_level(kind, Y, X, ch, row, col, r_orders, _natural(ch, X, Y), name)
     raise AlgorithmError(f"{algorithm} does not run {op}; choose from ring, torus, mesh, rdh, kangaring, "
                          f"hierarchical, oneshot{where()}")
 
@@ -233,11 +239,11 @@ def two_level_shape(op: str, algorithm: str, g: Group, nbytes: float) -> tuple[i
     Y, X = g.grid
     if c.constants.policy == "ring":
         return Y, X, "ring", "ring"
-    row, col = _intra(op, nbytes, Group(c, g.ranks[:X]), X), _inter(nbytes / X, Y)
+    row, col = _intra(op, nbytes, Group(c, g.ranks[:X])), _inter(nbytes / X, Y)
     return Y, X, "mesh" if row == "oneshot" else row, col
 
 
-def _pointwise(op: str, algorithm: str, g: Group, root: int = 0, pairs=None) -> A.Schedule:
+def _pointwise(op: str, algorithm: str, g: Group) -> A.Schedule:
     """Schedules for the data-movement ops: all_to_all (mesh), permute/send_recv/broadcast (direct)."""
     n = g.n
     if op in ("all_to_all", "all_to_allv"):
@@ -245,9 +251,9 @@ def _pointwise(op: str, algorithm: str, g: Group, root: int = 0, pairs=None) -> 
             raise AlgorithmError(f"{op} runs as mesh (direct writes), not {algorithm}{where()}")
         q, off = np.meshgrid(np.arange(n), np.arange(1, n), indexing="ij")
         src, dst = q.T.ravel(), ((q + off) % n).T.ravel()
+        # (all_to_all's values are moved directly by collectives.all_to_all: sender and receiver slots differ)
         return A.Schedule("mesh", n, np.arange(n), (A.Phase("mesh", src, dst, 1, False, 1, lambda s: dst),))
     if algorithm not in ("direct", "mesh"):
         raise AlgorithmError(f"{op} moves buffers directly between ranks (algorithm 'direct'), not {algorithm}{where()}")
-    if pairs is None:
-        pairs = [(i, (i + 1) % n) for i in range(n)] if op in ("permute", "send_recv") else [(root, i) for i in range(n) if i != root]
-    return A.pairwise("direct", n, pairs)
+    ring = op in ("permute", "send_recv")  # the ring shift; broadcast from rank 0
+    return A.pairwise("direct", n, [(i, (i + 1) % n) if ring else (0, i + 1) for i in range(n if ring else n - 1)])
