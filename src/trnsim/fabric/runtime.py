@@ -255,5 +255,7 @@ def _pointwise(op: str, algorithm: str, g: Group) -> A.Schedule:
         return A.Schedule("mesh", n, np.arange(n), (A.Phase("mesh", src, dst, 1, False, 1, lambda s: dst),))
     if algorithm not in ("direct", "mesh"):
         raise AlgorithmError(f"{op} moves buffers directly between ranks (algorithm 'direct'), not {algorithm}{where()}")
-    ring = op in ("permute", "send_recv")  # the ring shift; broadcast from rank 0
-    return A.pairwise("direct", n, [(i, (i + 1) % n) if ring else (0, i + 1) for i in range(n if ring else n - 1)])
+    pairs = {"permute": [(i, (i + 1) % n) for i in range(n)],  # the ring shift
+             "send_recv": [(i, i + 1) for i in range(0, n - 1, 2)],  # position 2i sends to 2i+1
+             "broadcast": [(0, i) for i in range(1, n)]}[op]  # from the group's first rank
+    return A.pairwise("direct", n, pairs)
