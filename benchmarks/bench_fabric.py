@@ -21,12 +21,15 @@ def timed(fn, repeat=1):
 
 def main():
     res = {}
-    big = tf.cluster("trn2.48xlarge", nodes=1875)  # 30,000 chips, 120,000 ranks at LNC 2
-    (t, alg, steps), cold = timed(lambda: tf.collective_time("all_reduce", 2**30, None, big))
+    colds = []
+    for _ in range(3):  # a fresh cluster each time: network, group, schedule and pricing all included
+        big = tf.cluster("trn2.48xlarge", nodes=1875)  # 30,000 chips, 120,000 ranks at LNC 2
+        (t, alg, steps), cold = timed(lambda: tf.collective_time("all_reduce", 2**30, None, big))
+        colds.append(cold)
     _, warm = timed(lambda: tf.collective_time("all_reduce", 2**30 + 1, None, big), 200)
     res["ultracluster_30000_chips_all_reduce_1GiB"] = {
         "chips": big.chips, "ranks": big.ranks, "algorithm": alg, "steps": steps, "simulated_ms": t / 1e6,
-        "cold_s": cold, "warm_us": warm * 1e6, "target_s": 1.0}
+        "cold_s_best_of_3": min(colds), "cold_s_worst_of_3": max(colds), "warm_us": warm * 1e6, "target_s": 1.0}
     mid = tf.cluster("trn2.48xlarge", nodes=64)  # 1,024 chips
     (t, alg, steps), secs = timed(lambda: tf.collective_time("all_reduce", 2**30, None, mid, model="flow"))
     ab = tf.collective_time("all_reduce", 2**30, None, mid)[0]

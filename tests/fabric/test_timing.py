@@ -120,3 +120,20 @@ def test_bad_timing_requests():
         tf.collective_time("all_reduce", 1024, None, c, "hierarchical")
     with pytest.raises(tf.RankError, match="rank 64 is outside"):
         tf.collective_time("all_reduce", 1024, [0, 64], c)
+
+
+def test_pricing_one_node_matches_pricing_every_node():
+    """On a uniform multi-node group, pricing the first node's traffic gives the time that pricing
+    every node gives (rings, KangaRing, and RDH folded over 12 nodes)."""
+    from trnsim.fabric import runtime, timing
+
+    c = tf.cluster("trn2.48xlarge", nodes=12)
+    for ranks, size in ((list(range(0, 12 * 64, 64)), 8 * MiB), (None, 256 * MiB), (None, 2 * GiB)):
+        g = runtime.group_of(c, ranks)
+        t, alg, _ = tf.collective_time("all_reduce", size, ranks, c)
+        sch = runtime.schedule("all_reduce", "hierarchical", g, size)
+        full = c.constants.launch_floor
+        for ph in sch.phases:
+            lat, per_chunk = timing._alpha_beta(g, ph, False)
+            full += ph.repeat * (lat + per_chunk * size / sch.nchunks)
+        assert t == pytest.approx(full, rel=1e-9), alg

@@ -133,7 +133,7 @@ def test_bad_input_gets_clear_errors():
     with pytest.raises(tf.ShapeError, match="must split into 3 equal blocks"):
         tf.reduce_scatter([np.zeros(4, np.float32)] * 3, cluster=c)
     with pytest.raises(tf.AlgorithmError, match="power-of-two"):
-        tf.all_reduce([np.zeros(4, np.float32)] * 6, cluster=c, algorithm="rdh")
+        tf.reduce_scatter([np.zeros(6, np.float32)] * 6, cluster=c, algorithm="rdh")
 
 
 def test_stochastic_rounding_is_seeded_and_keeps_small_addends():
@@ -156,3 +156,11 @@ def test_devices_hold_their_ranks():
     assert (d.node, list(d.ranks), d.spec.name) == (1, [68, 69, 70, 71], "Trainium2")
     assert d.hbm_bytes == 96 * 2**30
     assert all(c.place(r).chip == 17 for r in d.ranks)
+
+
+@pytest.mark.parametrize("n", [3, 6, 12])
+def test_rdh_all_reduce_folds_groups_that_are_not_powers_of_two(n):
+    """RDH all-reduce on 3, 6 and 12 ranks (extra ranks folded in, uneven halves) equals numpy."""
+    xs = _ints(n, 2 * n + 1, seed=n)
+    out = tf.all_reduce(xs, cluster=tf.cluster("trn2.48xlarge"), algorithm="rdh")
+    assert all(np.array_equal(o, np.sum(np.stack(xs), axis=0)) for o in out)

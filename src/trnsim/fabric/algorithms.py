@@ -20,15 +20,17 @@ import numpy as np
 
 @dataclass(frozen=True)
 class Phase:
-    """`repeat` rounds of the same transfers (src -> dst group positions) of `count` chunks each."""
+    """`repeat` rounds of the same transfers (src -> dst group positions) of `count` chunks each
+    (one count for all, or one per transfer)."""
 
     name: str
     src: np.ndarray
     dst: np.ndarray
-    count: int
+    count: int | np.ndarray
     reduce: bool
     repeat: int = 1
     starts: Callable[[int], np.ndarray] | None = None  # first chunk id of each transfer in round s
+    uniform: bool = True  # every node of a uniform group carries the same traffic (timing may price one)
 
 
 @dataclass(frozen=True)
@@ -84,6 +86,47 @@ def _rdh(lv: Level, kind: str) -> list[Phase]:
         dst = np.broadcast_to(lv.members[:, partner], (ch, G, M)).ravel()
         st = lv.base[:, :, first].ravel()  # blocks of a row are contiguous ids: block b+1 follows b
         out.append(Phase(f"rdh-{kind}", src, dst, d * lv.block, kind == "rs", 1, lambda s, st=st: st))
+    return out
+
+
+def _rdh_folded(lv: Level) -> list[Phase]:
+    """All-reduce by recursive halving and doubling on a row of any size (Rabenseifner's fold).
+
+    The M - P members beyond the largest power of two P first hand their whole range to a partner
+    among the first P, which run halving and doubling on the row's range (halves differ by at most
+    a chunk, so transfer sizes vary), then hand the result back. Nodes carry uneven traffic, so
+    timing prices every node (`uniform=False`).
+    """
+    ch, G, M = lv.base.shape
+    P = 1 << (M.bit_length() - 1)
+    E, total = M - P, M * lv.block
+    start = lv.base[:, :, :1]  # the row's range begins at its first block's id
+    bc = lambda a: np.broadcast_to(a, (ch, G, a.shape[-1])).ravel()  # noqa: E731
+    out = []
+    if E:
+        first = np.broadcast_to(start, (ch, G, E)).ravel()
+        out.append(Phase("rdh-fold", bc(lv.members[:, P:]), bc(lv.members[:, :E]), total, True, 1,
+                         lambda s, st=first: st, False))
+    q = np.arange(P)
+    lo, hi, steps = np.zeros(P, dtype=np.int64), np.full(P, total, dtype=np.int64), []
+    d = P >> 1
+    while d:
+        partner, mid, low = q ^ d, (lo + hi) // 2, (q & d) == 0
+        steps.append((d, lo.copy(), hi.copy()))
+        s_lo, s_hi = np.where(low, mid, lo), np.where(low, hi, mid)
+        st = (start + s_lo).ravel()
+        out.append(Phase("rdh-rs", bc(lv.members[:, q]), bc(lv.members[:, partner]),
+                         np.broadcast_to(s_hi - s_lo, (ch, G, P)).ravel(), True, 1, lambda s, st=st: st, False))
+        lo, hi = np.where(low, lo, mid), np.where(low, mid, hi)
+        d >>= 1
+    for d, lo_before, hi_before in reversed(steps):  # doubling: send what is held, receive the other half
+        st = (start + lo).ravel()
+        out.append(Phase("rdh-ag", bc(lv.members[:, q]), bc(lv.members[:, q ^ d]),
+                         np.broadcast_to(hi - lo, (ch, G, P)).ravel(), False, 1, lambda s, st=st: st, False))
+        lo, hi = lo_before, hi_before
+    if E:
+        out.append(Phase("rdh-unfold", bc(lv.members[:, :E]), bc(lv.members[:, P:]), total, False, 1,
+                         lambda s, st=first: st, False))
     return out
 
 
@@ -152,6 +195,9 @@ def _level_phases(alg: str, lv: Level, kind: str) -> list[Phase]:
     if kind == "ar":
         if alg == "oneshot":
             return _oneshot(lv)
+        M = lv.base.shape[2]
+        if alg == "rdh" and M & (M - 1):
+            return _rdh_folded(lv)
         rs, ag = LEVEL_ALGORITHMS[alg](lv, "rs"), LEVEL_ALGORITHMS[alg](lv, "ag")
         if alg == "kangaring" and rs:  # the pair stays combined between the two rings
             rs, ag = rs[:-1], ag[1:]

@@ -99,25 +99,35 @@ def execute(sch: A.Schedule, data: np.ndarray, dt, op: str = "sum", rounding: st
     """
     fn = REDUCE_OPS[op]
     for ph in sch.phases:
-        span = np.arange(ph.count)
+        counts = np.broadcast_to(ph.count, ph.src.shape)
         for s in range(ph.repeat):
             st = ph.starts(s)
-            idx = st[:, None] + span
-            vals = data[ph.src[:, None], idx]
-            if not ph.reduce:
-                data[ph.dst[:, None], idx] = vals
-                continue
-            key = ph.dst * sch.nchunks + st
-            order = np.argsort(key, kind="stable")
-            first = np.searchsorted(key[order], key[order], side="left")
-            wave = np.empty(len(key), dtype=np.int64)
-            wave[order] = np.arange(len(key)) - first
-            for w in range(int(wave.max()) + 1):
-                m = wave == w
-                d, i = ph.dst[m][:, None], idx[m]
-                with np.errstate(over="ignore", invalid="ignore"):
-                    acc = fn(data[d, i].astype(np.float32), vals[m].astype(np.float32))
-                data[d, i] = numerics.cast(acc, dt, rounding=rounding, rng=rng)
+            # transfers grouped by length; every source is read before anything is written
+            moves = []
+            for c in np.unique(counts[counts > 0]):
+                m = np.flatnonzero(counts == c)
+                idx = st[m, None] + np.arange(c)
+                moves.append((ph.dst[m], idx, data[ph.src[m, None], idx]))
+            for dst, idx, vals in moves:
+                if ph.reduce:
+                    _reduce_into(data, dst, idx, vals, sch.nchunks, fn, dt, rounding, rng)
+                else:
+                    data[dst[:, None], idx] = vals
+
+
+def _reduce_into(data, dst, idx, vals, nchunks, fn, dt, rounding, rng) -> None:
+    """data[dst, idx] = fn(data[dst, idx], vals) rounded to dt; repeats of one destination apply in order."""
+    key = dst * nchunks + idx[:, 0]
+    order = np.argsort(key, kind="stable")
+    first = np.searchsorted(key[order], key[order], side="left")
+    wave = np.empty(len(key), dtype=np.int64)
+    wave[order] = np.arange(len(key)) - first
+    for w in range(int(wave.max()) + 1):
+        m = wave == w
+        d, i = dst[m][:, None], idx[m]
+        with np.errstate(over="ignore", invalid="ignore"):
+            acc = fn(data[d, i].astype(np.float32), vals[m].astype(np.float32))
+        data[d, i] = numerics.cast(acc, dt, rounding=rounding, rng=rng)
 
 
 def _blocks(xs, n: int, ch: int, layout: np.ndarray, nchunks: int, dt):

@@ -119,12 +119,12 @@ def _intra(op: str, nbytes: float, g: Group) -> str:
     return "kangaring" if g.pairs_on_chips else "ring"
 
 
-def _inter(nbytes: float, Y: int) -> str:
-    """The runtime's choice across Y nodes (reference 2.4)."""
+def _inter(op: str, nbytes: float, Y: int) -> str:
+    """The runtime's choice across Y nodes (reference 2.4); all-reduce folds non-power-of-two RDH."""
     th = fabric_specs.constants().thresholds
     if nbytes < th.mesh_max_bytes and Y <= th.inter_mesh_max_nodes:
         return "mesh"
-    return "rdh" if _pow2(Y) and nbytes < th.rdh_max_bytes else "ring"
+    return "rdh" if (_pow2(Y) or op == "all_reduce") and nbytes < th.rdh_max_bytes else "ring"
 
 
 def choose(op: str, nbytes: float, g: Group) -> str:
@@ -199,8 +199,9 @@ def schedule(op: str, algorithm: str, g: Group, nbytes: float = 0.0) -> A.Schedu
         return _pointwise(op, algorithm, g)
     kind = _KIND[op]
     if algorithm in ("ring", "mesh", "rdh", "kangaring"):
-        if algorithm == "rdh" and not _pow2(n):
-            raise AlgorithmError(f"rdh needs a power-of-two group, got {n} ranks{where()}")
+        if algorithm == "rdh" and not _pow2(n) and kind != "ar":
+            raise AlgorithmError(f"rdh {op} needs a power-of-two group, got {n} ranks (all_reduce folds "
+                                 f"the extra ranks in){where()}")
         if algorithm == "kangaring" and not g.pairs_on_chips:
             raise AlgorithmError(f"kangaring needs ranks paired on chips (2i and 2i+1 on one chip, 4 or more ranks); "
                                  f"this group of {n} ranks has {c.cores_per_chip} rank(s) per chip{where()}")
@@ -239,7 +240,7 @@ def two_level_shape(op: str, algorithm: str, g: Group, nbytes: float) -> tuple[i
     Y, X = g.grid
     if c.constants.policy == "ring":
         return Y, X, "ring", "ring"
-    row, col = _intra(op, nbytes, Group(c, g.ranks[:X])), _inter(nbytes / X, Y)
+    row, col = _intra(op, nbytes, Group(c, g.ranks[:X])), _inter(op, nbytes / X, Y)
     return Y, X, "mesh" if row == "oneshot" else row, col
 
 

@@ -27,13 +27,24 @@ MODELS = ("alpha-beta", "flow")
 FLOW_TOLERANCE = 0.01  # relative: flows finishing this close together end in one event of the flow model
 
 
-def _incidence(g: Group, ph: A.Phase, fold: bool):
+def _incidence(g: Group, ph: A.Phase, fold: bool, merge: bool = False):
+    """Resource loads of a round's transfers: (transfer, resource, weight) entries, latency per
+    transfer, capacities and chunks per transfer.
+
+    fold: every node carries the same traffic, so price what the first node sends on one node's
+    resources. merge: transfers between the same two chips add up (alpha-beta only: loads are sums).
+    """
     net = g.cluster.network
     src, dst = g.chips[ph.src], g.chips[ph.dst]
-    count = np.broadcast_to(ph.count, (len(src),))
-    if fold:  # every node carries the same traffic: price what the first node sends, on one node's resources
+    count = np.broadcast_to(ph.count, (len(src),)).astype(float)
+    fold = fold and ph.uniform
+    if fold:
         mine = src // net.C == g.chips[0] // net.C
         src, dst, count = src[mine], dst[mine], count[mine]
+    if merge and not fold:
+        pair, inv = np.unique(src * g.cluster.chips + dst, return_inverse=True)
+        count = np.bincount(inv, weights=count)
+        src, dst = np.divmod(pair, g.cluster.chips)
     t, res, w, lat = net.load(src, dst, ph.reduce)
     cap = net.capacity
     if fold:
@@ -45,7 +56,7 @@ def _alpha_beta(g: Group, ph: A.Phase, fold: bool) -> tuple[float, float]:
     """(latency ns, ns per chunk) of one round."""
     if len(ph.src) == 0:
         return 0.0, 0.0
-    t, res, w, lat, cap, count = _incidence(g, ph, fold)
+    t, res, w, lat, cap, count = _incidence(g, ph, fold, merge=True)
     load = np.bincount(res, weights=w * count[t], minlength=len(cap))
     return float(lat.max()), float((load / cap).max() * 1e9)
 
