@@ -80,18 +80,29 @@ def matmul_blocked(lhsT, rhs, tiles_m=2, tiles_n=2):
     rhs_tiles = nl.ndarray((TILE_K, KT, BN), dtype=rhs.dtype, buffer=nl.sbuf)
     for m2 in nl.affine_range(M // BM):
         for k in nl.affine_range(KT):
-            nisa.dma_copy(dst=lhsT_tiles[:, k, :], src=lhsT[k * TILE_K:(k + 1) * TILE_K, m2 * BM:(m2 + 1) * BM])
+            for bm in nl.affine_range(tiles_m):
+                m0 = m2 * BM + bm * TILE_M
+                nisa.dma_copy(dst=lhsT_tiles[:, k, bm * TILE_M:(bm + 1) * TILE_M],
+                              src=lhsT[k * TILE_K:(k + 1) * TILE_K, m0:m0 + TILE_M])
         for n2 in nl.affine_range(N // BN):
             for k in nl.affine_range(KT):
-                nisa.dma_copy(dst=rhs_tiles[:, k, :], src=rhs[k * TILE_K:(k + 1) * TILE_K, n2 * BN:(n2 + 1) * BN])
+                for bn in nl.affine_range(tiles_n):
+                    n0 = n2 * BN + bn * TILE_N
+                    nisa.dma_copy(dst=rhs_tiles[:, k, bn * TILE_N:(bn + 1) * TILE_N],
+                                  src=rhs[k * TILE_K:(k + 1) * TILE_K, n0:n0 + TILE_N])
+            # K outermost, one PSUM bank per output tile of the block: slice k of the columns is free
+            # for the next block's loads as soon as its matmuls are done.
+            accs = [nl.ndarray((TILE_M, TILE_N), dtype=nl.float32, buffer=nl.psum) for _ in range(tiles_m * tiles_n)]
+            for k in nl.affine_range(KT):
+                for bm in nl.affine_range(tiles_m):
+                    for bn in nl.affine_range(tiles_n):
+                        nisa.nc_matmul(dst=accs[bm * tiles_n + bn],
+                                       stationary=lhsT_tiles[:, k, bm * TILE_M:(bm + 1) * TILE_M],
+                                       moving=rhs_tiles[:, k, bn * TILE_N:(bn + 1) * TILE_N])
             for bm in nl.affine_range(tiles_m):
                 for bn in nl.affine_range(tiles_n):
-                    acc = nl.ndarray((TILE_M, TILE_N), dtype=nl.float32, buffer=nl.psum)
-                    for k in nl.affine_range(KT):
-                        nisa.nc_matmul(dst=acc, stationary=lhsT_tiles[:, k, bm * TILE_M:(bm + 1) * TILE_M],
-                                       moving=rhs_tiles[:, k, bn * TILE_N:(bn + 1) * TILE_N])
                     out_tile = nl.ndarray((TILE_M, TILE_N), dtype=result.dtype, buffer=nl.sbuf)
-                    nisa.tensor_copy(dst=out_tile, src=acc)
+                    nisa.tensor_copy(dst=out_tile, src=accs[bm * tiles_n + bn])
                     m0, n0 = m2 * BM + bm * TILE_M, n2 * BN + bn * TILE_N
                     nisa.dma_copy(dst=result[m0:m0 + TILE_M, n0:n0 + TILE_N], src=out_tile)
     return result

@@ -66,23 +66,36 @@ class Scheduler:
         self.high: dict[tuple, int] = {}  # (space, memory, partition, partitions) -> highest byte touched
         self.warm_since, self.tensor_end = None, 0.0
 
-    def _cells(self, r) -> list[IntervalMap]:
-        """The interval maps a region touches: its memory's, one per partition quadrant on chip."""
-        key = (r.memory, r.partition, r.partitions) if r.space != "hbm" else r.memory
+    def _cells(self, r) -> tuple[list[IntervalMap], list[IntervalMap], list[IntervalMap]]:
+        """(maps to look up, maps to record in, maps a write clears) for a region.
+
+        Each memory has a map for accesses that span all its partitions (and HBM tensors) plus one
+        per partition quadrant for narrower ones, so whole-tile accesses, the common case, touch one
+        map, while tiles on disjoint partitions stay independent.
+        """
+        whole = r.space == "hbm" or (r.partition == 0 and r.partitions == self.spec.partitions)
+        key = r.memory if whole else (r.memory, r.partition, r.partitions)
         cells = self.cells.get(key)
         if cells is None:
-            qs = (0,) if r.space == "hbm" else range(r.partition // QUADRANT, (r.partition + r.partitions - 1) // QUADRANT + 1)
-            cells = self.cells[key] = [self.maps.setdefault((r.memory, q), IntervalMap()) for q in qs]
+            top = self.maps.setdefault((r.memory, -1), IntervalMap())
+            if r.space == "hbm":
+                cells = ([top], [top], [])
+            else:
+                n = self.spec.partitions // QUADRANT
+                qs = range(n) if whole else range(r.partition // QUADRANT, (r.partition + r.partitions - 1) // QUADRANT + 1)
+                quads = [self.maps.setdefault((r.memory, q), IntervalMap()) for q in qs]
+                cells = ([top] + quads, [top], quads) if whole else ([top] + quads, quads, [])
+            self.cells[key] = cells
         return cells
 
-    def _deps(self, rec, eng: str, reads) -> dict[int, float]:
-        """{event index: end} of the events this instruction must wait for, and record its own accesses."""
+    def _deps(self, rec, eng: str) -> dict[int, float]:
+        """{event index: end} of the events this instruction must wait for."""
         deps: dict[int, float] = {}
         eng_of, end_of = self.eng_of, self.end_of
         dma = eng == "dma"
         for name, r in rec.operands.items():
             writes, lo, hi = name in rec.writes, r.byte_lo, r.byte_hi
-            for m in self._cells(r):
+            for m in self._cells(r)[0]:
                 for writer, readers in m.overlapping(lo, hi):
                     # In-order queues order same-engine work; DMA queues also keep their writes in order.
                     if writer is not None and (eng_of[writer] != eng or (dma and not writes)):
@@ -103,18 +116,24 @@ class Scheduler:
             return writer, tuple(x for x in readers if x[0] != eng) + ((eng, index),)
 
         for name, r in rec.operands.items():
-            for m in self._cells(r):
-                if name in rec.writes:
-                    m.assign(r.byte_lo, r.byte_hi, (index, ()))
-                if name in reads:
-                    m.update(r.byte_lo, r.byte_hi, add_reader)
+            _, record, clear = self._cells(r)
+            lo, hi = r.byte_lo, r.byte_hi
+            if name in rec.writes:
+                for m in record:
+                    m.assign(lo, hi, (index, ()))
+                for m in clear:
+                    if len(m.bounds) > 1 or m.values[0] is not None:
+                        m.assign(lo, hi, None)
+            if name in reads:
+                for m in record:
+                    m.update(lo, hi, add_reader)
 
     def step(self, rec) -> Event:
         index = len(self.tl.events)
         w = REGISTRY[rec.op].cost(rec, self.spec)
         eng = "dma" if rec.engine is Engine.DMA else rec.engine.value
         reads = rec.reads
-        deps = self._deps(rec, eng, reads)
+        deps = self._deps(rec, eng)
         sem = self.t.semaphore_latency
         ready, blocker = 0.0, -1
         for idx, end in deps.items():
