@@ -19,6 +19,7 @@ from trnsim.core.errors import KernelError, UninitializedError
 from trnsim.core.memory import HBM
 
 _state = threading.local()
+LAUNCHES: list[dict] = []  # one summary per kernel launch, for `trnsim run --json`
 
 
 def core() -> NeuronCore:
@@ -149,6 +150,8 @@ def launch(kernel: Kernel, args, kwargs, target=None):
             t.join()
     _state.core = saved
     kernel.last_cores = cores
+    LAUNCHES.append({"kernel": kernel.fn.__name__, "target": nc0.target, "lnc": kernel.lnc,
+                     "instructions": sum(len(c.stream) for c in cores), "ok": not errors})
     if errors:
         raise errors[0]
     for orig, v, k in backs:  # inputs the kernel wrote go back to the caller's arrays
