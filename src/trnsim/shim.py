@@ -10,7 +10,7 @@ A real installed `nki` is never shadowed unless `install(force=True)`.
 from __future__ import annotations
 
 import importlib
-import importlib.util
+import importlib.machinery
 import sys
 import warnings
 
@@ -28,12 +28,10 @@ _saved: dict[str, object] = {}
 def real_nki_installed() -> bool:
     """Whether a real `nki` package (not this shim) can be imported."""
     mod = sys.modules.get("nki")
-    if mod is not None:
-        return not getattr(mod, "__name__", "").startswith("trnsim")
-    try:
-        return importlib.util.find_spec("nki") is not None
-    except (ImportError, ValueError):
-        return False
+    if mod is not None and not getattr(mod, "__name__", "").startswith("trnsim") and getattr(mod, "__file__", None):
+        return True
+    spec = importlib.machinery.PathFinder.find_spec("nki")  # on sys.path, ignoring sys.modules
+    return spec is not None and spec.origin is not None  # a bare `nki/` folder (namespace) is not a package
 
 
 def install(force: bool = False) -> bool:
@@ -52,7 +50,8 @@ def install(force: bool = False) -> bool:
 
 
 def installed() -> bool:
-    return getattr(sys.modules.get("nki"), "__name__", "") == "trnsim.nki"
+    """Whether every `nki` module name currently resolves to trnsim."""
+    return all(getattr(sys.modules.get(n), "__name__", "") == t for n, t in MODULES.items())
 
 
 def uninstall() -> None:
