@@ -49,6 +49,9 @@ class Register:
     def __repr__(self):
         return f"<register {self.name} = {self.value}>"
 
+    def __index__(self):  # a register used as an index or slice bound (dynamic access)
+        return self.value
+
 
 class NeuronCore:
     """One NeuronCore of a generation (v2 Trn1, v3 Trn2, v4 Trn3) with real SBUF, PSUM and HBM."""

@@ -306,8 +306,9 @@ class View:
         root = View(self.alloc, dt, (1,), (1,))
         offset = int(offset or 0)
         if scalar_offset is not None:
-            base = self.root_shape()
-            offset += int(scalar_offset) * math.prod(base[indirect_dim + 1:])
+            if isinstance(scalar_offset, View):
+                scalar_offset = scalar_offset.array().reshape(-1)[0]
+            offset += int(getattr(scalar_offset, "value", scalar_offset)) * math.prod(self.root_shape()[indirect_dim + 1:])
         shape = [int(n) for _, n in pattern]
         steps = [int(s) for s, _ in pattern]
         if self.on_chip:
@@ -318,8 +319,15 @@ class View:
             return root._derive(shape, [1] + steps[1:], offset % whole, offset // whole)
         indirect = None
         if vector_offset is not None:
-            base = self.root_shape()
-            indirect = (np.asarray(vector_offset).reshape(-1).astype(np.int64), math.prod(base[indirect_dim + 1:]))
+            if indirect_dim != 0:
+                raise ShapeError(f".ap on {self.name!r}: vector_offset works with indirect_dim=0 only; got {indirect_dim}")
+            rows = vector_offset
+            if isinstance(rows, View):  # the DMA reads the offsets at run time: they must have been written
+                if rows.poisoned():
+                    from trnsim.core.errors import UninitializedError
+                    raise UninitializedError(f"vector_offset {rows.name!r} holds never-written row indices for {self.name!r}")
+                rows = rows.array()
+            indirect = (np.asarray(rows).reshape(-1).astype(np.int64), math.prod(self.root_shape()[1:]))
         return root._derive(shape, steps, offset, 0, indirect=indirect)
 
     def root_shape(self):

@@ -19,6 +19,7 @@ from trnsim.core.errors import KernelError, UninitializedError
 from trnsim.core.memory import HBM
 
 _state = threading.local()
+LAUNCHES: list[dict] = []  # one summary per kernel launch, for `trnsim run --json`
 
 
 def core() -> NeuronCore:
@@ -157,6 +158,8 @@ def launch(kernel: Kernel, args, kwargs, target=None, values=True):
             t.join()
     _state.core = saved
     kernel.last_cores = cores
+    LAUNCHES.append({"kernel": kernel.fn.__name__, "target": nc0.target, "lnc": kernel.lnc,
+                     "instructions": sum(len(c.stream) for c in cores), "ok": not errors})
     if errors:
         raise errors[0]
     if not values:

@@ -157,3 +157,128 @@ def sendrecv(src, dst, send_to_rank, recv_from_rank, pipe_id, dma_engine=dma_eng
     eng = "gpsimd" if dma_engine == 2 else None
     return issue(Op.SENDRECV, engine=eng, src=src, dst=dst, send_to_rank=send_to_rank, recv_from_rank=recv_from_rank,
                  pipe_id=pipe_id)
+
+
+def dma_compute(dst, srcs, reduce_op, scales=None, unique_indices=True, oob_mode=oob_mode.error, name=None):
+    raise NotImplementedError("dma_compute is not supported in trnsim")
+
+
+# -- reductions, scans, selections, statistics -------------------------------------------------------------------
+def tensor_scalar_reduce(dst, data, op0, operand0, reduce_op, reduce_res=None, reverse0=False,
+                         reduce_cmd=reduce_cmd.reset_reduce, reduce_init=None, reduce_res_negate=False, name=None):
+    return issue(Op.TENSOR_SCALAR_REDUCE, dst=dst, data=data, op0=op0, operand0=operand0, reduce_op=reduce_op,
+                 reduce_res=reduce_res, reverse0=reverse0, reduce_cmd=reduce_cmd, reduce_init=reduce_init,
+                 reduce_res_negate=reduce_res_negate)
+
+
+def tensor_tensor_scan(dst, data0, data1, initial, op0, op1, reverse0=False, reverse1=False, name=None):
+    return issue(Op.TENSOR_TENSOR_SCAN, dst=dst, data0=data0, data1=data1, initial=initial, op0=op0, op1=op1,
+                 reverse0=reverse0, reverse1=reverse1)
+
+
+def tensor_partition_reduce(dst, op, data, name=None):
+    return issue(Op.TENSOR_PARTITION_REDUCE, dst=dst, op=op, data=data)
+
+
+def select_reduce(dst, predicate, on_true, on_false, reduce_res=None, reduce_cmd=reduce_cmd.idle,
+                  reduce_op=None, reverse_pred=False, name=None):
+    return issue(Op.SELECT_REDUCE, dst=dst, predicate=predicate, on_true=on_true, on_false=on_false,
+                 reduce_res=reduce_res, reduce_cmd=reduce_cmd, reduce_op=reduce_op, reverse_pred=reverse_pred)
+
+
+def range_select(dst, on_true_tile, comp_op0, comp_op1, bound0, bound1, reduce_cmd=reduce_cmd.reset_reduce,
+                 reduce_res=None, reduce_op=None, range_start=0, on_false_value=None, name=None):
+    return issue(Op.RANGE_SELECT, dst=dst, on_true_tile=on_true_tile, comp_op0=comp_op0, comp_op1=comp_op1,
+                 bound0=bound0, bound1=bound1, reduce_cmd=reduce_cmd, reduce_res=reduce_res, reduce_op=reduce_op,
+                 range_start=range_start, on_false_value=on_false_value)
+
+
+def exponential(dst, src, max_value=0.0, reduce_res=None, reduce_cmd=reduce_cmd.idle, reduce_init=0.0, name=None):
+    return issue(Op.EXPONENTIAL, dst=dst, src=src, max_value=max_value, reduce_res=reduce_res, reduce_cmd=reduce_cmd,
+                 reduce_init=reduce_init)
+
+
+def bn_stats(dst, data, name=None):
+    return issue(Op.BN_STATS, dst=dst, data=data)
+
+
+def bn_aggr(dst, data, name=None):
+    return issue(Op.BN_AGGR, dst=dst, data=data)
+
+
+def max8(dst, src, name=None):
+    return issue(Op.MAX8, dst=dst, src=src)
+
+
+def nc_find_index8(dst, data, vals, name=None):
+    return issue(Op.NC_FIND_INDEX8, dst=dst, data=data, vals=vals)
+
+
+def nc_match_replace8(dst, data, vals, imm, dst_idx=None, name=None):
+    return issue(Op.NC_MATCH_REPLACE8, dst=dst, data=data, vals=vals, imm=imm, dst_idx=dst_idx)
+
+
+def nc_stream_shuffle(dst, src, shuffle_mask, name=None):
+    return issue(Op.NC_STREAM_SHUFFLE, dst=dst, src=src, shuffle_mask=tuple(shuffle_mask))
+
+
+def quantize_mx(dst, src, dst_scale, name=None):
+    return issue(Op.QUANTIZE_MX, dst=dst, src=src, dst_scale=dst_scale)
+
+
+# -- GpSimd ------------------------------------------------------------------------------------------------------
+def iota(dst, pattern, offset=0, channel_multiplier=0, name=None):
+    return issue(Op.IOTA, dst=dst, pattern=tuple(tuple(p) for p in pattern), offset=offset,
+                 channel_multiplier=channel_multiplier)
+
+
+def affine_select(dst, pattern, channel_multiplier, on_true_tile, on_false_value, cmp_op="equal", offset=0, name=None):
+    return issue(Op.AFFINE_SELECT, dst=dst, pattern=tuple(tuple(p) for p in pattern), channel_multiplier=channel_multiplier,
+                 on_true_tile=on_true_tile, on_false_value=on_false_value, cmp_op=cmp_op, offset=offset)
+
+
+def local_gather(dst, src_buffer, index, num_elem_per_idx=1, num_valid_indices=None, name=None):
+    return issue(Op.LOCAL_GATHER, dst=dst, src_buffer=src_buffer, index=index, num_elem_per_idx=num_elem_per_idx,
+                 num_valid_indices=num_valid_indices)
+
+
+# -- random numbers -----------------------------------------------------------------------------------------------
+def rng(dst, engine=engine.vector, name=None):
+    return issue(Op.RAND, engine=_eng(engine), dst=dst, kind="bits")
+
+
+def rand2(dst, min, max, name=None):  # noqa: A002 - the NKI parameter names
+    return issue(Op.RAND, dst=dst, kind="uniform", min=min, max=max)
+
+
+def set_rng_seed(src_seeds, name=None):
+    return issue(Op.SET_RNG_SEED, src_seeds=src_seeds)
+
+
+def dropout(dst, data, prob, name=None):
+    return issue(Op.DROPOUT, dst=dst, data=data, prob=prob)
+
+
+# -- registers and cross-core sync -----------------------------------------------------------------------------------
+def register_alloc(x=None):
+    """A new 32-bit sequencer register, optionally initialised."""
+    from trnsim.core.machine import Register
+    reg = Register(name=f"r{len(core().stream)}")
+    issue(Op.REGISTER_ALLOC, reg=reg, value=0 if x is None else x)
+    return reg
+
+
+def register_move(dst, src):
+    issue(Op.REGISTER_MOVE, reg=dst, value=src)
+
+
+def register_load(dst, src):
+    issue(Op.REGISTER_LOAD, reg=dst, src=src)
+
+
+def register_store(dst, src):
+    issue(Op.REGISTER_STORE, dst=dst, value=src)
+
+
+def core_barrier(data, cores=(0, 1), engine=engine.gpsimd, name=None):
+    return issue(Op.CORE_BARRIER, data=data, cores=tuple(cores), on_engine=getattr(engine, "name", engine))

@@ -45,6 +45,7 @@ class Op(enum.Enum):
     NC_STREAM_SHUFFLE = "nc_stream_shuffle"
     QUANTIZE_MX = "quantize_mx"
     RAND = "rand"
+    SET_RNG_SEED = "set_rng_seed"
     DROPOUT = "dropout"
     # GpSimd engine
     IOTA = "iota"

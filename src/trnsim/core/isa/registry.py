@@ -27,9 +27,9 @@ from trnsim.core.tensor import Region, View
 # Engine <-> memory connectivity (reference 1.4): TensorE reads SBUF and writes PSUM only; GpSimd never
 # touches PSUM; DMA moves HBM<->SBUF, HBM<->HBM and SBUF<->SBUF, never PSUM (dropped in NKI 0.3.0).
 READS = {Engine.TENSOR: {Space.SBUF}, Engine.VECTOR: {Space.SBUF, Space.PSUM}, Engine.SCALAR: {Space.SBUF, Space.PSUM},
-         Engine.GPSIMD: {Space.SBUF}, Engine.DMA: {Space.SBUF, Space.HBM}, Engine.SYNC: {Space.SBUF, Space.PSUM}}
+         Engine.GPSIMD: {Space.SBUF}, Engine.DMA: {Space.SBUF, Space.HBM}, Engine.SYNC: {Space.SBUF, Space.PSUM, Space.HBM}}
 WRITES = {Engine.TENSOR: {Space.PSUM}, Engine.VECTOR: {Space.SBUF, Space.PSUM}, Engine.SCALAR: {Space.SBUF, Space.PSUM},
-          Engine.GPSIMD: {Space.SBUF}, Engine.DMA: {Space.SBUF, Space.HBM}, Engine.SYNC: {Space.SBUF, Space.PSUM}}
+          Engine.GPSIMD: {Space.SBUF}, Engine.DMA: {Space.SBUF, Space.HBM}, Engine.SYNC: {Space.SBUF, Space.PSUM, Space.HBM}}
 
 _FLOAT_COMPUTE = {"float32", "tfloat32", "bfloat16", "float16", "float8_e4m3", "float8_e5m2"}
 _INTS = {"int8", "int16", "int32", "uint8", "uint16", "uint32", "bool_"}
@@ -43,7 +43,7 @@ def engine_dtypes(engine: Engine, gen: int) -> set[str]:
     if engine in (Engine.VECTOR, Engine.SCALAR):
         return _FLOAT_COMPUTE | _INTS | (_MX if gen >= 4 else set())
     if engine is Engine.TENSOR:
-        return {"float32", "tfloat32", "bfloat16", "float16", "float8_e4m3", "float8_e5m2"} | (_MX if gen >= 4 else set())
+        return {"float32", "tfloat32", "bfloat16", "float16", "float8_e4m3", "float8_e5m2"} | (_MX | {"uint8"} if gen >= 4 else set())
     return {t.name for t in numerics.ALL}
 
 
@@ -174,7 +174,9 @@ def as_free(a: np.ndarray, like: View) -> np.ndarray:
 def put(v: View, values, mask=None) -> None:
     """Cast `values` to `v`'s dtype (RNE or stochastic per numerics) and write them, with their mask."""
     values = np.asarray(values)
-    if values.dtype != v.dtype.np or v.dtype.name == "tfloat32":
+    if values.dtype.kind in "iu" and v.dtype.is_int:
+        values = values.astype(v.dtype.np)  # integer results keep their low bits (bit-pattern ops)
+    elif values.dtype != v.dtype.np or v.dtype.name == "tfloat32":
         values = numerics.cast(values, v.dtype)
     v.store(np.broadcast_to(values.reshape(_fit(values.shape, v.shape)), v.shape),
             None if mask is None else np.broadcast_to(np.asarray(mask).reshape(_fit(np.shape(mask), v.shape)), v.shape))

@@ -128,64 +128,26 @@ def _nc_matmul_semantics(ins, nc):
     mask = None
     if sm.any() or mm.any():
         mask = sm.any(axis=0)[:, None] | mm.any(axis=0)[None, :]
+    psum_write(ins, nc, out, mask)
+
+
+def psum_write(ins, nc, out, mask):
+    """Write a matmul result: overwrite or FP32 read-accumulate-write, per the accumulation group."""
+    dst = ins.dst
     flags = _group_flags(nc, dst)
     acc = ins.attrs.get("accumulate")
-    accumulate = bool(flags.all()) if acc is None else bool(acc)
-    if accumulate:
-        prev = dst.array().reshape(out.shape).astype(np.float32)
-        out = out + prev  # FP32 read-accumulate-write in PSUM
+    if bool(flags.all()) if acc is None else bool(acc):
+        out = out + dst.array().reshape(out.shape).astype(np.float32)
         pm = dst.mask().reshape(out.shape)
-        mask = pm if mask is None and pm.any() else (mask | pm if mask is not None else None)
-    dst.store(numerics.cast(out, dst.dtype).reshape(dst.shape) if dst.dtype.name != "float32" else out.reshape(dst.shape),
+        if pm.any():
+            mask = pm if mask is None else (mask | pm)
+    out = out.reshape(dst.shape)
+    dst.store(out if dst.dtype.name == "float32" else numerics.cast(out, dst.dtype),
               None if mask is None else mask.reshape(dst.shape))
     flags[...] = 1
 
 
 define(Op.NC_MATMUL, Engine.TENSOR, _nc_matmul_check, _nc_matmul_semantics, _matmul_cost)
-
-
-# -- nc_matmul_mx (v4) ---------------------------------------------------------------------------------------
-def _nc_matmul_mx_check(ins, nc):
-    st, mv, dst = ins.stationary, ins.moving, ins.dst
-    for name in ("stationary", "moving"):
-        v = ins.operands[name]
-        if not v.dtype.is_packed:
-            raise DTypeError(f"nc_matmul_mx {name} must be an x4 MX dtype (float8_e4m3fn_x4, float8_e5m2_x4, "
-                             f"float4_e2m1fn_x4); got {v.dtype.name}")
-        if v.partitions % 32:
-            raise ShapeError(f"nc_matmul_mx: {name} partition dim {v.partitions} must be a multiple of 32")
-        sc = ins.operands[name + "_scale"]
-        if sc.dtype.name not in ("float8_e8m0fnu", "uint8"):
-            raise DTypeError(f"nc_matmul_mx {name}_scale must be float8_e8m0fnu or uint8; got {sc.dtype.name}")
-    if st.partitions != mv.partitions:
-        raise ShapeError(f"nc_matmul_mx: contraction partitions differ: {st.partitions} vs {mv.partitions}")
-    if st.free_size > 128 or st.free_size % 2:
-        raise FreeSizeError(f"nc_matmul_mx: stationary free size {st.free_size} must be even and <= 128")
-    if mv.free_size > nc.limit("gemm_moving_fmax"):
-        raise FreeSizeError(f"nc_matmul_mx: moving free size {mv.free_size} exceeds {nc.limit('gemm_moving_fmax')}")
-    if dst.dtype.name not in ("float32", "bfloat16") or dst.partitions != st.free_size or dst.free_size != mv.free_size:
-        raise ShapeError(f"nc_matmul_mx: dst {list(dst.shape)} {dst.dtype.name} must be [{st.free_size}, {mv.free_size}] fp32/bf16")
-    _bank_check(nc, dst, "nc_matmul_mx")
-
-
-def _nc_matmul_mx_semantics(ins, nc):
-    st, mv, dst = ins.stationary, ins.moving, ins.dst
-    a = numerics.dequantize_mx(st.array(), ins.stationary_scale.array(), st.dtype)  # [K*4 values along K...]
-    b = numerics.dequantize_mx(mv.array(), ins.moving_scale.array(), mv.dtype)
-    out = numerics.matmul_fp32(a.T, b)
-    flags = _group_flags(nc, dst)
-    acc = ins.attrs.get("accumulate")
-    if (bool(flags.all()) if acc is None else bool(acc)):
-        out = out + dst.array().reshape(out.shape).astype(np.float32)
-    mask = None
-    if st.mask().any() or mv.mask().any():
-        mask = st.mask().reshape(st.partitions, -1).any(0)[:, None] | mv.mask().reshape(mv.partitions, -1).any(0)[None, :]
-    dst.store(numerics.cast(out, dst.dtype).reshape(dst.shape), None if mask is None else mask.reshape(dst.shape))
-    flags[...] = 1
-
-
-define(Op.NC_MATMUL_MX, Engine.TENSOR, _nc_matmul_mx_check, _nc_matmul_mx_semantics, _matmul_cost,
-       min_gen=4)
 
 
 # -- nc_transpose: PE (<=128x128, SBUF->PSUM) or Vector (<=32x32) -----------------------------------------
