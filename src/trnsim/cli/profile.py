@@ -24,8 +24,11 @@ TARGETS = ("trn1", "trn2", "trn3")
 
 
 def _operands(rec) -> str:
-    return ", ".join(f"{n}={r.space}[{r.partition}:{r.partition + r.partitions}] {r.dtype}{list(r.shape)}"
-                     for n, r in rec.operands.items())
+    """Each operand as the profiler shows it: memory, partitions (on chip), byte range, dtype and shape."""
+    def one(r):
+        parts = f"[{r.partition}:{r.partition + r.partitions}]" if r.space != "hbm" else ""
+        return f"{r.space}{parts}@{r.byte_lo}..{r.byte_hi} {r.dtype}{list(r.shape)}"
+    return ", ".join(f"{n}={one(r)}" for n, r in rec.operands.items())
 
 
 def schedule_of(result: BenchmarkResult):
