@@ -40,12 +40,13 @@ class Region:
 class View:
     """A strided view of a tensor in SBUF, PSUM or HBM (what NKI calls an NkiTensor)."""
 
-    __slots__ = ("alloc", "dtype", "shape", "strides", "poff", "offset", "indirect", "__weakref__")
+    __slots__ = ("alloc", "dtype", "shape", "strides", "poff", "offset", "indirect", "_region", "__weakref__")
 
     def __init__(self, alloc: Allocation, dtype, shape, strides, offset=0, poff=0, indirect=None):
         self.alloc, self.dtype = alloc, numerics.dtype(dtype)
         self.shape, self.strides = tuple(int(s) for s in shape), tuple(int(s) for s in strides)
         self.offset, self.poff, self.indirect = int(offset), int(poff), indirect
+        self._region = None  # a view never changes, so its region is computed once
 
     @classmethod
     def whole(cls, alloc: Allocation, dtype, shape) -> View:
@@ -158,6 +159,11 @@ class View:
 
     def region(self) -> Region:
         """The partitions and per-partition byte range this view touches."""
+        if self._region is None:
+            self._region = self._find_region()
+        return self._region
+
+    def _find_region(self) -> Region:
         isz, a = self.dtype.itemsize, self.alloc
         dims = list(zip(self.shape[1:], self.strides[1:])) if self.on_chip else list(zip(self.shape, self.strides))
         lo = self.offset + sum(min(0, (n - 1) * s) for n, s in dims)
