@@ -52,7 +52,10 @@ def schedule_of(result: BenchmarkResult):
         for j, (q, s, f) in enumerate(e.pieces):
             spans.append(Span(next_id, f"DMA q{q}", e.rec.op.value, s, f - s, args, deps if j == 0 else ()))
             next_id += 1
-    return Schedule(spans, result.target, result.kernel, result.meta())
+    meta = result.meta()
+    meta.pop("hardware_flops")
+    meta["HFU (TensorE)"] = f"{100 * meta.pop('hfu'):.1f} %"
+    return Schedule(spans, result.target, result.kernel, meta)
 
 
 def load_kernel(file: str, name: str | None):
