@@ -39,12 +39,14 @@ class Region:
 class View:
     """A strided view of a tensor in SBUF, PSUM or HBM (what NKI calls an NkiTensor)."""
 
-    __slots__ = ("alloc", "dtype", "shape", "strides", "poff", "offset", "indirect", "__weakref__")
+    __slots__ = ("alloc", "dtype", "shape", "strides", "poff", "offset", "indirect", "on_chip", "_region", "__weakref__")
 
     def __init__(self, alloc: Allocation, dtype, shape, strides, offset=0, poff=0, indirect=None):
         self.alloc, self.dtype = alloc, numerics.dtype(dtype)
         self.shape, self.strides = tuple(int(s) for s in shape), tuple(int(s) for s in strides)
         self.offset, self.poff, self.indirect = int(offset), int(poff), indirect
+        self.on_chip = alloc.memory.space is not Space.HBM
+        self._region = None
 
     @classmethod
     def whole(cls, alloc: Allocation, dtype, shape) -> View:
@@ -60,10 +62,6 @@ class View:
     @property
     def space(self) -> Space:
         return self.alloc.memory.space
-
-    @property
-    def on_chip(self) -> bool:
-        return self.alloc.memory.space is not Space.HBM
 
     @property
     def name(self) -> str:
@@ -124,24 +122,40 @@ class View:
         return self._raw(self.alloc.memory.poison, t) != 0
 
     def poisoned(self) -> bool:
-        """Whether any element of the view was never written (cheap when none is)."""
-        return bool(self.mask().any())
+        """Whether any element of the view was never written.
+
+        Cheap in the common case: once a whole tensor is seen clean it stays known clean until
+        never-written bytes are set over it again (a masked store or an aliasing placement).
+        """
+        a = self.alloc
+        if a.clean:
+            return False
+        mem = a.memory
+        if not mem.poison[a.p0:a.p0 + a.partitions, a.b0:a.b0 + a.nbytes].any():
+            a.clean = True
+            return False
+        if self.indirect is not None:
+            return bool(self.mask().any())
+        return bool(self._raw(mem.poison, _MASK_TYPES[self.dtype.itemsize]).any())
 
     def store(self, values: np.ndarray, mask: np.ndarray | None = None) -> None:
         """Write values (already in this dtype's storage) and mark them written, or never-written where `mask`."""
         t = _MASK_TYPES[self.dtype.itemsize]
         fill = t(int.from_bytes(b"\x01" * self.dtype.itemsize, "little"))
+        self.alloc.memory.version += 1
+        marked = mask is not None and mask.any()
+        if marked:
+            r = self.region()
+            self.alloc.memory.dirty(r.partition, r.partitions, r.byte_lo, r.byte_hi)
+            self.alloc.clean = False
         if self.indirect is not None:
             idx = self._indices()
             self._flat(self.alloc.memory.data, self.dtype.np)[idx] = values
-            self._flat(self.alloc.memory.poison, t)[idx] = 0 if mask is None else np.where(mask, fill, t(0))
+            self._flat(self.alloc.memory.poison, t)[idx] = np.where(mask, fill, t(0)) if marked else 0
             return
         self._raw(self.alloc.memory.data, self.dtype.np)[...] = values
         pm = self._raw(self.alloc.memory.poison, t)
-        if mask is None or not mask.any():
-            pm[...] = 0
-        else:
-            pm[...] = np.where(mask, fill, t(0))
+        pm[...] = np.where(mask, fill, t(0)) if marked else 0
 
     def _flat(self, buf, np_dtype):
         return buf[0, : self.alloc.nbytes].view(np_dtype)
@@ -157,6 +171,11 @@ class View:
 
     def region(self) -> Region:
         """The partitions and per-partition byte range this view touches."""
+        if self._region is None:
+            self._region = self._make_region()
+        return self._region
+
+    def _make_region(self) -> Region:
         isz, a = self.dtype.itemsize, self.alloc
         dims = list(zip(self.shape[1:], self.strides[1:])) if self.on_chip else list(zip(self.shape, self.strides))
         lo = self.offset + sum(min(0, (n - 1) * s) for n, s in dims)

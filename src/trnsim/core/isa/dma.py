@@ -73,8 +73,7 @@ def _dma_copy_check(ins, nc):
 def _dma_copy_semantics(ins, nc):
     src, dst = ins.src, ins.dst
     _check_indirect(ins, src)
-    m = src.mask()
-    m = m if m.any() else None
+    m = src.mask() if src.poisoned() else None
     if src.dtype == dst.dtype:
         values = src.array()  # raw bytes: bit-exact
     else:  # DMA casts through FP32
