@@ -125,7 +125,7 @@ define(Op.NC_MATMUL, Engine.TENSOR, _nc_matmul_check, _nc_matmul_semantics, _mat
 def _nc_transpose_check(ins, nc):
     data, dst = ins.data, ins.dst
     p, f = data.partitions, data.free_size
-    cap = 128 if ins.engine is Engine.TENSOR else 32
+    cap = nc.limit("pe_transpose_max" if ins.engine is Engine.TENSOR else "vector_transpose_max")
     if p > cap or f > cap:
         raise FreeSizeError(f"nc_transpose on the {ins.engine.value} engine takes at most [{cap}, {cap}]; data "
                             f"{data.name!r} is [{p}, {f}]")
