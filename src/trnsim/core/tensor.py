@@ -317,6 +317,57 @@ class View:
         strides = list(self.strides[:lead]) + [s * old_sz // new_sz for s in self.strides[lead:-1]] + [1]
         return self._derive(self.shape[:-1] + (last // new_sz,), strides, self.offset * old_sz // new_sz, dtype=new)
 
+    reinterpret_cast = view
+
+    def rearrange(self, src_pattern: str, dst_pattern: str, fixed_sizes: dict | None = None) -> View:
+        """einops-style regrouping, e.g. rearrange("p (a b)", "p b a", {"a": 4}); never copies."""
+        src, dst = _groups(src_pattern), _groups(dst_pattern)
+        if len(src) != self.ndim:
+            raise ShapeError(f"rearrange: pattern {src_pattern!r} names {len(src)} dims; {self.name!r} has {self.ndim}")
+        sizes = dict(fixed_sizes or {})
+        for group, n in zip(src, self.shape):
+            unknown = [x for x in group if x not in sizes]
+            known = math.prod(sizes[x] for x in group if x in sizes)
+            if len(unknown) > 1:
+                raise ShapeError(f"rearrange: sizes of {unknown} in {src_pattern!r} are ambiguous; pass fixed_sizes")
+            if unknown:
+                sizes[unknown[0]] = n // known
+        names = [x for g in src for x in g]
+        if sorted(names) != sorted(x for g in dst for x in g):
+            raise ShapeError(f"rearrange: {src_pattern!r} and {dst_pattern!r} must name the same axes")
+        flat = self.reshape([sizes[x] for x in names])
+        v = flat.permute([names.index(x) for g in dst for x in g])
+        return v.reshape([math.prod(sizes[x] for x in g) for g in dst])
+
+    def is_contiguous(self) -> bool:
+        """Whether the free dims (all dims in HBM) are row-major with no gaps."""
+        lead = 1 if self.on_chip else 0
+        expect = 1
+        for n, s in reversed(list(zip(self.shape[lead:], self.strides[lead:]))):
+            if n != 1 and s != expect:
+                return False
+            expect *= n
+        return True
+
+    def is_indirect(self) -> bool:
+        return self.indirect is not None
+
+    def get_pattern(self) -> list[list[int]]:
+        """The access pattern `[[step, num], ...]` (on-chip: the partition pair first, in elements)."""
+        steps = list(self.strides)
+        if self.on_chip:
+            steps[0] *= self.alloc_elems
+        return [[s, n] for s, n in zip(steps, self.shape)]
+
+    def vector_select(self, dim: int, vector_offset) -> View:
+        """Per-partition row gather from an HBM tensor: row i of the result is row vector_offset[i]."""
+        if self.on_chip or dim != 0:
+            raise ShapeError(f"vector_select gathers rows (dim 0) of an HBM tensor; {self.name!r} is in {self.space.value}")
+        rows = vector_offset.array() if isinstance(vector_offset, View) else vector_offset
+        n = int(np.asarray(rows).size)
+        return self.ap([[self.strides[0], n]] + [[s, k] for s, k in zip(self.strides[1:], self.shape[1:])],
+                       offset=self.offset, vector_offset=vector_offset)
+
     def ap(self, pattern, offset=0, vector_offset=None, indirect_dim=0, dtype=None, scalar_offset=None) -> View:
         """A raw access pattern `[[step, num], ...]` over the whole tensor's storage (not this view)."""
         dt = numerics.dtype(dtype) if dtype is not None else self.dtype
@@ -349,6 +400,11 @@ class View:
 
     def root_shape(self):
         return getattr(self.alloc, "shape", self.shape)
+
+
+def _groups(pattern: str) -> list[list[str]]:
+    import re
+    return [m[0].split() if m[0] else [m[1]] for m in re.findall(r"\(([^)]*)\)|(\S+)", pattern)]
 
 
 def _as_index(k):
