@@ -7,3 +7,4 @@ specs (the hardware catalog) < numerics < core (the NeuronCore) < nki (front end
 __version__ = "0.1.0"
 
 from trnsim.specs import chip, chips, instance, instances, neuroncore, system, systems, ultraserver  # noqa: E402
+from trnsim.core.timing import benchmark  # noqa: E402

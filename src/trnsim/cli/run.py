@@ -1,0 +1,98 @@
+"""`trnsim run FILE.py [ARGS]`: run an unmodified NKI kernel script on the emulator (`import nki` -> trnsim)."""
+from __future__ import annotations
+
+import json
+import os
+import runpy
+import sys
+
+import click
+
+from trnsim.cli import cli
+
+
+def run_file(path: str, args=(), target: str | None = None, force: bool = False) -> list[dict]:
+    """Run a script with the nki shim installed; returns what each kernel launch did."""
+    from trnsim import shim
+    from trnsim.nki import _frontend
+
+    if target:
+        os.environ["NEURON_PLATFORM_TARGET_OVERRIDE"] = target
+    shim.install(force=force)
+    old_argv, old_path = sys.argv, list(sys.path)
+    sys.argv = [path, *args]
+    sys.path.insert(0, os.path.dirname(os.path.abspath(path)))
+    _frontend.LAUNCHES.clear()
+    try:
+        runpy.run_path(path, run_name="__main__")
+    finally:
+        sys.argv, sys.path[:] = old_argv, old_path
+    return list(_frontend.LAUNCHES)
+
+
+@cli.command(context_settings={"ignore_unknown_options": True, "allow_extra_args": True})
+@click.argument("file", type=click.Path(exists=True, dir_okay=False))
+@click.argument("args", nargs=-1, type=click.UNPROCESSED)
+@click.option("--target", type=click.Choice(["trn1", "trn2", "trn3"]), help="NeuronCore generation (default: "
+              "NEURON_PLATFORM_TARGET_OVERRIDE, else trn2).")
+@click.option("--force-shim", is_flag=True, help="Shadow a real installed nki package.")
+@click.option("--json", "as_json", is_flag=True, help="Print a JSON summary of the kernel launches.")
+def run(file, args, target, force_shim, as_json):
+    """Run FILE.py, whose `import nki` resolves to the emulator."""
+    launches = run_file(file, args, target, force_shim)
+    if as_json:
+        click.echo(json.dumps({"file": file, "launches": launches}))
+    else:
+        for l in launches:
+            click.echo(f"trnsim: {l['kernel']} on {l['target']} (LNC {l['lnc']}): {l['instructions']} instructions",
+                       err=True)
+
+
+_TOUR_KERNEL = '''
+import numpy as np
+import nki, nki.language as nl, nki.isa as nisa
+
+@nki.jit
+def softmax(x):
+    out = nl.ndarray(x.shape, x.dtype, buffer=nl.shared_hbm)
+    nl.store(out, nl.softmax(nl.load(x)))
+    return out
+
+@nki.jit
+def too_wide(a, b):
+    acc = nl.ndarray((128, 1024), nl.float32, buffer=nl.psum)
+    nisa.nc_matmul(acc, nl.load(a), nl.load(b))   # N = 1024 > one PSUM bank
+'''
+
+
+def tour(console) -> None:
+    """Run a softmax kernel file through the nki shim, compare with numpy, then show a caught error."""
+    import tempfile
+
+    import numpy as np
+
+    from trnsim import shim
+    from trnsim.errors import TrnsimError
+
+    with tempfile.TemporaryDirectory() as d:
+        path = os.path.join(d, "softmax_kernel.py")
+        with open(path, "w") as f:
+            f.write(_TOUR_KERNEL)
+        was = shim.installed()
+        shim.install(force=True)
+        try:
+            ns = runpy.run_path(path)
+            x = np.random.default_rng(0).standard_normal((128, 512), np.float32)
+            got = ns["softmax"](x)
+            e = np.exp(x - x.max(1, keepdims=True))
+            err = float(np.abs(got - e / e.sum(1, keepdims=True)).max())
+            n = len(ns["softmax"].last_cores[0].stream)
+            console.print(f"[bold]trnsim run[/]: `import nki` kernel file -> {n} NeuronCore-v3 instructions; "
+                          f"softmax matches numpy (max |err| {err:.1e})")
+            try:
+                ns["too_wide"](np.ones((128, 128), np.float32), np.ones((128, 1024), np.float32))
+            except TrnsimError as ex:
+                console.print(f"caught [red]{type(ex).__name__}[/]: {str(ex).replace(d + os.sep, '')}")
+        finally:
+            if not was:
+                shim.uninstall()

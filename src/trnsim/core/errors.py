@@ -1,0 +1,90 @@
+"""Named errors for kernels that break a NeuronCore rule.
+
+Each message states the rule, the numbers involved and the user's file:line, e.g.
+``PartitionLimitError: partition dim 256 exceeds pmax 128 (nc_matmul operand 'moving') at kern.py:12``.
+`KernelError` is what `nki.isa.NkiValidationError` names.
+"""
+from __future__ import annotations
+
+import os
+import sys
+
+from trnsim.errors import TrnsimError
+
+_PACKAGE_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+_inside: dict[str, bool] = {}
+
+
+def where() -> str:
+    """`path:line` of the innermost frame outside trnsim: the user's kernel line being executed.
+
+    Every instruction asks, so whether a file is inside trnsim is cached per file name.
+    """
+    frame = sys._getframe(1)
+    while frame is not None:
+        name = frame.f_code.co_filename
+        inside = _inside.get(name)
+        if inside is None:
+            inside = _inside[name] = os.path.abspath(name).startswith(_PACKAGE_DIR) or name.startswith("<frozen")
+        if not inside:
+            return f"{name}:{frame.f_lineno}"
+        frame = frame.f_back
+    return "<unknown>"
+
+
+class KernelError(TrnsimError):
+    """A kernel broke a hardware or API rule; the message carries the rule, the numbers and file:line."""
+
+    def __init__(self, message: str, location: str | None = None):
+        self.location = location or where()
+        self.rule = message
+        super().__init__(f"{message} at {self.location}")
+
+
+class PartitionLimitError(KernelError):
+    """A partition dim over pmax (128)."""
+
+
+class PartitionStartError(KernelError):
+    """A partition range that starts where the start rule forbids (0/32/64/96 by size)."""
+
+
+class FreeSizeError(KernelError):
+    """A free size over an instruction's or a memory's limit."""
+
+
+class CapacityError(KernelError):
+    """SBUF, PSUM or HBM cannot hold another tensor; the message lists the live tensors."""
+
+
+class PSUMBankError(KernelError):
+    """A PSUM tensor or matmul output crossing a 2 KiB bank, or an address off a bank boundary."""
+
+
+class MemorySpaceError(KernelError):
+    """An operand in a buffer the instruction or engine cannot use (DMA from PSUM, GpSimd on PSUM...)."""
+
+
+class DTypeError(KernelError):
+    """A dtype the engine, instruction or generation lacks."""
+
+
+class GenerationError(KernelError):
+    """An instruction or mode the chosen NeuronCore generation lacks."""
+
+
+class ShapeError(KernelError):
+    """Operand shapes that do not match as the instruction requires."""
+
+
+class OutOfBoundsError(KernelError):
+    """A view or access pattern outside its tensor."""
+
+
+class UninitializedError(KernelError):
+    """Never-written values reaching HBM or deciding control flow."""
+
+
+class UninitializedWarning(UserWarning):
+    """The non-strict form of UninitializedError."""
+

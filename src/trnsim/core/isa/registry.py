@@ -1,0 +1,214 @@
+"""One place per instruction: `define(op, engines, check, semantics, cost)` registers its three rules.
+
+- `check(ins, nc)` looks only at shapes, dtypes, memories, engine and generation (no data), so a
+  timing-only run can use it.
+- `semantics(ins, nc)` computes values with numpy through trnsim.numerics, and the never-written mask
+  with the instruction's own dependence rule.
+- `cost(rec, spec)` reads only the recorded regions and attributes and returns the work the timing model
+  needs (engine, partitions, elements, bytes...).
+
+`Instruction` is the live form (operand views, used while checking and executing); `Record` is what the
+core's instruction stream keeps: regions, not views, so recording never keeps a tensor alive.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Callable
+
+import numpy as np
+
+from trnsim import numerics
+from trnsim.core.errors import DTypeError, FreeSizeError, GenerationError, MemorySpaceError, PartitionLimitError
+from trnsim.core.isa.opcodes import Engine, Op
+from trnsim.core.memory import Space
+from trnsim.core.tensor import Region, View
+
+# Engine <-> memory connectivity (reference 1.4): TensorE reads SBUF and writes PSUM only; GpSimd never
+# touches PSUM; DMA moves HBM<->SBUF, HBM<->HBM and SBUF<->SBUF, never PSUM (dropped in NKI 0.3.0).
+READS = {Engine.TENSOR: {Space.SBUF}, Engine.VECTOR: {Space.SBUF, Space.PSUM}, Engine.SCALAR: {Space.SBUF, Space.PSUM},
+         Engine.GPSIMD: {Space.SBUF}, Engine.DMA: {Space.SBUF, Space.HBM}, Engine.SYNC: {Space.SBUF, Space.PSUM, Space.HBM}}
+WRITES = {Engine.TENSOR: {Space.PSUM}, Engine.VECTOR: {Space.SBUF, Space.PSUM}, Engine.SCALAR: {Space.SBUF, Space.PSUM},
+          Engine.GPSIMD: {Space.SBUF}, Engine.DMA: {Space.SBUF, Space.HBM}, Engine.SYNC: {Space.SBUF, Space.PSUM, Space.HBM}}
+
+_FLOAT_COMPUTE = {"float32", "tfloat32", "bfloat16", "float16", "float8_e4m3", "float8_e5m2"}
+_INTS = {"int8", "int16", "int32", "uint8", "uint16", "uint32", "bool_"}
+_MX = {"float8_e4m3fn", "float8_e8m0fnu", "float8_e4m3fn_x4", "float8_e5m2_x4", "float4_e2m1fn_x4"}
+
+
+def engine_dtypes(engine: Engine, gen: int) -> set[str]:
+    """Dtypes an engine reads and writes on a generation (reference 1.10); DMA moves any bytes."""
+    if engine is Engine.GPSIMD:
+        return {"float32", "bfloat16", "float16"} | _INTS
+    if engine in (Engine.VECTOR, Engine.SCALAR):
+        return _FLOAT_COMPUTE | _INTS | (_MX if gen >= 4 else set())
+    if engine is Engine.TENSOR:
+        return {"float32", "tfloat32", "bfloat16", "float16", "float8_e4m3", "float8_e5m2"} | (_MX | {"uint8"} if gen >= 4 else set())
+    return {t.name for t in numerics.ALL}
+
+
+@dataclass
+class Record:
+    """One instruction in the core's stream, as the timing model replays it."""
+
+    index: int
+    op: Op
+    engine: Engine
+    operands: dict[str, Region]
+    writes: tuple[str, ...]
+    attrs: dict
+    location: str
+
+    @property
+    def reads(self) -> tuple[str, ...]:
+        return tuple(n for n in self.operands if n not in self.writes or self.attrs.get("accumulate_read"))
+
+
+@dataclass
+class Instruction:
+    """An instruction while it is checked and executed: operand views plus static attributes."""
+
+    op: Op
+    engine: Engine
+    operands: dict[str, View]
+    attrs: dict
+    location: str
+    writes: tuple[str, ...] = ("dst",)
+    result: object = field(default=None)
+
+    def __getattr__(self, name):  # ins.dst, ins.data... for operands and attributes alike
+        ops = self.__dict__.get("operands", {})
+        if name in ops:
+            return ops[name]
+        attrs = self.__dict__.get("attrs", {})
+        if name in attrs:
+            return attrs[name]
+        raise AttributeError(name)
+
+    def record(self, index: int) -> Record:
+        return Record(index, self.op, self.engine, {n: v.region() for n, v in self.operands.items()},
+                      self.writes, {k: v for k, v in self.attrs.items() if not isinstance(v, np.ndarray)}, self.location)
+
+
+@dataclass(frozen=True)
+class OpDef:
+    op: Op
+    engines: tuple[Engine, ...]
+    check: Callable
+    semantics: Callable
+    cost: Callable
+    writes: tuple[str, ...] = ("dst",)
+    min_gen: int = 2
+    pick: Callable | None = None  # chooses the default engine from the operands, when it depends on them
+
+
+REGISTRY: dict[Op, OpDef] = {}
+
+
+def define(op: Op, engines, check, semantics, cost, writes=("dst",), min_gen=2, pick=None) -> OpDef:
+    """Register an instruction's rules together; the first engine is its default."""
+    engines = tuple(engines) if isinstance(engines, (tuple, list)) else (engines,)
+    REGISTRY[op] = OpDef(op, engines, check, semantics, cost, tuple(writes), min_gen, pick)
+    return REGISTRY[op]
+
+
+# -- shared check helpers (data-free) -----------------------------------------------------------------
+def generic_check(d: OpDef, ins: Instruction, nc) -> None:
+    """Rules every instruction obeys: generation, engine, partitions, engine-memory wiring, dtypes, free sizes."""
+    if nc.gen < d.min_gen:
+        raise GenerationError(f"{d.op.value} needs NeuronCore-v{d.min_gen} or newer; this core is v{nc.gen} ({nc.spec.target})")
+    if ins.engine not in d.engines:
+        raise MemorySpaceError(f"{d.op.value} runs on {'/'.join(e.value for e in d.engines)}, not on engine {ins.engine.value}")
+    pmax = nc.limit("pmax")
+    dtypes = engine_dtypes(ins.engine, nc.gen)
+    for name, v in ins.operands.items():
+        what = f"{d.op.value} operand {name!r}"
+        if v.on_chip and v.shape[0] > pmax:
+            raise PartitionLimitError(f"{what} ({v.name!r} {list(v.shape)}): partition dim {v.shape[0]} exceeds pmax {pmax}")
+        allowed = WRITES[ins.engine] if name in ins.writes else READS[ins.engine]
+        if ins.engine is Engine.DMA and v.space is Space.PSUM:
+            raise MemorySpaceError(f"{what}: DMA cannot {'write' if name in ins.writes else 'read'} PSUM "
+                                   f"({v.name!r}); copy PSUM to SBUF with tensor_copy first")
+        if v.space not in allowed:
+            verb = "write" if name in ins.writes else "read"
+            raise MemorySpaceError(f"{what}: the {ins.engine.value} engine cannot {verb} {v.space.value} ({v.name!r}); "
+                                   f"it {verb}s {'/'.join(sorted(s.value for s in allowed))}")
+        if v.dtype.name not in dtypes:
+            raise DTypeError(f"{what}: dtype {v.dtype.name} is not supported by the {ins.engine.value} engine on "
+                             f"v{nc.gen}; supported: {', '.join(sorted(dtypes))}")
+        if ins.engine in (Engine.VECTOR, Engine.SCALAR, Engine.GPSIMD) and v.on_chip:
+            key = "vector_psum_fmax" if v.space is Space.PSUM else "vector_sbuf_fmax"
+            if v.free_size > nc.limit(key):
+                raise FreeSizeError(f"{what}: free size {v.free_size} exceeds {nc.limit(key)} ({key}) for "
+                                    f"{ins.engine.value}-engine access to {v.space.value}")
+
+
+def same_partitions(ins: Instruction, *names):
+    ps = {n: ins.operands[n].partitions for n in names if n in ins.operands}
+    if len(set(ps.values())) > 1:
+        from trnsim.core.errors import ShapeError
+        raise ShapeError(f"{ins.op.value}: partition dims differ: " + ", ".join(f"{n}={p}" for n, p in ps.items()))
+
+
+def same_free(ins: Instruction, *names):
+    fs = {n: ins.operands[n].free_size for n in names if n in ins.operands}
+    if len(set(fs.values())) > 1:
+        from trnsim.core.errors import ShapeError
+        raise ShapeError(f"{ins.op.value}: elements per partition differ: " + ", ".join(f"{n}={f}" for n, f in fs.items()))
+
+
+# -- shared semantics helpers ----------------------------------------------------------------------
+def f32(v: View) -> np.ndarray:
+    """Elements as float32 (engines compute in FP32 with free casts on input)."""
+    a = v.array()
+    if v.dtype.is_packed:
+        raise DTypeError(f"{v.name!r}: packed {v.dtype.name} cannot be read as numbers by this instruction")
+    return a.astype(np.float32) if a.dtype != np.float32 else a
+
+
+def as_free(a: np.ndarray, like: View) -> np.ndarray:
+    """Reshape `a` to `like`'s shape (element order kept, partitions first)."""
+    return a.reshape(like.shape)
+
+
+def put(v: View, values, mask=None) -> None:
+    """Cast `values` to `v`'s dtype (RNE or stochastic per numerics) and write them, with their mask."""
+    values = np.asarray(values)
+    if values.dtype.kind in "iu" and v.dtype.is_int:
+        values = values.astype(v.dtype.np)  # integer results keep their low bits (bit-pattern ops)
+    elif values.dtype != v.dtype.np or v.dtype.name == "tfloat32":
+        values = numerics.cast(values, v.dtype)
+    v.store(np.broadcast_to(values.reshape(_fit(values.shape, v.shape)), v.shape),
+            None if mask is None else np.broadcast_to(np.asarray(mask).reshape(_fit(np.shape(mask), v.shape)), v.shape))
+
+
+def _fit(shape, target):
+    if math.prod(shape) == math.prod(target):
+        return target
+    return shape
+
+
+def pf(v: View) -> np.ndarray:
+    """Elements as float32 [partitions, free] (engines compute in FP32 with free casts on input)."""
+    return f32(v).reshape(v.partitions, -1)
+
+
+def masks(shape, *views) -> np.ndarray | None:
+    """OR of the never-written masks of views, each as [P, F] broadcast to `shape`; None when all are clean."""
+    out = None
+    for v in views:
+        if not isinstance(v, View) or not v.poisoned():
+            continue
+        m = np.broadcast_to(v.mask().reshape(v.partitions, -1), shape)
+        out = m if out is None else (out | m)
+    return out
+
+
+# -- shared cost helpers ---------------------------------------------------------------------------
+def stream_cost(rec: Record, spec, inputs=None, factor=1.0) -> dict:
+    """Work of an engine instruction that streams its input through the lanes (reference 1.12)."""
+    srcs = [r for n, r in rec.operands.items() if n not in rec.writes] or list(rec.operands.values())
+    first = srcs[0]
+    n = math.prod(first.shape[1:]) if first.space != "hbm" else math.prod(first.shape)
+    return {"engine": rec.engine.value, "partitions": first.partitions, "elements": n,
+            "inputs": len(srcs) if inputs is None else inputs, "factor": factor, "dtype": first.dtype}

@@ -1,0 +1,296 @@
+"""Vector-engine reductions, scans, selections and statistics: tensor_scalar_reduce, tensor_tensor_scan,
+select_reduce, range_select, exponential, bn_stats, bn_aggr, max8, nc_find_index8, nc_match_replace8,
+nc_stream_shuffle. Reductions into the lane accumulators share `accumulate` with the scalar engine.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from trnsim.core.errors import FreeSizeError, ShapeError
+from trnsim.core.isa.alu import op_name
+from trnsim.core.isa.opcodes import Engine, Op
+from trnsim.core.isa.registry import define, masks, pf, put, same_free, same_partitions, stream_cost
+from trnsim.core.isa.scalar import accumulate
+from trnsim.core.isa.vector import apply, check_scalar_operand, scalar_operand
+
+_RED = ("dst", "reduce_res")
+
+
+def _mask(shape, dst, *views):
+    m = masks(shape, *views)
+    return None if m is None else m.reshape(dst.shape)
+
+
+def _operand(ins, key, p, default=0.0):
+    return scalar_operand(ins.operands.get(key, ins.attrs.get(key, default)), p)
+
+
+def _same(ins, *names):
+    same_partitions(ins, *names)
+    same_free(ins, *names)
+
+
+# -- tensor_scalar_reduce: dst = data op0 operand0, reduced along the free axis into reduce_res ------------------
+def _tsr_check(ins, nc):
+    _same(ins, "dst", "data")
+    check_scalar_operand(ins, "operand0", ins.data.partitions)
+
+
+def _tsr_semantics(ins, nc):
+    data, dst, p = ins.data, ins.dst, ins.data.partitions
+    x = apply(ins.attrs["op0"], pf(data), _operand(ins, "operand0", p), reverse=ins.attrs.get("reverse0", False))
+    m = masks(x.shape, data, ins.operands.get("operand0"))
+    put(dst, x.reshape(dst.shape), None if m is None else m.reshape(dst.shape))
+    if ins.attrs.get("reduce_cmd") is None:
+        ins.attrs["reduce_cmd"] = "reset_reduce"
+    accumulate(nc, Engine.VECTOR, ins, data, x, m, ins.attrs.get("reduce_op"), ins.attrs.get("reduce_init"))
+    res = ins.operands.get("reduce_res")
+    if res is not None and ins.attrs.get("reduce_res_negate"):
+        res.store(-res.array(), res.mask() if res.poisoned() else None)
+
+
+define(Op.TENSOR_SCALAR_REDUCE, Engine.VECTOR, _tsr_check, _tsr_semantics, stream_cost, writes=_RED)
+
+
+# -- tensor_tensor_scan: r[i] = op1(op0(data0[i], r[i-1]), data1[i]), r[-1] = initial -------------------------
+def _scan_check(ins, nc):
+    _same(ins, "dst", "data0", "data1")
+    check_scalar_operand(ins, "initial", ins.data0.partitions)
+
+
+def _scan_semantics(ins, nc):
+    d0, d1, dst = ins.data0, ins.data1, ins.dst
+    p = d0.partitions
+    a, b = pf(d0), pf(d1)
+    r = np.broadcast_to(_operand(ins, "initial", p), (p, 1)).reshape(p).astype(np.float32)
+    out = np.empty_like(a)
+    op0, op1 = op_name(ins.attrs["op0"]), op_name(ins.attrs["op1"])
+    for i in range(a.shape[1]):  # a true scan: each step depends on the last
+        r = apply(op1, apply(op0, a[:, i], r, reverse=ins.attrs.get("reverse0", False)), b[:, i],
+                  reverse=ins.attrs.get("reverse1", False))
+        out[:, i] = r
+    m = masks(a.shape, d0, d1, ins.operands.get("initial"))
+    put(dst, out.reshape(dst.shape), None if m is None else np.logical_or.accumulate(m, axis=1).reshape(dst.shape))
+
+
+define(Op.TENSOR_TENSOR_SCAN, Engine.VECTOR, _scan_check, _scan_semantics, lambda r, s: stream_cost(r, s, inputs=2))
+
+
+# -- select_reduce: dst = pred ? on_true : on_false, optional max-reduce --------------------------------------
+def _select_reduce_check(ins, nc):
+    _same(ins, "dst", "predicate", "on_true")
+    f = ins.operands.get("on_false")
+    if f is not None and f.free_size != 1:
+        _same(ins, "dst", "on_false")
+
+
+def _select_reduce_semantics(ins, nc):
+    dst, pred, p = ins.dst, ins.predicate, ins.predicate.partitions
+    c = pf(pred) != 0
+    if ins.attrs.get("reverse_pred"):
+        c = ~c
+    f = ins.operands.get("on_false")
+    on_false = pf(f) if f is not None and f.free_size > 1 else _operand(ins, "on_false", p)
+    out = np.where(c, pf(ins.on_true), on_false).astype(np.float32)
+    m = masks(out.shape, pred, ins.on_true, f)
+    put(dst, out.reshape(dst.shape), None if m is None else m.reshape(dst.shape))
+    accumulate(nc, Engine.VECTOR, ins, pred, out, m, ins.attrs.get("reduce_op") or "maximum")
+
+
+define(Op.SELECT_REDUCE, Engine.VECTOR, _select_reduce_check, _select_reduce_semantics, stream_cost, writes=_RED)
+
+
+# -- range_select: keep elements whose free index lies in the bounds, max-reduce ----------------------------------
+def _range_select_check(ins, nc):
+    _same(ins, "dst", "on_true_tile")
+    for k in ("bound0", "bound1"):
+        check_scalar_operand(ins, k, ins.on_true_tile.partitions)
+
+
+def _range_select_semantics(ins, nc):
+    src, dst, p = ins.on_true_tile, ins.dst, ins.on_true_tile.partitions
+    x = pf(src)
+    idx = (np.arange(x.shape[1], dtype=np.float32) + np.float32(ins.attrs.get("range_start", 0)))[None, :]
+    keep = (apply(ins.attrs["comp_op0"], idx, _operand(ins, "bound0", p)) != 0) & \
+           (apply(ins.attrs["comp_op1"], idx, _operand(ins, "bound1", p)) != 0)
+    fill = ins.attrs.get("on_false_value")
+    out = np.where(keep, x, np.float32(np.finfo(np.float32).min if fill is None else fill)).astype(np.float32)
+    m = masks(out.shape, src, ins.operands.get("bound0"), ins.operands.get("bound1"))
+    put(dst, out.reshape(dst.shape), None if m is None else m.reshape(dst.shape))
+    if ins.attrs.get("reduce_cmd") is None:
+        ins.attrs["reduce_cmd"] = "reset_reduce"
+    accumulate(nc, Engine.VECTOR, ins, src, out, m, ins.attrs.get("reduce_op") or "maximum")
+
+
+define(Op.RANGE_SELECT, Engine.VECTOR, _range_select_check, _range_select_semantics, stream_cost, writes=_RED, min_gen=3)
+
+
+# -- exponential (v4): exp(src - max_value), optional sum --------------------------------------------------------
+def _exponential_check(ins, nc):
+    _same(ins, "dst", "src")
+    check_scalar_operand(ins, "max_value", ins.src.partitions)
+
+
+def _exponential_semantics(ins, nc):
+    src, dst, p = ins.src, ins.dst, ins.src.partitions
+    with np.errstate(all="ignore"):
+        out = np.exp(pf(src) - _operand(ins, "max_value", p)).astype(np.float32)
+    m = masks(out.shape, src, ins.operands.get("max_value"))
+    put(dst, out.reshape(dst.shape), None if m is None else m.reshape(dst.shape))
+    accumulate(nc, Engine.VECTOR, ins, src, out, m, "add", ins.attrs.get("reduce_init"))
+
+
+define(Op.EXPONENTIAL, Engine.VECTOR, _exponential_check, _exponential_semantics, stream_cost, writes=_RED, min_gen=4)
+
+
+# -- bn_stats / bn_aggr: per-partition mean and variance in chunks ------------------------------------------------
+# bn_stats writes, per partition, (count, mean, count*variance) of the even-indexed and of the odd-indexed
+# elements; bn_aggr merges any number of such triples (Chan et al.'s pairwise update) into (mean, variance).
+def _bn_stats_check(ins, nc):
+    same_partitions(ins, "dst", "data")
+    if ins.data.free_size > nc.limit("bn_stats_fmax"):
+        raise FreeSizeError(f"bn_stats: free size {ins.data.free_size} exceeds bn_stats_fmax {nc.limit('bn_stats_fmax')}")
+    if ins.dst.free_size != 6:
+        raise ShapeError(f"bn_stats: dst {list(ins.dst.shape)} must hold 6 values per partition")
+
+
+def _bn_stats_semantics(ins, nc):
+    x = pf(ins.data).astype(np.float64)
+    cols = []
+    for half in (x[:, 0::2], x[:, 1::2]):
+        n = half.shape[1]
+        mean = half.mean(1) if n else np.zeros(x.shape[0])
+        cols += [np.full(x.shape[0], n), mean, ((half - mean[:, None]) ** 2).sum(1)]
+    m = ins.data.mask()
+    bad = np.repeat(m.reshape(x.shape[0], -1).any(1)[:, None], 6, 1) if m.any() else None
+    put(ins.dst, np.stack(cols, 1).astype(np.float32).reshape(ins.dst.shape), bad)
+
+
+define(Op.BN_STATS, Engine.VECTOR, _bn_stats_check, _bn_stats_semantics, stream_cost)
+
+
+def _bn_aggr_check(ins, nc):
+    same_partitions(ins, "dst", "data")
+    if ins.data.free_size % 3 or ins.dst.free_size != 2:
+        raise ShapeError(f"bn_aggr: data {list(ins.data.shape)} must hold (count, mean, M2) triples and dst "
+                         f"{list(ins.dst.shape)} 2 values (mean, variance) per partition")
+
+
+def _bn_aggr_semantics(ins, nc):
+    t = pf(ins.data).astype(np.float64).reshape(ins.data.partitions, -1, 3)
+    n, mean, m2 = t[:, 0, 0], t[:, 0, 1], t[:, 0, 2]
+    for j in range(1, t.shape[1]):
+        nb, mb, m2b = t[:, j, 0], t[:, j, 1], t[:, j, 2]
+        tot = n + nb
+        d = mb - mean
+        with np.errstate(all="ignore"):
+            mean = np.where(tot > 0, mean + d * nb / tot, 0.0)
+            m2 = m2 + m2b + np.where(tot > 0, d * d * n * nb / tot, 0.0)
+        n = tot
+    with np.errstate(all="ignore"):
+        var = m2 / n
+    m = ins.data.mask()
+    bad = np.repeat(m.reshape(t.shape[0], -1).any(1)[:, None], 2, 1) if m.any() else None
+    put(ins.dst, np.stack([mean, var], 1).astype(np.float32).reshape(ins.dst.shape), bad)
+
+
+define(Op.BN_AGGR, Engine.VECTOR, _bn_aggr_check, _bn_aggr_semantics, stream_cost)
+
+
+# -- max8 / nc_find_index8 / nc_match_replace8 ----------------------------------------------------------------------
+def _max8_check(ins, nc):
+    same_partitions(ins, "dst", "src")
+    lo, hi = nc.limit("max8_fmin"), nc.limit("max8_fmax")
+    if not lo <= ins.src.free_size <= hi or ins.dst.free_size != 8:
+        raise FreeSizeError(f"max8: src free size {ins.src.free_size} must be {lo}..{hi} and dst hold 8 values; "
+                            f"dst is {list(ins.dst.shape)}")
+
+
+def _max8_semantics(ins, nc):
+    x = pf(ins.src)
+    top = -np.sort(-x, axis=1)[:, :8]
+    m = ins.src.mask()
+    put(ins.dst, top.reshape(ins.dst.shape), np.repeat(m.reshape(x.shape[0], -1).any(1)[:, None], 8, 1) if m.any() else None)
+
+
+define(Op.MAX8, Engine.VECTOR, _max8_check, _max8_semantics, stream_cost)
+
+
+def _find8_check(ins, nc):
+    same_partitions(ins, "dst", "data", "vals")
+    if ins.vals.free_size != 8 or ins.dst.free_size != 8:
+        raise ShapeError(f"nc_find_index8: vals {list(ins.vals.shape)} and dst {list(ins.dst.shape)} hold 8 values per partition")
+
+
+def find8(x, vals):
+    """Index of the first occurrence of each value; a repeated value finds its next occurrence; missing: all ones."""
+    p = x.shape[0]
+    out = np.full((p, 8), 0xFFFFFFFF, np.uint64)
+    for r in range(p):
+        used = set()
+        for j in range(8):
+            hits = np.flatnonzero(x[r] == vals[r, j])
+            free = [h for h in hits if h not in used]
+            if free:
+                out[r, j] = free[0]
+                used.add(free[0])
+    return out
+
+
+def _find8_semantics(ins, nc):
+    idx = find8(pf(ins.data), pf(ins.vals))
+    m = masks((ins.data.partitions, 1), ins.data, ins.vals)
+    ins.dst.store(idx.astype(ins.dst.dtype.np).reshape(ins.dst.shape),
+                  None if m is None else np.broadcast_to(m.any(1, keepdims=True), (idx.shape[0], 8)).reshape(ins.dst.shape))
+
+
+define(Op.NC_FIND_INDEX8, Engine.VECTOR, _find8_check, _find8_semantics, stream_cost)
+
+
+def _replace8_check(ins, nc):
+    _same(ins, "dst", "data")
+    if ins.vals.free_size != 8:
+        raise ShapeError(f"nc_match_replace8: vals {list(ins.vals.shape)} must hold 8 values per partition")
+
+
+def _replace8_semantics(ins, nc):
+    x, vals = pf(ins.data).copy(), pf(ins.vals)
+    idx = find8(x, vals[:, ::-1])[:, ::-1]  # the hardware walks the 8 values in reverse
+    for r in range(x.shape[0]):
+        for j in range(8):
+            if idx[r, j] != 0xFFFFFFFF:
+                x[r, int(idx[r, j])] = np.float32(ins.attrs.get("imm", 0.0))
+    m = masks(x.shape, ins.data, ins.vals)
+    put(ins.dst, x.reshape(ins.dst.shape), None if m is None else m.reshape(ins.dst.shape))
+    di = ins.operands.get("dst_idx")
+    if di is not None:
+        di.store(idx.astype(di.dtype.np).reshape(di.shape))
+
+
+define(Op.NC_MATCH_REPLACE8, Engine.VECTOR, _replace8_check, _replace8_semantics, stream_cost, writes=("dst", "dst_idx"))
+
+
+# -- nc_stream_shuffle: move partitions within each 32-partition quadrant ------------------------------------------
+def _shuffle_check(ins, nc):
+    _same(ins, "dst", "src")
+    q = nc.limit("quadrant_partitions")
+    mask = list(ins.attrs.get("shuffle_mask", ()))
+    if len(mask) != q or any(not (0 <= int(i) < q or int(i) == 255) for i in mask):
+        raise ShapeError(f"nc_stream_shuffle: shuffle_mask needs {q} entries in 0..{q - 1} or 255 (keep dst); got {mask}")
+    if ins.src.partitions % q and ins.src.partitions > q:
+        raise ShapeError(f"nc_stream_shuffle: {ins.src.partitions} partitions is not whole quadrants of {q}")
+
+
+def _shuffle_semantics(ins, nc):
+    src, dst = ins.src, ins.dst
+    a, m = src.array().reshape(src.partitions, -1), src.mask().reshape(src.partitions, -1)
+    out, om = dst.array().reshape(dst.partitions, -1).copy(), dst.mask().reshape(dst.partitions, -1).copy()
+    mask = [int(i) for i in ins.attrs["shuffle_mask"]]
+    for base in range(0, src.partitions, len(mask)):
+        for i, j in enumerate(mask):
+            if j != 255 and base + i < dst.partitions and base + j < src.partitions:
+                out[base + i], om[base + i] = a[base + j], m[base + j]
+    dst.store(out.reshape(dst.shape), om.reshape(dst.shape) if om.any() else None)
+
+
+define(Op.NC_STREAM_SHUFFLE, Engine.VECTOR, _shuffle_check, _shuffle_semantics, stream_cost)

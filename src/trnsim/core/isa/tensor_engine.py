@@ -1,0 +1,158 @@
+"""Tensor engine (PE array) instructions: nc_matmul, nc_matmul_mx and nc_transpose (on Tensor or Vector).
+
+`nc_matmul` computes dst[M, N] (+)= stationary[K, M].T @ moving[K, N] with FP32 accumulation in PSUM.
+How results land in PSUM (accumulation groups) is in psum.py.
+"""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from trnsim import numerics
+from trnsim.core.errors import DTypeError, FreeSizeError, GenerationError, PSUMBankError, ShapeError
+from trnsim.core.isa.opcodes import Engine, Op
+from trnsim.core.isa.psum import flush, matmul_into, pe_matmul, transposed_f32, widened
+from trnsim.core.isa.registry import define
+from trnsim.core.memory import Space
+
+_FP8 = {"float8_e4m3", "float8_e5m2"}
+
+_WIDE = {"float32", "tfloat32"}
+
+
+def _matmul_cost(rec, spec):
+    st, mv = rec.operands["stationary"], rec.operands["moving"]
+    return {"engine": "tensor", "k": st.partitions, "m": math.prod(st.shape[1:]), "n": math.prod(mv.shape[1:]),
+            "dtype": mv.dtype, "perf_mode": rec.attrs.get("perf_mode", "none"), "is_transpose": rec.attrs.get("is_transpose", False)}
+
+
+def _bank_check(nc, dst, what):
+    r = dst.region()
+    bank = nc.bank_bytes
+    lo, hi = r.byte_lo, r.byte_hi - 1
+    if lo // bank != hi // bank:
+        if nc.gen < 4:
+            raise PSUMBankError(f"{what}: output {dst.name!r} spans PSUM bytes {lo}..{hi}, crossing a {bank} B bank; "
+                                f"a matmul output must fit one bank on v{nc.gen}")
+        if lo % bank:
+            raise PSUMBankError(f"{what}: a multi-bank output must start on a bank boundary; {dst.name!r} starts at byte {lo}")
+
+
+def _tile_check(nc, ins, k, m):
+    pos, size = tuple(ins.attrs.get("tile_position") or ()), tuple(ins.attrs.get("tile_size") or ())
+    if not pos and not size:
+        return
+    if len(pos) != 2 or len(size) != 2:
+        raise ShapeError(f"nc_matmul: tile_position {pos} and tile_size {size} must both be (row, column) pairs")
+    sizes = (32, 64, 128) if nc.gen >= 3 else (64, 128)
+    for what, p, s in (("row", pos[0], size[0]), ("column", pos[1], size[1])):
+        if s not in sizes or p % s or p + s > 128:
+            raise ShapeError(f"nc_matmul: {what} tile size {s} at {p}: sizes {sizes} on v{nc.gen}, start a multiple of the size")
+    if k > size[0] or m > size[1]:
+        raise FreeSizeError(f"nc_matmul: K={k} and M={m} must fit the PE tile of {size[0]} rows x {size[1]} columns")
+    if ins.attrs.get("perf_mode") == "double_row" and size[1] != 128:
+        raise ShapeError("nc_matmul: double_row cannot be combined with column tiling")
+
+
+def _nc_matmul_check(ins, nc):
+    st, mv, dst = ins.stationary, ins.moving, ins.dst
+    perf = str(getattr(ins.attrs.get("perf_mode"), "name", ins.attrs.get("perf_mode")) or "none")
+    ins.attrs["perf_mode"] = perf
+    lim = nc.limit
+    if st.partitions != mv.partitions:
+        raise ShapeError(f"nc_matmul: contraction dims differ: stationary {st.name!r} K={st.partitions}, moving {mv.name!r} K={mv.partitions}")
+    if perf == "double_row":
+        if nc.gen < 3:
+            raise GenerationError(f"nc_matmul perf_mode=double_row needs NeuronCore-v3 or newer; this core is v{nc.gen}")
+        fp8 = _FP8 | ({"float8_e4m3fn"} if nc.gen >= 4 else set())
+        if st.dtype.name not in fp8 or mv.dtype.name not in fp8:
+            raise DTypeError(f"nc_matmul double_row needs FP8 inputs ({', '.join(sorted(fp8))}); got stationary "
+                             f"{st.dtype.name}, moving {mv.dtype.name}")
+        if st.ndim != 3 or mv.ndim != 3 or st.shape[1] != 2 or mv.shape[1] != 2:
+            raise ShapeError(f"nc_matmul double_row takes stationary [K, 2, M] and moving [K, 2, N]; got "
+                             f"{list(st.shape)} and {list(mv.shape)}")
+        m, n = st.shape[2], mv.shape[2]
+    else:
+        m, n = st.free_size, mv.free_size
+    if ins.attrs.get("is_transpose"):
+        if nc.gen < 3:
+            raise GenerationError(f"nc_matmul is_transpose needs NeuronCore-v3 or newer; this core is v{nc.gen}")
+        if dst.dtype != st.dtype:
+            raise DTypeError(f"nc_matmul is_transpose writes the input dtype {st.dtype.name}; dst is {dst.dtype.name}")
+        if dst.partitions != m or dst.free_size != st.partitions:
+            raise ShapeError(f"nc_matmul is_transpose: dst {list(dst.shape)} must be [{m}, {st.partitions}]")
+        return
+    if m > lim("gemm_stationary_fmax"):
+        raise FreeSizeError(f"nc_matmul: stationary free size M={m} exceeds gemm_stationary_fmax {lim('gemm_stationary_fmax')}")
+    nmax = lim("gemm_moving_fmax")
+    if nc.gen >= 4:
+        nmax = lim("gemm_moving_fmax_bf16_multibank" if dst.dtype.name == "bfloat16" else "gemm_moving_fmax_fp32_multibank")
+    if n > nmax:
+        raise FreeSizeError(f"nc_matmul: moving free size N={n} exceeds {nmax} on v{nc.gen} (one PSUM bank of "
+                            f"{lim('psum_bank_fmax')} FP32 on v2/v3)")
+    if (st.dtype.name in _WIDE) != (mv.dtype.name in _WIDE):
+        raise DTypeError(f"nc_matmul: fp32/tf32 inputs pair only with fp32/tf32; got stationary {st.dtype.name}, moving {mv.dtype.name}")
+    outs = {"float32"} | ({"bfloat16"} if nc.gen >= 4 else set())
+    if dst.dtype.name not in outs:
+        raise DTypeError(f"nc_matmul dst dtype must be {' or '.join(sorted(outs))} on v{nc.gen}; got {dst.dtype.name}")
+    if dst.partitions != m or dst.free_size != n:
+        raise ShapeError(f"nc_matmul: dst {dst.name!r} {list(dst.shape)} must be [M={m}, N={n}] for stationary "
+                         f"{list(st.shape)} and moving {list(mv.shape)}")
+    _bank_check(nc, dst, "nc_matmul")
+    _tile_check(nc, ins, st.partitions, m)
+
+
+def _nc_matmul_semantics(ins, nc):
+    st, mv, dst = ins.stationary, ins.moving, ins.dst
+    if ins.attrs.get("is_transpose"):  # v3+ transpose mode: bit-exact, NaN/Inf safe
+        flush(nc)
+        a = st.array().reshape(st.partitions, -1)
+        m = st.mask().reshape(st.partitions, -1).T if st.poisoned() else None
+        dst.store(a.T.reshape(dst.shape), None if m is None else m.reshape(dst.shape))
+        return
+    # double_row: K = partitions x the leading free dim of 2, so both rows of a partition contract.
+    k = st.partitions * (2 if ins.perf_mode == "double_row" else 1)
+    am = st.mask().reshape(k, -1).any(axis=0) if st.poisoned() else None
+    bm = mv.mask().reshape(k, -1).any(axis=0) if mv.poisoned() else None
+    matmul_into(ins, nc, widened(nc, st, k), transposed_f32(mv.array().reshape(k, -1)), am, bm)
+
+
+define(Op.NC_MATMUL, Engine.TENSOR, _nc_matmul_check, _nc_matmul_semantics, _matmul_cost)
+
+
+# -- nc_transpose: PE (<=128x128, SBUF->PSUM) or Vector (<=32x32) -----------------------------------------
+def _nc_transpose_check(ins, nc):
+    data, dst = ins.data, ins.dst
+    p, f = data.partitions, data.free_size
+    cap = nc.limit("pe_transpose_max" if ins.engine is Engine.TENSOR else "vector_transpose_max")
+    if p > cap or f > cap:
+        raise FreeSizeError(f"nc_transpose on the {ins.engine.value} engine takes at most [{cap}, {cap}]; data "
+                            f"{data.name!r} is [{p}, {f}]")
+    if dst.partitions != f or dst.free_size != p:
+        raise ShapeError(f"nc_transpose: dst {list(dst.shape)} must be [{f}, {p}] for data {list(data.shape)}")
+    if dst.dtype != data.dtype:
+        raise DTypeError(f"nc_transpose keeps the dtype: data {data.dtype.name}, dst {dst.dtype.name}")
+    if ins.engine is Engine.TENSOR and data.space is not Space.SBUF:
+        raise ShapeError(f"nc_transpose on the tensor engine reads SBUF; {data.name!r} is in {data.space.value}")
+
+
+def _nc_transpose_semantics(ins, nc):
+    data, dst = ins.data, ins.dst
+    a = data.array().reshape(data.partitions, -1)
+    m = data.mask().reshape(data.partitions, -1)
+    if ins.engine is Engine.TENSOR and nc.gen < 3:
+        # v2: a real matmul with the identity: a NaN or Inf in column f smears over row f of the output.
+        out = pe_matmul(a, np.eye(a.shape[0], dtype=np.float32))
+        dst.store(numerics.cast(out, dst.dtype).reshape(dst.shape),
+                  np.repeat(m.any(0)[:, None], a.shape[0], 1).reshape(dst.shape) if m.any() else None)
+        return
+    dst.store(a.T.reshape(dst.shape), m.T.reshape(dst.shape) if m.any() else None)
+
+
+def _transpose_cost(rec, spec):
+    d = rec.operands["data"]
+    return {"engine": rec.engine.value, "partitions": d.partitions, "elements": math.prod(d.shape[1:]), "dtype": d.dtype}
+
+
+define(Op.NC_TRANSPOSE, (Engine.TENSOR, Engine.VECTOR), _nc_transpose_check, _nc_transpose_semantics, _transpose_cost)

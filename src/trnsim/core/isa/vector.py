@@ -1,0 +1,259 @@
+"""Vector (and GpSimd) elementwise instructions: tensor_tensor, tensor_scalar, scalar_tensor_tensor,
+tensor_copy, memset, reciprocal, tensor_reduce. Arithmetic runs in FP32 with free casts on input and
+output; bitvec operators work on integer bit patterns; GpSimd does integer arithmetic natively.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from trnsim import numerics
+from trnsim.core.errors import DTypeError, GenerationError, KernelError, ShapeError
+from trnsim.core.isa.alu import alu, op_name, reduce_ufunc
+from trnsim.core.isa.opcodes import Engine, Op
+from trnsim.core.isa.registry import define, masks, pf, put, same_free, same_partitions, stream_cost
+from trnsim.core.memory import Space
+from trnsim.core.tensor import View
+
+
+def scalar_operand(x, p: int) -> np.ndarray:
+    """A scalar operand: an immediate, or a [P, 1] tensor giving one value per partition (as FP32 [P, 1])."""
+    if isinstance(x, View):
+        return pf(x).reshape(p, 1)
+    return np.float32(x)
+
+
+def check_scalar_operand(ins, name, p):
+    v = ins.operands.get(name)
+    if v is not None and (v.partitions != p or v.free_size != 1):
+        raise ShapeError(f"{ins.op.value}: {name} {v.name!r} {list(v.shape)} must be a scalar or a [{p}, 1] tensor")
+
+
+def _is_int(v: View) -> bool:
+    return v.dtype.is_int or v.dtype.kind == "bool"
+
+
+def _ints(*views):
+    return all(_is_int(v) for v in views if isinstance(v, View))
+
+
+def _int_operand(x, p: int):
+    if isinstance(x, View):
+        return x.array().reshape(p, 1).astype(np.int64)
+    return np.int64(x)
+
+
+def apply(op, a, b, *, integer=False, reverse=False):
+    """One ALU stage; `reverse` swaps the operands (operand op data)."""
+    o = alu(op)
+    if reverse:
+        a, b = b, a
+    if o.kind == "bitvec" or integer:
+        return o.fn(a, b)
+    return np.asarray(o.fn(a, b), dtype=np.float32)
+
+
+# -- tensor_tensor ------------------------------------------------------------------------------------------
+def _tensor_tensor_pick(operands, attrs, nc):
+    ints = all(_is_int(v) for v in operands.values())
+    if op_name(attrs.get("op")) == "power" or (ints and alu(attrs.get("op")).kind != "bitvec"
+                                                 and any(v.dtype.bits == 32 for v in operands.values())):
+        return Engine.GPSIMD
+    return None
+
+
+def _tensor_tensor_check(ins, nc):
+    same_partitions(ins, "dst", "data1", "data2")
+    same_free(ins, "dst", "data1", "data2")
+    if ins.data1.space is Space.PSUM and ins.data2.space is Space.PSUM:
+        raise KernelError(f"tensor_tensor: data1 {ins.data1.name!r} and data2 {ins.data2.name!r} cannot both be in PSUM")
+    o = alu(ins.attrs.get("op"))
+    if o.kind == "bitvec" and not _ints(ins.data1, ins.data2, ins.dst):
+        raise DTypeError(f"tensor_tensor: bitvec op {o.name} needs integer operands; got {ins.data1.dtype.name}, "
+                         f"{ins.data2.dtype.name} -> {ins.dst.dtype.name}")
+
+
+def _tensor_tensor_semantics(ins, nc):
+    d1, d2, dst = ins.data1, ins.data2, ins.dst
+    o = alu(ins.attrs.get("op"))
+    p = d1.partitions
+    if o.kind == "bitvec":  # on the bit patterns, at data1's width
+        a = d1.array().reshape(p, -1)
+        out = o.fn(a, d2.array().reshape(p, -1).astype(a.dtype))
+    elif ins.engine is Engine.GPSIMD and _ints(d1, d2, dst):  # GpSimd integer arithmetic is native
+        out = o.fn(d1.array().reshape(p, -1).astype(np.int64), d2.array().reshape(p, -1).astype(np.int64))
+    else:
+        out = apply(o.name, pf(d1), pf(d2))
+    put(dst, out.reshape(dst.shape), _mask_for(out.shape, dst, d1, d2))
+
+
+def _mask_for(shape, dst, *views):
+    m = masks(shape, *views)
+    return None if m is None else m.reshape(dst.shape)
+
+
+define(Op.TENSOR_TENSOR, (Engine.VECTOR, Engine.GPSIMD), _tensor_tensor_check, _tensor_tensor_semantics,
+       lambda rec, spec: stream_cost(rec, spec, inputs=2), pick=_tensor_tensor_pick)
+
+
+# -- tensor_scalar: (data op0 operand0) op1 operand1 ----------------------------------------------------------
+def _tensor_scalar_check(ins, nc):
+    same_partitions(ins, "dst", "data")
+    same_free(ins, "dst", "data")
+    p = ins.data.partitions
+    check_scalar_operand(ins, "operand0", p)
+    check_scalar_operand(ins, "operand1", p)
+    ops = [alu(ins.attrs.get("op0")), alu(ins.attrs.get("op1"))]
+    kinds = {o.kind for o in ops if o.name != "bypass"} - {"unary"}
+    if len(kinds) > 1:
+        raise DTypeError(f"tensor_scalar: op0 {ops[0].name} and op1 {ops[1].name} must both be arithmetic or both bitvec")
+    if ins.engine is Engine.SCALAR:
+        if nc.gen < 3:
+            raise GenerationError(f"tensor_scalar on the scalar engine needs NeuronCore-v3 or newer; this core is v{nc.gen}")
+        pair = (ops[0].name, ops[1].name)
+        if nc.gen == 3 and pair not in (("multiply", "add"), ("multiply", "bypass"), ("add", "bypass")):
+            raise KernelError(f"tensor_scalar on the v3 scalar engine supports (multiply, add), (multiply, None), "
+                              f"(add, None); got {pair}")
+
+
+def _tensor_scalar_semantics(ins, nc):
+    data, dst = ins.data, ins.dst
+    p = data.partitions
+    ops = [alu(ins.attrs.get("op0")), alu(ins.attrs.get("op1"))]
+    bitvec = any(o.kind == "bitvec" for o in ops)
+    if bitvec:
+        x = data.array().reshape(p, -1)
+        for o, key, rev in ((ops[0], "operand0", "reverse0"), (ops[1], "operand1", "reverse1")):
+            if o.name != "bypass":
+                x = apply(o.name, x, _int_operand(ins.operands.get(key, ins.attrs.get(key)), p).astype(x.dtype),
+                          integer=True, reverse=ins.attrs.get(rev, False))
+    else:
+        x = pf(data)
+        for o, key, rev in ((ops[0], "operand0", "reverse0"), (ops[1], "operand1", "reverse1")):
+            if o.name != "bypass":
+                x = apply(o.name, x, scalar_operand(ins.operands.get(key, ins.attrs.get(key)), p),
+                          reverse=ins.attrs.get(rev, False))
+    put(dst, x.reshape(dst.shape), _mask_for(x.shape, dst, data, ins.operands.get("operand0"), ins.operands.get("operand1")))
+
+
+define(Op.TENSOR_SCALAR, (Engine.VECTOR, Engine.SCALAR, Engine.GPSIMD), _tensor_scalar_check, _tensor_scalar_semantics,
+       stream_cost)
+
+
+# -- scalar_tensor_tensor: (data op0 operand0) op1 operand1-tile ------------------------------------------------
+def _stt_check(ins, nc):
+    same_partitions(ins, "dst", "data", "operand1")
+    same_free(ins, "dst", "data", "operand1")
+    check_scalar_operand(ins, "operand0", ins.data.partitions)
+
+
+def _stt_semantics(ins, nc):
+    data, dst = ins.data, ins.dst
+    p = data.partitions
+    x = apply(ins.attrs["op0"], pf(data), scalar_operand(ins.operands.get("operand0", ins.attrs.get("operand0")), p),
+              reverse=ins.attrs.get("reverse0", False))
+    x = apply(ins.attrs["op1"], x, pf(ins.operand1), reverse=ins.attrs.get("reverse1", False))
+    put(dst, x.reshape(dst.shape), _mask_for(x.shape, dst, data, ins.operands.get("operand0"), ins.operand1))
+
+
+define(Op.SCALAR_TENSOR_TENSOR, (Engine.VECTOR, Engine.GPSIMD), _stt_check, _stt_semantics,
+       lambda rec, spec: stream_cost(rec, spec, inputs=2))
+
+
+# -- tensor_copy -----------------------------------------------------------------------------------------------
+def _tensor_copy_check(ins, nc):
+    same_partitions(ins, "dst", "src")
+    same_free(ins, "dst", "src")
+    if ins.engine is Engine.SCALAR and nc.gen < 3:
+        raise GenerationError("tensor_copy on the scalar engine is not supported on NeuronCore-v2; "
+                              "use activation(op=copy)")
+
+
+def _tensor_copy_semantics(ins, nc):
+    src, dst = ins.src, ins.dst
+    m = src.mask()
+    if src.dtype == dst.dtype:  # bit-exact
+        values = src.array()
+    elif src.dtype.is_int and dst.dtype.is_int:
+        values = numerics.cast(src.array(), dst.dtype)
+    else:
+        values = numerics.cast(src.array().astype(np.float32), dst.dtype)
+    dst.store(np.asarray(values).reshape(dst.shape), m.reshape(dst.shape) if m.any() else None)
+
+
+define(Op.TENSOR_COPY, (Engine.VECTOR, Engine.SCALAR, Engine.GPSIMD), _tensor_copy_check, _tensor_copy_semantics,
+       stream_cost)
+
+
+# -- memset ------------------------------------------------------------------------------------------------------
+def _memset_check(ins, nc):
+    value, dst = ins.attrs.get("value", 0), ins.dst
+    if dst.dtype.is_packed and value != 0:
+        raise DTypeError(f"memset of packed {dst.dtype.name} {dst.name!r} accepts only 0; got {value}")
+    if dst.dtype.is_int and float(value) != int(float(value)):
+        raise DTypeError(f"memset value {value} does not match the integer dtype {dst.dtype.name} of {dst.name!r}")
+
+
+def _memset_semantics(ins, nc):
+    dst, value = ins.dst, ins.attrs.get("value", 0)
+    if dst.dtype.is_packed or dst.dtype.is_int:
+        dst.store(np.full(dst.shape, int(value), dst.dtype.np))
+    else:
+        put(dst, np.full(dst.shape, value, np.float32))
+
+
+define(Op.MEMSET, (Engine.VECTOR, Engine.GPSIMD, Engine.SCALAR), _memset_check, _memset_semantics,
+       lambda rec, spec: stream_cost(rec, spec, inputs=0))
+
+
+# -- reciprocal (Vector, FP32 divide: more precise than ScalarE's approximation) -----------------------------------
+def _reciprocal_check(ins, nc):
+    same_partitions(ins, "dst", "data")
+    same_free(ins, "dst", "data")
+
+
+def _reciprocal_semantics(ins, nc):
+    x = pf(ins.data)
+    with np.errstate(all="ignore"):
+        out = np.float32(1.0) / x
+    put(ins.dst, out.reshape(ins.dst.shape), _mask_for(x.shape, ins.dst, ins.data))
+
+
+define(Op.RECIPROCAL, Engine.VECTOR, _reciprocal_check, _reciprocal_semantics,
+       lambda rec, spec: stream_cost(rec, spec, factor=8.0))
+
+
+# -- tensor_reduce: reduce trailing free axes ---------------------------------------------------------------------
+def reduce_axes(ins, data: View):
+    axis = ins.attrs.get("axis")
+    axes = tuple(sorted(a % data.ndim for a in (axis if isinstance(axis, (tuple, list)) else (axis,))))
+    if 0 in axes and data.on_chip:
+        raise ShapeError(f"{ins.op.value}: cannot reduce the partition dim (axis 0); use tensor_partition_reduce")
+    if axes != tuple(range(data.ndim - len(axes), data.ndim)):
+        raise ShapeError(f"{ins.op.value}: axis {axes} must be the trailing free axes of the {data.ndim}-d {data.name!r}")
+    return axes
+
+
+def _tensor_reduce_check(ins, nc):
+    data, dst = ins.data, ins.dst
+    axes = reduce_axes(ins, data)
+    reduce_ufunc(ins.attrs.get("op"))
+    kept = [n for d, n in enumerate(data.shape) if d not in axes]
+    if dst.size != int(np.prod(kept)):
+        raise ShapeError(f"tensor_reduce: dst {list(dst.shape)} must hold the reduced shape {kept} of {list(data.shape)}")
+
+
+def _tensor_reduce_semantics(ins, nc):
+    data, dst = ins.data, ins.dst
+    axes = reduce_axes(ins, data)
+    o = reduce_ufunc(ins.attrs.get("op"))
+    if o.kind == "bitvec":
+        out = o.reduce.reduce(data.array().astype(np.int64), axis=axes)
+    else:
+        out = o.reduce.reduce(data.array().astype(np.float32), axis=axes, dtype=np.float32)
+        if ins.attrs.get("negate"):
+            out = -out
+    m = data.mask()
+    put(dst, np.asarray(out).reshape(dst.shape), m.any(axis=axes).reshape(dst.shape) if m.any() else None)
+
+
+define(Op.TENSOR_REDUCE, (Engine.VECTOR, Engine.GPSIMD), _tensor_reduce_check, _tensor_reduce_semantics, stream_cost)

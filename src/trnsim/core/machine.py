@@ -1,0 +1,204 @@
+"""A NeuronCore: its memories, its instruction stream and the executor that checks and runs instructions.
+
+    >>> nc = NeuronCore("trn2")
+    >>> a = nc.hbm_tensor(np.ones((128, 64), np.float32), name="a")
+    >>> t = nc.tensor((128, 64), "float32", "sbuf", name="t")
+    >>> nc.issue(Op.DMA_COPY, dst=t, src=a)
+
+Each `issue` builds one Instruction, checks it (shapes, dtypes, memories, engine, generation), appends
+its Record to `stream`, and, unless the core runs in timing-only mode (`values=False`), executes its
+numpy semantics at once, as the Triton interpreter runs a kernel eagerly.
+"""
+from __future__ import annotations
+
+import math
+import os
+import warnings
+
+import numpy as np
+
+from trnsim import numerics, specs
+from trnsim.core import isa as _isa  # noqa: F401  (registers every instruction)
+from trnsim.core.errors import KernelError, UninitializedError, UninitializedWarning, where
+from trnsim.core.isa.opcodes import MATMUL, Engine, Op
+from trnsim.core.isa.psum import close as close_psum, flush as flush_psum
+from trnsim.core.isa.registry import REGISTRY, Instruction, generic_check
+from trnsim.core.memory import HBM, Memory, Space
+from trnsim.core.tensor import View
+
+TARGET_ENV = "NEURON_PLATFORM_TARGET_OVERRIDE"
+_TARGET_ALIASES = {"trn1": "trn1", "inf2": "trn1", "gen2": "trn1", "trn2": "trn2", "gen3": "trn2",
+                   "trn3": "trn3", "gen4": "trn3"}
+
+
+def resolve_target(target: str | None = None) -> str:
+    """The NKI target (trn1|trn2|trn3) from an argument or NEURON_PLATFORM_TARGET_OVERRIDE; default trn2."""
+    raw = str(target or os.environ.get(TARGET_ENV) or "trn2").lower()
+    if raw in _TARGET_ALIASES:
+        return _TARGET_ALIASES[raw]
+    return specs.neuroncore(raw).target
+
+
+class Register:
+    """A 32-bit sequencer register; `poisoned` when its value came from never-written memory."""
+
+    __slots__ = ("value", "poisoned", "name")
+
+    def __init__(self, value=0, poisoned=False, name=""):
+        self.value, self.poisoned, self.name = int(value), poisoned, name
+
+    def __repr__(self):
+        return f"<register {self.name} = {self.value}>"
+
+    def __index__(self):  # a register used as an index or slice bound (dynamic access)
+        return self.value
+
+
+class NeuronCore:
+    """One NeuronCore of a generation (v2 Trn1, v3 Trn2, v4 Trn3) with real SBUF, PSUM and HBM."""
+
+    def __init__(self, target: str | None = None, *, strict: bool = True, values: bool = True, hbm: HBM | None = None,
+                 program_id: int = 0, num_programs: int = 1, seed: int = 0):
+        self.target = resolve_target(target)
+        self.spec = specs.neuroncore(self.target)
+        self.gen = int(self.spec.key.removeprefix("v"))
+        s = self.spec
+        self.sbuf = Memory(Space.SBUF, s.partitions, s.sbuf_partition_bytes, s.sbuf_partition_bytes - s.sbuf_reserved_bytes)
+        self.psum = Memory(Space.PSUM, s.partitions, s.psum_partition_bytes, s.psum_partition_bytes,
+                           bank_bytes=s.psum_partition_bytes // s.psum_banks)
+        self.hbm = hbm if hbm is not None else HBM(s.hbm_bytes)
+        # PSUM bytes inside an open matmul accumulation group (see isa/tensor_engine.py).
+        self.psum_groups = np.zeros_like(self.psum.poison)
+        self.lazy_psum = False  # kernels evaluate accumulation groups lazily (isa/psum.py)
+        self.psum_pending: dict = {}
+        self.psum_open: set = set()
+        self.widen_cache: dict = {}
+        self.strict, self.values = strict, values
+        self.program_id, self.num_programs = program_id, num_programs
+        self.stream: list = []
+        self.rng = np.random.Generator(np.random.Philox(seed))
+        # Lane accumulator registers of ScalarE (activation reduce) and VectorE (exponential, *_reduce).
+        self.accumulators = {e: np.zeros(s.partitions, np.float32) for e in (Engine.SCALAR, Engine.VECTOR)}
+        self.accumulator_poison = {e: np.zeros(s.partitions, bool) for e in (Engine.SCALAR, Engine.VECTOR)}
+        self.peer = None  # the other core of an LNC 2 pair
+        self.barrier = None
+        self.mailbox: dict = {}
+        self._counts: dict[str, int] = {}
+
+    def limit(self, name: str) -> int:
+        return self.spec.limits[name]
+
+    @property
+    def bank_bytes(self) -> int:
+        return self.psum.bank_bytes
+
+    # -- tensors -----------------------------------------------------------------------------------
+    def _name(self, prefix: str) -> str:
+        n = self._counts[prefix] = self._counts.get(prefix, 0) + 1
+        return f"{prefix}{n}"
+
+    def tensor(self, shape, dtype, space="sbuf", name: str | None = None, address=None, kind: str | None = None) -> View:
+        """Allocate an on-chip (SBUF/PSUM) tensor, or an HBM one, filled as never-written."""
+        dt, shape, space = numerics.dtype(dtype), tuple(int(x) for x in shape), Space(getattr(space, "value", space))
+        loc = where()
+        name = name or self._name(space.value)
+        if space is Space.HBM:
+            return self.hbm_tensor(shape, dt, name=name, kind=kind or "hbm", location=loc)
+        if len(shape) < 2:
+            from trnsim.core.errors import ShapeError
+            raise ShapeError(f"on-chip tensor {name!r} {list(shape)}: needs at least 2 dims (partition dim first)")
+        mem = self.sbuf if space is Space.SBUF else self.psum
+        nbytes = math.prod(shape[1:]) * dt.itemsize
+        alloc = mem.allocate(shape[0], nbytes, dt.itemsize, name, kind or space.value, loc, address, self.limit("pmax"))
+        alloc.shape = shape
+        if mem is self.psum:
+            close_psum(self, View.whole(alloc, dt, shape))
+        return View.whole(alloc, dt, shape)
+
+    def hbm_tensor(self, init, dtype=None, name: str | None = None, kind="hbm", location=None) -> View:
+        """An HBM tensor: from a numpy array (its values, written) or a shape (never-written)."""
+        if isinstance(init, np.ndarray):
+            dt = numerics.dtype(dtype or init.dtype)
+            data, shape = np.ascontiguousarray(init, dtype=dt.np), init.shape
+        else:
+            dt, data, shape = numerics.dtype(dtype), None, tuple(int(x) for x in init)
+        nbytes = max(1, math.prod(shape)) * dt.itemsize
+        alloc = self.hbm.allocate(nbytes, name or self._name("hbm"), kind, location or where(), data)
+        alloc.shape = shape
+        return View.whole(alloc, dt, shape)
+
+    # -- execution -------------------------------------------------------------------------------
+    def issue(self, op: Op, /, engine=None, **kw) -> Instruction:
+        """Check one instruction, record it in the stream and (with values on) execute it."""
+        d = REGISTRY[op]
+        operands = {k: v for k, v in kw.items() if isinstance(v, View)}
+        attrs = {k: v for k, v in kw.items() if not isinstance(v, View)}
+        eng = _engine(engine) or (d.pick(operands, attrs, self) if d.pick else None) or d.engines[0]
+        ins = Instruction(op, eng, operands, attrs, where(), d.writes)
+        generic_check(d, ins, self)
+        d.check(ins, self)
+        self.stream.append(ins.record(len(self.stream)))
+        if self.values:
+            if self.psum_pending and op not in MATMUL and any(v.space is Space.PSUM for v in operands.values()):
+                flush_psum(self)
+            d.semantics(ins, self)
+        if op not in MATMUL:  # another engine touching PSUM closes its accumulation group
+            for v in operands.values():
+                if v.space is Space.PSUM:
+                    close_psum(self, v)
+        return ins
+
+    def sync(self) -> None:
+        """Finish deferred work (pending PSUM accumulation groups) so memories hold final values."""
+        flush_psum(self)
+
+    def never_written(self, what: str, src: View, mask: np.ndarray, ins_loc: str | None = None):
+        """Never-written values reached HBM or control flow: raise (strict) or warn."""
+        idx = np.argwhere(mask)
+        rows = np.unique(idx[:, 0]) if idx.ndim == 2 and idx.shape[1] else np.array([0])
+        dim = "partitions" if src.on_chip else "rows"
+        sample = ", ".join(str(list(map(int, i))) for i in idx[:3])
+        msg = (f"never-written values of {src.name!r} {what}: {int(mask.sum())} of {mask.size} elements, "
+               f"{dim} {_ranges(rows)} (e.g. {sample})")
+        if self.strict:
+            raise UninitializedError(msg, ins_loc)
+        warnings.warn(f"{msg} at {ins_loc or where()}", UninitializedWarning, stacklevel=3)
+
+    def read_register(self, reg, what: str) -> int:
+        """A register's value for control flow (loop bounds, conditions); never-written values are errors."""
+        if isinstance(reg, Register):
+            if reg.poisoned:
+                msg = f"register {reg.name or ''} holds a never-written value and decides {what}"
+                if self.strict:
+                    raise UninitializedError(msg)
+                warnings.warn(msg, UninitializedWarning, stacklevel=3)
+            return reg.value
+        return int(reg)
+
+
+def _engine(engine):
+    if engine is None:
+        return None
+    name = getattr(engine, "name", str(engine)).lower().removesuffix("_engine")
+    if name in ("unknown", "0", "none"):
+        return None
+    if name == "act":
+        name = "scalar"
+    if name in ("pool", "gpsimd"):
+        name = "gpsimd"
+    try:
+        return Engine(name)
+    except ValueError:
+        raise KernelError(f"unknown engine {engine!r}; engines: {', '.join(e.value for e in Engine)}") from None
+
+
+def _ranges(values) -> str:
+    values = [int(v) for v in values]
+    out, start = [], None
+    for i, v in enumerate(values):
+        if start is None:
+            start = v
+        if i + 1 == len(values) or values[i + 1] != v + 1:
+            out.append(f"{start}" if start == v else f"{start}..{v}")
+            start = None
+    return ", ".join(out[:8]) + (" ..." if len(out) > 8 else "")

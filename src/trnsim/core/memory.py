@@ -1,0 +1,192 @@
+"""NeuronCore memories as byte arrays: SBUF and PSUM (partitions x bytes) and HBM (one buffer per tensor).
+
+Every memory keeps a parallel byte mask of never-written bytes ("poison"). Fresh memory is filled with
+0xFF bytes, which reads as NaN in every float format and as a marker (-1 / max) in integer formats, as
+the NKI simulator does; an element is never-written while any of its bytes is.
+
+Allocation follows the hardware's rules: a tensor takes a contiguous range of partitions starting where
+the start rule allows (P in (64,128] at 0; (32,64] at 0/64; (0,32] at 0/32/64/96) and the same byte
+range in each; PSUM tensors never cross a 2 KiB bank unless they start on a bank and span whole banks.
+`address=` placement skips the allocator: tensors placed over each other share bytes, as on hardware.
+Tensors are freed when the last view of them is dropped (CPython reference counting keeps this exact).
+"""
+from __future__ import annotations
+
+import enum
+import itertools
+import threading
+import weakref
+
+import numpy as np
+
+from trnsim.core.errors import CapacityError, OutOfBoundsError, PartitionLimitError, PartitionStartError, PSUMBankError
+
+POISON_BYTE = 0xFF
+
+
+class Space(enum.Enum):
+    """Where a tensor lives. HBM tensors are one byte buffer each; SBUF and PSUM are shared arrays."""
+
+    HBM = "hbm"
+    SBUF = "sbuf"
+    PSUM = "psum"
+
+
+def allowed_starts(partitions: int, pmax: int) -> tuple[int, ...]:
+    """Partition starts the start rule allows for a tensor of `partitions` partitions."""
+    span = 32 if partitions <= 32 else 64 if partitions <= 64 else pmax
+    return tuple(range(0, pmax, span))
+
+
+class Allocation:
+    """One tensor's storage: a memory, a partition range and a byte range in every partition."""
+
+    _ids = itertools.count()
+
+    def __init__(self, memory, p0: int, partitions: int, b0: int, nbytes: int, name: str, kind: str,
+                 location: str | None):
+        self.memory, self.p0, self.partitions, self.b0, self.nbytes = memory, p0, partitions, b0, nbytes
+        self.name, self.kind, self.location = name, kind, location
+        self.id = next(Allocation._ids)
+        self.clean = False  # known to hold no never-written byte (a cache; see View.poisoned)
+
+    @property
+    def space(self) -> Space:
+        return self.memory.space
+
+    def describe(self) -> str:
+        at = f" from {self.location}" if self.location else ""
+        return (f"{self.name!r} {self.kind} partitions {self.p0}..{self.p0 + self.partitions - 1} "
+                f"bytes {self.b0}..{self.b0 + self.nbytes - 1} ({self.partitions * self.nbytes} B){at}")
+
+
+class Memory:
+    """An on-chip memory (SBUF or PSUM): `data` and `poison` are uint8[partitions, row_bytes]."""
+
+    def __init__(self, space: Space, partitions: int, row_bytes: int, usable_bytes: int, bank_bytes: int | None = None):
+        self.space, self.partitions, self.row_bytes = space, partitions, row_bytes
+        self.usable_bytes, self.bank_bytes = usable_bytes, bank_bytes
+        self.data = np.full((partitions, row_bytes), POISON_BYTE, np.uint8)
+        self.poison = np.ones((partitions, row_bytes), np.uint8)
+        self.version = 0  # counts writes, so cached conversions of its bytes know when they are stale
+        self.live: weakref.WeakValueDictionary[int, Allocation] = weakref.WeakValueDictionary()
+
+    # -- placement -------------------------------------------------------------------------------
+    def _overlaps(self, p0, partitions, b0, nbytes):
+        return [a for a in list(self.live.values())
+                if a.p0 < p0 + partitions and p0 < a.p0 + a.partitions and a.b0 < b0 + nbytes and b0 < a.b0 + a.nbytes]
+
+    def _first_fit(self, p0, partitions, nbytes, align):
+        busy = sorted((a.b0, a.b0 + a.nbytes) for a in list(self.live.values())
+                      if a.p0 < p0 + partitions and p0 < a.p0 + a.partitions)
+        b = 0
+        for lo, hi in busy + [(self.usable_bytes, self.usable_bytes)]:
+            b = self._fix(b, nbytes, align)
+            if b + nbytes <= lo:
+                return b
+            b = max(b, hi)
+        b = self._fix(b, nbytes, align)
+        return b if b + nbytes <= self.usable_bytes else None
+
+    def _fix(self, b, nbytes, align):
+        b = -(-b // align) * align
+        bank = self.bank_bytes
+        if bank and nbytes <= bank and b // bank != (b + nbytes - 1) // bank:
+            b = -(-b // bank) * bank  # a PSUM tensor never crosses a bank: move to the next one
+        if bank and nbytes > bank:
+            b = -(-b // bank) * bank
+        return b
+
+    def allocate(self, partitions: int, nbytes: int, align: int, name: str, kind: str, location: str | None,
+                 address: tuple[int, int] | None = None, pmax: int = 128) -> Allocation:
+        if partitions > pmax:
+            raise PartitionLimitError(f"{self.space.value} tensor {name!r}: partition dim {partitions} exceeds pmax {pmax}")
+        if address is not None:
+            return self._place(partitions, nbytes, name, kind, location, address, pmax)
+        best = None
+        for p0 in allowed_starts(partitions, pmax):
+            b = self._first_fit(p0, partitions, nbytes, align)
+            if b is not None and (best is None or b < best[1]):
+                best = (p0, b)
+        if best is None:
+            live = "; ".join(a.describe() for a in sorted(self.live.values(), key=lambda a: (a.b0, a.p0))) or "none"
+            raise CapacityError(
+                f"{self.space.value.upper()} overflow: tensor {name!r} needs {nbytes} B in each of {partitions} partitions "
+                f"but no free range of {self.usable_bytes} usable B per partition fits it; live tensors: {live}")
+        alloc = Allocation(self, best[0], partitions, best[1], nbytes, name, kind, location)
+        self._fresh(alloc)
+        self.live[alloc.id] = alloc
+        return alloc
+
+    def _place(self, partitions, nbytes, name, kind, location, address, pmax):
+        p0, b0 = (int(x) for x in address)
+        if p0 not in allowed_starts(partitions, pmax):
+            raise PartitionStartError(
+                f"tensor {name!r} of {partitions} partitions cannot start at partition {p0}: allowed starts "
+                f"{list(allowed_starts(partitions, pmax))} (P in (64,128] at 0; (32,64] at 0/64; (0,32] at 0/32/64/96)")
+        if p0 + partitions > self.partitions or b0 < 0 or b0 + nbytes > self.usable_bytes:
+            raise OutOfBoundsError(
+                f"address=({p0}, {b0}) for {name!r} ({partitions} partitions x {nbytes} B) exceeds "
+                f"{self.space.value.upper()} of {self.partitions} partitions x {self.usable_bytes} usable B")
+        if self.bank_bytes and b0 % self.bank_bytes:
+            raise PSUMBankError(f"PSUM address {b0} of {name!r} is not on a bank boundary (multiple of {self.bank_bytes} B)")
+        alloc = Allocation(self, p0, partitions, b0, nbytes, name, kind, location)
+        if not self._overlaps(p0, partitions, b0, nbytes):
+            self._fresh(alloc)
+        self.live[alloc.id] = alloc
+        return alloc
+
+    def _fresh(self, a: Allocation):
+        self.version += 1
+        self.data[a.p0:a.p0 + a.partitions, a.b0:a.b0 + a.nbytes] = POISON_BYTE
+        self.poison[a.p0:a.p0 + a.partitions, a.b0:a.b0 + a.nbytes] = 1
+
+    def dirty(self, p0: int, partitions: int, lo: int, hi: int) -> None:
+        """Never-written bytes were set in this range: forget that the tensors over it were clean."""
+        for a in list(self.live.values()):
+            if a.p0 < p0 + partitions and p0 < a.p0 + a.partitions and a.b0 < hi and lo < a.b0 + a.nbytes:
+                a.clean = False
+
+    def used_bytes(self) -> int:
+        return sum(a.partitions * a.nbytes for a in list(self.live.values()))
+
+
+class HBM:
+    """A core's (or an LNC pair's) HBM: one byte buffer per tensor, capacity counted over live tensors."""
+
+    space = Space.HBM
+
+    def __init__(self, capacity: int):
+        self.capacity = capacity
+        self.live: weakref.WeakValueDictionary[int, Allocation] = weakref.WeakValueDictionary()
+        self.shared: dict[int, object] = {}  # n-th shared_hbm allocation of an LNC pair -> tensor
+        self.lock = threading.Lock()
+
+    def allocate(self, nbytes: int, name: str, kind: str, location: str | None, init: np.ndarray | None = None) -> Allocation:
+        used = sum(a.nbytes for a in list(self.live.values()))
+        if used + nbytes > self.capacity:
+            raise CapacityError(f"HBM overflow: tensor {name!r} needs {nbytes} B, {self.capacity - used} of "
+                                f"{self.capacity} B free")
+        mem = _HBMBuffer(nbytes)
+        if init is not None:
+            mem.data[:] = init.reshape(-1).view(np.uint8)
+            mem.poison[:] = 0
+        alloc = Allocation(mem, 0, 1, 0, nbytes, name, kind, location)
+        self.live[alloc.id] = alloc
+        return alloc
+
+
+class _HBMBuffer:
+    """One HBM tensor's bytes, addressed as a single row."""
+
+    space = Space.HBM
+    partitions = 1
+
+    def __init__(self, nbytes: int):
+        self.row_bytes = nbytes
+        self.data = np.full((1, nbytes), POISON_BYTE, np.uint8)
+        self.poison = np.ones((1, nbytes), np.uint8)
+        self.version = 0
+
+    def dirty(self, *region) -> None:
+        """One tensor per buffer: its own `clean` flag is the only one to reset (the caller does)."""

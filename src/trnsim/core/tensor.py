@@ -1,0 +1,454 @@
+"""Tensor views: a dtype, a shape and a strided access pattern over one allocation's bytes.
+
+On-chip (SBUF/PSUM) views keep dim 0 as the partition dim: its stride counts partitions and `poff`
+is the first partition inside the allocation; the other dims step through elements inside a partition
+from `offset`. HBM views are plain strided views of the tensor's bytes. A view never copies: `array()`
+returns a numpy view straight onto the memory, so two views of overlapping bytes see each other's writes.
+
+An indirect view (a DMA gather/scatter through `vector_offset`) holds one row index per partition; the
+DMA reads or writes it element by element through those rows.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+
+from trnsim import numerics
+from trnsim.core.errors import MemorySpaceError, OutOfBoundsError, PartitionLimitError, ShapeError
+from trnsim.core.memory import Allocation, Space
+
+_MASK_TYPES = {1: np.uint8, 2: np.uint16, 4: np.uint32, 8: np.uint64}
+
+
+@dataclass(frozen=True)
+class Region:
+    """What an instruction touches, for the timing model: memory, partitions, bytes per partition."""
+
+    space: str
+    memory: int  # id of the SBUF/PSUM array or of the HBM tensor
+    partition: int
+    partitions: int
+    byte_lo: int
+    byte_hi: int  # exclusive
+    shape: tuple
+    dtype: str
+    contiguous: int = 0  # bytes per contiguous run of the free dims (what one DMA descriptor can move)
+
+
+class View:
+    """A strided view of a tensor in SBUF, PSUM or HBM (what NKI calls an NkiTensor)."""
+
+    __slots__ = ("alloc", "dtype", "shape", "strides", "poff", "offset", "indirect", "on_chip", "_region", "__weakref__")
+
+    def __init__(self, alloc: Allocation, dtype, shape, strides, offset=0, poff=0, indirect=None):
+        self.alloc, self.dtype = alloc, numerics.dtype(dtype)
+        self.shape, self.strides = tuple(int(s) for s in shape), tuple(int(s) for s in strides)
+        self.offset, self.poff, self.indirect = int(offset), int(poff), indirect
+        self.on_chip = alloc.memory.space is not Space.HBM
+        self._region = None
+
+    @classmethod
+    def whole(cls, alloc: Allocation, dtype, shape) -> View:
+        """The contiguous view of a fresh allocation."""
+        shape = tuple(int(s) for s in shape)
+        dims = shape[1:] if alloc.space is not Space.HBM else shape
+        strides = [1] * len(dims)
+        for k in range(len(dims) - 2, -1, -1):
+            strides[k] = strides[k + 1] * dims[k + 1]
+        return cls(alloc, dtype, shape, ([1] if alloc.space is not Space.HBM else []) + strides)
+
+    # -- facts -------------------------------------------------------------------------------------
+    @property
+    def space(self) -> Space:
+        return self.alloc.memory.space
+
+    @property
+    def name(self) -> str:
+        return self.alloc.name
+
+    @property
+    def buffer(self) -> str:
+        """The NKI buffer: 'sbuf', 'psum', 'hbm', 'shared_hbm' or 'private_hbm'."""
+        return self.alloc.kind
+
+    @property
+    def ndim(self) -> int:
+        return len(self.shape)
+
+    @property
+    def size(self) -> int:
+        return math.prod(self.shape)
+
+    @property
+    def partitions(self) -> int:
+        return self.shape[0] if self.on_chip else 1
+
+    @property
+    def free_size(self) -> int:
+        """Elements per partition (on-chip) or in all (HBM)."""
+        return math.prod(self.shape[1:]) if self.on_chip else self.size
+
+    @property
+    def alloc_elems(self) -> int:
+        return self.alloc.nbytes // self.dtype.itemsize
+
+    def __repr__(self):
+        return f"<{self.space.value} tensor {self.name!r} {list(self.shape)} {self.dtype.name}>"
+
+    # -- memory access -------------------------------------------------------------------------
+    def _layout(self):
+        isz, mem, a = self.dtype.itemsize, self.alloc.memory, self.alloc
+        if self.on_chip:
+            off = (a.p0 + self.poff) * mem.row_bytes + a.b0 + self.offset * isz
+            return off, (self.strides[0] * mem.row_bytes,) + tuple(s * isz for s in self.strides[1:])
+        return a.b0 + self.offset * isz, tuple(s * isz for s in self.strides)
+
+    def _raw(self, buf, np_dtype):
+        off, strides = self._layout()
+        return np.ndarray(self.shape, np_dtype, buffer=buf, offset=off, strides=strides)
+
+    def array(self) -> np.ndarray:
+        """The elements in their numpy storage dtype, as a writeable view onto the memory."""
+        if self.indirect is not None:
+            return self._flat(self.alloc.memory.data, self.dtype.np)[self._indices()]
+        return self._raw(self.alloc.memory.data, self.dtype.np)
+
+    def mask(self) -> np.ndarray:
+        """True where an element was never written (any of its bytes)."""
+        t = _MASK_TYPES[self.dtype.itemsize]
+        if self.indirect is not None:
+            return self._flat(self.alloc.memory.poison, t)[self._indices()] != 0
+        return self._raw(self.alloc.memory.poison, t) != 0
+
+    def poisoned(self) -> bool:
+        """Whether any element of the view was never written.
+
+        Cheap in the common case: once a whole tensor is seen clean it stays known clean until
+        never-written bytes are set over it again (a masked store or an aliasing placement).
+        """
+        a = self.alloc
+        if a.clean:
+            return False
+        mem = a.memory
+        if not mem.poison[a.p0:a.p0 + a.partitions, a.b0:a.b0 + a.nbytes].any():
+            a.clean = True
+            return False
+        if self.indirect is not None:
+            return bool(self.mask().any())
+        return bool(self._raw(mem.poison, _MASK_TYPES[self.dtype.itemsize]).any())
+
+    def store(self, values: np.ndarray, mask: np.ndarray | None = None) -> None:
+        """Write values (already in this dtype's storage) and mark them written, or never-written where `mask`."""
+        t = _MASK_TYPES[self.dtype.itemsize]
+        fill = t(int.from_bytes(b"\x01" * self.dtype.itemsize, "little"))
+        self.alloc.memory.version += 1
+        marked = mask is not None and mask.any()
+        if marked:
+            r = self.region()
+            self.alloc.memory.dirty(r.partition, r.partitions, r.byte_lo, r.byte_hi)
+            self.alloc.clean = False
+        if self.indirect is not None:
+            idx = self._indices()
+            self._flat(self.alloc.memory.data, self.dtype.np)[idx] = values
+            self._flat(self.alloc.memory.poison, t)[idx] = np.where(mask, fill, t(0)) if marked else 0
+            return
+        self._raw(self.alloc.memory.data, self.dtype.np)[...] = values
+        pm = self._raw(self.alloc.memory.poison, t)
+        pm[...] = np.where(mask, fill, t(0)) if marked else 0
+
+    def _flat(self, buf, np_dtype):
+        return buf[0, : self.alloc.nbytes].view(np_dtype)
+
+    def _indices(self) -> np.ndarray:
+        rows, row_elems = self.indirect
+        idx = self.offset + rows.reshape((-1,) + (1,) * (self.ndim - 1)) * row_elems
+        for k in range(1, self.ndim):
+            shape = [1] * self.ndim
+            shape[k] = self.shape[k]
+            idx = idx + np.arange(self.shape[k]).reshape(shape) * self.strides[k]
+        return idx
+
+    def region(self) -> Region:
+        """The partitions and per-partition byte range this view touches."""
+        if self._region is None:
+            self._region = self._make_region()
+        return self._region
+
+    def _make_region(self) -> Region:
+        isz, a = self.dtype.itemsize, self.alloc
+        dims = list(zip(self.shape[1:], self.strides[1:])) if self.on_chip else list(zip(self.shape, self.strides))
+        lo = self.offset + sum(min(0, (n - 1) * s) for n, s in dims)
+        hi = self.offset + sum(max(0, (n - 1) * s) for n, s in dims) + 1
+        if self.indirect is not None:
+            lo, hi = 0, self.alloc_elems
+        p = a.p0 + self.poff if self.on_chip else 0
+        return Region(self.space.value, id(a.memory), p, self.partitions if self.on_chip else 1,
+                      a.b0 + lo * isz, a.b0 + hi * isz, self.shape, self.dtype.name,
+                      isz if self.indirect is not None else _contiguous(dims) * isz)
+
+    # -- views ---------------------------------------------------------------------------------
+    def _derive(self, shape, strides, offset=None, poff=None, dtype=None, indirect=None) -> View:
+        v = View(self.alloc, dtype or self.dtype, shape, strides, self.offset if offset is None else offset,
+                 self.poff if poff is None else poff, indirect if indirect is not None else self.indirect)
+        v._check_bounds()
+        return v
+
+    def _check_bounds(self):
+        if self.indirect is not None or 0 in self.shape:
+            return
+        dims = list(zip(self.shape[1:], self.strides[1:])) if self.on_chip else list(zip(self.shape, self.strides))
+        lo = self.offset + sum(min(0, (n - 1) * s) for n, s in dims)
+        hi = self.offset + sum(max(0, (n - 1) * s) for n, s in dims)
+        if lo < 0 or hi >= self.alloc_elems:
+            raise OutOfBoundsError(f"view of {self.name!r} reaches elements {lo}..{hi} of a tensor holding "
+                                   f"{self.alloc_elems} {self.dtype.name} elements per {'partition' if self.on_chip else 'tensor'}")
+        if self.on_chip:
+            last = self.poff + (self.shape[0] - 1) * self.strides[0]
+            if self.poff < 0 or last >= self.alloc.partitions or (self.shape[0] > 1 and self.strides[0] < 1):
+                raise OutOfBoundsError(f"view of {self.name!r} reaches partitions {self.poff}..{last} of a tensor "
+                                       f"of {self.alloc.partitions} partitions")
+
+    def __getitem__(self, key) -> View:
+        key = key if isinstance(key, tuple) else (key,)
+        if any(k is Ellipsis for k in key):
+            i = key.index(Ellipsis)
+            key = key[:i] + (slice(None),) * (self.ndim - len(key) + 1) + key[i + 1:]
+        if len(key) > self.ndim:
+            raise OutOfBoundsError(f"{len(key)} indices for the {self.ndim}-d tensor {self.name!r} {list(self.shape)}")
+        key = key + (slice(None),) * (self.ndim - len(key))
+        shape, strides, offset, poff, drop = [], [], self.offset, self.poff, []
+        for d, (k, n, s) in enumerate(zip(key, self.shape, self.strides)):
+            k = _as_index(k)
+            if isinstance(k, slice):
+                start, stop, step = _slice_bounds(k, n, self.name, d)
+                count = max(0, -(-(stop - start) // step))
+            else:
+                if not -n <= k < n:
+                    raise OutOfBoundsError(f"index {k} out of bounds for dim {d} of size {n} of {self.name!r}")
+                start, step, count = k % n, 1, 1
+                drop.append(d)
+            if d == 0 and self.on_chip:
+                poff += start * s
+            else:
+                offset += start * s
+            shape.append(count)
+            strides.append(s * step)
+        keep_min = 2 if self.on_chip else 0
+        for d in reversed(drop):
+            if (d == 0 and self.on_chip) or len(shape) <= keep_min:
+                continue  # on-chip tensors keep the partition dim and at least 2 dims
+            del shape[d], strides[d]
+        return self._derive(shape, strides, offset, poff)
+
+    def slice(self, dim, start, end, step=1) -> View:
+        key = [slice(None)] * self.ndim
+        key[dim] = slice(start, end, step)
+        return self[tuple(key)]
+
+    def select(self, dim, index) -> View:
+        v = self.slice(dim, int(index), int(index) + 1)
+        return v.squeeze_dim(dim) if v.ndim > (2 if self.on_chip else 1) else v
+
+    def permute(self, dims) -> View:
+        dims = tuple(d % self.ndim for d in dims)
+        if sorted(dims) != list(range(self.ndim)):
+            raise ShapeError(f"permute{dims} is not a permutation of the {self.ndim} dims of {self.name!r}")
+        if self.on_chip and dims[0] != 0:
+            raise ShapeError(f"permute{dims} moves the partition dim of on-chip tensor {self.name!r}; dims[0] must be 0")
+        return self._derive([self.shape[d] for d in dims], [self.strides[d] for d in dims])
+
+    def broadcast(self, dim, size) -> View:
+        if self.shape[dim] != 1 or (self.on_chip and dim == 0):
+            raise ShapeError(f"broadcast of dim {dim} (size {self.shape[dim]}) of {self.name!r}: only size-1 free dims broadcast")
+        shape, strides = list(self.shape), list(self.strides)
+        shape[dim], strides[dim] = int(size), 0
+        return self._derive(shape, strides)
+
+    def expand_dim(self, dim) -> View:
+        dim = dim % (self.ndim + 1)
+        if self.on_chip and dim == 0:
+            raise ShapeError(f"expand_dim(0) on on-chip tensor {self.name!r}: dim 0 is the partition dim")
+        return self._derive(self.shape[:dim] + (1,) + self.shape[dim:], self.strides[:dim] + (0,) + self.strides[dim:])
+
+    def squeeze_dim(self, dim) -> View:
+        dim = dim % self.ndim
+        if self.shape[dim] != 1 or (self.on_chip and dim == 0):
+            raise ShapeError(f"squeeze_dim({dim}) of {self.name!r}: dim has size {self.shape[dim]}, not a free size-1 dim")
+        return self._derive(self.shape[:dim] + self.shape[dim + 1:], self.strides[:dim] + self.strides[dim + 1:])
+
+    def reshape(self, shape) -> View:
+        shape = list(shape[0] if len(shape) == 1 and isinstance(shape[0], (tuple, list)) else shape)
+        if -1 in shape:
+            known = math.prod(s for s in shape if s != -1)
+            shape[shape.index(-1)] = self.size // max(known, 1)
+        if math.prod(shape) != self.size:
+            raise ShapeError(f"reshape of {self.name!r} {list(self.shape)} ({self.size} elements) to {shape}")
+        lead = 1 if self.on_chip else 0
+        if self.on_chip and shape[0] != self.shape[0]:
+            raise ShapeError(f"reshape of on-chip {self.name!r} to {shape} changes the partition dim {self.shape[0]}")
+        dummy = np.lib.stride_tricks.as_strided(np.empty(1, np.int8), self.shape[lead:], self.strides[lead:])
+        try:
+            v = dummy.view()
+            v.shape = shape[lead:]
+        except AttributeError:
+            raise ShapeError(f"reshape of {self.name!r} {list(self.shape)} to {shape}: its layout does not allow it "
+                             f"without a copy") from None
+        return self._derive(shape, list(self.strides[:lead]) + list(v.strides))
+
+    def flatten_dims(self, start, end) -> View:
+        end = end % self.ndim
+        return self.reshape(self.shape[:start] + (math.prod(self.shape[start:end + 1]),) + self.shape[end + 1:])
+
+    def reshape_dim(self, dim, shape) -> View:
+        return self.reshape(self.shape[:dim] + tuple(shape) + self.shape[dim + 1:])
+
+    def view(self, dtype) -> View:
+        """Reinterpret the bytes as another dtype; the last dim is rescaled."""
+        new = numerics.dtype(dtype)
+        old_sz, new_sz = self.dtype.itemsize, new.itemsize
+        if self.strides[-1] != 1 and self.shape[-1] != 1:
+            raise ShapeError(f"view({new.name}) of {self.name!r}: the last dim must be contiguous")
+        last = self.shape[-1] * old_sz
+        lead = 1 if self.on_chip else 0
+        scaled = [s * old_sz for s in self.strides[lead:-1]] + [self.offset * old_sz, last]
+        if any(x % new_sz for x in scaled):
+            raise ShapeError(f"view({new.name}) of {self.name!r} {list(self.shape)} {self.dtype.name}: "
+                             f"{last} bytes in the last dim or its offsets are not a multiple of {new_sz}")
+        strides = list(self.strides[:lead]) + [s * old_sz // new_sz for s in self.strides[lead:-1]] + [1]
+        return self._derive(self.shape[:-1] + (last // new_sz,), strides, self.offset * old_sz // new_sz, dtype=new)
+
+    reinterpret_cast = view
+
+    def rearrange(self, src_pattern: str, dst_pattern: str, fixed_sizes: dict | None = None) -> View:
+        """einops-style regrouping, e.g. rearrange("p (a b)", "p b a", {"a": 4}); never copies."""
+        src, dst = _groups(src_pattern), _groups(dst_pattern)
+        if len(src) != self.ndim:
+            raise ShapeError(f"rearrange: pattern {src_pattern!r} names {len(src)} dims; {self.name!r} has {self.ndim}")
+        sizes = dict(fixed_sizes or {})
+        for group, n in zip(src, self.shape):
+            unknown = [x for x in group if x not in sizes]
+            known = math.prod(sizes[x] for x in group if x in sizes)
+            if len(unknown) > 1:
+                raise ShapeError(f"rearrange: sizes of {unknown} in {src_pattern!r} are ambiguous; pass fixed_sizes")
+            if unknown:
+                sizes[unknown[0]] = n // known
+        names = [x for g in src for x in g]
+        if sorted(names) != sorted(x for g in dst for x in g):
+            raise ShapeError(f"rearrange: {src_pattern!r} and {dst_pattern!r} must name the same axes")
+        flat = self.reshape([sizes[x] for x in names])
+        v = flat.permute([names.index(x) for g in dst for x in g])
+        return v.reshape([math.prod(sizes[x] for x in g) for g in dst])
+
+    def is_contiguous(self) -> bool:
+        """Whether the free dims (all dims in HBM) are row-major with no gaps."""
+        lead = 1 if self.on_chip else 0
+        expect = 1
+        for n, s in reversed(list(zip(self.shape[lead:], self.strides[lead:]))):
+            if n != 1 and s != expect:
+                return False
+            expect *= n
+        return True
+
+    def is_indirect(self) -> bool:
+        return self.indirect is not None
+
+    def get_pattern(self) -> list[list[int]]:
+        """The access pattern `[[step, num], ...]` (on-chip: the partition pair first, in elements)."""
+        steps = list(self.strides)
+        if self.on_chip:
+            steps[0] *= self.alloc_elems
+        return [[s, n] for s, n in zip(steps, self.shape)]
+
+    def vector_select(self, dim: int, vector_offset) -> View:
+        """Per-partition row gather from an HBM tensor: row i of the result is row vector_offset[i]."""
+        if self.on_chip or dim != 0:
+            raise ShapeError(f"vector_select gathers rows (dim 0) of an HBM tensor; {self.name!r} is in {self.space.value}")
+        rows = vector_offset.array() if isinstance(vector_offset, View) else vector_offset
+        n = int(np.asarray(rows).size)
+        return self.ap([[self.strides[0], n]] + [[s, k] for s, k in zip(self.strides[1:], self.shape[1:])],
+                       offset=self.offset, vector_offset=vector_offset)
+
+    def ap(self, pattern, offset=0, vector_offset=None, indirect_dim=0, dtype=None, scalar_offset=None) -> View:
+        """A raw access pattern `[[step, num], ...]` over the whole tensor's storage (not this view)."""
+        dt = numerics.dtype(dtype) if dtype is not None else self.dtype
+        root = View(self.alloc, dt, (1,), (1,))
+        offset = int(offset or 0)
+        if scalar_offset is not None:
+            if isinstance(scalar_offset, View):
+                scalar_offset = scalar_offset.array().reshape(-1)[0]
+            offset += int(getattr(scalar_offset, "value", scalar_offset)) * math.prod(self.root_shape()[indirect_dim + 1:])
+        shape = [int(n) for _, n in pattern]
+        steps = [int(s) for s, _ in pattern]
+        if self.on_chip:
+            whole = root.alloc_elems
+            if steps[0] != whole and shape[0] > 1:
+                raise OutOfBoundsError(f".ap on {self.name!r}: the first pair must step whole partitions "
+                                       f"([{whole}, P]); got [{steps[0]}, {shape[0]}]")
+            return root._derive(shape, [1] + steps[1:], offset % whole, offset // whole)
+        indirect = None
+        if vector_offset is not None:
+            if indirect_dim != 0:
+                raise ShapeError(f".ap on {self.name!r}: vector_offset works with indirect_dim=0 only; got {indirect_dim}")
+            rows = vector_offset
+            if isinstance(rows, View):  # the DMA reads the offsets at run time: they must have been written
+                if rows.poisoned():
+                    from trnsim.core.errors import UninitializedError
+                    raise UninitializedError(f"vector_offset {rows.name!r} holds never-written row indices for {self.name!r}")
+                rows = rows.array()
+            indirect = (np.asarray(rows).reshape(-1).astype(np.int64), math.prod(self.root_shape()[1:]))
+        return root._derive(shape, steps, offset, 0, indirect=indirect)
+
+    def root_shape(self):
+        return getattr(self.alloc, "shape", self.shape)
+
+
+def _contiguous(dims) -> int:
+    """Elements in the innermost contiguous run of (size, stride) dims."""
+    run = 1
+    for n, s in reversed(dims):
+        if n == 1:
+            continue
+        if s != run:
+            return run
+        run *= n
+    return run
+
+
+def _groups(pattern: str) -> list[list[str]]:
+    import re
+    return [m[0].split() if m[0] else [m[1]] for m in re.findall(r"\(([^)]*)\)|(\S+)", pattern)]
+
+
+def _as_index(k):
+    if isinstance(k, (slice, int, np.integer)):
+        return int(k) if not isinstance(k, slice) else k
+    if hasattr(k, "__index__"):
+        return k.__index__()
+    if hasattr(k, "start") and hasattr(k, "size"):  # nl.ds
+        return slice(int(k.start), int(k.start) + int(k.size))
+    raise ShapeError(f"cannot index a tensor with {k!r}")
+
+
+def _slice_bounds(k: slice, n: int, name: str, dim: int):
+    step = 1 if k.step is None else int(k.step)
+    if step < 1:
+        raise OutOfBoundsError(f"slice step {step} on dim {dim} of {name!r}: steps must be >= 1")
+    start = 0 if k.start is None else int(k.start)
+    stop = n if k.stop is None else int(k.stop)
+    start, stop = (start + n if start < 0 else start), (stop + n if stop < 0 else stop)
+    if not (0 <= start <= n and 0 <= stop <= n):
+        raise OutOfBoundsError(f"slice {start}:{stop} out of bounds for dim {dim} of size {n} of {name!r}")
+    return start, max(start, stop), step
+
+
+def check_partitions(v: View, pmax: int, what: str):
+    if v.on_chip and v.shape[0] > pmax:
+        raise PartitionLimitError(f"{what}: partition dim {v.shape[0]} exceeds pmax {pmax}")
+
+
+def check_space(v: View, allowed, what: str):
+    if v.space not in allowed:
+        names = "/".join(s.value for s in allowed)
+        raise MemorySpaceError(f"{what} must be in {names}; {v.name!r} is in {v.space.value}")

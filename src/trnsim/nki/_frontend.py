@@ -1,0 +1,190 @@
+"""Translation helpers shared by the NKI front ends: the current core, kernel launch, argument conversion.
+
+A kernel's Python runs eagerly on one `NeuronCore` per program (two threads for an LNC 2 launch, one per
+`program_id`, sharing one HBM); every `nki.isa` call becomes one core instruction through `issue`.
+Front ends never compute values: they only allocate tensors and issue instructions.
+"""
+from __future__ import annotations
+
+import functools
+import math
+import os
+import threading
+
+import numpy as np
+
+from trnsim import numerics
+from trnsim.core import NeuronCore, Op, View
+from trnsim.core.errors import KernelError, UninitializedError
+from trnsim.core.memory import HBM
+
+_state = threading.local()
+LAUNCHES: list[dict] = []  # one summary per kernel launch, for `trnsim run --json`
+
+
+def core() -> NeuronCore:
+    """The core running the calling kernel; outside a kernel, a default one (so helpers work in a REPL)."""
+    nc = getattr(_state, "core", None)
+    if nc is None:
+        nc = _state.core = NeuronCore()
+    return nc
+
+
+def issue(opcode: Op, /, engine=None, **kw):
+    return core().issue(opcode, engine=engine, **kw)
+
+
+def buffer_name(buffer) -> str:
+    """'sbuf' | 'psum' | 'hbm' | 'shared_hbm' | 'private_hbm' from an nl buffer, a string or None (sbuf)."""
+    name = getattr(buffer, "value", buffer) or "sbuf"
+    return str(name)
+
+
+def ndarray(shape, dtype, buffer=None, name=None, address=None) -> View:
+    """Allocate a tensor in a buffer; outputs go in shared_hbm, which both cores of an LNC 2 share."""
+    nc, kind = core(), buffer_name(buffer)
+    shape = (int(shape),) if isinstance(shape, (int, np.integer)) else tuple(int(s) for s in shape)
+    space = "hbm" if kind.endswith("hbm") else kind
+    if kind == "shared_hbm" and nc.peer is not None:
+        n = nc._counts["shared"] = nc._counts.get("shared", 0) + 1
+        with nc.hbm.lock:
+            if n not in nc.hbm.shared:
+                nc.hbm.shared[n] = nc.tensor(shape, dtype, space, name=name or None, address=address, kind=kind)
+            return nc.hbm.shared[n]
+    return nc.tensor(shape, numerics.dtype(dtype), space, name=name or None, address=address, kind=kind)
+
+
+# -- arguments and results -------------------------------------------------------------------------------
+def _to_numpy(x):
+    """A numpy array from a numpy array or a torch tensor (bf16 kept bit-exact); None if neither."""
+    if isinstance(x, np.ndarray):
+        return x, "numpy"
+    if type(x).__module__.startswith("torch"):
+        import torch
+        t = x.detach().cpu()
+        if t.dtype == torch.bfloat16:
+            return t.view(torch.int16).numpy().view(numerics.bfloat16.np), "torch"
+        return t.numpy(), "torch"
+    return None, None
+
+
+def _from_numpy(a, kind):
+    if kind == "torch":
+        import torch
+        if a.dtype == numerics.bfloat16.np:
+            return torch.from_numpy(a.view(np.int16).copy()).view(torch.bfloat16)
+        return torch.from_numpy(np.ascontiguousarray(a))
+    return a
+
+
+class Kernel:
+    """An `@nki.jit` kernel: call it with numpy arrays (or torch tensors) to run it on the emulator."""
+
+    def __init__(self, fn, lnc: int = 1, **options):
+        self.fn, self.lnc, self.options = fn, lnc, options
+        functools.update_wrapper(self, fn)
+        self.last_cores: list[NeuronCore] = []
+
+    def __getitem__(self, grid):
+        lnc = math.prod(grid) if isinstance(grid, tuple) else int(grid)
+        if lnc not in (1, 2):
+            raise KernelError(f"kernel[{grid}]: a launch runs on a logical NeuronCore of 1 or 2 cores; got {lnc}")
+        return Kernel(self.fn, lnc, **self.options)
+
+    def with_schedule(self, edges):
+        return self
+
+    def __call__(self, *args, **kwargs):
+        return launch(self, args, kwargs)
+
+    def trace(self, *args, target=None, values=True, **kwargs) -> list[NeuronCore]:
+        """Run the kernel and return its cores (their instruction streams); `values=False` runs on shapes only."""
+        launch(self, args, kwargs, target=target, values=values)
+        return self.last_cores
+
+
+def launch(kernel: Kernel, args, kwargs, target=None, values=True):
+    """Run a kernel on fresh cores: inputs become HBM tensors, returned tensors come back as arrays.
+
+    With `values=False` (timing only) no instruction computes and nothing is returned."""
+    nc0 = NeuronCore(target, strict=os.environ.get("TRNSIM_STRICT", "1") != "0", values=values)
+    if kernel.lnc == 2 and nc0.gen < 3:
+        from trnsim.errors import ConfigError
+        raise ConfigError(f"an LNC 2 launch (kernel[2]) needs Trn2 or Trn3; the target is {nc0.target}")
+    cores = [nc0] + [NeuronCore(nc0.target, strict=nc0.strict, values=values, hbm=nc0.hbm, program_id=i,
+                                num_programs=kernel.lnc)
+                     for i in range(1, kernel.lnc)]
+    nc0.num_programs = kernel.lnc
+    if kernel.lnc == 2:
+        cores[0].peer, cores[1].peer = cores[1], cores[0]
+        cores[0].barrier = cores[1].barrier = threading.Barrier(2, timeout=60)
+    kind = "shared_hbm" if kernel.lnc == 2 else "hbm"
+    converted, backs, sink = [], [], {"kind": "numpy"}
+
+    def conv(x, name):
+        a, k = _to_numpy(x)
+        if a is None:
+            return x
+        sink["kind"] = k
+        v = nc0.hbm_tensor(np.ascontiguousarray(a), name=name, kind=kind)
+        backs.append((x, v, k))
+        return v
+
+    names = list(kernel.fn.__code__.co_varnames[: kernel.fn.__code__.co_argcount])
+    converted = [conv(a, names[i] if i < len(names) else f"arg{i}") for i, a in enumerate(args)]
+    kwconv = {k: conv(v, k) for k, v in kwargs.items()}
+    results = [None] * kernel.lnc
+    errors = []
+
+    def run(i):
+        _state.core = cores[i]
+        cores[i].lazy_psum = True
+        try:
+            results[i] = kernel.fn(*converted, **kwconv)
+            cores[i].sync()
+        except BaseException as e:  # noqa: BLE001 - re-raised in the caller's thread
+            errors.append(e)
+            if cores[i].barrier is not None:
+                cores[i].barrier.abort()
+        finally:
+            _state.core = None
+
+    saved = getattr(_state, "core", None)
+    if kernel.lnc == 1:
+        run(0)
+    else:
+        threads = [threading.Thread(target=run, args=(i,)) for i in range(kernel.lnc)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+    _state.core = saved
+    kernel.last_cores = cores
+    LAUNCHES.append({"kernel": kernel.fn.__name__, "target": nc0.target, "lnc": kernel.lnc,
+                     "instructions": sum(len(c.stream) for c in cores), "ok": not errors})
+    if errors:
+        raise errors[0]
+    if not values:
+        return None
+    for orig, v, k in backs:  # inputs the kernel wrote go back to the caller's arrays
+        if isinstance(orig, np.ndarray) and orig.flags.writeable:
+            np.copyto(orig, v.array().reshape(orig.shape))
+        elif k == "torch":
+            orig.copy_(_from_numpy(v.array().copy(), "torch").reshape(orig.shape))
+    return _outputs(results[0], sink["kind"])
+
+
+def _outputs(res, kind):
+    if isinstance(res, View):
+        m = res.mask()
+        if m.any():
+            rows = np.unique(np.argwhere(m)[:, 0])
+            raise UninitializedError(f"returned tensor {res.name!r} holds never-written elements ({int(m.sum())} of "
+                                     f"{m.size}; rows {rows[:8].tolist()}{' ...' if rows.size > 8 else ''})",
+                                     res.alloc.location)
+        return _from_numpy(np.array(res.array()), kind)
+    if isinstance(res, (tuple, list)):
+        return type(res)(_outputs(r, kind) for r in res)
+    if isinstance(res, dict):
+        return {k: _outputs(v, kind) for k, v in res.items()}
+    return res

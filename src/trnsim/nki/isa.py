@@ -1,0 +1,298 @@
+"""`nki.isa`: one function per instruction, each one `issue` of the core instruction of the same name."""
+from __future__ import annotations
+
+import enum
+
+from trnsim.core import Op
+from trnsim.core.errors import KernelError
+from trnsim.nki._frontend import core, issue
+
+NkiValidationError = KernelError
+
+
+class engine(enum.IntEnum):
+    unknown = 0
+    tensor = 1
+    scalar = 2
+    gpsimd = 3
+    dma = 4
+    vector = 5
+    sync = 6
+
+
+tensor_engine, scalar_engine, gpsimd_engine, vector_engine, sync_engine = (
+    engine.tensor, engine.scalar, engine.gpsimd, engine.vector, engine.sync)
+
+
+class reduce_cmd(enum.IntEnum):
+    idle = 0
+    reset = 1
+    reduce = 2
+    reset_reduce = 3
+    load_reduce = 4
+
+
+class dge_mode(enum.IntEnum):
+    unknown = 0
+    swdge = 1
+    hwdge = 2
+    none = 3
+
+
+class oob_mode(enum.IntEnum):
+    error = 0
+    skip = 1
+
+
+class matmul_perf_mode(enum.Enum):
+    none = "none"
+    double_row = "double_row"
+
+
+class nc_version(enum.IntEnum):
+    gen2 = 2
+    gen3 = 3
+    gen4 = 4
+
+
+class dma_engine(enum.IntEnum):
+    dma = 1
+    gpsimd_dma = 2
+
+
+def get_nc_version() -> nc_version:
+    return nc_version(core().gen)
+
+
+def get_nc_sub_version() -> int:
+    return 0
+
+
+def _eng(e):
+    return None if e is None or e == engine.unknown else e
+
+
+# -- Tensor engine -----------------------------------------------------------------------------------------
+def nc_matmul(dst, stationary, moving, is_stationary_onezero=False, is_moving_onezero=False, is_transpose=False,
+              accumulate=None, tile_position=(), tile_size=(), perf_mode=matmul_perf_mode.none, name=None):
+    return issue(Op.NC_MATMUL, dst=dst, stationary=stationary, moving=moving, is_transpose=is_transpose,
+                 accumulate=accumulate, tile_position=tuple(tile_position or ()), tile_size=tuple(tile_size or ()),
+                 perf_mode=getattr(perf_mode, "value", perf_mode) or "none",
+                 is_stationary_onezero=is_stationary_onezero, is_moving_onezero=is_moving_onezero)
+
+
+def nc_matmul_mx(dst, stationary, moving, stationary_scale, moving_scale, tile_position=None, tile_size=None,
+                 accumulate=None, name=None):
+    return issue(Op.NC_MATMUL_MX, dst=dst, stationary=stationary, moving=moving, stationary_scale=stationary_scale,
+                 moving_scale=moving_scale, accumulate=accumulate, tile_position=tuple(tile_position or ()),
+                 tile_size=tuple(tile_size or ()))
+
+
+def nc_transpose(dst, data, engine=engine.unknown, name=None):
+    return issue(Op.NC_TRANSPOSE, engine=_eng(engine), dst=dst, data=data)
+
+
+# -- Scalar engine ------------------------------------------------------------------------------------------
+def activation(dst, op, data, bias=None, scale=1.0, reduce_op=None, reduce_res=None, reduce_cmd=reduce_cmd.idle,
+               name=None, relu_param=0.0):
+    return issue(Op.ACTIVATION, dst=dst, op=op, data=data, bias=bias, scale=scale, reduce_op=reduce_op,
+                 reduce_res=reduce_res, reduce_cmd=reduce_cmd, relu_param=relu_param)
+
+
+def activation_reduce(dst, op, data, reduce_op, reduce_res, bias=None, scale=1.0, name=None):
+    return activation(dst, op, data, bias=bias, scale=scale, reduce_op=reduce_op, reduce_res=reduce_res,
+                      reduce_cmd=reduce_cmd.reset_reduce)
+
+
+def activate2(dst, op, data, imm0=0.0, imm1=0.0, op0=None, op1=None, relu_param=0.0, reverse0=False, reverse1=False,
+              reduce_op=None, reduce_res=None, reduce_cmd=reduce_cmd.idle, name=None):
+    return issue(Op.ACTIVATE2, dst=dst, op=op, data=data, imm0=imm0, imm1=imm1, op0=op0, op1=op1, relu_param=relu_param,
+                 reverse0=reverse0, reverse1=reverse1, reduce_op=reduce_op, reduce_res=reduce_res, reduce_cmd=reduce_cmd)
+
+
+# -- Vector / GpSimd -------------------------------------------------------------------------------------------
+def tensor_tensor(dst, data1, data2, op, engine=engine.unknown, name=None):
+    return issue(Op.TENSOR_TENSOR, engine=_eng(engine), dst=dst, data1=data1, data2=data2, op=op)
+
+
+def tensor_scalar(dst, data, op0, operand0, reverse0=False, op1=None, operand1=None, reverse1=False,
+                  engine=engine.unknown, name=None):
+    return issue(Op.TENSOR_SCALAR, engine=_eng(engine), dst=dst, data=data, op0=op0, operand0=operand0,
+                 reverse0=reverse0, op1=op1, operand1=operand1, reverse1=reverse1)
+
+
+def scalar_tensor_tensor(dst, data, op0, operand0, op1, operand1, reverse0=False, reverse1=False, name=None):
+    return issue(Op.SCALAR_TENSOR_TENSOR, dst=dst, data=data, op0=op0, operand0=operand0, op1=op1, operand1=operand1,
+                 reverse0=reverse0, reverse1=reverse1)
+
+
+def tensor_copy(dst, src, engine=engine.unknown, name=None):
+    return issue(Op.TENSOR_COPY, engine=_eng(engine), dst=dst, src=src)
+
+
+def memset(dst, value, engine=engine.unknown, name=None):
+    return issue(Op.MEMSET, engine=_eng(engine), dst=dst, value=value)
+
+
+def reciprocal(dst, data, name=None):
+    return issue(Op.RECIPROCAL, dst=dst, data=data)
+
+
+def tensor_reduce(dst, op, data, axis, negate=False, keepdims=False, name=None):
+    return issue(Op.TENSOR_REDUCE, dst=dst, op=op, data=data, axis=axis, negate=negate, keepdims=keepdims)
+
+
+# -- DMA -------------------------------------------------------------------------------------------------------
+def dma_copy(dst, src, priority=None, oob_mode=oob_mode.error, dge_mode=dge_mode.unknown, engine=engine.unknown,
+             name=None):
+    return issue(Op.DMA_COPY, dst=dst, src=src, priority=priority, oob_mode=getattr(oob_mode, "name", oob_mode),
+                 dge_mode=getattr(dge_mode, "name", dge_mode), queue_engine=getattr(engine, "name", engine))
+
+
+def dma_transpose(dst, src, axes=None, priority=None, dge_mode=dge_mode.unknown, oob_mode=oob_mode.error, name=None):
+    return issue(Op.DMA_TRANSPOSE, dst=dst, src=src, axes=axes, dge_mode=getattr(dge_mode, "name", dge_mode))
+
+
+def sendrecv(src, dst, send_to_rank, recv_from_rank, pipe_id, dma_engine=dma_engine.dma, name=None):
+    eng = "gpsimd" if dma_engine == 2 else None
+    return issue(Op.SENDRECV, engine=eng, src=src, dst=dst, send_to_rank=send_to_rank, recv_from_rank=recv_from_rank,
+                 pipe_id=pipe_id)
+
+
+def _unsupported(name):
+    def fn(*args, **kwargs):
+        raise NotImplementedError(f"nki.isa.{name} is not supported in trnsim")
+    fn.__name__ = name
+    return fn
+
+
+dma_compute = _unsupported("dma_compute")
+nc_n_gather = _unsupported("nc_n_gather")
+topk = _unsupported("topk")
+sequence_bounds = _unsupported("sequence_bounds")
+nonzero_with_count = _unsupported("nonzero_with_count")
+tensor_copy_predicated = _unsupported("tensor_copy_predicated")
+tensor_scalar_cumulative = _unsupported("tensor_scalar_cumulative")
+rand_set_state = _unsupported("rand_set_state")
+rand_get_state = _unsupported("rand_get_state")
+
+
+# -- reductions, scans, selections, statistics -------------------------------------------------------------------
+def tensor_scalar_reduce(dst, data, op0, operand0, reduce_op, reduce_res=None, reverse0=False,
+                         reduce_cmd=reduce_cmd.reset_reduce, reduce_init=None, reduce_res_negate=False, name=None):
+    return issue(Op.TENSOR_SCALAR_REDUCE, dst=dst, data=data, op0=op0, operand0=operand0, reduce_op=reduce_op,
+                 reduce_res=reduce_res, reverse0=reverse0, reduce_cmd=reduce_cmd, reduce_init=reduce_init,
+                 reduce_res_negate=reduce_res_negate)
+
+
+def tensor_tensor_scan(dst, data0, data1, initial, op0, op1, reverse0=False, reverse1=False, name=None):
+    return issue(Op.TENSOR_TENSOR_SCAN, dst=dst, data0=data0, data1=data1, initial=initial, op0=op0, op1=op1,
+                 reverse0=reverse0, reverse1=reverse1)
+
+
+def tensor_partition_reduce(dst, op, data, name=None):
+    return issue(Op.TENSOR_PARTITION_REDUCE, dst=dst, op=op, data=data)
+
+
+def select_reduce(dst, predicate, on_true, on_false, reduce_res=None, reduce_cmd=reduce_cmd.idle,
+                  reduce_op=None, reverse_pred=False, name=None):
+    return issue(Op.SELECT_REDUCE, dst=dst, predicate=predicate, on_true=on_true, on_false=on_false,
+                 reduce_res=reduce_res, reduce_cmd=reduce_cmd, reduce_op=reduce_op, reverse_pred=reverse_pred)
+
+
+def range_select(dst, on_true_tile, comp_op0, comp_op1, bound0, bound1, reduce_cmd=reduce_cmd.reset_reduce,
+                 reduce_res=None, reduce_op=None, range_start=0, on_false_value=None, name=None):
+    return issue(Op.RANGE_SELECT, dst=dst, on_true_tile=on_true_tile, comp_op0=comp_op0, comp_op1=comp_op1,
+                 bound0=bound0, bound1=bound1, reduce_cmd=reduce_cmd, reduce_res=reduce_res, reduce_op=reduce_op,
+                 range_start=range_start, on_false_value=on_false_value)
+
+
+def exponential(dst, src, max_value=0.0, reduce_res=None, reduce_cmd=reduce_cmd.idle, reduce_init=0.0, name=None):
+    return issue(Op.EXPONENTIAL, dst=dst, src=src, max_value=max_value, reduce_res=reduce_res, reduce_cmd=reduce_cmd,
+                 reduce_init=reduce_init)
+
+
+def bn_stats(dst, data, name=None):
+    return issue(Op.BN_STATS, dst=dst, data=data)
+
+
+def bn_aggr(dst, data, name=None):
+    return issue(Op.BN_AGGR, dst=dst, data=data)
+
+
+def max8(dst, src, name=None):
+    return issue(Op.MAX8, dst=dst, src=src)
+
+
+def nc_find_index8(dst, data, vals, name=None):
+    return issue(Op.NC_FIND_INDEX8, dst=dst, data=data, vals=vals)
+
+
+def nc_match_replace8(dst, data, vals, imm, dst_idx=None, name=None):
+    return issue(Op.NC_MATCH_REPLACE8, dst=dst, data=data, vals=vals, imm=imm, dst_idx=dst_idx)
+
+
+def nc_stream_shuffle(dst, src, shuffle_mask, name=None):
+    return issue(Op.NC_STREAM_SHUFFLE, dst=dst, src=src, shuffle_mask=tuple(shuffle_mask))
+
+
+def quantize_mx(dst, src, dst_scale, name=None):
+    return issue(Op.QUANTIZE_MX, dst=dst, src=src, dst_scale=dst_scale)
+
+
+# -- GpSimd ------------------------------------------------------------------------------------------------------
+def iota(dst, pattern, offset=0, channel_multiplier=0, name=None):
+    return issue(Op.IOTA, dst=dst, pattern=tuple(tuple(p) for p in pattern), offset=offset,
+                 channel_multiplier=channel_multiplier)
+
+
+def affine_select(dst, pattern, channel_multiplier, on_true_tile, on_false_value, cmp_op="equal", offset=0, name=None):
+    return issue(Op.AFFINE_SELECT, dst=dst, pattern=tuple(tuple(p) for p in pattern), channel_multiplier=channel_multiplier,
+                 on_true_tile=on_true_tile, on_false_value=on_false_value, cmp_op=cmp_op, offset=offset)
+
+
+def local_gather(dst, src_buffer, index, num_elem_per_idx=1, num_valid_indices=None, name=None):
+    return issue(Op.LOCAL_GATHER, dst=dst, src_buffer=src_buffer, index=index, num_elem_per_idx=num_elem_per_idx,
+                 num_valid_indices=num_valid_indices)
+
+
+# -- random numbers -----------------------------------------------------------------------------------------------
+def rng(dst, engine=engine.vector, name=None):
+    return issue(Op.RAND, engine=_eng(engine), dst=dst, kind="bits")
+
+
+def rand2(dst, min, max, name=None):  # noqa: A002 - the NKI parameter names
+    return issue(Op.RAND, dst=dst, kind="uniform", min=min, max=max)
+
+
+def set_rng_seed(src_seeds, name=None):
+    return issue(Op.SET_RNG_SEED, src_seeds=src_seeds)
+
+
+def dropout(dst, data, prob, name=None):
+    return issue(Op.DROPOUT, dst=dst, data=data, prob=prob)
+
+
+# -- registers and cross-core sync -----------------------------------------------------------------------------------
+def register_alloc(x=None):
+    """A new 32-bit sequencer register, optionally initialised."""
+    from trnsim.core.machine import Register
+    reg = Register(name=f"r{len(core().stream)}")
+    issue(Op.REGISTER_ALLOC, reg=reg, value=0 if x is None else x)
+    return reg
+
+
+def register_move(dst, src):
+    issue(Op.REGISTER_MOVE, reg=dst, value=src)
+
+
+def register_load(dst, src):
+    issue(Op.REGISTER_LOAD, reg=dst, src=src)
+
+
+def register_store(dst, src):
+    issue(Op.REGISTER_STORE, dst=dst, value=src)
+
+
+def core_barrier(data, cores=(0, 1), engine=engine.gpsimd, name=None):
+    return issue(Op.CORE_BARRIER, data=data, cores=tuple(cores), on_engine=getattr(engine, "name", engine))

@@ -1,0 +1,84 @@
+"""Never-written memory: computing on it is legal; it must not reach HBM or decide control flow."""
+import numpy as np
+import pytest
+
+import trnsim.nki as nki
+import trnsim.nki.isa as nisa
+import trnsim.nki.language as nl
+from trnsim.core import UninitializedError, UninitializedWarning
+from tests.core.conftest import source_at
+
+
+def partial_exp(x, store_all):
+    n, d = x.shape
+    out = nl.ndarray((128 if store_all else n, d), nl.float32, buffer=nl.shared_hbm)
+    t = nl.ndarray((128, d), nl.float32)
+    nisa.dma_copy(t[:n], x)  # only the first n partitions are loaded
+    y = nl.ndarray((128, d), nl.float32)
+    nisa.activation(y, nl.exp, t)  # computes on the whole tile, as kernels do
+    if store_all:
+        nl.store(out, y)
+    else:
+        nl.store(out, y[:n])
+    return out
+
+
+def test_partial_tile_storing_loaded_rows_runs_clean():
+    """Computing on a tile of which 100 rows were loaded, then storing those rows, is clean and correct."""
+    x = np.random.default_rng(0).standard_normal((100, 32), np.float32)
+    np.testing.assert_allclose(nki.jit(partial_exp)(x, False), np.exp(x), rtol=1e-6)
+
+
+def test_storing_never_written_rows_names_them():
+    """Storing every row names the 28 never-written partitions 100..127 and the store's line."""
+    x = np.ones((100, 32), np.float32)
+    with pytest.raises(UninitializedError, match=r"896 of 4096 elements, partitions 100..127") as e:
+        nki.jit(partial_exp)(x, True)
+    assert "nl.store(out, y)" in source_at(e.value)
+
+
+def test_non_strict_mode_warns(monkeypatch):
+    """With TRNSIM_STRICT=0 the same store warns instead of raising."""
+    monkeypatch.setenv("TRNSIM_STRICT", "0")
+    with pytest.warns(UninitializedWarning, match=r"partitions 100..127"):
+        with pytest.raises(UninitializedError, match="returned tensor"):
+            nki.jit(partial_exp)(np.ones((100, 32), np.float32), True)
+
+
+def test_marks_flow_through_matmul():
+    """A matmul whose stationary has never-written columns marks exactly those output rows."""
+    def k(a, b):
+        out = nl.ndarray((128, 64), nl.float32, buffer=nl.shared_hbm)
+        st = nl.ndarray((128, 128), nl.float32)
+        nisa.dma_copy(st[:, :100], a)  # stationary columns 100..127 never written
+        ps = nl.ndarray((128, 64), nl.float32, buffer=nl.psum)
+        nisa.nc_matmul(ps, st, nl.load(b))
+        nl.store(out, nl.copy(ps))
+        return out
+    with pytest.raises(UninitializedError, match=r"partitions 100..127"):
+        nki.jit(k)(np.ones((128, 100), np.float32), np.ones((128, 64), np.float32))
+
+
+def test_never_written_value_deciding_a_loop_bound():
+    """A loop bound loaded into a register from never-written SBUF is an error at the loop."""
+    def k(x):
+        t = nl.ndarray((1, 1), nl.int32)
+        r = nisa.register_alloc()
+        nisa.register_load(r, t)
+        nl.fori_loop(0, r, lambda i: None)
+    with pytest.raises(UninitializedError, match=r"never-written value and decides a loop bound") as e:
+        nki.jit(k)(np.ones(1, np.float32))
+    assert "nl.fori_loop(0, r" in source_at(e.value)
+
+
+def test_address_placement_aliases_storage():
+    """Two SBUF tensors placed at the same address share bytes: a write to one is read through the other."""
+    def k(x):
+        out = nl.ndarray((128, 16), nl.int32, buffer=nl.shared_hbm)
+        a = nl.ndarray((128, 16), nl.float32, address=(0, 4096))
+        b = nl.ndarray((128, 16), nl.int32, address=(0, 4096))
+        nisa.dma_copy(a, x)
+        nl.store(out, b)
+        return out
+    x = np.random.default_rng(1).standard_normal((128, 16), np.float32)
+    np.testing.assert_array_equal(nki.jit(k)(x), x.view(np.int32))
