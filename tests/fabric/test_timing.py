@@ -137,3 +137,9 @@ def test_pricing_one_node_matches_pricing_every_node():
             lat, per_chunk = timing._alpha_beta(g, ph, False)
             full += ph.repeat * (lat + per_chunk * size / sch.nchunks)
         assert t == pytest.approx(full, rel=1e-9), alg
+
+
+def test_collective_time_takes_a_system_name():
+    """A system name stands for one node of it: the same answer as the explicit cluster."""
+    explicit = tf.collective_time("all_reduce", 16 * MiB, 16, tf.cluster("trn2.48xlarge"))
+    assert tf.collective_time("all_reduce", 16 * MiB, 16, "trn2.48xlarge") == explicit
