@@ -268,7 +268,8 @@ def enumerate_layouts(model: Model, cluster: Cluster, recipe: Recipe, *, max_pp:
     """Every candidate layout for the cluster (TP inside an instance); validity is checked later."""
     out = []
     world, R = cluster.world, cluster.ranks_per_node
-    for tp, pp, cp, ep, vpp in itertools.product(_divisors(R), _divisors(min(world, max_pp)), cps,
+    pps = [d for d in _divisors(world) if d <= max_pp]
+    for tp, pp, cp, ep, vpp in itertools.product(_divisors(R), pps, cps,
                                                  _divisors(model.experts), vpps):
         if world % (tp * pp * cp) or (vpp > 1 and pp == 1):
             continue
