@@ -34,7 +34,7 @@ def _links(system_key: str, lnc: int) -> tuple[float, float, float, float]:
     """(intra-node bytes/s per rank, inter-node bytes/s per rank, intra alpha ns, inter alpha ns)."""
     system = specs.catalog.systems()[system_key]
     chip = system.chip
-    per_chip = chip.cores // lnc if chip.core else 1
+    per_chip = Cluster(system, 1, lnc).ranks_per_chip
     # every rank of a chip joins a collective at once (each in its own group), sharing the chip's links;
     # a one-chip system exchanges through its HBM (read and write)
     intra = system.intra_link_bandwidth or chip.hbm_bandwidth / 2

@@ -9,6 +9,7 @@ from __future__ import annotations
 from collections import Counter
 
 from trnsim import specs
+from trnsim.errors import TrnsimError
 from trnsim.specs import training
 from trnsim.plan import sweep as S
 from trnsim.plan.workload import Model
@@ -20,12 +21,16 @@ def compare(model: Model, pairs: list[tuple[str, int]], tokens: float, *, lnc: i
     rows = []
     for name, nodes in pairs:
         system = specs.system(name)
-        result = S.sweep(model, [system.name], [nodes], workers=1, lnc=lnc, checkpointing=checkpointing, **recipe)
-        best = result.best
         row = {"system": system.name, "nodes": nodes, "chips": nodes * system.chips, "chip": system.chip.name,
                "chip_bf16_tflops": system.chip.peak_flops("bf16") / 1e12,
                "matmul_efficiency": training.matmul_efficiency(system.chip),
                "usd_per_node_hour": system.price_usd_per_hour or None, "tokens": tokens}
+        try:
+            result = S.sweep(model, [system.name], [nodes], workers=1, lnc=lnc, checkpointing=checkpointing, **recipe)
+        except TrnsimError as e:  # the cluster itself cannot be planned (a figure missing from the catalog)
+            rows.append({**row, "layout": None, "reason": str(e)})
+            continue
+        best = result.best
         if best is None:
             rows.append({**row, "layout": None, "reason": why_none(result.unranked)})
             continue

@@ -30,7 +30,7 @@ def _rates(system_key: str, lnc: int, dtype: str) -> tuple[float, float, float, 
     """(matmul FLOP/s, HBM bytes/s, vector elements/s, scalar elements/s) of one rank."""
     system = specs.catalog.systems()[system_key]
     chip = system.chip
-    per_chip = chip.cores // lnc if chip.core else 1
+    per_chip = Cluster(system, 1, lnc).ranks_per_chip
     flops = chip.peak_flops(dtype) * training.matmul_efficiency(chip) / per_chip
     hbm = chip.hbm_bandwidth / per_chip
     if chip.core is None:  # GPUs: elementwise work is bound by HBM alone in this model

@@ -41,23 +41,26 @@ class Cluster:
     def __post_init__(self):
         if isinstance(self.system, str):
             object.__setattr__(self, "system", specs.system(self.system))
-        default, allowed = training.lnc(self.target)
-        if self.lnc is None:
-            object.__setattr__(self, "lnc", default)
-        if self.lnc not in allowed:
-            raise LayoutError("lnc", f"{self.system.name} allows LNC {', '.join(map(str, allowed))}, got {self.lnc}")
-        if not isinstance(self.nodes, int) or self.nodes < 1:
+        chip = self.system.chip
+        if not chip.is_neuron:  # one training process per GPU
+            if self.lnc not in (None, 1):
+                raise LayoutError("lnc", f"{self.system.name} has GPUs, not NeuronCores: LNC does not apply, got {self.lnc}")
+            object.__setattr__(self, "lnc", 1)
+        elif self.lnc is None:
+            object.__setattr__(self, "lnc", chip.lnc_default)
+        elif self.lnc not in chip.lnc_configs:
+            raise LayoutError("lnc", f"{chip.name} allows LNC {', '.join(map(str, chip.lnc_configs))}, got {self.lnc}")
+        if isinstance(self.nodes, bool) or not isinstance(self.nodes, int) or self.nodes < 1:
             raise LayoutError("nodes", f"must be a positive integer, got {self.nodes!r}")
-
-    @property
-    def target(self) -> str:
-        core = self.system.chip.core
-        return core.target if core else "gpu"
+        if self.nodes > 1 and self.system.efa_bandwidth <= 0:
+            raise LayoutError("nodes", f"{self.nodes} x {self.system.name}: the catalog has no EFA bandwidth for "
+                                       f"{self.system.name}, so a multi-node plan cannot be timed")
 
     @property
     def ranks_per_chip(self) -> int:
         """Logical cores (Trainium) or GPUs per chip: one training process each."""
-        return self.system.chip.cores // self.lnc if self.system.chip.core else 1
+        chip = self.system.chip
+        return chip.logical_cores(self.lnc) if chip.is_neuron else 1
 
     @property
     def ranks_per_node(self) -> int:

@@ -54,8 +54,10 @@ class Plan:
 
     @property
     def mfu(self) -> float:
-        """AWS's MFU: model FLOPs per second over the cluster's dense BF16 peak."""
-        peak = self.cluster.nodes * self.cluster.system.peak_flops("bf16")
+        """AWS's MFU: model FLOPs per second over the cluster's dense BF16 peak (AWS's own rating where kept)."""
+        chip = self.cluster.system.chip
+        rating = "aws-mfu" if "aws-mfu" in chip.ratings else None
+        peak = self.cluster.nodes * self.cluster.system.chips * chip.peak_flops("bf16", rating)
         return aws_flops_per_sequence(self.model, self.recipe.seq) * self.seqs_per_s / peak
 
     @property

@@ -1,4 +1,4 @@
-"""Training figures beyond the hardware records: matmul efficiency, link latency, recipe defaults.
+"""Training figures beyond the hardware records: matmul efficiency, link latency, overlap, recipe defaults.
 
     >>> from trnsim import specs
     >>> from trnsim.specs import training
@@ -16,7 +16,6 @@ from importlib import resources
 
 from trnsim.errors import UnknownNameError
 from trnsim.specs import units
-from trnsim.specs.catalog import normalize
 
 
 @functools.cache
@@ -38,10 +37,6 @@ def matmul_efficiency(chip) -> float:
     table = {k: v for k, v in _data()["matmul_efficiency"].items() if k != "sources"}
     if chip.key in table:
         return table[chip.key]
-    name = normalize(chip.name)
-    for key, value in table.items():
-        if key in name:  # GPU records: "NVIDIA H100 SXM5" -> h100
-            return value
     raise UnknownNameError("chip with a declared matmul efficiency (specs/data/training.toml)", chip.name, list(table))
 
 
@@ -53,12 +48,6 @@ def link_latency(where: str) -> float:
 def overlap(kind: str) -> float:
     """Fraction of `kind` communication (tp, dp_reduce, dp_gather, cp, pp, ep) hidden under compute."""
     return float(_data()["overlap"][kind])
-
-
-def lnc(target: str) -> tuple[int, tuple[int, ...]]:
-    """(default, allowed) logical-NeuronCore sizes for an NKI target (`trn1`); (1, (1,)) for GPUs."""
-    t = _data()["lnc"]
-    return t["default"].get(target, 1), tuple(t["allowed"].get(target, (1,)))
 
 
 def recipe() -> dict:
