@@ -172,19 +172,20 @@ def sweep(model, instances, nodes, by, micro_batches, checkpointing, top, worker
     if as_json:
         click.echo(json.dumps(result.to_dict(), indent=2))
         return
+    from rich import box
     from rich.console import Console
     from rich.table import Table
 
-    t = Table(title=f"{m.name}: {len(result.ranked)} valid of {len(todo)} layouts, by {by}")
-    for col in ("#", "system", "nodes", "layout", "mb", "ckpt", "step s", "tokens/s", "MFU", "GiB/rank", "$/M tok"):
-        t.add_column(col, justify="right" if col not in ("system", "layout", "ckpt") else "left")
+    from trnsim.plan.compare import short
+
+    t = Table(title=f"{m.name}: {len(result.ranked)} valid of {len(todo)} layouts, by {by}", box=box.SIMPLE_HEAD)
+    for col in ("#", "system", "nodes", "layout", "mb", "ckpt", "tokens/s", "MFU", "GiB", "$/Mtok"):
+        t.add_column(col, justify="left" if col in ("system", "layout", "ckpt") else "right", no_wrap=True)
     for i, r in enumerate(result.ranked[:top], 1):
-        lay = f"TP{r['tp']} PP{r['pp']}" + (f"x{r['vpp']}" if r["vpp"] > 1 else "") + f" DP{r['dp']}" \
-              + (f" CP{r['cp']}" if r["cp"] > 1 else "") + (f" EP{r['ep']}" if r["ep"] > 1 else "")
         cost = r["usd_per_million_tokens"]
-        t.add_row(str(i), r["system"], str(r["nodes"]), lay, str(r["micro_batch"]), r["checkpointing"], f"{r['step_s']:.2f}",
+        t.add_row(str(i), r["system"], str(r["nodes"]), short(r), str(r["micro_batch"]), r["checkpointing"],
                   f"{r['tokens_per_s']:,.0f}", f"{r['mfu']:.1%}", f"{r['memory_gib']:.1f}", f"{cost:.3f}" if cost else "-")
-    Console().print(t)
+    Console(width=max(Console().width, 110)).print(t)
 
 
 @plan.command()

@@ -158,7 +158,7 @@ class SweepResult:
             pts = [r for r in priced if r["system"] == system]
             ax.scatter([r["usd_per_million_tokens"] for r in pts], [r["tokens_per_s"] for r in pts], s=12, label=system)
         front = frontier(priced)
-        ax.plot([r["usd_per_million_tokens"] for r in front], [r["tokens_per_s"] for r in front], "k-", lw=1,
+        ax.plot([r["usd_per_million_tokens"] for r in front], [r["tokens_per_s"] for r in front], "k-o", lw=1, mfc="none",
                 label="frontier")
         unpriced = sorted({r["system"] for r in self.ranked} - {r["system"] for r in priced})
         ax.set(xlabel="USD per million tokens", ylabel="tokens/s",
