@@ -103,24 +103,19 @@ def test_bad_field_names_the_field_and_line(tmp_path):
         model(str(f))
 
 
-def test_malformed_and_unknown_fields(tmp_path):
-    """Malformed TOML and JSON give their line; an unknown field is named with its line."""
-    f = tmp_path / "broken.toml"
-    f.write_text('layers = 4\nhidden = = 3\n')
-    with pytest.raises(WorkloadError, match=r"broken.toml:2: malformed TOML"):
+@pytest.mark.parametrize("name, text, error", [
+    ("broken.toml", 'layers = 4\nhidden = = 3\n', r"broken.toml:2: malformed TOML"),
+    ("broken.json", '{"layers": 4,\n "hidden": }', r"broken.json:2: malformed JSON"),
+    ("extra.toml", 'preset = "llama2-7b"\nheadz = 3\n', r"extra.toml:2: unknown model field 'headz'"),
+    ("neg.json", '{"preset": "llama2-7b",\n "layers": -1}', r"neg.json:2: .*field 'layers': must be a positive integer, got -1"),
+    ("few.toml", 'layers = 2\nhidden = 64\n', r"few.toml: model 'few' lacks field 'heads'"),
+])
+def test_malformed_and_unknown_fields(tmp_path, name, text, error):
+    """Malformed TOML and JSON give their line; unknown, bad and missing fields are named."""
+    f = tmp_path / name
+    f.write_text(text)
+    with pytest.raises(WorkloadError, match=error):
         model(str(f))
-    j = tmp_path / "broken.json"
-    j.write_text('{"layers": 4,\n "hidden": }')
-    with pytest.raises(WorkloadError, match=r"broken.json:2: malformed JSON"):
-        model(str(j))
-    u = tmp_path / "extra.toml"
-    u.write_text('preset = "llama2-7b"\nheadz = 3\n')
-    with pytest.raises(WorkloadError, match=r"extra.toml:2: unknown model field 'headz'"):
-        model(str(u))
-    n = tmp_path / "neg.json"
-    n.write_text('{"preset": "llama2-7b",\n "layers": -1}')
-    with pytest.raises(WorkloadError, match=r"neg.json:2: .*field 'layers': must be a positive integer, got -1"):
-        model(str(n))
 
 
 def test_unknown_preset_suggests_close_names():
