@@ -1,0 +1,199 @@
+"""Casts between the NeuronCore types: round-to-nearest-even or stochastic rounding, on the bit pattern.
+
+Every cast goes through FP32 as the hardware's does (the DMA and the Vector/Scalar engines convert
+src -> fp32 -> dst), so a narrow-to-narrow cast is exact widening followed by one rounding.
+
+RNE to an ml_dtypes type is ml_dtypes' own conversion. Stochastic rounding (and RNE to tfloat32) is
+done here on the FP32 bits: the significand S of |x| is split at the target's quantum (d low bits);
+SR adds d uniform random bits and truncates, so it rounds up with probability (S mod 2^d) / 2^d, the
+distance to the lower neighbour over the gap. The same code with the increment 2^(d-1) - 1 + lsb
+is RNE, which the tests check against ml_dtypes on every format.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from trnsim.numerics import dtypes as dt
+from trnsim.numerics.dtypes import DType
+from trnsim.numerics.errors import PackedWidthError
+from trnsim.numerics.rounding import active_stream, check_mode, new_stream, rounding_mode
+
+_CHUNK = 1 << 18  # elements per pass; keeps the engine's temporaries in cache
+_U = {8: np.uint8, 16: np.uint16, 32: np.uint32}
+# Targets that take stochastic rounding: the runtime's SR applies to FP32 -> BF16/FP16/FP8/TF32 casts
+# (and fp4 follows the fp8s). E8M0 is a scale format, always RNE here.
+SR_TARGETS = frozenset(t for t in dt.FLOATS if t.name not in ("float32", "float8_e8m0fnu"))
+
+
+def _stream(rng) -> np.random.Generator:
+    if rng is None:
+        return active_stream()
+    if isinstance(rng, np.random.Generator):
+        return rng
+    return new_stream(int(rng))
+
+
+def _random_bits(rng: np.random.Generator, n: int, width: int) -> np.ndarray:
+    """n uniform random integers of `width` bits (16 or 32), drawn straight from the bit generator."""
+    per = 64 // width
+    return rng.bit_generator.random_raw(-(-n // per)).view(_U[width])[:n]
+
+
+def _round_wide(b: np.ndarray, t: DType, mode: str, rng) -> np.ndarray:
+    """Round FP32 bits to a format with FP32's exponent (bf16, tf32): a fixed d = 23 - mant.
+
+    Non-NaN bits plus the increment never carry into the sign bit: inf + inc stays inf once truncated,
+    and the largest finite value rounding up carries into the exponent and becomes inf, as it should.
+    """
+    d = 23 - t.mant
+    if mode == "stochastic":
+        inc = _random_bits(rng, b.size, 16 if d <= 16 else 32)
+        if d < 16:
+            inc = inc & np.uint16((1 << d) - 1)
+    else:
+        inc = (b >> np.uint32(d)) & np.uint32(1)
+        inc += np.uint32((1 << (d - 1)) - 1)
+    out = b + inc
+    out >>= np.uint32(d)
+    return out
+
+
+def _round_generic(b: np.ndarray, t: DType, mode: str, rng) -> np.ndarray:
+    """Round FP32 bits to the target's bit layout, with the target's subnormals and overflow.
+
+    |x| = S * 2^(E - 150) with S the 24-bit significand; the target's quantum there is 2^(E - 150 + d)
+    with d = 23 - mant in its normal range and more below it. n = round(S / 2^d) quanta, and the target
+    code is (max(E - emin, 0) << mant) + n: a carry out of n steps into the next binade by itself.
+    Where d > 31 the low d - 31 bits of S are dropped first, which moves SR's chance of rounding up by
+    less than 2^-31 (such values lie far below the smallest subnormal).
+    """
+    m = t.mant
+    mag = b & np.uint32(0x7FFFFFFF)
+    E = (mag >> np.uint32(23)).astype(np.int32)
+    S = mag & np.uint32(0x7FFFFF)
+    S |= (E != 0).astype(np.uint32) << np.uint32(23)
+    Eeff = np.maximum(E, 1)
+    emin_b = t.emin + 127  # the target's smallest normal exponent, FP32-biased
+    d = (23 - m) + np.maximum(emin_b - Eeff, 0)
+    dd = np.minimum(d, 31)
+    S >>= np.minimum(d - dd, 24).astype(np.uint32)
+    du = dd.astype(np.uint32)
+    if mode == "stochastic":
+        inc = _random_bits(rng, b.size, 32) >> (np.uint32(32) - du)
+    else:
+        inc = (np.uint32(1) << (du - np.uint32(1))) - np.uint32(1) + ((S >> du) & np.uint32(1))
+    n = (S + inc) >> du
+    code = (np.maximum(Eeff - emin_b, 0).astype(np.uint32) << np.uint32(m)) + n
+    top = (2**(t.exp + t.mant) - 1) if t.overflow in ("nan", "saturate") else ((2**t.exp - 1) << m)
+    np.minimum(code, np.uint32(top), out=code)  # past the largest finite value: inf, NaN or saturate
+    code |= (b >> np.uint32(31)) << np.uint32(t.bits - 1)
+    return code
+
+
+def _round_float(f: np.ndarray, t: DType, mode: str, rng) -> np.ndarray:
+    """FP32 array -> array of target storage, rounded by `mode` on the bit pattern."""
+    flat = np.ascontiguousarray(f).reshape(-1)
+    out = np.empty(flat.shape, t.np)
+    out_bits = out.view(np.uint32 if t is dt.tfloat32 else _U[max(8, t.bits)])
+    wide = t.exp == 8
+    for s in range(0, flat.size, _CHUNK):
+        b = flat[s:s + _CHUNK].view(np.uint32)
+        if wide:
+            r = _round_wide(b, t, mode, rng)
+            if t is dt.tfloat32:
+                r <<= np.uint32(13)
+            out_bits[s:s + _CHUNK] = r
+        else:
+            out_bits[s:s + _CHUNK] = _round_generic(b, t, mode, rng)
+    nan = np.isnan(flat)
+    if nan.any():
+        # NaN keeps its sign and becomes the target's quiet NaN, as ml_dtypes converts it (fp4 has no NaN)
+        if t is dt.tfloat32:
+            out_bits[nan] = (flat[nan].view(np.uint32) & np.uint32(0x80000000)) | np.uint32(0x7FC00000)
+        else:
+            with np.errstate(invalid="ignore"):
+                out[nan] = flat[nan].astype(t.np)
+    return out.reshape(f.shape)
+
+
+def _to_int(a: np.ndarray, src: DType, t: DType) -> np.ndarray:
+    """Round to nearest even and saturate to the integer range; NaN gives 0 (hardware and NKI simulator
+    saturate where numpy would wrap)."""
+    info = np.iinfo(t.np)
+    if src.is_int or src is dt.bool_:
+        return np.clip(a.astype(np.int64), info.min, info.max).astype(t.np)
+    x = np.rint(a.astype(np.float32).astype(np.float64))
+    x = np.nan_to_num(x, nan=0.0, posinf=info.max, neginf=info.min)
+    return np.clip(x, info.min, info.max).astype(t.np)
+
+
+def cast(x, dtype, rounding: str | None = None, rng=None) -> np.ndarray:
+    """Cast `x` to `dtype` the way the NeuronCore does, returning an array in the type's storage.
+
+    Args:
+      x: array-like. Its numpy dtype names the source type (float32 for tfloat32 data); other numpy
+        types (float64, int64) are first converted to float32, as loading them to the device would.
+      dtype: target type (DType, nki name or numpy dtype). Floats follow the overflow/NaN rules in
+        `trnsim.numerics.dtypes`; integers round to nearest even and saturate; x4 types cast to the
+        element type and pack 4 values of the last axis into each uint32.
+      rounding: 'rne' or 'stochastic'; None uses the active mode (`rounding(...)`, else the env).
+      rng: SR random stream: a numpy Generator or an int seed; None uses the active stream.
+    """
+    t = dt.dtype(dtype)
+    a = np.asarray(x)
+    try:
+        src = dt.dtype(a.dtype)
+    except KeyError:
+        with np.errstate(over="ignore"):
+            a, src = a.astype(np.float32), dt.float32
+    if t.is_packed:
+        return pack(cast(a, t.elem, rounding, rng), t)
+    if src is t:
+        return a.copy()
+    if t is dt.bool_:
+        return a != 0
+    if t.is_int:
+        return _to_int(a, src, t)
+    f = a.astype(np.float32)  # exact for every narrow float; ints round to nearest even (through FP32)
+    if t is dt.float32:
+        return f
+    mode = check_mode(rounding) if rounding is not None else rounding_mode()
+    if mode == "stochastic" and t in SR_TARGETS:
+        return _round_float(f, t, mode, _stream(rng))
+    if t is dt.tfloat32:
+        return _round_float(f, t, "rne", None)
+    with np.errstate(over="ignore", invalid="ignore"):  # overflow gives inf/NaN/max per type, silently
+        return f.astype(t.np)
+
+
+def pack(elems, dtype) -> np.ndarray:
+    """Pack the last axis of element storage into x4 containers: element i of each group in byte i.
+
+    Byte order inside the uint32 is little-endian by construction (shifts, not a memory view), so the
+    result is the same on any machine. [UNCERTAIN] float4_e2m1fn_x4 keeps one fp4 per byte (low nibble).
+    """
+    t = dt.dtype(dtype)
+    if not t.is_packed:
+        raise PackedWidthError(f"pack needs an x4 dtype; got {t.name}")
+    e = np.asarray(elems)
+    if e.dtype != t.elem.np:
+        raise PackedWidthError(f"{t.name} packs {t.elem.name} elements; got an array of {e.dtype}")
+    if e.ndim == 0 or e.shape[-1] % 4:
+        n = e.shape[-1] if e.ndim else 0
+        raise PackedWidthError(f"{t.name} packs 4 elements per container: the last axis ({n}) "
+                               f"must be a multiple of 4 (remainder {n % 4})")
+    u = e.view(np.uint8).reshape(*e.shape[:-1], e.shape[-1] // 4, 4).astype(np.uint32)
+    return u[..., 0] | (u[..., 1] << np.uint32(8)) | (u[..., 2] << np.uint32(16)) | (u[..., 3] << np.uint32(24))
+
+
+def unpack(words, dtype) -> np.ndarray:
+    """The elements of x4 containers, 4 per uint32 along the last axis, in the element's storage."""
+    t = dt.dtype(dtype)
+    if not t.is_packed:
+        raise PackedWidthError(f"unpack needs an x4 dtype; got {t.name}")
+    w = np.asarray(words)
+    if w.dtype != np.uint32:
+        raise PackedWidthError(f"{t.name} containers are 32-bit (uint32 storage); got {w.dtype} "
+                               f"({w.dtype.itemsize * 8}-bit)")
+    b = (w[..., None] >> np.array([0, 8, 16, 24], np.uint32)) & np.uint32(0xFF)
+    return b.astype(np.uint8).reshape(*w.shape[:-1], w.shape[-1] * 4).view(t.elem.np)
