@@ -1,9 +1,12 @@
 """Step model: the seams, the arithmetic of step time, throughput, MFU and cost, and the interim models."""
+import numpy as np
 import pytest
+
+from trnsim import fabric
 
 from trnsim import specs
 from trnsim.plan import Cluster, Layout, Recipe, StepModel, model, plan
-from trnsim.plan.comm import AlphaBeta
+from trnsim.plan.comm import AlphaBeta, FabricComm
 from trnsim.plan.compute import Roofline
 from trnsim.plan.layout import Placement
 from trnsim.plan.workload import Op, head_ops, layer_ops
@@ -83,12 +86,25 @@ def test_alpha_beta_hierarchical_all_reduce():
     assert AlphaBeta().collective_time("all_gather", B, tp, cluster) == pytest.approx(expect)
 
 
-def test_calibration_case_runs_on_interim_models():
-    """The published Llama-3.1-8B trn1 layout plans, and says that its timing models are interim."""
+def test_calibration_case_says_which_models_timed_it():
+    """The published Llama-3.1-8B trn1 layout plans with the fabric's collectives and the interim compute model."""
     p = plan("llama3.1-8b", "trn1.32xlarge", 32, tp=32, seq=8192, global_batch=1024, zero1=True)
     assert (p.layout.dp, p.cluster.world) == (32, 1024)
-    assert p.models == {"compute": "roofline (interim)", "comm": "alpha-beta (interim)"}
+    assert p.models == {"compute": "roofline (interim)", "comm": "fabric"}
     assert sum(p.memory.values()) < p.capacity
+
+
+def test_fabric_comm_prices_the_real_groups():
+    """FabricComm asks trnsim.fabric about the group's own ranks; groups across nodes carry their node-mates' bytes."""
+    cluster = Cluster("trn1.32xlarge", 4)
+    fc = fabric.cluster("trn1.32xlarge", nodes=4)
+    grid = np.arange(128).reshape(1, 4, 1, 32)  # [PP, DP, CP, TP]
+    place = Placement(cluster, Layout(tp=32, dp=4))
+    B = 2.0**26
+    expect = fabric.collective_time("all_gather", B, list(grid[0, 0, 0, :]), fc)[0]
+    assert FabricComm().collective_time("all_gather", B, place.group("tp"), cluster) == pytest.approx(expect)
+    expect = fabric.collective_time("reduce_scatter", 32 * B, list(grid[0, :, 0, 0]), fc)[0]
+    assert FabricComm().collective_time("reduce_scatter", B, place.group("dp"), cluster) == pytest.approx(expect)
 
 
 def test_gpu_cluster_has_one_rank_per_gpu():
@@ -96,3 +112,4 @@ def test_gpu_cluster_has_one_rank_per_gpu():
     p = plan("llama2-7b", "p4d.24xlarge", 2, tp=8)
     assert p.cluster.world == 16 and p.capacity == specs.system("p4d.24xlarge").chip.hbm_bytes
     assert training.matmul_efficiency(p.cluster.system.chip) == 0.52
+    assert p.models["comm"] == "alpha-beta (interim)"  # the fabric has no GPU model

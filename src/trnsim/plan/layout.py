@@ -218,6 +218,7 @@ class Group:
     per_node: int  # members in each of those instances
     chips_per_node: int  # distinct chips holding its members in one instance
     stride: int  # rank distance between members
+    ranks: tuple[int, ...] = ()  # the group that holds rank 0
 
     @property
     def per_chip(self) -> int:
@@ -256,7 +257,8 @@ class Placement:
         ranks = self.members(dim)
         nodes = {r // R for r in ranks}
         chips = {r // rpc for r in ranks if r // R == 0}
-        return Group(dim, len(ranks), len(nodes), len(ranks) // len(nodes), max(len(chips), 1), self.strides[dim])
+        return Group(dim, len(ranks), len(nodes), len(ranks) // len(nodes), max(len(chips), 1), self.strides[dim],
+                     tuple(ranks))
 
 
 # --- Enumeration --------------------------------------------------------------------------------

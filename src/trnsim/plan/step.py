@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 
 from trnsim import specs
 from trnsim.specs import training
-from trnsim.plan.comm import AlphaBeta, CommModel
+from trnsim.plan.comm import CommModel, FabricComm
 from trnsim.plan.compute import ComputeModel, Roofline
 from trnsim.plan.layout import Cluster, Layout, LayoutError, Placement, Recipe, microbatches, validate
 from trnsim.plan.memory import memory
@@ -97,7 +97,7 @@ class StepModel:
     """Step time from a ComputeModel (per op) and a CommModel (per collective)."""
 
     compute: ComputeModel = field(default_factory=Roofline)
-    comm: CommModel = field(default_factory=AlphaBeta)
+    comm: CommModel = field(default_factory=FabricComm)
 
     def _ops_time(self, ops, cluster, dtype) -> float:
         return sum(self.compute.op_time(op, cluster, dtype) for op in ops)
@@ -179,8 +179,9 @@ class StepModel:
             "tp_comm": m * layers * tp_t, "cp_comm": m * layers * cp_t, "ep_comm": m * layers * ep_t,
             "pp_comm": m * pp_t, "bubble": bubble, "dp_comm": dp_t, "optimizer": opt,
         }
+        comm = self.comm.which(cluster) if hasattr(self.comm, "which") else self.comm
         models = {"compute": self.compute.name + (" (interim)" if self.compute.interim else ""),
-                  "comm": self.comm.name + (" (interim)" if self.comm.interim else "")}
+                  "comm": comm.name + (" (interim)" if comm.interim else "")}
         return Plan(model, cluster, lay, recipe, sum(breakdown.values()), breakdown, mem, cap, models)
 
 
