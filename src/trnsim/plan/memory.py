@@ -47,8 +47,8 @@ def memory(model: Model, cluster: Cluster, layout: Layout, recipe: Recipe) -> di
     gb, ob = wb, (d["optimizer_bytes"] if recipe.dtype != "fp32" else 8)  # FP32 weights are their own master
     per_layer = model.layer_params(layout.tp, layout.ep)
     emb = math.ceil(model.vocab / layout.tp) * model.hidden
-    layers_first = model.layers // layout.pp
-    layers_last = model.layers - layers_first * (layout.pp - 1)  # auto_partition: remainder to the last stage
+    # NxD's auto_partition splits evenly and gives the remainder to the later stages, one layer each
+    layers_first, layers_last = model.layers // layout.pp, math.ceil(model.layers / layout.pp)
     if layout.pp == 1:
         params = layers_first * per_layer + emb * (1 if model.tied_embeddings else 2)
         stages = [(params, layers_first, True)]

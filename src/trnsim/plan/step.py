@@ -122,7 +122,7 @@ class StepModel:
         head = head_ops(model, mb, s, lay.tp, lay.cp, dt)
         head_t = self._ops_time(head, cluster, recipe.dtype) + self._ops_time(
             [b for op in head for b in op.backward()], cluster, recipe.dtype)
-        layers = math.ceil(model.layers / lay.pp)  # the slowest (last) stage also runs the head
+        layers = math.ceil(model.layers / lay.pp)  # the last stage: the most layers, and the head
 
         # per micro-batch, per layer: exposed collectives
         tokens = mb * s // lay.cp
@@ -171,8 +171,8 @@ class StepModel:
             dp_t = max(0.0, rs - training.overlap("dp_reduce") * last_bwd) + ag * (1 - training.overlap("dp_gather"))
         shard = stage_params / (dp_group.size if recipe.zero1 else 1)
         # Adam: read weight, gradient, master, m, v; write them back (FP32 states, 16-bit weight copy)
-        opt = self.compute.op_time(Op("adam", "elementwise", elems=10 * shard, bytes=shard * (2 * d["optimizer_bytes"] + 2 * d["weight_bytes"] + d["grad_bytes"])),
-                                   cluster, recipe.dtype)
+        adam_bytes = 2 * d["optimizer_bytes"] + 2 * d["weight_bytes"] + d["grad_bytes"]
+        opt = self.compute.op_time(Op("adam", "elementwise", elems=10 * shard, bytes=shard * adam_bytes), cluster, recipe.dtype)
 
         breakdown = {
             "compute": m * (layers * (fwd + bwd) + head_t), "recompute": m * layers * recompute,
