@@ -12,6 +12,7 @@ from trnsim import specs
 from trnsim.errors import TrnsimError
 from trnsim.specs import training
 from trnsim.plan import sweep as S
+from trnsim.plan.layout import Layout
 from trnsim.plan.workload import Model
 
 
@@ -51,8 +52,8 @@ def why_none(unranked: list[dict]) -> str:
 
 
 def short(r: dict) -> str:
-    s = f"TP{r['tp']} PP{r['pp']}" + (f"x{r['vpp']}" if r["vpp"] > 1 else "") + f" DP{r['dp']}"
-    return s + (f" CP{r['cp']}" if r["cp"] > 1 else "") + (f" EP{r['ep']}" if r["ep"] > 1 else "")
+    """A sweep row's layout as `TP8 PP4x2 DP4 CP2`."""
+    return Layout(**{k: r[k] for k in ("tp", "pp", "dp", "cp", "ep", "vpp")}).short()
 
 
 def markdown(rows: list[dict]) -> str:

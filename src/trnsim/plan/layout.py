@@ -81,7 +81,7 @@ class Cluster:
 
 @dataclass(frozen=True)
 class Recipe:
-    """The training knobs of an NxD recipe; None fields take the recipe defaults of training.toml."""
+    """The training knobs of a recipe; `Recipe.nxd` fills what is left out from NxD's defaults."""
 
     seq: int
     global_batch: int
