@@ -101,3 +101,14 @@ def test_top_level_api():
     assert trnsim.instance("trn2.48xlarge").chips == 16
     assert trnsim.chip("Trainium2").cores == 8
     assert {"trn1.32xlarge", "p5.48xlarge"} <= {s.name for s in trnsim.instances()}
+
+
+@pytest.mark.parametrize("gen, dtype, published, tol", [
+    ("v2", "bf16", 92, 0.5), ("v2", "fp32", 23, 0.5),
+    ("v3", "bf16", 79, 0.5), ("v3", "fp32", 20, 0.5),
+    ("v3", "fp8", 158, 1.0),  # the guide doubles its rounded 79, so twice the rounding
+    ("v4", "bf16", 79, 0.5), ("v4", "fp32", 20, 0.5), ("v4", "mxfp8", 315, 0.5), ("v4", "mxfp4", 315, 0.5),
+])
+def test_core_peaks_match_the_architecture_guides(gen, dtype, published, tol):
+    """Per-core TFLOPS in the NKI architecture guides follow from 2 x 128 x 128 x MACs/cycle x clock."""
+    assert abs(specs.neuroncore(gen).peak_flops(dtype) / 1e12 - published) <= tol

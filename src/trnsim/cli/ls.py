@@ -6,6 +6,7 @@ gigabytes with neuron-ls's "GB" label; the JSON gives it in bytes.
 """
 from __future__ import annotations
 
+import itertools
 import json
 
 import click
@@ -22,41 +23,27 @@ from trnsim.specs.units import human
 _CHIP, _LINK, _WRAP, _SWITCH = "bold cyan", "grey50", "yellow", "bold magenta"
 
 
-def resolve_lnc(system: SystemSpec, lnc: int | None) -> int | None:
-    """The logical-neuroncore-config to show: the chip's default, or `lnc` if the chip supports it."""
-    chip = system.chip
-    if lnc is None:
-        return chip.lnc_default or None
-    chip.logical_cores(lnc)  # raises ConfigError with the reason where `lnc` does not apply
-    return lnc
-
-
 def devices(system: SystemSpec, lnc: int | None = None) -> list[dict]:
-    """neuron-ls's JSON: one object per device, NeuronCore ids numbered device by device."""
-    lnc = resolve_lnc(system, lnc)
+    """neuron-ls's JSON: one object per device, NeuronCore ids numbered device by device.
+
+    `lnc` defaults to the chip's logical-neuroncore-config; one the chip lacks raises ConfigError.
+    """
+    lnc = lnc or system.chip.lnc_default or None
     per = system.chip.logical_cores(lnc) if lnc else 0
-    topo = system.topology
     return [{
         "neuron_device": d,
         "nc_count": per,
         "neuroncore_ids": list(range(d * per, (d + 1) * per)),
         "memory_size": system.chip.hbm_bytes,
-        "connected_to": list(topo.connected_chips(d)),
+        "connected_to": list(system.topology.connected_chips(d)),
         "logical_neuroncore_config": lnc,
     } for d in range(system.chips)]
 
 
 def _ranges(ids: list[int]) -> str:
     """`[0, 1, 2, 3, 7]` -> "0-3, 7"."""
-    out, ids = [], sorted(ids)
-    i = 0
-    while i < len(ids):
-        j = i
-        while j + 1 < len(ids) and ids[j + 1] == ids[j] + 1:
-            j += 1
-        out.append(f"{ids[i]}-{ids[j]}" if j > i + 1 else ", ".join(map(str, ids[i:j + 1])))
-        i = j + 1
-    return ", ".join(out)
+    runs = [[x for _, x in g] for _, g in itertools.groupby(enumerate(sorted(ids)), lambda p: p[1] - p[0])]
+    return ", ".join(f"{r[0]}-{r[-1]}" if len(r) > 2 else ", ".join(map(str, r)) for r in runs)
 
 
 def table(system: SystemSpec, lnc: int | None = None) -> Group:

@@ -66,12 +66,9 @@ def as_dict(rec: Record) -> dict:
         out["derived"] = {"peak_flops": {d: rec.peak_flops(d) for d in rec.macs_per_pe_cycle},
                           "sbuf_bytes": rec.sbuf_bytes, "psum_bytes": rec.psum_bytes, "dma_bandwidth": rec.dma_bandwidth}
         return out
-    chip = rec.chip if isinstance(rec, SystemSpec) else rec
-    out["derived"] = {
-        "peak_flops": {r: {d: rec.chips * v for d, v in table.items()} for r, table in chip.ratings.items()},
-        "chips": rec.chips, "cores": rec.chips * chip.cores,
-        "hbm_bytes": rec.chips * chip.hbm_bytes, "hbm_bandwidth": rec.chips * chip.hbm_bandwidth,
-    }
+    chip = rec.chip if isinstance(rec, SystemSpec) else rec  # a chip is a system of one
+    out["derived"] = {"peak_flops": {r: {d: rec.peak_flops(d, r) for d in t} for r, t in chip.ratings.items()},
+                      "chips": rec.chips, "cores": rec.cores, "hbm_bytes": rec.hbm_bytes, "hbm_bandwidth": rec.hbm_bandwidth}
     return out
 
 
@@ -102,6 +99,8 @@ def _fields(rec: Record, title: str, with_sources: bool) -> Table:
         if f.name in _SKIP:
             continue
         row = [f.name.removesuffix("_bytes").replace("_", " "), _value(f.name, getattr(rec, f.name))]
+        if f.name == "efa_bandwidth" and rec.efa_bandwidth_is_upper_bound:
+            row[1] = f"up to {row[1]}"
         t.add_row(*row, *([rec.sources.get(f.name, "")] if with_sources else []))
     if with_sources and hasattr(rec, "ratings"):
         for r in rec.ratings:
@@ -111,7 +110,7 @@ def _fields(rec: Record, title: str, with_sources: bool) -> Table:
 
 def _peaks(rec: SystemSpec | ChipSpec) -> Table:
     chip = rec.chip if isinstance(rec, SystemSpec) else rec
-    t = Table(title="Peak dense FLOPS", title_justify="left", title_style="bold", box=box.SIMPLE_HEAD)
+    t = Table(title="Peak dense TFLOPS (int8: TOPS)", title_justify="left", title_style="bold", box=box.SIMPLE_HEAD)
     t.add_column("dtype", style="cyan")
     for r in chip.ratings:
         mark = " (used)" if r == chip.rating else ""
@@ -122,9 +121,9 @@ def _peaks(rec: SystemSpec | ChipSpec) -> Table:
         cells = []
         for table in chip.ratings.values():
             v = table.get(d, 0.0)
-            cells += [human(v, "FLOP/s") if v else "-"] + ([human(rec.chips * v, "FLOP/s") if v else "-"] if rec.chips > 1 else [])
+            cells += [f"{v / 1e12:,.6g}" if v else "-"] + ([f"{rec.chips * v / 1e12:,.6g}" if v else "-"] if rec.chips > 1 else [])
         if any(c != "-" for c in cells):
-            t.add_row(d, *[c.replace("FLOPS", "OPS") if d == "int8" else c for c in cells])
+            t.add_row(d, *cells)
     return t
 
 
@@ -133,10 +132,10 @@ def _totals(rec: SystemSpec | ChipSpec) -> Table:
     t = Table(title="Totals", title_justify="left", title_style="bold", box=box.SIMPLE_HEAD, show_header=False)
     t.add_column(style="cyan")
     t.add_column()
-    cores = f"{rec.chips * chip.cores:,} physical" + "".join(
+    cores = f"{rec.cores:,} physical" + "".join(
         f", {rec.chips * chip.logical_cores(n):,} at LNC {n}" for n in chip.lnc_configs if n > 1)
     rows = [("chips", f"{rec.chips} x {chip.vendor} {chip.name}"), ("NeuronCores", cores if chip.is_neuron else "-"),
-            ("HBM", human(rec.chips * chip.hbm_bytes, "bytes")), ("HBM bandwidth", human(rec.chips * chip.hbm_bandwidth, "bytes/s"))]
+            ("HBM", human(rec.hbm_bytes, "bytes")), ("HBM bandwidth", human(rec.hbm_bandwidth, "bytes/s"))]
     if isinstance(rec, SystemSpec):
         rows += [("topology", topology_summary(rec)), ("price", _value("price_usd_per_hour", rec.price_usd_per_hour))]
     for row in rows:
