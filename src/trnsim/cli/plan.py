@@ -50,8 +50,8 @@ def plan():
     """Plan a training run: `trnsim plan MODEL --instance trn2.48xlarge --nodes 8 --tp 32 --pp 4`.
 
     MODEL is a preset (llama3-8b, llama3-70b, mixtral-8x7b, ...) or a TOML/JSON/YAML model file.
-    Every knob left out follows NxD training recipes. Timing uses interim models (roofline compute
-    at a declared efficiency, alpha-beta collectives); see docs/planning.md.
+    Every knob left out follows NxD training recipes. Collectives are timed by trnsim.fabric;
+    compute by an interim roofline at a declared matmul efficiency (see docs/planning.md).
     """
 
 
@@ -69,6 +69,7 @@ def plan():
 @click.option("--tokens", type=float, default=1e12, show_default=True, help="Tokens to train, for time and cost.")
 @_recipe_options
 def one(model, instance, nodes, tp, pp, vpp, cp, ep, tokens, as_json, lnc, **recipe):
+    """One layout of MODEL (`trnsim plan MODEL ...`): step time, throughput, MFU, memory, cost."""
     from trnsim import plan as P
 
     m = P.model(model)
