@@ -93,9 +93,9 @@ class Recipe:
 
     @classmethod
     def nxd(cls, model: Model, **knobs) -> "Recipe":
-        """NxD defaults (training.toml) with the model's sequence and a 1,024-sequence global batch."""
+        """NxD defaults (training.toml) with the model's pretraining sequence length."""
         d = training.recipe()
-        base = dict(seq=model.seq, global_batch=1024, micro_batch=d["micro_batch"], zero1=d["zero1"],
+        base = dict(seq=model.seq, global_batch=d["global_batch"], micro_batch=d["micro_batch"], zero1=d["zero1"],
                     sp=d["sequence_parallel"], checkpointing=d["checkpointing"], dtype=d["dtype"])
         base.update({k: v for k, v in knobs.items() if v is not None})
         return cls(**base)

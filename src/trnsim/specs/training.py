@@ -51,5 +51,5 @@ def overlap(kind: str) -> float:
 
 
 def recipe() -> dict:
-    """NxD recipe defaults: micro_batch, zero1, sequence_parallel, checkpointing, dtype, state bytes."""
+    """NxD recipe defaults: global and micro batch, zero1, sequence_parallel, checkpointing, dtype, state bytes."""
     return {k: v for k, v in _data()["recipe"].items() if k != "sources"}
