@@ -113,3 +113,16 @@ def test_gpu_cluster_has_one_rank_per_gpu():
     assert p.cluster.world == 16 and p.capacity == specs.system("p4d.24xlarge").chip.hbm_bytes
     assert training.matmul_efficiency(p.cluster.system.chip) == 0.52
     assert p.models["comm"] == "alpha-beta (interim)"  # the fabric has no GPU model
+
+
+def test_every_training_figure_has_a_source():
+    """Every figure of training.toml names its source, and source tags expand to the documents they stand for."""
+    data = training._data()
+    for table, figures in data.items():
+        if table == "sources":
+            continue
+        for key in figures:
+            if key != "sources":
+                text = training.source(table, key)
+                assert text and not any(text.startswith(tag) for tag in data["sources"]), (table, key)
+    assert training.source("matmul_efficiency", "h100-80gb").startswith("measured for trnsim")
