@@ -9,7 +9,6 @@ from __future__ import annotations
 from collections import Counter
 
 from trnsim import specs
-from trnsim.errors import TrnsimError
 from trnsim.specs import training
 from trnsim.plan import sweep as S
 from trnsim.plan.layout import Layout
@@ -26,11 +25,7 @@ def compare(model: Model, pairs: list[tuple[str, int]], tokens: float, *, lnc: i
                "chip_bf16_tflops": system.chip.peak_flops("bf16") / 1e12,
                "matmul_efficiency": training.matmul_efficiency(system.chip),
                "usd_per_node_hour": system.price_usd_per_hour or None, "tokens": tokens}
-        try:
-            result = S.sweep(model, [system.name], [nodes], workers=1, lnc=lnc, checkpointing=checkpointing, **recipe)
-        except TrnsimError as e:  # the cluster itself cannot be planned (a figure missing from the catalog)
-            rows.append({**row, "layout": None, "reason": str(e)})
-            continue
+        result = S.sweep(model, [system.name], [nodes], workers=1, lnc=lnc, checkpointing=checkpointing, **recipe)
         best = result.best
         if best is None:
             rows.append({**row, "layout": None, "reason": why_none(result.unranked)})
@@ -46,7 +41,9 @@ def compare(model: Model, pairs: list[tuple[str, int]], tokens: float, *, lnc: i
 
 
 def why_none(unranked: list[dict]) -> str:
-    """What stopped every candidate: the rules broken, most frequent first."""
+    """What stopped every candidate: the rules broken, most frequent first (or the one reason)."""
+    if len({r["reason"] for r in unranked}) == 1:
+        return unranked[0]["reason"]
     fields = Counter(r["reason"].split(":")[0].removeprefix("layout field ") for r in unranked)
     return "no valid layout (" + ", ".join(f"{field} {n}x" for field, n in fields.most_common()) + ")"
 

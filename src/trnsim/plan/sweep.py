@@ -115,12 +115,17 @@ def tasks(model: workload.Model, systems: Iterable[str], nodes: Iterable[int], *
     out = []
     for name in systems:
         system = specs.system(name)
+        sys_lnc = lnc if system.chip.is_neuron else None  # LNC applies to NeuronCores only
         for n in nodes:
-            cluster = Cluster(system, n, lnc)
+            try:
+                cluster = Cluster(system, n, sys_lnc)
+            except TrnsimError:  # one row that carries the reason (a figure missing from the catalog, say)
+                out.append(Task(model, system.name, n, sys_lnc, Layout(), Recipe.nxd(model, **recipe)))
+                continue
             for mb in micro_batches:
                 for ck in checkpointing:
                     rec = Recipe.nxd(model, micro_batch=mb, checkpointing=ck, **recipe)
-                    out += [Task(model, system.name, n, lnc, lay, rec) for lay in enumerate_layouts(model, cluster, rec)]
+                    out += [Task(model, system.name, n, sys_lnc, lay, rec) for lay in enumerate_layouts(model, cluster, rec)]
     return out
 
 
