@@ -22,6 +22,11 @@ def test_plan_json_has_the_layout_and_figures():
     assert d["recipe"] == {"seq": 8192, "global_batch": 1024, "micro_batch": 1, "zero1": True, "sp": True,
                            "checkpointing": "selective", "dtype": "bf16"}
     assert abs(d["train_usd"] - d["train_hours"] * d["usd_per_hour"]) < 1e-6 * d["train_usd"]
+    ops = {o["name"]: o for o in d["layer_ops"]}
+    assert ops["qkv"]["flops"] == 2 * 8192 * 8192 * (64 // 32 + 2) * 128  # KV heads 8 over TP32: one each
+    layers, m = 80 // 4, 1024 // 4
+    per_layer = sum(o["forward_ns"] + o["backward_ns"] for o in d["layer_ops"]) * 1e-9
+    assert d["breakdown_s"]["compute"] > m * layers * per_layer  # plus the head on the last stage
 
 
 def test_plan_from_a_file_and_knobs(tmp_path):

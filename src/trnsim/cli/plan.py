@@ -19,6 +19,13 @@ class _PlanGroup(click.Group):
         return super().parse_args(ctx, args)
 
 
+def _console():
+    """A console at least 110 columns wide, so the tables keep one row per line."""
+    from rich.console import Console
+
+    return Console(width=max(Console().width, 110))
+
+
 def _ints(text: str) -> list[int]:
     try:
         return [int(x) for x in str(text).split(",") if x.strip()]
@@ -67,8 +74,9 @@ def plan():
 @click.option("--micro-batch", type=int, help="Sequences per micro-batch [1].")
 @click.option("--checkpointing", type=click.Choice(["none", "selective", "full"]), help="Activation recompute [selective].")
 @click.option("--tokens", type=float, default=1e12, show_default=True, help="Tokens to train, for time and cost.")
+@click.option("--ops", "show_ops", is_flag=True, help="Also list one layer's ops: shapes, FLOPs, bytes, times.")
 @_recipe_options
-def one(model, instance, nodes, tp, pp, vpp, cp, ep, tokens, as_json, lnc, **recipe):
+def one(model, instance, nodes, tp, pp, vpp, cp, ep, tokens, show_ops, as_json, lnc, **recipe):
     """One layout of MODEL (`trnsim plan MODEL ...`): step time, throughput, MFU, memory, cost."""
     from trnsim import plan as P
 
@@ -79,9 +87,25 @@ def one(model, instance, nodes, tp, pp, vpp, cp, ep, tokens, as_json, lnc, **rec
     if as_json:
         click.echo(json.dumps(p.to_dict(tokens), indent=2))
         return
-    from rich.console import Console
+    con = _console()
+    con.print(_table(p, tokens, chosen=tp is None or pp is None))
+    if show_ops:
+        con.print(_ops_table(p))
 
-    Console().print(_table(p, tokens, chosen=tp is None or pp is None))
+
+def _ops_table(p):
+    from rich import box
+    from rich.table import Table
+
+    t = Table(title="one layer, one micro-batch, one rank", box=box.SIMPLE_HEAD)
+    for col in ("op", "kind", "shape", "GFLOP", "MB", "fwd us", "bwd us"):
+        t.add_column(col, justify="left" if col in ("op", "kind", "shape") else "right", no_wrap=True)
+    for o in p.ops:
+        batch = f"{o['batch']}x" if o["batch"] > 1 else ""
+        shape = f"{batch}[{o['m']},{o['k']}]x[{o['k']},{o['n']}]" if o["kind"] != "elementwise" else "-"
+        t.add_row(o["name"], o["kind"], shape, f"{o['flops'] / 1e9:,.1f}", f"{o['bytes'] / 1e6:,.1f}",
+                  f"{o['forward_ns'] / 1e3:,.1f}", f"{o['backward_ns'] / 1e3:,.1f}")
+    return t
 
 
 def _best(m, cluster, rec, tp, pp, vpp, cp, ep):
@@ -174,7 +198,6 @@ def sweep(model, instances, nodes, by, micro_batches, checkpointing, top, worker
         click.echo(json.dumps(result.to_dict(), indent=2))
         return
     from rich import box
-    from rich.console import Console
     from rich.table import Table
 
     from trnsim.plan.compare import short
@@ -186,7 +209,7 @@ def sweep(model, instances, nodes, by, micro_batches, checkpointing, top, worker
         cost = r["usd_per_million_tokens"]
         t.add_row(str(i), r["system"], str(r["nodes"]), short(r), str(r["micro_batch"]), r["checkpointing"],
                   f"{r['tokens_per_s']:,.0f}", f"{r['mfu']:.1%}", f"{r['memory_gib']:.1f}", f"{cost:.3f}" if cost else "-")
-    Console(width=max(Console().width, 110)).print(t)
+    _console().print(t)
 
 
 @plan.command()
@@ -210,11 +233,9 @@ def compare(model, entries, tokens, as_json, lnc, **recipe):
     if as_json:
         click.echo(json.dumps(rows, indent=2))
         return
-    from rich.console import Console
-
     from trnsim.plan.compare import markdown
 
-    Console().print(markdown(rows))
+    _console().print(markdown(rows))
 
 
 def tour(console) -> None:

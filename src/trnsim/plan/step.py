@@ -43,6 +43,7 @@ class Plan:
     memory: dict[str, float]  # bytes per rank
     capacity: float  # HBM bytes per rank
     models: dict[str, str] = field(default_factory=dict)  # which compute and comm models timed it
+    ops: tuple[dict, ...] = ()  # one layer's ops on one rank, per micro-batch: shape, FLOPs, bytes, times
 
     @property
     def seqs_per_s(self) -> float:
@@ -85,7 +86,7 @@ class Plan:
             "seqs_per_s": self.seqs_per_s, "tokens_per_s": self.tokens_per_s, "mfu": self.mfu,
             "memory_gib": {k: v / GiB for k, v in self.memory.items()}, "memory_total_gib": sum(self.memory.values()) / GiB,
             "capacity_gib": self.capacity / GiB, "usd_per_hour": self.price_per_hour,
-            "usd_per_million_tokens": self.usd_per_million_tokens, "models": self.models,
+            "usd_per_million_tokens": self.usd_per_million_tokens, "models": self.models, "layer_ops": list(self.ops),
         }
         if tokens:
             d.update(train_tokens=tokens, train_hours=self.hours_to_train(tokens), train_usd=self.usd_to_train(tokens))
@@ -114,8 +115,9 @@ class StepModel:
         dt, mb, s = recipe.dtype_bytes, recipe.micro_batch, recipe.seq
         place = Placement(cluster, lay)
         ops = layer_ops(model, mb, s, lay.tp, lay.cp, lay.ep, recipe.sp, dt)
-        fwd = self._ops_time(ops, cluster, recipe.dtype)
-        bwd = self._ops_time([b for op in ops for b in op.backward()], cluster, recipe.dtype)
+        per_op = [(op, self.compute.op_time(op, cluster, recipe.dtype), self._ops_time(op.backward(), cluster, recipe.dtype))
+                  for op in ops]
+        fwd, bwd = sum(f for _, f, _ in per_op), sum(b for _, _, b in per_op)
         redo = {"none": (), "full": ops,
                 "selective": [op for op in ops if op.kind != "matmul"]}[recipe.checkpointing]
         recompute = self._ops_time(redo, cluster, recipe.dtype)
@@ -182,7 +184,9 @@ class StepModel:
         comm = self.comm.which(cluster) if hasattr(self.comm, "which") else self.comm
         models = {"compute": self.compute.name + (" (interim)" if self.compute.interim else ""),
                   "comm": comm.name + (" (interim)" if comm.interim else "")}
-        return Plan(model, cluster, lay, recipe, sum(breakdown.values()), breakdown, mem, cap, models)
+        table = tuple({"name": op.name, "kind": op.kind, "m": op.m, "k": op.k, "n": op.n, "batch": op.batch,
+                       "flops": op.flops, "bytes": op.bytes, "forward_ns": f, "backward_ns": b} for op, f, b in per_op)
+        return Plan(model, cluster, lay, recipe, sum(breakdown.values()), breakdown, mem, cap, models, table)
 
 
 DEFAULT = StepModel()
