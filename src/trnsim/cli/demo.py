@@ -11,6 +11,7 @@ from trnsim.cli import cli
 # (title, module with a `tour(console)` function), in the order a newcomer should meet them.
 SECTIONS: list[tuple[str, str]] = [
     ("The hardware: trnsim ls, trnsim specs", "trnsim.cli.ls"),
+    ("Numerics: bf16, fp8, MX and stochastic rounding", "trnsim.cli.dtypes"),
 ]
 
 

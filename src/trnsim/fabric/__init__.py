@@ -7,15 +7,16 @@
 
 See docs/fabric.md.
 """
-from trnsim.fabric.cluster import Cluster, Placement, RankError, cluster
+from trnsim.fabric.cluster import Cluster, Device, Placement, RankError, cluster
 from trnsim.fabric.collectives import (
     REDUCE_OPS, CollectiveResult, ShapeError, all_gather, all_reduce, all_to_all, all_to_allv, broadcast,
     permute, reduce_scatter, send_recv,
 )
-from trnsim.fabric.timing import ALGORITHMS, MODELS, OPS, AlgorithmError, bus_factor, choose, collective_time
+from trnsim.fabric.runtime import ALGORITHMS, OPS, AlgorithmError, choose
+from trnsim.fabric.timing import MODELS, bus_factor, collective_time
 
 __all__ = [
-    "ALGORITHMS", "MODELS", "OPS", "REDUCE_OPS", "AlgorithmError", "Cluster", "CollectiveResult", "Placement",
+    "ALGORITHMS", "MODELS", "OPS", "REDUCE_OPS", "AlgorithmError", "Cluster", "CollectiveResult", "Device", "Placement",
     "RankError", "ShapeError", "all_gather", "all_reduce", "all_to_all", "all_to_allv", "broadcast", "bus_factor",
     "choose", "cluster", "collective_time", "permute", "reduce_scatter", "send_recv",
 ]

@@ -172,7 +172,9 @@ def two_level(kind: str, Y: int, X: int, ch: int, row_alg: str, col_alg: str,
     y, x = np.arange(Y)[:, None], np.arange(X)[None, :]
     rows = Level(pos, np.broadcast_to(c * X * Y + x * Y, (ch, Y, X)).copy(), Y, row_orders)
     cols = Level(pos.T.copy(), np.broadcast_to(c * X * Y + x.T * Y + y.T, (ch, X, Y)).copy(), 1, col_orders)
-    if kind == "ar":
+    if kind == "ar" and Y == 1:
+        phases = _level_phases(row_alg, rows, "ar")
+    elif kind == "ar":
         phases = (_level_phases(row_alg, rows, "rs") + _level_phases(col_alg, cols, "ar")
                   + _level_phases(row_alg, rows, "ag"))
     elif kind == "rs":

@@ -17,7 +17,7 @@ from functools import cached_property
 from trnsim import specs
 from trnsim.errors import ConfigError, TrnsimError, user_location
 from trnsim.specs import fabric as fabric_specs
-from trnsim.specs.records import SystemSpec
+from trnsim.specs.records import ChipSpec, SystemSpec
 
 
 class RankError(TrnsimError, ValueError):
@@ -26,7 +26,8 @@ class RankError(TrnsimError, ValueError):
     exit_code = 2
 
 
-def _where() -> str:
+def where() -> str:
+    """' (at path:line)' of the user's code that made the call, or '' when there is none."""
     loc = user_location()
     return f" (at {loc})" if loc else ""
 
@@ -37,6 +38,24 @@ class Placement:
     node: int  # which system of the cluster
     chip: int  # global chip index: node * chips per node + chip in node
     core: int  # logical NeuronCore on that chip
+
+
+@dataclass(frozen=True)
+class Device:
+    """One chip of a cluster: its catalog record, its HBM and the ranks (logical cores) on it."""
+
+    index: int  # global chip index
+    node: int
+    spec: ChipSpec
+    ranks: range
+
+    @property
+    def hbm_bytes(self) -> int:
+        return self.spec.hbm_bytes
+
+    @property
+    def hbm_bandwidth(self) -> float:
+        return self.spec.hbm_bandwidth
 
 
 @dataclass(frozen=True, eq=False)
@@ -83,6 +102,13 @@ class Cluster:
         chip, core = divmod(local, self.cores_per_chip)
         return Placement(rank, node, node * self.chips_per_node + chip, core)
 
+    def device(self, chip: int) -> Device:
+        """Chip `chip` of the cluster (global index, node by node)."""
+        if not 0 <= chip < self.chips:
+            raise RankError(f"chip {chip} is outside {self.name}, which has chips 0..{self.chips - 1}{where()}")
+        k = self.cores_per_chip
+        return Device(chip, chip // self.chips_per_node, self.system.chip, range(chip * k, (chip + 1) * k))
+
     def chip_of(self, ranks):
         """Global chip index of each rank (numpy-vectorized)."""
         return ranks // self.cores_per_chip
@@ -91,9 +117,9 @@ class Cluster:
         bad = [r for r in ranks if not 0 <= int(r) < self.ranks]
         if bad:
             raise RankError(f"rank {bad[0]} is outside {self.name}, which holds ranks 0..{self.ranks - 1} "
-                            f"({self.chips} chips x {self.cores_per_chip} logical cores at LNC {self.lnc}){_where()}")
+                            f"({self.chips} chips x {self.cores_per_chip} logical cores at LNC {self.lnc}){where()}")
         if len(set(int(r) for r in ranks)) != len(ranks):
-            raise RankError(f"a rank appears twice in the group {list(ranks)[:16]}{_where()}")
+            raise RankError(f"a rank appears twice in the group {list(ranks)[:16]}{where()}")
 
     @property
     def name(self) -> str:
@@ -135,15 +161,14 @@ def cluster(system: str | SystemSpec = "trn1.32xlarge", nodes: int = 1, lnc: int
     """
     spec = system if isinstance(system, SystemSpec) else specs.system(system)
     if isinstance(nodes, bool) or not isinstance(nodes, int) or nodes < 1:
-        raise ConfigError(f"nodes must be a positive integer, got {nodes!r}{_where()}")
+        raise ConfigError(f"nodes must be a positive integer, got {nodes!r}{where()}")
     if nodes > 1 and fabric_specs.efa_nics(spec.key) < 2 and spec.chips < 2:
         raise ConfigError(f"{spec.name} does not support multi-node collectives (single-chip size); "
-                          f"use trn1.32xlarge or larger{_where()}")
-    k = fabric_specs.chip_constants(spec.chip.key)
-    lnc = k.lnc if lnc is None else lnc
+                          f"use trn1.32xlarge or larger{where()}")
+    lnc = spec.chip.lnc_default if lnc is None else lnc
     if lnc not in (1, 2):
-        raise ConfigError(f"LNC must be 1 or 2 (NEURON_LOGICAL_NC_CONFIG), got {lnc!r}{_where()}")
-    if spec.chip.cores % lnc or (lnc == 2 and spec.chip.core.version < 3):
-        raise ConfigError(f"LNC {lnc} is not available on {spec.chip.name} (NeuronCore-v{spec.chip.core.version}: "
-                          f"LNC 2 needs NeuronCore-v3 or newer){_where()}")
+        raise ConfigError(f"LNC must be 1 or 2 (NEURON_LOGICAL_NC_CONFIG), got {lnc!r}{where()}")
+    if lnc not in spec.chip.lnc_configs:
+        raise ConfigError(f"LNC {lnc} is not available on {spec.chip.name} (it supports LNC "
+                          f"{', '.join(map(str, spec.chip.lnc_configs))}){where()}")
     return Cluster(spec, nodes, lnc)

@@ -44,7 +44,7 @@ class Network:
 
     def _routes(self, topo, k) -> None:
         """Shortest paths between every pair of chips of one system (BFS, first neighbour wins)."""
-        C, n_nodes = self.C, topo.chips + len(topo.switches)
+        C = self.C
         directed = {}
         for i, ln in enumerate(topo.links):
             directed[(ln.a, ln.b)], directed[(ln.b, ln.a)] = 2 * i, 2 * i + 1

@@ -2,9 +2,9 @@
 
     >>> from trnsim.specs import fabric
     >>> fabric.constants().network.efa_hop_latency   # ns
-    10000.0
-    >>> fabric.chip_constants("trainium2").lnc
-    2
+    11000.0
+    >>> fabric.chip_constants("trainium2").policy
+    'runtime'
 
 Figures are read in their published units and kept in base units (ns, bytes); `sources` maps each
 figure to where it came from, with the file's legend tags expanded.
@@ -38,7 +38,6 @@ class NetworkConstants:
 class ChipConstants:
     """How the collective runtime drives one chip generation."""
 
-    lnc: int  # default logical NeuronCore size
     launch_floor: float  # ns per collective operation
     chip_hop_latency: float  # ns per step between cores of one chip
     link_hop_latency: float  # ns per NeuronLink hop
