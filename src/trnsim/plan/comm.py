@@ -9,7 +9,7 @@ composes them), each rank getting its share of its chip's NeuronLink bandwidth i
 its node's EFA bandwidth between nodes, and a per-hop latency from training.toml.
 `FabricComm` times them with trnsim.fabric on the real topology (the algorithm the runtime picks,
 on the system's links and EFA NICs, with the fabric's fitted constants), and keeps AlphaBeta for
-systems the fabric does not model (GPU instances).
+systems the fabric does not model (GPU instances: it models NeuronCore systems).
 """
 from __future__ import annotations
 
@@ -17,7 +17,6 @@ import functools
 from typing import Protocol
 
 from trnsim import specs
-from trnsim.errors import UnknownNameError
 from trnsim.specs import training
 from trnsim.plan.layout import Cluster, Group
 
@@ -80,10 +79,8 @@ def _fabric_cluster(system_key: str, nodes: int, lnc: int):
     """The fabric's cluster for a plan's cluster, or None where the fabric has no model of the system."""
     from trnsim import fabric
 
-    try:
-        return fabric.cluster(specs.catalog.systems()[system_key], nodes=nodes, lnc=lnc)
-    except UnknownNameError:
-        return None
+    system = specs.catalog.systems()[system_key]
+    return fabric.cluster(system, nodes=nodes, lnc=lnc) if system.chip.is_neuron else None
 
 
 @functools.lru_cache(maxsize=65536)
