@@ -235,7 +235,7 @@ def compare(model, entries, tokens, as_json, lnc, **recipe):
         return
     from trnsim.plan.compare import markdown
 
-    _console().print(markdown(rows))
+    click.echo(markdown(rows))  # verbatim: docs/planning.md embeds this table
 
 
 def tour(console) -> None:
