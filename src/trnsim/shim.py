@@ -43,9 +43,10 @@ def _real(name: str) -> bool:
     if mod is not None:
         return not getattr(mod, "__name__", "").startswith("trnsim")
     try:
-        return importlib.util.find_spec(name) is not None
+        spec = importlib.util.find_spec(name)
     except (ImportError, ValueError):
         return False
+    return spec is not None and spec.origin is not None  # a bare directory named nki (namespace package) is no package
 
 
 def install(force: bool = False) -> bool:
