@@ -149,8 +149,8 @@ class Cond:
     __rand__ = __and__
 
     def __bool__(self):
-        raise KernelError("err_ambiguous_tensor_truth_value: a mask predicate cannot be a Python truth value; "
-                          "join predicates with `&`, not `and`")
+        raise KernelError("err_control_flow_condition_depending_on_arange: a predicate of index grids cannot "
+                          "decide a Python `if`, `and` or `or`; pass it as mask= and join predicates with `&`")
 
     def evaluate(self, shape) -> np.ndarray:
         return _CMP[self.op](self.expr.values(shape), 0)
