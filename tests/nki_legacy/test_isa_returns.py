@@ -140,3 +140,29 @@ def test_nc_stream_shuffle_beta_argument_order(rng):
     """nc_stream_shuffle(src, dst, mask) reverses the 32 partitions of a quadrant."""
     x = rng.standard_normal((32, 8), np.float32)
     np.testing.assert_array_equal(shuffle(x), x[::-1])
+
+
+@nki.jit
+def more_forms(x, w):
+    out = nl.ndarray((4, 64, 64), nl.float32, buffer=nl.shared_hbm)
+    t = nl.load(x)                                            # [64, 64]
+    c = nl.load(w)                                            # [64, 1]
+    nl.store(out[0], nisa.dma_transpose(t))
+    nl.store(out[1], nisa.scalar_tensor_tensor(data=t, op0=np.multiply, operand0=c, op1=np.subtract, operand1=t))
+    tmp = nl.ndarray((64, 64), nl.float32, buffer=nl.sbuf)
+    nisa.dma_copy(t, tmp)                                     # beta positional order: (src, dst)
+    nl.store(out[2], tmp)
+    red = nisa.tensor_partition_reduce(np.add, t)             # [1, 64]
+    nl.store(out[3][0:1, :], red)
+    nl.store(out[3][1:64, :], nl.zeros((63, 64), nl.float32))
+    return out
+
+
+def test_dma_transpose_scalar_tensor_tensor_dma_copy_partition_reduce(rng):
+    """dma_transpose(src) returns x.T; scalar_tensor_tensor gives x*w - x; dma_copy(src, dst); partition sums."""
+    x, w = rng.standard_normal((64, 64), np.float32), rng.standard_normal((64, 1), np.float32)
+    got = more_forms(x, w)
+    np.testing.assert_array_equal(got[0], x.T)
+    np.testing.assert_allclose(got[1], x * w - x, rtol=1e-6, atol=1e-6)
+    np.testing.assert_array_equal(got[2], x)
+    np.testing.assert_allclose(got[3][0], x.sum(0), rtol=1e-5, atol=1e-5)

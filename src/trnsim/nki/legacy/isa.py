@@ -105,7 +105,8 @@ def memset(shape, value, dtype, mask=None, engine=None, **kwargs) -> Tile:
     return out
 
 
-def reciprocal(data, dtype=None, mask=None, **kwargs) -> Tile:
+def reciprocal(data, dtype=None, mask=None, engine=None, **kwargs) -> Tile:
+    """1/x on the vector engine (more precise than the scalar engine's approximation; any engine= runs it there)."""
     return nl.reciprocal(data, dtype=dtype, mask=mask)
 
 
@@ -186,11 +187,53 @@ def affine_select(pred, on_true_tile, on_false_value, mask=None, dtype=None, **k
     return out
 
 
+def scalar_tensor_tensor(*, data, op0, operand0, op1, operand1, reverse0=False, reverse1=False, dtype=None, mask=None,
+                         **kwargs) -> Tile:
+    """(data op0 operand0) op1 operand1, operand0 a scalar or [P, 1] tile, operand1 a full tile."""
+    data, t1 = as_tile(data), as_tile(operand1)
+    out = new_tile(data.shape, _dt(dtype, data.dtype))
+    o0 = as_tile(operand0) if isinstance(operand0, Tile) else operand0
+    each_box(out, mask, [data, t1], lambda b: emit(
+        cur.scalar_tensor_tensor, dst=out.view(b), data=data.view(b), op0=op0, op1=op1, operand1=t1.view(b),
+        operand0=part(o0, b, out.shape, False) if isinstance(o0, Tile) else o0, reverse0=reverse0, reverse1=reverse1))
+    return out
+
+
+def tensor_scalar_reduce(*, data, op0, operand0, reduce_op, reduce_res, reverse0=False, dtype=None, mask=None,
+                         **kwargs) -> Tile:
+    """data op0 operand0, with its free-axis reduction written into `reduce_res` ([P, 1])."""
+    data = as_tile(data)
+    out = new_tile(data.shape, _dt(dtype, data.dtype))
+    emit(cur.tensor_scalar_reduce, dst=out.view(), data=data.view(), op0=op0, operand0=operand0, reduce_op=reduce_op,
+         reduce_res=as_tile(reduce_res).view(), reverse0=reverse0)
+    return out
+
+
+def tensor_partition_reduce(op, data, mask=None, dtype=None, **kwargs) -> Tile:
+    """Reduce across partitions on GpSimd: [P, F] -> [1, F]."""
+    data = as_tile(data)
+    out = new_tile((1,) + data.shape[1:], _dt(dtype, data.dtype))
+    emit(cur.tensor_partition_reduce, dst=out.view(), op=op, data=data.view())
+    return out
+
+
 # -- DMA -------------------------------------------------------------------------------------------------------------
-def dma_copy(*, dst, src, mask=None, dst_rmw_op=None, oob_mode=oob_mode.error, dge_mode=dge_mode.unknown, **kwargs):
-    """A DMA from src to dst (HBM or SBUF) on the boxes the mask keeps."""
+def dma_copy(src=None, dst=None, *, mask=None, dst_rmw_op=None, oob_mode=oob_mode.error, dge_mode=dge_mode.unknown,
+             **kwargs):
+    """A DMA from src to dst (HBM or SBUF) on the boxes the mask keeps; `(src, dst)` positionally, as in the beta API."""
     if dst_rmw_op is not None:
         raise NotImplementedError("dma_copy dst_rmw_op (read-modify-write DMA) is not supported in trnsim")
     d, s = as_tile(dst), nl._sbuf_value(src)
     each_box(d, mask, [s], lambda b: emit(cur.dma_copy, dst=d.view(b), src=part(s, b, d.shape), oob_mode=oob_mode,
                                           dge_mode=dge_mode))
+
+
+def dma_transpose(src, mask=None, dtype=None, **kwargs) -> Tile:
+    """A transposed copy by DMA into a new SBUF tile (axes reversed; [3, 1, 2, 0] for 4-d)."""
+    src = as_tile(src)
+    perm = {2: (1, 0), 3: (2, 1, 0), 4: (3, 1, 2, 0)}.get(src.ndim)
+    if perm is None:
+        raise ShapeError(f"err_exceed_max_supported_dimension: dma_transpose takes a 2-, 3- or 4-d tile; got {src.ndim}-d")
+    out = new_tile(tuple(src.shape[a] for a in perm), src.dtype)
+    emit(cur.dma_transpose, dst=out.view(), src=src.view(), axes=perm)
+    return out if dtype is None or numerics.dtype(dtype) == src.dtype else nl.copy(out, dtype=dtype)
