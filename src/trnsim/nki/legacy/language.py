@@ -289,15 +289,16 @@ def transpose(x, mask=None, dtype=None, **kwargs) -> Tile:
 
 def _spread(t: Tile, shape) -> Tile:
     """A [1, F] tile spread over the P partitions of `shape`: ones[1, P].T @ t on the tensor engine."""
-    p, f = shape[0], math.prod(t.shape[1:])
+    if t.ndim != 2:
+        raise ShapeError(f"partition broadcast of a {t.ndim}-d tile {list(t.shape)}: only [1, F] tiles broadcast")
+    p, f = shape[0], t.shape[1]
     ones_ = full((1, p), 1.0, float32 if t.dtype.name in ("float32", "tfloat32") else bfloat16)
-    flat = t if t.ndim == 2 else Tile(t.tensor, t.const, t.coefs, t.shape)
     out = new_tile((p, f), float32, "psum")
     step = tile_size.psum_bank_fmax
     for lo in range(0, f, step):
         hi = builtins.min(f, lo + step)
         emit(cur.nc_matmul, dst=out.view(((0, p), (lo, hi))), stationary=ones_.view(),
-             moving=flat.view(((0, 1), (lo, hi))), accumulate=False)
+             moving=t.view(((0, 1), (lo, hi))), accumulate=False)
     return out
 
 
