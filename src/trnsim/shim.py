@@ -11,7 +11,7 @@ A real installed `nki` is never shadowed unless `install(force=True)`.
 from __future__ import annotations
 
 import importlib
-import importlib.util
+import importlib.machinery
 import sys
 import warnings
 
@@ -40,13 +40,10 @@ def real_nki_installed() -> bool:
 
 def _real(name: str) -> bool:
     mod = sys.modules.get(name)
-    if mod is not None:
-        return not getattr(mod, "__name__", "").startswith("trnsim")
-    try:
-        spec = importlib.util.find_spec(name)
-    except (ImportError, ValueError):
-        return False
-    return spec is not None and spec.origin is not None  # a bare directory named nki (namespace package) is no package
+    if mod is not None and not getattr(mod, "__name__", "").startswith("trnsim") and getattr(mod, "__file__", None):
+        return True
+    spec = importlib.machinery.PathFinder.find_spec(name)  # on sys.path, ignoring sys.modules
+    return spec is not None and spec.origin is not None  # a bare folder (namespace) is not a package
 
 
 def install(force: bool = False) -> bool:
@@ -68,7 +65,8 @@ def install(force: bool = False) -> bool:
 
 
 def installed() -> bool:
-    return getattr(sys.modules.get("nki"), "__name__", "") == "trnsim.nki"
+    """Whether every `nki` module name currently resolves to trnsim."""
+    return all(getattr(sys.modules.get(n), "__name__", "") == t for n, t in MODULES.items())
 
 
 def uninstall() -> None:

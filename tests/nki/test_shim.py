@@ -65,9 +65,8 @@ def test_shim_does_not_shadow_real_nki(tmp_path, monkeypatch):
     """With a real `nki` package importable, install() leaves it alone unless forced."""
     (tmp_path / "nki").mkdir()
     (tmp_path / "nki" / "__init__.py").write_text("REAL = True\n")
-    monkeypatch.syspath_prepend(str(tmp_path))
     shim.uninstall()
-    monkeypatch.delitem(sys.modules, "nki", raising=False)
+    monkeypatch.syspath_prepend(str(tmp_path))
     import warnings
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")

@@ -174,7 +174,9 @@ def as_free(a: np.ndarray, like: View) -> np.ndarray:
 def put(v: View, values, mask=None) -> None:
     """Cast `values` to `v`'s dtype (RNE or stochastic per numerics) and write them, with their mask."""
     values = np.asarray(values)
-    if values.dtype != v.dtype.np or v.dtype.name == "tfloat32":
+    if values.dtype.kind in "iu" and v.dtype.is_int:
+        values = values.astype(v.dtype.np)  # integer results keep their low bits (bit-pattern ops)
+    elif values.dtype != v.dtype.np or v.dtype.name == "tfloat32":
         values = numerics.cast(values, v.dtype)
     v.store(np.broadcast_to(values.reshape(_fit(values.shape, v.shape)), v.shape),
             None if mask is None else np.broadcast_to(np.asarray(mask).reshape(_fit(np.shape(mask), v.shape)), v.shape))

@@ -36,7 +36,7 @@ def _ints(*views):
     return all(_is_int(v) for v in views if isinstance(v, View))
 
 
-def _int_operand(x, v: View, p: int):
+def _int_operand(x, p: int):
     if isinstance(x, View):
         return x.array().reshape(p, 1).astype(np.int64)
     return np.int64(x)
@@ -76,7 +76,10 @@ def _tensor_tensor_semantics(ins, nc):
     d1, d2, dst = ins.data1, ins.data2, ins.dst
     o = alu(ins.attrs.get("op"))
     p = d1.partitions
-    if o.kind == "bitvec" or (ins.engine is Engine.GPSIMD and _ints(d1, d2, dst)):
+    if o.kind == "bitvec":  # on the bit patterns, at data1's width
+        a = d1.array().reshape(p, -1)
+        out = o.fn(a, d2.array().reshape(p, -1).astype(a.dtype))
+    elif ins.engine is Engine.GPSIMD and _ints(d1, d2, dst):  # GpSimd integer arithmetic is native
         out = o.fn(d1.array().reshape(p, -1).astype(np.int64), d2.array().reshape(p, -1).astype(np.int64))
     else:
         out = apply(o.name, pf(d1), pf(d2))
@@ -118,11 +121,11 @@ def _tensor_scalar_semantics(ins, nc):
     ops = [alu(ins.attrs.get("op0")), alu(ins.attrs.get("op1"))]
     bitvec = any(o.kind == "bitvec" for o in ops)
     if bitvec:
-        x = data.array().reshape(p, -1).astype(np.int64)
+        x = data.array().reshape(p, -1)
         for o, key, rev in ((ops[0], "operand0", "reverse0"), (ops[1], "operand1", "reverse1")):
             if o.name != "bypass":
-                x = apply(o.name, x, _int_operand(ins.operands.get(key, ins.attrs.get(key)), data, p), integer=True,
-                          reverse=ins.attrs.get(rev, False))
+                x = apply(o.name, x, _int_operand(ins.operands.get(key, ins.attrs.get(key)), p).astype(x.dtype),
+                          integer=True, reverse=ins.attrs.get(rev, False))
     else:
         x = pf(data)
         for o, key, rev in ((ops[0], "operand0", "reverse0"), (ops[1], "operand1", "reverse1")):

@@ -22,7 +22,7 @@ def test_partition_dim_over_128():
         nl.ndarray((256, 64), nl.float32)
     with pytest.raises(PartitionLimitError, match=r"partition dim 256 exceeds pmax 128") as e:
         run(k, X)
-    assert "nl.ndarray((256, 64)" in source_at(e.value) and "test_errors.py:" in str(e.value)
+    assert "nl.ndarray((256, 64)" in source_at(e.value) and "test_kernel_errors.py:" in str(e.value)
 
 
 def test_free_size_over_limit():

@@ -1,0 +1,163 @@
+"""Independent numpy references, one per instruction (by opcode name) and per ALU / activation op.
+
+Written from the documented semantics (reference/neuroncore-and-nki.md 3.4, 3.8, 3.9), not from the
+emulator's code; the conformance tests compare each instruction with its entry here.
+"""
+import math
+
+import ml_dtypes
+import numpy as np
+
+f32 = np.float32
+
+
+def _sig(x):
+    return 1 / (1 + np.exp(-x))
+
+
+_erf = np.vectorize(math.erf, otypes=[np.float64])
+
+ALU = {
+    "add": np.add, "subtract": np.subtract, "multiply": np.multiply, "divide": np.divide,
+    "maximum": np.maximum, "minimum": np.minimum, "power": np.power, "fmod": np.fmod, "mod": np.mod,
+    "abs_max": lambda a, b: np.maximum(abs(a), abs(b)), "abs_min": lambda a, b: np.minimum(abs(a), abs(b)),
+    "equal": lambda a, b: (a == b) * 1.0, "not_equal": lambda a, b: (a != b) * 1.0,
+    "greater": lambda a, b: (a > b) * 1.0, "greater_equal": lambda a, b: (a >= b) * 1.0,
+    "less": lambda a, b: (a < b) * 1.0, "less_equal": lambda a, b: (a <= b) * 1.0,
+    "logical_and": lambda a, b: ((a != 0) & (b != 0)) * 1.0, "logical_or": lambda a, b: ((a != 0) | (b != 0)) * 1.0,
+    "logical_xor": lambda a, b: ((a != 0) ^ (b != 0)) * 1.0,
+}
+BITVEC = {"bitwise_and": np.bitwise_and, "bitwise_or": np.bitwise_or, "bitwise_xor": np.bitwise_xor,
+          "left_shift": np.left_shift, "right_shift": lambda a, b: (a.astype(np.uint32) >> b.astype(np.uint32)).astype(a.dtype)}
+
+ACT = {
+    "copy": lambda x: x, "square": lambda x: x * x, "sigmoid": _sig, "relu": lambda x: np.maximum(x, 0),
+    "gelu": lambda x: 0.5 * x * (1 + _erf(x / math.sqrt(2))),
+    "gelu_dx": lambda x: 0.5 * (1 + _erf(x / math.sqrt(2))) + x * np.exp(-x * x / 2) / math.sqrt(2 * math.pi),
+    "gelu_apprx_tanh": lambda x: 0.5 * x * (1 + np.tanh(math.sqrt(2 / math.pi) * (x + 0.044715 * x ** 3))),
+    "gelu_apprx_sigmoid": lambda x: x * _sig(1.702 * x),
+    "gelu_apprx_sigmoid_dx": lambda x: _sig(1.702 * x) * (1 + 1.702 * x * (1 - _sig(1.702 * x))),
+    "silu": lambda x: x * _sig(x), "silu_dx": lambda x: _sig(x) * (1 + x * (1 - _sig(x))), "tanh": np.tanh,
+    "softplus": lambda x: np.log1p(np.exp(x)), "mish": lambda x: x * np.tanh(np.log1p(np.exp(x))),
+    "erf": _erf, "erf_dx": lambda x: 2 / math.sqrt(math.pi) * np.exp(-x * x), "exp": np.exp, "sign": np.sign,
+    "abs": np.abs, "log": np.log, "sqrt": np.sqrt, "rsqrt": lambda x: 1 / np.sqrt(x), "reciprocal": lambda x: 1 / x,
+    "sin": np.sin, "arctan": np.arctan,
+}
+
+
+def matmul(st, mv):
+    return st.astype(np.float64).T @ mv.astype(np.float64)
+
+
+def transpose(x):
+    return x.T
+
+
+def bn(x):
+    """(mean, population variance) per row."""
+    return np.stack([x.mean(1), x.var(1)], 1)
+
+
+def top8(x):
+    return -np.sort(-x, axis=1)[:, :8]
+
+
+def scan(a, b, initial):
+    """r[i] = r[i-1] * a[i] + b[i] (op0 multiply, op1 add)."""
+    r = np.full(a.shape[0], initial, np.float64)
+    out = np.empty(a.shape)
+    for i in range(a.shape[1]):
+        r = a[:, i] * r + b[:, i]
+        out[:, i] = r
+    return out
+
+
+def iota(p, pattern, offset, cm):
+    free = np.zeros(1, np.int64)
+    for step, num in pattern:
+        free = (free[:, None] + np.arange(num)[None, :] * step).reshape(-1)
+    return offset + np.arange(p)[:, None] * cm + free[None, :]
+
+
+def mx_quantize(x):
+    """MXFP8 e4m3fn with Trainium's scale 2^(floor(log2 amax) - 7) over blocks of 32 along axis 0."""
+    b = x.astype(np.float32).reshape(-1, 32, *x.shape[1:])
+    amax = np.abs(b).max(1, keepdims=True)
+    scale = np.exp2(np.floor(np.log2(amax)) - 7)
+    q = np.clip(b / scale, -448, 448).astype(ml_dtypes.float8_e4m3fn).astype(np.float32)
+    return (q * scale).reshape(x.shape)
+
+
+# One numpy reference per opcode (the conformance suite checks this table covers the whole ISA).
+INSTRUCTIONS = {
+    "nc_matmul": matmul, "nc_matmul_mx": lambda a, b: mx_quantize(a).T @ mx_quantize(b),
+    "nc_transpose": transpose, "dma_transpose": transpose,
+    "activation": lambda op, x, scale, bias: ACT[op](x * scale + bias),
+    "activate2": lambda op, x, imm0, imm1: ACT[op](x * imm0 + imm1),
+    "tensor_tensor": lambda op, a, b: ALU[op](a, b), "tensor_scalar": lambda x, s0, s1: x * s0 + s1,
+    "scalar_tensor_tensor": lambda x, s, t: (x - s) * t, "tensor_copy": lambda x, dt: x.astype(dt),
+    "reciprocal": lambda x: 1 / x, "exponential": lambda x, m: np.exp(x - m), "memset": np.full,
+    "select_reduce": lambda p, a, b: np.where(p != 0, a, b), "range_select": None,
+    "tensor_reduce": lambda x, axes: x.sum(axis=axes), "tensor_scalar_reduce": lambda x, s: (x * s).sum(1),
+    "tensor_tensor_scan": scan, "bn_stats": bn, "bn_aggr": bn, "max8": top8, "nc_find_index8": None,
+    "nc_match_replace8": None, "nc_stream_shuffle": None, "quantize_mx": mx_quantize, "rand": None,
+    "set_rng_seed": None, "dropout": None, "iota": iota, "affine_select": None,
+    "tensor_partition_reduce": lambda x: x.sum(0), "local_gather": None, "dma_copy": lambda x, dt: x.astype(dt),
+    "sendrecv": None, "register_alloc": None, "register_move": None, "register_load": None,
+    "register_store": None, "core_barrier": None,
+}
+
+
+def range_select(x, lo, hi, fill):
+    i = np.arange(x.shape[1])[None, :]
+    return np.where((i >= lo) & (i < hi), x, fill)
+
+
+def find8(x, vals):
+    out = np.full(vals.shape, 0xFFFFFFFF, np.uint64)
+    for r in range(x.shape[0]):
+        taken = []
+        for j in range(8):
+            hits = [int(h) for h in np.flatnonzero(x[r] == vals[r, j]) if int(h) not in taken]
+            if hits:
+                out[r, j] = hits[0]
+                taken.append(hits[0])
+    return out
+
+
+def match_replace8(x, vals, imm):
+    out = x.copy()
+    for r in range(x.shape[0]):
+        for v in vals[r]:
+            hits = np.flatnonzero(out[r] == v)
+            if hits.size:
+                out[r, hits[0]] = imm
+    return out
+
+
+def shuffle(src, dst, mask):
+    out = dst.copy()
+    for i, j in enumerate(mask):
+        if j != 255:
+            out[i] = src[j]
+    return out
+
+
+def affine_select(x, p_mult, step, offset, fill):
+    v = offset + np.arange(x.shape[0])[:, None] * p_mult + np.arange(x.shape[1])[None, :] * step
+    return np.where(v >= 0, x, fill)
+
+
+def local_gather(src, idx):
+    """Per 16-partition block: flattened (partition-major) elements picked by flattened indices."""
+    out = np.empty((src.shape[0], idx.shape[1]), src.dtype)
+    for base in range(0, src.shape[0], 16):
+        out[base:base + 16] = src[base:base + 16].reshape(-1)[idx[base:base + 16].reshape(-1)].reshape(16, -1)
+    return out
+
+
+INSTRUCTIONS.update({"range_select": range_select, "nc_find_index8": find8, "nc_match_replace8": match_replace8,
+                     "nc_stream_shuffle": shuffle, "affine_select": affine_select, "local_gather": local_gather,
+                     "rand": lambda shape: shape, "set_rng_seed": lambda seed: seed, "dropout": lambda x, keep: x * keep,
+                     "sendrecv": lambda a, b: (b, a), "register_alloc": int, "register_move": int,
+                     "register_load": int, "register_store": int, "core_barrier": lambda: None})
