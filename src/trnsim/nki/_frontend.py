@@ -97,14 +97,22 @@ class Kernel:
     def __call__(self, *args, **kwargs):
         return launch(self, args, kwargs)
 
+    def trace(self, *args, target=None, values=True, **kwargs) -> list[NeuronCore]:
+        """Run the kernel and return its cores (their instruction streams); `values=False` runs on shapes only."""
+        launch(self, args, kwargs, target=target, values=values)
+        return self.last_cores
 
-def launch(kernel: Kernel, args, kwargs, target=None):
-    """Run a kernel on fresh cores: inputs become HBM tensors, returned tensors come back as arrays."""
-    nc0 = NeuronCore(target, strict=os.environ.get("TRNSIM_STRICT", "1") != "0")
+
+def launch(kernel: Kernel, args, kwargs, target=None, values=True):
+    """Run a kernel on fresh cores: inputs become HBM tensors, returned tensors come back as arrays.
+
+    With `values=False` (timing only) no instruction computes and nothing is returned."""
+    nc0 = NeuronCore(target, strict=os.environ.get("TRNSIM_STRICT", "1") != "0", values=values)
     if kernel.lnc == 2 and nc0.gen < 3:
         from trnsim.errors import ConfigError
         raise ConfigError(f"an LNC 2 launch (kernel[2]) needs Trn2 or Trn3; the target is {nc0.target}")
-    cores = [nc0] + [NeuronCore(nc0.target, strict=nc0.strict, hbm=nc0.hbm, program_id=i, num_programs=kernel.lnc)
+    cores = [nc0] + [NeuronCore(nc0.target, strict=nc0.strict, values=values, hbm=nc0.hbm, program_id=i,
+                                num_programs=kernel.lnc)
                      for i in range(1, kernel.lnc)]
     nc0.num_programs = kernel.lnc
     if kernel.lnc == 2:
@@ -154,6 +162,8 @@ def launch(kernel: Kernel, args, kwargs, target=None):
                      "instructions": sum(len(c.stream) for c in cores), "ok": not errors})
     if errors:
         raise errors[0]
+    if not values:
+        return None
     for orig, v, k in backs:  # inputs the kernel wrote go back to the caller's arrays
         if isinstance(orig, np.ndarray) and orig.flags.writeable:
             np.copyto(orig, v.array().reshape(orig.shape))
