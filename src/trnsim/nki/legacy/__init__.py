@@ -9,13 +9,13 @@
         nl.store(out[i_p, i_f], nl.load(a[i_p, i_f]) + nl.load(b[i_p, i_f]))
 
 The kernel's Python runs eagerly; every call lowers to the same core instructions the current API
-issues (`trnsim.nki.isa`). `kernel[b, h](...)` runs each program of an SPMD grid in turn on its own
-NeuronCore, all sharing one HBM. See docs/legacy-nki.md.
+issues (`trnsim.nki.isa`). `kernel[b, h](...)` runs each program of an SPMD grid in turn on one
+NeuronCore. `nki.benchmark` and `trnsim.benchmark` time a beta kernel with the timing model.
+See docs/legacy-nki.md.
 """
 from __future__ import annotations
 
 import functools
-import math
 import os
 
 import numpy as np
@@ -27,10 +27,6 @@ from trnsim.nki.legacy import compiler, isa, language, typing  # noqa: F401
 from trnsim.nki.legacy._tile import Instance, Launch, Tile, _ctx, wrap
 
 tensor = Tile
-
-
-class NoTimingModelError(TrnsimError):
-    """A latency was asked for but no timing model is present in this build."""
 
 
 class Kernel:
@@ -50,13 +46,18 @@ class Kernel:
     def __call__(self, *args, **kwargs):
         return launch(self, args, kwargs)
 
+    def trace(self, *args, target=None, values=True, **kwargs) -> list[NeuronCore]:
+        """Run the kernel and return the core it ran on; `values=False` runs on shapes only (timing)."""
+        launch(self, args, kwargs, target=target, values=values)
+        return self.last_cores
 
-def launch(kernel: Kernel, args, kwargs):
-    """Run every program of the grid on its own core (one shared HBM); returned tensors come back as arrays."""
+
+def launch(kernel: Kernel, args, kwargs, target=None, values=True):
+    """Run every program of the grid in turn on one NeuronCore, as the beta runtime did without `nl.nc`;
+    returned tensors come back as arrays (nothing with `values=False`)."""
     strict = os.environ.get("TRNSIM_STRICT", "1") != "0"
-    first = NeuronCore(kernel.options.get("platform_target"), strict=strict)
+    nc = NeuronCore(target or kernel.options.get("platform_target"), strict=strict, values=values)
     grid = kernel.grid
-    total = math.prod(grid) if grid else 1
     shared = Launch(grid, strict)
     backs, kind = [], "numpy"
     names = list(kernel.fn.__code__.co_varnames[: kernel.fn.__code__.co_argcount])
@@ -67,28 +68,27 @@ def launch(kernel: Kernel, args, kwargs):
         if a is None:
             return x
         kind = k
-        v = first.hbm_tensor(np.ascontiguousarray(a), name=name, kind="shared_hbm")
+        v = nc.hbm_tensor(np.ascontiguousarray(a), name=name, kind="shared_hbm")
         backs.append((x, v, k))
         return wrap(v)
 
     targs = [conv(a, names[i] if i < len(names) else f"arg{i}") for i, a in enumerate(args)]
     tkw = {k: conv(v, k) for k, v in kwargs.items()}
     saved = (getattr(_frontend._state, "core", None), getattr(_ctx, "instance", None))
-    cores, result, ok = [], None, False
+    result, ok = None, False
     try:
         for n, idx in enumerate(np.ndindex(*grid) if grid else [()]):
-            nc = first if n == 0 else NeuronCore(first.target, strict=strict, hbm=first.hbm, program_id=n,
-                                                 num_programs=total)
-            cores.append(nc)
             _frontend._state.core, _ctx.instance = nc, Instance(shared, idx)
             res = kernel.fn(*targs, **tkw)
             result = res if n == 0 else result
         ok = True
     finally:
         _frontend._state.core, _ctx.instance = saved
-        kernel.last_cores = cores
-        _frontend.LAUNCHES.append({"kernel": kernel.fn.__name__, "target": first.target, "lnc": 1, "grid": list(grid),
-                                   "instructions": sum(len(c.stream) for c in cores), "ok": ok})
+        kernel.last_cores = [nc]
+        _frontend.LAUNCHES.append({"kernel": kernel.fn.__name__, "target": nc.target, "lnc": 1, "grid": list(grid),
+                                   "instructions": len(nc.stream), "ok": ok})
+    if not values:
+        return None
     for orig, v, k in backs:  # outputs passed in as arguments (SDK 2.20 style) go back to the caller's arrays
         if isinstance(orig, np.ndarray) and orig.flags.writeable:
             np.copyto(orig, v.array().reshape(orig.shape))
@@ -124,20 +124,34 @@ def baremetal(kernel=None, **options):
 
 
 class _Latency:
-    def get_latency_percentile(self, p):
-        raise NoTimingModelError(
-            f"nki.benchmark: no timing model is present in this build of trnsim, so there is no latency "
-            f"percentile {p} to report; the kernel ran on the emulator and its outputs are valid")
+    """`benchmark_result.nc_latency`: the timing model's latency; one deterministic run, so every percentile is it."""
+
+    def __init__(self, result):
+        self.result = result
+
+    def get_latency_percentile(self, p) -> float:
+        """Latency in microseconds (p in 0..100)."""
+        if not 0 <= p <= 100:
+            raise TrnsimError(f"get_latency_percentile({p}): a percentile is between 0 and 100")
+        return self.result.latency / 1000.0
 
 
 class _BenchmarkResult:
-    nc_latency = _Latency()
+    def __init__(self, result):
+        self.timing, self.nc_latency = result, _Latency(result)
 
 
 class BenchmarkKernel(Kernel):
-    """`@nki.benchmark(warmup=, iters=)`: runs the kernel once; `.benchmark_result.nc_latency` needs a timing model."""
+    """`@nki.benchmark(warmup=, iters=)`: each call runs the kernel on the emulator and times its instruction
+    stream with the timing model; `.benchmark_result.nc_latency.get_latency_percentile(p)` is in microseconds."""
 
-    benchmark_result = _BenchmarkResult()
+    def __call__(self, *args, **kwargs):
+        from trnsim.core import timing
+        out = launch(self, args, kwargs)
+        nc = self.last_cores[0]
+        tl = timing.simulate(nc.stream, nc.target)
+        self.benchmark_result = _BenchmarkResult(timing.summarize(self.fn.__name__, [tl], nc.spec))
+        return out
 
 
 def benchmark(kernel=None, warmup=10, iters=100, **options):
@@ -154,4 +168,4 @@ def profile(func=None, working_directory=None, save_neff_name=None, save_trace_n
 
 
 __all__ = ["jit", "simulate_kernel", "baremetal", "benchmark", "profile", "tensor", "Kernel", "language", "isa",
-           "typing", "compiler", "NoTimingModelError"]
+           "typing", "compiler"]
