@@ -114,10 +114,25 @@ def ds(start, size) -> slice:
 
 # -- loops and SPMD ----------------------------------------------------------------------------------------------
 def affine_range(start, stop=None, step=1, **kwargs):
+    """A parallel loop: each iteration's tiles stay allocated through the next one (double buffering, as
+    the compiler's allocator gives an affine_range), so consecutive iterations use different addresses."""
+    inst = instance()
+    held: list = []
+    for i in (range(start, stop, step) if stop is not None else range(start)):
+        frame: list = []
+        inst.frames.append(frame)
+        try:
+            yield i
+        finally:
+            inst.frames.pop()
+        held = frame  # noqa: F841 - keeps the previous iteration's tensors alive
+
+
+def sequential_range(start, stop=None, step=1, **kwargs):
     return range(start, stop, step) if stop is not None else range(start)
 
 
-sequential_range = static_range = affine_range
+static_range = sequential_range
 
 
 def program_id(axis=0) -> int:
