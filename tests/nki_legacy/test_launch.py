@@ -163,3 +163,27 @@ def test_aliasing_is_reported_in_strict_mode(rng):
     x, y = rng.standard_normal((128, 32), np.float32), rng.standard_normal((128, 32), np.float32)
     with pytest.raises(AliasingError, match=r"'a'.*'b'"):
         clobbered(x, y)
+
+
+@nki.jit
+def psum_banks(a_t, b):
+    """Two output blocks accumulate in two PSUM banks placed by psum.mod_alloc."""
+    K, M = a_t.shape
+    N = b.shape[1] // 2
+    out = nl.ndarray((M, 2 * N), nl.float32, buffer=nl.shared_hbm)
+    acc = nl.ndarray((2, nl.par_dim(M), N), nl.float32, buffer=ncc.psum.mod_alloc(base_bank=2, num_bank_tiles=(2,)))
+    for j in nl.affine_range(2):
+        acc[j] = nl.zeros((M, N), nl.float32)
+        for k in nl.affine_range(K // 128):
+            acc[j] += nisa.nc_matmul(nl.load(a_t[k * 128:(k + 1) * 128, :]), nl.load(b[k * 128:(k + 1) * 128, j * N:(j + 1) * N]))
+    for j in nl.affine_range(2):
+        nl.store(out[:, j * N:(j + 1) * N], nl.copy(acc[j]))
+    return out
+
+
+def test_psum_mod_alloc_places_blocks_in_banks(rng):
+    """psum.mod_alloc(base_bank=2, num_bank_tiles=(2,)) puts blocks in banks 2 and 3; the matmuls match numpy."""
+    a_t, b = rng.standard_normal((256, 64), np.float32), rng.standard_normal((256, 256), np.float32)
+    np.testing.assert_allclose(psum_banks(a_t, b), a_t.T @ b, rtol=1e-5, atol=1e-4)
+    banks = {r.operands["dst"].byte_lo // 2048 for r in psum_banks.last_cores[0].stream if r.op.value == "nc_matmul"}
+    assert banks == {2, 3}
