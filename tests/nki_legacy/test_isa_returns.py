@@ -166,3 +166,22 @@ def test_dma_transpose_scalar_tensor_tensor_dma_copy_partition_reduce(rng):
     np.testing.assert_allclose(got[1], x * w - x, rtol=1e-6, atol=1e-6)
     np.testing.assert_array_equal(got[2], x)
     np.testing.assert_allclose(got[3][0], x.sum(0), rtol=1e-5, atol=1e-5)
+
+
+@nki.jit
+def registers(x):
+    out = nl.ndarray((1, 2), nl.int32, buffer=nl.shared_hbm)
+    r = nisa.register_alloc()
+    nisa.register_move(r, imm=41)                            # beta: the value is `imm`
+    t = nl.ndarray((1, 2), nl.int32, buffer=nl.sbuf)
+    nisa.register_store(t[0:1, 0:1], r)
+    q = nisa.register_alloc()
+    nisa.register_load(q, nl.load(x))
+    nisa.register_store(t[0:1, 1:2], q)
+    nl.store(out, t)
+    return out
+
+
+def test_register_move_beta_argument_name():
+    """register_move(dst, imm=41) and a load/store round trip through registers."""
+    np.testing.assert_array_equal(registers(np.array([[7]], np.int32)), [[41, 7]])

@@ -217,6 +217,26 @@ def tensor_partition_reduce(op, data, mask=None, dtype=None, **kwargs) -> Tile:
     return out
 
 
+# -- registers -------------------------------------------------------------------------------------------------------
+def register_alloc(x=None):
+    return cur.register_alloc(x)
+
+
+def register_move(dst, imm=None, *, src=None):
+    """Set a register; the beta form names the value `imm`."""
+    cur.register_move(dst, imm if src is None else src)
+
+
+def register_load(dst, src):
+    """A register from a [1, 1] tile."""
+    cur.register_load(dst, as_tile(src).view())
+
+
+def register_store(dst, src):
+    """A register into a [1, 1] tile."""
+    cur.register_store(as_tile(dst).view(), src)
+
+
 # -- DMA -------------------------------------------------------------------------------------------------------------
 def dma_copy(src=None, dst=None, *, mask=None, dst_rmw_op=None, oob_mode=oob_mode.error, dge_mode=dge_mode.unknown,
              **kwargs):
