@@ -172,11 +172,11 @@ class Tile:
     # -- facts ----------------------------------------------------------------------------------------
     @property
     def dtype(self):
-        return self.ready().tensor.dtype
+        return numerics.float32 if self.pending is not None else self.tensor.dtype  # matmuls accumulate in FP32
 
     @property
     def buffer(self) -> str:
-        return self.ready().tensor.buffer
+        return "psum" if self.pending is not None else self.tensor.buffer
 
     @property
     def ndim(self) -> int:
@@ -275,7 +275,7 @@ class Tile:
             strides = [sum(base.strides[d] * self.coefs[d][a] for d in range(len(const))) for a in range(len(shape))]
             offset = base.offset + sum(base.strides[d] * c for d, c in enumerate(const))
             if self.indirect is not None:
-                return self._gather(base, box, shape, strides, offset - base.strides[0] * const[0])
+                return self._gather(base, box, shape, strides, offset - base.strides[0] * self.coefs[0][0] * box[0][0])
             return base._derive(shape, strides, offset, 0)
         pd = t.pdim
         for d in range(pd):
