@@ -175,3 +175,20 @@ def test_static_cast_on_the_host():
     """nl.static_cast of host values rounds to nearest even like the hardware cast."""
     got = nl.static_cast(np.array([1.00390625, 1.01171875], np.float32), nl.bfloat16)
     np.testing.assert_array_equal(got, np.array([1.0, 1.015625], np.float32).astype(BF16))
+
+
+@nki.jit
+def psum_zeros_then_add(x):
+    out = nl.ndarray(x.shape, nl.float32, buffer=nl.shared_hbm)
+    z = nl.zeros(x.shape, nl.float32, buffer=nl.psum)
+    z += nl.load(x)                                        # not a matmul: the zero fill must happen first
+    nl.store(out, z)
+    return out
+
+
+def test_psum_zeros_are_zeros_for_any_use(rng):
+    """nl.zeros in PSUM followed by an ordinary `+=` gives x (the deferred fill runs before the add)."""
+    x = rng.standard_normal((32, 16), np.float32)
+    np.testing.assert_array_equal(psum_zeros_then_add(x), x)
+    ops = [r.op.value for r in psum_zeros_then_add.last_cores[0].stream]
+    assert ops == ["dma_copy", "memset", "tensor_tensor", "tensor_copy", "dma_copy"]  # store from PSUM via SBUF

@@ -123,6 +123,7 @@ class Tensor:
         self.pdim = (pars[0] if pars else 0) if self.on_chip else None
         self.name = name or ""
         self.place = place
+        self.zeroed = None  # a deferred zero fill (PSUM `nl.zeros`): run before any other use
         self._blocks: dict[tuple, View] = {(): view} if view is not None else {}
         frames = instance().frames
         if frames and view is None:
@@ -266,6 +267,9 @@ class Tile:
     def view(self, box=None) -> View:
         """The core view of this tile (or of one box of it: (lo, hi) per result axis)."""
         self.ready()
+        if self.tensor.zeroed is not None:
+            fill, self.tensor.zeroed = self.tensor.zeroed, None
+            fill(self.tensor)
         box = box or tuple((0, n) for n in self.shape)
         shape = [hi - lo for lo, hi in box]
         const = [c + sum(cf * lo for cf, (lo, _) in zip(row, box)) for c, row in zip(self.const, self.coefs)]

@@ -85,10 +85,17 @@ def full(shape, fill_value, dtype, buffer=sbuf, name="", mask=None, **kwargs) ->
     if not t.tensor.on_chip:
         raise KernelError("err_hbm_tensor_with_init_value_not_supported: nl.zeros/ones/full cannot initialise an "
                           "HBM tensor; fill an SBUF tile and nl.store it")
+    if t.tensor.buffer == "psum" and fill_value == 0 and mask is None and not t.tensor.block_shape:
+        t.tensor.zeroed = _memset_whole  # deferred: a first `+=` matmul covering it overwrites instead
+        return t
     for b in np.ndindex(*t.tensor.block_shape):
         blk = t[b] if b else t
         each_box(blk, mask, [], lambda box, blk=blk: emit(cur.memset, dst=blk.view(box), value=fill_value))
     return t
+
+
+def _memset_whole(tensor):
+    emit(cur.memset, dst=Tile.whole(tensor).view(), value=0)
 
 
 def zeros(shape, dtype, buffer=sbuf, name="", mask=None, **kwargs) -> Tile:
@@ -273,6 +280,9 @@ def pending_matmul(stationary, moving, mask=None, **attrs) -> Tile:
         if dst.shape != (m, n):
             raise ShapeError(f"matmul result [{m}, {n}] assigned to a tile of shape {list(dst.shape)}")
         from trnsim.nki.legacy._grid import boxes, evaluate
+        if acc and dst.tensor.zeroed is not None and mask is None and _whole(dst) and (k0, m0, n0, m1, n1) == (
+                0, 0, 0, m, n):
+            dst.tensor.zeroed, acc = None, False  # nl.zeros + `+=`: the first matmul of the group overwrites
         for box in boxes(evaluate(mask, (m, n)), (m, n)):
             (a0, a1), (b0, b1) = _clip(box[0], (m0, m1)), _clip(box[1], (n0, n1))
             if a0 < a1 and b0 < b1 and k0 < k1:
@@ -284,6 +294,11 @@ def pending_matmul(stationary, moving, mask=None, **attrs) -> Tile:
 
 def _clip(r, lim):
     return builtins.max(r[0], lim[0]), builtins.min(r[1], lim[1])
+
+
+def _whole(t: Tile) -> bool:
+    w = Tile.whole(t.tensor)
+    return t.indirect is None and (t.const, t.coefs, t.shape) == (w.const, w.coefs, w.shape)
 
 
 def matmul(x, y, transpose_x=False, mask=None, **kwargs) -> Tile:
