@@ -75,3 +75,44 @@ def test_twins_take_the_same_time(rng):
     a = trnsim.benchmark(beta_mlp, x_t, w, bias, timing_only=True)
     b = trnsim.benchmark(current_mlp, x_t, w, bias, timing_only=True)
     assert a.latency > 0 and a.latency == b.latency
+
+
+@nki.jit
+def beta_matmul_tiled(lhsT, rhs):
+    """The matmul tutorial's first step as beta kernels wrote it: mgrid indices, nl.zeros PSUM, +=, nl.copy."""
+    K, M = lhsT.shape
+    _, N = rhs.shape
+    result = nl.ndarray((M, N), dtype=lhsT.dtype, buffer=nl.shared_hbm)
+    i_lhsT, i_rhs, i_res = nl.mgrid[0:128, 0:128], nl.mgrid[0:128, 0:512], nl.mgrid[0:128, 0:512]
+    for m in nl.affine_range(M // 128):
+        for n in nl.affine_range(N // 512):
+            res_psum = nl.zeros((128, 512), nl.float32, buffer=nl.psum)
+            for k in nl.affine_range(K // 128):
+                lhsT_tile = nl.load(lhsT[k * 128 + i_lhsT.p, m * 128 + i_lhsT.x])
+                rhs_tile = nl.load(rhs[k * 128 + i_rhs.p, n * 512 + i_rhs.x])
+                res_psum += nl.matmul(lhsT_tile[...], rhs_tile[...], transpose_x=True)
+            res_sb = nl.copy(res_psum, dtype=result.dtype)
+            nl.store(result[m * 128 + i_res.p, n * 512 + i_res.x], value=res_sb)
+    return result
+
+
+def test_beta_tutorial_matmul_matches_the_current_ladder_kernel(rng):
+    """The beta-style tiled matmul gives the current-API ladder kernel's values, instruction stream and latency."""
+    import pathlib
+    import sys
+
+    import trnsim
+    sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[2] / "examples"))
+    import matmul_ladder
+
+    lhsT = rng.standard_normal((512, 256)).astype(BF16)
+    rhs = rng.standard_normal((512, 1024)).astype(BF16)
+    got, ref = beta_matmul_tiled(lhsT, rhs), matmul_ladder.matmul_tiled(lhsT, rhs)
+    np.testing.assert_array_equal(got.view(np.uint16), ref.view(np.uint16))
+    np.testing.assert_allclose(got.astype(np.float32), lhsT.astype(np.float32).T @ rhs.astype(np.float32), rtol=2e-2,
+                               atol=0.3)
+    ops = [(r.op.value, r.engine.value) for r in beta_matmul_tiled.last_cores[0].stream]
+    assert ops == [(r.op.value, r.engine.value) for r in matmul_ladder.matmul_tiled.last_cores[0].stream]
+    a = trnsim.benchmark(beta_matmul_tiled, lhsT, rhs, target="trn1", timing_only=True)
+    b = trnsim.benchmark(matmul_ladder.matmul_tiled, lhsT, rhs, target="trn1", timing_only=True)
+    assert a.latency == b.latency
