@@ -20,8 +20,7 @@ from trnsim.core.errors import where as _location
 from trnsim.nki import isa as cur
 from trnsim.nki import language as _cur_nl
 from trnsim.nki.legacy._grid import arange, mgrid  # noqa: F401
-from trnsim.nki.legacy._tile import (ParDim, Tile, as_tile, each_box, emit, instance, new_tile, part, promote,
-                                     weak_dtype)
+from trnsim.nki.legacy._tile import ParDim, Tile, as_tile, each_box, emit, instance, new_tile, part, promote
 
 # -- dtypes and buffers (the same objects as the current API) ---------------------------------------------------
 bool_, int8, int16, int32 = numerics.bool_, numerics.int8, numerics.int16, numerics.int32
@@ -517,6 +516,7 @@ def all_reduce(x, op, program_axes, **kwargs):
     raise NotImplementedError("nl.all_reduce across SPMD programs is not supported in trnsim")
 
 
-_ = weak_dtype  # re-exported for isa
-__all__ = [n for n in dir() if not n.startswith("_") and n not in ("annotations", "math", "np", "numerics", "View",
-                                                                    "KernelError", "ShapeError", "cur", "builtins")]
+_INTERNAL = {"annotations", "builtins", "math", "np", "numerics", "View", "KernelError", "ShapeError", "cur", "ParDim",
+             "Tile", "as_tile", "each_box", "emit", "instance", "new_tile", "part", "promote", "assign", "accumulate",
+             "pending_matmul"}
+__all__ = [n for n in dir() if not n.startswith("_") and n not in _INTERNAL]
