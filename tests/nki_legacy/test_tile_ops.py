@@ -192,3 +192,21 @@ def test_psum_zeros_are_zeros_for_any_use(rng):
     np.testing.assert_array_equal(psum_zeros_then_add(x), x)
     ops = [r.op.value for r in psum_zeros_then_add.last_cores[0].stream]
     assert ops == ["dma_copy", "memset", "tensor_tensor", "tensor_copy", "dma_copy"]  # store from PSUM via SBUF
+
+
+@nki.jit
+def softmax_bcast(x, row):
+    out = nl.ndarray((2,) + x.shape, nl.float32, buffer=nl.shared_hbm)
+    nl.store(out[0], nl.softmax(nl.load(x), axis=1))
+    r = nl.broadcast_to(nl.load(row), x.shape)               # [1, F] -> [P, F]
+    nl.store(out[1], nl.copy(r))
+    return out
+
+
+def test_softmax_and_broadcast_to(rng):
+    """nl.softmax along the free axis and nl.broadcast_to of a [1, F] row over P partitions."""
+    x, row = rng.standard_normal((64, 100), np.float32) * 3, rng.standard_normal((1, 100), np.float32)
+    got = softmax_bcast(x, row)
+    e = np.exp(x - x.max(1, keepdims=True))
+    np.testing.assert_allclose(got[0], e / e.sum(1, keepdims=True), rtol=1e-5, atol=1e-7)
+    np.testing.assert_array_equal(got[1], np.broadcast_to(row, x.shape))

@@ -386,6 +386,7 @@ def _binary(name):
 
 add, subtract, multiply, divide = _binary("add"), _binary("subtract"), _binary("multiply"), _binary("divide")
 maximum, minimum, power = _binary("maximum"), _binary("minimum"), _binary("power")
+abs_max, abs_min, fmod, mod = _binary("abs_max"), _binary("abs_min"), _binary("fmod"), _binary("mod")
 equal, not_equal, less, less_equal = _binary("equal"), _binary("not_equal"), _binary("less"), _binary("less_equal")
 greater, greater_equal = _binary("greater"), _binary("greater_equal")
 logical_and, logical_or, logical_xor = _binary("logical_and"), _binary("logical_or"), _binary("logical_xor")
@@ -491,6 +492,36 @@ def mean(x, axis, dtype=None, mask=None, keepdims=False, **kwargs) -> Tile:
     s = sum(x, axis, float32, mask, keepdims)
     axes = axis if isinstance(axis, (tuple, list)) else (axis,)
     return multiply(s, 1.0 / math.prod(x.shape[a] for a in axes), dtype=dtype or x.dtype)
+
+
+def softmax(x, axis=-1, dtype=None, mask=None, **kwargs) -> Tile:
+    """exp(x - max) / sum(exp(x - max)) along the free axis: reduce, exp with a running sum, reciprocal, scale."""
+    x = as_tile(x)
+    neg_max = _reduce("maximum")(x, axis, float32, keepdims=True, negate=True)
+    e, total = new_tile(x.shape, float32), new_tile((x.shape[0], 1), float32)
+    emit(cur.activation, dst=e.view(), op="exp", data=x.view(), bias=neg_max.view(), reduce_op="add",
+         reduce_res=total.view())
+    return multiply(e, reciprocal(total), dtype=dtype or x.dtype)
+
+
+def broadcast_to(x, shape, dtype=None, **kwargs) -> Tile:
+    """Size-1 dims broadcast: free dims by a zero stride, the partition dim by a ones-matmul into PSUM."""
+    x, shape = as_tile(x), tuple(shape)
+    if x.shape[0] == 1 and shape[0] > 1 and x.tensor.on_chip:
+        x = _spread(x, (shape[0],) + x.shape[1:])
+    coefs = [[c if x.shape[a] == shape[a] else 0 for a, c in enumerate(row)] for row in x.coefs]
+    t = Tile(x.tensor, x.const, coefs, shape)
+    return t if dtype is None or numerics.dtype(dtype) == x.dtype else copy(t, dtype=dtype)
+
+
+def expand_dims(x, axis) -> Tile:
+    """A size-1 free axis inserted at `axis` (a view)."""
+    x = as_tile(x)
+    axis = axis % (x.ndim + 1)
+    if axis == 0 and x.tensor.on_chip:
+        raise ShapeError("expand_dims(x, 0) on an on-chip tile: axis 0 is the partition dim")
+    coefs = [row[:axis] + (0,) + row[axis:] for row in x.coefs]
+    return Tile(x.tensor, x.const, coefs, x.shape[:axis] + (1,) + x.shape[axis:])
 
 
 def loop_reduce(x, op, loop_indices, mask=None, dtype=None, **kwargs) -> Tile:
