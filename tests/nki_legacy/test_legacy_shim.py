@@ -57,3 +57,35 @@ def test_trnsim_run_json_reports_the_grid(tmp_path):
         assert launch["instructions"] == 4 * 3  # 4 row tiles (the last masked to 116 rows): load, activation, store
     finally:
         shim.uninstall()
+
+
+PROFILE_FILE = '''import neuronxcc.nki as nki
+import neuronxcc.nki.language as nl
+import numpy as np
+
+
+@nki.jit
+def double(x):
+    out = nl.ndarray(x.shape, x.dtype, buffer=nl.shared_hbm)
+    nl.store(out, nl.multiply(nl.load(x), 2.0))
+    return out
+
+
+def inputs():
+    return (np.ones((128, 512), np.float32),)
+'''
+
+
+def test_trnsim_profile_takes_a_beta_kernel(tmp_path):
+    """`trnsim profile --timing-only` times a beta kernel and writes its Perfetto trace."""
+    f = tmp_path / "beta_profile.py"
+    f.write_text(PROFILE_FILE)
+    shim.install(force=True)
+    try:
+        r = CliRunner().invoke(cli, ["profile", "--timing-only", "--json", "--out", str(tmp_path / "out"), str(f)])
+    finally:
+        shim.uninstall()
+    assert r.exit_code == 0, r.output
+    data = json.loads(r.output[r.output.index("{"):])
+    assert data["kernel"] == "double" and data["latency_ns"] > 0
+    assert (tmp_path / "out" / "double.trace.json").exists()

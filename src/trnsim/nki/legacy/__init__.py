@@ -15,7 +15,6 @@ See docs/legacy-nki.md.
 """
 from __future__ import annotations
 
-import functools
 import os
 
 import numpy as np
@@ -29,13 +28,13 @@ from trnsim.nki.legacy._tile import Instance, Launch, Tile, _ctx, wrap
 tensor = Tile
 
 
-class Kernel:
-    """A beta `@nki.jit` kernel; `kernel[d0, d1](...)` launches an SPMD grid of programs."""
+class Kernel(_frontend.Kernel):
+    """A beta `@nki.jit` kernel; `kernel[d0, d1](...)` launches an SPMD grid of programs (one NeuronCore,
+    LNC 1). A kind of `trnsim.nki.Kernel`, so `trnsim.benchmark` and `trnsim profile` take it too."""
 
     def __init__(self, fn, grid=(), **options):
-        self.fn, self.grid, self.options = fn, tuple(grid), options
-        functools.update_wrapper(self, fn)
-        self.last_cores: list[NeuronCore] = []
+        super().__init__(fn, 1, **options)
+        self.grid = tuple(grid)
 
     def __getitem__(self, grid):
         grid = tuple(int(g) for g in (grid if isinstance(grid, tuple) else (grid,)))
@@ -161,10 +160,11 @@ def benchmark(kernel=None, warmup=10, iters=100, **options):
 
 
 def profile(func=None, working_directory=None, save_neff_name=None, save_trace_name=None, **options):
-    """`@nki.profile`: runs the kernel on the emulator; its instruction stream is on `.last_cores`."""
+    """`@nki.profile`: runs and times the kernel like `nki.benchmark`; its instruction stream is on `.last_cores`
+    and its timing on `.benchmark_result.timing` (`trnsim profile FILE.py` writes the Perfetto trace)."""
     if func is None:
         return lambda f: profile(f, working_directory, save_neff_name, save_trace_name, **options)
-    return Kernel(getattr(func, "fn", func), mode="profile", **options)
+    return BenchmarkKernel(getattr(func, "fn", func), mode="profile", **options)
 
 
 __all__ = ["jit", "simulate_kernel", "baremetal", "benchmark", "profile", "tensor", "Kernel", "language", "isa",
