@@ -123,3 +123,11 @@ def test_grid_in_python_if_is_a_named_error():
     with pytest.raises(KernelError, match="control_flow_condition_depending_on_arange"):
         if nl.arange(4)[:, None] < 2:
             pass
+
+
+def test_non_affine_mask_is_a_named_error():
+    """A product of two grids is not affine: err_unsupported_expression_in_mask."""
+    from trnsim.nki.legacy._grid import MaskExpressionError
+    i = nl.mgrid[0:8, 0:8]
+    with pytest.raises(MaskExpressionError, match="not affine"):
+        i.p * i.x < 3

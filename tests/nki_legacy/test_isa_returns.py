@@ -185,3 +185,28 @@ def registers(x):
 def test_register_move_beta_argument_name():
     """register_move(dst, imm=41) and a load/store round trip through registers."""
     np.testing.assert_array_equal(registers(np.array([[7]], np.int32)), [[41, 7]])
+
+
+@nki.jit
+def act_tiles(x, s, b):
+    out = nl.ndarray((3,) + x.shape, nl.float32, buffer=nl.shared_hbm)
+    t, sc, bi = nl.load(x), nl.load(s), nl.load(b)
+    total = nl.ndarray((x.shape[0], 1), nl.float32, buffer=nl.sbuf)
+    y = nisa.activation(op=nl.tanh, data=t, bias=bi, scale=sc, reduce_op=np.add, reduce_res=total)
+    nl.store(out[0], y)
+    nl.store(out[1], nisa.tensor_scalar(t, np.subtract, bi, reverse0=True, op1=np.multiply, operand1=sc))
+    neg_max = nisa.tensor_reduce(np.max, t, axis=[1], negate=True, keepdims=True)
+    nl.store(out[2], nl.add(nl.broadcast_to(neg_max, x.shape), nl.broadcast_to(total, x.shape)))
+    return out
+
+
+def test_activation_with_tile_scale_bias_and_reduce(rng):
+    """tanh(x*s + b) with [P,1] scale and bias tiles, its row sums, (b - x) * s, and -max(x) via tensor_reduce."""
+    x = rng.standard_normal((32, 48), np.float32)
+    s, b = rng.standard_normal((32, 1), np.float32), rng.standard_normal((32, 1), np.float32)
+    got = act_tiles(x, s, b)
+    y = np.tanh(x * s + b)
+    np.testing.assert_allclose(got[0], y, rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(got[1], (b - x) * s, rtol=1e-6, atol=1e-6)
+    np.testing.assert_allclose(got[2], np.broadcast_to(-x.max(1, keepdims=True) + y.sum(1, keepdims=True), x.shape),
+                               rtol=1e-5, atol=1e-5)
