@@ -19,6 +19,9 @@ ALU_CMP = {"<": "less", "<=": "less_equal", ">": "greater", ">=": "greater_equal
 class MaskExpressionError(KernelError):
     """err_unsupported_expression_in_mask: a mask or index that is not an affine expression of grids."""
 
+    def __init__(self, message: str, location: str | None = None):
+        super().__init__(f"err_unsupported_expression_in_mask: {message}", location)
+
 
 class Expr:
     """An affine expression of grid axes: `const + sum(coefs[a] * index_a)` over a grid of `ndim` axes."""
