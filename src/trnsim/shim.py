@@ -57,7 +57,7 @@ def install(force: bool = False) -> bool:
     for name, target in MODULES.items():
         if real_neuronxcc and name.startswith("neuronxcc"):
             continue  # a real neuronxcc stays in charge of the beta API
-        if name in sys.modules:
+        if name in sys.modules and not getattr(sys.modules[name], "__name__", "").startswith("trnsim"):
             _saved[name] = sys.modules[name]
         sys.modules[name] = importlib.import_module(target)
     sys.modules["nki.isa"].constants = sys.modules["nki.isa.constants"]
