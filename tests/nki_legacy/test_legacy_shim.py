@@ -89,3 +89,25 @@ def test_trnsim_profile_takes_a_beta_kernel(tmp_path):
     data = json.loads(r.output[r.output.index("{"):])
     assert data["kernel"] == "double" and data["latency_ns"] > 0
     assert (tmp_path / "out" / "double.trace.json").exists()
+
+
+def test_shim_does_not_shadow_a_real_neuronxcc(tmp_path, monkeypatch):
+    """With a real `neuronxcc` importable, install() maps `nki` but leaves `neuronxcc` alone unless forced."""
+    import sys
+    (tmp_path / "neuronxcc").mkdir()
+    (tmp_path / "neuronxcc" / "__init__.py").write_text("REAL = True\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    shim.uninstall()
+    for name in [n for n in sys.modules if n.startswith("neuronxcc")]:
+        monkeypatch.delitem(sys.modules, name)
+    try:
+        assert shim.install(force=False)
+        import neuronxcc
+        assert getattr(neuronxcc, "REAL", False) and "neuronxcc.nki" not in sys.modules
+        shim.uninstall()
+        assert shim.install(force=True)
+        import neuronxcc.nki as nki
+        assert nki.__name__ == "trnsim.nki.legacy"
+    finally:
+        shim.uninstall()
+        sys.modules.pop("neuronxcc", None)
