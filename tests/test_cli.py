@@ -31,3 +31,13 @@ def test_trnsim_error_prints_one_line_and_exit_code():
     assert r.exit_code == 2
     assert "unknown widget 'wigdet'; did you mean widget" in r.output
     assert "Traceback" not in r.output
+
+
+def test_demo_runs_every_section():
+    from trnsim.cli.demo import SECTIONS
+
+    r = CliRunner().invoke(cli, ["demo"])
+    assert r.exit_code == 0, r.output
+    for title, _ in SECTIONS:
+        assert title in r.output
+    assert "tour done" in r.output

@@ -5,3 +5,5 @@ specs (the hardware catalog) < numerics < core (the NeuronCore) < nki (front end
 < plan (training runs) < report < cli.
 """
 __version__ = "0.1.0"
+
+from trnsim.specs import chip, chips, instance, instances, neuroncore, system, systems, ultraserver  # noqa: E402

@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 
 import trnsim.numerics as tn
-from trnsim.numerics.cast import _round_float
+from trnsim.numerics.casts import _round_float
 
 ML_TARGETS = [t for t in tn.ALL if t.is_float and t.name not in ("float32", "tfloat32")]
 ENGINE_TARGETS = [t for t in ML_TARGETS if t.name != "float8_e8m0fnu"]

@@ -162,3 +162,14 @@ def test_sr_lets_a_bf16_accumulator_track_the_fp32_sum():
     sr = bf16_accumulate(1e-4, 10_000, 64, "stochastic")
     assert rne[0] < 0.05 * fp32_sum  # stalled near 0.03
     assert abs(sr.mean() - fp32_sum) < 0.03 * fp32_sum and np.all(np.abs(sr - fp32_sum) < 0.3)
+
+
+def test_sr_bits_do_not_depend_on_thread_count(monkeypatch):
+    """Blocks of random bits are keyed by position, so one thread or several give the same bits."""
+    from trnsim.numerics import casts as cast_module
+    x = np.random.default_rng(0).standard_normal(3 * cast_module._BLOCK + 5).astype(np.float32)
+    runs = []
+    for threads in (1, 2):
+        monkeypatch.setattr(cast_module, "_THREADS", threads)
+        runs.append(tn.cast(x, "float8_e5m2", "stochastic", rng=4).view(np.uint8))
+    assert np.array_equal(*runs)

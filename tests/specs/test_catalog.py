@@ -4,7 +4,7 @@ import dataclasses
 import pytest
 
 import trnsim.specs as specs
-from trnsim.errors import UnknownNameError
+from trnsim.errors import ConfigError, UnknownNameError
 from trnsim.specs import units
 
 
@@ -30,9 +30,10 @@ def test_core_peak_follows_from_clock_and_array():
 def test_every_figure_has_a_source():
     for table in (specs.catalog.neuroncores(), specs.catalog.chips(), specs.catalog.systems()):
         for rec in table.values():
-            fields = [f.name for f in dataclasses.fields(rec) if f.name not in ("key", "name", "sources", "notes", "vendor", "kind", "rating", "target")]
+            fields = [f.name for f in dataclasses.fields(rec)
+                      if f.name not in ("key", "name", "sources", "notes", "vendor", "kind", "rating", "target", "alternatives")]
             cited = {k.split(".")[0] for k in rec.sources}
-            missing = [f for f in fields if f not in cited and getattr(rec, f) not in (0, None)]
+            missing = [f for f in fields if f not in cited and getattr(rec, f) not in (0, None, ())]
             assert not missing, f"{rec.name}: no source for {missing}"
 
 
@@ -52,3 +53,62 @@ def test_torus_adjacency_matches_neuron_ls():
     ultra = specs.system("Trn2 UltraServer").topology
     assert all(len(ultra.neighbors(d)) == 6 for d in range(64))
     assert {ultra.neighbors(0)[0], ultra.neighbors(0)[-1]} == {16, 48}  # the instance ring
+
+
+def test_gpu_reference_instances():
+    """p4d/p5 totals follow from 8 GPUs; p5 under AWS's MFU rating is the 8,000 TFLOPS of the reference."""
+    p4d, p5 = specs.instance("p4d.24xlarge"), specs.instance("p5.48xlarge")
+    assert p4d.peak_flops("bf16") == pytest.approx(8 * 312e12)
+    assert p4d.peak_flops("tf32") == pytest.approx(8 * 156e12)
+    assert p4d.hbm_bytes == 320 * 2**30 and p5.hbm_bytes == 640 * 2**30  # the ECS table's GiB
+    assert p5.peak_flops("bf16", rating="aws-mfu") == pytest.approx(8000e12)
+    assert p5.peak_flops("fp8") == pytest.approx(8 * 3958e12 / 2)  # dense = half the datasheet's sparse figure
+    assert p5.hbm_bandwidth == pytest.approx(8 * 3.35e12)
+    assert p5.chip.cores == 0 and not p5.chip.is_neuron
+    with pytest.raises(specs.UnsupportedDTypeError):
+        p4d.peak_flops("fp8")
+
+
+def test_nvswitch_topology_connects_every_gpu():
+    """One NVSwitch node, eight GPUs, each one switch away from the seven others at its NVLink bandwidth."""
+    topo = specs.instance("p4d.24xlarge").topology
+    assert topo.kind == "nvswitch" and topo.switches == ("nvswitch",) and len(topo.links) == 8
+    assert all(sorted(topo.connected_chips(g)) == [x for x in range(8) if x != g] for g in range(8))
+    assert {ln.bandwidth for ln in topo.links} == {600e9}
+
+
+def test_logical_neuroncore_config():
+    """LNC 2 halves the cores the runtime shows on Trainium2/3; Trainium and GPUs refuse it with the reason."""
+    assert specs.chip("Trainium2").logical_cores(2) == 4 and specs.chip("Trainium2").logical_cores(1) == 8
+    assert specs.chip("Trainium3").lnc_default == 2 and specs.chip("Trainium").lnc_default == 1
+    with pytest.raises(ConfigError, match="LNC applies to Trainium2 and Trainium3 only"):
+        specs.chip("Trainium").logical_cores(2)
+    with pytest.raises(ConfigError, match="no NeuronCores"):
+        specs.chip("H100 80GB").logical_cores(1)
+
+
+def test_chips_answer_like_systems():
+    """A chip is a system of one: chips == 1, a one-node topology, and the same peak/HBM accessors."""
+    c = specs.chip("trn3")
+    assert c.chips == 1 and c.topology.chips == 1 and not c.topology.links
+    assert c.peak_flops("mxfp8") == pytest.approx(2517e12) and c.hbm_bytes == 144 * 2**30
+
+
+def test_top_level_api():
+    """`trnsim.instance`, `trnsim.chip` and `trnsim.instances` reach the catalog."""
+    import trnsim
+
+    assert trnsim.instance("trn2.48xlarge").chips == 16
+    assert trnsim.chip("Trainium2").cores == 8
+    assert {"trn1.32xlarge", "p5.48xlarge"} <= {s.name for s in trnsim.instances()}
+
+
+@pytest.mark.parametrize("gen, dtype, published, tol", [
+    ("v2", "bf16", 92, 0.5), ("v2", "fp32", 23, 0.5),
+    ("v3", "bf16", 79, 0.5), ("v3", "fp32", 20, 0.5),
+    ("v3", "fp8", 158, 1.0),  # the guide doubles its rounded 79, so twice the rounding
+    ("v4", "bf16", 79, 0.5), ("v4", "fp32", 20, 0.5), ("v4", "mxfp8", 315, 0.5), ("v4", "mxfp4", 315, 0.5),
+])
+def test_core_peaks_match_the_architecture_guides(gen, dtype, published, tol):
+    """Per-core TFLOPS in the NKI architecture guides follow from 2 x 128 x 128 x MACs/cycle x clock."""
+    assert abs(specs.neuroncore(gen).peak_flops(dtype) / 1e12 - published) <= tol

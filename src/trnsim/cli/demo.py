@@ -1,17 +1,35 @@
 """`trnsim demo`: the newcomer's tour, a few real runs of what trnsim does."""
 from __future__ import annotations
 
+import importlib
+import time
+
 import click
 
 from trnsim.cli import cli
 
+# (title, module with a `tour(console)` function), in the order a newcomer should meet them.
+SECTIONS: list[tuple[str, str]] = [
+    ("The hardware: trnsim ls, trnsim specs", "trnsim.cli.ls"),
+    ("Numerics: bf16, fp8, MX and stochastic rounding", "trnsim.cli.dtypes"),
+]
+
 
 @cli.command()
-def demo():
-    """A short tour of trnsim."""
+@click.option("--only", metavar="TITLE", help="Run only the sections whose title contains this word.")
+def demo(only):
+    """A short tour of trnsim: each section is a real run, not a recording."""
     from rich.console import Console
     from rich.rule import Rule
 
     con = Console()
     con.print(Rule("[bold]trnsim: a software Trainium"))
-    con.print("Nothing to show yet.")
+    start = time.perf_counter()
+    for title, module in SECTIONS:
+        if only and only.lower() not in title.lower():
+            continue
+        con.print()
+        con.print(Rule(f"[bold cyan]{title}", align="left"))
+        importlib.import_module(module).tour(con)
+    con.print()
+    con.print(Rule(f"[dim]tour done in {time.perf_counter() - start:.1f} s; `trnsim --help` for every command"))

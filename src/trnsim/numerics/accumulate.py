@@ -12,7 +12,7 @@ import numpy as np
 
 from trnsim.errors import UnknownNameError
 from trnsim.numerics import dtypes as dt
-from trnsim.numerics.cast import unpack
+from trnsim.numerics.casts import unpack
 from trnsim.numerics.errors import NumericsError
 
 REDUCE_OPS = {"add": np.add, "multiply": np.multiply, "maximum": np.maximum, "minimum": np.minimum}

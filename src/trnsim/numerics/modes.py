@@ -26,9 +26,11 @@ _ACTIVE: contextvars.ContextVar[tuple[str, np.random.Generator] | None] = contex
 _env_streams: dict[int, np.random.Generator] = {}
 
 
-def new_stream(seed: int) -> np.random.Generator:
-    """The random bit stream for a seed. SFC64: fast, and the same bits on every machine."""
-    return np.random.Generator(np.random.SFC64(int(seed)))
+def new_stream(seed) -> np.random.Generator:
+    """The random bit stream for a seed (an int or a tuple of ints). SFC64: fast, and the same bits on
+    every machine."""
+    seed = tuple(int(s) for s in seed) if isinstance(seed, tuple) else int(seed)
+    return np.random.Generator(np.random.SFC64(np.random.SeedSequence(seed)))
 
 
 def check_mode(mode: str) -> str:

@@ -6,8 +6,8 @@ MXFP8 elements are float8_e4m3fn or float8_e5m2, MXFP4 elements float4_e2m1fn. Q
     P = V / X rounded to the element type, clamped to its largest normal (saturation)
 
 with the scale exponent clamped to E8M0's range [-127, 127]; an all-zero block gets 2^-127 (as the
-hardware does); a block holding NaN or inf gets the NaN scale 0xFF, which makes every value of the block
-NaN when dequantized. A value is P * X.
+hardware does); a block holding NaN gets the NaN scale 0xFF, which makes every value of the block NaN
+when dequantized, and so does a block holding inf (its amax has no E8M0 exponent). A value is P * X.
 
 Trainium's `nisa.quantize_mx` uses a scale two times larger than the specification's sample algorithm,
 keeping one binade of headroom so the largest values round without saturating (docs:
@@ -19,7 +19,7 @@ import numpy as np
 
 from trnsim.numerics import dtypes as dt
 from trnsim.numerics.accumulate import matmul_fp32
-from trnsim.numerics.cast import cast, pack, unpack
+from trnsim.numerics.casts import cast, pack, unpack
 from trnsim.numerics.errors import BlockShapeError, NumericsError, PackedWidthError
 
 EMAX = {dt.float8_e4m3fn: 8, dt.float8_e5m2: 15, dt.float4_e2m1fn: 2}  # OCP MX v1.0, table of formats

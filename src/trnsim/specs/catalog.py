@@ -16,7 +16,7 @@ class CatalogError(TrnsimError):
     """The catalog's own data is malformed (a missing field or source)."""
 
 
-def _dimension(field: str) -> str | None:
+def dimension(field: str) -> str | None:
     """Which base unit a catalog field holds, from its name."""
     if field.endswith("_bytes"):
         return "bytes"
@@ -28,7 +28,7 @@ def _dimension(field: str) -> str | None:
 
 
 def _convert(field: str, raw, kind):
-    dim = _dimension(field)
+    dim = dimension(field)
     if isinstance(raw, dict):
         return _freeze({k: _convert(field, v, float) for k, v in raw.items()})
     if isinstance(raw, str) and dim is not None:
@@ -48,9 +48,10 @@ def _load(filename: str, cls, **links) -> dict:
         table = dict(table)
         table.setdefault("notes", [])
         sources = table.pop("sources", {})
-        kwargs = {"key": key, "sources": _freeze({k: _expand(v, legend) for k, v in sources.items()})}
+        kwargs = {"key": key, "sources": _freeze({k: _expand(v, legend) for k, v in sources.items()}),
+                  "alternatives": _alternatives(table.pop("alternatives", {}), legend, filename, key)}
         for f in dataclasses.fields(cls):
-            if f.name in ("key", "sources"):
+            if f.name in ("key", "sources", "alternatives"):
                 continue
             if f.name not in table:
                 raise CatalogError(f"{filename}: [{key}] lacks field {f.name!r}")
@@ -66,6 +67,17 @@ def _load(filename: str, cls, **links) -> dict:
             raise CatalogError(f"{filename}: [{key}] has unknown fields {sorted(table)}")
         out[key] = cls(**kwargs)
     return out
+
+
+def _alternatives(table: dict, legend: dict, filename: str, key: str):
+    """`{field: {TAG: "820 GB/s"}}` -> `{field: {source text: base-unit value}}`."""
+    out = {}
+    for name, figures in table.items():
+        unknown = [t for t in figures if t not in legend]
+        if unknown:
+            raise CatalogError(f"{filename}: [{key}.alternatives] {name} cites tags {unknown} missing from [sources]")
+        out[name] = _freeze({_expand(tag, legend): _convert(name, v, float) for tag, v in figures.items()})
+    return _freeze(out)
 
 
 def _type_of(annotation: str):

@@ -2,15 +2,18 @@
 
 Each record is built from one TOML table (see data/). Figures are read in their published
 units and stored in base units (bytes, bytes/s, Hz, FLOP/s, ns); `sources` maps each figure to
-where it was published, and `notes` says which source a figure follows where sources disagree.
+where it was published, `alternatives` keeps the figures other sources give for the same field,
+and `notes` says which source a figure follows where sources disagree.
 """
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from functools import cached_property
 from types import MappingProxyType
 from typing import Mapping
 
-from trnsim.errors import TrnsimError, UnknownNameError
+from trnsim.errors import ConfigError, TrnsimError, UnknownNameError
+from trnsim.specs.topology import Topology, build
 
 # The dtype keys of peak-FLOPS tables, in the order spec sheets list them.
 FLOPS_DTYPES = ("fp32", "tf32", "bf16", "fp16", "fp8", "mxfp8", "mxfp4", "int8", "sparse")
@@ -24,6 +27,18 @@ def _freeze(d: Mapping) -> Mapping:
     return MappingProxyType(dict(d))
 
 
+_NONE: Mapping = MappingProxyType({})
+
+
+class _Published:
+    """Where sources disagree: every published figure of a field, keyed by its source."""
+
+    def published(self, name: str) -> dict[str, float]:
+        """`{source: value}` for field `name`: the figure trnsim uses first, then the alternatives."""
+        used = {self.sources.get(name, "uncited"): getattr(self, name)}
+        return used | dict(self.alternatives.get(name, {}))
+
+
 def _peak(table: Mapping[str, float], dtype: str, what: str) -> float:
     if dtype not in FLOPS_DTYPES:
         raise UnknownNameError("peak-FLOPS dtype", dtype, FLOPS_DTYPES)
@@ -34,7 +49,7 @@ def _peak(table: Mapping[str, float], dtype: str, what: str) -> float:
 
 
 @dataclass(frozen=True)
-class NeuronCoreSpec:
+class NeuronCoreSpec(_Published):
     """One NeuronCore generation: engine clocks, memories, DMA and the Tensor engine's rates."""
 
     key: str  # "v2"
@@ -59,6 +74,7 @@ class NeuronCoreSpec:
     cycles: Mapping[str, float]  # documented fixed costs in engine cycles (min_ii, ...)
     sources: Mapping[str, str] = field(repr=False)
     notes: tuple[str, ...] = field(default=(), repr=False)
+    alternatives: Mapping[str, Mapping[str, float]] = field(default_factory=lambda: _NONE, repr=False)
 
     @property
     def version(self) -> int:
@@ -92,14 +108,14 @@ class NeuronCoreSpec:
 
 
 @dataclass(frozen=True)
-class ChipSpec:
+class ChipSpec(_Published):
     """A device: Trainium, Trainium2, Trainium3 (or a GPU kept for comparison)."""
 
     key: str
     name: str
     vendor: str
     core: NeuronCoreSpec | None  # None for GPUs
-    cores: int
+    cores: int  # physical NeuronCores (0 on a GPU)
     hbm_bytes: int
     hbm_stacks: int
     hbm_bandwidth: float  # bytes/s
@@ -109,11 +125,32 @@ class ChipSpec:
     links: int  # chip-to-chip links per chip
     link_bandwidth: float  # bytes/s per chip, all links together
     cc_cores: int
+    lnc_configs: tuple[int, ...]  # logical-NeuronCore configs the chip supports (empty on a GPU)
+    lnc_default: int
     ratings: Mapping[str, Mapping[str, float]]  # rating -> dtype -> FLOP/s, as published
     rating: str  # the rating used unless asked otherwise
     price_usd: float  # purchase price per chip where a source gives one, else 0
     sources: Mapping[str, str] = field(repr=False)
     notes: tuple[str, ...] = field(default=(), repr=False)
+    alternatives: Mapping[str, Mapping[str, float]] = field(default_factory=lambda: _NONE, repr=False)
+
+    chips = 1  # a chip is a system of one, so chips and systems answer the same questions
+
+    @property
+    def is_neuron(self) -> bool:
+        return self.core is not None
+
+    @cached_property
+    def topology(self) -> Topology:
+        return Topology("single", (1,), 1, (), ())
+
+    def logical_cores(self, lnc: int) -> int:
+        """NeuronCores the runtime shows per chip at logical-NeuronCore config `lnc`."""
+        if lnc not in self.lnc_configs:
+            allowed = ", ".join(map(str, self.lnc_configs)) or "none"
+            why = " (LNC applies to Trainium2 and Trainium3 only)" if self.is_neuron else " (it has no NeuronCores)"
+            raise ConfigError(f"logical-neuroncore-config {lnc} is not supported on {self.name}{why}; supported: {allowed}")
+        return self.cores // lnc
 
     def peak_flops(self, dtype: str = "bf16", rating: str | None = None) -> float:
         """Dense FLOP/s of the chip for `dtype` as published under `rating` (default: current)."""
@@ -124,7 +161,7 @@ class ChipSpec:
 
 
 @dataclass(frozen=True)
-class SystemSpec:
+class SystemSpec(_Published):
     """An instance or UltraServer: chips, hosts, topology, network and price."""
 
     key: str
@@ -145,6 +182,7 @@ class SystemSpec:
     inter_link_bandwidth: float  # bytes/s per chip between the servers of an UltraServer
     sources: Mapping[str, str] = field(repr=False)
     notes: tuple[str, ...] = field(default=(), repr=False)
+    alternatives: Mapping[str, Mapping[str, float]] = field(default_factory=lambda: _NONE, repr=False)
 
     @property
     def cores(self) -> int:
@@ -159,10 +197,10 @@ class SystemSpec:
         return self.chips * self.chip.hbm_bandwidth
 
     def peak_flops(self, dtype: str = "bf16", rating: str | None = None) -> float:
+        """Dense FLOP/s of all chips together for `dtype` under the chip's `rating`."""
         return self.chips * self.chip.peak_flops(dtype, rating)
 
-    @property
-    def topology(self):
-        from trnsim.specs.topology import build
-
+    @cached_property
+    def topology(self) -> Topology:
+        """The chip-level graph (see topology.py); built once per record."""
         return build(self)

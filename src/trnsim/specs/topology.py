@@ -1,10 +1,10 @@
 """The chip-level graph of one system: which chips are wired to which, and how fast.
 
 Nodes 0..chips-1 are chips (numbered as neuron-ls numbers devices: row by row in a torus, then
-instance by instance); switch systems add switch nodes after the chips. A link's bandwidth is the
-per-chip figure of the catalog split evenly over the chip's links of that class: the sources give
-per-chip totals only, and say neither how they split per link nor whether they count one
-direction or both. trnsim.fabric builds on this graph (EFA, clusters, collectives).
+instance by instance); switch systems (NeuronSwitch, NVSwitch) add switch nodes after the chips.
+A link's bandwidth is the per-chip figure of the catalog split evenly over the chip's links of
+that class: the sources give per-chip totals only, and say neither how they split per link nor
+whether they count one direction or both. trnsim.fabric builds on this graph (EFA, clusters, collectives).
 """
 from __future__ import annotations
 
@@ -23,7 +23,7 @@ class Link:
 
 @dataclass(frozen=True)
 class Topology:
-    kind: str  # "single" | "torus" | "switch"
+    kind: str  # "single" | "torus" | "switch" | "nvswitch"
     shape: tuple[int, ...]
     chips: int
     switches: tuple[str, ...]  # names of switch nodes chips+0, chips+1, ...
@@ -42,22 +42,45 @@ class Topology:
         return self._adjacent[node]
 
     def connected_chips(self, chip: int) -> tuple[int, ...]:
-        """Chips one hop away, or one switch away: neuron-ls's CONNECTED DEVICES."""
+        """Chips one hop away, or one switch away: neuron-ls's CONNECTED DEVICES.
+
+        Torus neighbours come in neuron-ls's order: the lower neighbour along each axis of the
+        instance plane (row, then column), then the upper ones, then the instance ring.
+        """
         out = []
         for n in self.neighbors(chip):
             out.extend([m for m in self.neighbors(n) if m < self.chips and m != chip] if n >= self.chips else [n])
+        if self.kind == "torus":
+            order = {c: i for i, c in enumerate(self._torus_order(chip))}
+            out.sort(key=lambda c: order.get(c, len(order)))
         return tuple(dict.fromkeys(out))
+
+    def _torus_order(self, chip: int) -> list[int]:
+        strides = _strides(self.shape)
+        coord = [(chip // st) % n for st, n in zip(strides, self.shape)]
+
+        def step(axis: int, d: int) -> int:
+            return chip + ((coord[axis] + d) % self.shape[axis] - coord[axis]) * strides[axis]
+
+        plane, ring = range(len(self.shape) - 2, len(self.shape)), range(len(self.shape) - 2)
+        return [step(a, -1) for a in plane] + [step(a, 1) for a in plane] + [step(a, d) for a in ring for d in (-1, 1)]
 
     def node_name(self, node: int) -> str:
         return str(node) if node < self.chips else self.switches[node - self.chips]
 
 
-def _torus(shape: tuple[int, ...], bandwidths: tuple[float, ...]) -> list[Link]:
-    """Rings along every axis; axis 0 varies slowest (rows, then columns, then instances)."""
-    links = []
+def _strides(shape: tuple[int, ...]) -> list[int]:
+    """Row-major strides: the last axis varies fastest."""
     strides = [1] * len(shape)
     for i in range(len(shape) - 2, -1, -1):
         strides[i] = strides[i + 1] * shape[i + 1]
+    return strides
+
+
+def _torus(shape: tuple[int, ...], bandwidths: tuple[float, ...]) -> list[Link]:
+    """Rings along every axis; axis 0 varies slowest (rows, then columns, then instances)."""
+    links = []
+    strides = _strides(shape)
     # The UltraServer's instance axis is listed first in the shape but numbered slowest.
     for coord in itertools.product(*[range(n) for n in shape]):
         node = sum(c * s for c, s in zip(coord, strides))
@@ -102,4 +125,8 @@ def build(system) -> Topology:
         links = [Link(s * per_server + c, n + s, bw, "switch") for s in range(servers) for c in range(per_server)]
         links += [Link(n + s, n + servers + k, bw * per_server / 2, "switch") for s in range(servers) for k in (0, 1)]
         return Topology("switch", shape, n, names, tuple(links))
+    if system.topology_kind == "nvswitch":
+        # One switch node stands for the baseboard's NVSwitches: each GPU has one aggregate port into it.
+        links = tuple(Link(g, n, system.intra_link_bandwidth, "switch") for g in range(n))
+        return Topology("nvswitch", shape, n, ("nvswitch",), links)
     raise ValueError(f"{system.name}: unknown topology kind {system.topology_kind!r}")

@@ -57,3 +57,31 @@ def value(text: str, dimension: str) -> float:
     if dim != dimension:
         raise UnitError(f"{text!r} is a {dim} figure where a {dimension} figure is required")
     return v
+
+
+def _num(x: float) -> str:
+    """Thousands separators for big or whole numbers, four significant digits otherwise."""
+    return f"{x:,.0f}" if abs(x) >= 1000 or x == round(x) else f"{x:.4g}"
+
+
+def human(v: float, dimension: str) -> str:
+    """A base-unit figure in the unit people read it in: binary where it is a whole number of GiB/KiB
+    (as the sources print memory), decimal otherwise. `human(820 * 2**30, "bytes/s")` -> "820 GiB/s"."""
+    if dimension in ("bytes", "bytes/s"):
+        rate = "/s" if dimension == "bytes/s" else ""
+        if v >= 2**30 and v % 2**30 == 0:
+            return f"{_num(v / 2**30)} GiB{rate}"
+        for unit, scale in (("MiB", 2**20), ("KiB", 2**10)):
+            if scale <= v < 2**30 and v % scale == 0:
+                return f"{_num(v / scale)} {unit}{rate}"
+        for unit, scale in (("TB", 1e12), ("GB", 1e9), ("MB", 1e6)):
+            if v >= scale and (unit != "TB" or round(v / scale, 2) == v / scale):  # 1,024 GB/s, not 1.024 TB/s
+                return f"{_num(v / scale)} {unit}{rate}"
+        return f"{_num(v)} B{rate}"
+    if dimension == "FLOP/s":
+        return f"{_num(v / 1e12)} TFLOPS"
+    if dimension == "Hz":
+        return f"{_num(v / 1e9)} GHz"
+    if dimension == "ns":
+        return f"{_num(v / 1e3)} us" if v >= 1e4 else f"{_num(v)} ns"
+    return _num(v)

@@ -11,6 +11,10 @@ is RNE, which the tests check against ml_dtypes on every format.
 """
 from __future__ import annotations
 
+import functools
+import os
+from concurrent.futures import ThreadPoolExecutor
+
 import numpy as np
 
 from trnsim.numerics import dtypes as dt
@@ -18,7 +22,9 @@ from trnsim.numerics.dtypes import DType
 from trnsim.numerics.errors import PackedWidthError
 from trnsim.numerics.modes import active_stream, check_mode, new_stream, rounding_mode
 
-_CHUNK = 1 << 18  # elements per pass; keeps the engine's temporaries in cache
+_CHUNK = 1 << 16  # elements per pass; keeps the engine's temporaries in cache
+_BLOCK = 1 << 20  # elements per independently seeded block of random bits (a unit of parallel work)
+_THREADS = min(os.cpu_count() or 1, 8)
 _U = {8: np.uint8, 16: np.uint16, 32: np.uint32}
 # Targets that take stochastic rounding: the runtime's SR applies to FP32 -> BF16/FP16/FP8/TF32 casts
 # (and fp4 follows the fp8s). E8M0 is a scale format, always RNE here.
@@ -34,12 +40,13 @@ def _stream(rng) -> np.random.Generator:
 
 
 def _random_bits(rng: np.random.Generator, n: int, width: int) -> np.ndarray:
-    """n uniform random integers of `width` bits (16 or 32), drawn straight from the bit generator."""
+    """n uniform random integers of `width` bits (16 or 32), cut from full-range 64-bit draws."""
     per = 64 // width
-    return rng.bit_generator.random_raw(-(-n // per)).view(_U[width])[:n]
+    words = rng.integers(0, 2**64 - 1, -(-n // per), dtype=np.uint64, endpoint=True)  # raw 64-bit draws
+    return words.view(_U[width])[:n]
 
 
-def _round_wide(b: np.ndarray, t: DType, mode: str, rng) -> np.ndarray:
+def _round_wide(b: np.ndarray, t: DType, mode: str, rng, buf: np.ndarray) -> np.ndarray:
     """Round FP32 bits to a format with FP32's exponent (bf16, tf32): a fixed d = 23 - mant.
 
     Non-NaN bits plus the increment never carry into the sign bit: inf + inc stays inf once truncated,
@@ -47,13 +54,13 @@ def _round_wide(b: np.ndarray, t: DType, mode: str, rng) -> np.ndarray:
     """
     d = 23 - t.mant
     if mode == "stochastic":
-        inc = _random_bits(rng, b.size, 16 if d <= 16 else 32)
+        inc = _random_bits(rng, b.size, 16)
         if d < 16:
-            inc = inc & np.uint16((1 << d) - 1)
+            inc &= np.uint16((1 << d) - 1)
     else:
         inc = (b >> np.uint32(d)) & np.uint32(1)
         inc += np.uint32((1 << (d - 1)) - 1)
-    out = b + inc
+    out = np.add(b, inc, out=buf[:b.size])
     out >>= np.uint32(d)
     return out
 
@@ -90,30 +97,57 @@ def _round_generic(b: np.ndarray, t: DType, mode: str, rng) -> np.ndarray:
     return code
 
 
+def _round_block(flat, out_bits, t: DType, mode: str, rng) -> None:
+    """Round one block of FP32 values into `out_bits`, a chunk at a time so temporaries stay in cache."""
+    buf = np.empty(min(flat.size, _CHUNK), np.uint32)
+    for s in range(0, flat.size, _CHUNK):
+        chunk = flat[s:s + _CHUNK]
+        b = chunk.view(np.uint32)
+        if t.exp == 8:
+            r = _round_wide(b, t, mode, rng, buf)
+            if t is dt.tfloat32:
+                r <<= np.uint32(13)
+        else:
+            r = _round_generic(b, t, mode, rng)
+        if np.isnan(np.max(chunk)):  # max propagates NaN: a cheap test before finding them
+            nan = np.isnan(chunk)
+            # NaN keeps its sign and becomes the target's quiet NaN, as ml_dtypes converts it (fp4 has none)
+            if t is dt.tfloat32:
+                r[nan] = (b[nan] & np.uint32(0x80000000)) | np.uint32(0x7FC00000)
+            else:
+                with np.errstate(invalid="ignore"):
+                    r[nan] = chunk[nan].astype(t.np).view(_U[max(8, t.bits)])
+        out_bits[s:s + _CHUNK] = r
+
+
 def _round_float(f: np.ndarray, t: DType, mode: str, rng) -> np.ndarray:
-    """FP32 array -> array of target storage, rounded by `mode` on the bit pattern."""
+    """FP32 array -> array of target storage, rounded by `mode` on the bit pattern.
+
+    SR draws one 64-bit key from the stream per cast; block i of _BLOCK values takes its random bits from
+    a generator seeded by (key, i). The bits so depend only on the seed and the data's length, not on how
+    many threads round the blocks (numpy releases the GIL, so blocks run in parallel).
+    """
     flat = np.ascontiguousarray(f).reshape(-1)
     out = np.empty(flat.shape, t.np)
     out_bits = out.view(np.uint32 if t is dt.tfloat32 else _U[max(8, t.bits)])
-    wide = t.exp == 8
-    for s in range(0, flat.size, _CHUNK):
-        b = flat[s:s + _CHUNK].view(np.uint32)
-        if wide:
-            r = _round_wide(b, t, mode, rng)
-            if t is dt.tfloat32:
-                r <<= np.uint32(13)
-            out_bits[s:s + _CHUNK] = r
-        else:
-            out_bits[s:s + _CHUNK] = _round_generic(b, t, mode, rng)
-    nan = np.isnan(flat)
-    if nan.any():
-        # NaN keeps its sign and becomes the target's quiet NaN, as ml_dtypes converts it (fp4 has no NaN)
-        if t is dt.tfloat32:
-            out_bits[nan] = (flat[nan].view(np.uint32) & np.uint32(0x80000000)) | np.uint32(0x7FC00000)
-        else:
-            with np.errstate(invalid="ignore"):
-                out[nan] = flat[nan].astype(t.np)
+    key = int(rng.integers(0, 2**63)) if mode == "stochastic" else 0
+    starts = range(0, flat.size, _BLOCK)
+
+    def block(s: int) -> None:
+        g = new_stream((key, s // _BLOCK)) if mode == "stochastic" else None
+        _round_block(flat[s:s + _BLOCK], out_bits[s:s + _BLOCK], t, mode, g)
+
+    if len(starts) > 1 and _THREADS > 1:
+        list(_pool().map(block, starts))
+    else:
+        for s in starts:
+            block(s)
     return out.reshape(f.shape)
+
+
+@functools.cache
+def _pool() -> ThreadPoolExecutor:
+    return ThreadPoolExecutor(_THREADS, thread_name_prefix="trnsim-cast")
 
 
 def _to_int(a: np.ndarray, src: DType, t: DType) -> np.ndarray:
@@ -154,7 +188,7 @@ def cast(x, dtype, rounding: str | None = None, rng=None) -> np.ndarray:
         return a != 0
     if t.is_int:
         return _to_int(a, src, t)
-    f = a.astype(np.float32)  # exact for every narrow float; ints round to nearest even (through FP32)
+    f = a.astype(np.float32, copy=False)  # exact for every narrow float; ints round to nearest even (through FP32)
     if t is dt.float32:
         return f
     mode = check_mode(rounding) if rounding is not None else rounding_mode()

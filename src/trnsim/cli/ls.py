@@ -1,0 +1,214 @@
+"""`trnsim ls`: the Neuron devices of a catalog system, as neuron-ls shows them on the real instance.
+
+Device d of a Trn1 holds NeuronCores 2d, 2d+1; on Trn2/Trn3 it holds logical cores 4d..4d+3 at
+logical-neuroncore-config 2 (8d..8d+7 at 1). NEURON MEMORY is the device's HBM, printed in binary
+gigabytes with neuron-ls's "GB" label; the JSON gives it in bytes.
+"""
+from __future__ import annotations
+
+import itertools
+import json
+
+import click
+from rich import box
+from rich.console import Console, Group
+from rich.table import Table
+from rich.text import Text
+
+import trnsim.specs as specs
+from trnsim.cli import cli
+from trnsim.specs.records import SystemSpec
+from trnsim.specs.units import human
+
+_CHIP, _LINK, _WRAP, _SWITCH = "bold cyan", "grey50", "yellow", "bold magenta"
+
+
+def devices(system: SystemSpec, lnc: int | None = None) -> list[dict]:
+    """neuron-ls's JSON: one object per device, NeuronCore ids numbered device by device.
+
+    `lnc` defaults to the chip's logical-neuroncore-config; one the chip lacks raises ConfigError.
+    """
+    lnc = lnc or system.chip.lnc_default or None
+    per = system.chip.logical_cores(lnc) if lnc else 0
+    return [{
+        "neuron_device": d,
+        "nc_count": per,
+        "neuroncore_ids": list(range(d * per, (d + 1) * per)),
+        "memory_size": system.chip.hbm_bytes,
+        "connected_to": list(system.topology.connected_chips(d)),
+        "logical_neuroncore_config": lnc,
+    } for d in range(system.chips)]
+
+
+def _ranges(ids: list[int]) -> str:
+    """`[0, 1, 2, 3, 7]` -> "0-3, 7"."""
+    runs = [[x for _, x in g] for _, g in itertools.groupby(enumerate(sorted(ids)), lambda p: p[1] - p[0])]
+    return ", ".join(f"{r[0]}-{r[-1]}" if len(r) > 2 else ", ".join(map(str, r)) for r in runs)
+
+
+def table(system: SystemSpec, lnc: int | None = None) -> Group:
+    """The header and the device table of neuron-ls."""
+    rows = devices(system, lnc)
+    lnc = rows[0]["logical_neuroncore_config"] if rows else None
+    head = Text.assemble(("instance-type: ", "bold"), system.name)
+    if lnc:
+        head.append("\n").append("logical-neuroncore-config: ", "bold").append(str(lnc))
+    if not system.chip.is_neuron:
+        head.append(f"\n{system.chips} x {system.chip.vendor} {system.chip.name}: GPUs, no NeuronCores", "italic")
+    t = Table(box=box.SQUARE, header_style="bold", show_lines=False, pad_edge=True)
+    for col in ("NEURON\nDEVICE", "NEURON\nCORES", "NEURON\nCORE IDS", "NEURON\nMEMORY", "CONNECTED\nDEVICES"):
+        t.add_column(col, justify="left")
+    for r in rows:
+        linked = r["connected_to"]
+        shown = ", ".join(map(str, linked)) if len(linked) <= 8 else _ranges(linked)
+        ids = r["neuroncore_ids"]
+        t.add_row(str(r["neuron_device"]), str(r["nc_count"]), f"{ids[0]}-{ids[-1]}" if ids else "-",
+                  f"{r['memory_size'] / 2**30:g} GB", shown or "-")
+    return Group(head, t)
+
+
+# ---------------------------------------------------------------------------------------------
+# Topology pictures: a 4x4 torus with its wrap-around, the UltraServer's planes and Z ring,
+# NeuronSwitch servers under their switches, GPUs under an NVSwitch.
+
+def _plane(first: int, rows: int, cols: int) -> list[Text]:
+    """One torus plane: chips joined along rows and columns, wrap-around marked at the edges."""
+    centre = [2 + 7 * c + 1 for c in range(cols)]
+    width = 2 + 7 * cols - 3 + 2
+
+    def ticks(mark: str, style: str) -> Text:
+        line = Text(" " * width)
+        for x in centre:
+            line = line[:x] + Text(mark, style) + line[x + 1:]
+        return line
+
+    lines = [ticks("╎", _WRAP)]
+    for r in range(rows):
+        row = Text("╌╌", _WRAP)
+        for c in range(cols):
+            row.append(f"[{first + r * cols + c:>2}]", _CHIP)
+            row.append("───" if c < cols - 1 else "", _LINK)
+        row.append("╌╌", _WRAP)
+        lines.append(row)
+        lines.append(ticks("│", _LINK) if r < rows - 1 else ticks("╎", _WRAP))
+    return lines
+
+
+def _bw(v: float) -> str:
+    return human(v, "bytes/s")
+
+
+def _draw_torus(system: SystemSpec) -> list[Text]:
+    *ring, rows, cols = system.topology_shape
+    topo, per = system.topology, rows * cols
+    per_link = next(ln.bandwidth for ln in topo.links if ln.kind == "torus")
+    out = []
+    if not ring:
+        out += _plane(0, rows, cols)
+    else:
+        planes = [_plane(i * per, rows, cols) for i in range(ring[0])]
+        for pair in range(0, len(planes), 2):
+            labels = Text("   ".join(f"instance {i}".center(len(planes[0][0])) for i in range(pair, min(pair + 2, len(planes)))), "bold")
+            out.append(labels)
+            for lines in zip(*planes[pair:pair + 2]):
+                out.append(Text("   ").join(lines))
+    out.append(Text.assemble(("╌╌ ╎", _WRAP), f" wrap-around: each row and column is a ring of {cols}"))
+    out.append(Text(f"{system.chip.link}: {_bw(system.intra_link_bandwidth)} per chip, {_bw(per_link)} per link"))
+    if ring:
+        z = next(ln.bandwidth for ln in topo.links if ln.kind == "ring")
+        out.append(Text(f"Z ring across instances: chip k -> k+{per} -> k+{2 * per} -> k+{3 * per} -> k"))
+        out.append(Text(f"  {_bw(system.inter_link_bandwidth)} per chip, {_bw(z)} per link"))
+    return out
+
+
+def _chips(first: int, n: int) -> Text:
+    w = len(str(first + n - 1))
+    return Text("".join(f"[{c:>{max(w, 2)}}]" for c in range(first, first + n)), _CHIP)
+
+
+def _draw_switch(system: SystemSpec) -> list[Text]:
+    servers, per = system.topology_shape
+    topo = system.topology
+    out = []
+    if servers <= 4:
+        for k, name in enumerate(topo.switches):
+            out.append(Text(f"{name} (NeuronSwitch-v1)", _SWITCH))
+            mine = [s for s in range(servers) if s // 2 == k]
+            for i, s in enumerate(mine):
+                out.append(Text.assemble((" └─ " if i == len(mine) - 1 else " ├─ ", _LINK), f"server {s} ", _chips(s * per, per)))
+        out.append(Text(f"direct {system.chip.link}: chip i of server 0 <-> server 2, server 1 <-> server 3"))
+    else:
+        l2 = [n for n in topo.switches if n.startswith("l2")]
+        out.append(Text.assemble((" ══ ".join(l2), _SWITCH), f"  second-level NeuronSwitch-v1: every server's switch uplinks to both"))
+        for first in range(0, servers, 6):
+            row = Text(" ├─ " if first + 6 < servers else " └─ ", _LINK)
+            for s in range(first, min(first + 6, servers)):
+                row.append(f"s{s:02}", _SWITCH).append(f"[{s * per:>3}-{s * per + per - 1:>3}]", _CHIP).append("  ")
+            out.append(row)
+        out.append(Text(f"s## [chips]: {servers} servers of {per} chips, each under its own first-level switch"))
+    out.append(Text(f"all-to-all over {system.chip.link}: {_bw(system.intra_link_bandwidth)} per chip"))
+    return out
+
+
+def _draw_nvswitch(system: SystemSpec) -> list[Text]:
+    n = system.chips
+    centre = [2 + 8 * g + 3 for g in range(n)]
+    width = 8 * n + 2
+    label = f" NVSwitch · {system.chip.link} {_bw(system.intra_link_bandwidth)} per GPU "
+    top = "╭" + label.center(width - 2, "─") + "╮"
+    bottom = "".join("┬" if x in centre else "─" for x in range(1, width - 1))
+    return [Text(top, _SWITCH), Text("╰" + bottom + "╯", _SWITCH),
+            Text("".join("│" if x in centre else " " for x in range(width)), _LINK),
+            Text("  " + "  ".join(f"[GPU{g}]" for g in range(n)), _CHIP)]
+
+
+def draw(system: SystemSpec) -> Group:
+    """An ASCII picture of the system's chip graph."""
+    kind = system.topology_kind
+    if kind == "torus":
+        lines = _draw_torus(system)
+    elif kind == "switch":
+        lines = _draw_switch(system)
+    elif kind == "nvswitch":
+        lines = _draw_nvswitch(system)
+    else:
+        lines = [Text.assemble(_chips(0, system.chips), f"  one {system.chip.name}: no chip-to-chip links")]
+    return Group(*lines)
+
+
+@cli.command("ls")
+@click.option("--instance", "name", default="trn2.48xlarge", show_default=True, help="Instance or UltraServer.")
+@click.option("--lnc", type=click.IntRange(1, 2), default=None,
+              help="logical-neuroncore-config: 1 or 2 (default 2 on Trn2/Trn3, 1 on Trn1).")
+@click.option("--topology", is_flag=True, help="Draw the chip graph (torus, switches, NVSwitch).")
+@click.option("-j", "--json", "as_json", is_flag=True, help="neuron-ls-style JSON, one object per device.")
+def ls(name, lnc, topology, as_json):
+    """List the Neuron devices of an instance, as neuron-ls does."""
+    system = specs.system(name)
+    if as_json:
+        click.echo(json.dumps(devices(system, lnc), indent=2))
+        return
+    con = Console()
+    con.print(table(system, lnc))
+    if topology:
+        con.print(draw(system))
+
+
+def tour(console: Console) -> None:
+    """`ls` of a Trn1, a Trn2 and a Trn3 Gen2 UltraServer beside the Trn2 torus, and a spec-sheet excerpt."""
+    from trnsim.cli.specs import summary
+
+    t = Table(box=None, pad_edge=False, header_style="bold", title="trnsim ls", title_justify="left", title_style="bold green")
+    for col in ("", "devices", "cores", "memory", "peers"):
+        t.add_column(col, justify="right" if col else "left")
+    for name in ("trn1.32xlarge", "trn2.48xlarge", "Trn3 Gen2 UltraServer"):
+        s = specs.system(name)
+        d = devices(s)[0]
+        t.add_row(s.name, str(s.chips), str(d["nc_count"]), f"{d['memory_size'] / 2**30:g} GB",
+                  f"{len(d['connected_to'])} ({s.topology_kind})")
+    right = Group(t, Text(""), Text("trnsim specs 'Trn3 Gen2 UltraServer'", "bold green"),
+                  summary(specs.system("Trn3 Gen2 UltraServer")))
+    left = Group(Text("trn2.48xlarge --topology", "bold green"), *_plane(0, 4, 4))
+    grid = Table.grid(padding=(0, 3))
+    grid.add_row(left, right)
+    console.print(grid)
