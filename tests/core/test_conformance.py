@@ -415,6 +415,26 @@ def test_dma_copy_casts_and_rules(nc):
         nc.issue(Op.DMA_COPY, dst=t[:, :2], src=nc.hbm_tensor(x))
 
 
+def test_dma_indirect_gather_scatter_and_oob(nc):
+    """vector_offset gathers and scatters rows; an out-of-range row is an error, or skipped with oob_mode=skip."""
+    from trnsim.core import OutOfBoundsError
+    table = R.standard_normal((10, 4)).astype(F32)
+    src = nc.hbm_tensor(table)
+    rows = np.array([3, 12, 0, 7])
+    t = on_chip(nc, np.zeros((4, 4), F32))
+    with pytest.raises(OutOfBoundsError, match=r"indirect row index 12 outside 'hbm\d+' rows 0..9"):
+        nc.issue(Op.DMA_COPY, dst=t, src=src.ap([[4, 4], [1, 4]], vector_offset=rows))
+    nc.issue(Op.DMA_COPY, dst=t, src=src.ap([[4, 4], [1, 4]], vector_offset=rows), oob_mode="skip")
+    want = np.zeros((4, 4), F32)
+    want[[0, 2, 3]] = table[[3, 0, 7]]
+    np.testing.assert_array_equal(read(t), want)
+    out = nc.hbm_tensor(np.zeros((10, 4), F32))
+    nc.issue(Op.DMA_COPY, dst=out.ap([[4, 4], [1, 4]], vector_offset=np.array([9, 1, 2, 5])), src=t)
+    scattered = np.zeros((10, 4), F32)
+    scattered[[9, 1, 2, 5]] = want
+    np.testing.assert_array_equal(read(out), scattered)
+
+
 def test_dma_transpose(nc):
     """dma_transpose of a bf16 HBM array into SBUF; a 1-byte dtype is refused."""
     x = R.standard_normal((16, 40)).astype(BF16)

@@ -6,11 +6,30 @@ Each message states the rule, the numbers involved and the user's file:line, e.g
 """
 from __future__ import annotations
 
-from trnsim.errors import TrnsimError, user_location
+import os
+import sys
+
+from trnsim.errors import TrnsimError
+
+_PACKAGE_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+_inside: dict[str, bool] = {}
+
 
 def where() -> str:
-    """`path:line` of the user's kernel line being executed (or '<unknown>')."""
-    return user_location() or "<unknown>"
+    """`path:line` of the innermost frame outside trnsim: the user's kernel line being executed.
+
+    Every instruction asks, so whether a file is inside trnsim is cached per file name.
+    """
+    frame = sys._getframe(1)
+    while frame is not None:
+        name = frame.f_code.co_filename
+        inside = _inside.get(name)
+        if inside is None:
+            inside = _inside[name] = os.path.abspath(name).startswith(_PACKAGE_DIR) or name.startswith("<frozen")
+        if not inside:
+            return f"{name}:{frame.f_lineno}"
+        frame = frame.f_back
+    return "<unknown>"
 
 
 class KernelError(TrnsimError):

@@ -21,6 +21,7 @@ from trnsim import numerics, specs
 from trnsim.core import isa as _isa  # noqa: F401  (registers every instruction)
 from trnsim.core.errors import KernelError, UninitializedError, UninitializedWarning, where
 from trnsim.core.isa.opcodes import MATMUL, Engine, Op
+from trnsim.core.isa.psum import close as close_psum, flush as flush_psum
 from trnsim.core.isa.registry import REGISTRY, Instruction, generic_check
 from trnsim.core.memory import HBM, Memory, Space
 from trnsim.core.tensor import View
@@ -68,6 +69,10 @@ class NeuronCore:
         self.hbm = hbm if hbm is not None else HBM(s.hbm_bytes)
         # PSUM bytes inside an open matmul accumulation group (see isa/tensor_engine.py).
         self.psum_groups = np.zeros_like(self.psum.poison)
+        self.lazy_psum = False  # kernels evaluate accumulation groups lazily (isa/psum.py)
+        self.psum_pending: dict = {}
+        self.psum_open: set = set()
+        self.widen_cache: dict = {}
         self.strict, self.values = strict, values
         self.program_id, self.num_programs = program_id, num_programs
         self.stream: list = []
@@ -107,7 +112,7 @@ class NeuronCore:
         alloc = mem.allocate(shape[0], nbytes, dt.itemsize, name, kind or space.value, loc, address, self.limit("pmax"))
         alloc.shape = shape
         if mem is self.psum:
-            self.psum_groups[alloc.p0:alloc.p0 + alloc.partitions, alloc.b0:alloc.b0 + nbytes] = 0
+            close_psum(self, View.whole(alloc, dt, shape))
         return View.whole(alloc, dt, shape)
 
     def hbm_tensor(self, init, dtype=None, name: str | None = None, kind="hbm", location=None) -> View:
@@ -134,13 +139,18 @@ class NeuronCore:
         d.check(ins, self)
         self.stream.append(ins.record(len(self.stream)))
         if self.values:
+            if self.psum_pending and op not in MATMUL and any(v.space is Space.PSUM for v in operands.values()):
+                flush_psum(self)
             d.semantics(ins, self)
         if op not in MATMUL:  # another engine touching PSUM closes its accumulation group
             for v in operands.values():
                 if v.space is Space.PSUM:
-                    r = v.region()
-                    self.psum_groups[r.partition:r.partition + r.partitions, r.byte_lo:r.byte_hi] = 0
+                    close_psum(self, v)
         return ins
+
+    def sync(self) -> None:
+        """Finish deferred work (pending PSUM accumulation groups) so memories hold final values."""
+        flush_psum(self)
 
     def never_written(self, what: str, src: View, mask: np.ndarray, ins_loc: str | None = None):
         """Never-written values reached HBM or control flow: raise (strict) or warn."""

@@ -48,6 +48,7 @@ class Allocation:
         self.memory, self.p0, self.partitions, self.b0, self.nbytes = memory, p0, partitions, b0, nbytes
         self.name, self.kind, self.location = name, kind, location
         self.id = next(Allocation._ids)
+        self.clean = False  # known to hold no never-written byte (a cache; see View.poisoned)
 
     @property
     def space(self) -> Space:
@@ -67,6 +68,7 @@ class Memory:
         self.usable_bytes, self.bank_bytes = usable_bytes, bank_bytes
         self.data = np.full((partitions, row_bytes), POISON_BYTE, np.uint8)
         self.poison = np.ones((partitions, row_bytes), np.uint8)
+        self.version = 0  # counts writes, so cached conversions of its bytes know when they are stale
         self.live: weakref.WeakValueDictionary[int, Allocation] = weakref.WeakValueDictionary()
 
     # -- placement -------------------------------------------------------------------------------
@@ -135,8 +137,15 @@ class Memory:
         return alloc
 
     def _fresh(self, a: Allocation):
+        self.version += 1
         self.data[a.p0:a.p0 + a.partitions, a.b0:a.b0 + a.nbytes] = POISON_BYTE
         self.poison[a.p0:a.p0 + a.partitions, a.b0:a.b0 + a.nbytes] = 1
+
+    def dirty(self, p0: int, partitions: int, lo: int, hi: int) -> None:
+        """Never-written bytes were set in this range: forget that the tensors over it were clean."""
+        for a in list(self.live.values()):
+            if a.p0 < p0 + partitions and p0 < a.p0 + a.partitions and a.b0 < hi and lo < a.b0 + a.nbytes:
+                a.clean = False
 
     def used_bytes(self) -> int:
         return sum(a.partitions * a.nbytes for a in list(self.live.values()))
@@ -177,3 +186,7 @@ class _HBMBuffer:
         self.row_bytes = nbytes
         self.data = np.full((1, nbytes), POISON_BYTE, np.uint8)
         self.poison = np.ones((1, nbytes), np.uint8)
+        self.version = 0
+
+    def dirty(self, *region) -> None:
+        """One tensor per buffer: its own `clean` flag is the only one to reset (the caller does)."""

@@ -40,12 +40,14 @@ class Region:
 class View:
     """A strided view of a tensor in SBUF, PSUM or HBM (what NKI calls an NkiTensor)."""
 
-    __slots__ = ("alloc", "dtype", "shape", "strides", "poff", "offset", "indirect", "__weakref__")
+    __slots__ = ("alloc", "dtype", "shape", "strides", "poff", "offset", "indirect", "on_chip", "_region", "__weakref__")
 
     def __init__(self, alloc: Allocation, dtype, shape, strides, offset=0, poff=0, indirect=None):
         self.alloc, self.dtype = alloc, numerics.dtype(dtype)
         self.shape, self.strides = tuple(int(s) for s in shape), tuple(int(s) for s in strides)
         self.offset, self.poff, self.indirect = int(offset), int(poff), indirect
+        self.on_chip = alloc.memory.space is not Space.HBM
+        self._region = None
 
     @classmethod
     def whole(cls, alloc: Allocation, dtype, shape) -> View:
@@ -61,10 +63,6 @@ class View:
     @property
     def space(self) -> Space:
         return self.alloc.memory.space
-
-    @property
-    def on_chip(self) -> bool:
-        return self.alloc.memory.space is not Space.HBM
 
     @property
     def name(self) -> str:
@@ -125,24 +123,40 @@ class View:
         return self._raw(self.alloc.memory.poison, t) != 0
 
     def poisoned(self) -> bool:
-        """Whether any element of the view was never written (cheap when none is)."""
-        return bool(self.mask().any())
+        """Whether any element of the view was never written.
+
+        Cheap in the common case: once a whole tensor is seen clean it stays known clean until
+        never-written bytes are set over it again (a masked store or an aliasing placement).
+        """
+        a = self.alloc
+        if a.clean:
+            return False
+        mem = a.memory
+        if not mem.poison[a.p0:a.p0 + a.partitions, a.b0:a.b0 + a.nbytes].any():
+            a.clean = True
+            return False
+        if self.indirect is not None:
+            return bool(self.mask().any())
+        return bool(self._raw(mem.poison, _MASK_TYPES[self.dtype.itemsize]).any())
 
     def store(self, values: np.ndarray, mask: np.ndarray | None = None) -> None:
         """Write values (already in this dtype's storage) and mark them written, or never-written where `mask`."""
         t = _MASK_TYPES[self.dtype.itemsize]
         fill = t(int.from_bytes(b"\x01" * self.dtype.itemsize, "little"))
+        self.alloc.memory.version += 1
+        marked = mask is not None and mask.any()
+        if marked:
+            r = self.region()
+            self.alloc.memory.dirty(r.partition, r.partitions, r.byte_lo, r.byte_hi)
+            self.alloc.clean = False
         if self.indirect is not None:
             idx = self._indices()
             self._flat(self.alloc.memory.data, self.dtype.np)[idx] = values
-            self._flat(self.alloc.memory.poison, t)[idx] = 0 if mask is None else np.where(mask, fill, t(0))
+            self._flat(self.alloc.memory.poison, t)[idx] = np.where(mask, fill, t(0)) if marked else 0
             return
         self._raw(self.alloc.memory.data, self.dtype.np)[...] = values
         pm = self._raw(self.alloc.memory.poison, t)
-        if mask is None or not mask.any():
-            pm[...] = 0
-        else:
-            pm[...] = np.where(mask, fill, t(0))
+        pm[...] = np.where(mask, fill, t(0)) if marked else 0
 
     def _flat(self, buf, np_dtype):
         return buf[0, : self.alloc.nbytes].view(np_dtype)
@@ -158,6 +172,11 @@ class View:
 
     def region(self) -> Region:
         """The partitions and per-partition byte range this view touches."""
+        if self._region is None:
+            self._region = self._make_region()
+        return self._region
+
+    def _make_region(self) -> Region:
         isz, a = self.dtype.itemsize, self.alloc
         dims = list(zip(self.shape[1:], self.strides[1:])) if self.on_chip else list(zip(self.shape, self.strides))
         lo = self.offset + sum(min(0, (n - 1) * s) for n, s in dims)
@@ -300,6 +319,57 @@ class View:
         strides = list(self.strides[:lead]) + [s * old_sz // new_sz for s in self.strides[lead:-1]] + [1]
         return self._derive(self.shape[:-1] + (last // new_sz,), strides, self.offset * old_sz // new_sz, dtype=new)
 
+    reinterpret_cast = view
+
+    def rearrange(self, src_pattern: str, dst_pattern: str, fixed_sizes: dict | None = None) -> View:
+        """einops-style regrouping, e.g. rearrange("p (a b)", "p b a", {"a": 4}); never copies."""
+        src, dst = _groups(src_pattern), _groups(dst_pattern)
+        if len(src) != self.ndim:
+            raise ShapeError(f"rearrange: pattern {src_pattern!r} names {len(src)} dims; {self.name!r} has {self.ndim}")
+        sizes = dict(fixed_sizes or {})
+        for group, n in zip(src, self.shape):
+            unknown = [x for x in group if x not in sizes]
+            known = math.prod(sizes[x] for x in group if x in sizes)
+            if len(unknown) > 1:
+                raise ShapeError(f"rearrange: sizes of {unknown} in {src_pattern!r} are ambiguous; pass fixed_sizes")
+            if unknown:
+                sizes[unknown[0]] = n // known
+        names = [x for g in src for x in g]
+        if sorted(names) != sorted(x for g in dst for x in g):
+            raise ShapeError(f"rearrange: {src_pattern!r} and {dst_pattern!r} must name the same axes")
+        flat = self.reshape([sizes[x] for x in names])
+        v = flat.permute([names.index(x) for g in dst for x in g])
+        return v.reshape([math.prod(sizes[x] for x in g) for g in dst])
+
+    def is_contiguous(self) -> bool:
+        """Whether the free dims (all dims in HBM) are row-major with no gaps."""
+        lead = 1 if self.on_chip else 0
+        expect = 1
+        for n, s in reversed(list(zip(self.shape[lead:], self.strides[lead:]))):
+            if n != 1 and s != expect:
+                return False
+            expect *= n
+        return True
+
+    def is_indirect(self) -> bool:
+        return self.indirect is not None
+
+    def get_pattern(self) -> list[list[int]]:
+        """The access pattern `[[step, num], ...]` (on-chip: the partition pair first, in elements)."""
+        steps = list(self.strides)
+        if self.on_chip:
+            steps[0] *= self.alloc_elems
+        return [[s, n] for s, n in zip(steps, self.shape)]
+
+    def vector_select(self, dim: int, vector_offset) -> View:
+        """Per-partition row gather from an HBM tensor: row i of the result is row vector_offset[i]."""
+        if self.on_chip or dim != 0:
+            raise ShapeError(f"vector_select gathers rows (dim 0) of an HBM tensor; {self.name!r} is in {self.space.value}")
+        rows = vector_offset.array() if isinstance(vector_offset, View) else vector_offset
+        n = int(np.asarray(rows).size)
+        return self.ap([[self.strides[0], n]] + [[s, k] for s, k in zip(self.strides[1:], self.shape[1:])],
+                       offset=self.offset, vector_offset=vector_offset)
+
     def ap(self, pattern, offset=0, vector_offset=None, indirect_dim=0, dtype=None, scalar_offset=None) -> View:
         """A raw access pattern `[[step, num], ...]` over the whole tensor's storage (not this view)."""
         dt = numerics.dtype(dtype) if dtype is not None else self.dtype
@@ -344,6 +414,11 @@ def _contiguous(dims) -> int:
             return run
         run *= n
     return run
+
+
+def _groups(pattern: str) -> list[list[str]]:
+    import re
+    return [m[0].split() if m[0] else [m[1]] for m in re.findall(r"\(([^)]*)\)|(\S+)", pattern)]
 
 
 def _as_index(k):

@@ -138,8 +138,10 @@ def launch(kernel: Kernel, args, kwargs, target=None, values=True):
 
     def run(i):
         _state.core = cores[i]
+        cores[i].lazy_psum = True
         try:
             results[i] = kernel.fn(*converted, **kwconv)
+            cores[i].sync()
         except BaseException as e:  # noqa: BLE001 - re-raised in the caller's thread
             errors.append(e)
             if cores[i].barrier is not None:

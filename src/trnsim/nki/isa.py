@@ -159,8 +159,22 @@ def sendrecv(src, dst, send_to_rank, recv_from_rank, pipe_id, dma_engine=dma_eng
                  pipe_id=pipe_id)
 
 
-def dma_compute(dst, srcs, reduce_op, scales=None, unique_indices=True, oob_mode=oob_mode.error, name=None):
-    raise NotImplementedError("dma_compute is not supported in trnsim")
+def _unsupported(name):
+    def fn(*args, **kwargs):
+        raise NotImplementedError(f"nki.isa.{name} is not supported in trnsim")
+    fn.__name__ = name
+    return fn
+
+
+dma_compute = _unsupported("dma_compute")
+nc_n_gather = _unsupported("nc_n_gather")
+topk = _unsupported("topk")
+sequence_bounds = _unsupported("sequence_bounds")
+nonzero_with_count = _unsupported("nonzero_with_count")
+tensor_copy_predicated = _unsupported("tensor_copy_predicated")
+tensor_scalar_cumulative = _unsupported("tensor_scalar_cumulative")
+rand_set_state = _unsupported("rand_set_state")
+rand_get_state = _unsupported("rand_get_state")
 
 
 # -- reductions, scans, selections, statistics -------------------------------------------------------------------

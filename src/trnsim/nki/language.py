@@ -281,6 +281,64 @@ def rms_norm(x, w, axis=-1, n=None, epsilon=1e-6, dtype=None, compute_dtype=None
     return out
 
 
+def var(x, axis, dtype=None) -> View:
+    """Population variance along the free axes (keeps dims): mean of squares of x - mean."""
+    p, n = x.partitions, math.prod(x.shape[a] for a in _axes(x, axis))
+    m = mean(x, axis, float32, keepdims=True)
+    d = ndarray(x.shape, float32)
+    nisa.tensor_scalar(d, x, "subtract", m.reshape((p, 1)))
+    ss = ndarray((p, 1), float32)
+    nisa.activation(d, "square", d, reduce_op="add", reduce_res=ss)
+    out = ndarray(m.shape, _out_dtype(dtype, x))
+    nisa.tensor_scalar(out, ss.reshape(m.shape), "multiply", 1.0 / n)
+    return out
+
+
+def all(x, axis, dtype=None) -> View:  # noqa: A001
+    """1 where every element along the axes is non-zero."""
+    nz = ndarray(x.shape, float32)
+    nisa.tensor_scalar(nz, x, "not_equal", 0.0)
+    return _reduce("minimum")(nz, axis, dtype or uint8)
+
+
+def where(condition, x, y, dtype=None) -> View:
+    """x where condition (1.0/0.0) else y; y may be a scalar."""
+    out = ndarray(x.shape, _out_dtype(dtype, x))
+    nisa.select_reduce(out, condition, x, y)
+    return out
+
+
+def dropout(x, rate, dtype=None) -> View:
+    out = ndarray(x.shape, x.dtype)
+    nisa.dropout(out, x, rate)
+    return out if dtype is None else copy(out, dtype)
+
+
+def rand(shape, dtype, buffer=sbuf, name="") -> View:
+    """Uniform values in [0, 1) from the core's seeded generator."""
+    t = ndarray(shape, dtype, buffer, name)
+    core().issue(Op.RAND, dst=t, kind="uniform", min=0.0, max=1.0)
+    return t
+
+
+def random_seed(seed):
+    nisa.set_rng_seed(seed)
+
+
+def shared_identity_matrix(n, dtype=uint8, dst=None) -> View:
+    """An n x n identity in SBUF: ones where partition == column (GpSimd affine_select)."""
+    ones_ = ones((n, n), dtype)
+    out = dst if dst is not None else ndarray((n, n), dtype)
+    nisa.affine_select(out, [[-1, n]], 1, ones_, 0.0, cmp_op="equal")
+    return out
+
+
+def shared_constant(constant) -> View:
+    """A numpy array (or .npy path) placed in shared HBM."""
+    arr = np.load(constant) if isinstance(constant, str) else np.asarray(constant)
+    return core().hbm_tensor(np.ascontiguousarray(arr), name="shared_constant", kind="shared_hbm")
+
+
 def broadcast_to(x, shape, dtype=None) -> View:
     v = x
     for d, (a, b) in enumerate(zip(x.shape, shape)):
@@ -340,4 +398,5 @@ def device_print(print_prefix, tensor):
 
 
 __all__ = [n for n in dir() if not n.startswith("_") and n not in ("annotations", "contextlib", "enum", "math", "np",
-                                                                    "numerics", "Op", "View", "Register", "ShapeError")]
+                                                                    "numerics", "Op", "View", "Register", "ShapeError",
+                                                                    "core", "nisa")]

@@ -10,6 +10,7 @@ from trnsim.core.errors import DTypeError, GenerationError, OutOfBoundsError, Sh
 from trnsim.core.isa.opcodes import Engine, Op
 from trnsim.core.isa.registry import define
 from trnsim.core.memory import Space
+from trnsim.core.tensor import View
 
 DGE_MODES = ("unknown", "swdge", "hwdge", "none")
 
@@ -29,26 +30,32 @@ def _dma_cost(rec, spec):
             "chunk_bytes": min(runs) if runs else nbytes}
 
 
-def _moved(ins, nc, src_mask, values):
+def _moved(ins, nc, dst, src_mask, values, mask=None):
     """Write `values` to dst; never-written values reaching HBM are an error (strict) or a warning."""
-    dst = ins.dst
     if src_mask is not None and dst.space is Space.HBM:
         nc.never_written(f"reach HBM tensor {dst.name!r} through {ins.op.value}", ins.operands.get("src", dst), src_mask, ins.location)
-    _check_indirect(ins, dst)
-    dst.store(values.reshape(dst.shape), None if src_mask is None else src_mask.reshape(dst.shape))
+    mask = src_mask if mask is None else mask
+    dst.store(values.reshape(dst.shape), None if mask is None else mask.reshape(dst.shape))
 
 
-def _check_indirect(ins, v):
+def _rows_kept(ins, v):
+    """For an indirect view: which row indices are in range (None when all are); oob_mode=error raises."""
     if v.indirect is None:
-        return
+        return None
     rows, row_elems = v.indirect
     limit = v.alloc_elems // max(row_elems, 1)
     bad = (rows < 0) | (rows >= limit)
-    if bad.any():
-        if ins.attrs.get("oob_mode", "error") in ("error", 0):
-            raise OutOfBoundsError(f"{ins.op.value}: indirect row index {int(rows[bad][0])} outside {v.name!r} "
-                                   f"rows 0..{limit - 1} ({int(bad.sum())} of {rows.size} indices); oob_mode=skip drops them")
-        raise NotImplementedError("oob_mode=skip is applied per row")
+    if not bad.any():
+        return None
+    if ins.attrs.get("oob_mode", "error") in ("error", 0):
+        raise OutOfBoundsError(f"{ins.op.value}: indirect row index {int(rows[bad][0])} outside {v.name!r} "
+                               f"rows 0..{limit - 1} ({int(bad.sum())} of {rows.size} indices); oob_mode=skip drops them")
+    return ~bad
+
+
+def _with_rows(v, rows, keep=None):
+    shape = v.shape if keep is None else (int(keep.sum()),) + v.shape[1:]
+    return View(v.alloc, v.dtype, shape, v.strides, v.offset, v.poff, (rows, v.indirect[1]))
 
 
 # -- dma_copy -------------------------------------------------------------------------------------------
@@ -74,14 +81,25 @@ def _dma_copy_check(ins, nc):
 
 def _dma_copy_semantics(ins, nc):
     src, dst = ins.src, ins.dst
-    _check_indirect(ins, src)
-    m = src.mask()
-    m = m if m.any() else None
+    ks, kd = _rows_kept(ins, src), _rows_kept(ins, dst)
+    if ks is not None:  # oob_mode=skip: read row 0 in place of a bad row, then leave its destination alone
+        src = _with_rows(src, np.where(ks, src.indirect[0], 0))
+    m = src.mask() if src.poisoned() else None
     if src.dtype == dst.dtype:
         values = src.array()  # raw bytes: bit-exact
     else:  # DMA casts through FP32
         values = numerics.cast(src.array().astype(np.float32), dst.dtype)
-    _moved(ins, nc, m, np.ascontiguousarray(values))
+    values, store_mask = np.ascontiguousarray(values).reshape(src.shape), None
+    if ks is not None:
+        keep = ks.reshape((-1,) + (1,) * (src.ndim - 1))
+        m = None if m is None else (m & keep)
+        values = np.where(keep, values, dst.array().reshape(src.shape))
+        store_mask = np.where(keep, False if m is None else m, dst.mask().reshape(src.shape))
+    if kd is not None:
+        values = values.reshape(dst.shape)[kd]
+        m = None if m is None else m.reshape(dst.shape)[kd]
+        dst = _with_rows(dst, dst.indirect[0][kd], kd)
+    _moved(ins, nc, dst, m, values, store_mask)
 
 
 define(Op.DMA_COPY, Engine.DMA, _dma_copy_check, _dma_copy_semantics, _dma_cost)

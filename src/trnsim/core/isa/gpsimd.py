@@ -103,8 +103,9 @@ def _local_gather_check(ins, nc):
         raise ShapeError(f"local_gather: num_elem_per_idx {k} must be 1, 2, 4, 8, 16 or 32")
     if ins.index.dtype.name != "uint16":
         raise ShapeError(f"local_gather: index must be uint16; got {ins.index.dtype.name}")
-    if ins.index.free_size * 16 > 4096:
-        raise FreeSizeError(f"local_gather: {ins.index.free_size * 16} indices per core exceed 4096")
+    per_core, most = nc.limit("gpsimd_core_partitions"), nc.limit("local_gather_max_indices")
+    if ins.index.free_size * per_core > most:
+        raise FreeSizeError(f"local_gather: {ins.index.free_size * per_core} indices per GpSimd core exceed {most}")
 
 
 def _local_gather_semantics(ins, nc):
@@ -114,17 +115,18 @@ def _local_gather_semantics(ins, nc):
     ix = idx.array().reshape(idx.partitions, -1).astype(np.int64)
     out, om = dst.array().reshape(dst.partitions, -1).copy(), dst.mask().reshape(dst.partitions, -1).copy()
     valid = ins.attrs.get("num_valid_indices")
-    for base in range(0, src.partitions, 16):
-        block, bmask = a[base:base + 16].reshape(-1), m[base:base + 16].reshape(-1)
-        picks = ix[base:base + 16].reshape(-1)[: None if valid is None else int(valid)]
+    c = nc.limit("gpsimd_core_partitions")
+    for base in range(0, src.partitions, c):
+        block, bmask = a[base:base + c].reshape(-1), m[base:base + c].reshape(-1)
+        picks = ix[base:base + c].reshape(-1)[: None if valid is None else int(valid)]
         sel = (picks[:, None] * k + np.arange(k)[None, :]).reshape(-1)
         if sel.size and sel.max() >= block.size:
             from trnsim.core.errors import OutOfBoundsError
             raise OutOfBoundsError(f"local_gather: index {int(picks.max())} x {k} reaches element {int(sel.max())} of the "
-                                   f"{block.size} elements of GpSimd core {base // 16}")
-        flat, fm = out[base:base + 16].reshape(-1), om[base:base + 16].reshape(-1)
+                                   f"{block.size} elements of GpSimd core {base // c}")
+        flat, fm = out[base:base + c].reshape(-1), om[base:base + c].reshape(-1)
         flat[: sel.size], fm[: sel.size] = block[sel], bmask[sel]
-        out[base:base + 16], om[base:base + 16] = flat.reshape(-1, out.shape[1]), fm.reshape(-1, out.shape[1])
+        out[base:base + c], om[base:base + c] = flat.reshape(-1, out.shape[1]), fm.reshape(-1, out.shape[1])
     dst.store(out.reshape(dst.shape), om.reshape(dst.shape) if om.any() else None)
 
 

@@ -13,7 +13,8 @@ from trnsim import numerics
 from trnsim.core.errors import DTypeError, FreeSizeError, ShapeError
 from trnsim.core.isa.opcodes import Engine, Op
 from trnsim.core.isa.registry import define, stream_cost
-from trnsim.core.isa.tensor_engine import _bank_check, _matmul_cost, pe_matmul, psum_write
+from trnsim.core.isa.psum import matmul_into
+from trnsim.core.isa.tensor_engine import _bank_check, _matmul_cost
 
 
 def scale_rows(partitions: int) -> np.ndarray:
@@ -69,12 +70,9 @@ def _nc_matmul_mx_check(ins, nc):
 
 def _nc_matmul_mx_semantics(ins, nc):
     st, mv = ins.stationary, ins.moving
-    out = pe_matmul(dequantize(st, ins.stationary_scale), dequantize(mv, ins.moving_scale))
-    mask = None
     sm, mm = st.mask().reshape(st.partitions, -1), mv.mask().reshape(mv.partitions, -1)
-    if sm.any() or mm.any():
-        mask = sm.any(0)[:, None] | mm.any(0)[None, :]
-    psum_write(ins, nc, out, mask)
+    matmul_into(ins, nc, dequantize(st, ins.stationary_scale), dequantize(mv, ins.moving_scale).T.copy(),
+                sm.any(0) if sm.any() else None, mm.any(0) if mm.any() else None)
 
 
 define(Op.NC_MATMUL_MX, Engine.TENSOR, _nc_matmul_mx_check, _nc_matmul_mx_semantics, _matmul_cost, min_gen=4)

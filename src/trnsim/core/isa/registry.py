@@ -197,12 +197,10 @@ def masks(shape, *views) -> np.ndarray | None:
     """OR of the never-written masks of views, each as [P, F] broadcast to `shape`; None when all are clean."""
     out = None
     for v in views:
-        if not isinstance(v, View):
+        if not isinstance(v, View) or not v.poisoned():
             continue
-        m = v.mask()
-        if m.any():
-            m = np.broadcast_to(m.reshape(v.partitions, -1), shape)
-            out = m if out is None else (out | m)
+        m = np.broadcast_to(v.mask().reshape(v.partitions, -1), shape)
+        out = m if out is None else (out | m)
     return out
 
 

@@ -200,8 +200,9 @@ define(Op.BN_AGGR, Engine.VECTOR, _bn_aggr_check, _bn_aggr_semantics, stream_cos
 # -- max8 / nc_find_index8 / nc_match_replace8 ----------------------------------------------------------------------
 def _max8_check(ins, nc):
     same_partitions(ins, "dst", "src")
-    if not 8 <= ins.src.free_size <= 16384 or ins.dst.free_size != 8:
-        raise FreeSizeError(f"max8: src free size {ins.src.free_size} must be 8..16384 and dst hold 8 values; "
+    lo, hi = nc.limit("max8_fmin"), nc.limit("max8_fmax")
+    if not lo <= ins.src.free_size <= hi or ins.dst.free_size != 8:
+        raise FreeSizeError(f"max8: src free size {ins.src.free_size} must be {lo}..{hi} and dst hold 8 values; "
                             f"dst is {list(ins.dst.shape)}")
 
 
@@ -272,11 +273,12 @@ define(Op.NC_MATCH_REPLACE8, Engine.VECTOR, _replace8_check, _replace8_semantics
 # -- nc_stream_shuffle: move partitions within each 32-partition quadrant ------------------------------------------
 def _shuffle_check(ins, nc):
     _same(ins, "dst", "src")
+    q = nc.limit("quadrant_partitions")
     mask = list(ins.attrs.get("shuffle_mask", ()))
-    if len(mask) != 32 or any(not (0 <= int(i) < 32 or int(i) == 255) for i in mask):
-        raise ShapeError(f"nc_stream_shuffle: shuffle_mask needs 32 entries in 0..31 or 255 (keep dst); got {mask}")
-    if ins.src.partitions % 32 and ins.src.partitions > 32:
-        raise ShapeError(f"nc_stream_shuffle: {ins.src.partitions} partitions is not whole quadrants of 32")
+    if len(mask) != q or any(not (0 <= int(i) < q or int(i) == 255) for i in mask):
+        raise ShapeError(f"nc_stream_shuffle: shuffle_mask needs {q} entries in 0..{q - 1} or 255 (keep dst); got {mask}")
+    if ins.src.partitions % q and ins.src.partitions > q:
+        raise ShapeError(f"nc_stream_shuffle: {ins.src.partitions} partitions is not whole quadrants of {q}")
 
 
 def _shuffle_semantics(ins, nc):
@@ -284,7 +286,7 @@ def _shuffle_semantics(ins, nc):
     a, m = src.array().reshape(src.partitions, -1), src.mask().reshape(src.partitions, -1)
     out, om = dst.array().reshape(dst.partitions, -1).copy(), dst.mask().reshape(dst.partitions, -1).copy()
     mask = [int(i) for i in ins.attrs["shuffle_mask"]]
-    for base in range(0, src.partitions, 32):
+    for base in range(0, src.partitions, len(mask)):
         for i, j in enumerate(mask):
             if j != 255 and base + i < dst.partitions and base + j < src.partitions:
                 out[base + i], om[base + i] = a[base + j], m[base + j]

@@ -1,8 +1,7 @@
 """Tensor engine (PE array) instructions: nc_matmul, nc_matmul_mx and nc_transpose (on Tensor or Vector).
 
 `nc_matmul` computes dst[M, N] (+)= stationary[K, M].T @ moving[K, N] with FP32 accumulation in PSUM.
-PSUM accumulation groups: with `accumulate=None` the first matmul into a region overwrites and later
-ones accumulate; a region's group closes when another engine reads or writes it (the PSUM eviction).
+How results land in PSUM (accumulation groups) is in psum.py.
 """
 from __future__ import annotations
 
@@ -13,16 +12,12 @@ import numpy as np
 from trnsim import numerics
 from trnsim.core.errors import DTypeError, FreeSizeError, GenerationError, PSUMBankError, ShapeError
 from trnsim.core.isa.opcodes import Engine, Op
+from trnsim.core.isa.psum import flush, matmul_into, pe_matmul, transposed_f32, widened
 from trnsim.core.isa.registry import define
 from trnsim.core.memory import Space
 
 _FP8 = {"float8_e4m3", "float8_e5m2"}
 
-
-def pe_matmul(a, b) -> np.ndarray:
-    """a[K, M].T @ b[K, N] in FP32: narrow products are exact in FP32; the sum runs in FP32 in BLAS order
-    (the PE array's own order is undocumented), so a 128x128x512 matmul costs one BLAS call."""
-    return np.matmul(numerics.widen(a).T, numerics.widen(b))
 _WIDE = {"float32", "tfloat32"}
 
 
@@ -108,43 +103,19 @@ def _nc_matmul_check(ins, nc):
     _tile_check(nc, ins, st.partitions, m)
 
 
-def _group_flags(nc, v):
-    r = v.region()
-    return nc.psum_groups[r.partition:r.partition + r.partitions, r.byte_lo:r.byte_hi]
-
-
 def _nc_matmul_semantics(ins, nc):
     st, mv, dst = ins.stationary, ins.moving, ins.dst
-    sm, mm = st.mask(), mv.mask()
     if ins.attrs.get("is_transpose"):  # v3+ transpose mode: bit-exact, NaN/Inf safe
+        flush(nc)
         a = st.array().reshape(st.partitions, -1)
-        m = sm.reshape(st.partitions, -1).T if sm.any() else None
+        m = st.mask().reshape(st.partitions, -1).T if st.poisoned() else None
         dst.store(a.T.reshape(dst.shape), None if m is None else m.reshape(dst.shape))
         return
     # double_row: K = partitions x the leading free dim of 2, so both rows of a partition contract.
     k = st.partitions * (2 if ins.perf_mode == "double_row" else 1)
-    a, b, sm, mm = st.array().reshape(k, -1), mv.array().reshape(k, -1), sm.reshape(k, -1), mm.reshape(k, -1)
-    out = pe_matmul(a, b)
-    mask = None
-    if sm.any() or mm.any():
-        mask = sm.any(axis=0)[:, None] | mm.any(axis=0)[None, :]
-    psum_write(ins, nc, out, mask)
-
-
-def psum_write(ins, nc, out, mask):
-    """Write a matmul result: overwrite or FP32 read-accumulate-write, per the accumulation group."""
-    dst = ins.dst
-    flags = _group_flags(nc, dst)
-    acc = ins.attrs.get("accumulate")
-    if bool(flags.all()) if acc is None else bool(acc):
-        out = out + dst.array().reshape(out.shape).astype(np.float32)
-        pm = dst.mask().reshape(out.shape)
-        if pm.any():
-            mask = pm if mask is None else (mask | pm)
-    out = out.reshape(dst.shape)
-    dst.store(out if dst.dtype.name == "float32" else numerics.cast(out, dst.dtype),
-              None if mask is None else mask.reshape(dst.shape))
-    flags[...] = 1
+    am = st.mask().reshape(k, -1).any(axis=0) if st.poisoned() else None
+    bm = mv.mask().reshape(k, -1).any(axis=0) if mv.poisoned() else None
+    matmul_into(ins, nc, widened(nc, st, k), transposed_f32(mv.array().reshape(k, -1)), am, bm)
 
 
 define(Op.NC_MATMUL, Engine.TENSOR, _nc_matmul_check, _nc_matmul_semantics, _matmul_cost)
@@ -154,7 +125,7 @@ define(Op.NC_MATMUL, Engine.TENSOR, _nc_matmul_check, _nc_matmul_semantics, _mat
 def _nc_transpose_check(ins, nc):
     data, dst = ins.data, ins.dst
     p, f = data.partitions, data.free_size
-    cap = 128 if ins.engine is Engine.TENSOR else 32
+    cap = nc.limit("pe_transpose_max" if ins.engine is Engine.TENSOR else "vector_transpose_max")
     if p > cap or f > cap:
         raise FreeSizeError(f"nc_transpose on the {ins.engine.value} engine takes at most [{cap}, {cap}]; data "
                             f"{data.name!r} is [{p}, {f}]")

@@ -56,6 +56,7 @@ def launch(kernel: Kernel, args, kwargs, target=None, values=True):
     returned tensors come back as arrays (nothing with `values=False`)."""
     strict = os.environ.get("TRNSIM_STRICT", "1") != "0"
     nc = NeuronCore(target or kernel.options.get("platform_target"), strict=strict, values=values)
+    nc.lazy_psum = True  # accumulation groups evaluated as the current front end evaluates them
     grid = kernel.grid
     shared = Launch(grid, strict)
     backs, kind = [], "numpy"
@@ -80,6 +81,7 @@ def launch(kernel: Kernel, args, kwargs, target=None, values=True):
             _frontend._state.core, _ctx.instance = nc, Instance(shared, idx)
             res = kernel.fn(*targs, **tkw)
             result = res if n == 0 else result
+        nc.sync()
         ok = True
     finally:
         _frontend._state.core, _ctx.instance = saved

@@ -20,7 +20,7 @@ from trnsim.core.errors import where as _location
 from trnsim.nki import isa as cur
 from trnsim.nki import language as _cur_nl
 from trnsim.nki.legacy._grid import arange, mgrid  # noqa: F401
-from trnsim.nki.legacy._tile import ParDim, Tile, as_tile, each_box, emit, instance, new_tile, part, promote
+from trnsim.nki.legacy._tile import ParDim, Tile, as_tile, core, each_box, emit, instance, new_tile, part, promote
 
 # -- dtypes and buffers (the same objects as the current API) ---------------------------------------------------
 bool_, int8, int16, int32 = numerics.bool_, numerics.int8, numerics.int16, numerics.int32
@@ -540,6 +540,7 @@ def loop_reduce(x, op, loop_indices, mask=None, dtype=None, **kwargs) -> Tile:
 
 def device_print(prefix, x, **kwargs):
     """Print a tile's values now (the simulator's device_print)."""
+    core().sync()  # pending PSUM accumulation groups land first
     print(prefix, np.array(as_tile(x).view().array()))
 
 
@@ -548,6 +549,6 @@ def all_reduce(x, op, program_axes, **kwargs):
 
 
 _INTERNAL = {"annotations", "builtins", "math", "np", "numerics", "View", "KernelError", "ShapeError", "cur", "ParDim",
-             "Tile", "as_tile", "each_box", "emit", "instance", "new_tile", "part", "promote", "assign", "accumulate",
+             "Tile", "as_tile", "core", "each_box", "emit", "instance", "new_tile", "part", "promote", "assign", "accumulate",
              "pending_matmul"}
 __all__ = [n for n in dir() if not n.startswith("_") and n not in _INTERNAL]

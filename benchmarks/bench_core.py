@@ -1,0 +1,105 @@
+"""Emulator speed, side by side in one run (prints one JSON object):
+
+- a bf16 [4096 x 4096] x [4096 x 4096] tiled-matmul NKI kernel on the emulator against numpy's own fp32
+  matmul of the same size (target: the kernel within 3x of numpy);
+- instructions per second on a small-tile elementwise kernel.
+
+Wall times are the headline; CPU times (all threads) are printed too, since a busy machine stretches
+wall time. numpy's matmul is multi-threaded BLAS; the emulator spends its time in BLAS as well (one GEMM
+per PSUM accumulation group, see trnsim/core/isa/psum.py) plus per-instruction bookkeeping.
+
+    .venv/bin/python benchmarks/bench_core.py [--size 4096]
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import platform
+import time
+
+import ml_dtypes
+import numpy as np
+
+import trnsim.nki as nki
+import trnsim.nki.isa as nisa
+import trnsim.nki.language as nl
+
+
+@nki.jit
+def tiled_matmul(a_t, b):
+    """out[M, N] = a_t.T @ b, blocked as NKI's matmul tutorial does: one 128-row block of A stays
+    stationary while the 8 PSUM banks accumulate the 8 column blocks of 512 over K."""
+    K, M = a_t.shape
+    N = b.shape[1]
+    KT, TM, TN = K // 128, 128, 512
+    out = nl.ndarray((M, N), nl.float32, buffer=nl.shared_hbm)
+    accs = [nl.ndarray((TM, TN), nl.float32, buffer=nl.psum) for _ in range(N // TN)]  # all 8 banks
+    for m in range(M // TM):
+        at = nl.ndarray((128, KT, TM), a_t.dtype)  # the K tiles of one row block, K on partitions
+        nisa.dma_copy(at, a_t[:, m * TM:(m + 1) * TM].reshape((KT, 128, TM)).permute((1, 0, 2)))
+        for k in range(KT):
+            bt = nl.ndarray((128, N), b.dtype)
+            nisa.dma_copy(bt, b[k * 128:(k + 1) * 128, :])
+            for n in range(N // TN):
+                nisa.nc_matmul(accs[n], at[:, k, :], bt[:, n * TN:(n + 1) * TN])
+        for n in range(N // TN):
+            res = nl.ndarray((TM, TN), nl.float32)
+            nisa.tensor_copy(res, accs[n])  # the eviction closes the bank's accumulation group
+            nisa.dma_copy(out[m * TM:(m + 1) * TM, n * TN:(n + 1) * TN], res)
+    return out
+
+
+@nki.jit
+def small_tiles(x):
+    """Elementwise work on [128, 64] tiles: 4 compute instructions per load/store pair."""
+    out = nl.ndarray(x.shape, x.dtype, buffer=nl.shared_hbm)
+    for i in range(x.shape[0] // 128):
+        t = nl.load(x[i * 128:(i + 1) * 128])
+        u = nl.ndarray(t.shape, t.dtype)
+        nisa.tensor_scalar(u, t, nl.multiply, 2.0, op1=nl.add, operand1=1.0)
+        nisa.activation(u, nl.exp, u, scale=-1.0)
+        nisa.tensor_tensor(u, u, t, nl.add)
+        nisa.tensor_scalar(u, u, nl.maximum, 0.0)
+        nl.store(out[i * 128:(i + 1) * 128], u)
+    return out
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--size", type=int, default=4096)
+    n = ap.parse_args().size
+    rng = np.random.default_rng(0)
+    a_t = rng.standard_normal((n, n), np.float32).astype(ml_dtypes.bfloat16)
+    b = rng.standard_normal((n, n), np.float32).astype(ml_dtypes.bfloat16)
+    a32, b32 = a_t.astype(np.float32).T.copy(), b.astype(np.float32)
+
+    t, c = time.perf_counter(), time.process_time()
+    ref = a32 @ b32
+    numpy_s, numpy_cpu = time.perf_counter() - t, time.process_time() - c
+
+    t, c = time.perf_counter(), time.process_time()
+    got = tiled_matmul(a_t, b)
+    emu_s, emu_cpu = time.perf_counter() - t, time.process_time() - c
+    rel = float(np.abs(got - ref).max() / np.abs(ref).max())
+    n_matmul = len(tiled_matmul.last_cores[0].stream)
+
+    x = rng.standard_normal((128 * 400, 64), np.float32)
+    t = time.perf_counter()
+    small_tiles(x)
+    ew_s = time.perf_counter() - t
+    n_ew = len(small_tiles.last_cores[0].stream)
+
+    print(json.dumps({
+        "benchmark": "core",
+        "machine": platform.machine(), "python": platform.python_version(), "numpy": np.__version__,
+        "matmul": {"size": n, "dtype": "bfloat16", "emulator_s": round(emu_s, 3), "numpy_fp32_s": round(numpy_s, 3),
+                   "ratio": round(emu_s / numpy_s, 2), "target_ratio": 3.0,
+                   "emulator_cpu_s": round(emu_cpu, 3), "numpy_cpu_s": round(numpy_cpu, 3), "instructions": n_matmul,
+                   "max_rel_error_vs_fp32": rel},
+        "elementwise": {"tile": [128, 64], "instructions": n_ew, "seconds": round(ew_s, 3),
+                        "instructions_per_s": round(n_ew / ew_s)},
+    }))
+
+
+if __name__ == "__main__":
+    main()

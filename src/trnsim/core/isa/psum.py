@@ -1,0 +1,169 @@
+"""PSUM accumulation groups: how matmul results land in PSUM.
+
+With `accumulate=None` the first matmul into a region overwrites and later ones accumulate in FP32
+(read-accumulate-write); a region's group closes when another engine reads or writes it (the eviction).
+
+A kernel run evaluates a group lazily: the matmuls of one group are kept (their inputs widened to FP32
+and copied at issue time) and computed as one GEMM over the concatenated K when anything next touches
+PSUM, or when the kernel ends. Nothing can observe PSUM in between, so the values are those of the eager
+order except for FP32 rounding: the sum over K runs in FP32 in BLAS order either way (the PE array's own
+order is undocumented). A 4096-deep accumulation then costs one BLAS call instead of 32, and groups
+that share their stationary tiles (one row block accumulating into several banks) share one call.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from trnsim import numerics
+
+
+def pe_matmul(a, b) -> np.ndarray:
+    """a[K, M].T @ b[K, N] in FP32 (narrow products are exact in FP32)."""
+    return np.matmul(numerics.widen(a).T, numerics.widen(b))
+
+
+def group_flags(nc, v):
+    """The PSUM bytes of `v` that are inside an open accumulation group (1) or not (0)."""
+    r = v.region()
+    return nc.psum_groups[r.partition:r.partition + r.partitions, r.byte_lo:r.byte_hi]
+
+
+def _key(v):
+    r = v.region()
+    return (r.partition, r.partitions, r.byte_lo, r.byte_hi)
+
+
+def _overlap(k1, k2):
+    return k1[0] < k2[0] + k2[1] and k2[0] < k1[0] + k1[1] and k1[2] < k2[3] and k2[2] < k1[3]
+
+
+def close(nc, v) -> None:
+    """Another engine touched PSUM region `v`: the accumulation groups over it close."""
+    r = v.region()
+    nc.psum_groups[r.partition:r.partition + r.partitions, r.byte_lo:r.byte_hi] = 0
+    key = _key(v)
+    nc.psum_open -= {k for k in nc.psum_open if _overlap(k, key)}
+
+
+class Group:
+    """Matmuls accumulating into one PSUM region, waiting to be computed as one GEMM."""
+
+    def __init__(self, dst, onto: bool):
+        self.dst, self.onto = dst, onto  # onto: add to the PSUM contents present when the group opened
+        self.a, self.b, self.amask, self.bmask = [], [], None, None
+
+    def add(self, a, b_t, am, bm):
+        """Add FP32 operands a[K, M] and b_t[N, K] (the moving tile transposed; owned copies) and masks."""
+        self.a.append(a)
+        self.b.append(b_t)
+        if am is not None or bm is not None:
+            m = a.shape[1], b_t.shape[0]
+            self.amask = (self.amask if self.amask is not None else np.zeros(m[0], bool)) | (am if am is not None else False)
+            self.bmask = (self.bmask if self.bmask is not None else np.zeros(m[1], bool)) | (bm if bm is not None else False)
+
+    def finish(self, out):
+        mask = None
+        if self.amask is not None:
+            mask = self.amask[:, None] | self.bmask[None, :]
+        write(self.dst, out, mask, self.onto)
+
+    def compute(self):
+        compute_together([self])
+
+
+def compute_together(groups):
+    """Groups with the same stationary tiles: one GEMM over their moving tiles side by side.
+
+    The moving tiles are laid out transposed, [N, K] row-major, which is the operand order in which BLAS
+    runs a 128-column product as fast as a square one.
+    """
+    a = groups[0].a[0] if len(groups[0].a) == 1 else np.concatenate(groups[0].a)
+    n_total = sum(g.b[0].shape[0] for g in groups)
+    bt = np.empty((n_total, a.shape[0]), np.float32)
+    col = 0
+    for g in groups:
+        n, k0 = g.b[0].shape[0], 0
+        for piece in g.b:
+            bt[col:col + n, k0:k0 + piece.shape[1]] = piece
+            k0 += piece.shape[1]
+        col += n
+    out_t = bt @ a
+    col = 0
+    for g in groups:
+        n = g.b[0].shape[0]
+        g.finish(out_t[col:col + n].T)
+        col += n
+
+
+def write(dst, out, mask, accumulate: bool):
+    """Overwrite, or FP32 read-accumulate-write, a matmul result into PSUM."""
+    if accumulate:
+        out = out + dst.array().reshape(out.shape).astype(np.float32)
+        if dst.poisoned():
+            pm = dst.mask().reshape(out.shape)
+            mask = pm if mask is None else (mask | pm)
+    out = out.reshape(dst.shape)
+    dst.store(out if dst.dtype.name == "float32" else numerics.cast(out, dst.dtype),
+              None if mask is None else mask.reshape(dst.shape))
+
+
+def widened(nc, v, rows: int) -> np.ndarray:
+    """`v` as FP32 [rows, -1], reusing the last conversion of the same bytes while they are unchanged."""
+    key = (id(v.alloc.memory), v._layout(), v.shape, v.dtype.name, rows)
+    hit = nc.widen_cache.get(key)
+    if hit is not None and hit[0] == v.alloc.memory.version:
+        return hit[1]
+    a = numerics.widen(v.array().reshape(rows, -1))
+    if len(nc.widen_cache) > 8:
+        nc.widen_cache.clear()
+    nc.widen_cache[key] = (v.alloc.memory.version, a)
+    return a
+
+
+def transposed_f32(x: np.ndarray) -> np.ndarray:
+    """x[K, N] in any storage as FP32 [N, K] row-major, converted and transposed in one pass."""
+    if x.dtype == numerics.bfloat16.np:  # bf16 is the top half of fp32: a shift widens it exactly
+        out = np.empty((x.shape[1], x.shape[0]), np.uint32)
+        np.left_shift(x.view(np.uint16).T, 16, out=out, dtype=np.uint32)
+        return out.view(np.float32)
+    out = np.empty((x.shape[1], x.shape[0]), np.float32)
+    np.copyto(out, x.T, casting="unsafe")
+    return out
+
+
+def matmul_into(ins, nc, a, b_t, am, bm):
+    """Add a.T @ b (a[K, M] and b_t[N, K] FP32 copies, column masks or None) to dst per its group."""
+    dst = ins.dst
+    key = _key(dst)
+    flags = group_flags(nc, dst)
+    acc = ins.attrs.get("accumulate")
+    if acc is None:  # open groups are remembered by region, so the byte flags need a scan only on a miss
+        accumulate = key in nc.psum_open or bool(flags.all())
+    else:
+        accumulate = bool(acc)
+    if key not in nc.psum_open:
+        flags[...] = 1
+        nc.psum_open.add(key)
+    if not nc.lazy_psum:
+        g = Group(dst, accumulate)
+        g.add(a, b_t, am, bm)
+        g.compute()
+        return
+    for k in [k for k in nc.psum_pending if k != key and _overlap(k, key)]:
+        nc.psum_pending.pop(k).compute()
+    g = nc.psum_pending.get(key)
+    if g is None or not accumulate:
+        if g is not None:
+            g.compute()
+        g = nc.psum_pending[key] = Group(dst, accumulate)
+    g.add(a, b_t, am, bm)
+
+
+def flush(nc):
+    """Compute every pending accumulation group (before anything else touches PSUM)."""
+    buckets: dict[tuple, list] = {}
+    for g in nc.psum_pending.values():
+        buckets.setdefault(tuple(map(id, g.a)), []).append(g)
+    nc.psum_pending.clear()
+    for groups in buckets.values():
+        compute_together(groups)
