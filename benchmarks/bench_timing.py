@@ -2,7 +2,7 @@
 
 Prints one JSON object: wall seconds to run the kernel on shapes (front end and checks) and to schedule
 its stream, instructions per second, and simulated NeuronCore cycles (at the core's base clock) per
-wall second. `--ladder` adds the calibration table: every ladder step on trn1 against the published
+wall second (CPU seconds too: on a shared machine they show what an idle one would take). `--ladder` adds the calibration table: every ladder step on trn1 against the published
 latency and HFU (reference/calibration.md 1.1), and the trn2 engine-active shares.
 """
 import json
@@ -25,23 +25,24 @@ PUBLISHED = {"matmul_tiled": (51.80, 0.1098), "matmul_hoisted": (42.96, 0.1324),
 def run(kernel, target):
     lhsT, rhs = (np.zeros((ladder.SHAPE["K"], ladder.SHAPE[d]), ladder.nl.bfloat16.np)
                  for d in "MN")
-    t0 = time.perf_counter()
+    t0, c0 = time.perf_counter(), time.process_time()
     cores = kernel.trace(lhsT, rhs, target=target, values=False)
-    t1 = time.perf_counter()
+    t1, c1 = time.perf_counter(), time.process_time()
     tl = simulate(cores[0].stream, target)
-    t2 = time.perf_counter()
-    return summarize(kernel.__name__, [tl], cores[0].spec), len(cores[0].stream), t1 - t0, t2 - t1
+    t2, c2 = time.perf_counter(), time.process_time()
+    return summarize(kernel.__name__, [tl], cores[0].spec), len(cores[0].stream), (t1 - t0, c1 - c0), (t2 - t1, c2 - c1)
 
 
 def main():
     target = "trn1"
     r, n, front, sched = run(ladder.matmul_optimized, target)
     base = specs.neuroncore(target).clocks["base"]
+    wall = front[0] + sched[0]
     out = {"kernel": r.kernel, "target": target, "shape": ladder.SHAPE, "instructions": n,
            "simulated_latency_ms": r.latency / 1e6, "hfu": r.hfu,
-           "wall_s": front + sched, "wall_frontend_s": front, "wall_schedule_s": sched,
-           "instructions_per_s": n / (front + sched),
-           "simulated_cycles_per_s": r.latency * 1e-9 * base / (front + sched)}
+           "wall_s": wall, "wall_frontend_s": front[0], "wall_schedule_s": sched[0],
+           "cpu_s": front[1] + sched[1], "cpu_frontend_s": front[1], "cpu_schedule_s": sched[1],
+           "instructions_per_s": n / wall, "simulated_cycles_per_s": r.latency * 1e-9 * base / wall}
     if "--ladder" in sys.argv:
         rows = []
         for k in ladder.LADDER:

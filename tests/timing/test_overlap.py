@@ -14,14 +14,19 @@ def schedule(build, target="trn1"):
     return simulate(nc.stream, target).events
 
 
+def ready_tiles(nc):
+    """A stationary and a moving bf16 tile, written by VectorE, and a PSUM tile for their product."""
+    st, mv = nc.tensor((128, 128), "bfloat16"), nc.tensor((128, 512), "bfloat16")
+    nc.issue(Op.MEMSET, dst=st, value=1.0)
+    nc.issue(Op.MEMSET, dst=mv, value=1.0)
+    return st, mv, nc.tensor((128, 512), "float32", "psum")
+
+
 def test_independent_dma_and_matmul_overlap():
     """A load into one tile and a run of matmuls on other tiles proceed at the same time."""
     def build(nc):
-        st, mv = nc.tensor((128, 128), "bfloat16"), nc.tensor((128, 512), "bfloat16")
-        nc.issue(Op.MEMSET, dst=st, value=1.0)
-        nc.issue(Op.MEMSET, dst=mv, value=1.0)
+        st, mv, ps = ready_tiles(nc)
         nc.issue(Op.DMA_COPY, dst=nc.tensor((128, 4096), "bfloat16"), src=nc.hbm_tensor((128, 4096), "bfloat16"))
-        ps = nc.tensor((128, 512), "float32", "psum")
         for _ in range(32):
             nc.issue(Op.NC_MATMUL, dst=ps, stationary=st, moving=mv)
     evs = schedule(build)
@@ -45,10 +50,8 @@ def test_dependent_matmul_waits_for_its_load():
 def test_overwriting_load_waits_for_reader():
     """A load into a tile that a matmul still reads waits for the matmul (write after read)."""
     def build(nc):
-        st, mv = nc.tensor((128, 128), "bfloat16"), nc.tensor((128, 512), "bfloat16")
-        nc.issue(Op.MEMSET, dst=st, value=1.0)
-        nc.issue(Op.MEMSET, dst=mv, value=1.0)
-        nc.issue(Op.NC_MATMUL, dst=nc.tensor((128, 512), "float32", "psum"), stationary=st, moving=mv)
+        st, mv, ps = ready_tiles(nc)
+        nc.issue(Op.NC_MATMUL, dst=ps, stationary=st, moving=mv)
         nc.issue(Op.DMA_COPY, dst=mv, src=nc.hbm_tensor((128, 512), "bfloat16"))
     *_, mm, dma = schedule(build)
     assert dma.start >= mm.end + SEM + 1300.0 - 1e-6
@@ -74,30 +77,16 @@ def test_one_engine_runs_in_order():
     assert b.start == pytest.approx(a.end)
 
 
-def test_psum_accumulation_group_runs_back_to_back():
-    """Matmuls accumulating into one PSUM tile follow each other with no semaphore gap."""
+def test_psum_accumulation_group_then_eviction():
+    """Matmuls accumulating into one PSUM tile run back to back with no semaphore gap; the PSUM->SBUF
+    copy waits for the last of them plus the semaphore latency, then pays the dependent overhead."""
     def build(nc):
-        st, mv = nc.tensor((128, 128), "bfloat16"), nc.tensor((128, 512), "bfloat16")
-        nc.issue(Op.MEMSET, dst=st, value=1.0)
-        nc.issue(Op.MEMSET, dst=mv, value=1.0)
-        ps = nc.tensor((128, 512), "float32", "psum")
-        for _ in range(4):
-            nc.issue(Op.NC_MATMUL, dst=ps, stationary=st, moving=mv)
-    evs = schedule(build)[2:]
-    for prev, nxt in zip(evs, evs[1:]):
-        assert nxt.start == pytest.approx(prev.end)
-
-
-def test_psum_eviction_waits_for_the_group():
-    """Copying PSUM to SBUF waits for the last matmul of the group, then pays the dependent overhead."""
-    def build(nc):
-        st, mv = nc.tensor((128, 128), "bfloat16"), nc.tensor((128, 512), "bfloat16")
-        nc.issue(Op.MEMSET, dst=st, value=1.0)
-        nc.issue(Op.MEMSET, dst=mv, value=1.0)
-        ps = nc.tensor((128, 512), "float32", "psum")
+        st, mv, ps = ready_tiles(nc)
         for _ in range(3):
             nc.issue(Op.NC_MATMUL, dst=ps, stationary=st, moving=mv)
         nc.issue(Op.TENSOR_COPY, dst=nc.tensor((128, 512), "float32"), src=ps)
-    *_, last_mm, copy = schedule(build)
-    assert copy.start == pytest.approx(last_mm.end + SEM)
+    *mms, copy = schedule(build)[2:]
+    for prev, nxt in zip(mms, mms[1:]):
+        assert nxt.start == pytest.approx(prev.end)
+    assert copy.start == pytest.approx(mms[-1].end + SEM)
     assert copy.end - copy.start == pytest.approx((512 + 100) / 1.12)

@@ -3,9 +3,12 @@ import base64
 import json
 import re
 
+import pytest
 from click.testing import CliRunner
 
+import trnsim
 from trnsim.cli import cli
+from trnsim.errors import ConfigError
 from trnsim.report import validate_trace_events
 
 KERNEL = '''
@@ -59,3 +62,17 @@ def test_profile_without_inputs_is_one_line_error(tmp_path):
     res = CliRunner().invoke(cli, ["profile", str(src)])
     assert res.exit_code != 0
     assert "define inputs()" in res.output and "Traceback" not in res.output
+
+
+def test_profile_unknown_kernel_lists_the_kernels(tmp_path):
+    """--kernel with a name the file lacks fails in one line naming the kernels it has."""
+    src = tmp_path / "k.py"
+    src.write_text(KERNEL)
+    res = CliRunner().invoke(cli, ["profile", str(src), "--kernel", "nope"])
+    assert res.exit_code != 0 and "kernels: scale_rows" in res.output
+
+
+def test_benchmark_rejects_a_plain_function():
+    """trnsim.benchmark of something that is not a kernel is a ConfigError saying what it needs."""
+    with pytest.raises(ConfigError, match="@nki.jit kernel"):
+        trnsim.benchmark(len, [1])

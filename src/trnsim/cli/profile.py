@@ -24,8 +24,11 @@ TARGETS = ("trn1", "trn2", "trn3")
 
 
 def _operands(rec) -> str:
-    return ", ".join(f"{n}={r.space}[{r.partition}:{r.partition + r.partitions}] {r.dtype}{list(r.shape)}"
-                     for n, r in rec.operands.items())
+    """Each operand as the profiler shows it: memory, partitions (on chip), byte range, dtype and shape."""
+    def one(r):
+        parts = f"[{r.partition}:{r.partition + r.partitions}]" if r.space != "hbm" else ""
+        return f"{r.space}{parts}@{r.byte_lo}..{r.byte_hi} {r.dtype}{list(r.shape)}"
+    return ", ".join(f"{n}={one(r)}" for n, r in rec.operands.items())
 
 
 def schedule_of(result: BenchmarkResult):
@@ -49,7 +52,10 @@ def schedule_of(result: BenchmarkResult):
         for j, (q, s, f) in enumerate(e.pieces):
             spans.append(Span(next_id, f"DMA q{q}", e.rec.op.value, s, f - s, args, deps if j == 0 else ()))
             next_id += 1
-    return Schedule(spans, result.target, result.kernel, result.meta())
+    meta = result.meta()
+    meta.pop("hardware_flops")
+    meta["HFU (TensorE)"] = f"{100 * meta.pop('hfu'):.1f} %"
+    return Schedule(spans, result.target, result.kernel, meta)
 
 
 def load_kernel(file: str, name: str | None):

@@ -12,6 +12,7 @@ instruction per generation (trnsim.specs: neuroncores.toml and timing.toml).
 from __future__ import annotations
 
 from trnsim import specs
+from trnsim.errors import ConfigError
 from trnsim.core.timing.result import BenchmarkResult, critical_path, summarize
 from trnsim.core.timing.scheduler import Event, Scheduler, Timeline, replay
 from trnsim.specs.timing import timing
@@ -36,6 +37,8 @@ def benchmark(kernel, *args, target: str | None = None, timing_only: bool = Fals
         and bandwidth, SBUF/PSUM peaks and the critical path (`bound`: the engine or DMA queue
         that bound the kernel).
     """
+    if not callable(getattr(kernel, "trace", None)):
+        raise ConfigError(f"benchmark times an @nki.jit kernel; got {type(kernel).__name__} {kernel!r}")
     cores = kernel.trace(*args, target=target, values=not timing_only, **kwargs)
     spec = cores[0].spec
     name = getattr(kernel, "__name__", type(kernel).__name__)

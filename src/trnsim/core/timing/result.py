@@ -6,6 +6,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from trnsim import numerics
+from trnsim.core.isa.opcodes import Op
 from trnsim.core.timing.rules import TRACKS
 from trnsim.core.timing.scheduler import Timeline
 
@@ -38,7 +40,7 @@ class BenchmarkResult:
     hbm_write_bytes: int
     sbuf_peak_bytes: int
     psum_peak_bytes: int
-    critical_path: dict[str, float]  # ns each track spends on the critical path
+    critical_path: dict[str, float]  # ns each engine (or "DMA") spends on the critical path
     critical_waiting: float  # ns of the critical path spent waiting (semaphores, DMA fixed latency)
     timelines: tuple[Timeline, ...] = field(default=(), repr=False, compare=False)
 
@@ -60,7 +62,7 @@ class BenchmarkResult:
 
     @property
     def bound(self) -> str | None:
-        """The engine or DMA queue with the most time on the critical path."""
+        """The engine ("TensorE", ...) or "DMA" with the most time on the critical path."""
         return max(self.critical_path, key=self.critical_path.get, default=None)
 
     def meta(self) -> dict:
@@ -86,7 +88,8 @@ def critical_path(tl: Timeline) -> tuple[dict[str, float], float, float]:
     last_end, by_track, first = ev[cur].end, {}, cur
     while cur >= 0:
         e = ev[cur]
-        by_track[e.track] = by_track.get(e.track, 0.0) + (e.end - e.start)
+        track = "DMA" if e.pieces else e.track  # a transfer keeps all 16 DMA engines busy together
+        by_track[track] = by_track.get(track, 0.0) + (e.end - e.start)
         first, cur = cur, e.blocker
     length = last_end - ev[first].start
     return by_track, length - sum(by_track.values()), length
@@ -112,11 +115,11 @@ def summarize(kernel: str, timelines: list[Timeline], spec) -> BenchmarkResult:
                 active[track] = active.get(track, 0.0) + (e.end - e.start)
             if e.flops:
                 hw_flops += e.flops
-                if e.rec.op.value != "nc_transpose" and not e.rec.attrs.get("is_transpose"):
+                if e.rec.op is not Op.NC_TRANSPOSE and not e.rec.attrs.get("is_transpose"):
                     flops += e.flops
             if e.pieces:
                 src, dst = e.rec.operands.get("src"), next(r for n, r in e.rec.operands.items() if n in e.rec.writes)
-                nbytes = int(np.prod(dst.shape)) * _itemsize(dst.dtype)
+                nbytes = int(np.prod(dst.shape)) * numerics.dtype(dst.dtype).itemsize
                 dma += nbytes
                 hbm_r += nbytes if src is not None and src.space == "hbm" else 0
                 hbm_w += nbytes if dst.space == "hbm" else 0
@@ -135,8 +138,3 @@ def summarize(kernel: str, timelines: list[Timeline], spec) -> BenchmarkResult:
     return BenchmarkResult(kernel, spec.target, latency, active, counts, flops, hw_flops, spec.peak_flops("bf16"),
                            dma, hbm_r, hbm_w, peaks.get("sbuf", 0), peaks.get("psum", 0), path, waiting,
                            tuple(timelines))
-
-
-def _itemsize(dtype: str) -> int:
-    from trnsim import numerics
-    return numerics.dtype(dtype).itemsize

@@ -199,7 +199,6 @@ class Scheduler:
         start = min(p[1] for p in pieces)
         return Event(index, rec, f"DMA q{last_e}", start, end, blocker=bound, pieces=tuple(pieces))
 
-
     def finish(self) -> Timeline:
         """The timeline, with the SBUF/PSUM high-water mark: per partition, the highest byte touched."""
         marks: dict[str, list[int]] = {}
