@@ -2,8 +2,8 @@
 port (examples/matmul_ladder.py), both on shapes only (timing_only) on trn1.
 
 Prints one JSON object: per kernel, wall seconds to run the Python kernel through its front end and the
-core's checks, instructions issued, instructions per second; and the beta/current wall ratio (the cost of
-the index-map and mask translation). Shape: M=1024, N=2048, K=2048 (`--full` for the published 4096 x
+core's checks, instructions issued, instructions per second, the timing model's latency (equal for the
+two); and the beta/current wall ratio (the cost of the index-map and mask translation). Shape: M=1024, N=2048, K=2048 (`--full` for the published 4096 x
 8192 x 8192, about a minute per kernel).
 """
 import json
@@ -18,13 +18,17 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests" / "nki_lega
 import matmul_ladder  # noqa: E402
 from test_twin import beta_matmul_tiled  # noqa: E402
 
+from trnsim.core.timing import simulate, summarize  # noqa: E402
+
 
 def run(kernel, lhsT, rhs):
     t0 = time.perf_counter()
     cores = kernel.trace(lhsT, rhs, target="trn1", values=False)
     wall = time.perf_counter() - t0
     n = len(cores[0].stream)
-    return {"wall_s": round(wall, 3), "instructions": n, "instructions_per_s": round(n / wall)}
+    r = summarize(kernel.__name__, [simulate(cores[0].stream, "trn1")], cores[0].spec)
+    return {"wall_s": round(wall, 3), "instructions": n, "instructions_per_s": round(n / wall),
+            "latency_ms": round(r.latency / 1e6, 3)}
 
 
 def main():
