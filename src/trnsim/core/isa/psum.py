@@ -122,6 +122,10 @@ def widened(nc, v, rows: int) -> np.ndarray:
 
 def transposed_f32(x: np.ndarray) -> np.ndarray:
     """x[K, N] in any storage as FP32 [N, K] row-major, converted and transposed in one pass."""
+    if x.dtype == numerics.bfloat16.np:  # bf16 is the top half of fp32: a shift widens it exactly
+        out = np.empty((x.shape[1], x.shape[0]), np.uint32)
+        np.left_shift(x.view(np.uint16).T, 16, out=out, dtype=np.uint32)
+        return out.view(np.float32)
     out = np.empty((x.shape[1], x.shape[0]), np.float32)
     np.copyto(out, x.T, casting="unsafe")
     return out
