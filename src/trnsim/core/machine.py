@@ -67,9 +67,9 @@ class NeuronCore:
         self.psum = Memory(Space.PSUM, s.partitions, s.psum_partition_bytes, s.psum_partition_bytes,
                            bank_bytes=s.psum_partition_bytes // s.psum_banks)
         self.hbm = hbm if hbm is not None else HBM(s.hbm_bytes)
-        # PSUM bytes inside an open matmul accumulation group (see isa/tensor_engine.py).
+        # PSUM bytes inside an open matmul accumulation group, and deferred groups (isa/psum.py).
         self.psum_groups = np.zeros_like(self.psum.poison)
-        self.lazy_psum = False  # kernels evaluate accumulation groups lazily (isa/psum.py)
+        self.lazy_psum = False  # kernel launches evaluate accumulation groups lazily
         self.psum_pending: dict = {}
         self.psum_open: set = set()
         self.widen_cache: dict = {}

@@ -98,13 +98,18 @@ class Kernel:
         return launch(self, args, kwargs)
 
 
-def launch(kernel: Kernel, args, kwargs, target=None):
-    """Run a kernel on fresh cores: inputs become HBM tensors, returned tensors come back as arrays."""
-    nc0 = NeuronCore(target, strict=os.environ.get("TRNSIM_STRICT", "1") != "0")
+def launch(kernel: Kernel, args, kwargs, target=None, values: bool = True):
+    """Run a kernel on fresh cores: inputs become HBM tensors, returned tensors come back as arrays.
+
+    `values=False` checks and records every instruction without computing values (timing-only runs);
+    the kernel's cores, with their instruction streams, are left in `kernel.last_cores`.
+    """
+    nc0 = NeuronCore(target, strict=os.environ.get("TRNSIM_STRICT", "1") != "0", values=values)
     if kernel.lnc == 2 and nc0.gen < 3:
         from trnsim.errors import ConfigError
         raise ConfigError(f"an LNC 2 launch (kernel[2]) needs Trn2 or Trn3; the target is {nc0.target}")
-    cores = [nc0] + [NeuronCore(nc0.target, strict=nc0.strict, hbm=nc0.hbm, program_id=i, num_programs=kernel.lnc)
+    cores = [nc0] + [NeuronCore(nc0.target, strict=nc0.strict, values=values, hbm=nc0.hbm, program_id=i,
+                                num_programs=kernel.lnc)
                      for i in range(1, kernel.lnc)]
     nc0.num_programs = kernel.lnc
     if kernel.lnc == 2:
@@ -161,20 +166,20 @@ def launch(kernel: Kernel, args, kwargs, target=None):
             np.copyto(orig, v.array().reshape(orig.shape))
         elif k == "torch":
             orig.copy_(_from_numpy(v.array().copy(), "torch").reshape(orig.shape))
-    return _outputs(results[0], sink["kind"])
+    return _outputs(results[0], sink["kind"], values)
 
 
-def _outputs(res, kind):
+def _outputs(res, kind, values=True):
     if isinstance(res, View):
         m = res.mask()
-        if m.any():
+        if values and m.any():
             rows = np.unique(np.argwhere(m)[:, 0])
             raise UninitializedError(f"returned tensor {res.name!r} holds never-written elements ({int(m.sum())} of "
                                      f"{m.size}; rows {rows[:8].tolist()}{' ...' if rows.size > 8 else ''})",
                                      res.alloc.location)
         return _from_numpy(np.array(res.array()), kind)
     if isinstance(res, (tuple, list)):
-        return type(res)(_outputs(r, kind) for r in res)
+        return type(res)(_outputs(r, kind, values) for r in res)
     if isinstance(res, dict):
-        return {k: _outputs(v, kind) for k, v in res.items()}
+        return {k: _outputs(v, kind, values) for k, v in res.items()}
     return res

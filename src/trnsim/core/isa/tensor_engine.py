@@ -17,7 +17,6 @@ from trnsim.core.isa.registry import define
 from trnsim.core.memory import Space
 
 _FP8 = {"float8_e4m3", "float8_e5m2"}
-
 _WIDE = {"float32", "tfloat32"}
 
 
@@ -45,9 +44,10 @@ def _tile_check(nc, ins, k, m):
         return
     if len(pos) != 2 or len(size) != 2:
         raise ShapeError(f"nc_matmul: tile_position {pos} and tile_size {size} must both be (row, column) pairs")
-    sizes = (32, 64, 128) if nc.gen >= 3 else (64, 128)
+    pe = nc.spec.pe_rows  # the array splits in 2 (v2+) or 4 (v3+) along rows and columns
+    sizes = (pe // 4, pe // 2, pe) if nc.gen >= 3 else (pe // 2, pe)
     for what, p, s in (("row", pos[0], size[0]), ("column", pos[1], size[1])):
-        if s not in sizes or p % s or p + s > 128:
+        if s not in sizes or p % s or p + s > pe:
             raise ShapeError(f"nc_matmul: {what} tile size {s} at {p}: sizes {sizes} on v{nc.gen}, start a multiple of the size")
     if k > size[0] or m > size[1]:
         raise FreeSizeError(f"nc_matmul: K={k} and M={m} must fit the PE tile of {size[0]} rows x {size[1]} columns")
