@@ -15,7 +15,7 @@ import numpy as np
 
 from trnsim import numerics
 from trnsim.core import NeuronCore, Op, View
-from trnsim.core.errors import KernelError, UninitializedError
+from trnsim.core.errors import KernelError, MemorySpaceError, UninitializedError
 from trnsim.core.memory import HBM
 
 _state = threading.local()
@@ -166,11 +166,15 @@ def launch(kernel: Kernel, args, kwargs, target=None, values: bool = True):
             np.copyto(orig, v.array().reshape(orig.shape))
         elif k == "torch":
             orig.copy_(_from_numpy(v.array().copy(), "torch").reshape(orig.shape))
-    return _outputs(results[0], sink["kind"], values)
+    return _outputs(results[0], sink["kind"], values, [v for _, v, _ in backs])
 
 
-def _outputs(res, kind, values=True):
+def _outputs(res, kind, values=True, inputs=()):
     if isinstance(res, View):
+        if res.buffer != "shared_hbm" and not any(res.alloc is v.alloc for v in inputs):
+            raise MemorySpaceError(f"returned tensor {res.name!r} is in {res.buffer}; kernel outputs must be "
+                                   f"allocated with buffer=nl.shared_hbm (or be an input written in place)",
+                                   res.alloc.location)
         m = res.mask()
         if values and m.any():
             rows = np.unique(np.argwhere(m)[:, 0])
@@ -179,7 +183,7 @@ def _outputs(res, kind, values=True):
                                      res.alloc.location)
         return _from_numpy(np.array(res.array()), kind)
     if isinstance(res, (tuple, list)):
-        return type(res)(_outputs(r, kind, values) for r in res)
+        return type(res)(_outputs(r, kind, values, inputs) for r in res)
     if isinstance(res, dict):
-        return {k: _outputs(v, kind, values) for k, v in res.items()}
+        return {k: _outputs(v, kind, values, inputs) for k, v in res.items()}
     return res
