@@ -148,3 +148,16 @@ def test_output_not_in_shared_hbm():
     with pytest.raises(MemorySpaceError, match=r"is in hbm; kernel outputs must be allocated with buffer=nl.shared_hbm") as e:
         run(k, X)
     assert "buffer=nl.hbm" in source_at(e.value)
+
+
+def test_python_branch_on_a_tensor():
+    """`if tile:` in a kernel is refused: tensor values cannot decide Python control flow."""
+    from trnsim.core import KernelError
+
+    def k(x):
+        t = nl.load(x)
+        if t:
+            pass
+    with pytest.raises(KernelError, match=r"truth value of tensor .* use nl.while_loop/fori_loop") as e:
+        run(k, X)
+    assert "if t:" in source_at(e.value)

@@ -96,6 +96,12 @@ class View:
     def __repr__(self):
         return f"<{self.space.value} tensor {self.name!r} {list(self.shape)} {self.dtype.name}>"
 
+    def __bool__(self):
+        # Tensor values exist only at run time on the device: Python control flow cannot branch on them.
+        from trnsim.core.errors import KernelError
+        raise KernelError(f"the truth value of tensor {self.name!r} {list(self.shape)} is not known while the kernel is "
+                          f"traced; load it into a register (nisa.register_load) and use nl.while_loop/fori_loop")
+
     # -- memory access -------------------------------------------------------------------------
     def _layout(self):
         isz, mem, a = self.dtype.itemsize, self.alloc.memory, self.alloc
