@@ -95,7 +95,7 @@ def test_row_softmax(rng, trn):
 
 
 def test_timing_only_launch_records_the_same_stream(rng, trn):
-    """With values off, the tiled matmul is checked and recorded instruction for instruction, computing nothing."""
+    """With values off, the tiled matmul records the same stream, including which matmuls accumulate."""
     from trnsim.core import Op
     from trnsim.nki._frontend import launch
     a_t = rng.standard_normal((256, 128)).astype(BF16)
@@ -110,3 +110,6 @@ def test_timing_only_launch_records_the_same_stream(rng, trn):
     launch(tiled_matmul, (a_t, b), {}, values=False)
     shapes = stream()
     assert shapes == full and sum(op is Op.NC_MATMUL for op, _, _ in shapes) == 2
+    mms = [r for r in tiled_matmul.last_cores[0].stream if r.op is Op.NC_MATMUL]
+    assert [r.attrs["accumulated"] for r in mms] == [False, True]  # the group: overwrite, then accumulate
+    assert "dst" not in mms[0].reads and "dst" in mms[1].reads

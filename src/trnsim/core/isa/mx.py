@@ -13,7 +13,7 @@ from trnsim import numerics
 from trnsim.core.errors import DTypeError, FreeSizeError, ShapeError
 from trnsim.core.isa.opcodes import Engine, Op
 from trnsim.core.isa.registry import define, stream_cost
-from trnsim.core.isa.psum import matmul_into
+from trnsim.core.isa.psum import matmul_into, open_group
 from trnsim.core.isa.tensor_engine import _bank_check, _matmul_cost
 
 
@@ -66,6 +66,7 @@ def _nc_matmul_mx_check(ins, nc):
         raise ShapeError(f"nc_matmul_mx: dst {list(dst.shape)} {dst.dtype.name} must be [{st.free_size}, "
                          f"{mv.free_size}] float32 or bfloat16")
     _bank_check(nc, dst, "nc_matmul_mx")
+    open_group(ins, nc)
 
 
 def _nc_matmul_mx_semantics(ins, nc):

@@ -131,19 +131,28 @@ def transposed_f32(x: np.ndarray) -> np.ndarray:
     return out
 
 
-def matmul_into(ins, nc, a, b_t, am, bm):
-    """Add a.T @ b (a[K, M] and b_t[N, K] FP32 copies, column masks or None) to dst per its group."""
+def open_group(ins, nc) -> None:
+    """Decide whether this matmul overwrites or accumulates (attribute `accumulated`) and open its group.
+
+    Group state depends on the program, not on values, so this runs with the checks (also when a
+    timing-only run computes no values) and the record says whether the instruction read PSUM.
+    """
     dst = ins.dst
     key = _key(dst)
-    flags = group_flags(nc, dst)
     acc = ins.attrs.get("accumulate")
     if acc is None:  # open groups are remembered by region, so the byte flags need a scan only on a miss
-        accumulate = key in nc.psum_open or bool(flags.all())
+        accumulate = key in nc.psum_open or bool(group_flags(nc, dst).all())
     else:
         accumulate = bool(acc)
     if key not in nc.psum_open:
-        flags[...] = 1
+        group_flags(nc, dst)[...] = 1
         nc.psum_open.add(key)
+    ins.attrs["accumulated"] = accumulate
+
+
+def matmul_into(ins, nc, a, b_t, am, bm):
+    """Add a.T @ b (a[K, M] and b_t[N, K] FP32 copies, column masks or None) to dst per its group."""
+    dst, key, accumulate = ins.dst, _key(ins.dst), ins.attrs["accumulated"]
     if not nc.lazy_psum:
         g = Group(dst, accumulate)
         g.add(a, b_t, am, bm)

@@ -13,7 +13,7 @@ core's instruction stream keeps: regions, not views, so recording never keeps a 
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Callable
 
 import numpy as np
@@ -61,7 +61,8 @@ class Record:
 
     @property
     def reads(self) -> tuple[str, ...]:
-        return tuple(n for n in self.operands if n not in self.writes or self.attrs.get("accumulate_read"))
+        """Operands read: the sources, and the destination of a matmul that accumulated into PSUM."""
+        return tuple(n for n in self.operands if n not in self.writes or self.attrs.get("accumulated"))
 
 
 @dataclass
@@ -74,7 +75,6 @@ class Instruction:
     attrs: dict
     location: str
     writes: tuple[str, ...] = ("dst",)
-    result: object = field(default=None)
 
     def __getattr__(self, name):  # ins.dst, ins.data... for operands and attributes alike
         ops = self.__dict__.get("operands", {})

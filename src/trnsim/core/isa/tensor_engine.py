@@ -12,7 +12,7 @@ import numpy as np
 from trnsim import numerics
 from trnsim.core.errors import DTypeError, FreeSizeError, GenerationError, PSUMBankError, ShapeError
 from trnsim.core.isa.opcodes import Engine, Op
-from trnsim.core.isa.psum import flush, matmul_into, pe_matmul, transposed_f32, widened
+from trnsim.core.isa.psum import flush, matmul_into, open_group, pe_matmul, transposed_f32, widened
 from trnsim.core.isa.registry import define
 from trnsim.core.memory import Space
 
@@ -101,6 +101,7 @@ def _nc_matmul_check(ins, nc):
                          f"{list(st.shape)} and moving {list(mv.shape)}")
     _bank_check(nc, dst, "nc_matmul")
     _tile_check(nc, ins, st.partitions, m)
+    open_group(ins, nc)
 
 
 def _nc_matmul_semantics(ins, nc):
