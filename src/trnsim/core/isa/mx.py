@@ -72,7 +72,7 @@ def _nc_matmul_mx_check(ins, nc):
 def _nc_matmul_mx_semantics(ins, nc):
     st, mv = ins.stationary, ins.moving
     sm, mm = st.mask().reshape(st.partitions, -1), mv.mask().reshape(mv.partitions, -1)
-    matmul_into(ins, nc, dequantize(st, ins.stationary_scale), dequantize(mv, ins.moving_scale).T.copy(),
+    matmul_into(ins, nc, dequantize(st, ins.stationary_scale), dequantize(mv, ins.moving_scale),
                 sm.any(0) if sm.any() else None, mm.any(0) if mm.any() else None)
 
 
