@@ -19,7 +19,7 @@ import numpy as np
 
 from trnsim import numerics, specs
 from trnsim.core import isa as _isa  # noqa: F401  (registers every instruction)
-from trnsim.core.errors import KernelError, UninitializedError, UninitializedWarning, where
+from trnsim.core.errors import KernelError, ShapeError, UninitializedError, UninitializedWarning, where
 from trnsim.core.isa.opcodes import MATMUL, Engine, Op
 from trnsim.core.isa.psum import close as close_psum, flush as flush_psum
 from trnsim.core.isa.registry import REGISTRY, Instruction, generic_check
@@ -105,7 +105,6 @@ class NeuronCore:
         if space is Space.HBM:
             return self.hbm_tensor(shape, dt, name=name, kind=kind or "hbm", location=loc)
         if len(shape) < 2:
-            from trnsim.core.errors import ShapeError
             raise ShapeError(f"on-chip tensor {name!r} {list(shape)}: needs at least 2 dims (partition dim first)")
         mem = self.sbuf if space is Space.SBUF else self.psum
         nbytes = math.prod(shape[1:]) * dt.itemsize

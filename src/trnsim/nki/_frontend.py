@@ -16,7 +16,7 @@ import numpy as np
 from trnsim import numerics
 from trnsim.core import NeuronCore, Op, View
 from trnsim.core.errors import KernelError, MemorySpaceError, UninitializedError
-from trnsim.core.memory import HBM
+from trnsim.errors import ConfigError
 
 _state = threading.local()
 LAUNCHES: list[dict] = []  # one summary per kernel launch, for `trnsim run --json`
@@ -106,7 +106,6 @@ def launch(kernel: Kernel, args, kwargs, target=None, values: bool = True):
     """
     nc0 = NeuronCore(target, strict=os.environ.get("TRNSIM_STRICT", "1") != "0", values=values)
     if kernel.lnc == 2 and nc0.gen < 3:
-        from trnsim.errors import ConfigError
         raise ConfigError(f"an LNC 2 launch (kernel[2]) needs Trn2 or Trn3; the target is {nc0.target}")
     cores = [nc0] + [NeuronCore(nc0.target, strict=nc0.strict, values=values, hbm=nc0.hbm, program_id=i,
                                 num_programs=kernel.lnc)
