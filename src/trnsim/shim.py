@@ -1,5 +1,6 @@
 """Make `import nki` (and nki.language, nki.isa, nki.isa.constants, nki.typing, nki.compiler) resolve to
-trnsim's emulator, so an unmodified kernel file and its test script run on CPU.
+trnsim's emulator, so an unmodified kernel file and its test script run on CPU; `import neuronxcc.nki`
+(the beta API) resolves to trnsim.nki.legacy the same way.
 
     import trnsim.shim
     trnsim.shim.install()
@@ -21,17 +22,28 @@ MODULES = {
     "nki.isa.constants": "trnsim.nki.constants",
     "nki.typing": "trnsim.nki.typing",
     "nki.compiler": "trnsim.nki.compiler",
+    # the beta API of SDK 2.20-2.27: `import neuronxcc.nki as nki`
+    "neuronxcc": "trnsim.nki.legacy.neuronxcc",
+    "neuronxcc.nki": "trnsim.nki.legacy",
+    "neuronxcc.nki.language": "trnsim.nki.legacy.language",
+    "neuronxcc.nki.isa": "trnsim.nki.legacy.isa",
+    "neuronxcc.nki.typing": "trnsim.nki.legacy.typing",
+    "neuronxcc.nki.compiler": "trnsim.nki.legacy.compiler",
 }
 _saved: dict[str, object] = {}
 
 
 def real_nki_installed() -> bool:
     """Whether a real `nki` package (not this shim) can be imported."""
-    mod = sys.modules.get("nki")
+    return _real("nki")
+
+
+def _real(name: str) -> bool:
+    mod = sys.modules.get(name)
     if mod is not None and not getattr(mod, "__name__", "").startswith("trnsim") and getattr(mod, "__file__", None):
         return True
-    spec = importlib.machinery.PathFinder.find_spec("nki")  # on sys.path, ignoring sys.modules
-    return spec is not None and spec.origin is not None  # a bare `nki/` folder (namespace) is not a package
+    spec = importlib.machinery.PathFinder.find_spec(name)  # on sys.path, ignoring sys.modules
+    return spec is not None and spec.origin is not None  # a bare folder (namespace) is not a package
 
 
 def install(force: bool = False) -> bool:
@@ -41,8 +53,11 @@ def install(force: bool = False) -> bool:
     if real_nki_installed() and not force:
         warnings.warn("a real `nki` package is installed; trnsim.shim.install(force=True) shadows it", stacklevel=2)
         return False
+    real_neuronxcc = not force and _real("neuronxcc")
     for name, target in MODULES.items():
-        if name in sys.modules:
+        if real_neuronxcc and name.startswith("neuronxcc"):
+            continue  # a real neuronxcc stays in charge of the beta API
+        if name in sys.modules and not getattr(sys.modules[name], "__name__", "").startswith("trnsim"):
             _saved[name] = sys.modules[name]
         sys.modules[name] = importlib.import_module(target)
     sys.modules["nki.isa"].constants = sys.modules["nki.isa.constants"]

@@ -12,6 +12,10 @@ from trnsim.cli import cli
 SECTIONS: list[tuple[str, str]] = [
     ("The hardware: trnsim ls, trnsim specs", "trnsim.cli.ls"),
     ("Numerics: bf16, fp8, MX and stochastic rounding", "trnsim.cli.dtypes"),
+    ("Kernels: an unmodified NKI file on the emulator", "trnsim.cli.run"),
+    ("Profiling a kernel: trnsim profile", "trnsim.cli.profile"),
+    ("Collectives: trnsim collective", "trnsim.cli.collective"),
+    ("Training plans: trnsim plan", "trnsim.cli.plan"),
 ]
 
 

@@ -35,6 +35,7 @@ class Region:
     byte_hi: int  # exclusive
     shape: tuple
     dtype: str
+    contiguous: int = 0  # bytes per contiguous run of the free dims (what one DMA descriptor can move)
 
 
 class View:
@@ -190,7 +191,8 @@ class View:
             lo, hi = 0, self.alloc_elems
         p = a.p0 + self.poff if self.on_chip else 0
         return Region(self.space.value, id(a.memory), p, self.partitions if self.on_chip else 1,
-                      a.b0 + lo * isz, a.b0 + hi * isz, self.shape, self.dtype.name)
+                      a.b0 + lo * isz, a.b0 + hi * isz, self.shape, self.dtype.name,
+                      isz if self.indirect is not None else _contiguous(dims) * isz)
 
     # -- views ---------------------------------------------------------------------------------
     def _derive(self, shape, strides, offset=None, poff=None, dtype=None, indirect=None) -> View:
@@ -405,6 +407,18 @@ class View:
 
     def root_shape(self):
         return getattr(self.alloc, "shape", self.shape)
+
+
+def _contiguous(dims) -> int:
+    """Elements in the innermost contiguous run of (size, stride) dims."""
+    run = 1
+    for n, s in reversed(dims):
+        if n == 1:
+            continue
+        if s != run:
+            return run
+        run *= n
+    return run
 
 
 def _groups(pattern: str) -> list[list[str]]:

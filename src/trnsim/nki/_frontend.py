@@ -97,13 +97,17 @@ class Kernel:
     def __call__(self, *args, **kwargs):
         return launch(self, args, kwargs)
 
+    def trace(self, *args, target=None, values=True, **kwargs) -> list[NeuronCore]:
+        """Run the kernel and return its cores (their instruction streams); `values=False` runs on shapes only."""
+        launch(self, args, kwargs, target=target, values=values)
+        return self.last_cores
 
-def launch(kernel: Kernel, args, kwargs, target=None, values: bool = True):
+
+def launch(kernel: Kernel, args, kwargs, target=None, values=True):
     """Run a kernel on fresh cores: inputs become HBM tensors, returned tensors come back as arrays.
 
-    `values=False` checks and records every instruction without computing values (timing-only runs);
-    the kernel's cores, with their instruction streams, are left in `kernel.last_cores`.
-    """
+    With `values=False` (timing only) no instruction computes and nothing is returned; the cores, with
+    their instruction streams, are left in `kernel.last_cores` either way."""
     nc0 = NeuronCore(target, strict=os.environ.get("TRNSIM_STRICT", "1") != "0", values=values)
     if kernel.lnc == 2 and nc0.gen < 3:
         raise ConfigError(f"an LNC 2 launch (kernel[2]) needs Trn2 or Trn3; the target is {nc0.target}")
@@ -160,29 +164,31 @@ def launch(kernel: Kernel, args, kwargs, target=None, values: bool = True):
                      "instructions": sum(len(c.stream) for c in cores), "ok": not errors})
     if errors:
         raise errors[0]
+    if not values:
+        return None
     for orig, v, k in backs:  # inputs the kernel wrote go back to the caller's arrays
         if isinstance(orig, np.ndarray) and orig.flags.writeable:
             np.copyto(orig, v.array().reshape(orig.shape))
         elif k == "torch":
             orig.copy_(_from_numpy(v.array().copy(), "torch").reshape(orig.shape))
-    return _outputs(results[0], sink["kind"], values, [v for _, v, _ in backs])
+    return _outputs(results[0], sink["kind"], [v for _, v, _ in backs])
 
 
-def _outputs(res, kind, values=True, inputs=()):
+def _outputs(res, kind, inputs=()):
     if isinstance(res, View):
         if res.buffer != "shared_hbm" and not any(res.alloc is v.alloc for v in inputs):
             raise MemorySpaceError(f"returned tensor {res.name!r} is in {res.buffer}; kernel outputs must be "
                                    f"allocated with buffer=nl.shared_hbm (or be an input written in place)",
                                    res.alloc.location)
         m = res.mask()
-        if values and m.any():
+        if m.any():
             rows = np.unique(np.argwhere(m)[:, 0])
             raise UninitializedError(f"returned tensor {res.name!r} holds never-written elements ({int(m.sum())} of "
                                      f"{m.size}; rows {rows[:8].tolist()}{' ...' if rows.size > 8 else ''})",
                                      res.alloc.location)
         return _from_numpy(np.array(res.array()), kind)
     if isinstance(res, (tuple, list)):
-        return type(res)(_outputs(r, kind, values, inputs) for r in res)
+        return type(res)(_outputs(r, kind, inputs) for r in res)
     if isinstance(res, dict):
-        return {k: _outputs(v, kind, values, inputs) for k, v in res.items()}
+        return {k: _outputs(v, kind, inputs) for k, v in res.items()}
     return res

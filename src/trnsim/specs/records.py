@@ -31,7 +31,11 @@ _NONE: Mapping = MappingProxyType({})
 
 
 class _Published:
-    """Where sources disagree: every published figure of a field, keyed by its source."""
+    """A catalog record: printed by name (the figures are one `trnsim specs NAME` away), and where
+    sources disagree, every published figure of a field keyed by its source."""
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({self.name!r})"
 
     def published(self, name: str) -> dict[str, float]:
         """`{source: value}` for field `name`: the figure trnsim uses first, then the alternatives."""
@@ -48,7 +52,7 @@ def _peak(table: Mapping[str, float], dtype: str, what: str) -> float:
     return table[dtype]
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, repr=False)
 class NeuronCoreSpec(_Published):
     """One NeuronCore generation: engine clocks, memories, DMA and the Tensor engine's rates."""
 
@@ -107,7 +111,7 @@ class NeuronCoreSpec(_Published):
         return 2.0 * self.pe_rows * self.pe_cols * macs * self.clocks["tensor"]
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, repr=False)
 class ChipSpec(_Published):
     """A device: Trainium, Trainium2, Trainium3 (or a GPU kept for comparison)."""
 
@@ -160,7 +164,7 @@ class ChipSpec(_Published):
         return _peak(self.ratings[r], dtype, self.name)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, repr=False)
 class SystemSpec(_Published):
     """An instance or UltraServer: chips, hosts, topology, network and price."""
 

@@ -24,8 +24,10 @@ def _dma_cost(rec, spec):
     dst = next(r for n, r in rec.operands.items() if n in rec.writes)
     nbytes = int(np.prod(dst.shape)) * numerics.dtype(dst.dtype).itemsize
     src = rec.operands.get("src")
+    runs = [r.contiguous for r in (src, dst) if r is not None and r.contiguous]
     return {"engine": "dma", "bytes": nbytes, "partitions": max(dst.partitions, src.partitions if src else 1),
-            "dge_mode": rec.attrs.get("dge_mode", "unknown"), "src": src.space if src else None, "dst": dst.space}
+            "dge_mode": rec.attrs.get("dge_mode", "unknown"), "src": src.space if src else None, "dst": dst.space,
+            "chunk_bytes": min(runs) if runs else nbytes}
 
 
 def _moved(ins, nc, dst, src_mask, values, mask=None):

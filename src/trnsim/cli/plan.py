@@ -1,0 +1,245 @@
+"""`trnsim plan`: step time, MFU, memory and cost of a training layout; `plan sweep` ranks layouts."""
+from __future__ import annotations
+
+import json
+
+import click
+
+from trnsim.cli import cli
+
+GiB = 2.0**30
+
+
+class _PlanGroup(click.Group):
+    """`trnsim plan MODEL ...` runs the hidden `one` command; `plan sweep` and `plan compare` are subcommands."""
+
+    def parse_args(self, ctx, args):
+        if args and args[0] not in self.commands and args[0] not in ("-h", "--help"):
+            args = ["one", *args]
+        return super().parse_args(ctx, args)
+
+
+def _console():
+    """A console at least 110 columns wide, so the tables keep one row per line."""
+    from rich.console import Console
+
+    return Console(width=max(Console().width, 110))
+
+
+def _ints(text: str) -> list[int]:
+    try:
+        return [int(x) for x in str(text).split(",") if x.strip()]
+    except ValueError:
+        raise click.BadParameter(f"expected comma-separated integers, got {text!r}") from None
+
+
+def _words(text: str) -> list[str]:
+    return [x.strip() for x in str(text).split(",") if x.strip()]
+
+
+def _recipe_options(f):
+    opts = [
+        click.option("--seq", type=int, help="Sequence length [model's pretraining length]."),
+        click.option("--global-batch", type=int, help="Sequences per step [1024]."),
+        click.option("--zero1/--no-zero1", default=None, help="Shard optimizer states over DP [on]."),
+        click.option("--sp/--no-sp", default=None, help="Sequence parallelism [on]."),
+        click.option("--lnc", type=int, help="Logical NeuronCore size [2 on Trn2/Trn3, 1 on Trn1]."),
+        click.option("--dtype", type=click.Choice(["bf16", "fp16", "fp8", "fp32"]), help="Compute dtype [bf16]."),
+        click.option("--json", "as_json", is_flag=True, help="Print JSON."),
+    ]
+    for o in reversed(opts):
+        f = o(f)
+    return f
+
+
+@cli.group(cls=_PlanGroup)
+def plan():
+    """Plan a training run: `trnsim plan MODEL --instance trn2.48xlarge --nodes 8 --tp 32 --pp 4`.
+
+    MODEL is a preset (llama3-8b, llama3-70b, mixtral-8x7b, ...) or a TOML/JSON/YAML model file.
+    Every knob left out follows NxD training recipes. Collectives are timed by trnsim.fabric;
+    compute by an interim roofline at a declared matmul efficiency (see docs/planning.md).
+    """
+
+
+@plan.command("one", hidden=True)
+@click.argument("model")
+@click.option("--instance", default="trn2.48xlarge", show_default=True, help="Instance or UltraServer.")
+@click.option("--nodes", type=int, default=1, show_default=True, help="How many of them.")
+@click.option("--tp", type=int, help="Tensor parallel degree [fastest valid].")
+@click.option("--pp", type=int, help="Pipeline stages [fastest valid].")
+@click.option("--vpp", type=int, default=1, show_default=True, help="Virtual stages per rank (>1: interleaved).")
+@click.option("--cp", type=int, default=1, show_default=True, help="Context parallel degree.")
+@click.option("--ep", type=int, default=1, show_default=True, help="Expert parallel degree.")
+@click.option("--micro-batch", type=int, help="Sequences per micro-batch [1].")
+@click.option("--checkpointing", type=click.Choice(["none", "selective", "full"]), help="Activation recompute [selective].")
+@click.option("--tokens", type=float, default=1e12, show_default=True, help="Tokens to train, for time and cost.")
+@click.option("--ops", "show_ops", is_flag=True, help="Also list one layer's ops: shapes, FLOPs, bytes, times.")
+@_recipe_options
+def one(model, instance, nodes, tp, pp, vpp, cp, ep, tokens, show_ops, as_json, lnc, **recipe):
+    """One layout of MODEL (`trnsim plan MODEL ...`): step time, throughput, MFU, memory, cost."""
+    from trnsim import plan as P
+
+    m = P.model(model)
+    cluster = P.Cluster(instance, nodes, lnc)
+    rec = P.Recipe.nxd(m, **recipe)
+    p = _best(m, cluster, rec, tp, pp, vpp, cp, ep)
+    if as_json:
+        click.echo(json.dumps(p.to_dict(tokens), indent=2))
+        return
+    con = _console()
+    con.print(_table(p, tokens, chosen=tp is None or pp is None))
+    if show_ops:
+        con.print(_ops_table(p))
+
+
+def _ops_table(p):
+    from rich import box
+    from rich.table import Table
+
+    t = Table(title="one layer, one micro-batch, one rank", box=box.SIMPLE_HEAD)
+    for col in ("op", "kind", "shape", "GFLOP", "MB", "fwd us", "bwd us"):
+        t.add_column(col, justify="left" if col in ("op", "kind", "shape") else "right", no_wrap=True)
+    for o in p.ops:
+        batch = f"{o['batch']}x" if o["batch"] > 1 else ""
+        shape = f"{batch}[{o['m']},{o['k']}]x[{o['k']},{o['n']}]" if o["kind"] != "elementwise" else "-"
+        t.add_row(o["name"], o["kind"], shape, f"{o['flops'] / 1e9:,.1f}", f"{o['bytes'] / 1e6:,.1f}",
+                  f"{o['forward_ns'] / 1e3:,.1f}", f"{o['backward_ns'] / 1e3:,.1f}")
+    return t
+
+
+def _best(m, cluster, rec, tp, pp, vpp, cp, ep):
+    """The given layout, or the fastest valid one over the degrees left out."""
+    from trnsim.plan import Layout, LayoutError, enumerate_layouts
+    from trnsim.plan.step import DEFAULT
+
+    if tp is not None and pp is not None:
+        return DEFAULT.evaluate(m, cluster, Layout(tp, pp, 0, cp, ep, vpp), rec)
+    best, first_error = None, None
+    for lay in enumerate_layouts(m, cluster, rec, vpps=(vpp,), cps=(cp,)):
+        if (tp is not None and lay.tp != tp) or (pp is not None and lay.pp != pp) or lay.ep != ep:
+            continue
+        try:
+            p = DEFAULT.evaluate(m, cluster, lay, rec)
+        except LayoutError as e:
+            first_error = first_error or e
+            continue
+        if best is None or p.tokens_per_s > best.tokens_per_s:
+            best = p
+    if best is None:
+        raise first_error or LayoutError("tp", f"no layout of {m.name} fits {cluster.describe()}")
+    return best
+
+
+def _table(p, tokens: float, chosen: bool = False):
+    from rich.table import Table
+
+    t = Table(title=f"{p.model.name} on {p.cluster.describe()}: {p.layout.short()}"
+                    + (" (fastest valid)" if chosen else ""), show_header=False, box=None, pad_edge=False)
+    t.add_column(style="bold")
+    t.add_column()
+    r = p.recipe
+    t.add_row("recipe", f"seq {r.seq}, global batch {r.global_batch}, micro-batch {r.micro_batch}, "
+                        f"{p.layout.schedule}, ZeRO-1 {'on' if r.zero1 else 'off'}, SP {'on' if r.sp else 'off'}, "
+                        f"{r.checkpointing} checkpointing, {r.dtype}")
+    parts = ", ".join(f"{k} {v * 1e-9:.3g}" for k, v in p.breakdown.items() if v > 0)
+    t.add_row("step", f"{p.step_ns * 1e-9:.3f} s  ({parts} s)")
+    t.add_row("throughput", f"{p.seqs_per_s:.2f} seq/s, {p.tokens_per_s:,.0f} tokens/s, MFU {p.mfu:.1%}")
+    mem = ", ".join(f"{k} {v / GiB:.2f}" for k, v in p.memory.items())
+    t.add_row("memory/rank", f"{sum(p.memory.values()) / GiB:.2f} of {p.capacity / GiB:.0f} GiB  ({mem})")
+    if p.price_per_hour:
+        t.add_row("cost", f"${p.price_per_hour:,.2f}/h, ${p.usd_per_million_tokens:.3f} per million tokens; "
+                          f"{tokens:.3g} tokens: {p.hours_to_train(tokens) / 24:,.1f} days, ${p.usd_to_train(tokens):,.0f}")
+    else:
+        t.add_row("cost", f"no price for {p.cluster.system.name} in the catalog; {tokens:.3g} tokens: "
+                          f"{p.hours_to_train(tokens) / 24:,.1f} days")
+    t.add_row("timed by", f"compute: {p.models['compute']}, communication: {p.models['comm']}")
+    return t
+
+
+@plan.command()
+@click.argument("model")
+@click.option("--instances", default="trn1.32xlarge,trn2.48xlarge", show_default=True, help="Comma-separated systems.")
+@click.option("--nodes", default="8,16,32", show_default=True, help="Comma-separated cluster sizes.")
+@click.option("--by", type=click.Choice(["tokens", "cost"]), default="tokens", show_default=True,
+              help="Rank by tokens/s or by $ per token.")
+@click.option("--micro-batch", "micro_batches", default="1", show_default=True, help="Comma-separated micro-batch sizes.")
+@click.option("--checkpointing", default="selective", show_default=True, help="Comma-separated modes to try.")
+@click.option("--top", type=int, default=10, show_default=True, help="Rows to print.")
+@click.option("--workers", type=int, help="Local processes [all cores].")
+@click.option("--ray", "ray_address", help="Run on a Ray cluster: auto, local or host:port.")
+@click.option("--csv", "csv_path", type=click.Path(dir_okay=False), help="Write every row to this CSV.")
+@click.option("--chart", type=click.Path(dir_okay=False), help="Write a PNG of the cost/throughput frontier.")
+@click.option("--progress/--no-progress", default=True, help="Show a progress bar.")
+@_recipe_options
+def sweep(model, instances, nodes, by, micro_batches, checkpointing, top, workers, ray_address, csv_path, chart,
+          progress, as_json, lnc, **recipe):
+    """Rank every valid layout of MODEL over instance types and cluster sizes."""
+    from trnsim.plan import model as load_model
+    from trnsim.plan import sweep as S
+
+    m = load_model(model)
+    todo = S.tasks(m, _words(instances), _ints(nodes), lnc=lnc, micro_batches=_ints(micro_batches),
+                   checkpointing=_words(checkpointing), **{k: v for k, v in recipe.items() if v is not None})
+    kwargs = dict(by=by, workers=workers, ray=ray_address, candidates=todo)
+    if progress and not as_json:
+        from rich.progress import Progress
+
+        with Progress(transient=True) as bar:
+            job = bar.add_task(f"{len(todo)} layouts", total=len(todo))
+            result = S.sweep(m, (), (), progress=lambda n: bar.advance(job, n), **kwargs)
+    else:
+        result = S.sweep(m, (), (), **kwargs)
+    if csv_path:
+        result.write_csv(csv_path)
+    if chart:
+        result.chart(chart)
+    if as_json:
+        click.echo(json.dumps(result.to_dict(), indent=2))
+        return
+    from rich import box
+    from rich.table import Table
+
+    from trnsim.plan.compare import short
+
+    t = Table(title=f"{m.name}: {len(result.ranked)} valid of {len(todo)} layouts, by {by}", box=box.SIMPLE_HEAD)
+    for col in ("#", "system", "nodes", "layout", "mb", "ckpt", "tokens/s", "MFU", "GiB", "$/Mtok"):
+        t.add_column(col, justify="left" if col in ("system", "layout", "ckpt") else "right", no_wrap=True)
+    for i, r in enumerate(result.ranked[:top], 1):
+        cost = r["usd_per_million_tokens"]
+        t.add_row(str(i), r["system"], str(r["nodes"]), short(r), str(r["micro_batch"]), r["checkpointing"],
+                  f"{r['tokens_per_s']:,.0f}", f"{r['mfu']:.1%}", f"{r['memory_gib']:.1f}", f"{cost:.3f}" if cost else "-")
+    _console().print(t)
+
+
+@plan.command()
+@click.argument("model")
+@click.option("--systems", "entries", default="trn1.32xlarge:32,trn2.48xlarge:8,Trn3 Gen2 UltraServer:1",
+              show_default=True, help="Comma-separated SYSTEM:NODES.")
+@click.option("--tokens", type=float, default=1e12, show_default=True, help="Tokens to train.")
+@_recipe_options
+def compare(model, entries, tokens, as_json, lnc, **recipe):
+    """Time and cost to train MODEL on several systems, each with its fastest valid layout."""
+    from trnsim.plan import model as load_model
+    from trnsim.plan.compare import compare as run
+
+    pairs = []
+    for e in _words(entries):
+        name, _, n = e.rpartition(":")
+        if not name or not n.isdigit():
+            raise click.BadParameter(f"expected SYSTEM:NODES, got {e!r}", param_hint="--systems")
+        pairs.append((name, int(n)))
+    rows = run(load_model(model), pairs, tokens, lnc=lnc, **{k: v for k, v in recipe.items() if v is not None})
+    if as_json:
+        click.echo(json.dumps(rows, indent=2))
+        return
+    from trnsim.plan.compare import markdown
+
+    click.echo(markdown(rows))  # verbatim: docs/planning.md embeds this table
+
+
+def tour(console) -> None:
+    """One plan: Llama-3-8B on 32 trn1.32xlarge, the layout of AWS's published benchmark."""
+    from trnsim.plan import plan as run
+
+    console.print(_table(run("llama3-8b", "trn1.32xlarge", 32, tp=32), 1e12))

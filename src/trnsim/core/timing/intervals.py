@@ -1,0 +1,50 @@
+"""An interval map over byte offsets: who last wrote and who has read each byte range since.
+
+Segments are kept as sorted boundaries with one value each, so a lookup costs a bisection plus the
+segments it overlaps; buffers a kernel reuses keep the map small. This is what makes dependence
+tracking O(n log n) over a stream instead of comparing every pair of instructions.
+"""
+from __future__ import annotations
+
+from bisect import bisect_right
+
+
+class IntervalMap:
+    """Values over [0, inf) in segments; `None` where nothing was recorded."""
+
+    __slots__ = ("bounds", "values")
+
+    def __init__(self):
+        self.bounds, self.values = [0], [None]
+
+    def _split(self, x: int) -> int:
+        """Make `x` a boundary; return the index of the segment that starts there."""
+        i = bisect_right(self.bounds, x) - 1
+        if self.bounds[i] != x:
+            i += 1
+            self.bounds.insert(i, x)
+            self.values.insert(i, self.values[i - 1])
+        return i
+
+    def overlapping(self, lo: int, hi: int):
+        """Values of the segments that overlap [lo, hi)."""
+        b, v = self.bounds, self.values
+        i = bisect_right(b, lo) - 1
+        n = len(b)
+        while i < n and b[i] < hi:
+            if v[i] is not None:
+                yield v[i]
+            i += 1
+
+    def assign(self, lo: int, hi: int, value) -> None:
+        """Set [lo, hi) to one value, merging the segments inside."""
+        i, j = self._split(lo), self._split(hi)
+        self.bounds[i:j] = [lo]
+        self.values[i:j] = [value]
+
+    def update(self, lo: int, hi: int, fn) -> None:
+        """Replace each segment's value inside [lo, hi) by fn(value)."""
+        i, j = self._split(lo), self._split(hi)
+        v = self.values
+        for k in range(i, j):
+            v[k] = fn(v[k])

@@ -1,0 +1,140 @@
+"""What a benchmark reports: latency, engine activity, FLOPs and utilisation, DMA traffic, memory
+peaks and the critical path, all derived from a Timeline (ns, bytes, FLOPs)."""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from trnsim import numerics
+from trnsim.core.isa.opcodes import Op
+from trnsim.core.timing.rules import TRACKS
+from trnsim.core.timing.scheduler import Timeline
+
+
+def union_length(starts, ends) -> float:
+    """Total length of the union of intervals [start, end)."""
+    if len(starts) == 0:
+        return 0.0
+    order = np.argsort(starts, kind="stable")
+    s, e = np.asarray(starts, float)[order], np.asarray(ends, float)[order]
+    reach = np.maximum.accumulate(e)
+    gaps = np.maximum(0.0, s[1:] - reach[:-1]).sum()
+    return float(reach[-1] - s[0] - gaps)
+
+
+@dataclass(frozen=True)
+class BenchmarkResult:
+    """The timing of one kernel run. Times in ns, shares 0..1, bandwidth in bytes/s."""
+
+    kernel: str
+    target: str
+    latency: float
+    active: dict[str, float]  # ns each engine (and "DMA", any DMA engine moving data) was busy
+    instructions: dict[str, int]
+    flops: float  # model FLOPs (matmuls, not transposes)
+    hardware_flops: float  # every PE-array FLOP, transposes included
+    peak_flops: float  # the core's dense BF16 peak, FLOP/s
+    dma_bytes: int
+    hbm_read_bytes: int
+    hbm_write_bytes: int
+    sbuf_peak_bytes: int
+    psum_peak_bytes: int
+    critical_path: dict[str, float]  # ns each engine (or "DMA") spends on the critical path
+    critical_waiting: float  # ns of the critical path spent waiting (semaphores, DMA fixed latency)
+    timelines: tuple[Timeline, ...] = field(default=(), repr=False, compare=False)
+
+    @property
+    def share(self) -> dict[str, float]:
+        return {k: (v / self.latency if self.latency else 0.0) for k, v in self.active.items()}
+
+    @property
+    def mfu(self) -> float:
+        return self.flops / (self.peak_flops * self.latency * 1e-9) if self.latency else 0.0
+
+    @property
+    def hfu(self) -> float:
+        return self.hardware_flops / (self.peak_flops * self.latency * 1e-9) if self.latency else 0.0
+
+    @property
+    def dma_bandwidth(self) -> float:
+        return self.dma_bytes / (self.latency * 1e-9) if self.latency else 0.0
+
+    @property
+    def bound(self) -> str | None:
+        """The engine ("TensorE", ...) or "DMA" with the most time on the critical path."""
+        return max(self.critical_path, key=self.critical_path.get, default=None)
+
+    def meta(self) -> dict:
+        """The figures a report shows next to the schedule (trnsim.report's meta keys)."""
+        return {"flops": self.flops, "hardware_flops": self.hardware_flops, "mfu": self.mfu, "hfu": self.hfu,
+                "dma_bytes": self.dma_bytes, "hbm_read_bytes": self.hbm_read_bytes,
+                "hbm_write_bytes": self.hbm_write_bytes, "dma_bandwidth": self.dma_bandwidth,
+                "sbuf_peak_bytes": self.sbuf_peak_bytes, "psum_peak_bytes": self.psum_peak_bytes}
+
+    def to_dict(self) -> dict:
+        return {"kernel": self.kernel, "target": self.target, "latency_ns": self.latency,
+                "active_ns": self.active, "share": self.share, "instructions": self.instructions,
+                **self.meta(), "bound": self.bound, "critical_path_ns": self.critical_path,
+                "critical_waiting_ns": self.critical_waiting}
+
+
+def critical_path(tl: Timeline) -> tuple[dict[str, float], float, float]:
+    """Walk back from the last event through each event's blocker: ({track: ns}, waiting ns, length)."""
+    if not tl.events:
+        return {}, 0.0, 0.0
+    ev = tl.events
+    cur = max(range(len(ev)), key=lambda i: (ev[i].end, -i))
+    last_end, by_track, first = ev[cur].end, {}, cur
+    while cur >= 0:
+        e = ev[cur]
+        track = "DMA" if e.pieces else e.track  # a transfer keeps all 16 DMA engines busy together
+        by_track[track] = by_track.get(track, 0.0) + (e.end - e.start)
+        first, cur = cur, e.blocker
+    length = last_end - ev[first].start
+    return by_track, length - sum(by_track.values()), length
+
+
+def summarize(kernel: str, timelines: list[Timeline], spec) -> BenchmarkResult:
+    """The figures of a run on one or two cores (LNC 2: the latency is the slower core's)."""
+    active: dict[str, float] = {}
+    counts: dict[str, int] = {}
+    flops = hw_flops = 0.0
+    dma = hbm_r = hbm_w = 0
+    peaks: dict[str, int] = {}
+    latency, path, waiting = 0.0, {}, 0.0
+    for tl in timelines:
+        if not tl.events:
+            continue
+        begin = min(e.start for e in tl.events)
+        lat = max(e.end for e in tl.events) - begin
+        for e in tl.events:
+            track = "DMA" if e.pieces else e.track
+            counts[track] = counts.get(track, 0) + 1
+            if not e.pieces:
+                active[track] = active.get(track, 0.0) + (e.end - e.start)
+            if e.flops:
+                hw_flops += e.flops
+                if e.rec.op is not Op.NC_TRANSPOSE and not e.rec.attrs.get("is_transpose"):
+                    flops += e.flops
+            if e.pieces:
+                src, dst = e.rec.operands.get("src"), next(r for n, r in e.rec.operands.items() if n in e.rec.writes)
+                nbytes = int(np.prod(dst.shape)) * numerics.dtype(dst.dtype).itemsize
+                dma += nbytes
+                hbm_r += nbytes if src is not None and src.space == "hbm" else 0
+                hbm_w += nbytes if dst.space == "hbm" else 0
+        active["DMA"] = active.get("DMA", 0.0) + union_length(tl.piece_start, tl.piece_end)
+        eng = np.frombuffer(tl.piece_engine, np.int32)
+        s, f = np.frombuffer(tl.piece_start), np.frombuffer(tl.piece_end)
+        for q in np.unique(eng):
+            active[f"DMA q{q}"] = active.get(f"DMA q{q}", 0.0) + float((f[eng == q] - s[eng == q]).sum())
+        for k, v in tl.memory_peak.items():
+            peaks[k] = max(peaks.get(k, 0), v)
+        if lat >= latency:
+            latency = lat
+            path, waiting, _ = critical_path(tl)
+    order = [TRACKS[e] for e in TRACKS] + ["DMA"]
+    active = {k: active[k] for k in sorted(active, key=lambda k: (order.index(k) if k in order else len(order), len(k), k))}
+    return BenchmarkResult(kernel, spec.target, latency, active, counts, flops, hw_flops, spec.peak_flops("bf16"),
+                           dma, hbm_r, hbm_w, peaks.get("sbuf", 0), peaks.get("psum", 0), path, waiting,
+                           tuple(timelines))

@@ -1,0 +1,100 @@
+"""Work into time: the physical cost classes of a NeuronCore.
+
+Each instruction's `cost(rec, spec)` (in core/isa) says what work it does; this module turns that work
+into nanoseconds with the catalog's figures, through three classes:
+
+- engine streaming (Vector, Scalar, GpSimd): `max(MIN_II, N x inputs x factor / perf mode)` engine
+  cycles, where N is elements per partition (lane count does not change the cost);
+- the PE array (TensorE): an issue interval of `max(min(MM_INIT_LATENCY, N_stationary), N_moving)`
+  TensorE cycles, 4x for FP32 inputs (LoadStationary is overlapped with the previous multiply);
+- DMA transfer: per DMA engine, bytes / bandwidth plus a cost per descriptor (one contiguous run).
+"""
+from __future__ import annotations
+
+import math
+
+from trnsim import numerics
+from trnsim.core.isa.opcodes import Engine, Op
+
+TRACKS = {"tensor": "TensorE", "vector": "VectorE", "scalar": "ScalarE", "gpsimd": "GpSimdE", "sync": "Sync"}
+_HALF = {"bfloat16", "float16"}
+
+
+class Rules:
+    """Cost rules of one generation: `spec` from the catalog, `t` its timing constants."""
+
+    def __init__(self, spec, t):
+        self.spec, self.t = spec, t
+        self.gen = spec.version
+        c = spec.cycles
+        self.min_ii, self.overhead = c["min_ii"], c["small_instruction_overhead"]
+        self.mm_init, self.act_read = c["mm_init_latency"], c["act_read_accumulator"]
+        self.fp32_factor = 1.0 / spec.macs_per_pe_cycle["fp32"]
+        self.ns_per_cycle = {e: 1e9 / spec.clocks[e if e != "sync" else "base"] for e in TRACKS}
+        # Each DMA engine moves at its achievable rate, capped by its share of the core's HBM bandwidth.
+        self.dma_ns_per_byte = 1e9 / min(spec.dma_engine_bandwidth, spec.hbm_bandwidth / spec.dma_engines)
+        self.dma_engines = spec.dma_engines
+        self.partitions_per_dma = spec.partitions // spec.dma_engines
+
+    # -- TensorE ----------------------------------------------------------------------------------
+    def matmul(self, rec, w) -> tuple[float, float]:
+        """(ns, FLOPs) of one nc_matmul / nc_matmul_mx on the PE array."""
+        m, n, k = w["m"], w["n"], w["k"]
+        if w.get("perf_mode") == "double_row":  # FP8 double row: two K rows per partition, same time
+            k, m, n = 2 * k, m // 2, n // 2
+        if rec.op is Op.NC_MATMUL_MX:  # four packed values per element along K
+            k *= 4
+        cycles = max(min(self.mm_init, m), n)
+        if w["dtype"] == "float32":
+            cycles *= self.fp32_factor
+        return cycles * self.ns_per_cycle["tensor"], 2.0 * k * m * n
+
+    def pe_transpose(self, w) -> tuple[float, float]:
+        """nc_transpose on TensorE: a matmul against the identity, ~max(P, min(64, F)) cycles."""
+        p, f = w["partitions"], w["elements"]
+        return max(p, min(self.mm_init, f)) * self.ns_per_cycle["tensor"], 2.0 * p * p * f
+
+    # -- Vector / Scalar / GpSimd -----------------------------------------------------------------
+    def perf_mode(self, rec) -> float:
+        """v3+ VectorE speedups for 16-bit data (reference 1.6); 1 elsewhere."""
+        if rec.engine is not Engine.VECTOR or self.gen < 3:
+            return 1.0
+        ops = rec.operands.values()
+        if not all(r.dtype in _HALF for r in ops):
+            return 1.0
+        modes = self.t.vector_perf_modes
+        sbuf = all(r.space == "sbuf" for r in ops)
+        if rec.op in (Op.TENSOR_COPY, Op.TENSOR_SCALAR):
+            dense = all(r.contiguous >= math.prod(r.shape[1:]) * numerics.dtype(r.dtype).itemsize for r in ops)
+            return modes["copy_sbuf"] if sbuf and dense else modes["copy_psum"]
+        if rec.op is Op.TENSOR_TENSOR and sbuf:
+            return modes["tensor_tensor"]
+        return 1.0
+
+    def stream(self, rec, w, dependent: bool) -> float:
+        """ns of an instruction that streams N elements per partition through an engine's lanes."""
+        work = w.get("elements", 0) * max(1, w.get("inputs", 1)) * w.get("factor", 1.0) / self.perf_mode(rec)
+        cycles = max(self.min_ii, work)
+        if dependent:  # a small or serially dependent instruction pays the static overhead
+            cycles += self.overhead
+        if w.get("reduce"):  # reading the accumulator registers out is its own instruction
+            cycles += self.act_read
+        return cycles * self.ns_per_cycle[w["engine"] if w["engine"] in TRACKS else "vector"]
+
+    # -- DMA --------------------------------------------------------------------------------------
+    def dma_pieces(self, rec, w) -> list[tuple[int, float]]:
+        """(DMA engine, ns) per engine a transfer uses: partitions split 8 per engine (for 128)."""
+        on_chip = [r for r in rec.operands.values() if r.space != "hbm"]
+        first = on_chip[0].partition if on_chip else 0
+        parts = max(1, w["partitions"])
+        per_part = w["bytes"] / parts
+        chunks = math.ceil(per_part / max(1, w.get("chunk_bytes") or per_part))
+        ns_part = per_part * self.dma_ns_per_byte + chunks * self.t.dma_descriptor_latency
+        per = self.partitions_per_dma
+        out, p = [], first
+        while p < first + parts:
+            e = p // per
+            take = min((e + 1) * per, first + parts) - p
+            out.append((e % self.dma_engines, take * ns_part))
+            p += take
+        return out

@@ -1,0 +1,218 @@
+"""Replay a core's instruction stream on its engines: when each instruction starts and ends, and why.
+
+Every engine (Tensor, Vector, Scalar, GpSimd, Sync) runs its own stream in order, and each of the 16
+DMA engines runs its share of every transfer in order. An instruction starts when its engine is free
+and its producers have finished plus a semaphore latency. Producers come from read/write sets: the
+last writer of every byte it reads (RAW), and the last writer and readers since of every byte it
+writes (WAW, WAR), tracked per memory and partition quadrant in interval maps. Engines are in order
+and dependencies point back in program order, so one pass in program order places every instruction
+exactly as an event-driven simulation of the five queues and 16 DMA engines would: deterministic and
+O(n log n).
+"""
+from __future__ import annotations
+
+from array import array
+from dataclasses import dataclass, field
+
+from trnsim.core.isa.opcodes import Engine, Op
+from trnsim.core.isa.registry import REGISTRY
+from trnsim.core.timing.intervals import IntervalMap
+from trnsim.core.timing.rules import TRACKS, Rules
+
+QUADRANT = 32  # partitions per dependence-tracking group (the partition start rule's finest step)
+
+
+@dataclass(slots=True)
+class Event:
+    """One instruction as scheduled: [start, end) on `track`, `deps` are the events it waited on."""
+
+    index: int  # position in the stream
+    rec: object
+    track: str  # "TensorE", ... or "DMA q<j>" of its last piece
+    start: float
+    end: float
+    deps: tuple[int, ...] = ()
+    blocker: int = -1  # the event whose end set this one's start (-1: none)
+    flops: float = 0.0
+    pieces: tuple[tuple[int, float, float], ...] = ()  # DMA: (engine, start, end) per DMA engine
+
+
+@dataclass
+class Timeline:
+    """All events of one core's stream, with the DMA pieces as flat arrays for utilisation figures."""
+
+    target: str
+    events: list[Event] = field(default_factory=list)
+    piece_engine: array = field(default_factory=lambda: array("i"))
+    piece_start: array = field(default_factory=lambda: array("d"))
+    piece_end: array = field(default_factory=lambda: array("d"))
+    memory_peak: dict[str, int] = field(default_factory=dict)
+
+
+class Scheduler:
+    """Places instructions one at a time, in stream order."""
+
+    def __init__(self, spec, tspec):
+        self.spec, self.t, self.rules = spec, tspec, Rules(spec, tspec)
+        self.free = {e: 0.0 for e in TRACKS}
+        self.last = {e: -1 for e in TRACKS}
+        self.dma_free = [0.0] * spec.dma_engines
+        self.dma_last = [-1] * spec.dma_engines
+        self.maps: dict[tuple, IntervalMap] = {}
+        self.cells: dict = {}
+        self.eng_of: list[str] = []  # per event: its engine ("dma" for transfers)
+        self.end_of: list[float] = []
+        self.tl = Timeline(spec.target)
+        self.high: dict[tuple, int] = {}  # (space, memory, partition, partitions) -> highest byte touched
+        self.warm_since, self.tensor_end = None, 0.0
+
+    def _cells(self, r) -> tuple[list[IntervalMap], list[IntervalMap], list[IntervalMap]]:
+        """(maps to look up, maps to record in, maps a write clears) for a region.
+
+        Each memory has a map for accesses that span all its partitions (and HBM tensors) plus one
+        per partition quadrant for narrower ones, so whole-tile accesses, the common case, touch one
+        map, while tiles on disjoint partitions stay independent.
+        """
+        whole = r.space == "hbm" or (r.partition == 0 and r.partitions == self.spec.partitions)
+        key = r.memory if whole else (r.memory, r.partition, r.partitions)
+        cells = self.cells.get(key)
+        if cells is None:
+            top = self.maps.setdefault((r.memory, -1), IntervalMap())
+            if r.space == "hbm":
+                cells = ([top], [top], [])
+            else:
+                n = self.spec.partitions // QUADRANT
+                qs = range(n) if whole else range(r.partition // QUADRANT, (r.partition + r.partitions - 1) // QUADRANT + 1)
+                quads = [self.maps.setdefault((r.memory, q), IntervalMap()) for q in qs]
+                cells = ([top] + quads, [top], quads) if whole else ([top] + quads, quads, [])
+            self.cells[key] = cells
+        return cells
+
+    def _deps(self, rec, eng: str) -> dict[int, float]:
+        """{event index: end} of the events this instruction must wait for."""
+        deps: dict[int, float] = {}
+        eng_of, end_of = self.eng_of, self.end_of
+        dma = eng == "dma"
+        for name, r in rec.operands.items():
+            writes, lo, hi = name in rec.writes, r.byte_lo, r.byte_hi
+            for m in self._cells(r)[0]:
+                for writer, readers in m.overlapping(lo, hi):
+                    # In-order queues order same-engine work; DMA queues also keep their writes in order.
+                    if writer is not None and (eng_of[writer] != eng or (dma and not writes)):
+                        deps[writer] = end_of[writer]
+                    if writes:
+                        for r_eng, idx in readers:
+                            if r_eng != eng or dma:
+                                deps[idx] = end_of[idx]
+            if r.space != "hbm":
+                key = (r.space, r.memory, r.partition, r.partitions)
+                if self.high.get(key, 0) < hi:
+                    self.high[key] = hi
+        return deps
+
+    def _record(self, rec, eng: str, index: int, reads) -> None:
+        def add_reader(v):
+            writer, readers = v if v is not None else (None, ())
+            return writer, tuple(x for x in readers if x[0] != eng) + ((eng, index),)
+
+        for name, r in rec.operands.items():
+            _, record, clear = self._cells(r)
+            lo, hi = r.byte_lo, r.byte_hi
+            if name in rec.writes:
+                for m in record:
+                    m.assign(lo, hi, (index, ()))
+                for m in clear:
+                    if len(m.bounds) > 1 or m.values[0] is not None:
+                        m.assign(lo, hi, None)
+            if name in reads:
+                for m in record:
+                    m.update(lo, hi, add_reader)
+
+    def step(self, rec) -> Event:
+        index = len(self.tl.events)
+        w = REGISTRY[rec.op].cost(rec, self.spec)
+        eng = "dma" if rec.engine is Engine.DMA else rec.engine.value
+        reads = rec.reads
+        deps = self._deps(rec, eng)
+        sem = self.t.semaphore_latency
+        ready, blocker = 0.0, -1
+        for idx, end in deps.items():
+            if end + sem > ready:
+                ready, blocker = end + sem, idx
+        if eng == "dma":
+            ev = self._dma(rec, w, index, ready, blocker)
+        else:
+            ev = self._compute(rec, w, eng, index, ready, blocker)
+        ev.deps = tuple(sorted(deps))
+        self.tl.events.append(ev)
+        self.eng_of.append(eng)
+        self.end_of.append(ev.end)
+        self._record(rec, eng, index, reads)
+        return ev
+
+    def _compute(self, rec, w, eng, index, ready, blocker) -> Event:
+        free = self.free[eng]
+        start = max(free, ready)
+        flops = 0.0
+        if eng == "tensor":
+            if rec.op is Op.NC_TRANSPOSE:
+                dur, flops = self.rules.pe_transpose(w)
+            else:
+                dur, flops = self.rules.matmul(rec, w)
+            dur /= self._throttle(start)
+        else:
+            dur = self.rules.stream(rec, w, dependent=ready > free)
+        if start == free or blocker < 0:
+            blocker = self.last[eng]
+        end = start + dur
+        self.free[eng], self.last[eng] = end, index
+        if eng == "tensor":
+            self.tensor_end = end
+        return Event(index, rec, TRACKS[eng], start, end, blocker=blocker, flops=flops)
+
+    def _throttle(self, start: float) -> float:
+        """TensorE rate under the dI/dt limit: from `tensor_warmup_start` up to 1 over the warm-up time."""
+        t = self.t
+        if t.tensor_warmup_start >= 1.0:
+            return 1.0
+        # Below 50% use over a window re-engages the throttle: an idle stretch of half the window.
+        if self.warm_since is None or start - self.tensor_end > 0.5 * t.tensor_warmup_latency:
+            self.warm_since = start
+        ramp = min(1.0, (start - self.warm_since) / t.tensor_warmup_latency)
+        return t.tensor_warmup_start + (1.0 - t.tensor_warmup_start) * ramp
+
+    def _dma(self, rec, w, index, ready, blocker) -> Event:
+        go = ready + self.spec.dma_fixed_latency  # descriptor setup and semaphore to start
+        pieces, tl = [], self.tl
+        last_e, end = -1, -1.0
+        for e, dur in self.rules.dma_pieces(rec, w):
+            s = max(go, self.dma_free[e])
+            f = s + dur
+            pieces.append((e, s, f))
+            tl.piece_engine.append(e)
+            tl.piece_start.append(s)
+            tl.piece_end.append(f)
+            if f > end:
+                end, last_e = f, e
+                bound = blocker if s == go else self.dma_last[e]
+            self.dma_free[e], self.dma_last[e] = f, index
+        start = min(p[1] for p in pieces)
+        return Event(index, rec, f"DMA q{last_e}", start, end, blocker=bound, pieces=tuple(pieces))
+
+    def finish(self) -> Timeline:
+        """The timeline, with the SBUF/PSUM high-water mark: per partition, the highest byte touched."""
+        marks: dict[str, list[int]] = {}
+        for (space, _, p0, n), hi in self.high.items():
+            row = marks.setdefault(space, [0] * self.spec.partitions)
+            for p in range(p0, p0 + n):
+                row[p] = max(row[p], hi)
+        self.tl.memory_peak = {space: sum(row) for space, row in marks.items()}
+        return self.tl
+
+
+def replay(stream, spec, tspec) -> Timeline:
+    """Schedule a whole instruction stream; the Timeline holds every event."""
+    s = Scheduler(spec, tspec)
+    for rec in stream:
+        s.step(rec)
+    return s.finish()

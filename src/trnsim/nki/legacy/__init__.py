@@ -1,0 +1,173 @@
+"""`neuronxcc.nki` (the beta NKI API of Neuron SDK 2.20-2.27) on the emulator.
+
+    import neuronxcc.nki as nki                 # -> trnsim.nki.legacy (through trnsim.shim)
+    import neuronxcc.nki.language as nl
+
+    @nki.jit
+    def add(a, b, out):                           # outputs passed in (SDK 2.20) or allocated and returned
+        i_p, i_f = nl.arange(128)[:, None], nl.arange(512)[None, :]
+        nl.store(out[i_p, i_f], nl.load(a[i_p, i_f]) + nl.load(b[i_p, i_f]))
+
+The kernel's Python runs eagerly; every call lowers to the same core instructions the current API
+issues (`trnsim.nki.isa`). `kernel[b, h](...)` runs each program of an SPMD grid in turn on one
+NeuronCore. `nki.benchmark` and `trnsim.benchmark` time a beta kernel with the timing model.
+See docs/legacy-nki.md.
+"""
+from __future__ import annotations
+
+import os
+
+import numpy as np
+
+from trnsim.core import NeuronCore
+from trnsim.errors import TrnsimError
+from trnsim.nki import _frontend
+from trnsim.nki.legacy import compiler, isa, language, typing  # noqa: F401
+from trnsim.nki.legacy._tile import Instance, Launch, Tile, _ctx, wrap
+
+tensor = Tile
+
+
+class Kernel(_frontend.Kernel):
+    """A beta `@nki.jit` kernel; `kernel[d0, d1](...)` launches an SPMD grid of programs (one NeuronCore,
+    LNC 1). A kind of `trnsim.nki.Kernel`, so `trnsim.benchmark` and `trnsim profile` take it too."""
+
+    def __init__(self, fn, grid=(), **options):
+        super().__init__(fn, 1, **options)
+        self.grid = tuple(grid)
+
+    def __getitem__(self, grid):
+        grid = tuple(int(g) for g in (grid if isinstance(grid, tuple) else (grid,)))
+        if any(g < 1 for g in grid):
+            raise TrnsimError(f"kernel[{', '.join(map(str, grid))}]: every launch grid dim must be >= 1")
+        return type(self)(self.fn, grid, **self.options)
+
+    def __call__(self, *args, **kwargs):
+        return launch(self, args, kwargs)
+
+    def trace(self, *args, target=None, values=True, **kwargs) -> list[NeuronCore]:
+        """Run the kernel and return the core it ran on; `values=False` runs on shapes only (timing)."""
+        launch(self, args, kwargs, target=target, values=values)
+        return self.last_cores
+
+
+def launch(kernel: Kernel, args, kwargs, target=None, values=True):
+    """Run every program of the grid in turn on one NeuronCore, as the beta runtime did without `nl.nc`;
+    returned tensors come back as arrays (nothing with `values=False`)."""
+    strict = os.environ.get("TRNSIM_STRICT", "1") != "0"
+    nc = NeuronCore(target or kernel.options.get("platform_target"), strict=strict, values=values)
+    nc.lazy_psum = True  # accumulation groups evaluated as the current front end evaluates them
+    grid = kernel.grid
+    shared = Launch(grid, strict)
+    backs, kind = [], "numpy"
+    names = list(kernel.fn.__code__.co_varnames[: kernel.fn.__code__.co_argcount])
+
+    def conv(x, name):
+        nonlocal kind
+        a, k = _frontend._to_numpy(x)
+        if a is None:
+            return x
+        kind = k
+        v = nc.hbm_tensor(np.ascontiguousarray(a), name=name, kind="shared_hbm")
+        backs.append((x, v, k))
+        return wrap(v)
+
+    targs = [conv(a, names[i] if i < len(names) else f"arg{i}") for i, a in enumerate(args)]
+    tkw = {k: conv(v, k) for k, v in kwargs.items()}
+    saved = (getattr(_frontend._state, "core", None), getattr(_ctx, "instance", None))
+    result, ok = None, False
+    try:
+        for n, idx in enumerate(np.ndindex(*grid) if grid else [()]):
+            _frontend._state.core, _ctx.instance = nc, Instance(shared, idx)
+            res = kernel.fn(*targs, **tkw)
+            result = res if n == 0 else result
+        nc.sync()
+        ok = True
+    finally:
+        _frontend._state.core, _ctx.instance = saved
+        kernel.last_cores = [nc]
+        _frontend.LAUNCHES.append({"kernel": kernel.fn.__name__, "target": nc.target, "lnc": 1, "grid": list(grid),
+                                   "instructions": len(nc.stream), "ok": ok})
+    if not values:
+        return None
+    for orig, v, k in backs:  # outputs passed in as arguments (SDK 2.20 style) go back to the caller's arrays
+        if isinstance(orig, np.ndarray) and orig.flags.writeable:
+            np.copyto(orig, v.array().reshape(orig.shape))
+        elif k == "torch":
+            orig.copy_(_frontend._from_numpy(v.array().copy(), "torch").reshape(orig.shape))
+    return _frontend._outputs(_unwrap(result), kind)
+
+
+def _unwrap(res):
+    if isinstance(res, Tile):
+        return res.view()
+    if isinstance(res, (tuple, list)):
+        return type(res)(_unwrap(r) for r in res)
+    return res
+
+
+def jit(func=None, mode="auto", **options):
+    """`@nki.jit` (also `mode=` and `platform_target=`): every mode runs on the emulator."""
+    if func is None:
+        return lambda f: jit(f, mode, **options)
+    return func if isinstance(func, Kernel) else Kernel(func, mode=mode, **options)
+
+
+def simulate_kernel(kernel, *args, **kwargs):
+    """Run a kernel on the CPU emulator with numpy inputs (the beta `nki.simulate_kernel`)."""
+    k = kernel if isinstance(kernel, Kernel) else Kernel(getattr(kernel, "fn", kernel))
+    return k(*args, **kwargs)
+
+
+def baremetal(kernel=None, **options):
+    """`@nki.baremetal`: compile-and-run with numpy I/O; here, a run on the emulator."""
+    return jit(kernel, mode="baremetal", **options)
+
+
+class _Latency:
+    """`benchmark_result.nc_latency`: the timing model's latency; one deterministic run, so every percentile is it."""
+
+    def __init__(self, result):
+        self.result = result
+
+    def get_latency_percentile(self, p) -> float:
+        """Latency in microseconds (p in 0..100)."""
+        if not 0 <= p <= 100:
+            raise TrnsimError(f"get_latency_percentile({p}): a percentile is between 0 and 100")
+        return self.result.latency / 1000.0
+
+
+class _BenchmarkResult:
+    def __init__(self, result):
+        self.timing, self.nc_latency = result, _Latency(result)
+
+
+class BenchmarkKernel(Kernel):
+    """`@nki.benchmark(warmup=, iters=)`: each call runs the kernel on the emulator and times its instruction
+    stream with the timing model; `.benchmark_result.nc_latency.get_latency_percentile(p)` is in microseconds."""
+
+    def __call__(self, *args, **kwargs):
+        from trnsim.core import timing
+        out = launch(self, args, kwargs)
+        nc = self.last_cores[0]
+        tl = timing.simulate(nc.stream, nc.target)
+        self.benchmark_result = _BenchmarkResult(timing.summarize(self.fn.__name__, [tl], nc.spec))
+        return out
+
+
+def benchmark(kernel=None, warmup=10, iters=100, **options):
+    if kernel is None:
+        return lambda f: benchmark(f, warmup, iters, **options)
+    return BenchmarkKernel(getattr(kernel, "fn", kernel), mode="benchmark", warmup=warmup, iters=iters, **options)
+
+
+def profile(func=None, working_directory=None, save_neff_name=None, save_trace_name=None, **options):
+    """`@nki.profile`: runs and times the kernel like `nki.benchmark`; its instruction stream is on `.last_cores`
+    and its timing on `.benchmark_result.timing` (`trnsim profile FILE.py` writes the Perfetto trace)."""
+    if func is None:
+        return lambda f: profile(f, working_directory, save_neff_name, save_trace_name, **options)
+    return BenchmarkKernel(getattr(func, "fn", func), mode="profile", **options)
+
+
+__all__ = ["jit", "simulate_kernel", "baremetal", "benchmark", "profile", "tensor", "Kernel", "language", "isa",
+           "typing", "compiler"]

@@ -1,0 +1,521 @@
+"""Beta-API tensors and tiles: lazy affine maps onto core tensors, made into core views per instruction.
+
+A `Tensor` is what `nl.ndarray` allocates: a logical shape whose dims before `nl.par_dim` are block
+dims, each block one core tensor (allocated on first use, or placed by `nki.compiler` direct
+allocation). A `Tile` is a tensor seen through an index map: per tensor dim a constant plus one
+coefficient per result axis, so slices, ints, strides, grids and transposed grids are all one map. The
+map becomes a core `View` only when an instruction runs, on the box its mask keeps: masked-off indices
+may lie outside the tensor and are never touched, and bounds are checked on what is touched.
+
+Every value is computed by core instructions issued through `emit`; this module only builds views.
+"""
+from __future__ import annotations
+
+import itertools
+import threading
+import warnings
+import weakref
+
+import numpy as np
+
+from trnsim import numerics
+from trnsim.core import View
+from trnsim.core.errors import KernelError, OutOfBoundsError, ShapeError, where
+from trnsim.nki import _frontend
+from trnsim.nki.legacy._grid import Cond, Expr, Mask, MaskExpressionError
+
+_ctx = threading.local()
+
+
+class ParDim(int):
+    """`nl.par_dim(n)`: marks the partition dim of an on-chip tensor; dims before it are block dims."""
+
+
+class AliasingError(KernelError):
+    """Two live tensors placed on the same on-chip bytes: one overwrote data the other still needed."""
+
+
+class Launch:
+    """What the instances of one kernel launch share: HBM outputs, direct allocations, write stamps."""
+
+    def __init__(self, grid=(), strict=True):
+        self.grid, self.strict = tuple(grid), strict
+        self.shared: dict[int, Tensor] = {}
+        self.direct: weakref.WeakValueDictionary = weakref.WeakValueDictionary()  # alloc id -> Allocation
+        self.labels: dict[int, str] = {}
+        self.written: dict[int, tuple] = {}  # alloc id -> (stamp, partition lo, hi, byte lo, hi)
+        self.stamp = itertools.count(1)
+
+
+class Instance:
+    """One program of an SPMD grid: its grid index and its own per-call-site state."""
+
+    def __init__(self, launch: Launch, index=()):
+        self.launch, self.index = launch, tuple(index)
+        self.nshared = 0
+        self.reducers: dict = {}
+        self.frames: list[list] = []  # tensors made in the current iteration of each open affine_range
+
+
+def instance() -> Instance:
+    inst = getattr(_ctx, "instance", None)
+    if inst is None:
+        inst = _ctx.instance = Instance(Launch())
+    return inst
+
+
+def core():
+    return _frontend.core()
+
+
+# -- dtypes: the beta API's promotion rules (reference 2.5) -------------------------------------------------
+def weak_dtype(x) -> numerics.DType:
+    """A Python scalar's type (bool -> uint8, int -> int32, float -> float32); numpy scalars keep theirs."""
+    if isinstance(x, (bool, np.bool_)):
+        return numerics.uint8
+    if isinstance(x, np.generic):
+        return numerics.dtype(x.dtype)
+    if isinstance(x, int):
+        return numerics.int32
+    if isinstance(x, float):
+        return numerics.float32
+    return x.dtype
+
+
+def promote(*xs) -> numerics.DType:
+    """The dtype of an arithmetic op on `xs` (tiles and scalars) when no dtype= is given."""
+    types = [weak_dtype(x) for x in xs if x is not None]
+    out = types[0]
+    for t in types[1:]:
+        out = _pair(out, t)
+    return out
+
+
+def _pair(a, b):
+    a, b = (numerics.uint8 if t.kind == "bool" else t for t in (a, b))
+    if a == b:
+        return a
+    if a.is_float != b.is_float:
+        return a if a.is_float else b
+    if a.is_float:  # same width, different format: widen (fp16+bf16 -> fp32, e4m3+e5m2 -> bf16)
+        return a if a.bits > b.bits else b if b.bits > a.bits else {16: numerics.float32, 8: numerics.bfloat16}.get(a.bits, numerics.float32)
+    if a.is_signed == b.is_signed:
+        return a if a.bits >= b.bits else b
+    s, u = (a, b) if a.is_signed else (b, a)
+    if s.bits > u.bits:
+        return s
+    return {8: numerics.int16, 16: numerics.int32}.get(u.bits, numerics.float32)  # int32+uint32 -> fp32
+
+
+# -- tensors ----------------------------------------------------------------------------------------------------
+class Tensor:
+    """An `nl.ndarray`: a logical shape, a dtype, a buffer and one core tensor per block."""
+
+    def __init__(self, shape, dtype, buffer="sbuf", name=None, place=None, view: View | None = None):
+        dims = list(shape)
+        pars = [i for i, d in enumerate(dims) if isinstance(d, ParDim)]
+        if len(pars) > 1:
+            raise ShapeError(f"tensor shape {tuple(shape)} marks {len(pars)} partition dims; a tensor has one")
+        self.shape = tuple(int(d) for d in dims)
+        self.dtype = numerics.dtype(dtype)
+        self.buffer = _frontend.buffer_name(buffer)
+        self.on_chip = not self.buffer.endswith("hbm")
+        self.pdim = (pars[0] if pars else 0) if self.on_chip else None
+        self.name = name or ""
+        self.place = place
+        self.zeroed = None  # a deferred zero fill (PSUM `nl.zeros`): run before any other use
+        self._blocks: dict[tuple, View] = {(): view} if view is not None else {}
+        frames = instance().frames
+        if frames and view is None:
+            frames[-1].append(self)
+        if self.on_chip and len(self.shape) - self.pdim < 2:
+            raise ShapeError(f"on-chip tensor {name or ''} {list(self.shape)}: Insufficient rank; a tile needs a "
+                             f"partition dim and at least one free dim")
+
+    @property
+    def block_shape(self) -> tuple:
+        return self.shape[: self.pdim] if self.on_chip else ()
+
+    def block(self, idx: tuple) -> View:
+        """The core tensor holding block `idx` (allocated on first use)."""
+        v = self._blocks.get(idx)
+        if v is not None:
+            return v
+        for i, n in zip(idx, self.block_shape):
+            if not 0 <= i < n:
+                raise OutOfBoundsError(f"err_tensor_access_out_of_bound: block {idx} of {self.name!r} with block "
+                                       f"dims {list(self.block_shape)}")
+        tile = self.shape[self.pdim:] if self.on_chip else self.shape
+        name = f"{self.name or 'tile'}{list(idx) if idx else ''}" if self.name or idx else None
+        if self.place is not None:
+            v = self.place.allocate(self, idx, tile, name)
+        else:
+            v = _frontend.ndarray(tile, self.dtype, self.buffer, name=name)
+        self._blocks[idx] = v
+        return v
+
+
+# -- tiles ----------------------------------------------------------------------------------------------------
+class Tile:
+    """A tensor seen through an affine index map (what beta-API calls take and return)."""
+
+    __slots__ = ("tensor", "const", "coefs", "shape", "indirect", "opmask", "pending")
+
+    def __init__(self, tensor, const, coefs, shape, indirect=None, opmask=None, pending=None):
+        self.tensor, self.const, self.coefs, self.shape = tensor, tuple(const), tuple(map(tuple, coefs)), tuple(shape)
+        self.indirect, self.opmask, self.pending = indirect, opmask, pending
+
+    @classmethod
+    def whole(cls, tensor: Tensor) -> Tile:
+        n = len(tensor.shape)
+        return cls(tensor, (0,) * n, [[int(d == a) for a in range(n)] for d in range(n)], tensor.shape)
+
+    # -- facts ----------------------------------------------------------------------------------------
+    @property
+    def dtype(self):
+        return numerics.float32 if self.pending is not None else self.tensor.dtype  # matmuls accumulate in FP32
+
+    @property
+    def buffer(self) -> str:
+        return "psum" if self.pending is not None else self.tensor.buffer
+
+    @property
+    def ndim(self) -> int:
+        return len(self.shape)
+
+    @property
+    def name(self) -> str:
+        return self.ready().tensor.name
+
+    @property
+    def itemsize(self) -> int:
+        return self.dtype.itemsize
+
+    def __repr__(self):
+        if self.pending is not None:
+            return f"<pending matmul tile {list(self.shape)}>"
+        return f"<{self.tensor.buffer} tile {self.tensor.name!r} {list(self.shape)} {self.tensor.dtype.name}>"
+
+    def ready(self) -> Tile:
+        """Run a pending matmul into a fresh PSUM tile, once."""
+        if self.pending is not None:
+            run, self.pending = self.pending, None
+            out = new_tile(self.shape, numerics.float32, "psum")
+            run(out, False)
+            self.tensor, self.const, self.coefs, self.indirect = out.tensor, out.const, out.coefs, None
+        return self
+
+    # -- indexing ---------------------------------------------------------------------------------------
+    def __getitem__(self, key) -> Tile:
+        self.ready()
+        if isinstance(key, (Cond, Mask)):  # operand masking: t[i_f < 64]
+            m = key.evaluate(self.shape)
+            return Tile(self.tensor, self.const, self.coefs, self.shape, self.indirect,
+                        m if self.opmask is None else (m & self.opmask))
+        if self.indirect is not None:
+            raise KernelError("an indirectly indexed tile cannot be indexed again")
+        key = _expand(key if isinstance(key, tuple) else (key,), len(self.shape))
+        grids = any(isinstance(k, Expr) for k in key)
+        tiles = [i for i, k in enumerate(key) if isinstance(k, Tile)]
+        if grids and any(isinstance(k, slice) for k in key):
+            raise KernelError(f"err_unsupported_mixing_basic_advanced_tensor_indexing: {key!r} mixes slices with "
+                              f"nl.arange grids; index every dim with a grid (or an int)")
+        pax = self._partition_axis()
+        indirect = None
+        if tiles:
+            if tiles != [0] or not (self.tensor.buffer.endswith("hbm")):
+                raise KernelError("err_indirect_indices_free_dim: a tile of indices may index only the first dim of an "
+                                  "HBM tensor (a DMA gather/scatter)")
+            indirect = key[0]
+            rest = [Expr.lift(k) if not isinstance(k, Expr) else k for k in key[1:]]
+            nd = max([e.ndim for e in rest] + [1])
+            grid = _broadcast([e.shape for e in rest], nd)
+            shape = (indirect.shape[0],) + grid[1:]
+            sub = [(0, (1,) + (0,) * (nd - 1))] + [_expr_map(e, nd) for e in rest]
+        elif grids:
+            exprs = [Expr.lift(k) for k in key]
+            nd = max(e.ndim for e in exprs)
+            shape = _broadcast([e.shape for e in exprs], nd)
+            sub = [_expr_map(e, nd) for e in exprs]
+        else:
+            shape, sub = [], []
+            for a, k in enumerate(key):
+                n = self.shape[a]
+                if isinstance(k, slice):
+                    start, stop, step = _slice(k, n)
+                    sub.append((start, len(shape), step))
+                    shape.append(max(0, -(-(stop - start) // step)))
+                else:
+                    i = int(k) + (n if int(k) < 0 else 0)
+                    if a == pax:  # an on-chip tile keeps its partition dim
+                        sub.append((i, len(shape), 1))
+                        shape.append(1)
+                    else:
+                        sub.append((i, None, 0))
+            nd = len(shape)
+            sub = [(c, tuple(s if ax == r else 0 for ax in range(nd))) for c, r, s in sub]
+        const = [c + sum(cf * s[0] for cf, s in zip(row, sub)) for c, row in zip(self.const, self.coefs)]
+        coefs = [[sum(cf * s[1][a] for cf, s in zip(row, sub)) for a in range(len(shape))] for row in self.coefs]
+        return Tile(self.tensor, const, coefs, shape, indirect)
+
+    def _partition_axis(self):
+        if not self.tensor.on_chip:
+            return None
+        row = self.coefs[self.tensor.pdim]
+        return next((a for a, c in enumerate(row) if c), None)
+
+    def view(self, box=None) -> View:
+        """The core view of this tile (or of one box of it: (lo, hi) per result axis)."""
+        self.ready()
+        if self.tensor.zeroed is not None:
+            fill, self.tensor.zeroed = self.tensor.zeroed, None
+            fill(self.tensor)
+        box = box or tuple((0, n) for n in self.shape)
+        shape = [hi - lo for lo, hi in box]
+        const = [c + sum(cf * lo for cf, (lo, _) in zip(row, box)) for c, row in zip(self.const, self.coefs)]
+        t = self.tensor
+        if not t.on_chip:
+            base = t.block(())
+            strides = [sum(base.strides[d] * self.coefs[d][a] for d in range(len(const))) for a in range(len(shape))]
+            offset = base.offset + sum(base.strides[d] * c for d, c in enumerate(const))
+            if self.indirect is not None:
+                return self._gather(base, box, shape, strides, offset - base.strides[0] * self.coefs[0][0] * box[0][0])
+            return base._derive(shape, strides, offset, 0)
+        pd = t.pdim
+        for d in range(pd):
+            if any(self.coefs[d][a] for a in range(len(shape)) if shape[a] > 1):
+                raise KernelError(f"a block dim of {t.name!r} {list(t.shape)} is indexed by a range; index block dims "
+                                  f"with an int or a loop index (one tile per instruction)")
+        base = t.block(tuple(const[:pd]))
+        if len(shape) < 2:
+            raise ShapeError(f"on-chip tile of {t.name!r} indexed to {shape}: Insufficient rank; keep a free dim")
+        for d in range(pd, len(const)):
+            for a in range(len(shape)):
+                if self.coefs[d][a] and shape[a] > 1 and (d == pd) != (a == 0):
+                    raise KernelError(f"err_failed_to_infer_tile_from_local_tensor: the partition dim of {t.name!r} "
+                                      f"must be indexed by the first axis of the tile (and only it)")
+        strides = [base.strides[0] * self.coefs[pd][0]] + [
+            sum(base.strides[d - pd] * self.coefs[d][a] for d in range(pd + 1, len(const))) for a in range(1, len(shape))]
+        poff = base.poff + base.strides[0] * const[pd]
+        offset = base.offset + sum(base.strides[d - pd] * const[d] for d in range(pd + 1, len(const)))
+        return base._derive(shape, strides, offset, poff)
+
+    def _gather(self, base, box, shape, strides, offset) -> View:
+        """A DMA gather/scatter view: one HBM row per partition, read from the index tile."""
+        idx = self.indirect.view(((box[0][0], box[0][1]),) + ((0, 1),) * (self.indirect.ndim - 1))
+        if not core().values:  # timing only: the rows do not change the cost of the DMA
+            return View(base.alloc, base.dtype, shape, [0] + strides[1:], offset, 0,
+                        indirect=(np.zeros(shape[0], np.int64), base.strides[0]))
+        if idx.poisoned():
+            core().never_written(f"index the rows of {self.tensor.name!r}", idx, idx.mask(), where())
+        rows = np.asarray(idx.array()).reshape(-1).astype(np.int64)
+        return View(base.alloc, base.dtype, shape, [0] + strides[1:], offset, 0, indirect=(rows, base.strides[0]))
+
+    # -- assignment and accumulation --------------------------------------------------------------------
+    def __setitem__(self, key, value):
+        dst = self[key]
+        if isinstance(value, Tile) and value.pending is None and _same(dst, value):
+            return  # `t[i] += x` already accumulated in place
+        from trnsim.nki.legacy import language as nl
+        nl.assign(dst, value)
+
+    def _inplace(self, op, value):
+        from trnsim.nki.legacy import language as nl
+        return nl.accumulate(self, op, value)
+
+    def __iadd__(self, value):
+        return self._inplace("add", value)
+
+    def __isub__(self, value):
+        return self._inplace("subtract", value)
+
+    def __imul__(self, value):
+        return self._inplace("multiply", value)
+
+    # -- tile arithmetic ------------------------------------------------------------------------------------
+    def _op(self, name, other, reverse=False):
+        from trnsim.nki.legacy import language as nl
+        fn = getattr(nl, name)
+        return fn(other, self) if reverse else fn(self, other)
+
+    __add__ = lambda self, o: self._op("add", o)  # noqa: E731
+    __radd__ = lambda self, o: self._op("add", o, True)  # noqa: E731
+    __sub__ = lambda self, o: self._op("subtract", o)  # noqa: E731
+    __rsub__ = lambda self, o: self._op("subtract", o, True)  # noqa: E731
+    __mul__ = lambda self, o: self._op("multiply", o)  # noqa: E731
+    __rmul__ = lambda self, o: self._op("multiply", o, True)  # noqa: E731
+    __truediv__ = lambda self, o: self._op("divide", o)  # noqa: E731
+    __rtruediv__ = lambda self, o: self._op("divide", o, True)  # noqa: E731
+    __lt__ = lambda self, o: self._op("less", o)  # noqa: E731
+    __le__ = lambda self, o: self._op("less_equal", o)  # noqa: E731
+    __gt__ = lambda self, o: self._op("greater", o)  # noqa: E731
+    __ge__ = lambda self, o: self._op("greater_equal", o)  # noqa: E731
+    __eq__ = lambda self, o: self._op("equal", o)  # noqa: E731
+    __ne__ = lambda self, o: self._op("not_equal", o)  # noqa: E731
+    __neg__ = lambda self: self._op("multiply", -1.0)  # noqa: E731
+    __hash__ = object.__hash__
+
+    def __bool__(self):
+        raise KernelError("err_ambiguous_tensor_truth_value: a tile cannot be a Python truth value (branching on "
+                          "tensor values is dynamic control flow)")
+
+    # -- nki.tensor methods ----------------------------------------------------------------------------------
+    def astype(self, dtype):
+        from trnsim.nki.legacy import language as nl
+        return nl.copy(self, dtype=dtype)
+
+    def reshape(self, shape):
+        v = self.view().reshape(tuple(shape))
+        return wrap(v, self.tensor.buffer)
+
+    def assert_shape(self, shape):
+        if tuple(shape) != self.shape:
+            raise ShapeError(f"err_annotation_shape_mismatch: tile {list(self.shape)} is not {list(shape)}")
+        return self
+
+
+def wrap(view: View, buffer=None) -> Tile:
+    """A tile over an existing core view (kernel arguments, reshapes)."""
+    return Tile.whole(Tensor(view.shape, view.dtype, buffer or view.buffer, view.name, view=view))
+
+
+def new_tile(shape, dtype, buffer="sbuf", name=None) -> Tile:
+    """A fresh tile (auto-allocated, never-written)."""
+    shape = tuple(shape)
+    return Tile.whole(Tensor(shape, dtype, buffer, name))
+
+
+def _same(a: Tile, b: Tile) -> bool:
+    return (a.tensor is b.tensor and a.const == b.const and a.coefs == b.coefs and a.shape == b.shape
+            and a.indirect is None and b.indirect is None)
+
+
+def _expand(key, n):
+    i = next((j for j, k in enumerate(key) if k is Ellipsis), None)  # never `==`: tiles compare elementwise
+    if i is not None:
+        key = key[:i] + (slice(None),) * (n - len(key) + 1) + key[i + 1:]
+    if len(key) > n:
+        raise OutOfBoundsError(f"{len(key)} indices for a {n}-d tile")
+    return tuple(_ds(k) for k in key) + (slice(None),) * (n - len(key))
+
+
+def _ds(k):
+    if hasattr(k, "start") and hasattr(k, "size") and not isinstance(k, slice):
+        return slice(int(k.start), int(k.start) + int(k.size))
+    return k
+
+
+def _slice(k: slice, n: int):
+    step = 1 if k.step is None else int(k.step)
+    start = 0 if k.start is None else int(k.start)
+    stop = n if k.stop is None else int(k.stop)
+    start, stop = (start + n if start < 0 else start), (stop + n if stop < 0 else stop)
+    if step < 1:
+        raise OutOfBoundsError(f"slice step {step}: steps must be >= 1")
+    return start, stop, step
+
+
+def _broadcast(shapes, nd) -> tuple:
+    out = [1] * nd
+    for s in shapes:
+        s = (1,) * (nd - len(s)) + tuple(s)
+        for a, n in enumerate(s):
+            if n != 1:
+                if out[a] not in (1, n):
+                    raise ShapeError(f"index grids of shapes {shapes} do not broadcast")
+                out[a] = n
+    return tuple(out)
+
+
+def _expr_map(e: Expr, nd):
+    k = nd - e.ndim
+    return e.const, tuple(e.coefs.get(a - k, 0) for a in range(nd))
+
+
+# -- views of operands for one box -------------------------------------------------------------------------------
+def part(t: Tile, box, shape, broadcast=True) -> View:
+    """The view of operand `t` for one box of an instruction over `shape` (size-1 axes broadcast)."""
+    k = len(shape) - len(t.shape)
+    sub = []
+    for a, n in enumerate(t.shape):
+        lo, hi = box[a + k]
+        if n == shape[a + k]:
+            sub.append((lo, hi))
+        elif n == 1:
+            sub.append((0, 1))
+        else:
+            raise ShapeError(f"operand {t!r} of shape {list(t.shape)} does not broadcast to {list(shape)}")
+    v = t.view(tuple(sub))
+    if broadcast:
+        for a, n in enumerate(t.shape):
+            size = box[a + k][1] - box[a + k][0]
+            if n == 1 and size > 1:
+                if a == 0 and t.tensor.on_chip:
+                    raise ShapeError(f"operand {t!r}: a partition dim of 1 cannot broadcast to {size} partitions here")
+                v = v.broadcast(a, size)
+    return v
+
+
+# -- issuing ---------------------------------------------------------------------------------------------------
+_WRITES = ("dst", "reduce_res", "dst_idx")
+
+
+def emit(fn, /, **kw):
+    """Issue one current-API instruction on views; watch reads of directly allocated tiles for clobbering."""
+    launch = instance().launch
+    if launch.direct:
+        for name, v in kw.items():
+            if isinstance(v, View) and name not in _WRITES and v.alloc.id in launch.direct:
+                _check_clobber(launch, v)
+    out = fn(**kw)
+    if launch.direct:
+        for name in _WRITES:
+            v = kw.get(name)
+            if isinstance(v, View) and v.alloc.id in launch.direct:
+                r = v.region()
+                launch.written[v.alloc.id] = (next(launch.stamp), r.partition, r.partition + r.partitions, r.byte_lo, r.byte_hi)
+    return out
+
+
+def register_direct(launch: Launch, view: View, label: str):
+    launch.direct[view.alloc.id] = view.alloc
+    launch.labels[view.alloc.id] = label
+
+
+def _check_clobber(launch: Launch, v: View):
+    """A read of tile A whose bytes another tile B wrote after A's last write: the data A needs is gone."""
+    r = v.region()
+    mine = launch.written.get(v.alloc.id, (0,))[0]
+    for other, (stamp, p0, p1, b0, b1) in list(launch.written.items()):
+        if other == v.alloc.id or stamp <= mine or other not in launch.direct:
+            continue
+        if launch.direct[other].memory is not v.alloc.memory:
+            continue
+        if p0 < r.partition + r.partitions and r.partition < p1 and b0 < r.byte_hi and r.byte_lo < b1:
+            a, b = launch.labels[v.alloc.id], launch.labels[other]
+            msg = (f"tile {a} is read after tile {b} overwrote its bytes: both are live at "
+                   f"{v.space.value.upper()} partitions {max(p0, r.partition)}..{min(p1, r.partition + r.partitions) - 1}, "
+                   f"bytes {max(b0, r.byte_lo)}..{min(b1, r.byte_hi) - 1}; give them disjoint addresses")
+            if launch.strict:
+                raise AliasingError(msg)
+            warnings.warn(f"{msg} at {where()}", stacklevel=4)
+            launch.written[v.alloc.id] = (stamp, r.partition, r.partition + r.partitions, r.byte_lo, r.byte_hi)
+
+
+def as_tile(x) -> Tile:
+    if isinstance(x, Tile):
+        return x.ready()
+    if isinstance(x, View):
+        return wrap(x)
+    raise MaskExpressionError(f"{x!r} is not a tile") if isinstance(x, Expr) else ShapeError(f"{x!r} is not a tile")
+
+
+def each_box(out: Tile, mask, operands, fn):
+    """Call `fn(box)` for each box of `out.shape` that the mask and the operands' own masks keep."""
+    from trnsim.nki.legacy._grid import boxes, evaluate
+    keep = evaluate(mask, out.shape)
+    for t in [out, *operands]:
+        if isinstance(t, Tile) and t.opmask is not None and t.shape == out.shape:
+            keep = t.opmask if keep is None else keep & t.opmask
+    for box in boxes(keep, out.shape):
+        fn(box)

@@ -1,0 +1,259 @@
+"""`neuronxcc.nki.isa` (beta): instructions that return their output tile, with `mask=` and `dtype=`.
+
+Each call allocates its output (SBUF, or PSUM for the tensor engine) and issues the current-API
+instruction of the same name on every box the mask keeps. Where the beta API named or ordered
+arguments differently (iota and affine_select take an affine expression, memset a shape,
+nc_stream_shuffle `(src, dst, ...)`), this module does the translation.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from trnsim import numerics
+from trnsim.core.errors import KernelError, ShapeError
+from trnsim.nki import isa as cur
+from trnsim.nki.isa import (dge_mode, engine, get_nc_sub_version, get_nc_version, nc_version,  # noqa: F401
+                            oob_mode, reduce_cmd)
+from trnsim.nki.legacy import language as nl
+from trnsim.nki.legacy._grid import ALU_CMP, Cond, Expr, Mask, MaskExpressionError
+from trnsim.nki.legacy._tile import Tile, as_tile, each_box, emit, new_tile, part, promote
+
+NkiValidationError = KernelError
+tensor_engine, vector_engine, scalar_engine, gpsimd_engine = engine.tensor, engine.vector, engine.scalar, engine.gpsimd
+unknown_engine = engine.unknown
+
+
+def _dt(dtype, default):
+    return numerics.dtype(dtype if dtype is not None else default)
+
+
+# -- Tensor engine ----------------------------------------------------------------------------------------------
+def nc_matmul(stationary, moving, is_stationary_onezero=False, is_moving_onezero=False, is_transpose=False,
+              tile_position=(), tile_size=(), mask=None, **kwargs) -> Tile:
+    """stationary.T @ moving into a PSUM tile; `psum[...] += nisa.nc_matmul(a, b)` accumulates in place."""
+    return nl.pending_matmul(stationary, moving, mask, is_stationary_onezero=is_stationary_onezero,
+                             is_moving_onezero=is_moving_onezero, is_transpose=is_transpose,
+                             tile_position=tile_position, tile_size=tile_size)
+
+
+def nc_transpose(data, mask=None, dtype=None, engine=None, **kwargs) -> Tile:
+    """Partition <-> free transpose: tensor engine (into PSUM) or, for <= 32x32, the vector engine."""
+    data = as_tile(data)
+    p, f = data.shape[0], int(np.prod(data.shape[1:]))
+    on_vector = engine == cur.engine.vector or (engine in (None, cur.engine.unknown) and p <= 32 and f <= 32)
+    out = new_tile((f, p), data.dtype, "sbuf" if on_vector else "psum")
+    emit(cur.nc_transpose, dst=out.view(), data=data.view(),
+         engine=cur.engine.vector if on_vector else cur.engine.tensor)
+    return out if dtype is None or numerics.dtype(dtype) == data.dtype else nl.copy(out, dtype=dtype)
+
+
+# -- Scalar engine ---------------------------------------------------------------------------------------------
+def activation(op, data, bias=None, scale=1.0, mask=None, dtype=None, reduce_op=None, reduce_res=None,
+               reduce_cmd=reduce_cmd.idle, **kwargs) -> Tile:
+    """op(data * scale + bias) on the scalar engine; bias and a tensor scale are [P, 1] tiles."""
+    data = as_tile(data)
+    out = new_tile(data.shape, _dt(dtype, data.dtype))
+    extra = {k: as_tile(v) for k, v in (("bias", bias), ("scale", scale)) if isinstance(v, Tile)}
+
+    def go(b):
+        ops = {k: part(v, b, out.shape, False) for k, v in extra.items()}
+        res = as_tile(reduce_res).view(((b[0][0], b[0][1]), (0, 1))) if reduce_res is not None else None
+        emit(cur.activation, dst=out.view(b), op=op, data=data.view(b), bias=ops.get("bias", bias),
+             scale=ops.get("scale", scale), reduce_op=reduce_op, reduce_res=res, reduce_cmd=reduce_cmd)
+    each_box(out, mask, [data], go)
+    return out
+
+
+def activation_reduce(op, data, reduce_op, reduce_res, bias=None, scale=1.0, mask=None, dtype=None, **kwargs) -> Tile:
+    return activation(op, data, bias, scale, mask, dtype, reduce_op, reduce_res, reduce_cmd.reset_reduce)
+
+
+# -- Vector / GpSimd ----------------------------------------------------------------------------------------------
+def tensor_tensor(data1, data2, op, dtype=None, mask=None, engine=None, **kwargs) -> Tile:
+    name = getattr(op, "op_name", None) or getattr(op, "__name__", None) or str(op)
+    out = new_tile(nl._shape_of(data1, data2), _dt(dtype, promote(data1, data2)))
+    return nl._binary_into(out, name, data1, data2, mask, engine)
+
+
+def tensor_scalar(data, op0, operand0, reverse0=False, op1=None, operand1=None, reverse1=False, dtype=None, mask=None,
+                  engine=None, **kwargs) -> Tile:
+    """(data op0 operand0) op1 operand1; operands are scalars or [P, 1] tiles."""
+    data = as_tile(data)
+    out = new_tile(data.shape, _dt(dtype, data.dtype))
+    opnd = [as_tile(o) if isinstance(o, Tile) else o for o in (operand0, operand1)]
+    each_box(out, mask, [data], lambda b: emit(
+        cur.tensor_scalar, dst=out.view(b), data=data.view(b), op0=op0, reverse0=reverse0, op1=op1, reverse1=reverse1,
+        operand0=part(opnd[0], b, out.shape, False) if isinstance(opnd[0], Tile) else opnd[0],
+        operand1=part(opnd[1], b, out.shape, False) if isinstance(opnd[1], Tile) else opnd[1],
+        engine=engine if engine is not None else cur.engine.unknown))
+    return out
+
+
+def tensor_copy(src, mask=None, dtype=None, engine=None, **kwargs) -> Tile:
+    src = as_tile(src)
+    out = new_tile(src.shape, _dt(dtype, src.dtype))
+    each_box(out, mask, [src], lambda b: emit(cur.tensor_copy, dst=out.view(b), src=src.view(b),
+                                              engine=engine if engine is not None else cur.engine.unknown))
+    return out
+
+
+def memset(shape, value, dtype, mask=None, engine=None, **kwargs) -> Tile:
+    """A new SBUF tile of `shape` filled with `value` (the beta form takes a shape, not a dst)."""
+    out = new_tile(tuple(shape), dtype)
+    each_box(out, mask, [], lambda b: emit(cur.memset, dst=out.view(b), value=value,
+                                           engine=engine if engine is not None else cur.engine.unknown))
+    return out
+
+
+def reciprocal(data, dtype=None, mask=None, engine=None, **kwargs) -> Tile:
+    """1/x on the vector engine (more precise than the scalar engine's approximation; any engine= runs it there)."""
+    return nl.reciprocal(data, dtype=dtype, mask=mask)
+
+
+def tensor_reduce(op, data, axis, mask=None, dtype=None, negate=False, keepdims=False, **kwargs) -> Tile:
+    name = getattr(op, "op_name", None) or getattr(op, "__name__", None) or str(op)
+    return nl._reduce(name)(data, axis, dtype=dtype, mask=mask, keepdims=keepdims, negate=negate)
+
+
+def dropout(data, prob, mask=None, dtype=None, **kwargs) -> Tile:
+    return nl.dropout(data, prob, dtype=dtype, mask=mask)
+
+
+def _stats(fn, width):
+    def op(data, mask=None, dtype=None, **kwargs) -> Tile:
+        data = as_tile(data)
+        out = new_tile((data.shape[0], width), _dt(dtype, data.dtype))
+        emit(fn, dst=out.view(), data=data.view())
+        return out
+    op.__name__ = fn.__name__
+    return op
+
+
+bn_stats, bn_aggr = _stats(cur.bn_stats, 6), _stats(cur.bn_aggr, 2)
+
+
+def tensor_tensor_scan(data0, data1, initial, op0, op1, reverse0=False, reverse1=False, dtype=None, mask=None,
+                       **kwargs) -> Tile:
+    d0, d1 = as_tile(data0), as_tile(data1)
+    out = new_tile(d0.shape, _dt(dtype, promote(d0, d1)))
+    init = part(as_tile(initial), ((0, d0.shape[0]), (0, 1)), out.shape, False) if isinstance(initial, Tile) else initial
+    emit(cur.tensor_tensor_scan, dst=out.view(), data0=d0.view(), data1=d1.view(), initial=init, op0=op0, op1=op1,
+         reverse0=reverse0, reverse1=reverse1)
+    return out
+
+
+def nc_stream_shuffle(src, dst, shuffle_mask, dtype=None, mask=None, **kwargs):
+    """Shuffle partitions within each 32-partition quadrant; beta order is (src, dst, shuffle_mask)."""
+    emit(cur.nc_stream_shuffle, dst=as_tile(dst).view(), src=as_tile(src).view(), shuffle_mask=shuffle_mask)
+
+
+# -- GpSimd: affine patterns -------------------------------------------------------------------------------------------
+def _affine(expr: Expr, shape, box):
+    """(channel_multiplier, [[step, num], ...], offset) of an affine expression over one box of `shape`."""
+    k = len(shape) - expr.ndim
+    coef = [expr.coefs.get(a - k, 0) for a in range(len(shape))]
+    offset = expr.const + sum(c * lo for c, (lo, _) in zip(coef, box))
+    return coef[0], [[coef[a], hi - lo] for a, (lo, hi) in enumerate(box) if a > 0], offset
+
+
+def iota(expr, dtype, mask=None, **kwargs) -> Tile:
+    """A tile of the values of an affine expression of nl.arange grids, computed on GpSimd (int32, then cast)."""
+    expr = Expr.lift(expr)
+    if expr.ndim < 2:
+        raise ShapeError("err_1d_arange_not_supported: iota needs a 2-d grid expression (nl.arange(n)[:, None] ...)")
+    out = new_tile(expr.shape, dtype)
+
+    def go(b):
+        cm, pattern, offset = _affine(expr, out.shape, b)
+        emit(cur.iota, dst=out.view(b), pattern=pattern, offset=offset, channel_multiplier=cm)
+    each_box(out, mask, [], go)
+    return out
+
+
+def affine_select(pred, on_true_tile, on_false_value, mask=None, dtype=None, **kwargs) -> Tile:
+    """pred ? on_true_tile : on_false_value, where pred compares an affine expression of grids (causal masks)."""
+    if isinstance(pred, Mask) and len(pred.conds) == 1:
+        pred = pred.conds[0]
+    if not isinstance(pred, Cond):
+        raise MaskExpressionError(f"affine_select pred={pred!r}: one comparison of an affine expression of nl.arange")
+    src = as_tile(on_true_tile)
+    out = new_tile(src.shape, _dt(dtype, src.dtype))
+
+    def go(b):
+        cm, pattern, offset = _affine(pred.expr, out.shape, b)
+        emit(cur.affine_select, dst=out.view(b), pattern=pattern, channel_multiplier=cm, on_true_tile=src.view(b),
+             on_false_value=on_false_value, cmp_op=ALU_CMP[pred.op], offset=offset)
+    each_box(out, mask, [src], go)
+    return out
+
+
+def scalar_tensor_tensor(*, data, op0, operand0, op1, operand1, reverse0=False, reverse1=False, dtype=None, mask=None,
+                         **kwargs) -> Tile:
+    """(data op0 operand0) op1 operand1, operand0 a scalar or [P, 1] tile, operand1 a full tile."""
+    data, t1 = as_tile(data), as_tile(operand1)
+    out = new_tile(data.shape, _dt(dtype, data.dtype))
+    o0 = as_tile(operand0) if isinstance(operand0, Tile) else operand0
+    each_box(out, mask, [data, t1], lambda b: emit(
+        cur.scalar_tensor_tensor, dst=out.view(b), data=data.view(b), op0=op0, op1=op1, operand1=t1.view(b),
+        operand0=part(o0, b, out.shape, False) if isinstance(o0, Tile) else o0, reverse0=reverse0, reverse1=reverse1))
+    return out
+
+
+def tensor_scalar_reduce(*, data, op0, operand0, reduce_op, reduce_res, reverse0=False, dtype=None, mask=None,
+                         **kwargs) -> Tile:
+    """data op0 operand0, with its free-axis reduction written into `reduce_res` ([P, 1])."""
+    data = as_tile(data)
+    out = new_tile(data.shape, _dt(dtype, data.dtype))
+    emit(cur.tensor_scalar_reduce, dst=out.view(), data=data.view(), op0=op0, operand0=operand0, reduce_op=reduce_op,
+         reduce_res=as_tile(reduce_res).view(), reverse0=reverse0)
+    return out
+
+
+def tensor_partition_reduce(op, data, mask=None, dtype=None, **kwargs) -> Tile:
+    """Reduce across partitions on GpSimd: [P, F] -> [1, F]."""
+    data = as_tile(data)
+    out = new_tile((1,) + data.shape[1:], _dt(dtype, data.dtype))
+    emit(cur.tensor_partition_reduce, dst=out.view(), op=op, data=data.view())
+    return out
+
+
+# -- registers -------------------------------------------------------------------------------------------------------
+def register_alloc(x=None):
+    return cur.register_alloc(x)
+
+
+def register_move(dst, imm=None, *, src=None):
+    """Set a register; the beta form names the value `imm`."""
+    cur.register_move(dst, imm if src is None else src)
+
+
+def register_load(dst, src):
+    """A register from a [1, 1] tile."""
+    cur.register_load(dst, as_tile(src).view())
+
+
+def register_store(dst, src):
+    """A register into a [1, 1] tile."""
+    cur.register_store(as_tile(dst).view(), src)
+
+
+# -- DMA -------------------------------------------------------------------------------------------------------------
+def dma_copy(src=None, dst=None, *, mask=None, dst_rmw_op=None, oob_mode=oob_mode.error, dge_mode=dge_mode.unknown,
+             **kwargs):
+    """A DMA from src to dst (HBM or SBUF) on the boxes the mask keeps; `(src, dst)` positionally, as in the beta API."""
+    if dst_rmw_op is not None:
+        raise NotImplementedError("dma_copy dst_rmw_op (read-modify-write DMA) is not supported in trnsim")
+    d, s = as_tile(dst), nl._sbuf_value(src)
+    each_box(d, mask, [s], lambda b: emit(cur.dma_copy, dst=d.view(b), src=part(s, b, d.shape), oob_mode=oob_mode,
+                                          dge_mode=dge_mode))
+
+
+def dma_transpose(src, mask=None, dtype=None, **kwargs) -> Tile:
+    """A transposed copy by DMA into a new SBUF tile (axes reversed; [3, 1, 2, 0] for 4-d)."""
+    src = as_tile(src)
+    perm = {2: (1, 0), 3: (2, 1, 0), 4: (3, 1, 2, 0)}.get(src.ndim)
+    if perm is None:
+        raise ShapeError(f"err_exceed_max_supported_dimension: dma_transpose takes a 2-, 3- or 4-d tile; got {src.ndim}-d")
+    out = new_tile(tuple(src.shape[a] for a in perm), src.dtype)
+    emit(cur.dma_transpose, dst=out.view(), src=src.view(), axes=perm)
+    return out if dtype is None or numerics.dtype(dtype) == src.dtype else nl.copy(out, dtype=dtype)

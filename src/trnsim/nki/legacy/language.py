@@ -1,0 +1,554 @@
+"""`neuronxcc.nki.language` (beta): index grids, masks, tiles returned by every call, tile operators.
+
+Each call allocates its result tile and issues current-API instructions (`trnsim.nki.isa`) on the
+boxes its mask keeps: `nl.load` -> dma_copy, `nl.add` -> tensor_tensor (or tensor_scalar for a scalar or
+a [P, 1] operand), `nl.exp` -> activation, `nl.sum` -> tensor_reduce, `nl.matmul` -> nc_matmul. A
+partition-broadcast operand ([1, F] against [P, F]) is first spread over P partitions with a
+ones-matmul on the tensor engine, as the compiler does. Nothing here computes a value.
+"""
+from __future__ import annotations
+
+import builtins
+import math
+
+import numpy as np
+
+from trnsim import numerics
+from trnsim.core import View
+from trnsim.core.errors import KernelError, ShapeError
+from trnsim.core.errors import where as _location
+from trnsim.nki import isa as cur
+from trnsim.nki import language as _cur_nl
+from trnsim.nki.legacy._grid import arange, mgrid  # noqa: F401
+from trnsim.nki.legacy._tile import ParDim, Tile, as_tile, core, each_box, emit, instance, new_tile, part, promote
+
+# -- dtypes and buffers (the same objects as the current API) ---------------------------------------------------
+bool_, int8, int16, int32 = numerics.bool_, numerics.int8, numerics.int16, numerics.int32
+uint8, uint16, uint32 = numerics.uint8, numerics.uint16, numerics.uint32
+float16, float32, bfloat16, tfloat32 = numerics.float16, numerics.float32, numerics.bfloat16, numerics.tfloat32
+float8_e4m3, float8_e5m2 = numerics.float8_e4m3, numerics.float8_e5m2
+sbuf, psum, hbm, private_hbm, shared_hbm = (_cur_nl.sbuf, _cur_nl.psum, _cur_nl.hbm, _cur_nl.private_hbm,
+                                            _cur_nl.shared_hbm)
+tile_size = _cur_nl.tile_size
+is_hbm, is_psum, is_sbuf, is_on_chip = _cur_nl.is_hbm, _cur_nl.is_psum, _cur_nl.is_sbuf, _cur_nl.is_on_chip
+
+
+class fp32:
+    """`nl.fp32.min`: the most negative finite float32 (masks for max-reductions)."""
+
+    min = float(np.finfo(np.float32).min)
+    max = float(np.finfo(np.float32).max)
+
+
+class bfp16:
+    min = float(numerics.bfloat16.max) * -1.0
+    max = float(numerics.bfloat16.max)
+
+
+def _dt(dtype, default):
+    return numerics.dtype(dtype) if dtype is not None else numerics.dtype(default)
+
+
+# -- creation ---------------------------------------------------------------------------------------------------
+def par_dim(n) -> ParDim:
+    """Mark the partition dim: `nl.ndarray((B, nl.par_dim(128), F))` holds B logical [128, F] tiles."""
+    return ParDim(int(n))
+
+
+def ndarray(shape, dtype, buffer=sbuf, name="", **kwargs) -> Tile:
+    """Allocate a tensor, never-written; `buffer` may be an `nki.compiler` direct allocation."""
+    from trnsim.nki.legacy._tile import Tensor
+    from trnsim.nki.legacy.compiler import Placement
+    shape = (shape,) if isinstance(shape, (int, np.integer)) else tuple(shape)
+    if isinstance(buffer, Placement):
+        return Tile.whole(Tensor(shape, dtype, buffer.space, name or None, place=buffer))
+    kind = getattr(buffer, "value", buffer) or "sbuf"
+    if kind == "shared_hbm":
+        return _shared(shape, dtype, name)
+    return Tile.whole(Tensor(shape, dtype, buffer, name or None))
+
+
+def _shared(shape, dtype, name) -> Tile:
+    """The n-th shared_hbm tensor of every program of an SPMD grid is one tensor, as on hardware."""
+    from trnsim.nki.legacy._tile import Tensor
+    inst = instance()
+    inst.nshared += 1
+    shared = inst.launch.shared
+    if inst.nshared not in shared:
+        shared[inst.nshared] = Tensor(shape, dtype, shared_hbm, name or None)
+    return Tile.whole(shared[inst.nshared])
+
+
+def full(shape, fill_value, dtype, buffer=sbuf, name="", mask=None, **kwargs) -> Tile:
+    t = ndarray(shape, dtype, buffer, name)
+    if not t.tensor.on_chip:
+        raise KernelError("err_hbm_tensor_with_init_value_not_supported: nl.zeros/ones/full cannot initialise an "
+                          "HBM tensor; fill an SBUF tile and nl.store it")
+    if t.tensor.buffer == "psum" and fill_value == 0 and mask is None and not t.tensor.block_shape:
+        t.tensor.zeroed = _memset_whole  # deferred: a first `+=` matmul covering it overwrites instead
+        return t
+    for b in np.ndindex(*t.tensor.block_shape):
+        blk = t[b] if b else t
+        each_box(blk, mask, [], lambda box, blk=blk: emit(cur.memset, dst=blk.view(box), value=fill_value))
+    return t
+
+
+def _memset_whole(tensor):
+    emit(cur.memset, dst=Tile.whole(tensor).view(), value=0)
+
+
+def zeros(shape, dtype, buffer=sbuf, name="", mask=None, **kwargs) -> Tile:
+    return full(shape, 0, dtype, buffer, name, mask)
+
+
+def ones(shape, dtype, buffer=sbuf, name="", mask=None, **kwargs) -> Tile:
+    return full(shape, 1, dtype, buffer, name, mask)
+
+
+def zeros_like(a, dtype=None, buffer=None, name="", mask=None, **kwargs) -> Tile:
+    return zeros(a.shape, dtype or a.dtype, buffer or sbuf, name, mask)
+
+
+def empty_like(a, dtype=None, buffer=None, name="", **kwargs) -> Tile:
+    return ndarray(a.shape, dtype or a.dtype, buffer or sbuf, name)
+
+
+def ds(start, size) -> slice:
+    """`nl.ds(start, size)`: the slice start:start+size."""
+    return slice(int(start), int(start) + int(size))
+
+
+# -- loops and SPMD ----------------------------------------------------------------------------------------------
+def affine_range(start, stop=None, step=1, **kwargs):
+    """A parallel loop: each iteration's tiles stay allocated through the next one (double buffering, as
+    the compiler's allocator gives an affine_range), so consecutive iterations use different addresses."""
+    inst = instance()
+    held: list = []
+    for i in (range(start, stop, step) if stop is not None else range(start)):
+        frame: list = []
+        inst.frames.append(frame)
+        try:
+            yield i
+        finally:
+            inst.frames.pop()
+        held = frame  # noqa: F841 - keeps the previous iteration's tensors alive
+
+
+def sequential_range(start, stop=None, step=1, **kwargs):
+    return range(start, stop, step) if stop is not None else range(start)
+
+
+static_range = sequential_range
+
+
+def program_id(axis=0) -> int:
+    """This program's index along `axis` of the SPMD launch grid (`kernel[b, h](...)`)."""
+    idx = instance().index
+    if not idx:
+        return 0
+    if not 0 <= axis < len(idx):
+        raise KernelError(f"nl.program_id({axis}): the launch grid has {len(idx)} dims")
+    return idx[axis]
+
+
+def num_programs(axes=None) -> int:
+    grid = instance().launch.grid or (1,)
+    if axes is None:
+        return math.prod(grid)
+    if isinstance(axes, (tuple, list)):
+        return math.prod(grid[a] for a in axes)
+    return grid[axes]
+
+
+def program_ndim() -> int:
+    return len(instance().launch.grid)
+
+
+def nc(n) -> int:
+    """`nl.nc(n)`: n physical cores in a grid dim; the emulator runs every program in turn."""
+    return int(n)
+
+
+def spmd_dim(*dims) -> int:
+    """`nl.spmd_dim(nl.nc(2), 4)`: a launch-grid dim of the product size."""
+    return math.prod(int(d) for d in dims)
+
+
+# -- data movement ---------------------------------------------------------------------------------------------
+def _sbuf_value(value) -> Tile:
+    """A tile a DMA can read: pending matmuls run, PSUM values first copied to SBUF (DMA cannot read PSUM)."""
+    v = as_tile(value)
+    return copy(v) if v.tensor.buffer == "psum" else v
+
+
+def load(src, mask=None, dtype=None, **kwargs) -> Tile:
+    """HBM -> a new SBUF tile (dma_copy on the boxes the mask keeps)."""
+    src = as_tile(src)
+    if src.tensor.on_chip:
+        raise KernelError(f"err_unsupported_memory: Expected operand 'src' of 'load' to be in address space 'hbm'; "
+                          f"{src.name!r} is in {src.tensor.buffer}")
+    out = new_tile(src.shape, _dt(dtype, src.dtype))
+    each_box(out, mask, [src], lambda b: emit(cur.dma_copy, dst=part(out, b, out.shape), src=part(src, b, out.shape)))
+    return out
+
+
+def store(dst, value, mask=None, **kwargs):
+    """An SBUF tile -> HBM (dma_copy on the boxes the mask keeps)."""
+    dst = as_tile(dst)
+    if dst.tensor.on_chip:
+        raise KernelError(f"err_unsupported_memory: Expected operand 'dst' of 'store' to be in address space 'hbm'; "
+                          f"{dst.name!r} is in {dst.tensor.buffer}")
+    v = _sbuf_value(value)
+    each_box(dst, mask, [v], lambda b: emit(cur.dma_copy, dst=part(dst, b, dst.shape), src=part(v, b, dst.shape)))
+
+
+def load_transpose2d(src, mask=None, dtype=None, **kwargs) -> Tile:
+    """HBM [P, F] -> SBUF [F, P] through the DMA transpose."""
+    src = as_tile(src)
+    if src.indirect is not None:
+        raise KernelError("err_indirect_indices_are_not_supported_with_nki_api: load_transpose2d takes no indirect index")
+    out = new_tile((src.shape[1], src.shape[0]), _dt(dtype, src.dtype))
+    emit(cur.dma_transpose, dst=out.view(), src=src.view())
+    return out
+
+
+def copy(x, mask=None, dtype=None, **kwargs) -> Tile:
+    """A copy into a new SBUF tile (tensor_copy; casts to dtype)."""
+    x = as_tile(x)
+    out = new_tile(x.shape, _dt(dtype, x.dtype))
+    each_box(out, mask, [x], lambda b: emit(cur.tensor_copy, dst=part(out, b, out.shape), src=part(x, b, out.shape)))
+    return out
+
+
+def assign(dst: Tile, value):
+    """`dst[...] = value`: a matmul writes straight into a PSUM dst; otherwise a copy, a DMA or a memset."""
+    if isinstance(value, Tile) and value.pending is not None and dst.tensor.buffer == "psum":
+        _run_pending(value, dst, False)
+        return
+    if not isinstance(value, (Tile, View)):
+        each_box(dst, None, [], lambda b: emit(cur.memset, dst=dst.view(b), value=value))
+        return
+    v = as_tile(value)
+    if not dst.tensor.on_chip:
+        store(dst, v)
+    elif not v.tensor.on_chip:
+        each_box(dst, None, [v], lambda b: emit(cur.dma_copy, dst=dst.view(b), src=part(v, b, dst.shape)))
+    else:
+        each_box(dst, None, [v], lambda b: emit(cur.tensor_copy, dst=dst.view(b), src=part(v, b, dst.shape)))
+
+
+def accumulate(t: Tile, op: str, value) -> Tile:
+    """`t += value`: a matmul accumulates in PSUM (the PE array's read-add-write); else an in-place ALU op."""
+    if isinstance(value, Tile) and value.pending is not None and op == "add":
+        if t.tensor.buffer != "psum":
+            raise KernelError(f"`+=` of a matmul accumulates in PSUM; {t.name!r} is in {t.tensor.buffer}")
+        _run_pending(value, t, True)
+        return t
+    _binary_into(t, op, t, value, None)
+    return t
+
+
+def _run_pending(value: Tile, dst: Tile, acc: bool):
+    run, value.pending = value.pending, None
+    run(dst, acc)
+    value.tensor, value.const, value.coefs = dst.tensor, dst.const, dst.coefs
+
+
+# -- matmul ------------------------------------------------------------------------------------------------------
+def _rect(t: Tile):
+    """The one box an operand mask keeps (matmul operand masks must be rectangles)."""
+    from trnsim.nki.legacy._grid import boxes
+    if t.opmask is None:
+        return tuple((0, n) for n in t.shape)
+    bs = boxes(t.opmask, t.shape)
+    if len(bs) != 1:
+        raise KernelError(f"a matmul operand mask must keep a rectangle of {list(t.shape)}; it keeps {len(bs)} pieces")
+    return bs[0]
+
+
+def pending_matmul(stationary, moving, mask=None, **attrs) -> Tile:
+    """stationary[K, M].T @ moving[K, N], run when the result is used: into a fresh PSUM tile, or straight
+    into the PSUM tile it is assigned or `+=`-accumulated to."""
+    st, mv = as_tile(stationary), as_tile(moving)
+    m, n = st.shape[1], mv.shape[1]
+    (k0, k1), (m0, m1) = _rect(st)[:2]
+    (j0, j1), (n0, n1) = _rect(mv)[:2]
+    k0, k1 = builtins.max(k0, j0), builtins.min(k1, j1)
+
+    def run(dst: Tile, acc: bool):
+        if dst.shape != (m, n):
+            raise ShapeError(f"matmul result [{m}, {n}] assigned to a tile of shape {list(dst.shape)}")
+        from trnsim.nki.legacy._grid import boxes, evaluate
+        if acc and dst.tensor.zeroed is not None and mask is None and _whole(dst) and (k0, m0, n0, m1, n1) == (
+                0, 0, 0, m, n):
+            dst.tensor.zeroed, acc = None, False  # nl.zeros + `+=`: the first matmul of the group overwrites
+        for box in boxes(evaluate(mask, (m, n)), (m, n)):
+            (a0, a1), (b0, b1) = _clip(box[0], (m0, m1)), _clip(box[1], (n0, n1))
+            if a0 < a1 and b0 < b1 and k0 < k1:
+                emit(cur.nc_matmul, dst=dst.view(((a0, a1), (b0, b1))), stationary=st.view(((k0, k1), (a0, a1))),
+                     moving=mv.view(((k0, k1), (b0, b1))), accumulate=acc, **attrs)
+
+    return Tile(None, (), (), (m, n), pending=run)
+
+
+def _clip(r, lim):
+    return builtins.max(r[0], lim[0]), builtins.min(r[1], lim[1])
+
+
+def _whole(t: Tile) -> bool:
+    w = Tile.whole(t.tensor)
+    return t.indirect is None and (t.const, t.coefs, t.shape) == (w.const, w.coefs, w.shape)
+
+
+def matmul(x, y, transpose_x=False, mask=None, **kwargs) -> Tile:
+    """x @ y (x.T @ y with transpose_x=True) on the tensor engine; the result is a PSUM tile."""
+    x = as_tile(x)
+    if not transpose_x:
+        x = copy(transpose(x))  # the stationary operand is x.T: a PE transpose, evicted to SBUF
+    return pending_matmul(x, y, mask)
+
+
+def transpose(x, mask=None, dtype=None, **kwargs) -> Tile:
+    """2-d partition <-> free transpose on the tensor engine, into PSUM."""
+    x = as_tile(x)
+    out = new_tile((x.shape[1], x.shape[0]), x.dtype, "psum")
+    emit(cur.nc_transpose, dst=out.view(), data=x.view(), engine=cur.engine.tensor)
+    return out if dtype is None or numerics.dtype(dtype) == x.dtype else copy(out, dtype=dtype)
+
+
+def _spread(t: Tile, shape) -> Tile:
+    """A [1, F] tile spread over the P partitions of `shape`: ones[1, P].T @ t on the tensor engine."""
+    if t.ndim != 2:
+        raise ShapeError(f"partition broadcast of a {t.ndim}-d tile {list(t.shape)}: only [1, F] tiles broadcast")
+    p, f = shape[0], t.shape[1]
+    ones_ = full((1, p), 1.0, float32 if t.dtype.name in ("float32", "tfloat32") else bfloat16)
+    out = new_tile((p, f), float32, "psum")
+    step = tile_size.psum_bank_fmax
+    for lo in range(0, f, step):
+        hi = builtins.min(f, lo + step)
+        emit(cur.nc_matmul, dst=out.view(((0, p), (lo, hi))), stationary=ones_.view(),
+             moving=t.view(((0, 1), (lo, hi))), accumulate=False)
+    return out
+
+
+# -- element-wise ------------------------------------------------------------------------------------------------
+def _free(shape) -> int:
+    return math.prod(shape[1:])
+
+
+def _binary_into(out: Tile, name, x, y, mask, engine=None):
+    eng = engine if engine is not None else cur.engine.unknown
+    tx, ty = isinstance(x, (Tile, View)), isinstance(y, (Tile, View))
+    if not (tx or ty):
+        raise KernelError(f"nl.{name} of two scalars: compute it in Python")
+    shape = out.shape
+    if tx and ty:
+        x, y = as_tile(x), as_tile(y)
+        if shape[0] > 1:
+            x, y = (_spread(v, shape) if v.shape[0] == 1 and v.tensor.on_chip else v for v in (x, y))
+        small = y if _free(y.shape) == 1 < _free(shape) else x if _free(x.shape) == 1 < _free(shape) else None
+        if small is None:
+            each_box(out, mask, [x, y], lambda b: emit(cur.tensor_tensor, dst=part(out, b, shape),
+                                                        data1=part(x, b, shape), data2=part(y, b, shape), op=name,
+                                                        engine=eng))
+            return out
+        big = x if small is y else y
+        each_box(out, mask, [big], lambda b: emit(
+            cur.tensor_scalar, dst=part(out, b, shape), data=part(big, b, shape), op0=name,
+            operand0=part(small, b, shape, broadcast=False), reverse0=small is x, engine=eng))
+        return out
+    data, scalar = (as_tile(x), y) if tx else (as_tile(y), x)
+    each_box(out, mask, [data], lambda b: emit(cur.tensor_scalar, dst=part(out, b, shape), data=part(data, b, shape),
+                                               op0=name, operand0=scalar, reverse0=not tx, engine=eng))
+    return out
+
+
+def _shape_of(*xs):
+    shapes = [x.shape for x in xs if isinstance(x, (Tile, View))]
+    nd = builtins.max(len(s) for s in shapes)
+    out = [1] * nd
+    for s in shapes:
+        for a, n in enumerate((1,) * (nd - len(s)) + tuple(s)):
+            if n != 1:
+                if out[a] not in (1, n):
+                    raise ShapeError(f"tile shapes {[list(s) for s in shapes]} do not broadcast")
+                out[a] = n
+    return tuple(out)
+
+
+def _binary(name):
+    def fn(x, y, dtype=None, mask=None, **kwargs):
+        dt = numerics.dtype(dtype) if dtype is not None else promote(x, y)
+        return _binary_into(new_tile(_shape_of(x, y), dt), name, x, y, mask)
+    fn.__name__ = fn.op_name = name
+    return fn
+
+
+add, subtract, multiply, divide = _binary("add"), _binary("subtract"), _binary("multiply"), _binary("divide")
+maximum, minimum, power = _binary("maximum"), _binary("minimum"), _binary("power")
+abs_max, abs_min, fmod, mod = _binary("abs_max"), _binary("abs_min"), _binary("fmod"), _binary("mod")
+equal, not_equal, less, less_equal = _binary("equal"), _binary("not_equal"), _binary("less"), _binary("less_equal")
+greater, greater_equal = _binary("greater"), _binary("greater_equal")
+logical_and, logical_or, logical_xor = _binary("logical_and"), _binary("logical_or"), _binary("logical_xor")
+bitwise_and, bitwise_or, bitwise_xor = _binary("bitwise_and"), _binary("bitwise_or"), _binary("bitwise_xor")
+left_shift, right_shift = _binary("left_shift"), _binary("right_shift")
+
+
+def _unary(name, alu=False):
+    def fn(x, dtype=None, mask=None, **kwargs):
+        x = as_tile(x)
+        out = new_tile(x.shape, _dt(dtype, x.dtype))
+        if alu:
+            each_box(out, mask, [x], lambda b: emit(cur.tensor_scalar, dst=out.view(b), data=x.view(b), op0=name,
+                                                    operand0=0.0))
+        else:
+            each_box(out, mask, [x], lambda b: emit(cur.activation, dst=out.view(b), op=name, data=x.view(b)))
+        return out
+    fn.__name__ = fn.op_name = name
+    return fn
+
+
+exp, log, sqrt, rsqrt, tanh = _unary("exp"), _unary("log"), _unary("sqrt"), _unary("rsqrt"), _unary("tanh")
+sin, cos, arctan, sign, abs = _unary("sin"), _unary("cos"), _unary("arctan"), _unary("sign"), _unary("abs")  # noqa: A001
+square, relu, sigmoid, silu, silu_dx = _unary("square"), _unary("relu"), _unary("sigmoid"), _unary("silu"), _unary("silu_dx")
+gelu, gelu_dx, gelu_apprx_tanh = _unary("gelu"), _unary("gelu_dx"), _unary("gelu_apprx_tanh")
+softplus, mish, erf, erf_dx = _unary("softplus"), _unary("mish"), _unary("erf"), _unary("erf_dx")
+negative, invert = _unary("negative", alu=True), _unary("invert", alu=True)
+
+
+def reciprocal(x, dtype=None, mask=None, **kwargs) -> Tile:
+    x = as_tile(x)
+    out = new_tile(x.shape, _dt(dtype, x.dtype))
+    each_box(out, mask, [x], lambda b: emit(cur.reciprocal, dst=out.view(b), data=x.view(b)))
+    return out
+
+
+reciprocal.op_name = "reciprocal"
+
+
+def where(condition, x, y, dtype=None, mask=None, **kwargs) -> Tile:
+    """condition ? x : y per element (condition holds 1/0): one select on the vector engine."""
+    c, t = as_tile(condition), as_tile(x)
+    out = new_tile(c.shape, _dt(dtype, promote(x, y)))
+    f = as_tile(y) if isinstance(y, (Tile, View)) else y
+    each_box(out, mask, [c, t], lambda b: emit(
+        cur.select_reduce, dst=out.view(b), predicate=part(c, b, out.shape), on_true=part(t, b, out.shape),
+        on_false=part(f, b, out.shape) if isinstance(f, Tile) else f))
+    return out
+
+
+def dropout(x, rate, dtype=None, mask=None, **kwargs) -> Tile:
+    x = as_tile(x)
+    out = new_tile(x.shape, x.dtype)
+    r = as_tile(rate) if isinstance(rate, (Tile, View)) else rate
+    each_box(out, mask, [x], lambda b: emit(cur.dropout, dst=out.view(b), data=x.view(b),
+                                            prob=part(r, b, out.shape, False) if isinstance(r, Tile) else r))
+    return out if dtype is None or numerics.dtype(dtype) == x.dtype else copy(out, dtype=dtype)
+
+
+def random_seed(seed, mask=None, **kwargs):
+    """Seed the random number generator from a [1, 1] 32-bit tile."""
+    emit(cur.set_rng_seed, src_seeds=as_tile(seed).view())
+
+
+def static_cast(x, dtype):
+    """Cast host values (numpy arrays and scalars, RNE as the hardware would) or a tile (a tensor_copy)."""
+    if isinstance(x, (Tile, View)):
+        return copy(x, dtype=dtype)
+    return numerics.cast(np.asarray(x), numerics.dtype(dtype))
+
+
+# -- reductions --------------------------------------------------------------------------------------------------
+def _reduce(name):
+    def fn(x, axis, dtype=None, mask=None, keepdims=False, negate=False, **kwargs):
+        x = as_tile(x)
+        axes = tuple(a % x.ndim for a in (axis if isinstance(axis, (tuple, list)) else (axis,)))
+        shape = [1 if d in axes else n for d, n in enumerate(x.shape)]
+        if not keepdims and len(shape) - len(axes) >= 2:
+            shape = [n for d, n in enumerate(x.shape) if d not in axes]
+        out = new_tile(shape, _dt(dtype, x.dtype))
+        from trnsim.nki.legacy._grid import boxes, evaluate
+        bs = boxes(evaluate(mask, x.shape), x.shape)
+        if len(bs) > 1:
+            raise KernelError(f"nl.{name} with a mask that keeps {len(bs)} pieces: a reduction's mask must keep a rectangle")
+        for b in bs:
+            kept = [r for d, r in enumerate(b) if d not in axes] if len(shape) < x.ndim else [
+                (0, 1) if d in axes else r for d, r in enumerate(b)]
+            emit(cur.tensor_reduce, dst=out.view(tuple(kept)), op=name, data=x.view(b), axis=axes, negate=negate,
+                 keepdims=keepdims)
+        return out
+    fn.__name__ = fn.op_name = name
+    return fn
+
+
+sum = _reduce("add")  # noqa: A001
+max = _reduce("maximum")  # noqa: A001
+min = _reduce("minimum")  # noqa: A001
+prod = _reduce("multiply")
+
+
+def mean(x, axis, dtype=None, mask=None, keepdims=False, **kwargs) -> Tile:
+    x = as_tile(x)
+    s = sum(x, axis, float32, mask, keepdims)
+    axes = axis if isinstance(axis, (tuple, list)) else (axis,)
+    return multiply(s, 1.0 / math.prod(x.shape[a] for a in axes), dtype=dtype or x.dtype)
+
+
+def softmax(x, axis=-1, dtype=None, mask=None, **kwargs) -> Tile:
+    """exp(x - max) / sum(exp(x - max)) along the free axis: reduce, exp with a running sum, reciprocal, scale."""
+    x = as_tile(x)
+    neg_max = _reduce("maximum")(x, axis, float32, keepdims=True, negate=True)
+    e, total = new_tile(x.shape, float32), new_tile((x.shape[0], 1), float32)
+    emit(cur.activation, dst=e.view(), op="exp", data=x.view(), bias=neg_max.view(), reduce_op="add",
+         reduce_res=total.view())
+    return multiply(e, reciprocal(total), dtype=dtype or x.dtype)
+
+
+def broadcast_to(x, shape, dtype=None, **kwargs) -> Tile:
+    """Size-1 dims broadcast: free dims by a zero stride, the partition dim by a ones-matmul into PSUM."""
+    x, shape = as_tile(x), tuple(shape)
+    if x.shape[0] == 1 and shape[0] > 1 and x.tensor.on_chip:
+        x = _spread(x, (shape[0],) + x.shape[1:])
+    coefs = [[c if x.shape[a] == shape[a] else 0 for a, c in enumerate(row)] for row in x.coefs]
+    t = Tile(x.tensor, x.const, coefs, shape)
+    return t if dtype is None or numerics.dtype(dtype) == x.dtype else copy(t, dtype=dtype)
+
+
+def expand_dims(x, axis) -> Tile:
+    """A size-1 free axis inserted at `axis` (a view)."""
+    x = as_tile(x)
+    axis = axis % (x.ndim + 1)
+    if axis == 0 and x.tensor.on_chip:
+        raise ShapeError("expand_dims(x, 0) on an on-chip tile: axis 0 is the partition dim")
+    coefs = [row[:axis] + (0,) + row[axis:] for row in x.coefs]
+    return Tile(x.tensor, x.const, coefs, x.shape[:axis] + (1,) + x.shape[axis:])
+
+
+def loop_reduce(x, op, loop_indices, mask=None, dtype=None, **kwargs) -> Tile:
+    """Reduce `x` across the iterations of the loops `loop_indices`: the first iteration starts the
+    accumulator tile of this call site, later ones combine into it in place."""
+    x = as_tile(x)
+    key = _location()
+    reducers = instance().reducers
+    idx = loop_indices if isinstance(loop_indices, (tuple, list)) else (loop_indices,)
+    acc = reducers.get(key)
+    if acc is None or all(int(i) == 0 for i in idx):
+        acc = reducers[key] = copy(x, mask=mask, dtype=dtype)
+        return acc
+    return _binary_into(acc, getattr(op, "op_name", None) or getattr(op, "__name__", op), acc, x, mask)
+
+
+def device_print(prefix, x, **kwargs):
+    """Print a tile's values now (the simulator's device_print)."""
+    core().sync()  # pending PSUM accumulation groups land first
+    print(prefix, np.array(as_tile(x).view().array()))
+
+
+def all_reduce(x, op, program_axes, **kwargs):
+    raise NotImplementedError("nl.all_reduce across SPMD programs is not supported in trnsim")
+
+
+_INTERNAL = {"annotations", "builtins", "math", "np", "numerics", "View", "KernelError", "ShapeError", "cur", "ParDim",
+             "Tile", "as_tile", "core", "each_box", "emit", "instance", "new_tile", "part", "promote", "assign", "accumulate",
+             "pending_matmul"}
+__all__ = [n for n in dir() if not n.startswith("_") and n not in _INTERNAL]

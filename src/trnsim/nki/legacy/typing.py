@@ -1,0 +1,2 @@
+"""`neuronxcc.nki.typing` (beta): `nt.tensor[...]` and `nt.mutable_tensor[...]` annotations."""
+from trnsim.nki.typing import mutable_tensor, tensor  # noqa: F401

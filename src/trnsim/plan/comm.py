@@ -1,0 +1,120 @@
+"""How long one collective takes for one parallel group: the communication seam of the step model.
+
+A CommModel answers `collective_time(op, nbytes, group, cluster)` in ns, for op in all_reduce,
+all_gather, reduce_scatter, all_to_all and send_recv; `nbytes` is the full buffer (the reduced
+buffer, the gathered output, the scattered input, one rank's all-to-all payload, the message).
+`AlphaBeta` is an interim answer from catalog figures alone: hierarchical rings (intra-node
+reduce-scatter, inter-node ring on 1/X of the data, intra-node all-gather, as the Neuron runtime
+composes them), each rank getting its share of its chip's NeuronLink bandwidth inside a node and of
+its node's EFA bandwidth between nodes, and a per-hop latency from training.toml.
+`FabricComm` times them with trnsim.fabric on the real topology (the algorithm the runtime picks,
+on the system's links and EFA NICs, with the fabric's fitted constants), and keeps AlphaBeta for
+systems the fabric does not model (GPU instances: it models NeuronCore systems).
+"""
+from __future__ import annotations
+
+import functools
+from typing import Protocol
+
+from trnsim import specs
+from trnsim.specs import training
+from trnsim.plan.layout import Cluster, Group
+
+OPS = ("all_reduce", "all_gather", "reduce_scatter", "all_to_all", "send_recv")
+
+
+class CommModel(Protocol):
+    name: str
+    interim: bool
+
+    def collective_time(self, op: str, nbytes: float, group: Group, cluster: Cluster) -> float:
+        """Time of one collective over `group`, in ns."""
+
+
+@functools.lru_cache(maxsize=64)
+def _links(system_key: str, lnc: int) -> tuple[float, float, float, float]:
+    """(intra-node bytes/s per rank, inter-node bytes/s per rank, intra alpha ns, inter alpha ns)."""
+    system = specs.catalog.systems()[system_key]
+    chip = system.chip
+    per_chip = Cluster(system, 1, lnc).ranks_per_chip
+    # every rank of a chip joins a collective at once (each in its own group), sharing the chip's links;
+    # a one-chip system exchanges through its HBM (read and write)
+    intra = system.intra_link_bandwidth or chip.hbm_bandwidth / 2
+    inter = system.efa_bandwidth / (system.chips * per_chip)
+    return intra / per_chip, inter, training.link_latency("intra_node"), training.link_latency("inter_node")
+
+
+def _ring(n: int, nbytes: float, bw: float, alpha: float, passes: int) -> float:
+    """`passes` trips around a ring of n (1: reduce-scatter or all-gather, 2: all-reduce)."""
+    if n <= 1:
+        return 0.0
+    return passes * (n - 1) * alpha + passes * (n - 1) / n * nbytes / bw * 1e9
+
+
+class AlphaBeta:
+    """Interim collective model: hierarchical rings, per-hop latency plus bytes over per-rank bandwidth."""
+
+    name = "alpha-beta"
+    interim = True
+
+    def collective_time(self, op: str, nbytes: float, group: Group, cluster: Cluster) -> float:
+        if op not in OPS:
+            raise ValueError(f"unknown collective {op!r}; known: {', '.join(OPS)}")
+        if group.size <= 1 or nbytes <= 0:
+            return 0.0
+        bw_in, bw_out, a_in, a_out = _links(cluster.system.key, cluster.lnc)
+        X, Y = group.per_node, group.nodes
+        if op == "send_recv":
+            return (a_out + nbytes / bw_out * 1e9) if Y > 1 else (a_in + nbytes / bw_in * 1e9)
+        if op == "all_to_all":
+            n = group.size
+            return (n - 1) * (a_in if Y == 1 else a_out) + 1e9 * nbytes * ((X - 1) / n / bw_in + (n - X) / n / bw_out)
+        passes = 2 if op == "all_reduce" else 1
+        return (_ring(X, nbytes, bw_in, a_in, passes)  # intra-node reduce-scatter and/or all-gather
+                + _ring(Y, nbytes / X, bw_out, a_out, passes))  # inter-node ring on this rank's 1/X
+
+
+@functools.lru_cache(maxsize=256)
+def _fabric_cluster(system_key: str, nodes: int, lnc: int):
+    """The fabric's cluster for a plan's cluster, or None where the fabric has no model of the system."""
+    from trnsim import fabric
+
+    system = specs.catalog.systems()[system_key]
+    return fabric.cluster(system, nodes=nodes, lnc=lnc) if system.chip.is_neuron else None
+
+
+@functools.lru_cache(maxsize=65536)
+def _fabric_time(op: str, nbytes: float, ranks: tuple[int, ...], system_key: str, nodes: int, lnc: int) -> float:
+    from trnsim import fabric
+
+    return fabric.collective_time(op, nbytes, list(ranks), _fabric_cluster(system_key, nodes, lnc))[0]
+
+
+class FabricComm:
+    """Collectives timed by trnsim.fabric on the cluster's topology; AlphaBeta where the fabric has no model.
+
+    A training step runs a collective in every group of a dimension at once. Groups inside one
+    instance use disjoint chips; groups that cross instances share each instance's EFA NICs, so
+    their bytes are priced as if the group carried the traffic of all groups that share its nodes.
+    """
+
+    name = "fabric"
+    interim = False
+
+    def __init__(self, fallback: CommModel | None = None):
+        self.fallback = fallback or AlphaBeta()
+
+    def which(self, cluster: Cluster) -> CommModel:
+        """The model that times this cluster's collectives."""
+        return self if _fabric_cluster(cluster.system.key, cluster.nodes, cluster.lnc) else self.fallback
+
+    def collective_time(self, op: str, nbytes: float, group: Group, cluster: Cluster) -> float:
+        if op not in OPS:
+            raise ValueError(f"unknown collective {op!r}; known: {', '.join(OPS)}")
+        if self.which(cluster) is not self:
+            return self.fallback.collective_time(op, nbytes, group, cluster)
+        if group.size <= 1 or nbytes <= 0:
+            return 0.0
+        ranks = group.ranks[:2] if op == "send_recv" else group.ranks
+        sharing = cluster.ranks_per_node // group.per_node if group.nodes > 1 else 1
+        return _fabric_time(op, float(nbytes * sharing), ranks, cluster.system.key, cluster.nodes, cluster.lnc)

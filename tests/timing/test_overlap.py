@@ -1,0 +1,92 @@
+"""Overlap and dependence rules of the scheduler: engines run in parallel, producers gate consumers."""
+import pytest
+
+from trnsim.core import NeuronCore, Op
+from trnsim.core.timing import simulate
+from trnsim.specs.timing import timing
+
+SEM = timing("trn1").semaphore_latency
+
+
+def schedule(build, target="trn1"):
+    nc = NeuronCore(target, values=False)
+    build(nc)
+    return simulate(nc.stream, target).events
+
+
+def ready_tiles(nc):
+    """A stationary and a moving bf16 tile, written by VectorE, and a PSUM tile for their product."""
+    st, mv = nc.tensor((128, 128), "bfloat16"), nc.tensor((128, 512), "bfloat16")
+    nc.issue(Op.MEMSET, dst=st, value=1.0)
+    nc.issue(Op.MEMSET, dst=mv, value=1.0)
+    return st, mv, nc.tensor((128, 512), "float32", "psum")
+
+
+def test_independent_dma_and_matmul_overlap():
+    """A load into one tile and a run of matmuls on other tiles proceed at the same time."""
+    def build(nc):
+        st, mv, ps = ready_tiles(nc)
+        nc.issue(Op.DMA_COPY, dst=nc.tensor((128, 4096), "bfloat16"), src=nc.hbm_tensor((128, 4096), "bfloat16"))
+        for _ in range(32):
+            nc.issue(Op.NC_MATMUL, dst=ps, stationary=st, moving=mv)
+    evs = schedule(build)
+    dma, mms = evs[2], evs[3:]
+    assert all(dma.index not in m.deps for m in mms)
+    assert any(m.start < dma.end and dma.start < m.end for m in mms)  # some matmul runs during the load
+
+
+def test_dependent_matmul_waits_for_its_load():
+    """A matmul reading a freshly loaded tile starts a semaphore latency after the load ends."""
+    def build(nc):
+        st, mv = nc.tensor((128, 128), "bfloat16"), nc.tensor((128, 512), "bfloat16")
+        nc.issue(Op.MEMSET, dst=st, value=1.0)
+        nc.issue(Op.DMA_COPY, dst=mv, src=nc.hbm_tensor((128, 512), "bfloat16"))
+        nc.issue(Op.NC_MATMUL, dst=nc.tensor((128, 512), "float32", "psum"), stationary=st, moving=mv)
+    memset, dma, mm = schedule(build)
+    assert mm.start == pytest.approx(dma.end + SEM)
+    assert dma.index in mm.deps and mm.blocker == dma.index
+
+
+def test_overwriting_load_waits_for_reader():
+    """A load into a tile that a matmul still reads waits for the matmul (write after read)."""
+    def build(nc):
+        st, mv, ps = ready_tiles(nc)
+        nc.issue(Op.NC_MATMUL, dst=ps, stationary=st, moving=mv)
+        nc.issue(Op.DMA_COPY, dst=mv, src=nc.hbm_tensor((128, 512), "bfloat16"))
+    *_, mm, dma = schedule(build)
+    assert dma.start >= mm.end + SEM + 1300.0 - 1e-6
+
+
+def test_disjoint_partitions_do_not_depend():
+    """Writing partitions 64..127 of a tile does not wait for a reader of partitions 0..63."""
+    def build(nc):
+        t = nc.tensor((128, 2048), "float32")
+        nc.issue(Op.MEMSET, dst=t, value=0.0)
+        nc.issue(Op.ACTIVATION, dst=nc.tensor((64, 2048), "float32"), data=t[0:64], op="exp")
+        nc.issue(Op.DMA_COPY, dst=t[64:128], src=nc.hbm_tensor((64, 2048), "float32"))
+    _, act, dma = schedule(build)
+    assert act.index not in dma.deps and dma.start < act.end
+
+
+def test_one_engine_runs_in_order():
+    """Two independent VectorE instructions never overlap: the second starts when the first ends."""
+    def build(nc):
+        for _ in range(2):
+            nc.issue(Op.MEMSET, dst=nc.tensor((128, 1024), "float32"), value=0.0)
+    a, b = schedule(build)
+    assert b.start == pytest.approx(a.end)
+
+
+def test_psum_accumulation_group_then_eviction():
+    """Matmuls accumulating into one PSUM tile run back to back with no semaphore gap; the PSUM->SBUF
+    copy waits for the last of them plus the semaphore latency, then pays the dependent overhead."""
+    def build(nc):
+        st, mv, ps = ready_tiles(nc)
+        for _ in range(3):
+            nc.issue(Op.NC_MATMUL, dst=ps, stationary=st, moving=mv)
+        nc.issue(Op.TENSOR_COPY, dst=nc.tensor((128, 512), "float32"), src=ps)
+    *mms, copy = schedule(build)[2:]
+    for prev, nxt in zip(mms, mms[1:]):
+        assert nxt.start == pytest.approx(prev.end)
+    assert copy.start == pytest.approx(mms[-1].end + SEM)
+    assert copy.end - copy.start == pytest.approx((512 + 100) / 1.12)

@@ -1,0 +1,129 @@
+"""The cost of single instructions, against the documented formulas evaluated here."""
+import pytest
+
+from trnsim.core import NeuronCore, Op
+from trnsim.core.timing import simulate
+from trnsim.specs.timing import timing
+
+
+def run(target, build):
+    """Issue instructions on a shapes-only core; return its scheduled events."""
+    nc = NeuronCore(target, values=False)
+    build(nc)
+    return simulate(nc.stream, target).events
+
+
+def tiles(nc, k, m, n, dtype):
+    st, mv = nc.tensor((k, m), dtype), nc.tensor((k, n), dtype)
+    return st, mv, nc.tensor((m, n), "float32", "psum")
+
+
+@pytest.mark.parametrize("n, cycles", [(512, 512), (128, 128), (32, 64)])
+def test_bf16_matmul_issue_interval_v2(n, cycles):
+    """A bf16 matmul on v2 costs max(min(64, N_stationary), N_moving) TensorE cycles at 2.8 GHz."""
+    def build(nc):
+        st, mv, ps = tiles(nc, 128, 128, n, "bfloat16")
+        nc.issue(Op.NC_MATMUL, dst=ps, stationary=st, moving=mv)
+    ev = run("trn1", build)[-1]
+    assert ev.end - ev.start == pytest.approx(cycles / 2.8)
+    assert ev.flops == 2 * 128 * 128 * n
+
+
+def test_fp32_matmul_is_four_times_slower():
+    """An fp32 matmul of a 512-wide moving tile costs 4 x 512 TensorE cycles."""
+    def build(nc):
+        st, mv, ps = tiles(nc, 128, 128, 512, "float32")
+        nc.issue(Op.NC_MATMUL, dst=ps, stationary=st, moving=mv)
+    ev = run("trn1", build)[-1]
+    assert ev.end - ev.start == pytest.approx(4 * 512 / 2.8)
+
+
+def test_small_stationary_bounds_short_moving():
+    """With 16 stationary columns and 8 moving ones the interval is min(64, 16) = 16 cycles."""
+    def build(nc):
+        st, mv, ps = tiles(nc, 128, 16, 8, "bfloat16")
+        nc.issue(Op.NC_MATMUL, dst=ps, stationary=st, moving=mv)
+    ev = run("trn1", build)[-1]
+    assert ev.end - ev.start == pytest.approx(16 / 2.8)
+
+
+def test_trn2_tensor_engine_warms_up_at_half_rate():
+    """On trn2 a cold TensorE runs at 50% (dI/dt throttle) and reaches full rate after ~3 us of work."""
+    def build(nc):
+        st, mv, ps = tiles(nc, 128, 128, 512, "bfloat16")
+        for _ in range(40):
+            nc.issue(Op.NC_MATMUL, dst=ps, stationary=st, moving=mv)
+    evs = run("trn2", build)
+    full = 512 / 2.4
+    assert evs[0].end - evs[0].start == pytest.approx(2 * full)
+    assert evs[-1].end - evs[-1].start == pytest.approx(full)
+
+
+@pytest.mark.parametrize("op, inputs", [(Op.TENSOR_TENSOR, 2), (Op.TENSOR_COPY, 1)])
+def test_vector_streams_n_or_2n_cycles(op, inputs):
+    """VectorE on v2 streams N elements per partition per input at 1.12 GHz (fp32, N=1024)."""
+    def build(nc):
+        a, b, out = (nc.tensor((128, 1024), "float32") for _ in range(3))
+        nc.issue(Op.MEMSET, dst=a, value=1.0)
+        nc.issue(Op.MEMSET, dst=b, value=1.0)
+        if op is Op.TENSOR_TENSOR:
+            nc.issue(op, dst=out, data1=a, data2=b, op="add")
+        else:
+            nc.issue(op, dst=out, src=a)
+    ev = run("trn1", build)[-1]
+    assert ev.end - ev.start == pytest.approx(inputs * 1024 / 1.12)
+
+
+def test_tiny_vector_instruction_pays_min_ii():
+    """A 16-element copy still costs MIN_II = 64 VectorE cycles."""
+    def build(nc):
+        a, out = nc.tensor((128, 16), "float32"), nc.tensor((128, 16), "float32")
+        nc.issue(Op.MEMSET, dst=a, value=0.0)
+        nc.issue(Op.TENSOR_COPY, dst=out, src=a)
+    ev = run("trn1", build)[-1]
+    assert ev.end - ev.start == pytest.approx(64 / 1.12)
+
+
+def test_v3_perf_mode_speeds_up_bf16_copies():
+    """On trn2 a bf16 SBUF->SBUF tensor_copy runs 4x faster than the fp32 one (N=2048, 0.96 GHz)."""
+    def build(dtype):
+        def b(nc):
+            a, out = nc.tensor((128, 2048), dtype), nc.tensor((128, 2048), dtype)
+            nc.issue(Op.MEMSET, dst=a, value=0.0)
+            nc.issue(Op.TENSOR_COPY, dst=out, src=a)
+        return b
+    fp32, bf16 = run("trn2", build("float32"))[-1], run("trn2", build("bfloat16"))[-1]
+    assert fp32.end - fp32.start == pytest.approx(2048 / 0.96)
+    assert bf16.end - bf16.start == pytest.approx(2048 / 4 / 0.96)
+
+
+@pytest.mark.parametrize("target, rate", [("trn1", 17.0), ("trn3", 33.0)])
+def test_dma_splits_over_16_engines(target, rate):
+    """A [128, 512] bf16 load gives each of 16 DMA engines 8 partitions of 1 KiB: fixed latency,
+    then bytes / per-engine rate plus one descriptor per partition."""
+    def build(nc):
+        src = nc.hbm_tensor((128, 512), "bfloat16")
+        nc.issue(Op.DMA_COPY, dst=nc.tensor((128, 512), "bfloat16"), src=src)
+    ev = run(target, build)[-1]
+    desc = timing(target).dma_descriptor_latency
+    assert [p[0] for p in ev.pieces] == list(range(16))
+    for _, start, end in ev.pieces:
+        assert start == pytest.approx(1300.0)
+        assert end - start == pytest.approx(8 * 1024 / rate + 8 * desc)
+
+
+def test_dma_hbm_share_caps_trn2_engines():
+    """On trn2 16 engines x 23 B/ns exceed the core's 362.5 GB/s HBM share, so each gets 1/16 of it."""
+    def build(nc):
+        nc.issue(Op.DMA_COPY, dst=nc.tensor((128, 2048), "bfloat16"), src=nc.hbm_tensor((128, 2048), "bfloat16"))
+    ev = run("trn2", build)[-1]
+    _, start, end = ev.pieces[0]
+    assert end - start == pytest.approx(8 * 4096 / (362.5 / 16) + 8 * timing("trn2").dma_descriptor_latency)
+
+
+def test_small_dma_uses_one_engine():
+    """A 4-partition transfer runs on a single DMA engine."""
+    def build(nc):
+        nc.issue(Op.DMA_COPY, dst=nc.tensor((4, 256), "float32"), src=nc.hbm_tensor((4, 256), "float32"))
+    ev = run("trn1", build)[-1]
+    assert len(ev.pieces) == 1
