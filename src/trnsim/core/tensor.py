@@ -21,6 +21,7 @@ from trnsim.core.errors import (KernelError, MemorySpaceError, OutOfBoundsError,
 from trnsim.core.memory import Allocation, Space
 
 _MASK_TYPES = {1: np.uint8, 2: np.uint16, 4: np.uint32, 8: np.uint64}
+_ALL = slice(None)
 
 
 @dataclass(frozen=True)
@@ -41,14 +42,15 @@ class Region:
 class View:
     """A strided view of a tensor in SBUF, PSUM or HBM (what NKI calls an NkiTensor)."""
 
-    __slots__ = ("alloc", "dtype", "shape", "strides", "poff", "offset", "indirect", "on_chip", "_region", "__weakref__")
+    __slots__ = ("alloc", "dtype", "shape", "strides", "poff", "offset", "indirect", "on_chip", "_extent", "_region",
+                 "__weakref__")
 
     def __init__(self, alloc: Allocation, dtype, shape, strides, offset=0, poff=0, indirect=None):
         self.alloc, self.dtype = alloc, numerics.dtype(dtype)
-        self.shape, self.strides = tuple(int(s) for s in shape), tuple(int(s) for s in strides)
+        self.shape, self.strides = tuple(map(int, shape)), tuple(map(int, strides))
         self.offset, self.poff, self.indirect = int(offset), int(poff), indirect
         self.on_chip = alloc.memory.space is not Space.HBM
-        self._region = None
+        self._extent = self._region = None  # caches: a view never changes
 
     @classmethod
     def whole(cls, alloc: Allocation, dtype, shape) -> View:
@@ -155,6 +157,8 @@ class View:
             r = self.region()
             self.alloc.memory.dirty(r.partition, r.partitions, r.byte_lo, r.byte_hi)
             self.alloc.clean = False
+        elif self.covers_alloc():
+            self.alloc.clean = True  # every byte of the tensor is now written
         if self.indirect is not None:
             idx = self._indices()
             self._flat(self.alloc.memory.data, self.dtype.np)[idx] = values
@@ -163,6 +167,15 @@ class View:
         self._raw(self.alloc.memory.data, self.dtype.np)[...] = values
         pm = self._raw(self.alloc.memory.poison, t)
         pm[...] = np.where(mask, fill, t(0)) if marked else 0
+
+    def covers_alloc(self) -> bool:
+        """Whether the view reaches every byte of its allocation (each once)."""
+        a = self.alloc
+        if self.indirect is not None or self.offset or self.poff:
+            return False
+        if self.on_chip and (self.shape[0] != a.partitions or (a.partitions > 1 and self.strides[0] != 1)):
+            return False
+        return self.free_size * self.dtype.itemsize == a.nbytes and self.is_contiguous()
 
     def _flat(self, buf, np_dtype):
         return buf[0, : self.alloc.nbytes].view(np_dtype)
@@ -184,15 +197,31 @@ class View:
 
     def _make_region(self) -> Region:
         isz, a = self.dtype.itemsize, self.alloc
-        dims = list(zip(self.shape[1:], self.strides[1:])) if self.on_chip else list(zip(self.shape, self.strides))
-        lo = self.offset + sum(min(0, (n - 1) * s) for n, s in dims)
-        hi = self.offset + sum(max(0, (n - 1) * s) for n, s in dims) + 1
+        lo, hi = self.extent()
+        hi += 1
         if self.indirect is not None:
             lo, hi = 0, self.alloc_elems
         p = a.p0 + self.poff if self.on_chip else 0
-        return Region(self.space.value, id(a.memory), p, self.partitions if self.on_chip else 1,
+        return Region(a.memory.space.value, id(a.memory), p, self.partitions if self.on_chip else 1,
                       a.b0 + lo * isz, a.b0 + hi * isz, self.shape, self.dtype.name,
-                      isz if self.indirect is not None else _contiguous(dims) * isz)
+                      isz if self.indirect is not None else _contiguous(self._dims()) * isz)
+
+    def _dims(self):
+        """(size, stride) of the dims that step inside a partition (all dims in HBM)."""
+        return tuple(zip(self.shape[1:], self.strides[1:])) if self.on_chip else tuple(zip(self.shape, self.strides))
+
+    def extent(self) -> tuple[int, int]:
+        """The lowest and highest element offset (inside a partition on chip) the view reaches."""
+        if self._extent is None:
+            lo = hi = self.offset
+            for n, s in self._dims():
+                step = (n - 1) * s
+                if step > 0:
+                    hi += step
+                else:
+                    lo += step
+            self._extent = lo, hi
+        return self._extent
 
     # -- views ---------------------------------------------------------------------------------
     def _derive(self, shape, strides, offset=None, poff=None, dtype=None, indirect=None) -> View:
@@ -204,9 +233,7 @@ class View:
     def _check_bounds(self):
         if self.indirect is not None or 0 in self.shape:
             return
-        dims = list(zip(self.shape[1:], self.strides[1:])) if self.on_chip else list(zip(self.shape, self.strides))
-        lo = self.offset + sum(min(0, (n - 1) * s) for n, s in dims)
-        hi = self.offset + sum(max(0, (n - 1) * s) for n, s in dims)
+        lo, hi = self.extent()
         if lo < 0 or hi >= self.alloc_elems:
             raise OutOfBoundsError(f"view of {self.name!r} reaches elements {lo}..{hi} of a tensor holding "
                                    f"{self.alloc_elems} {self.dtype.name} elements per {'partition' if self.on_chip else 'tensor'}")
@@ -226,8 +253,11 @@ class View:
         key = key + (slice(None),) * (self.ndim - len(key))
         shape, strides, offset, poff, drop = [], [], self.offset, self.poff, []
         for d, (k, n, s) in enumerate(zip(key, self.shape, self.strides)):
-            k = _as_index(k)
-            if isinstance(k, slice):
+            if k.__class__ is not slice and k.__class__ is not int:
+                k = _as_index(k)
+            if k == _ALL:
+                start, step, count = 0, 1, n
+            elif k.__class__ is slice:
                 start, stop, step = _slice_bounds(k, n, self.name, d)
                 count = max(0, -(-(stop - start) // step))
             else:

@@ -12,6 +12,7 @@ core's instruction stream keeps: regions, not views, so recording never keeps a 
 """
 from __future__ import annotations
 
+import functools
 import math
 from dataclasses import dataclass
 from typing import Callable
@@ -37,15 +38,17 @@ _INTS = {"int8", "int16", "int32", "uint8", "uint16", "uint32", "bool_"}
 _MX = {"float8_e4m3fn", "float8_e8m0fnu", "float8_e4m3fn_x4", "float8_e5m2_x4", "float4_e2m1fn_x4"}
 
 
-def engine_dtypes(engine: Engine, gen: int) -> set[str]:
+@functools.cache
+def engine_dtypes(engine: Engine, gen: int) -> frozenset[str]:
     """Dtypes an engine reads and writes on a generation (reference 1.10); DMA moves any bytes."""
     if engine is Engine.GPSIMD:
-        return {"float32", "bfloat16", "float16"} | _INTS
+        return frozenset({"float32", "bfloat16", "float16"} | _INTS)
     if engine in (Engine.VECTOR, Engine.SCALAR):
-        return _FLOAT_COMPUTE | _INTS | (_MX if gen >= 4 else set())
+        return frozenset(_FLOAT_COMPUTE | _INTS | (_MX if gen >= 4 else set()))
     if engine is Engine.TENSOR:
-        return {"float32", "tfloat32", "bfloat16", "float16", "float8_e4m3", "float8_e5m2"} | (_MX | {"uint8"} if gen >= 4 else set())
-    return {t.name for t in numerics.ALL}
+        return frozenset({"float32", "tfloat32", "bfloat16", "float16", "float8_e4m3", "float8_e5m2"}
+                         | (_MX | {"uint8"} if gen >= 4 else set()))
+    return frozenset(t.name for t in numerics.ALL)
 
 
 @dataclass
@@ -120,28 +123,38 @@ def generic_check(d: OpDef, ins: Instruction, nc) -> None:
         raise GenerationError(f"{d.op.value} needs NeuronCore-v{d.min_gen} or newer; this core is v{nc.gen} ({nc.spec.target})")
     if ins.engine not in d.engines:
         raise MemorySpaceError(f"{d.op.value} runs on {'/'.join(e.value for e in d.engines)}, not on engine {ins.engine.value}")
-    pmax = nc.limit("pmax")
-    dtypes = engine_dtypes(ins.engine, nc.gen)
+    limits, eng = nc.spec.limits, ins.engine
+    pmax = limits["pmax"]
+    dtypes = engine_dtypes(eng, nc.gen)
+    lanes = eng in _LANE_ENGINES
     for name, v in ins.operands.items():
-        what = f"{d.op.value} operand {name!r}"
+        space = v.alloc.memory.space
         if v.on_chip and v.shape[0] > pmax:
-            raise PartitionLimitError(f"{what} ({v.name!r} {list(v.shape)}): partition dim {v.shape[0]} exceeds pmax {pmax}")
-        allowed = WRITES[ins.engine] if name in ins.writes else READS[ins.engine]
-        if ins.engine is Engine.DMA and v.space is Space.PSUM:
-            raise MemorySpaceError(f"{what}: DMA cannot {'write' if name in ins.writes else 'read'} PSUM "
+            raise PartitionLimitError(f"{_what(d, name)} ({v.name!r} {list(v.shape)}): partition dim {v.shape[0]} "
+                                      f"exceeds pmax {pmax}")
+        allowed = WRITES[eng] if name in ins.writes else READS[eng]
+        if eng is Engine.DMA and space is Space.PSUM:
+            raise MemorySpaceError(f"{_what(d, name)}: DMA cannot {'write' if name in ins.writes else 'read'} PSUM "
                                    f"({v.name!r}); copy PSUM to SBUF with tensor_copy first")
-        if v.space not in allowed:
+        if space not in allowed:
             verb = "write" if name in ins.writes else "read"
-            raise MemorySpaceError(f"{what}: the {ins.engine.value} engine cannot {verb} {v.space.value} ({v.name!r}); "
+            raise MemorySpaceError(f"{_what(d, name)}: the {eng.value} engine cannot {verb} {space.value} ({v.name!r}); "
                                    f"it {verb}s {'/'.join(sorted(s.value for s in allowed))}")
         if v.dtype.name not in dtypes:
-            raise DTypeError(f"{what}: dtype {v.dtype.name} is not supported by the {ins.engine.value} engine on "
+            raise DTypeError(f"{_what(d, name)}: dtype {v.dtype.name} is not supported by the {eng.value} engine on "
                              f"v{nc.gen}; supported: {', '.join(sorted(dtypes))}")
-        if ins.engine in (Engine.VECTOR, Engine.SCALAR, Engine.GPSIMD) and v.on_chip:
-            key = "vector_psum_fmax" if v.space is Space.PSUM else "vector_sbuf_fmax"
-            if v.free_size > nc.limit(key):
-                raise FreeSizeError(f"{what}: free size {v.free_size} exceeds {nc.limit(key)} ({key}) for "
-                                    f"{ins.engine.value}-engine access to {v.space.value}")
+        if lanes and v.on_chip:
+            key = "vector_psum_fmax" if space is Space.PSUM else "vector_sbuf_fmax"
+            if v.free_size > limits[key]:
+                raise FreeSizeError(f"{_what(d, name)}: free size {v.free_size} exceeds {limits[key]} ({key}) for "
+                                    f"{eng.value}-engine access to {space.value}")
+
+
+_LANE_ENGINES = (Engine.VECTOR, Engine.SCALAR, Engine.GPSIMD)
+
+
+def _what(d: OpDef, name: str) -> str:
+    return f"{d.op.value} operand {name!r}"
 
 
 def same_partitions(ins: Instruction, *names):
