@@ -67,6 +67,8 @@ class NeuronCore:
         self.psum = Memory(Space.PSUM, s.partitions, s.psum_partition_bytes, s.psum_partition_bytes,
                            bank_bytes=s.psum_partition_bytes // s.psum_banks)
         self.hbm = hbm if hbm is not None else HBM(s.hbm_bytes)
+        # Timing only: no instruction writes SBUF or PSUM, so their bytes stay as created (never-written).
+        self.sbuf.refill = self.psum.refill = values
         # PSUM bytes inside an open matmul accumulation group, and deferred groups (isa/psum.py).
         self.psum_groups = np.zeros_like(self.psum.poison)
         self.lazy_psum = False  # kernel launches evaluate accumulation groups lazily
@@ -130,8 +132,9 @@ class NeuronCore:
     def issue(self, op: Op, /, engine=None, **kw) -> Instruction:
         """Check one instruction, record it in the stream and (with values on) execute it."""
         d = REGISTRY[op]
-        operands = {k: v for k, v in kw.items() if isinstance(v, View)}
-        attrs = {k: v for k, v in kw.items() if not isinstance(v, View)}
+        operands, attrs = {}, {}
+        for k, v in kw.items():
+            (operands if isinstance(v, View) else attrs)[k] = v
         eng = _engine(engine) or (d.pick(operands, attrs, self) if d.pick else None) or d.engines[0]
         ins = Instruction(op, eng, operands, attrs, where(), d.writes)
         generic_check(d, ins, self)
@@ -143,7 +146,7 @@ class NeuronCore:
             d.semantics(ins, self)
         if op not in MATMUL:  # another engine touching PSUM closes its accumulation group
             for v in operands.values():
-                if v.space is Space.PSUM:
+                if v.alloc.memory.space is Space.PSUM:
                     close_psum(self, v)
         return ins
 

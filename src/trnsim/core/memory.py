@@ -69,6 +69,7 @@ class Memory:
         self.data = np.full((partitions, row_bytes), POISON_BYTE, np.uint8)
         self.poison = np.ones((partitions, row_bytes), np.uint8)
         self.version = 0  # counts writes, so cached conversions of its bytes know when they are stale
+        self.refill = True  # reset a fresh tensor's bytes to never-written (no need when nothing ever writes)
         self.live: weakref.WeakValueDictionary[int, Allocation] = weakref.WeakValueDictionary()
 
     # -- placement -------------------------------------------------------------------------------
@@ -138,6 +139,8 @@ class Memory:
 
     def _fresh(self, a: Allocation):
         self.version += 1
+        if not self.refill:
+            return
         self.data[a.p0:a.p0 + a.partitions, a.b0:a.b0 + a.nbytes] = POISON_BYTE
         self.poison[a.p0:a.p0 + a.partitions, a.b0:a.b0 + a.nbytes] = 1
 
