@@ -42,7 +42,7 @@ class Region:
 class View:
     """A strided view of a tensor in SBUF, PSUM or HBM (what NKI calls an NkiTensor)."""
 
-    __slots__ = ("alloc", "dtype", "shape", "strides", "poff", "offset", "indirect", "on_chip", "_extent", "_region",
+    __slots__ = ("alloc", "dtype", "shape", "strides", "poff", "offset", "indirect", "on_chip", "_scanned", "_region",
                  "__weakref__")
 
     def __init__(self, alloc: Allocation, dtype, shape, strides, offset=0, poff=0, indirect=None):
@@ -50,7 +50,7 @@ class View:
         self.shape, self.strides = tuple(map(int, shape)), tuple(map(int, strides))
         self.offset, self.poff, self.indirect = int(offset), int(poff), indirect
         self.on_chip = alloc.memory.space is not Space.HBM
-        self._extent = self._region = None  # caches: a view never changes
+        self._scanned = self._region = None  # caches: a view never changes
 
     @classmethod
     def whole(cls, alloc: Allocation, dtype, shape) -> View:
@@ -197,31 +197,28 @@ class View:
 
     def _make_region(self) -> Region:
         isz, a = self.dtype.itemsize, self.alloc
-        lo, hi = self.extent()
+        lo, hi, run = self._scan()
         hi += 1
         if self.indirect is not None:
             lo, hi = 0, self.alloc_elems
         p = a.p0 + self.poff if self.on_chip else 0
         return Region(a.memory.space.value, id(a.memory), p, self.partitions if self.on_chip else 1,
                       a.b0 + lo * isz, a.b0 + hi * isz, self.shape, self.dtype.name,
-                      isz if self.indirect is not None else _contiguous(self._dims()) * isz)
+                      isz if self.indirect is not None else run * isz)
 
-    def _dims(self):
-        """(size, stride) of the dims that step inside a partition (all dims in HBM)."""
-        return tuple(zip(self.shape[1:], self.strides[1:])) if self.on_chip else tuple(zip(self.shape, self.strides))
-
-    def extent(self) -> tuple[int, int]:
-        """The lowest and highest element offset (inside a partition on chip) the view reaches."""
-        if self._extent is None:
+    def _scan(self) -> tuple[int, int, int]:
+        """Lowest and highest element offset, and elements in the innermost contiguous run (cached)."""
+        if self._scanned is None:
+            dims = tuple(zip(self.shape[1:], self.strides[1:])) if self.on_chip else tuple(zip(self.shape, self.strides))
             lo = hi = self.offset
-            for n, s in self._dims():
+            for n, s in dims:
                 step = (n - 1) * s
                 if step > 0:
                     hi += step
                 else:
                     lo += step
-            self._extent = lo, hi
-        return self._extent
+            self._scanned = lo, hi, _contiguous(dims)
+        return self._scanned
 
     # -- views ---------------------------------------------------------------------------------
     def _derive(self, shape, strides, offset=None, poff=None, dtype=None, indirect=None) -> View:
@@ -233,7 +230,7 @@ class View:
     def _check_bounds(self):
         if self.indirect is not None or 0 in self.shape:
             return
-        lo, hi = self.extent()
+        lo, hi, _ = self._scan()
         if lo < 0 or hi >= self.alloc_elems:
             raise OutOfBoundsError(f"view of {self.name!r} reaches elements {lo}..{hi} of a tensor holding "
                                    f"{self.alloc_elems} {self.dtype.name} elements per {'partition' if self.on_chip else 'tensor'}")

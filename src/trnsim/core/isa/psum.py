@@ -128,6 +128,11 @@ def widened(nc, v, rows: int) -> np.ndarray:
     return a
 
 
+def _all_set(flags) -> bool:
+    """Whether every flag is set; the first flag alone answers for a region no group covers (the usual miss)."""
+    return flags.size == 0 or bool(flags[0, 0] and flags.all())
+
+
 def open_group(ins, nc) -> None:
     """Decide whether this matmul overwrites or accumulates (attribute `accumulated`) and open its group.
 
@@ -138,7 +143,7 @@ def open_group(ins, nc) -> None:
     key = _key(dst)
     acc = ins.attrs.get("accumulate")
     if acc is None:  # open groups are remembered by region, so the byte flags need a scan only on a miss
-        accumulate = key in nc.psum_open or bool(group_flags(nc, dst).all())
+        accumulate = key in nc.psum_open or _all_set(group_flags(nc, dst))
     else:
         accumulate = bool(acc)
     if key not in nc.psum_open:

@@ -80,6 +80,10 @@ class Instruction:
     location: str
     writes: tuple[str, ...] = ("dst",)
 
+    def __post_init__(self):  # operands as plain attributes (ins.dst), the common and fast case
+        for name, v in self.operands.items():
+            self.__dict__.setdefault(name, v)
+
     def __getattr__(self, name):  # ins.dst, ins.data... for operands and attributes alike
         ops = self.__dict__.get("operands", {})
         if name in ops:
