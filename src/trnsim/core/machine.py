@@ -146,7 +146,7 @@ class NeuronCore:
             d.semantics(ins, self)
         if op not in MATMUL:  # another engine touching PSUM closes its accumulation group
             for v in operands.values():
-                if v.alloc.memory.space is Space.PSUM:
+                if v.space is Space.PSUM:
                     close_psum(self, v)
         return ins
 

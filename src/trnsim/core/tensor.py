@@ -248,29 +248,29 @@ class View:
         if len(key) > self.ndim:
             raise OutOfBoundsError(f"{len(key)} indices for the {self.ndim}-d tensor {self.name!r} {list(self.shape)}")
         key = key + (slice(None),) * (self.ndim - len(key))
-        shape, strides, offset, poff, drop = [], [], self.offset, self.poff, []
+        shape, strides, offset, poff, drop, on_chip = [], [], self.offset, self.poff, [], self.on_chip
         for d, (k, n, s) in enumerate(zip(key, self.shape, self.strides)):
             if k.__class__ is not slice and k.__class__ is not int:
                 k = _as_index(k)
             if k == _ALL:
                 start, step, count = 0, 1, n
             elif k.__class__ is slice:
-                start, stop, step = _slice_bounds(k, n, self.name, d)
+                start, stop, step = _slice_bounds(k, n, self, d)
                 count = max(0, -(-(stop - start) // step))
             else:
                 if not -n <= k < n:
                     raise OutOfBoundsError(f"index {k} out of bounds for dim {d} of size {n} of {self.name!r}")
                 start, step, count = k % n, 1, 1
                 drop.append(d)
-            if d == 0 and self.on_chip:
+            if d == 0 and on_chip:
                 poff += start * s
             else:
                 offset += start * s
             shape.append(count)
             strides.append(s * step)
-        keep_min = 2 if self.on_chip else 0
+        keep_min = 2 if on_chip else 0
         for d in reversed(drop):
-            if (d == 0 and self.on_chip) or len(shape) <= keep_min:
+            if (d == 0 and on_chip) or len(shape) <= keep_min:
                 continue  # on-chip tensors keep the partition dim and at least 2 dims
             del shape[d], strides[d]
         return self._derive(shape, strides, offset, poff)
@@ -463,15 +463,15 @@ def _as_index(k):
     raise ShapeError(f"cannot index a tensor with {k!r}")
 
 
-def _slice_bounds(k: slice, n: int, name: str, dim: int):
+def _slice_bounds(k: slice, n: int, view: View, dim: int):
     step = 1 if k.step is None else int(k.step)
     if step < 1:
-        raise OutOfBoundsError(f"slice step {step} on dim {dim} of {name!r}: steps must be >= 1")
+        raise OutOfBoundsError(f"slice step {step} on dim {dim} of {view.name!r}: steps must be >= 1")
     start = 0 if k.start is None else int(k.start)
     stop = n if k.stop is None else int(k.stop)
     start, stop = (start + n if start < 0 else start), (stop + n if stop < 0 else stop)
     if not (0 <= start <= n and 0 <= stop <= n):
-        raise OutOfBoundsError(f"slice {start}:{stop} out of bounds for dim {dim} of size {n} of {name!r}")
+        raise OutOfBoundsError(f"slice {start}:{stop} out of bounds for dim {dim} of size {n} of {view.name!r}")
     return start, max(start, stop), step
 
 
