@@ -86,3 +86,13 @@ def test_calibration_case_lands_near_the_published_throughput():
     p = plan("llama3.1-8b", "trn1.32xlarge", 32, tp=32, seq=8192, global_batch=1024)
     assert p.seqs_per_s == pytest.approx(47.95, rel=0.25)
     assert p.breakdown["compute"] > 0 and p.models["compute"] == "simulated"
+
+
+def test_lnc2_rank_splits_a_matmul_over_its_two_cores():
+    """On trn2 at LNC 2 a matmul's bucket holds half the rows, and the rank runs at twice one core's peak."""
+    cluster = Cluster("trn2.48xlarge", 1, lnc=2)
+    core = specs.neuroncore("trn2")
+    op = Op("qkv", "matmul", 8192, 4096, 512, bytes=1.0)
+    eff = efficiency._table()[("trn2", "matmul", "bf16", (4096, 512, 4096))]["efficiency"]
+    peak = 2 * core.pe_rows * core.pe_cols * 2 * core.clocks["tensor"]
+    assert SimulatedCompute().op_time(op, cluster, "bf16") == pytest.approx(2 * 8192 * 4096 * 512 / (eff * peak) * 1e9)

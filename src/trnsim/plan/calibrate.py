@@ -44,16 +44,23 @@ def _simulate(key: tuple) -> dict:
     return efficiency.simulate(target, kernel, shape, dtype)
 
 
+def write(path: str, entries: list[dict]) -> None:
+    """The table as JSON, one entry per line so that a regenerated table diffs by bucket."""
+    cores = {e["target"]: specs.neuroncore(e["target"]).name for e in entries}
+    about = ("efficiency of representative kernels per bucket, simulated by the core timing model "
+             "(trnsim.plan.efficiency); regenerate with python -m trnsim.plan.calibrate")
+    lines = ",\n".join(json.dumps(e) for e in entries)
+    with open(path, "w", encoding="utf-8") as fh:
+        fh.write(f'{{"about": {json.dumps(about)},\n"cores": {json.dumps(cores)},\n"entries": [\n{lines}\n]}}\n')
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(prog="python -m trnsim.plan.calibrate", description=__doc__.splitlines()[0])
     ap.add_argument("--workers", type=int, default=2)
     ap.add_argument("--out", default=str(resources.files("trnsim.plan").joinpath(efficiency.TABLE)))
     ap.add_argument("--check", action="store_true", help="re-simulate the shipped table and report differences")
     args = ap.parse_args(argv)
-    if args.check:
-        keys = sorted(efficiency._table())
-    else:
-        keys = wanted()
+    keys = sorted(efficiency._table()) if args.check else wanted()
     print(f"{len(keys)} buckets on {', '.join(sorted({k[0] for k in keys}))}", file=sys.stderr)
     with ProcessPoolExecutor(args.workers) as pool:
         entries = list(pool.map(_simulate, keys, chunksize=4))
@@ -62,12 +69,7 @@ def main(argv=None) -> int:
             (e["target"], e["kernel"], e["dtype"], tuple(e["shape"]))]["latency_ns"] - 1) > 1e-6]
         print(json.dumps({"checked": len(entries), "moved": moved}, indent=1))
         return 1 if moved else 0
-    cores = {e["target"]: specs.neuroncore(e["target"]).name for e in entries}
-    with open(args.out, "w", encoding="utf-8") as fh:
-        json.dump({"about": "efficiency of representative kernels per bucket, simulated by the core timing model "
-                            "(trnsim.plan.efficiency); regenerate with python -m trnsim.plan.calibrate",
-                   "cores": cores, "entries": entries}, fh, indent=0)
-        fh.write("\n")
+    write(args.out, entries)
     print(f"wrote {len(entries)} entries to {args.out}", file=sys.stderr)
     return 0
 

@@ -90,12 +90,15 @@ def _rate(target: str, kernel: str, shape: tuple, dtype: str, lnc: int) -> float
 
 @functools.lru_cache(maxsize=65536)
 def _simulated_time(op: Op, target: str, lnc: int, dtype: str) -> float:
+    # An LNC 2 rank splits each op over its two physical cores: matmul rows (tokens), attention heads
+    # (or queries when there is one head), elementwise work evenly. Buckets are the per-core shapes.
     partitions = specs.neuroncore(target).partitions
-    per_core = lambda n: n / lnc  # noqa: E731 - an LNC 2 rank splits its work over two cores
-    stream = op.bytes / _rate(target, "stream", eff.elementwise_bucket(per_core(op.bytes) / 2, partitions), "bf16", lnc)
+    stream = op.bytes / _rate(target, "stream", eff.elementwise_bucket(op.bytes / lnc / 2, partitions), "bf16", lnc)
     if op.kind == "matmul":
-        return 1e9 * op.flops / _rate(target, "matmul", eff.matmul_bucket(op.m, op.n, op.k), dtype, lnc)
+        return 1e9 * op.flops / _rate(target, "matmul", eff.matmul_bucket(op.m / lnc, op.n, op.k), dtype, lnc)
     if op.kind == "attention":  # batch heads of QK^T [m, k] x [k, n] then PV, fused on chip
-        return 1e9 * max(op.flops / _rate(target, "attention", eff.attention_bucket(op.m, op.n, op.k), dtype, lnc), stream)
-    work = op.elems / _rate(target, "vector", eff.elementwise_bucket(per_core(op.elems), partitions), "bf16", lnc)
+        queries = op.m if op.batch >= lnc else op.m / lnc
+        bucket = eff.attention_bucket(queries, op.n, op.k)
+        return 1e9 * max(op.flops / _rate(target, "attention", bucket, dtype, lnc), stream)
+    work = op.elems / _rate(target, "vector", eff.elementwise_bucket(op.elems / lnc, partitions), "bf16", lnc)
     return 1e9 * max(work, stream)
