@@ -96,3 +96,18 @@ def test_lnc2_rank_splits_a_matmul_over_its_two_cores():
     eff = efficiency._table()[("trn2", "matmul", "bf16", (4096, 512, 4096))]["efficiency"]
     peak = 2 * core.pe_rows * core.pe_cols * 2 * core.clocks["tensor"]
     assert SimulatedCompute().op_time(op, cluster, "bf16") == pytest.approx(2 * 8192 * 4096 * 512 / (eff * peak) * 1e9)
+
+
+def test_documented_plans_need_no_simulation_beyond_the_table():
+    """Every bucket the calibration case and the 70B NxD layout ask for is in the shipped table."""
+    from trnsim.plan import compute
+
+    compute._simulated_time.cache_clear()
+    try:
+        with efficiency.collecting() as keys:
+            plan("llama3.1-8b", "trn1.32xlarge", 32, tp=32)
+            plan("llama3-70b", "trn2.48xlarge", 8, tp=32, pp=4)
+    finally:
+        compute._simulated_time.cache_clear()
+    assert keys and {k[0] for k in keys} == {"trn1", "trn2"}
+    assert keys <= set(efficiency._table())

@@ -26,17 +26,16 @@ NODES = (1, 2, 4, 8, 16, 32, 64)
 
 def wanted() -> list[tuple]:
     """The buckets the preset sweeps ask for, sorted."""
-    efficiency._wanted = set()
-    compute._simulated_time.cache_clear()
+    compute._simulated_time.cache_clear()  # times cached from the table would skip the lookups
     try:
-        for name in workload.presets():
-            m = workload.model(name)
-            for t in sweep.tasks(m, SYSTEMS, NODES, micro_batches=(1, 2), checkpointing=("selective", "full")):
-                sweep.row(t)
-        return sorted(efficiency._wanted)
+        with efficiency.collecting() as keys:
+            for name in workload.presets():
+                m = workload.model(name)
+                for t in sweep.tasks(m, SYSTEMS, NODES, micro_batches=(1, 2), checkpointing=("selective", "full")):
+                    sweep.row(t)
+        return sorted(keys)
     finally:
-        efficiency._wanted = None
-        compute._simulated_time.cache_clear()
+        compute._simulated_time.cache_clear()  # and the placeholder times must not outlive the block
 
 
 def _simulate(key: tuple) -> dict:

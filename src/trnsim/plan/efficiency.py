@@ -3,7 +3,7 @@
     >>> efficiency("trn1", "matmul", (8192, 512, 4096))   # M, N, K: lhsT [K, M], rhs [K, N]
     0.56...
 
-Each op is rounded to a bucket (`matmul_bucket`, `elementwise_bucket`), the bucket's representative
+Each op is rounded to a bucket (`matmul_bucket`, `attention_bucket`, `elementwise_bucket`), the bucket's representative
 kernel (trnsim.plan.kernels) is timed on one core of the generation with the core timing model, and
 the achieved rate over the core's peak is the efficiency:
 
@@ -12,14 +12,15 @@ the achieved rate over the core's peak is the efficiency:
     vector     elements / latency over partitions x Vector clock
     stream     HBM bytes read + written / latency over the core's share of HBM bandwidth
 
-All four rates come from the core's catalog record (neuroncores.toml), so `rates` below turns an
-efficiency back into a time with the same denominators.
+All four peaks come from the core's catalog record (neuroncores.toml); `peak` gives them, so the
+planner turns an efficiency back into a time with the same denominators.
 
 Planning reads the shipped table (efficiency.json, written by `python -m trnsim.plan.calibrate`);
 a bucket missing from it is simulated once per process and kept in memory.
 """
 from __future__ import annotations
 
+import contextlib
 import functools
 import json
 import math
@@ -79,6 +80,17 @@ def _table() -> dict[tuple, dict]:
 _wanted: set | None = None  # while collecting: the buckets asked for, answered with a placeholder
 
 
+@contextlib.contextmanager
+def collecting():
+    """Within the block, record the buckets asked for (yielded set) instead of looking them up."""
+    global _wanted
+    _wanted = set()
+    try:
+        yield _wanted
+    finally:
+        _wanted = None
+
+
 def entry(target: str, kernel: str, shape: tuple[int, ...], dtype: str = "bf16") -> dict:
     """The table's record for a bucket, else a fresh simulation of it (kept for this process)."""
     key = (target, kernel, dtype, tuple(shape))
@@ -89,6 +101,7 @@ def entry(target: str, kernel: str, shape: tuple[int, ...], dtype: str = "bf16")
 
 
 def efficiency(target: str, kernel: str, shape: tuple[int, ...], dtype: str = "bf16") -> float:
+    """The bucket's achieved fraction of the core's peak (see the module docstring for which peak)."""
     return entry(target, kernel, shape, dtype)["efficiency"]
 
 
