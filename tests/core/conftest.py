@@ -21,8 +21,13 @@ from trnsim.core import NeuronCore, Op  # noqa: E402
 
 @pytest.fixture
 def nc():
-    """A fresh trn2 NeuronCore."""
-    return NeuronCore("trn2")
+    """A fresh trn2 NeuronCore; afterwards, every recorded instruction must have a cost description."""
+    core = NeuronCore("trn2")
+    yield core
+    from trnsim.core import REGISTRY
+    for rec in core.stream:
+        cost = REGISTRY[rec.op].cost(rec, core.spec)
+        assert cost is None or cost["engine"] == rec.engine.value, rec
 
 
 def on_chip(nc, values, dtype=None, space="sbuf"):

@@ -41,8 +41,13 @@ ACT = {
     "softplus": lambda x: np.log1p(np.exp(x)), "mish": lambda x: x * np.tanh(np.log1p(np.exp(x))),
     "erf": _erf, "erf_dx": lambda x: 2 / math.sqrt(math.pi) * np.exp(-x * x), "exp": np.exp, "sign": np.sign,
     "abs": np.abs, "log": np.log, "sqrt": np.sqrt, "rsqrt": lambda x: 1 / np.sqrt(x), "reciprocal": lambda x: 1 / x,
-    "sin": np.sin, "arctan": np.arctan,
+    "sin": np.sin, "arctan": np.arctan, "cos": np.cos, "tan": np.tan, "negative": np.negative,
 }
+ACT_ALIASES = {"identity": "copy", "bypass": "copy"}
+UNARY = {"abs": np.abs, "square": np.square, "relu": lambda x: np.maximum(x, 0), "rsqrt": lambda x: 1 / np.sqrt(x),
+         "reciprocal": lambda x: 1 / x, "negative": np.negative, "bypass": lambda x: x}
+UNARY_BITVEC = {"invert": np.invert}
+ALU_ALIASES = {"max": "maximum", "min": "minimum"}
 
 
 def matmul(st, mv):

@@ -137,3 +137,27 @@ def test_shape_mismatch():
         nisa.tensor_tensor(a, a, b, nl.add)
     with pytest.raises(ShapeError, match=r"elements per partition differ: dst=64, data1=64, data2=32"):
         run(k, X)
+
+
+def test_output_not_in_shared_hbm():
+    """Returning a tensor allocated in private hbm is refused: outputs go in shared_hbm."""
+    def k(x):
+        out = nl.ndarray(x.shape, x.dtype, buffer=nl.hbm)
+        nl.store(out, nl.load(x))
+        return out
+    with pytest.raises(MemorySpaceError, match=r"is in hbm; kernel outputs must be allocated with buffer=nl.shared_hbm") as e:
+        run(k, X)
+    assert "buffer=nl.hbm" in source_at(e.value)
+
+
+def test_python_branch_on_a_tensor():
+    """`if tile:` in a kernel is refused: tensor values cannot decide Python control flow."""
+    from trnsim.core import KernelError
+
+    def k(x):
+        t = nl.load(x)
+        if t:
+            pass
+    with pytest.raises(KernelError, match=r"truth value of tensor .* use nl.while_loop/fori_loop") as e:
+        run(k, X)
+    assert "if t:" in source_at(e.value)

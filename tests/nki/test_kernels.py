@@ -92,3 +92,24 @@ def test_row_softmax(rng, trn):
     x = rng.standard_normal((256, 1000), np.float32) * 4
     e = np.exp(x - x.max(1, keepdims=True))
     np.testing.assert_allclose(row_softmax(x), e / e.sum(1, keepdims=True), rtol=1e-5, atol=1e-7)
+
+
+def test_timing_only_launch_records_the_same_stream(rng, trn):
+    """With values off, the tiled matmul records the same stream, including which matmuls accumulate."""
+    from trnsim.core import Op
+    from trnsim.nki._frontend import launch
+    a_t = rng.standard_normal((256, 128)).astype(BF16)
+    b = rng.standard_normal((256, 512)).astype(BF16)
+    import dataclasses
+
+    def stream():  # the regions, without the ids of this run's memories
+        return [(r.op, r.engine, {n: dataclasses.replace(g, memory=0) for n, g in r.operands.items()})
+                for r in tiled_matmul.last_cores[0].stream]
+    tiled_matmul(a_t, b)
+    full = stream()
+    launch(tiled_matmul, (a_t, b), {}, values=False)
+    shapes = stream()
+    assert shapes == full and sum(op is Op.NC_MATMUL for op, _, _ in shapes) == 2
+    mms = [r for r in tiled_matmul.last_cores[0].stream if r.op is Op.NC_MATMUL]
+    assert [r.attrs["accumulated"] for r in mms] == [False, True]  # the group: overwrite, then accumulate
+    assert "dst" not in mms[0].reads and "dst" in mms[1].reads

@@ -76,3 +76,14 @@ def test_shim_does_not_shadow_real_nki(tmp_path, monkeypatch):
     import nki
     assert nki.__name__ == "trnsim.nki"
     shim.uninstall()
+
+
+def test_tour_runs_a_kernel_file_and_shows_an_error():
+    """The CLI tour runs a softmax kernel file through the shim and shows a caught error with its line."""
+    from rich.console import Console
+
+    from trnsim.cli.run import tour
+    con = Console(record=True, width=120)
+    tour(con)
+    text = con.export_text()
+    assert "softmax matches numpy" in text and "FreeSizeError" in text and "softmax_kernel.py:14" in text

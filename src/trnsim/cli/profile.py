@@ -59,9 +59,12 @@ def schedule_of(result: BenchmarkResult):
 
 
 def load_kernel(file: str, name: str | None):
-    """The kernel named `name` (or the last one) defined in FILE, and its `inputs()`."""
+    """The kernel named `name` (or the last one) defined in FILE, and its `inputs()`; FILE's
+    `import nki` (or `neuronxcc.nki`) resolves to trnsim, as under `trnsim run`."""
+    from trnsim import shim
     from trnsim.nki import Kernel
 
+    shim.install()
     sys.path.insert(0, str(Path(file).resolve().parent))
     try:
         ns = runpy.run_path(file, run_name="__trnsim_profile__")

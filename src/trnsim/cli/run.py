@@ -1,6 +1,7 @@
 """`trnsim run FILE.py [ARGS]`: run an unmodified NKI kernel script on the emulator (`import nki` -> trnsim)."""
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import runpy
@@ -11,20 +12,34 @@ import click
 from trnsim.cli import cli
 
 
+@contextlib.contextmanager
+def target_env(target: str | None):
+    """NEURON_PLATFORM_TARGET_OVERRIDE set to `target` inside the block (unchanged when None)."""
+    key, old = "NEURON_PLATFORM_TARGET_OVERRIDE", os.environ.get("NEURON_PLATFORM_TARGET_OVERRIDE")
+    if target:
+        os.environ[key] = target
+    try:
+        yield
+    finally:
+        if old is None:
+            os.environ.pop(key, None)
+        else:
+            os.environ[key] = old
+
+
 def run_file(path: str, args=(), target: str | None = None, force: bool = False) -> list[dict]:
     """Run a script with the nki shim installed; returns what each kernel launch did."""
     from trnsim import shim
     from trnsim.nki import _frontend
 
-    if target:
-        os.environ["NEURON_PLATFORM_TARGET_OVERRIDE"] = target
     shim.install(force=force)
     old_argv, old_path = sys.argv, list(sys.path)
     sys.argv = [path, *args]
     sys.path.insert(0, os.path.dirname(os.path.abspath(path)))
     _frontend.LAUNCHES.clear()
     try:
-        runpy.run_path(path, run_name="__main__")
+        with target_env(target):
+            runpy.run_path(path, run_name="__main__")
     finally:
         sys.argv, sys.path[:] = old_argv, old_path
     return list(_frontend.LAUNCHES)
@@ -69,10 +84,7 @@ def tour(console) -> None:
     """Run a softmax kernel file through the nki shim, compare with numpy, then show a caught error."""
     import tempfile
 
-    import numpy as np
-
     from trnsim import shim
-    from trnsim.errors import TrnsimError
 
     with tempfile.TemporaryDirectory() as d:
         path = os.path.join(d, "softmax_kernel.py")
@@ -81,18 +93,28 @@ def tour(console) -> None:
         was = shim.installed()
         shim.install(force=True)
         try:
-            ns = runpy.run_path(path)
-            x = np.random.default_rng(0).standard_normal((128, 512), np.float32)
-            got = ns["softmax"](x)
-            e = np.exp(x - x.max(1, keepdims=True))
-            err = float(np.abs(got - e / e.sum(1, keepdims=True)).max())
-            n = len(ns["softmax"].last_cores[0].stream)
-            console.print(f"[bold]trnsim run[/]: `import nki` kernel file -> {n} NeuronCore-v3 instructions; "
-                          f"softmax matches numpy (max |err| {err:.1e})")
-            try:
-                ns["too_wide"](np.ones((128, 128), np.float32), np.ones((128, 1024), np.float32))
-            except TrnsimError as ex:
-                console.print(f"caught [red]{type(ex).__name__}[/]: {str(ex).replace(d + os.sep, '')}")
+            with target_env("trn2"):
+                _tour_run(console, path, d)
         finally:
             if not was:
                 shim.uninstall()
+
+
+def _tour_run(console, path: str, tmpdir: str) -> None:
+    """The tour's two runs: a kernel checked against numpy, and a rule it breaks."""
+    import numpy as np
+
+    from trnsim.errors import TrnsimError
+
+    ns = runpy.run_path(path)
+    x = np.random.default_rng(0).standard_normal((128, 512), np.float32)
+    got = ns["softmax"](x)
+    e = np.exp(x - x.max(1, keepdims=True))
+    err = float(np.abs(got - e / e.sum(1, keepdims=True)).max())
+    n = len(ns["softmax"].last_cores[0].stream)
+    console.print(f"[bold]trnsim run[/]: `import nki` kernel file -> {n} NeuronCore-v3 instructions; "
+                  f"softmax matches numpy (max |err| {err:.1e})")
+    try:
+        ns["too_wide"](np.ones((128, 128), np.float32), np.ones((128, 1024), np.float32))
+    except TrnsimError as ex:
+        console.print(f"caught [red]{type(ex).__name__}[/]: {str(ex).replace(tmpdir + os.sep, '')}")

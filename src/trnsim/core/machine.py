@@ -19,7 +19,7 @@ import numpy as np
 
 from trnsim import numerics, specs
 from trnsim.core import isa as _isa  # noqa: F401  (registers every instruction)
-from trnsim.core.errors import KernelError, UninitializedError, UninitializedWarning, where
+from trnsim.core.errors import KernelError, ShapeError, UninitializedError, UninitializedWarning, where
 from trnsim.core.isa.opcodes import MATMUL, Engine, Op
 from trnsim.core.isa.psum import close as close_psum, flush as flush_psum
 from trnsim.core.isa.registry import REGISTRY, Instruction, generic_check
@@ -67,9 +67,9 @@ class NeuronCore:
         self.psum = Memory(Space.PSUM, s.partitions, s.psum_partition_bytes, s.psum_partition_bytes,
                            bank_bytes=s.psum_partition_bytes // s.psum_banks)
         self.hbm = hbm if hbm is not None else HBM(s.hbm_bytes)
-        # PSUM bytes inside an open matmul accumulation group (see isa/tensor_engine.py).
+        # PSUM bytes inside an open matmul accumulation group, and deferred groups (isa/psum.py).
         self.psum_groups = np.zeros_like(self.psum.poison)
-        self.lazy_psum = False  # kernels evaluate accumulation groups lazily (isa/psum.py)
+        self.lazy_psum = False  # kernel launches evaluate accumulation groups lazily
         self.psum_pending: dict = {}
         self.psum_open: set = set()
         self.widen_cache: dict = {}
@@ -105,7 +105,6 @@ class NeuronCore:
         if space is Space.HBM:
             return self.hbm_tensor(shape, dt, name=name, kind=kind or "hbm", location=loc)
         if len(shape) < 2:
-            from trnsim.core.errors import ShapeError
             raise ShapeError(f"on-chip tensor {name!r} {list(shape)}: needs at least 2 dims (partition dim first)")
         mem = self.sbuf if space is Space.SBUF else self.psum
         nbytes = math.prod(shape[1:]) * dt.itemsize

@@ -16,7 +16,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from trnsim import numerics
-from trnsim.core.errors import MemorySpaceError, OutOfBoundsError, PartitionLimitError, ShapeError
+from trnsim.core.errors import (KernelError, MemorySpaceError, OutOfBoundsError, PartitionLimitError, ShapeError,
+                                UninitializedError)
 from trnsim.core.memory import Allocation, Space
 
 _MASK_TYPES = {1: np.uint8, 2: np.uint16, 4: np.uint32, 8: np.uint64}
@@ -96,6 +97,11 @@ class View:
 
     def __repr__(self):
         return f"<{self.space.value} tensor {self.name!r} {list(self.shape)} {self.dtype.name}>"
+
+    def __bool__(self):
+        # Tensor values exist only at run time on the device: Python control flow cannot branch on them.
+        raise KernelError(f"the truth value of tensor {self.name!r} {list(self.shape)} is not known while the kernel is "
+                          f"traced; load it into a register (nisa.register_load) and use nl.while_loop/fori_loop")
 
     # -- memory access -------------------------------------------------------------------------
     def _layout(self):
@@ -394,7 +400,6 @@ class View:
             rows = vector_offset
             if isinstance(rows, View):  # the DMA reads the offsets at run time: they must have been written
                 if rows.poisoned():
-                    from trnsim.core.errors import UninitializedError
                     raise UninitializedError(f"vector_offset {rows.name!r} holds never-written row indices for {self.name!r}")
                 rows = rows.array()
             indirect = (np.asarray(rows).reshape(-1).astype(np.int64), math.prod(self.root_shape()[1:]))

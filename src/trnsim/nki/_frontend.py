@@ -15,8 +15,8 @@ import numpy as np
 
 from trnsim import numerics
 from trnsim.core import NeuronCore, Op, View
-from trnsim.core.errors import KernelError, UninitializedError
-from trnsim.core.memory import HBM
+from trnsim.core.errors import KernelError, MemorySpaceError, UninitializedError
+from trnsim.errors import ConfigError
 
 _state = threading.local()
 LAUNCHES: list[dict] = []  # one summary per kernel launch, for `trnsim run --json`
@@ -106,10 +106,10 @@ class Kernel:
 def launch(kernel: Kernel, args, kwargs, target=None, values=True):
     """Run a kernel on fresh cores: inputs become HBM tensors, returned tensors come back as arrays.
 
-    With `values=False` (timing only) no instruction computes and nothing is returned."""
+    With `values=False` (timing only) no instruction computes and nothing is returned; the cores, with
+    their instruction streams, are left in `kernel.last_cores` either way."""
     nc0 = NeuronCore(target, strict=os.environ.get("TRNSIM_STRICT", "1") != "0", values=values)
     if kernel.lnc == 2 and nc0.gen < 3:
-        from trnsim.errors import ConfigError
         raise ConfigError(f"an LNC 2 launch (kernel[2]) needs Trn2 or Trn3; the target is {nc0.target}")
     cores = [nc0] + [NeuronCore(nc0.target, strict=nc0.strict, values=values, hbm=nc0.hbm, program_id=i,
                                 num_programs=kernel.lnc)
@@ -171,11 +171,15 @@ def launch(kernel: Kernel, args, kwargs, target=None, values=True):
             np.copyto(orig, v.array().reshape(orig.shape))
         elif k == "torch":
             orig.copy_(_from_numpy(v.array().copy(), "torch").reshape(orig.shape))
-    return _outputs(results[0], sink["kind"])
+    return _outputs(results[0], sink["kind"], [v for _, v, _ in backs])
 
 
-def _outputs(res, kind):
+def _outputs(res, kind, inputs=()):
     if isinstance(res, View):
+        if res.buffer != "shared_hbm" and not any(res.alloc is v.alloc for v in inputs):
+            raise MemorySpaceError(f"returned tensor {res.name!r} is in {res.buffer}; kernel outputs must be "
+                                   f"allocated with buffer=nl.shared_hbm (or be an input written in place)",
+                                   res.alloc.location)
         m = res.mask()
         if m.any():
             rows = np.unique(np.argwhere(m)[:, 0])
@@ -184,7 +188,7 @@ def _outputs(res, kind):
                                      res.alloc.location)
         return _from_numpy(np.array(res.array()), kind)
     if isinstance(res, (tuple, list)):
-        return type(res)(_outputs(r, kind) for r in res)
+        return type(res)(_outputs(r, kind, inputs) for r in res)
     if isinstance(res, dict):
-        return {k: _outputs(v, kind) for k, v in res.items()}
+        return {k: _outputs(v, kind, inputs) for k, v in res.items()}
     return res

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import enum
 
-from trnsim.core import Op
+from trnsim.core import Op, Register
 from trnsim.core.errors import KernelError
 from trnsim.nki._frontend import core, issue
 
@@ -276,7 +276,6 @@ def dropout(dst, data, prob, name=None):
 # -- registers and cross-core sync -----------------------------------------------------------------------------------
 def register_alloc(x=None):
     """A new 32-bit sequencer register, optionally initialised."""
-    from trnsim.core.machine import Register
     reg = Register(name=f"r{len(core().stream)}")
     issue(Op.REGISTER_ALLOC, reg=reg, value=0 if x is None else x)
     return reg

@@ -12,6 +12,7 @@ from typing import Callable
 import numpy as np
 
 from trnsim.core.errors import KernelError
+from trnsim.errors import UnknownNameError
 
 
 @dataclass(frozen=True)
@@ -77,7 +78,6 @@ ALU["max"], ALU["min"] = ALU["maximum"], ALU["minimum"]
 def alu(name) -> AluOp:
     name = op_name(name)
     if name not in ALU:
-        from trnsim.errors import UnknownNameError
         raise UnknownNameError("ALU operator", name, sorted(ALU))
     return ALU[name]
 
@@ -145,7 +145,6 @@ def activation_fn(op, relu_param: float = 0.0) -> Callable:
     if name == "prelu":  # leaky relu with slope relu_param below zero
         return lambda x: np.where(x >= 0, x, x * np.float32(relu_param))
     if name not in ACTIVATIONS:
-        from trnsim.errors import UnknownNameError
         raise UnknownNameError("activation function", name, sorted(ACTIVATIONS) + ["prelu"])
     fn = ACTIVATIONS[name]
 

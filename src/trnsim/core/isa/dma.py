@@ -75,6 +75,10 @@ def _dma_copy_check(ins, nc):
                              f"{dst.dtype.name} must match")
         if src.indirect is not None or dst.indirect is not None:
             raise GenerationError("dma_copy: indirect gather/scatter (vector_offset) needs dge_mode=swdge, not hwdge")
+    queue = str(ins.attrs.get("queue_engine") or "unknown")
+    if queue not in ("unknown", "0") and mode != "hwdge":
+        raise GenerationError(f"dma_copy: engine={queue} picks the queue of a hardware DGE; it needs dge_mode=hwdge, "
+                              f"not {mode}")
     if src.dtype != dst.dtype and (src.dtype.is_packed or dst.dtype.is_packed):
         raise DTypeError(f"dma_copy cannot cast packed MX data: src {src.dtype.name}, dst {dst.dtype.name}")
 

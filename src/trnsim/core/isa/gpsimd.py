@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from trnsim.core.errors import FreeSizeError, MemorySpaceError, ShapeError
+from trnsim.core.errors import FreeSizeError, MemorySpaceError, OutOfBoundsError, ShapeError
 from trnsim.core.isa.alu import alu, op_name
 from trnsim.core.isa.opcodes import Engine, Op
 from trnsim.core.isa.registry import define, masks, pf, put, same_free, same_partitions, stream_cost
@@ -121,7 +121,6 @@ def _local_gather_semantics(ins, nc):
         picks = ix[base:base + c].reshape(-1)[: None if valid is None else int(valid)]
         sel = (picks[:, None] * k + np.arange(k)[None, :]).reshape(-1)
         if sel.size and sel.max() >= block.size:
-            from trnsim.core.errors import OutOfBoundsError
             raise OutOfBoundsError(f"local_gather: index {int(picks.max())} x {k} reaches element {int(sel.max())} of the "
                                    f"{block.size} elements of GpSimd core {base // c}")
         flat, fm = out[base:base + c].reshape(-1), om[base:base + c].reshape(-1)

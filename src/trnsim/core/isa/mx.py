@@ -13,7 +13,7 @@ from trnsim import numerics
 from trnsim.core.errors import DTypeError, FreeSizeError, ShapeError
 from trnsim.core.isa.opcodes import Engine, Op
 from trnsim.core.isa.registry import define, stream_cost
-from trnsim.core.isa.psum import matmul_into
+from trnsim.core.isa.psum import matmul_into, open_group
 from trnsim.core.isa.tensor_engine import _bank_check, _matmul_cost
 
 
@@ -66,12 +66,13 @@ def _nc_matmul_mx_check(ins, nc):
         raise ShapeError(f"nc_matmul_mx: dst {list(dst.shape)} {dst.dtype.name} must be [{st.free_size}, "
                          f"{mv.free_size}] float32 or bfloat16")
     _bank_check(nc, dst, "nc_matmul_mx")
+    open_group(ins, nc)
 
 
 def _nc_matmul_mx_semantics(ins, nc):
     st, mv = ins.stationary, ins.moving
     sm, mm = st.mask().reshape(st.partitions, -1), mv.mask().reshape(mv.partitions, -1)
-    matmul_into(ins, nc, dequantize(st, ins.stationary_scale), dequantize(mv, ins.moving_scale).T.copy(),
+    matmul_into(ins, nc, dequantize(st, ins.stationary_scale), dequantize(mv, ins.moving_scale),
                 sm.any(0) if sm.any() else None, mm.any(0) if mm.any() else None)
 
 

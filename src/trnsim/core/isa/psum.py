@@ -52,12 +52,12 @@ class Group:
         self.dst, self.onto = dst, onto  # onto: add to the PSUM contents present when the group opened
         self.a, self.b, self.amask, self.bmask = [], [], None, None
 
-    def add(self, a, b_t, am, bm):
-        """Add FP32 operands a[K, M] and b_t[N, K] (the moving tile transposed; owned copies) and masks."""
+    def add(self, a, b, am, bm):
+        """Add operands a[K, M] (FP32) and b[K, N] (any storage; both owned copies) and their column masks."""
         self.a.append(a)
-        self.b.append(b_t)
+        self.b.append(b)
         if am is not None or bm is not None:
-            m = a.shape[1], b_t.shape[0]
+            m = a.shape[1], b.shape[1]
             self.amask = (self.amask if self.amask is not None else np.zeros(m[0], bool)) | (am if am is not None else False)
             self.bmask = (self.bmask if self.bmask is not None else np.zeros(m[1], bool)) | (bm if bm is not None else False)
 
@@ -78,21 +78,29 @@ def compute_together(groups):
     runs a 128-column product as fast as a square one.
     """
     a = groups[0].a[0] if len(groups[0].a) == 1 else np.concatenate(groups[0].a)
-    n_total = sum(g.b[0].shape[0] for g in groups)
+    n_total = sum(g.b[0].shape[1] for g in groups)
     bt = np.empty((n_total, a.shape[0]), np.float32)
     col = 0
     for g in groups:
-        n, k0 = g.b[0].shape[0], 0
+        n, k0 = g.b[0].shape[1], 0
         for piece in g.b:
-            bt[col:col + n, k0:k0 + piece.shape[1]] = piece
-            k0 += piece.shape[1]
+            _widen_into(bt[col:col + n, k0:k0 + piece.shape[0]], piece.T)
+            k0 += piece.shape[0]
         col += n
     out_t = bt @ a
     col = 0
     for g in groups:
-        n = g.b[0].shape[0]
+        n = g.b[0].shape[1]
         g.finish(out_t[col:col + n].T)
         col += n
+
+
+def _widen_into(out: np.ndarray, x: np.ndarray) -> None:
+    """Write x (any storage) into the FP32 array `out` exactly."""
+    if x.dtype == numerics.bfloat16.np:  # bf16 is the top half of fp32: a shift widens it exactly
+        np.left_shift(x.view(np.uint16), 16, out=out.view(np.uint32), dtype=np.uint32)
+    else:
+        np.copyto(out, x, casting="unsafe")
 
 
 def write(dst, out, mask, accumulate: bool):
@@ -120,33 +128,31 @@ def widened(nc, v, rows: int) -> np.ndarray:
     return a
 
 
-def transposed_f32(x: np.ndarray) -> np.ndarray:
-    """x[K, N] in any storage as FP32 [N, K] row-major, converted and transposed in one pass."""
-    if x.dtype == numerics.bfloat16.np:  # bf16 is the top half of fp32: a shift widens it exactly
-        out = np.empty((x.shape[1], x.shape[0]), np.uint32)
-        np.left_shift(x.view(np.uint16).T, 16, out=out, dtype=np.uint32)
-        return out.view(np.float32)
-    out = np.empty((x.shape[1], x.shape[0]), np.float32)
-    np.copyto(out, x.T, casting="unsafe")
-    return out
+def open_group(ins, nc) -> None:
+    """Decide whether this matmul overwrites or accumulates (attribute `accumulated`) and open its group.
 
-
-def matmul_into(ins, nc, a, b_t, am, bm):
-    """Add a.T @ b (a[K, M] and b_t[N, K] FP32 copies, column masks or None) to dst per its group."""
+    Group state depends on the program, not on values, so this runs with the checks (also when a
+    timing-only run computes no values) and the record says whether the instruction read PSUM.
+    """
     dst = ins.dst
     key = _key(dst)
-    flags = group_flags(nc, dst)
     acc = ins.attrs.get("accumulate")
     if acc is None:  # open groups are remembered by region, so the byte flags need a scan only on a miss
-        accumulate = key in nc.psum_open or bool(flags.all())
+        accumulate = key in nc.psum_open or bool(group_flags(nc, dst).all())
     else:
         accumulate = bool(acc)
     if key not in nc.psum_open:
-        flags[...] = 1
+        group_flags(nc, dst)[...] = 1
         nc.psum_open.add(key)
+    ins.attrs["accumulated"] = accumulate
+
+
+def matmul_into(ins, nc, a, b, am, bm):
+    """Add a.T @ b (a[K, M] FP32, b[K, N] any storage; owned copies; column masks or None) to dst."""
+    dst, key, accumulate = ins.dst, _key(ins.dst), ins.attrs["accumulated"]
     if not nc.lazy_psum:
         g = Group(dst, accumulate)
-        g.add(a, b_t, am, bm)
+        g.add(a, b, am, bm)
         g.compute()
         return
     for k in [k for k in nc.psum_pending if k != key and _overlap(k, key)]:
@@ -156,7 +162,7 @@ def matmul_into(ins, nc, a, b_t, am, bm):
         if g is not None:
             g.compute()
         g = nc.psum_pending[key] = Group(dst, accumulate)
-    g.add(a, b_t, am, bm)
+    g.add(a, b, am, bm)
 
 
 def flush(nc):

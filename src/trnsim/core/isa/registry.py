@@ -13,13 +13,14 @@ core's instruction stream keeps: regions, not views, so recording never keeps a 
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Callable
 
 import numpy as np
 
 from trnsim import numerics
-from trnsim.core.errors import DTypeError, FreeSizeError, GenerationError, MemorySpaceError, PartitionLimitError
+from trnsim.core.errors import (DTypeError, FreeSizeError, GenerationError, MemorySpaceError, PartitionLimitError,
+                                ShapeError)
 from trnsim.core.isa.opcodes import Engine, Op
 from trnsim.core.memory import Space
 from trnsim.core.tensor import Region, View
@@ -61,7 +62,8 @@ class Record:
 
     @property
     def reads(self) -> tuple[str, ...]:
-        return tuple(n for n in self.operands if n not in self.writes or self.attrs.get("accumulate_read"))
+        """Operands read: the sources, and the destination of a matmul that accumulated into PSUM."""
+        return tuple(n for n in self.operands if n not in self.writes or self.attrs.get("accumulated"))
 
 
 @dataclass
@@ -74,7 +76,6 @@ class Instruction:
     attrs: dict
     location: str
     writes: tuple[str, ...] = ("dst",)
-    result: object = field(default=None)
 
     def __getattr__(self, name):  # ins.dst, ins.data... for operands and attributes alike
         ops = self.__dict__.get("operands", {})
@@ -146,14 +147,12 @@ def generic_check(d: OpDef, ins: Instruction, nc) -> None:
 def same_partitions(ins: Instruction, *names):
     ps = {n: ins.operands[n].partitions for n in names if n in ins.operands}
     if len(set(ps.values())) > 1:
-        from trnsim.core.errors import ShapeError
         raise ShapeError(f"{ins.op.value}: partition dims differ: " + ", ".join(f"{n}={p}" for n, p in ps.items()))
 
 
 def same_free(ins: Instruction, *names):
     fs = {n: ins.operands[n].free_size for n in names if n in ins.operands}
     if len(set(fs.values())) > 1:
-        from trnsim.core.errors import ShapeError
         raise ShapeError(f"{ins.op.value}: elements per partition differ: " + ", ".join(f"{n}={f}" for n, f in fs.items()))
 
 
@@ -166,11 +165,6 @@ def f32(v: View) -> np.ndarray:
     return a.astype(np.float32) if a.dtype != np.float32 else a
 
 
-def as_free(a: np.ndarray, like: View) -> np.ndarray:
-    """Reshape `a` to `like`'s shape (element order kept, partitions first)."""
-    return a.reshape(like.shape)
-
-
 def put(v: View, values, mask=None) -> None:
     """Cast `values` to `v`'s dtype (RNE or stochastic per numerics) and write them, with their mask."""
     values = np.asarray(values)
@@ -178,14 +172,13 @@ def put(v: View, values, mask=None) -> None:
         values = values.astype(v.dtype.np)  # integer results keep their low bits (bit-pattern ops)
     elif values.dtype != v.dtype.np or v.dtype.name == "tfloat32":
         values = numerics.cast(values, v.dtype)
-    v.store(np.broadcast_to(values.reshape(_fit(values.shape, v.shape)), v.shape),
-            None if mask is None else np.broadcast_to(np.asarray(mask).reshape(_fit(np.shape(mask), v.shape)), v.shape))
+    v.store(np.broadcast_to(_fit(values, v.shape), v.shape),
+            None if mask is None else np.broadcast_to(_fit(np.asarray(mask), v.shape), v.shape))
 
 
-def _fit(shape, target):
-    if math.prod(shape) == math.prod(target):
-        return target
-    return shape
+def _fit(a: np.ndarray, shape) -> np.ndarray:
+    """`a` in `shape` when it holds as many elements (same order), else as is (to broadcast)."""
+    return a.reshape(shape) if a.size == math.prod(shape) else a
 
 
 def pf(v: View) -> np.ndarray:

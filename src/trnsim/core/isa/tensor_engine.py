@@ -12,12 +12,11 @@ import numpy as np
 from trnsim import numerics
 from trnsim.core.errors import DTypeError, FreeSizeError, GenerationError, PSUMBankError, ShapeError
 from trnsim.core.isa.opcodes import Engine, Op
-from trnsim.core.isa.psum import flush, matmul_into, pe_matmul, transposed_f32, widened
+from trnsim.core.isa.psum import flush, matmul_into, open_group, pe_matmul, widened
 from trnsim.core.isa.registry import define
 from trnsim.core.memory import Space
 
 _FP8 = {"float8_e4m3", "float8_e5m2"}
-
 _WIDE = {"float32", "tfloat32"}
 
 
@@ -45,9 +44,10 @@ def _tile_check(nc, ins, k, m):
         return
     if len(pos) != 2 or len(size) != 2:
         raise ShapeError(f"nc_matmul: tile_position {pos} and tile_size {size} must both be (row, column) pairs")
-    sizes = (32, 64, 128) if nc.gen >= 3 else (64, 128)
+    pe = nc.spec.pe_rows  # the array splits in 2 (v2+) or 4 (v3+) along rows and columns
+    sizes = (pe // 4, pe // 2, pe) if nc.gen >= 3 else (pe // 2, pe)
     for what, p, s in (("row", pos[0], size[0]), ("column", pos[1], size[1])):
-        if s not in sizes or p % s or p + s > 128:
+        if s not in sizes or p % s or p + s > pe:
             raise ShapeError(f"nc_matmul: {what} tile size {s} at {p}: sizes {sizes} on v{nc.gen}, start a multiple of the size")
     if k > size[0] or m > size[1]:
         raise FreeSizeError(f"nc_matmul: K={k} and M={m} must fit the PE tile of {size[0]} rows x {size[1]} columns")
@@ -101,6 +101,7 @@ def _nc_matmul_check(ins, nc):
                          f"{list(st.shape)} and moving {list(mv.shape)}")
     _bank_check(nc, dst, "nc_matmul")
     _tile_check(nc, ins, st.partitions, m)
+    open_group(ins, nc)
 
 
 def _nc_matmul_semantics(ins, nc):
@@ -115,7 +116,7 @@ def _nc_matmul_semantics(ins, nc):
     k = st.partitions * (2 if ins.perf_mode == "double_row" else 1)
     am = st.mask().reshape(k, -1).any(axis=0) if st.poisoned() else None
     bm = mv.mask().reshape(k, -1).any(axis=0) if mv.poisoned() else None
-    matmul_into(ins, nc, widened(nc, st, k), transposed_f32(mv.array().reshape(k, -1)), am, bm)
+    matmul_into(ins, nc, widened(nc, st, k), np.array(mv.array().reshape(k, -1)), am, bm)
 
 
 define(Op.NC_MATMUL, Engine.TENSOR, _nc_matmul_check, _nc_matmul_semantics, _matmul_cost)
