@@ -87,10 +87,10 @@ def test_alpha_beta_hierarchical_all_reduce():
 
 
 def test_calibration_case_says_which_models_timed_it():
-    """The published Llama-3.1-8B trn1 layout plans with the fabric's collectives and the interim compute model."""
+    """The published Llama-3.1-8B trn1 layout plans with the fabric's collectives and the simulated compute model."""
     p = plan("llama3.1-8b", "trn1.32xlarge", 32, tp=32, seq=8192, global_batch=1024, zero1=True)
     assert (p.layout.dp, p.cluster.world) == (32, 1024)
-    assert p.models == {"compute": "roofline (interim)", "comm": "fabric"}
+    assert p.models == {"compute": "simulated", "comm": "fabric"}
     assert sum(p.memory.values()) < p.capacity
 
 
@@ -112,7 +112,7 @@ def test_gpu_cluster_has_one_rank_per_gpu():
     p = plan("llama2-7b", "p4d.24xlarge", 2, tp=8)
     assert p.cluster.world == 16 and p.capacity == specs.system("p4d.24xlarge").chip.hbm_bytes
     assert training.matmul_efficiency(p.cluster.system.chip) == 0.52
-    assert p.models["comm"] == "alpha-beta (interim)"  # the fabric has no GPU model
+    assert p.models == {"compute": "roofline at declared efficiency", "comm": "alpha-beta (interim)"}
 
 
 def test_every_training_figure_has_a_source():

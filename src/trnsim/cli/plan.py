@@ -58,7 +58,8 @@ def plan():
 
     MODEL is a preset (llama3-8b, llama3-70b, mixtral-8x7b, ...) or a TOML/JSON/YAML model file.
     Every knob left out follows NxD training recipes. Collectives are timed by trnsim.fabric;
-    compute by an interim roofline at a declared matmul efficiency (see docs/planning.md).
+    Trainium compute by simulated kernels per op shape (core timing model), GPU compute at a
+    declared matmul efficiency (see docs/planning.md).
     """
 
 

@@ -1,10 +1,19 @@
 """How long one op takes on one rank: the compute seam of the step model.
 
-A ComputeModel answers `op_time(op, cluster, dtype)` in ns. `Roofline` is the interim answer: the
-slowest of matmul FLOPs at a declared fraction of the catalog's peak (training.toml's
-`matmul_efficiency`, the one named efficiency parameter), HBM bytes at the catalog's bandwidth, and
-elementwise results at one per partition per engine cycle. The core timing model replaces it with
-per-shape, per-generation efficiencies from cached simulations of representative kernels.
+A ComputeModel answers `op_time(op, cluster, dtype)` in ns.
+
+`SimulatedCompute` (the default) times Trainium ops with the core timing model: each op's shape is
+rounded to a bucket whose representative kernel was simulated on that chip's NeuronCore generation
+(trnsim.plan.efficiency, shipped as efficiency.json), and the op runs at that bucket's efficiency:
+
+    matmul       FLOPs at the bucket's fraction of the rank's Tensor-engine peak
+    attention    QK^T, softmax exponentials and PV at the bucket's efficiency of a simulated
+                 flash-attention head (TensorE and ScalarE overlapped, scores kept on chip), or its
+                 Q, K, V, O traffic through DMA if that is slower
+    elementwise  the slower of its results on the Vector engine and its HBM bytes through DMA
+
+GPUs have no NeuronCore to simulate: they keep `Roofline`, the declared `matmul_efficiency` of
+training.toml (a measured GEMM figure with its source) over the catalog's peak.
 """
 from __future__ import annotations
 
@@ -13,6 +22,7 @@ from typing import Protocol
 
 from trnsim import specs
 from trnsim.specs import training
+from trnsim.plan import efficiency as eff
 from trnsim.plan.layout import Cluster
 from trnsim.plan.workload import Op
 
@@ -40,10 +50,10 @@ def _rates(system_key: str, lnc: int, dtype: str) -> tuple[float, float, float, 
 
 
 class Roofline:
-    """Interim compute model: max(FLOPs / efficient peak, bytes / HBM bandwidth, elements / lanes)."""
+    """max(FLOPs / efficient peak, bytes / HBM bandwidth, elements / lanes) at a declared matmul efficiency."""
 
-    name = "roofline"
-    interim = True
+    name = "roofline at declared efficiency"
+    interim = False
 
     def op_time(self, op: Op, cluster: Cluster, dtype: str) -> float:
         return _op_time(op, cluster.system.key, cluster.lnc, dtype)
@@ -55,3 +65,40 @@ def _op_time(op: Op, system_key: str, lnc: int, dtype: str) -> float:
     # softmax exponentials run on the Scalar (activation) engine, other elementwise work on Vector
     lanes = scalar if op.kind == "attention" else vector
     return 1e9 * max(op.flops / flops, op.bytes / hbm, op.elems / lanes)
+
+
+class SimulatedCompute:
+    """Per-op efficiencies from simulated kernels on Trainium; the declared roofline on GPUs."""
+
+    name = "simulated"
+    interim = False
+
+    def which(self, cluster: Cluster):
+        """The model that times ops on `cluster`: this one, or Roofline where there is no NeuronCore."""
+        return self if cluster.system.chip.core is not None else Roofline()
+
+    def op_time(self, op: Op, cluster: Cluster, dtype: str) -> float:
+        if cluster.system.chip.core is None:
+            return _op_time(op, cluster.system.key, cluster.lnc, dtype)
+        return _simulated_time(op, cluster.system.chip.core.target, cluster.lnc, dtype)
+
+
+def _rate(target: str, kernel: str, shape: tuple, dtype: str, lnc: int) -> float:
+    """Achieved rate of one rank (lnc physical cores) on a bucket: the simulated efficiency x the core's peak."""
+    return eff.efficiency(target, kernel, shape, dtype) * eff.peak(specs.neuroncore(target), kernel, dtype) * lnc
+
+
+@functools.lru_cache(maxsize=65536)
+def _simulated_time(op: Op, target: str, lnc: int, dtype: str) -> float:
+    # An LNC 2 rank splits each op over its two physical cores: matmul rows (tokens), attention heads
+    # (or queries when there is one head), elementwise work evenly. Buckets are the per-core shapes.
+    partitions = specs.neuroncore(target).partitions
+    stream = op.bytes / _rate(target, "stream", eff.elementwise_bucket(op.bytes / lnc / 2, partitions), "bf16", lnc)
+    if op.kind == "matmul":
+        return 1e9 * op.flops / _rate(target, "matmul", eff.matmul_bucket(op.m / lnc, op.n, op.k), dtype, lnc)
+    if op.kind == "attention":  # batch heads of QK^T [m, k] x [k, n] then PV, fused on chip
+        queries = op.m if op.batch >= lnc else op.m / lnc
+        bucket = eff.attention_bucket(queries, op.n, op.k)
+        return 1e9 * max(op.flops / _rate(target, "attention", bucket, dtype, lnc), stream)
+    work = op.elems / _rate(target, "vector", eff.elementwise_bucket(op.elems / lnc, partitions), "bf16", lnc)
+    return 1e9 * max(work, stream)

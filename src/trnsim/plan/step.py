@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from trnsim import specs
 from trnsim.specs import training
 from trnsim.plan.comm import CommModel, FabricComm
-from trnsim.plan.compute import ComputeModel, Roofline
+from trnsim.plan.compute import ComputeModel, SimulatedCompute
 from trnsim.plan.layout import Cluster, Layout, LayoutError, Placement, Recipe, microbatches, validate
 from trnsim.plan.memory import memory
 from trnsim.plan.workload import Model, Op, aws_flops_per_sequence, head_ops, layer_ops
@@ -97,7 +97,7 @@ class Plan:
 class StepModel:
     """Step time from a ComputeModel (per op) and a CommModel (per collective)."""
 
-    compute: ComputeModel = field(default_factory=Roofline)
+    compute: ComputeModel = field(default_factory=SimulatedCompute)
     comm: CommModel = field(default_factory=FabricComm)
 
     def _ops_time(self, ops, cluster, dtype) -> float:
@@ -182,7 +182,8 @@ class StepModel:
             "pp_comm": m * pp_t, "bubble": bubble, "dp_comm": dp_t, "optimizer": opt,
         }
         comm = self.comm.which(cluster) if hasattr(self.comm, "which") else self.comm
-        models = {"compute": self.compute.name + (" (interim)" if self.compute.interim else ""),
+        compute = self.compute.which(cluster) if hasattr(self.compute, "which") else self.compute
+        models = {"compute": compute.name + (" (interim)" if compute.interim else ""),
                   "comm": comm.name + (" (interim)" if comm.interim else "")}
         table = tuple({"name": op.name, "kind": op.kind, "m": op.m, "k": op.k, "n": op.n, "batch": op.batch,
                        "flops": op.flops, "bytes": op.bytes, "forward_ns": f, "backward_ns": b} for op, f, b in per_op)
