@@ -95,12 +95,16 @@ class Kernel:
         return self
 
     def __call__(self, *args, **kwargs):
-        return launch(self, args, kwargs)
+        return self._launch(args, kwargs)
 
     def trace(self, *args, target=None, values=True, **kwargs) -> list[NeuronCore]:
         """Run the kernel and return its cores (their instruction streams); `values=False` runs on shapes only."""
-        launch(self, args, kwargs, target=target, values=values)
+        self._launch(args, kwargs, target=target, values=values)
         return self.last_cores
+
+    def _launch(self, args, kwargs, target=None, values=True):
+        """How this kind of kernel runs (the beta API's grid launch overrides it)."""
+        return launch(self, args, kwargs, target=target, values=values)
 
 
 def launch(kernel: Kernel, args, kwargs, target=None, values=True):

@@ -42,13 +42,8 @@ class Kernel(_frontend.Kernel):
             raise TrnsimError(f"kernel[{', '.join(map(str, grid))}]: every launch grid dim must be >= 1")
         return type(self)(self.fn, grid, **self.options)
 
-    def __call__(self, *args, **kwargs):
-        return launch(self, args, kwargs)
-
-    def trace(self, *args, target=None, values=True, **kwargs) -> list[NeuronCore]:
-        """Run the kernel and return the core it ran on; `values=False` runs on shapes only (timing)."""
-        launch(self, args, kwargs, target=target, values=values)
-        return self.last_cores
+    def _launch(self, args, kwargs, target=None, values=True):
+        return launch(self, args, kwargs, target=target, values=values)
 
 
 def launch(kernel: Kernel, args, kwargs, target=None, values=True):
