@@ -109,7 +109,7 @@ def tour(console) -> None:
     import trnsim.fabric as tf
     from trnsim import numerics
 
-    console.print("[bold]Collectives[/]: all-reduce busbw (GB/s) and the algorithm the runtime picks")
+    console.print("All-reduce bus bandwidth (GB/s) and the algorithm the runtime picks:")
     systems = [("trn2.48xlarge", tf.cluster("trn2.48xlarge")), ("Trn3 Gen2", tf.cluster("Trn3 Gen2 UltraServer"))]
     for size in (64 * 1024, 4 * 2**20, 256 * 2**20):
         cells = []
