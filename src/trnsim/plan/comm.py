@@ -94,8 +94,9 @@ class FabricComm:
     """Collectives timed by trnsim.fabric on the cluster's topology; AlphaBeta where the fabric has no model.
 
     A training step runs a collective in every group of a dimension at once. Groups inside one
-    instance use disjoint chips; groups that cross instances share each instance's EFA NICs, so
-    their bytes are priced as if the group carried the traffic of all groups that share its nodes.
+    instance use disjoint chips; groups that cross instances share each instance's EFA NICs: together
+    they load every NIC of a node evenly, while the fabric routes one group through its own chips' NICs
+    only, so its bytes are scaled by how many groups' worth of traffic each of those NICs carries.
     """
 
     name = "fabric"
@@ -116,5 +117,15 @@ class FabricComm:
         if group.size <= 1 or nbytes <= 0:
             return 0.0
         ranks = group.ranks[:2] if op == "send_recv" else group.ranks
-        sharing = cluster.ranks_per_node // group.per_node if group.nodes > 1 else 1
-        return _fabric_time(op, float(nbytes * sharing), ranks, cluster.system.key, cluster.nodes, cluster.lnc)
+        return _fabric_time(op, float(nbytes * self.nic_sharing(group, cluster)), ranks,
+                            cluster.system.key, cluster.nodes, cluster.lnc)
+
+    @staticmethod
+    def nic_sharing(group: Group, cluster: Cluster) -> float:
+        """Groups' worth of EFA traffic on each NIC this group uses (1 inside one instance)."""
+        if group.nodes <= 1:
+            return 1.0
+        network = _fabric_cluster(cluster.system.key, cluster.nodes, cluster.lnc).network
+        R = cluster.ranks_per_node
+        own = {network.nic_of(r // cluster.ranks_per_chip) for r in group.ranks if r < R}  # on rank 0's node
+        return max(1.0, R // group.per_node * len(own) / network.nics)
