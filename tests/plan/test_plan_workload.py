@@ -43,16 +43,27 @@ def test_aws_flops_formula_and_published_mfu():
 
 
 def test_forward_op_flops_sum_to_matmul_params_and_attention():
-    """Forward matmul FLOPs of a layer are 2 x tokens x matmul parameters; attention is 4 b s^2 h."""
+    """Forward matmul FLOPs of a layer are 2 x tokens x matmul parameters; attention is 4 b s^2 h over
+    the causal kernel's computed tiles: 128-query tiles each run the 2048-key tiles up to the diagonal."""
     m = model("llama3-8b")
     b, s = 2, 4096
     ops = layer_ops(m, b, s, 1)
     matmul = sum(o.flops for o in ops if o.kind == "matmul")
     weights = m.layer_params() - 2 * m.hidden
     assert matmul == 2 * b * s * weights
-    assert sum(o.flops for o in ops if o.kind == "attention") == 4 * b * s * s * m.hidden
+    tiles_run = sum(q * 128 // 2048 + 1 for q in range(s // 128))
+    share = tiles_run / ((s // 128) * (s // 2048))
+    assert share == 0.75
+    assert sum(o.flops for o in ops if o.kind == "attention") == 4 * b * s * s * m.hidden * share
     bwd = sum(x.flops for o in ops if o.kind == "matmul" for x in o.backward())
     assert bwd == 2 * matmul
+
+
+def test_encoders_attend_to_every_key():
+    """A BERT-style encoder is not causal: its attention computes the whole s x s score matrix."""
+    m = model("bert-large")
+    att = [o for o in layer_ops(m, 1, 512, 1) if o.kind == "attention"][0]
+    assert att.flops == 4 * 512 * 512 * m.hidden
 
 
 def test_tp_shards_the_layer_flops_evenly():

@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from importlib import resources
 
 from trnsim.errors import ConfigError, UnknownNameError
+from trnsim.specs import training
 
 
 class WorkloadError(ConfigError):
@@ -106,8 +107,9 @@ class Op:
     """One piece of work on one rank: a matmul, fused attention or elementwise pass.
 
     Matmuls are `batch` products of [m, k] x [k, n]; attention is `batch` heads of QK^T
-    ([m, k] x [k, n]) then PV, so twice the FLOPs; `elems` counts elementwise results
-    (softmax exponentials for attention) and `bytes` the HBM traffic.
+    ([m, k] x [k, n]) then PV, so twice the FLOPs, of which a causal mask leaves `share` to
+    compute; `elems` counts elementwise results (softmax exponentials for attention) and `bytes`
+    the HBM traffic.
     """
 
     name: str
@@ -118,11 +120,12 @@ class Op:
     batch: int = 1
     elems: float = 0.0
     bytes: float = 0.0
+    share: float = 1.0  # attention: share of the score matrix computed (a causal kernel skips the rest)
 
     @property
     def flops(self) -> float:
         per = 2.0 * self.m * self.k * self.n * self.batch
-        return 2 * per if self.kind == "attention" else per
+        return 2 * per * self.share if self.kind == "attention" else per
 
     def backward(self) -> tuple["Op", ...]:
         """The ops of this op's backward pass: data and weight gradients for a matmul."""
@@ -147,11 +150,13 @@ def layer_ops(m: Model, micro_batch: int, seq: int, tp: int, cp: int = 1, ep: in
     tokens = micro_batch * sq  # rows of the TP-sharded matmuls (after the SP all-gather)
     rows = tokens // tp if sp else tokens  # rows of the norms and residuals
     heads, kv = m.heads // tp, max(m.kv_heads // tp, 1)
+    # decoders attend causally; a context-parallel split is taken as load-balanced (each rank the same share)
+    share = training.causal_share(seq) if m.kind == "decoder" else 1.0
     ops = [
         Op("norm_attn", "elementwise", elems=rows * h, bytes=2.0 * rows * h * dt),
         _matmul("qkv", tokens, h, (heads + 2 * kv) * hd, dt),
-        Op("attention", "attention", sq, hd, seq, micro_batch * heads, float(micro_batch * heads * sq * seq),
-           float(micro_batch * (sq * heads + 2 * seq * kv + sq * heads) * hd * dt)),
+        Op("attention", "attention", sq, hd, seq, micro_batch * heads, float(micro_batch * heads * sq * seq) * share,
+           float(micro_batch * (sq * heads + 2 * seq * kv + sq * heads) * hd * dt), share),
         _matmul("o_proj", tokens, heads * hd, h, dt),
         Op("residual", "elementwise", elems=2 * rows * h, bytes=6.0 * rows * h * dt),
         Op("norm_mlp", "elementwise", elems=rows * h, bytes=2.0 * rows * h * dt),

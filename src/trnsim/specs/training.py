@@ -50,6 +50,16 @@ def overlap(kind: str) -> float:
     return float(_data()["overlap"][kind])
 
 
+def causal_share(seq: int) -> float:
+    """Share of a causal [seq x seq] score matrix a flash-attention kernel computes.
+
+    Each query tile runs the key tiles up to the one holding the diagonal, so with key tiles of B
+    (dividing seq) the computed share is (1 + B / seq) / 2: half the matrix plus the diagonal tiles.
+    """
+    block = min(int(_data()["attention"]["causal_key_tile"]), seq)
+    return (1 + block / seq) / 2
+
+
 def recipe() -> dict:
     """NxD recipe defaults: global and micro batch, zero1, sequence_parallel, checkpointing, dtype, state bytes."""
     return {k: v for k, v in _data()["recipe"].items() if k != "sources"}
