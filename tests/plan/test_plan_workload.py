@@ -1,6 +1,5 @@
 """Workloads: preset shapes, parameter counts, AWS's FLOP formula, per-op FLOPs, files and their errors."""
 import json
-import importlib.util
 
 import pytest
 
@@ -136,11 +135,11 @@ def test_unknown_preset_suggests_close_names():
 
 
 def test_yaml_file(tmp_path):
-    """YAML loads when PyYAML is present, and otherwise says how to get it."""
+    """A YAML model file loads like TOML; a malformed one names its file and line."""
     f = tmp_path / "m.yaml"
     f.write_text("preset: llama2-13b\nseq: 2048\n")
-    if importlib.util.find_spec("yaml"):
-        assert model(str(f)).seq == 2048
-    else:
-        with pytest.raises(WorkloadError, match="YAML model files need PyYAML"):
-            model(str(f))
+    assert model(str(f)).seq == 2048
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("preset: llama2-13b\nseq: [2048\n")
+    with pytest.raises(WorkloadError, match=r"bad.yaml:\d+: malformed YAML"):
+        model(str(bad))

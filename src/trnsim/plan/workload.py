@@ -20,6 +20,8 @@ import tomllib
 from dataclasses import dataclass
 from importlib import resources
 
+import yaml
+
 from trnsim.errors import ConfigError, UnknownNameError
 from trnsim.specs import training
 
@@ -286,11 +288,6 @@ def _parse(path: str, text: str):
         if path.endswith(".json"):
             return json.loads(text)
         if path.endswith((".yaml", ".yml")):
-            try:
-                import yaml
-            except ImportError:
-                raise WorkloadError(f"{path}: YAML model files need PyYAML (pip install pyyaml, or trnsim[ray]); "
-                                    "TOML and JSON need nothing") from None
             return yaml.safe_load(text)
         return tomllib.loads(text)
     except json.JSONDecodeError as e:
@@ -298,9 +295,7 @@ def _parse(path: str, text: str):
     except tomllib.TOMLDecodeError as e:
         line = re.search(r"line (\d+)", str(e))
         raise WorkloadError(f"{path}:{line.group(1) if line else 1}: malformed TOML: {e}") from None
-    except WorkloadError:
-        raise
-    except Exception as e:  # yaml.YAMLError carries a problem_mark
+    except yaml.YAMLError as e:
         mark = getattr(e, "problem_mark", None)
         raise WorkloadError(f"{path}:{mark.line + 1 if mark else 1}: malformed YAML: {e}") from None
 
