@@ -321,14 +321,11 @@ class View:
         lead = 1 if self.on_chip else 0
         if self.on_chip and shape[0] != self.shape[0]:
             raise ShapeError(f"reshape of on-chip {self.name!r} to {shape} changes the partition dim {self.shape[0]}")
-        dummy = np.lib.stride_tricks.as_strided(np.empty(1, np.int8), self.shape[lead:], self.strides[lead:])
-        try:
-            v = dummy.view()
-            v.shape = shape[lead:]
-        except AttributeError:
+        strides = _reshaped_strides(self.shape[lead:], self.strides[lead:], shape[lead:])
+        if strides is None:
             raise ShapeError(f"reshape of {self.name!r} {list(self.shape)} to {shape}: its layout does not allow it "
-                             f"without a copy") from None
-        return self._derive(shape, list(self.strides[:lead]) + list(v.strides))
+                             f"without a copy")
+        return self._derive(shape, list(self.strides[:lead]) + strides)
 
     def flatten_dims(self, start, end) -> View:
         end = end % self.ndim
@@ -434,6 +431,35 @@ class View:
 
     def root_shape(self):
         return getattr(self.alloc, "shape", self.shape)
+
+
+def _reshaped_strides(shape, strides, new_shape) -> list[int] | None:
+    """Strides giving `new_shape` over the same elements in row-major order without a copy, or None.
+
+    Groups of old and new dims with equal element counts are matched; the old dims of a group must be
+    contiguous with each other (numpy's rule). Computed from the numbers alone: never touches memory.
+    """
+    new = [int(n) for n in new_shape]
+    if 0 in new or 0 in shape:
+        return [0] * len(new)
+    old = [(n, s) for n, s in zip(shape, strides) if n != 1]
+    out, oi, ni = [1] * len(new), 0, 0
+    while oi < len(old) and ni < len(new):
+        oj, nj, op, nq = oi + 1, ni + 1, old[oi][0], new[ni]
+        while op != nq:
+            if nq < op:
+                nq, nj = nq * new[nj], nj + 1
+            else:
+                op, oj = op * old[oj][0], oj + 1
+        if any(old[k][1] != old[k + 1][0] * old[k + 1][1] for k in range(oi, oj - 1)):
+            return None
+        out[nj - 1] = old[oj - 1][1]
+        for k in range(nj - 1, ni, -1):
+            out[k - 1] = out[k] * new[k]
+        oi, ni = oj, nj
+    for k in range(ni, len(new)):  # trailing size-1 dims
+        out[k] = out[ni - 1] if ni else 1
+    return out
 
 
 def _contiguous(dims) -> int:
