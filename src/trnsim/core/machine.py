@@ -75,6 +75,7 @@ class NeuronCore:
         self.psum_pending: dict = {}
         self.psum_open: set = set()
         self.widen_cache: dict = {}
+        self.hbm_f32: dict = {}  # FP32 conversions of whole HBM tensors that matmuls read (isa/psum.py)
         self.strict, self.values = strict, values
         self.program_id, self.num_programs = program_id, num_programs
         self.stream: list = []
@@ -151,8 +152,11 @@ class NeuronCore:
         return ins
 
     def sync(self) -> None:
-        """Finish deferred work (pending PSUM accumulation groups) so memories hold final values."""
+        """Finish deferred work (pending PSUM accumulation groups) so memories hold final values; drop the
+        cached FP32 conversions."""
         flush_psum(self)
+        self.widen_cache.clear()
+        self.hbm_f32.clear()
 
     def never_written(self, what: str, src: View, mask: np.ndarray, ins_loc: str | None = None):
         """Never-written values reached HBM or control flow: raise (strict) or warn."""

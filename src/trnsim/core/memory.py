@@ -49,6 +49,7 @@ class Allocation:
         self.name, self.kind, self.location = name, kind, location
         self.id = next(Allocation._ids)
         self.clean = False  # known to hold no never-written byte (a cache; see View.poisoned)
+        self.source = None  # the HBM bytes an on-chip tensor holds unchanged (see View.remember_source)
 
     @property
     def space(self) -> Space:
@@ -71,10 +72,11 @@ class Memory:
         self.version = 0  # counts writes, so cached conversions of its bytes know when they are stale
         self.refill = True  # reset a fresh tensor's bytes to never-written (no need when nothing ever writes)
         self.live: weakref.WeakValueDictionary[int, Allocation] = weakref.WeakValueDictionary()
+        self.sourced: weakref.WeakValueDictionary[int, Allocation] = weakref.WeakValueDictionary()  # with a source
 
     # -- placement -------------------------------------------------------------------------------
-    def _overlaps(self, p0, partitions, b0, nbytes):
-        return [a for a in list(self.live.values())
+    def _overlaps(self, p0, partitions, b0, nbytes, among=None):
+        return [a for a in list((self.live if among is None else among).values())
                 if a.p0 < p0 + partitions and p0 < a.p0 + a.partitions and a.b0 < b0 + nbytes and b0 < a.b0 + a.nbytes]
 
     def _first_fit(self, p0, partitions, nbytes, align):
@@ -146,9 +148,14 @@ class Memory:
 
     def dirty(self, p0: int, partitions: int, lo: int, hi: int) -> None:
         """Never-written bytes were set in this range: forget that the tensors over it were clean."""
-        for a in list(self.live.values()):
-            if a.p0 < p0 + partitions and p0 < a.p0 + a.partitions and a.b0 < hi and lo < a.b0 + a.nbytes:
-                a.clean = False
+        for a in self._overlaps(p0, partitions, lo, hi - lo):
+            a.clean = False
+
+    def written(self, p0: int, partitions: int, lo: int, hi: int) -> None:
+        """Bytes in this range were written: the tensors over them no longer hold their HBM source's bytes."""
+        for a in self._overlaps(p0, partitions, lo, hi - lo, self.sourced):
+            a.source = None
+            del self.sourced[a.id]
 
     def used_bytes(self) -> int:
         return sum(a.partitions * a.nbytes for a in list(self.live.values()))

@@ -151,7 +151,11 @@ class View:
         """Write values (already in this dtype's storage) and mark them written, or never-written where `mask`."""
         t = _MASK_TYPES[self.dtype.itemsize]
         fill = t(int.from_bytes(b"\x01" * self.dtype.itemsize, "little"))
-        self.alloc.memory.version += 1
+        mem = self.alloc.memory
+        mem.version += 1
+        if self.on_chip and mem.sourced:
+            r = self.region()
+            mem.written(r.partition, r.partitions, r.byte_lo, r.byte_hi)
         marked = mask is not None and mask.any()
         if marked:
             r = self.region()
@@ -167,6 +171,36 @@ class View:
         self._raw(self.alloc.memory.data, self.dtype.np)[...] = values
         pm = self._raw(self.alloc.memory.poison, t)
         pm[...] = np.where(mask, fill, t(0)) if marked else 0
+
+    def remember_source(self, src: View) -> None:
+        """This whole on-chip tensor now holds the bytes of HBM view `src` unchanged (a plain DMA load).
+
+        Matmuls then read the tile from one FP32 conversion of the HBM tensor (isa/psum.py) instead of
+        copying and converting every load of it. The note is dropped by any write over the tile's bytes
+        (Memory.written) and is void once the HBM tensor is written (its version changes).
+        """
+        a = self.alloc
+        if (src.space is not Space.HBM or src.dtype != self.dtype or src.indirect is not None or not self.on_chip
+                or not self.covers_alloc()):
+            return
+        try:  # partition p, element f of the tile is element [p, f] of src seen as [P, F]
+            flat = src.reshape((self.partitions, self.free_size))
+        except ShapeError:
+            return
+        mem = src.alloc.memory
+        a.source = (mem, mem.version, self.dtype, flat.offset, flat.strides[0], flat.strides[1])
+        a.memory.sourced[a.id] = a
+
+    def origin(self):
+        """(HBM memory, element offset, element strides) of this view's values in the HBM tensor its tile
+        was loaded from unchanged (see remember_source); None when there is no such source."""
+        src = self.alloc.source
+        if src is None or self.indirect is not None:
+            return None
+        mem, version, dtype, off, sp, sf = src
+        if mem.version != version or dtype != self.dtype:
+            return None
+        return mem, off + self.poff * sp + self.offset * sf, (self.strides[0] * sp,) + tuple(s * sf for s in self.strides[1:])
 
     def covers_alloc(self) -> bool:
         """Whether the view reaches every byte of its allocation (each once)."""

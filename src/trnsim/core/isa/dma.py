@@ -104,6 +104,8 @@ def _dma_copy_semantics(ins, nc):
         m = None if m is None else m.reshape(dst.shape)[kd]
         dst = _with_rows(dst, dst.indirect[0][kd], kd)
     _moved(ins, nc, dst, m, values, store_mask)
+    if m is None and ks is None and kd is None:
+        dst.remember_source(src)
 
 
 define(Op.DMA_COPY, Engine.DMA, _dma_copy_check, _dma_copy_semantics, _dma_cost)

@@ -4,11 +4,16 @@ With `accumulate=None` the first matmul into a region overwrites and later ones 
 (read-accumulate-write); a region's group closes when another engine reads or writes it (the eviction).
 
 A kernel run evaluates a group lazily: the matmuls of one group are kept (their inputs widened to FP32
-and copied at issue time) and computed as one GEMM over the concatenated K when anything next touches
+or copied at issue time) and computed as one GEMM over the concatenated K when anything next touches
 PSUM, or when the kernel ends. Nothing can observe PSUM in between, so the values are those of the eager
 order except for FP32 rounding: the sum over K runs in FP32 in BLAS order either way (the PE array's own
 order is undocumented). A 4096-deep accumulation then costs one BLAS call instead of 32, and groups
 that share their stationary tiles (one row block accumulating into several banks) share one call.
+
+A moving tile that a plain DMA loaded from an HBM tensor, unchanged since on both sides, is read from
+one FP32 conversion of that tensor (see View.remember_source) rather than copied and converted at every
+load: a kernel that streams B past each row block of A loads B many times but converts it once, and
+when the tiles of a GEMM sit side by side in that conversion, the GEMM reads them in place.
 """
 from __future__ import annotations
 
@@ -53,7 +58,7 @@ class Group:
         self.a, self.b, self.amask, self.bmask = [], [], None, None
 
     def add(self, a, b, am, bm):
-        """Add operands a[K, M] (FP32) and b[K, N] (any storage; both owned copies) and their column masks."""
+        """Add operands a[K, M] (FP32) and b[K, N] (any storage; owned or read-only) and their column masks."""
         self.a.append(a)
         self.b.append(b)
         if am is not None or bm is not None:
@@ -74,10 +79,16 @@ class Group:
 def compute_together(groups):
     """Groups with the same stationary tiles: one GEMM over their moving tiles side by side.
 
-    The moving tiles are laid out transposed, [N, K] row-major, which is the operand order in which BLAS
-    runs a 128-column product as fast as a square one.
+    Tiles that are adjacent views of one HBM tensor's FP32 conversion are read in place; others are
+    laid out transposed, [N, K] row-major, which is the operand order in which BLAS runs a 128-column
+    product as fast as a square one.
     """
     a = groups[0].a[0] if len(groups[0].a) == 1 else np.concatenate(groups[0].a)
+    cols = [_joined(g.b, 0) for g in groups]
+    b = None if any(c is None for c in cols) else _joined(cols, 1)
+    if b is not None and b.dtype == np.float32:
+        _finish_all(groups, b.T @ a)
+        return
     n_total = sum(g.b[0].shape[1] for g in groups)
     bt = np.empty((n_total, a.shape[0]), np.float32)
     col = 0
@@ -87,12 +98,46 @@ def compute_together(groups):
             _widen_into(bt[col:col + n, k0:k0 + piece.shape[0]], piece.T)
             k0 += piece.shape[0]
         col += n
-    out_t = bt @ a
+    _finish_all(groups, bt @ a)
+
+
+def _finish_all(groups, out_t):
+    """Write each group's columns of the transposed result [N, M] into PSUM."""
     col = 0
     for g in groups:
         n = g.b[0].shape[1]
         g.finish(out_t[col:col + n].T)
         col += n
+
+
+def _joined(parts, axis):
+    """The arrays `parts` as one along `axis`, without copying, when they are adjacent views of one buffer
+    with the same strides; else None."""
+    first, base = parts[0], _base(parts[0])
+    if len(parts) == 1 or base is None:
+        return first if len(parts) == 1 else None
+    at, step, total = _address(first), first.strides[axis], 0
+    for p in parts:
+        if (_base(p) is not base or p.strides != first.strides or p.shape[1 - axis] != first.shape[1 - axis]
+                or _address(p) != at + total * step):
+            return None
+        total += p.shape[axis]
+    shape = list(first.shape)
+    shape[axis] = total
+    return np.ndarray(shape, first.dtype, base, at - _address(base), first.strides)
+
+
+def _base(x):
+    """The array that owns the memory x views (None when x owns its own)."""
+    if x.base is None:
+        return None
+    while isinstance(x.base, np.ndarray):
+        x = x.base
+    return x
+
+
+def _address(x) -> int:
+    return x.__array_interface__["data"][0]
 
 
 def _widen_into(out: np.ndarray, x: np.ndarray) -> None:
@@ -128,6 +173,42 @@ def widened(nc, v, rows: int) -> np.ndarray:
     return a
 
 
+def moving(nc, v, k: int) -> np.ndarray:
+    """The moving tile as [K, N]: a read-only view into its HBM source's FP32 conversion when the tile
+    holds that source's bytes unchanged, else an owned copy of its bytes (widened when computed)."""
+    origin = v.origin()
+    if origin is not None:
+        mem, offset, strides = origin
+        flat = _hbm_f32(nc, mem, v.dtype, v.size)
+        if flat is not None:
+            return np.ndarray(v.shape, np.float32, flat, offset * 4, tuple(s * 4 for s in strides)).reshape(k, -1)
+    return np.array(v.array().reshape(k, -1))
+
+
+def _hbm_f32(nc, mem, dtype, need: int):
+    """A whole HBM tensor's bytes as `dtype`, converted to FP32 once per version of them (or None).
+
+    After the first conversion, another one (the tensor was written since) waits until the moving
+    elements read without it add up to the tensor's size, so a tensor rewritten between loads does not
+    cost a whole conversion per matmul.
+    """
+    n = mem.row_bytes // dtype.itemsize
+    hit = nc.hbm_f32.get((mem, dtype.name))
+    if hit is not None:
+        if hit[0] == mem.version:
+            return hit[1]
+        hit[2] += need
+        if hit[2] < n:
+            return None
+    flat = np.empty(n, np.float32)
+    _widen_into(flat, mem.data[0, :n * dtype.itemsize].view(dtype.np))
+    flat.flags.writeable = False  # pending groups may hold views of it after the tensor changes
+    if hit is None and len(nc.hbm_f32) >= 4:
+        nc.hbm_f32.pop(next(iter(nc.hbm_f32)))
+    nc.hbm_f32[(mem, dtype.name)] = [mem.version, flat, 0]
+    return flat
+
+
 def _all_set(flags) -> bool:
     """Whether every flag is set; the first flag alone answers for a region no group covers (the usual miss)."""
     return flags.size == 0 or bool(flags[0, 0] and flags.all())
@@ -153,7 +234,7 @@ def open_group(ins, nc) -> None:
 
 
 def matmul_into(ins, nc, a, b, am, bm):
-    """Add a.T @ b (a[K, M] FP32, b[K, N] any storage; owned copies; column masks or None) to dst."""
+    """Add a.T @ b (a[K, M] FP32, b[K, N] any storage; owned or read-only; column masks or None) to dst."""
     dst, key, accumulate = ins.dst, _key(ins.dst), ins.attrs["accumulated"]
     if not nc.lazy_psum:
         g = Group(dst, accumulate)

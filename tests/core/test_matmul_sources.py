@@ -1,0 +1,126 @@
+"""Moving tiles loaded unchanged from HBM are read from one FP32 conversion of the HBM tensor: the values
+must be those of the tile's bytes at the matmul, whatever is written to the tile or the source around it."""
+import ml_dtypes
+import numpy as np
+
+import trnsim.nki as nki
+import trnsim.nki.isa as nisa
+import trnsim.nki.language as nl
+
+BF16 = ml_dtypes.bfloat16
+R = np.random.default_rng(7)
+
+
+def bf16(*shape):
+    return R.standard_normal(shape).astype(BF16)
+
+
+def f32(x):
+    return np.asarray(x).astype(np.float32)
+
+
+@nki.jit
+def streamed(a_t, b):
+    """Every 128-row block of A meets all of B, loaded again per block as [128, 512] tiles of B's rows."""
+    K, M = a_t.shape
+    N = b.shape[1]
+    out = nl.ndarray((M, N), nl.float32, buffer=nl.shared_hbm)
+    accs = [nl.ndarray((128, 512), nl.float32, buffer=nl.psum) for _ in range(N // 512)]
+    for m in range(M // 128):
+        for k in range(K // 128):
+            at = nl.ndarray((128, 128), a_t.dtype)
+            nisa.dma_copy(at, a_t[k * 128:(k + 1) * 128, m * 128:(m + 1) * 128])
+            for n in range(N // 512):
+                bt = nl.ndarray((128, 512), b.dtype)
+                nisa.dma_copy(bt, b[k * 128:(k + 1) * 128, n * 512:(n + 1) * 512])
+                nisa.nc_matmul(accs[n], at, bt)
+        for n in range(N // 512):
+            res = nl.ndarray((128, 512), nl.float32)
+            nisa.tensor_copy(res, accs[n])
+            nisa.dma_copy(out[m * 128:(m + 1) * 128, n * 512:(n + 1) * 512], res)
+    return out
+
+
+def test_streamed_tiles_of_one_source_match_numpy():
+    """A [256x384]^T x [384x1024] bf16 matmul streaming B's tiles per row block matches fp32 numpy."""
+    a_t, b = bf16(384, 256), bf16(384, 1024)
+    np.testing.assert_allclose(streamed(a_t, b), f32(a_t).T @ f32(b), rtol=1e-5, atol=1e-3)
+
+
+def test_a_write_over_the_tile_between_matmuls_is_seen():
+    """Rows of a loaded tile doubled in SBUF between two accumulating matmuls feed the second one doubled."""
+    @nki.jit
+    def k(a_t, b):
+        out = nl.ndarray((128, 256), nl.float32, buffer=nl.shared_hbm)
+        at, bt = nl.load(a_t), nl.ndarray((128, 256), b.dtype)
+        nisa.dma_copy(bt, b)
+        acc = nl.ndarray((128, 256), nl.float32, buffer=nl.psum)
+        nisa.nc_matmul(acc, at, bt)
+        nisa.tensor_scalar(bt[0:32], bt[0:32], nl.multiply, 2.0)  # exact in bf16
+        nisa.nc_matmul(acc, at, bt)
+        nl.store(out, nl.copy(acc))
+        return out
+    a_t, b = bf16(128, 128), bf16(128, 256)
+    b2 = f32(b)
+    b2[:32] *= 2
+    np.testing.assert_allclose(k(a_t, b), f32(a_t).T @ (f32(b) + b2), rtol=1e-5, atol=1e-3)
+
+
+def test_writes_to_the_hbm_source_around_loads_and_matmuls():
+    """Tiles keep the bytes they loaded when HBM changes later: old tile, old tile after the write, new load."""
+    @nki.jit
+    def k(a_t, b, c):
+        out = nl.ndarray((128, 256), nl.float32, buffer=nl.shared_hbm)
+        at, old = nl.load(a_t), nl.ndarray((128, 256), b.dtype)
+        nisa.dma_copy(old, b)
+        acc = nl.ndarray((128, 256), nl.float32, buffer=nl.psum)
+        nisa.nc_matmul(acc, at, old)  # still pending when b changes
+        nisa.dma_copy(b, nl.load(c))  # overwrite the source in HBM
+        nisa.nc_matmul(acc, at, old)  # the tile still holds the old bytes
+        new = nl.ndarray((128, 256), b.dtype)
+        nisa.dma_copy(new, b)
+        nisa.nc_matmul(acc, at, new)
+        nl.store(out, nl.copy(acc))
+        return out
+    a_t, b, c = bf16(128, 128), bf16(128, 256), bf16(128, 256)
+    ref = f32(a_t).T @ (2 * f32(b) + f32(c))
+    np.testing.assert_allclose(k(a_t, b.copy(), c), ref, rtol=1e-5, atol=1e-3)
+
+
+def test_a_write_through_an_aliased_tile_is_seen():
+    """A tensor placed over a loaded tile and written through its own view changes what the matmul reads."""
+    @nki.jit
+    def k(a_t, b, c):
+        out = nl.ndarray((128, 256), nl.float32, buffer=nl.shared_hbm)
+        at = nl.load(a_t)
+        bt = nl.ndarray((128, 256), b.dtype, address=(0, 8192))
+        alias = nl.ndarray((128, 128), c.dtype, address=(0, 8192 + 256))  # columns 128..255 of bt
+        nisa.dma_copy(bt, b)
+        nisa.dma_copy(alias, c)
+        acc = nl.ndarray((128, 256), nl.float32, buffer=nl.psum)
+        nisa.nc_matmul(acc, at, bt)
+        nl.store(out, nl.copy(acc))
+        return out
+    a_t, b, c = bf16(128, 128), bf16(128, 256), bf16(128, 128)
+    b2 = f32(b)
+    b2[:, 128:] = f32(c)
+    np.testing.assert_allclose(k(a_t, b, c), f32(a_t).T @ b2, rtol=1e-5, atol=1e-3)
+
+
+def test_casting_and_partial_loads_still_match_numpy():
+    """A load that casts fp32 to bf16 and a tile loaded in two halves from two sources multiply correctly."""
+    @nki.jit
+    def k(a_t, b, c):
+        out = nl.ndarray((128, 256), nl.float32, buffer=nl.shared_hbm)
+        at = nl.ndarray((128, 128), nl.bfloat16)
+        nisa.dma_copy(at, a_t)  # fp32 -> bf16
+        bt = nl.ndarray((128, 256), b.dtype)
+        nisa.dma_copy(bt[:, :128], b)
+        nisa.dma_copy(bt[:, 128:], c)
+        acc = nl.ndarray((128, 256), nl.float32, buffer=nl.psum)
+        nisa.nc_matmul(acc, at, bt)
+        nl.store(out, nl.copy(acc))
+        return out
+    a_t, b, c = R.standard_normal((128, 128)).astype(np.float32), bf16(128, 128), bf16(128, 128)
+    ref = f32(a_t.astype(BF16)).T @ np.concatenate([f32(b), f32(c)], axis=1)
+    np.testing.assert_allclose(k(a_t, b, c), ref, rtol=1e-5, atol=1e-3)
