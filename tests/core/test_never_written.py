@@ -82,3 +82,23 @@ def test_address_placement_aliases_storage():
         return out
     x = np.random.default_rng(1).standard_normal((128, 16), np.float32)
     np.testing.assert_array_equal(nki.jit(k)(x), x.view(np.int32))
+
+
+def test_partly_shared_placement_is_never_written_outside_the_live_tensor():
+    """A tensor placed half over a live one shares its written half; the other half is fresh, even where a
+    dropped tensor once wrote, and storing it names those never-written columns."""
+    def k(x):
+        out = nl.ndarray((128, 16), nl.float32, buffer=nl.shared_hbm)
+        old = nl.ndarray((128, 16), nl.float32, address=(0, 4096 + 64))
+        nisa.dma_copy(old, x)
+        del old
+        a = nl.ndarray((128, 16), nl.float32, address=(0, 4096))
+        nisa.dma_copy(a, x)
+        b = nl.ndarray((128, 16), nl.float32, address=(0, 4096 + 32))  # columns 0..7 are a's columns 8..15
+        nl.store(out[:, :8], b[:, :8])
+        nl.store(out[:, 8:], b[:, 8:])
+        return out
+    x = np.random.default_rng(2).standard_normal((128, 16), np.float32)
+    with pytest.raises(UninitializedError, match=r"1024 of 1024 elements") as e:
+        nki.jit(k)(x)
+    assert "nl.store(out[:, 8:], b[:, 8:])" in source_at(e.value)

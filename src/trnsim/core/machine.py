@@ -63,12 +63,12 @@ class NeuronCore:
         self.spec = specs.neuroncore(self.target)
         self.gen = int(self.spec.key.removeprefix("v"))
         s = self.spec
-        self.sbuf = Memory(Space.SBUF, s.partitions, s.sbuf_partition_bytes, s.sbuf_partition_bytes - s.sbuf_reserved_bytes)
-        self.psum = Memory(Space.PSUM, s.partitions, s.psum_partition_bytes, s.psum_partition_bytes,
-                           bank_bytes=s.psum_partition_bytes // s.psum_banks)
-        self.hbm = hbm if hbm is not None else HBM(s.hbm_bytes)
         # Timing only: no instruction writes SBUF or PSUM, so their bytes stay as created (never-written).
-        self.sbuf.refill = self.psum.refill = values
+        self.sbuf = Memory(Space.SBUF, s.partitions, s.sbuf_partition_bytes, s.sbuf_partition_bytes - s.sbuf_reserved_bytes,
+                           refill=values)
+        self.psum = Memory(Space.PSUM, s.partitions, s.psum_partition_bytes, s.psum_partition_bytes,
+                           bank_bytes=s.psum_partition_bytes // s.psum_banks, refill=values)
+        self.hbm = hbm if hbm is not None else HBM(s.hbm_bytes)
         # PSUM bytes inside an open matmul accumulation group, and deferred groups (isa/psum.py).
         self.psum_groups = np.zeros_like(self.psum.poison)
         self.lazy_psum = False  # kernel launches evaluate accumulation groups lazily

@@ -2,7 +2,8 @@
 
 Every memory keeps a parallel byte mask of never-written bytes ("poison"). Fresh memory is filled with
 0xFF bytes, which reads as NaN in every float format and as a marker (-1 / max) in integer formats, as
-the NKI simulator does; an element is never-written while any of its bytes is.
+the NKI simulator does; an element is never-written while any of its bytes is. A new tensor is filled
+when its bytes are first touched (Allocation.fill), so a tile whose first write covers it is never filled.
 
 Allocation follows the hardware's rules: a tensor takes a contiguous range of partitions starting where
 the start rule allows (P in (64,128] at 0; (32,64] at 0/64; (0,32] at 0/32/64/96) and the same byte
@@ -50,10 +51,18 @@ class Allocation:
         self.id = next(Allocation._ids)
         self.clean = False  # known to hold no never-written byte (a cache; see View.poisoned)
         self.source = None  # the HBM bytes an on-chip tensor holds unchanged (see View.remember_source)
+        self.unfilled = False  # its bytes still wait for the never-written fill (see fill)
 
     @property
     def space(self) -> Space:
         return self.memory.space
+
+    def fill(self) -> None:
+        """Fill a fresh tensor's bytes as never-written; views call this before their first access."""
+        self.unfilled = False
+        m, rows, cols = self.memory, slice(self.p0, self.p0 + self.partitions), slice(self.b0, self.b0 + self.nbytes)
+        m.data[rows, cols] = POISON_BYTE
+        m.poison[rows, cols] = 1
 
     def describe(self) -> str:
         at = f" from {self.location}" if self.location else ""
@@ -64,13 +73,16 @@ class Allocation:
 class Memory:
     """An on-chip memory (SBUF or PSUM): `data` and `poison` are uint8[partitions, row_bytes]."""
 
-    def __init__(self, space: Space, partitions: int, row_bytes: int, usable_bytes: int, bank_bytes: int | None = None):
+    def __init__(self, space: Space, partitions: int, row_bytes: int, usable_bytes: int, bank_bytes: int | None = None,
+                 refill: bool = True):
         self.space, self.partitions, self.row_bytes = space, partitions, row_bytes
         self.usable_bytes, self.bank_bytes = usable_bytes, bank_bytes
-        self.data = np.full((partitions, row_bytes), POISON_BYTE, np.uint8)
-        self.poison = np.ones((partitions, row_bytes), np.uint8)
+        self.refill = refill
+        if refill:  # each tensor's bytes are filled as never-written when it is created (see Allocation.fill)
+            self.data, self.poison = np.empty((partitions, row_bytes), np.uint8), np.empty((partitions, row_bytes), np.uint8)
+        else:  # nothing will ever write (timing only): every byte is never-written from the start
+            self.data, self.poison = np.full((partitions, row_bytes), POISON_BYTE, np.uint8), np.ones((partitions, row_bytes), np.uint8)
         self.version = 0  # counts writes, so cached conversions of its bytes know when they are stale
-        self.refill = True  # reset a fresh tensor's bytes to never-written (no need when nothing ever writes)
         self.live: weakref.WeakValueDictionary[int, Allocation] = weakref.WeakValueDictionary()
         self.sourced: weakref.WeakValueDictionary[int, Allocation] = weakref.WeakValueDictionary()  # with a source
 
@@ -134,17 +146,25 @@ class Memory:
         if self.bank_bytes and b0 % self.bank_bytes:
             raise PSUMBankError(f"PSUM address {b0} of {name!r} is not on a bank boundary (multiple of {self.bank_bytes} B)")
         alloc = Allocation(self, p0, partitions, b0, nbytes, name, kind, location)
-        if not self._overlaps(p0, partitions, b0, nbytes):
-            self._fresh(alloc)
+        shared = self._overlaps(p0, partitions, b0, nbytes)
+        self._fresh(alloc)
+        if shared:  # the bytes of live tensors under it are shared; only the rest is fresh
+            alloc.unfilled = False
+            for a in shared:
+                if a.unfilled:
+                    a.fill()
+            if self.refill:
+                fresh = np.ones((partitions, nbytes), bool)
+                for a in shared:
+                    fresh[max(a.p0 - p0, 0):a.p0 + a.partitions - p0, max(a.b0 - b0, 0):a.b0 + a.nbytes - b0] = False
+                self.data[p0:p0 + partitions, b0:b0 + nbytes][fresh] = POISON_BYTE
+                self.poison[p0:p0 + partitions, b0:b0 + nbytes][fresh] = 1
         self.live[alloc.id] = alloc
         return alloc
 
     def _fresh(self, a: Allocation):
         self.version += 1
-        if not self.refill:
-            return
-        self.data[a.p0:a.p0 + a.partitions, a.b0:a.b0 + a.nbytes] = POISON_BYTE
-        self.poison[a.p0:a.p0 + a.partitions, a.b0:a.b0 + a.nbytes] = 1
+        a.unfilled = self.refill  # filled on first access, unless the first write covers it
 
     def dirty(self, p0: int, partitions: int, lo: int, hi: int) -> None:
         """Never-written bytes were set in this range: forget that the tensors over it were clean."""

@@ -114,6 +114,8 @@ class View:
         return a.b0 + self.offset * isz, tuple(s * isz for s in self.strides)
 
     def _raw(self, buf, np_dtype):
+        if self.alloc.unfilled:
+            self.alloc.fill()
         off, strides = self._layout()
         return np.ndarray(self.shape, np_dtype, buffer=buf, offset=off, strides=strides)
 
@@ -139,6 +141,8 @@ class View:
         a = self.alloc
         if a.clean:
             return False
+        if a.unfilled:
+            a.fill()
         mem = a.memory
         if not mem.poison[a.p0:a.p0 + a.partitions, a.b0:a.b0 + a.nbytes].any():
             a.clean = True
@@ -156,6 +160,8 @@ class View:
         if self.on_chip and mem.sourced:
             r = self.region()
             mem.written(r.partition, r.partitions, r.byte_lo, r.byte_hi)
+        if self.alloc.unfilled and self.covers_alloc():
+            self.alloc.unfilled = False  # every byte is written next: the fresh fill would be overwritten
         marked = mask is not None and mask.any()
         if marked:
             r = self.region()
