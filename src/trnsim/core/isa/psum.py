@@ -177,36 +177,58 @@ def moving(nc, v, k: int) -> np.ndarray:
     """The moving tile as [K, N]: a read-only view into its HBM source's FP32 conversion when the tile
     holds that source's bytes unchanged, else an owned copy of its bytes (widened when computed)."""
     origin = v.origin()
-    if origin is not None:
-        mem, offset, strides = origin
-        flat = _hbm_f32(nc, mem, v.dtype, v.size)
-        if flat is not None:
-            return np.ndarray(v.shape, np.float32, flat, offset * 4, tuple(s * 4 for s in strides)).reshape(k, -1)
-    return np.array(v.array().reshape(k, -1))
+    piece = None if origin is None else _in_source(nc, v, *origin)
+    return np.array(v.array().reshape(k, -1)) if piece is None else piece.reshape(k, -1)
 
 
-def _hbm_f32(nc, mem, dtype, need: int):
-    """A whole HBM tensor's bytes as `dtype`, converted to FP32 once per version of them (or None).
+def _in_source(nc, v, mem, offset, strides):
+    """Tile `v` as a view of its HBM source's FP32 conversion, or None.
+
+    The conversion sees the tensor as rows of `pitch` elements (the tile's partition stride) and is kept
+    transposed, [pitch, rows] row-major: the moving tiles of a GEMM, side by side, then form the [N, K]
+    row-major operand with which BLAS runs a 128-column product fastest.
+    """
+    pitch, free = strides[0], strides[1:]
+    if pitch <= 0 or any(s < 0 for s in free):
+        return None
+    rows = mem.row_bytes // v.dtype.itemsize // pitch
+    r0, c0 = divmod(offset, pitch)
+    if r0 + v.shape[0] > rows or c0 + sum((n - 1) * s for n, s in zip(v.shape[1:], free)) >= pitch:
+        return None  # the tile is not a block of whole rows' columns
+    t = _hbm_f32(nc, mem, v.dtype, pitch, rows, v.size)
+    if t is None:
+        return None
+    return np.ndarray(v.shape, np.float32, t, (r0 + c0 * rows) * 4, (4,) + tuple(s * rows * 4 for s in free))
+
+
+def _hbm_f32(nc, mem, dtype, pitch: int, rows: int, need: int):
+    """An HBM tensor's first rows x pitch elements as `dtype`, in FP32, transposed ([pitch, rows]) and
+    converted once per version of its bytes; or None.
 
     After the first conversion, another one (the tensor was written since) waits until the moving
     elements read without it add up to the tensor's size, so a tensor rewritten between loads does not
     cost a whole conversion per matmul.
     """
-    n = mem.row_bytes // dtype.itemsize
-    hit = nc.hbm_f32.get((mem, dtype.name))
+    key = (mem, dtype.name, pitch)
+    hit = nc.hbm_f32.get(key)
     if hit is not None:
         if hit[0] == mem.version:
             return hit[1]
         hit[2] += need
-        if hit[2] < n:
+        if hit[2] < rows * pitch:
             return None
-    flat = np.empty(n, np.float32)
-    _widen_into(flat, mem.data[0, :n * dtype.itemsize].view(dtype.np))
-    flat.flags.writeable = False  # pending groups may hold views of it after the tensor changes
+    src = mem.data[0, :rows * pitch * dtype.itemsize].view(dtype.np).reshape(rows, pitch)
+    t = np.empty((pitch, rows), np.float32)
+    bi = min(pitch, 128)
+    bj = max(128, 16384 // bi)
+    for i in range(0, pitch, bi):  # in blocks: one transposing pass over a big array is cache-hostile
+        for j in range(0, rows, bj):
+            _widen_into(t[i:i + bi, j:j + bj], src[j:j + bj, i:i + bi].T)
+    t.flags.writeable = False  # pending groups may hold views of it after the tensor changes
     if hit is None and len(nc.hbm_f32) >= 4:
         nc.hbm_f32.pop(next(iter(nc.hbm_f32)))
-    nc.hbm_f32[(mem, dtype.name)] = [mem.version, flat, 0]
-    return flat
+    nc.hbm_f32[key] = [mem.version, t, 0]
+    return t
 
 
 def _all_set(flags) -> bool:
