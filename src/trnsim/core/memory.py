@@ -197,10 +197,7 @@ class HBM:
         if used + nbytes > self.capacity:
             raise CapacityError(f"HBM overflow: tensor {name!r} needs {nbytes} B, {self.capacity - used} of "
                                 f"{self.capacity} B free")
-        mem = _HBMBuffer(nbytes)
-        if init is not None:
-            mem.data[:] = init.reshape(-1).view(np.uint8)
-            mem.poison[:] = 0
+        mem = _HBMBuffer(nbytes, init)
         alloc = Allocation(mem, 0, 1, 0, nbytes, name, kind, location)
         self.live[alloc.id] = alloc
         return alloc
@@ -212,10 +209,13 @@ class _HBMBuffer:
     space = Space.HBM
     partitions = 1
 
-    def __init__(self, nbytes: int):
+    def __init__(self, nbytes: int, init: np.ndarray | None = None):
         self.row_bytes = nbytes
-        self.data = np.full((1, nbytes), POISON_BYTE, np.uint8)
-        self.poison = np.ones((1, nbytes), np.uint8)
+        if init is None:
+            self.data, self.poison = np.full((1, nbytes), POISON_BYTE, np.uint8), np.ones((1, nbytes), np.uint8)
+        else:  # every byte written from `init`
+            self.data, self.poison = np.empty((1, nbytes), np.uint8), np.zeros((1, nbytes), np.uint8)
+            self.data[0] = init.reshape(-1).view(np.uint8)
         self.version = 0
 
     def dirty(self, *region) -> None:

@@ -262,8 +262,11 @@ class View:
 
     # -- views ---------------------------------------------------------------------------------
     def _derive(self, shape, strides, offset=None, poff=None, dtype=None, indirect=None) -> View:
-        v = View(self.alloc, dtype or self.dtype, shape, strides, self.offset if offset is None else offset,
-                 self.poff if poff is None else poff, indirect if indirect is not None else self.indirect)
+        v = View.__new__(View)  # the dtype is resolved and the memory space known: skip __init__
+        v.alloc, v.dtype, v.on_chip, v._scanned, v._region = self.alloc, dtype or self.dtype, self.on_chip, None, None
+        v.shape, v.strides = tuple(map(int, shape)), tuple(map(int, strides))
+        v.offset, v.poff = int(self.offset if offset is None else offset), int(self.poff if poff is None else poff)
+        v.indirect = indirect if indirect is not None else self.indirect
         v._check_bounds()
         return v
 
