@@ -3,7 +3,7 @@
 Every memory keeps a parallel byte mask of never-written bytes ("poison"). Fresh memory is filled with
 0xFF bytes, which reads as NaN in every float format and as a marker (-1 / max) in integer formats, as
 the NKI simulator does; an element is never-written while any of its bytes is. A new tensor is filled
-when its bytes are first touched (Allocation.fill), so a tile whose first write covers it is never filled.
+when its bytes are first touched (Allocation.settle), so a tile whose first write covers it is never filled.
 
 Allocation follows the hardware's rules: a tensor takes a contiguous range of partitions starting where
 the start rule allows (P in (64,128] at 0; (32,64] at 0/64; (0,32] at 0/32/64/96) and the same byte
@@ -23,6 +23,7 @@ import numpy as np
 from trnsim.core.errors import CapacityError, OutOfBoundsError, PartitionLimitError, PartitionStartError, PSUMBankError
 
 POISON_BYTE = 0xFF
+FILL = "fill"  # what a fresh tensor owes its bytes: the never-written fill
 
 
 class Space(enum.Enum):
@@ -51,18 +52,24 @@ class Allocation:
         self.id = next(Allocation._ids)
         self.clean = False  # known to hold no never-written byte (a cache; see View.poisoned)
         self.source = None  # the HBM bytes an on-chip tensor holds unchanged (see View.remember_source)
-        self.unfilled = False  # its bytes still wait for the never-written fill (see fill)
+        self.pending = None  # bytes owed, written when first touched: FILL or a deferred load (see settle)
+        self.shared = False  # placed over other live tensors (address=): their bytes are its bytes
 
     @property
     def space(self) -> Space:
         return self.memory.space
 
-    def fill(self) -> None:
-        """Fill a fresh tensor's bytes as never-written; views call this before their first access."""
-        self.unfilled = False
+    def settle(self) -> None:
+        """Write the bytes owed before they are touched: the never-written fill of a fresh tensor, or the
+        values [partitions, elements] of a deferred load (View.store with `defer`)."""
+        owed, self.pending = self.pending, None
         m, rows, cols = self.memory, slice(self.p0, self.p0 + self.partitions), slice(self.b0, self.b0 + self.nbytes)
-        m.data[rows, cols] = POISON_BYTE
-        m.poison[rows, cols] = 1
+        if owed is FILL:
+            m.data[rows, cols] = POISON_BYTE
+            m.poison[rows, cols] = 1
+        else:
+            m.data[rows, cols].view(owed.dtype)[...] = owed
+            m.poison[rows, cols] = 0
 
     def describe(self) -> str:
         at = f" from {self.location}" if self.location else ""
@@ -149,10 +156,11 @@ class Memory:
         shared = self._overlaps(p0, partitions, b0, nbytes)
         self._fresh(alloc)
         if shared:  # the bytes of live tensors under it are shared; only the rest is fresh
-            alloc.unfilled = False
+            alloc.pending, alloc.shared = None, True
             for a in shared:
-                if a.unfilled:
-                    a.fill()
+                a.shared = True
+                if a.pending is not None:
+                    a.settle()
             if self.refill:
                 fresh = np.ones((partitions, nbytes), bool)
                 for a in shared:
@@ -164,7 +172,7 @@ class Memory:
 
     def _fresh(self, a: Allocation):
         self.version += 1
-        a.unfilled = self.refill  # filled on first access, unless the first write covers it
+        a.pending = FILL if self.refill else None  # filled on first access, unless the first write covers it
 
     def dirty(self, p0: int, partitions: int, lo: int, hi: int) -> None:
         """Never-written bytes were set in this range: forget that the tensors over it were clean."""
@@ -217,6 +225,14 @@ class _HBMBuffer:
             self.data, self.poison = np.empty((1, nbytes), np.uint8), np.zeros((1, nbytes), np.uint8)
             self.data[0] = init.reshape(-1).view(np.uint8)
         self.version = 0
+        self.readers: weakref.WeakValueDictionary[int, Allocation] = weakref.WeakValueDictionary()  # deferred loads
+
+    def settle_readers(self) -> None:
+        """The tensor is about to be written: tiles whose load from it is deferred take their bytes now."""
+        for a in list(self.readers.values()):
+            if a.pending is not None and a.pending is not FILL:
+                a.settle()
+        self.readers.clear()
 
     def dirty(self, *region) -> None:
         """One tensor per buffer: its own `clean` flag is the only one to reset (the caller does)."""

@@ -114,8 +114,8 @@ class View:
         return a.b0 + self.offset * isz, tuple(s * isz for s in self.strides)
 
     def _raw(self, buf, np_dtype):
-        if self.alloc.unfilled:
-            self.alloc.fill()
+        if self.alloc.pending is not None:
+            self.alloc.settle()
         off, strides = self._layout()
         return np.ndarray(self.shape, np_dtype, buffer=buf, offset=off, strides=strides)
 
@@ -141,8 +141,8 @@ class View:
         a = self.alloc
         if a.clean:
             return False
-        if a.unfilled:
-            a.fill()
+        if a.pending is not None:
+            a.settle()
         mem = a.memory
         if not mem.poison[a.p0:a.p0 + a.partitions, a.b0:a.b0 + a.nbytes].any():
             a.clean = True
@@ -151,51 +151,66 @@ class View:
             return bool(self.mask().any())
         return bool(self._raw(mem.poison, _MASK_TYPES[self.dtype.itemsize]).any())
 
-    def store(self, values: np.ndarray, mask: np.ndarray | None = None) -> None:
-        """Write values (already in this dtype's storage) and mark them written, or never-written where `mask`."""
-        t = _MASK_TYPES[self.dtype.itemsize]
-        fill = t(int.from_bytes(b"\x01" * self.dtype.itemsize, "little"))
-        mem = self.alloc.memory
+    def store(self, values: np.ndarray, mask: np.ndarray | None = None, defer=None) -> None:
+        """Write values (already in this dtype's storage) and mark them written, or never-written where `mask`.
+
+        With `defer`, the HBM memory that `values` views (a write of the whole tile, no mask), the bytes
+        are written only when first touched (Allocation.settle), or before that memory is next written.
+        """
+        a, mem = self.alloc, self.alloc.memory
         mem.version += 1
         if self.on_chip and mem.sourced:
             r = self.region()
             mem.written(r.partition, r.partitions, r.byte_lo, r.byte_hi)
-        if self.alloc.unfilled and self.covers_alloc():
-            self.alloc.unfilled = False  # every byte is written next: the fresh fill would be overwritten
+        elif not self.on_chip and mem.readers:
+            mem.settle_readers()
+        covers = self.covers_alloc()
+        if covers:
+            a.pending = None  # every byte is written next: what the tensor was owed is overwritten
+        if defer is not None:
+            a.pending, a.clean = values, True
+            defer.readers[a.id] = a
+            return
+        t = _MASK_TYPES[self.dtype.itemsize]
         marked = mask is not None and mask.any()
         if marked:
             r = self.region()
-            self.alloc.memory.dirty(r.partition, r.partitions, r.byte_lo, r.byte_hi)
-            self.alloc.clean = False
-        elif self.covers_alloc():
-            self.alloc.clean = True  # every byte of the tensor is now written
+            mem.dirty(r.partition, r.partitions, r.byte_lo, r.byte_hi)
+            a.clean = False
+        elif covers:
+            a.clean = True  # every byte of the tensor is now written
+        flags = np.where(mask, t(int.from_bytes(b"\x01" * self.dtype.itemsize, "little")), t(0)) if marked else 0
         if self.indirect is not None:
             idx = self._indices()
-            self._flat(self.alloc.memory.data, self.dtype.np)[idx] = values
-            self._flat(self.alloc.memory.poison, t)[idx] = np.where(mask, fill, t(0)) if marked else 0
+            self._flat(mem.data, self.dtype.np)[idx] = values
+            self._flat(mem.poison, t)[idx] = flags
             return
-        self._raw(self.alloc.memory.data, self.dtype.np)[...] = values
-        pm = self._raw(self.alloc.memory.poison, t)
-        pm[...] = np.where(mask, fill, t(0)) if marked else 0
+        self._raw(mem.data, self.dtype.np)[...] = values
+        self._raw(mem.poison, t)[...] = flags
 
-    def remember_source(self, src: View) -> None:
-        """This whole on-chip tensor now holds the bytes of HBM view `src` unchanged (a plain DMA load).
+    def remember_source(self, src: View, defer: bool = False) -> bool:
+        """Note that this whole on-chip tensor holds the bytes of HBM view `src` unchanged (a plain DMA load).
 
         Matmuls then read the tile from one FP32 conversion of the HBM tensor (isa/psum.py) instead of
         copying and converting every load of it. The note is dropped by any write over the tile's bytes
         (Memory.written) and is void once the HBM tensor is written (its version changes).
+        With `defer` the load itself is made here, deferred (see store): a tile that only matmuls read is
+        never copied. Returns whether the note was taken.
         """
         a = self.alloc
         if (src.space is not Space.HBM or src.dtype != self.dtype or src.indirect is not None or not self.on_chip
-                or not self.covers_alloc()):
-            return
+                or not self.covers_alloc() or (defer and (a.shared or src.poisoned()))):
+            return False
         try:  # partition p, element f of the tile is element [p, f] of src seen as [P, F]
             flat = src.reshape((self.partitions, self.free_size))
         except ShapeError:
-            return
+            return False
         mem = src.alloc.memory
+        if defer:
+            self.store(flat.array(), defer=mem)
         a.source = (mem, mem.version, self.dtype, flat.offset, flat.strides[0], flat.strides[1])
         a.memory.sourced[a.id] = a
+        return True
 
     def origin(self):
         """(HBM memory, element offset, element strides) of this view's values in the HBM tensor its tile

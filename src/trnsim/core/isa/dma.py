@@ -85,6 +85,8 @@ def _dma_copy_check(ins, nc):
 
 def _dma_copy_semantics(ins, nc):
     src, dst = ins.src, ins.dst
+    if nc.peer is None and dst.remember_source(src, defer=True):
+        return  # a plain load of a whole tile, made when the tile is first read (View.store)
     ks, kd = _rows_kept(ins, src), _rows_kept(ins, dst)
     if ks is not None:  # oob_mode=skip: read row 0 in place of a bad row, then leave its destination alone
         src = _with_rows(src, np.where(ks, src.indirect[0], 0))

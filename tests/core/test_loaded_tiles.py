@@ -1,5 +1,6 @@
-"""Moving tiles loaded unchanged from HBM are read from one FP32 conversion of the HBM tensor: the values
-must be those of the tile's bytes at the matmul, whatever is written to the tile or the source around it."""
+"""Tiles loaded whole from HBM are copied when first read, and matmuls read them from one FP32 conversion
+of the HBM tensor: every reader must see the tile's bytes as the load left them, whatever is written to
+the tile, to tensors placed over it, or to the HBM source around it."""
 import ml_dtypes
 import numpy as np
 
@@ -124,3 +125,47 @@ def test_casting_and_partial_loads_still_match_numpy():
     a_t, b, c = R.standard_normal((128, 128)).astype(np.float32), bf16(128, 128), bf16(128, 128)
     ref = f32(a_t.astype(BF16)).T @ np.concatenate([f32(b), f32(c)], axis=1)
     np.testing.assert_allclose(k(a_t, b, c), ref, rtol=1e-5, atol=1e-3)
+
+
+def test_a_load_reads_the_source_as_it_was_at_the_load():
+    """A tile loaded, then its HBM source overwritten, then the tile copied out, holds the old values."""
+    @nki.jit
+    def k(x, y):
+        out = nl.ndarray(x.shape, x.dtype, buffer=nl.shared_hbm)
+        t = nl.ndarray(x.shape, x.dtype)
+        nisa.dma_copy(t, x)
+        nisa.dma_copy(x, nl.load(y))  # overwrite the source in HBM
+        nl.store(out, nl.add(t, 1.0))
+        return out
+    x, y = R.standard_normal((128, 64)).astype(np.float32), R.standard_normal((128, 64)).astype(np.float32)
+    np.testing.assert_array_equal(k(x.copy(), y), x + np.float32(1))
+
+
+def test_a_partial_write_keeps_the_rest_of_the_load():
+    """Rows written over a loaded tile replace only those rows; the rest keeps the loaded values."""
+    @nki.jit
+    def k(x, y):
+        out = nl.ndarray(x.shape, x.dtype, buffer=nl.shared_hbm)
+        t = nl.ndarray(x.shape, x.dtype)
+        nisa.dma_copy(t, x)
+        nisa.dma_copy(t[0:16], y[0:16])
+        nl.store(out, t)
+        return out
+    x, y = R.standard_normal((128, 64)).astype(np.float32), R.standard_normal((128, 64)).astype(np.float32)
+    want = x.copy()
+    want[:16] = y[:16]
+    np.testing.assert_array_equal(k(x, y), want)
+
+
+def test_a_tensor_placed_over_a_loaded_tile_reads_its_bytes():
+    """A tensor placed after the load at the tile's address reads the loaded values as its own."""
+    @nki.jit
+    def k(x):
+        out = nl.ndarray((128, 32), x.dtype, buffer=nl.shared_hbm)
+        t = nl.ndarray((128, 64), x.dtype, address=(0, 4096))
+        nisa.dma_copy(t, x)
+        alias = nl.ndarray((128, 32), x.dtype, address=(0, 4096 + 128))  # columns 32..63 of t
+        nl.store(out, alias)
+        return out
+    x = R.standard_normal((128, 64)).astype(np.float32)
+    np.testing.assert_array_equal(k(x), x[:, 32:])
