@@ -299,33 +299,32 @@ class View:
                                        f"of {self.alloc.partitions} partitions")
 
     def __getitem__(self, key) -> View:
-        key = key if isinstance(key, tuple) else (key,)
-        if any(k is Ellipsis for k in key):
+        key = key if key.__class__ is tuple else (key,)
+        nd = len(self.shape)
+        if Ellipsis in key:
             i = key.index(Ellipsis)
-            key = key[:i] + (slice(None),) * (self.ndim - len(key) + 1) + key[i + 1:]
-        if len(key) > self.ndim:
+            key = key[:i] + (_ALL,) * (nd - len(key) + 1) + key[i + 1:]
+        if len(key) > nd:
             raise OutOfBoundsError(f"{len(key)} indices for the {self.ndim}-d tensor {self.name!r} {list(self.shape)}")
-        key = key + (slice(None),) * (self.ndim - len(key))
-        shape, strides, offset, poff, drop, on_chip = [], [], self.offset, self.poff, [], self.on_chip
-        for d, (k, n, s) in enumerate(zip(key, self.shape, self.strides)):
+        shape, strides, offset, poff, drop, on_chip = list(self.shape), list(self.strides), self.offset, self.poff, [], self.on_chip
+        for d, k in enumerate(key):
             if k.__class__ is not slice and k.__class__ is not int:
                 k = _as_index(k)
-            if k == _ALL:
-                start, step, count = 0, 1, n
-            elif k.__class__ is slice:
+            n, s = shape[d], strides[d]
+            if k.__class__ is slice:
+                if k.start is None and k.stop is None and k.step is None:
+                    continue  # the whole dim
                 start, stop, step = _slice_bounds(k, n, self, d)
-                count = max(0, -(-(stop - start) // step))
+                shape[d], strides[d] = max(0, -(-(stop - start) // step)), s * step
             else:
                 if not -n <= k < n:
                     raise OutOfBoundsError(f"index {k} out of bounds for dim {d} of size {n} of {self.name!r}")
-                start, step, count = k % n, 1, 1
+                start, shape[d] = k % n, 1
                 drop.append(d)
             if d == 0 and on_chip:
                 poff += start * s
             else:
                 offset += start * s
-            shape.append(count)
-            strides.append(s * step)
         keep_min = 2 if on_chip else 0
         for d in reversed(drop):
             if (d == 0 and on_chip) or len(shape) <= keep_min:

@@ -263,9 +263,10 @@ def matmul_into(ins, nc, a, b, am, bm):
         g.add(a, b, am, bm)
         g.compute()
         return
-    for k in [k for k in nc.psum_pending if k != key and _overlap(k, key)]:
-        nc.psum_pending.pop(k).compute()
     g = nc.psum_pending.get(key)
+    if g is None:  # pending regions never overlap each other, so only a new one can overlap any
+        for k in [k for k in nc.psum_pending if _overlap(k, key)]:
+            nc.psum_pending.pop(k).compute()
     if g is None or not accumulate:
         if g is not None:
             g.compute()
