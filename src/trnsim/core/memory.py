@@ -33,6 +33,8 @@ class Space(enum.Enum):
     SBUF = "sbuf"
     PSUM = "psum"
 
+    __hash__ = object.__hash__  # members are singletons; Enum's own hash runs Python code (see isa/opcodes.py)
+
 
 def allowed_starts(partitions: int, pmax: int) -> tuple[int, ...]:
     """Partition starts the start rule allows for a tensor of `partitions` partitions."""

@@ -4,7 +4,14 @@ from __future__ import annotations
 import enum
 
 
-class Engine(enum.Enum):
+class _Member(enum.Enum):
+    """An enum hashed by identity (members are singletons): Enum's own hash runs Python code on every
+    set and dict lookup, and instructions make many."""
+
+    __hash__ = object.__hash__
+
+
+class Engine(_Member):
     """Engines of a NeuronCore, with the names NKI's `nki.isa.engine` uses."""
 
     TENSOR = "tensor"  # PE array: reads SBUF, writes PSUM only
@@ -15,7 +22,7 @@ class Engine(enum.Enum):
     SYNC = "sync"  # sequencer-only work: registers, barriers
 
 
-class Op(enum.Enum):
+class Op(_Member):
     # Tensor engine
     NC_MATMUL = "nc_matmul"
     NC_MATMUL_MX = "nc_matmul_mx"
