@@ -87,10 +87,11 @@ class Memory:
         self.space, self.partitions, self.row_bytes = space, partitions, row_bytes
         self.usable_bytes, self.bank_bytes = usable_bytes, bank_bytes
         self.refill = refill
-        if refill:  # each tensor's bytes are filled as never-written when it is created (see Allocation.fill)
-            self.data, self.poison = np.empty((partitions, row_bytes), np.uint8), np.empty((partitions, row_bytes), np.uint8)
+        shape = (partitions, row_bytes)
+        if refill:  # each tensor's bytes are filled as never-written when first touched (Allocation.settle)
+            self.data, self.poison = np.empty(shape, np.uint8), np.empty(shape, np.uint8)
         else:  # nothing will ever write (timing only): every byte is never-written from the start
-            self.data, self.poison = np.full((partitions, row_bytes), POISON_BYTE, np.uint8), np.ones((partitions, row_bytes), np.uint8)
+            self.data, self.poison = np.full(shape, POISON_BYTE, np.uint8), np.ones(shape, np.uint8)
         self.version = 0  # counts writes, so cached conversions of its bytes know when they are stale
         self.live: weakref.WeakValueDictionary[int, Allocation] = weakref.WeakValueDictionary()
         self.sourced: weakref.WeakValueDictionary[int, Allocation] = weakref.WeakValueDictionary()  # with a source

@@ -221,7 +221,8 @@ class View:
         mem, version, dtype, off, sp, sf = src
         if mem.version != version or dtype != self.dtype:
             return None
-        return mem, off + self.poff * sp + self.offset * sf, (self.strides[0] * sp,) + tuple(s * sf for s in self.strides[1:])
+        strides = (self.strides[0] * sp,) + tuple(s * sf for s in self.strides[1:])
+        return mem, off + self.poff * sp + self.offset * sf, strides
 
     def covers_alloc(self) -> bool:
         """Whether the view reaches every byte of its allocation (each once)."""
@@ -306,7 +307,8 @@ class View:
             key = key[:i] + (_ALL,) * (nd - len(key) + 1) + key[i + 1:]
         if len(key) > nd:
             raise OutOfBoundsError(f"{len(key)} indices for the {self.ndim}-d tensor {self.name!r} {list(self.shape)}")
-        shape, strides, offset, poff, drop, on_chip = list(self.shape), list(self.strides), self.offset, self.poff, [], self.on_chip
+        shape, strides, offset, poff, drop = list(self.shape), list(self.strides), self.offset, self.poff, []
+        on_chip = self.on_chip
         for d, k in enumerate(key):
             if k.__class__ is not slice and k.__class__ is not int:
                 k = _as_index(k)
