@@ -277,13 +277,14 @@ class View:
         return self._scanned
 
     # -- views ---------------------------------------------------------------------------------
-    def _derive(self, shape, strides, offset=None, poff=None, dtype=None, indirect=None) -> View:
+    def _derive(self, shape, strides, offset=None, poff=None, dtype=None, indirect=None, check=True) -> View:
         v = View.__new__(View)  # the dtype is resolved and the memory space known: skip __init__
         v.alloc, v.dtype, v.on_chip, v._scanned, v._region = self.alloc, dtype or self.dtype, self.on_chip, None, None
         v.shape, v.strides = tuple(map(int, shape)), tuple(map(int, strides))
         v.offset, v.poff = int(self.offset if offset is None else offset), int(self.poff if poff is None else poff)
         v.indirect = indirect if indirect is not None else self.indirect
-        v._check_bounds()
+        if check:
+            v._check_bounds()
         return v
 
     def _check_bounds(self):
@@ -332,7 +333,7 @@ class View:
             if (d == 0 and on_chip) or len(shape) <= keep_min:
                 continue  # on-chip tensors keep the partition dim and at least 2 dims
             del shape[d], strides[d]
-        return self._derive(shape, strides, offset, poff)
+        return self._derive(shape, strides, offset, poff, check=False)  # a part of an in-bounds view is in bounds
 
     def slice(self, dim, start, end, step=1) -> View:
         key = [slice(None)] * self.ndim

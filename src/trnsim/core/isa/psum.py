@@ -162,7 +162,7 @@ def write(dst, out, mask, accumulate: bool):
 
 def widened(nc, v, rows: int) -> np.ndarray:
     """`v` as FP32 [rows, -1], reusing the last conversion of the same bytes while they are unchanged."""
-    key = (id(v.alloc.memory), v._layout(), v.shape, v.dtype.name, rows)
+    key = (id(v.alloc), v.poff, v.offset, v.strides, v.shape, v.dtype.name, rows)
     hit = nc.widen_cache.get(key)
     if hit is not None and hit[0] == v.alloc.memory.version:
         return hit[1]
