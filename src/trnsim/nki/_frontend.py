@@ -171,6 +171,8 @@ def launch(kernel: Kernel, args, kwargs, target=None, values=True):
     if not values:
         return None
     for orig, v, k in backs:  # inputs the kernel wrote go back to the caller's arrays
+        if v.alloc.memory.version == 0:
+            continue  # never written
         if isinstance(orig, np.ndarray) and orig.flags.writeable:
             np.copyto(orig, v.array().reshape(orig.shape))
         elif k == "torch":
@@ -184,8 +186,8 @@ def _outputs(res, kind, inputs=()):
             raise MemorySpaceError(f"returned tensor {res.name!r} is in {res.buffer}; kernel outputs must be "
                                    f"allocated with buffer=nl.shared_hbm (or be an input written in place)",
                                    res.alloc.location)
-        m = res.mask()
-        if m.any():
+        if res.poisoned():
+            m = res.mask()
             rows = np.unique(np.argwhere(m)[:, 0])
             raise UninitializedError(f"returned tensor {res.name!r} holds never-written elements ({int(m.sum())} of "
                                      f"{m.size}; rows {rows[:8].tolist()}{' ...' if rows.size > 8 else ''})",
