@@ -95,7 +95,7 @@ def _dma_copy_semantics(ins, nc):
         values = src.array()  # raw bytes: bit-exact
     else:  # DMA casts through FP32
         values = numerics.cast(src.array().astype(np.float32), dst.dtype)
-    values, store_mask = np.ascontiguousarray(values).reshape(src.shape), None
+    values, store_mask = values.reshape(src.shape), None
     if ks is not None:
         keep = ks.reshape((-1,) + (1,) * (src.ndim - 1))
         m = None if m is None else (m & keep)
