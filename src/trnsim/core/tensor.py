@@ -159,9 +159,11 @@ class View:
         """
         a, mem = self.alloc, self.alloc.memory
         mem.version += 1
-        if self.on_chip and mem.sourced:
+        if a.shared and mem.sourced:  # tensors placed over each other: any of them may lose its source
             r = self.region()
             mem.written(r.partition, r.partitions, r.byte_lo, r.byte_hi)
+        elif a.source is not None:  # no other tensor shares these bytes
+            a.source = None
         elif not self.on_chip and mem.readers:
             mem.settle_readers()
         covers = self.covers_alloc()
@@ -193,7 +195,8 @@ class View:
 
         Matmuls then read the tile from one FP32 conversion of the HBM tensor (isa/psum.py) instead of
         copying and converting every load of it. The note is dropped by any write over the tile's bytes
-        (Memory.written) and is void once the HBM tensor is written (its version changes).
+        (store; Memory.written for tensors placed over each other) and is void once the HBM tensor is
+        written (its version changes).
         With `defer` the load itself is made here, deferred (see store): a tile that only matmuls read is
         never copied. Returns whether the note was taken.
         """
