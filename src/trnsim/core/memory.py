@@ -210,6 +210,7 @@ class HBM:
                                 f"{self.capacity} B free")
         mem = _HBMBuffer(nbytes, init)
         alloc = Allocation(mem, 0, 1, 0, nbytes, name, kind, location)
+        alloc.clean = init is not None  # every byte written from `init`
         self.live[alloc.id] = alloc
         return alloc
 

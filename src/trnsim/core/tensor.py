@@ -11,7 +11,7 @@ DMA reads or writes it element by element through those rows.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from typing import NamedTuple
 
 import numpy as np
 
@@ -24,8 +24,7 @@ _MASK_TYPES = {1: np.uint8, 2: np.uint16, 4: np.uint32, 8: np.uint64}
 _ALL = slice(None)
 
 
-@dataclass(frozen=True)
-class Region:
+class Region(NamedTuple):
     """What an instruction touches, for the timing model: memory, partitions, bytes per partition."""
 
     space: str
@@ -257,26 +256,32 @@ class View:
     def _make_region(self) -> Region:
         isz, a = self.dtype.itemsize, self.alloc
         lo, hi, run = self._scan()
-        hi += 1
         if self.indirect is not None:
-            lo, hi = 0, self.alloc_elems
-        p = a.p0 + self.poff if self.on_chip else 0
-        return Region(a.memory.space.value, id(a.memory), p, self.partitions if self.on_chip else 1,
-                      a.b0 + lo * isz, a.b0 + hi * isz, self.shape, self.dtype.name,
-                      isz if self.indirect is not None else run * isz)
+            lo, hi, run = 0, self.alloc_elems - 1, 1
+        on = self.on_chip
+        return Region(a.memory.space.value, id(a.memory), a.p0 + self.poff if on else 0, self.shape[0] if on else 1,
+                      a.b0 + lo * isz, a.b0 + (hi + 1) * isz, self.shape, self.dtype.name, run * isz)
 
     def _scan(self) -> tuple[int, int, int]:
         """Lowest and highest element offset, and elements in the innermost contiguous run (cached)."""
         if self._scanned is None:
-            dims = tuple(zip(self.shape[1:], self.strides[1:])) if self.on_chip else tuple(zip(self.shape, self.strides))
+            shape, strides = self.shape, self.strides
             lo = hi = self.offset
-            for n, s in dims:
+            run, dense = 1, True
+            for d in range(len(shape) - 1, 0 if self.on_chip else -1, -1):  # the free dims, innermost first
+                n, s = shape[d], strides[d]
+                if n == 1:
+                    continue
                 step = (n - 1) * s
                 if step > 0:
                     hi += step
                 else:
                     lo += step
-            self._scanned = lo, hi, _contiguous(dims)
+                if dense and s == run:
+                    run *= n
+                else:
+                    dense = False
+            self._scanned = lo, hi, run
         return self._scanned
 
     # -- views ---------------------------------------------------------------------------------
@@ -376,6 +381,8 @@ class View:
 
     def reshape(self, shape) -> View:
         shape = list(shape[0] if len(shape) == 1 and isinstance(shape[0], (tuple, list)) else shape)
+        if shape == list(self.shape):
+            return self
         if -1 in shape:
             known = math.prod(s for s in shape if s != -1)
             shape[shape.index(-1)] = self.size // max(known, 1)
@@ -523,18 +530,6 @@ def _reshaped_strides(shape, strides, new_shape) -> list[int] | None:
     for k in range(ni, len(new)):  # trailing size-1 dims
         out[k] = out[ni - 1] if ni else 1
     return out
-
-
-def _contiguous(dims) -> int:
-    """Elements in the innermost contiguous run of (size, stride) dims."""
-    run = 1
-    for n, s in reversed(dims):
-        if n == 1:
-            continue
-        if s != run:
-            return run
-        run *= n
-    return run
 
 
 def _groups(pattern: str) -> list[list[str]]:

@@ -192,7 +192,7 @@ def _outputs(res, kind, inputs=()):
             raise UninitializedError(f"returned tensor {res.name!r} holds never-written elements ({int(m.sum())} of "
                                      f"{m.size}; rows {rows[:8].tolist()}{' ...' if rows.size > 8 else ''})",
                                      res.alloc.location)
-        return _from_numpy(np.array(res.array()), kind)
+        return _from_numpy(np.ascontiguousarray(res.array()), kind)  # the launch is over: its HBM is the caller's
     if isinstance(res, (tuple, list)):
         return type(res)(_outputs(r, kind, inputs) for r in res)
     if isinstance(res, dict):

@@ -31,9 +31,12 @@ import numpy as np
 from trnsim.errors import UnknownNameError
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)
 class DType:
     """One NeuronCore data type: its nki.language name, its numpy storage and its number format.
+
+    Each type exists once (the module constants below), so equality is identity, which every
+    instruction's dtype checks rely on to stay cheap; unpickling returns the same constant.
 
     `mant`, `exp` and `bias` describe float formats (explicit mantissa bits, exponent bits, bias);
     `overflow` says what a cast past the largest finite value gives ('inf', 'nan' or 'saturate').
@@ -49,6 +52,9 @@ class DType:
     bias: int = 0
     overflow: str | None = None
     elem: DType | None = None
+
+    def __reduce__(self):
+        return dtype, (self.name,)
 
     @property
     def itemsize(self) -> int:

@@ -17,6 +17,8 @@ when the tiles of a GEMM sit side by side in that conversion, the GEMM reads the
 """
 from __future__ import annotations
 
+from typing import NamedTuple
+
 import numpy as np
 
 from trnsim import numerics
@@ -58,7 +60,8 @@ class Group:
         self.a, self.b, self.amask, self.bmask = [], [], None, None
 
     def add(self, a, b, am, bm):
-        """Add operands a[K, M] (FP32) and b[K, N] (any storage; owned or read-only) and their column masks."""
+        """Add operands a[K, M] (FP32) and b[K, N] (a Piece, or an array of any storage, owned or read-only)
+        and their column masks."""
         self.a.append(a)
         self.b.append(b)
         if am is not None or bm is not None:
@@ -79,15 +82,14 @@ class Group:
 def compute_together(groups):
     """Groups with the same stationary tiles: one GEMM over their moving tiles side by side.
 
-    Tiles that are adjacent views of one HBM tensor's FP32 conversion are read in place; others are
+    Tiles that are adjacent blocks of one HBM tensor's FP32 conversion are read in place; others are
     laid out transposed, [N, K] row-major, which is the operand order in which BLAS runs a 128-column
     product as fast as a square one.
     """
     a = groups[0].a[0] if len(groups[0].a) == 1 else np.concatenate(groups[0].a)
-    cols = [_joined(g.b, 0) for g in groups]
-    b = None if any(c is None for c in cols) else _joined(cols, 1)
-    if b is not None and b.dtype == np.float32:
-        _finish_all(groups, b.T @ a)
+    b = _joined([_joined(g.b, 0) for g in groups], 1)
+    if b is not None:
+        _finish_all(groups, b.array().T @ a)
         return
     n_total = sum(g.b[0].shape[1] for g in groups)
     bt = np.empty((n_total, a.shape[0]), np.float32)
@@ -95,7 +97,7 @@ def compute_together(groups):
     for g in groups:
         n, k0 = g.b[0].shape[1], 0
         for piece in g.b:
-            _widen_into(bt[col:col + n, k0:k0 + piece.shape[0]], piece.T)
+            _widen_into(bt[col:col + n, k0:k0 + piece.shape[0]], _array(piece).T)
             k0 += piece.shape[0]
         col += n
     _finish_all(groups, bt @ a)
@@ -110,34 +112,37 @@ def _finish_all(groups, out_t):
         col += n
 
 
+class Piece(NamedTuple):
+    """A moving tile [K, N] read in place from an HBM tensor's FP32 conversion: a block of `table` at
+    element `offset` with element strides (k, n). Kept as numbers so that adjacent pieces join cheaply."""
+
+    table: np.ndarray
+    offset: int
+    shape: tuple
+    strides: tuple
+
+    def array(self) -> np.ndarray:
+        return np.ndarray(self.shape, np.float32, self.table, self.offset * 4, (self.strides[0] * 4, self.strides[1] * 4))
+
+
+def _array(x) -> np.ndarray:
+    return x.array() if isinstance(x, Piece) else x
+
+
 def _joined(parts, axis):
-    """The arrays `parts` as one along `axis`, without copying, when they are adjacent views of one buffer
-    with the same strides; else None."""
-    first, base = parts[0], _base(parts[0])
-    if len(parts) == 1 or base is None:
-        return first if len(parts) == 1 else None
-    at, step, total = _address(first), first.strides[axis], 0
+    """The pieces `parts` as one Piece along `axis` when they are adjacent blocks of one table with the same
+    strides (always for a single piece); else None."""
+    first = parts[0]
+    if not isinstance(first, Piece):
+        return None
+    other, total = 1 - axis, 0
     for p in parts:
-        if (_base(p) is not base or p.strides != first.strides or p.shape[1 - axis] != first.shape[1 - axis]
-                or _address(p) != at + total * step):
+        if (p.__class__ is not Piece or p.table is not first.table or p.strides != first.strides
+                or p.shape[other] != first.shape[other] or p.offset != first.offset + total * first.strides[axis]):
             return None
         total += p.shape[axis]
-    shape = list(first.shape)
-    shape[axis] = total
-    return np.ndarray(shape, first.dtype, base, at - _address(base), first.strides)
-
-
-def _base(x):
-    """The array that owns the memory x views (None when x owns its own)."""
-    if x.base is None:
-        return None
-    while isinstance(x.base, np.ndarray):
-        x = x.base
-    return x
-
-
-def _address(x) -> int:
-    return x.__array_interface__["data"][0]
+    shape = (total, first.shape[1]) if axis == 0 else (first.shape[0], total)
+    return Piece(first.table, first.offset, shape, first.strides)
 
 
 def _widen_into(out: np.ndarray, x: np.ndarray) -> None:
@@ -173,32 +178,55 @@ def widened(nc, v, rows: int) -> np.ndarray:
     return a
 
 
-def moving(nc, v, k: int) -> np.ndarray:
-    """The moving tile as [K, N]: a read-only view into its HBM source's FP32 conversion when the tile
-    holds that source's bytes unchanged, else an owned copy of its bytes (widened when computed)."""
+def moving(nc, v, k: int):
+    """The moving tile as [K, N]: a Piece of its HBM source's FP32 conversion when the tile holds that
+    source's bytes unchanged, else an owned copy of its bytes (widened when computed)."""
     origin = v.origin()
-    piece = None if origin is None else _in_source(nc, v, *origin)
-    return np.array(v.array().reshape(k, -1)) if piece is None else piece.reshape(k, -1)
+    piece = None if origin is None else _in_source(nc, v, k, *origin)
+    return np.array(v.array().reshape(k, -1)) if piece is None else piece
 
 
-def _in_source(nc, v, mem, offset, strides):
-    """Tile `v` as a view of its HBM source's FP32 conversion, or None.
+def _in_source(nc, v, k, mem, offset, strides):
+    """Tile `v` as [K, N] in its HBM source's FP32 conversion (a Piece, or a read-only array when its free
+    dims do not collapse to one stride), or None.
 
     The conversion sees the tensor as rows of `pitch` elements (the tile's partition stride) and is kept
     transposed, [pitch, rows] row-major: the moving tiles of a GEMM, side by side, then form the [N, K]
     row-major operand with which BLAS runs a 128-column product fastest.
     """
-    pitch, free = strides[0], strides[1:]
-    if pitch <= 0 or any(s < 0 for s in free):
-        return None
-    rows = mem.row_bytes // v.dtype.itemsize // pitch
-    r0, c0 = divmod(offset, pitch)
-    if r0 + v.shape[0] > rows or c0 + sum((n - 1) * s for n, s in zip(v.shape[1:], free)) >= pitch:
+    pitch, free, dims = strides[0], strides[1:], v.shape[1:]
+    extent = 0
+    for n, s in zip(dims, free):
+        if s < 0:
+            return None
+        extent += (n - 1) * s
+    rows = mem.row_bytes // v.dtype.itemsize // pitch if pitch > 0 else 0
+    r0, c0 = divmod(offset, pitch or 1)
+    if r0 + v.shape[0] > rows or c0 + extent >= pitch:
         return None  # the tile is not a block of whole rows' columns
     t = _hbm_f32(nc, mem, v.dtype, pitch, rows, v.size)
     if t is None:
         return None
-    return np.ndarray(v.shape, np.float32, t, (r0 + c0 * rows) * 4, (4,) + tuple(s * rows * 4 for s in free))
+    step = free[0] if len(free) == 1 else _collapsed(dims, free)
+    if step is not None and v.shape[0] == k:
+        return Piece(t, r0 + c0 * rows, (k, v.size // k), (1, step * rows))
+    view = np.ndarray(v.shape, np.float32, t, (r0 + c0 * rows) * 4, (4,) + tuple(s * rows * 4 for s in free))
+    return view.reshape(k, -1)
+
+
+def _collapsed(shape, strides):
+    """The one element stride that walks dims (shape, strides) in row-major order, or None."""
+    step = None
+    for n, s in reversed(list(zip(shape, strides))):
+        if n == 1:
+            continue
+        if step is None:
+            step, span = s, n * s
+        elif s != span:
+            return None
+        else:
+            span *= n
+    return 1 if step is None else step
 
 
 def _hbm_f32(nc, mem, dtype, pitch: int, rows: int, need: int):

@@ -69,22 +69,19 @@ class Record:
         return tuple(n for n in self.operands if n not in self.writes or self.attrs.get("accumulated"))
 
 
-@dataclass
 class Instruction:
-    """An instruction while it is checked and executed: operand views plus static attributes."""
+    """An instruction while it is checked and executed: operand views plus static attributes.
 
-    op: Op
-    engine: Engine
-    operands: dict[str, View]
-    attrs: dict
-    location: str
-    writes: tuple[str, ...] = ("dst",)
+    Operands are also plain attributes (ins.dst), the common and fast case; attributes are reached the
+    same way (ins.perf_mode) through __getattr__.
+    """
 
-    def __post_init__(self):  # operands as plain attributes (ins.dst), the common and fast case
-        for name, v in self.operands.items():
-            self.__dict__.setdefault(name, v)
+    def __init__(self, op: Op, engine: Engine, operands: dict[str, View], attrs: dict, location: str,
+                 writes: tuple[str, ...] = ("dst",)):
+        self.__dict__.update(operands)
+        self.op, self.engine, self.operands, self.attrs, self.location, self.writes = op, engine, operands, attrs, location, writes
 
-    def __getattr__(self, name):  # ins.dst, ins.data... for operands and attributes alike
+    def __getattr__(self, name):  # attributes (and operands, before __init__ has set them)
         ops = self.__dict__.get("operands", {})
         if name in ops:
             return ops[name]

@@ -40,8 +40,6 @@ def _bank_check(nc, dst, what):
 
 def _tile_check(nc, ins, k, m):
     pos, size = tuple(ins.attrs.get("tile_position") or ()), tuple(ins.attrs.get("tile_size") or ())
-    if not pos and not size:
-        return
     if len(pos) != 2 or len(size) != 2:
         raise ShapeError(f"nc_matmul: tile_position {pos} and tile_size {size} must both be (row, column) pairs")
     pe = nc.spec.pe_rows  # the array splits in 2 (v2+) or 4 (v3+) along rows and columns
@@ -56,12 +54,12 @@ def _tile_check(nc, ins, k, m):
 
 
 def _nc_matmul_check(ins, nc):
-    st, mv, dst = ins.stationary, ins.moving, ins.dst
-    perf = str(getattr(ins.attrs.get("perf_mode"), "name", ins.attrs.get("perf_mode")) or "none")
-    ins.attrs["perf_mode"] = perf
-    lim = nc.limit
-    if st.partitions != mv.partitions:
-        raise ShapeError(f"nc_matmul: contraction dims differ: stationary {st.name!r} K={st.partitions}, moving {mv.name!r} K={mv.partitions}")
+    st, mv, dst, attrs = ins.stationary, ins.moving, ins.dst, ins.attrs
+    perf = attrs.get("perf_mode")
+    perf = attrs["perf_mode"] = perf if perf.__class__ is str else str(getattr(perf, "name", perf) or "none")
+    lim, k = nc.spec.limits, st.partitions
+    if k != mv.partitions:
+        raise ShapeError(f"nc_matmul: contraction dims differ: stationary {st.name!r} K={k}, moving {mv.name!r} K={mv.partitions}")
     if perf == "double_row":
         if nc.gen < 3:
             raise GenerationError(f"nc_matmul perf_mode=double_row needs NeuronCore-v3 or newer; this core is v{nc.gen}")
@@ -75,32 +73,33 @@ def _nc_matmul_check(ins, nc):
         m, n = st.shape[2], mv.shape[2]
     else:
         m, n = st.free_size, mv.free_size
-    if ins.attrs.get("is_transpose"):
+    if attrs.get("is_transpose"):
         if nc.gen < 3:
             raise GenerationError(f"nc_matmul is_transpose needs NeuronCore-v3 or newer; this core is v{nc.gen}")
-        if dst.dtype != st.dtype:
+        if dst.dtype is not st.dtype:
             raise DTypeError(f"nc_matmul is_transpose writes the input dtype {st.dtype.name}; dst is {dst.dtype.name}")
-        if dst.partitions != m or dst.free_size != st.partitions:
-            raise ShapeError(f"nc_matmul is_transpose: dst {list(dst.shape)} must be [{m}, {st.partitions}]")
+        if dst.partitions != m or dst.free_size != k:
+            raise ShapeError(f"nc_matmul is_transpose: dst {list(dst.shape)} must be [{m}, {k}]")
         return
-    if m > lim("gemm_stationary_fmax"):
-        raise FreeSizeError(f"nc_matmul: stationary free size M={m} exceeds gemm_stationary_fmax {lim('gemm_stationary_fmax')}")
-    nmax = lim("gemm_moving_fmax")
-    if nc.gen >= 4:
-        nmax = lim("gemm_moving_fmax_bf16_multibank" if dst.dtype.name == "bfloat16" else "gemm_moving_fmax_fp32_multibank")
+    if m > lim["gemm_stationary_fmax"]:
+        raise FreeSizeError(f"nc_matmul: stationary free size M={m} exceeds gemm_stationary_fmax {lim['gemm_stationary_fmax']}")
+    out = dst.dtype.name
+    nmax = lim["gemm_moving_fmax"] if nc.gen < 4 else \
+        lim["gemm_moving_fmax_bf16_multibank" if out == "bfloat16" else "gemm_moving_fmax_fp32_multibank"]
     if n > nmax:
         raise FreeSizeError(f"nc_matmul: moving free size N={n} exceeds {nmax} on v{nc.gen} (one PSUM bank of "
-                            f"{lim('psum_bank_fmax')} FP32 on v2/v3)")
+                            f"{lim['psum_bank_fmax']} FP32 on v2/v3)")
     if (st.dtype.name in _WIDE) != (mv.dtype.name in _WIDE):
         raise DTypeError(f"nc_matmul: fp32/tf32 inputs pair only with fp32/tf32; got stationary {st.dtype.name}, moving {mv.dtype.name}")
-    outs = {"float32"} | ({"bfloat16"} if nc.gen >= 4 else set())
-    if dst.dtype.name not in outs:
-        raise DTypeError(f"nc_matmul dst dtype must be {' or '.join(sorted(outs))} on v{nc.gen}; got {dst.dtype.name}")
+    if out != "float32" and (out != "bfloat16" or nc.gen < 4):
+        outs = "float32" + (" or bfloat16" if nc.gen >= 4 else "")
+        raise DTypeError(f"nc_matmul dst dtype must be {outs} on v{nc.gen}; got {out}")
     if dst.partitions != m or dst.free_size != n:
         raise ShapeError(f"nc_matmul: dst {dst.name!r} {list(dst.shape)} must be [M={m}, N={n}] for stationary "
                          f"{list(st.shape)} and moving {list(mv.shape)}")
     _bank_check(nc, dst, "nc_matmul")
-    _tile_check(nc, ins, st.partitions, m)
+    if attrs.get("tile_position") or attrs.get("tile_size"):
+        _tile_check(nc, ins, k, m)
     open_group(ins, nc)
 
 

@@ -170,14 +170,14 @@ def _tensor_copy_check(ins, nc):
 
 def _tensor_copy_semantics(ins, nc):
     src, dst = ins.src, ins.dst
-    m = src.mask()
+    m = src.mask() if src.poisoned() else None
     if src.dtype == dst.dtype:  # bit-exact
         values = src.array()
     elif src.dtype.is_int and dst.dtype.is_int:
         values = numerics.cast(src.array(), dst.dtype)
     else:
         values = numerics.cast(src.array().astype(np.float32), dst.dtype)
-    dst.store(np.asarray(values).reshape(dst.shape), m.reshape(dst.shape) if m.any() else None)
+    dst.store(np.asarray(values).reshape(dst.shape), m.reshape(dst.shape) if m is not None and m.any() else None)
 
 
 define(Op.TENSOR_COPY, (Engine.VECTOR, Engine.SCALAR, Engine.GPSIMD), _tensor_copy_check, _tensor_copy_semantics,
