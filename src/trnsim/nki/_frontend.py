@@ -7,6 +7,7 @@ Front ends never compute values: they only allocate tensors and issue instructio
 from __future__ import annotations
 
 import functools
+import gc
 import math
 import os
 import threading
@@ -153,15 +154,23 @@ def launch(kernel: Kernel, args, kwargs, target=None, values=True):
         finally:
             _state.core = None
 
-    saved = getattr(_state, "core", None)
-    if kernel.lnc == 1:
-        run(0)
-    else:
-        threads = [threading.Thread(target=run, args=(i,)) for i in range(kernel.lnc)]
-        for t in threads:
-            t.start()
-        for t in threads:
-            t.join()
+    saved, collecting = getattr(_state, "core", None), gc.isenabled()
+    # A run makes a few objects per instruction and keeps its stream: the cyclic collector would walk
+    # the growing stream again and again for nothing (views and records form no cycles). Reference
+    # counting still frees every tensor at once, which is all the allocator relies on.
+    gc.disable()
+    try:
+        if kernel.lnc == 1:
+            run(0)
+        else:
+            threads = [threading.Thread(target=run, args=(i,)) for i in range(kernel.lnc)]
+            for t in threads:
+                t.start()
+            for t in threads:
+                t.join()
+    finally:
+        if collecting:
+            gc.enable()
     _state.core = saved
     kernel.last_cores = cores
     LAUNCHES.append({"kernel": kernel.fn.__name__, "target": nc0.target, "lnc": kernel.lnc,

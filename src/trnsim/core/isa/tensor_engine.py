@@ -112,7 +112,7 @@ def _nc_matmul_semantics(ins, nc):
         dst.store(a.T.reshape(dst.shape), None if m is None else m.reshape(dst.shape))
         return
     # double_row: K = partitions x the leading free dim of 2, so both rows of a partition contract.
-    k = st.partitions * (2 if ins.perf_mode == "double_row" else 1)
+    k = st.partitions * (2 if ins.attrs["perf_mode"] == "double_row" else 1)
     am = st.mask().reshape(k, -1).any(axis=0) if st.poisoned() else None
     bm = mv.mask().reshape(k, -1).any(axis=0) if mv.poisoned() else None
     matmul_into(ins, nc, widened(nc, st, k), moving(nc, mv, k), am, bm)
