@@ -102,3 +102,26 @@ def test_partly_shared_placement_is_never_written_outside_the_live_tensor():
     with pytest.raises(UninitializedError, match=r"1024 of 1024 elements") as e:
         nki.jit(k)(x)
     assert "nl.store(out[:, 8:], b[:, 8:])" in source_at(e.value)
+
+
+def test_rewriting_a_tile_keeps_its_never_written_marks_exact():
+    """A tile's marks follow its last writes: a whole-tile write over a pending load, a write over rows a
+    partial copy left never-written, and rows never written since remain so."""
+    from trnsim.core import NeuronCore, Op
+    nc = NeuronCore("trn2")
+    x = np.arange(128 * 8, dtype=np.float32).reshape(128, 8)
+    src = nc.hbm_tensor(x)
+    t = nc.tensor((128, 8), "float32")
+    nc.issue(Op.DMA_COPY, dst=t, src=src)  # a whole-tile load, made when first touched
+    nc.issue(Op.MEMSET, dst=t, value=2.0)  # overwrites the pending load
+    assert not t.mask().any() and (t.array() == 2.0).all()
+    u = nc.tensor((128, 8), "float32")
+    nc.issue(Op.TENSOR_COPY, dst=u[:64], src=t[:64])  # rows 64.. stay never-written
+    nc.issue(Op.TENSOR_COPY, dst=t, src=u)  # the copy carries u's marks into a clean tile
+    expect = np.zeros((128, 8), bool)
+    expect[64:] = True
+    np.testing.assert_array_equal(t.mask(), expect)
+    nc.issue(Op.TENSOR_COPY, dst=t[64:96], src=u[:32])  # rewriting some marked rows clears just those
+    expect[64:96] = False
+    np.testing.assert_array_equal(t.mask(), expect)
+    np.testing.assert_array_equal(t.array()[:96], 2.0)

@@ -157,6 +157,7 @@ class View:
         are written only when first touched (Allocation.settle), or before that memory is next written.
         """
         a, mem = self.alloc, self.alloc.memory
+        was_clean = a.clean and a.pending is None  # its poison bytes are all 0 already
         mem.version += 1
         if a.shared and mem.sourced:  # tensors placed over each other: any of them may lose its source
             r = self.region()
@@ -187,7 +188,8 @@ class View:
             self._flat(mem.poison, t)[idx] = flags
             return
         self._raw(mem.data, self.dtype.np)[...] = values
-        self._raw(mem.poison, t)[...] = flags
+        if marked or not was_clean:
+            self._raw(mem.poison, t)[...] = flags
 
     def remember_source(self, src: View, defer: bool = False) -> bool:
         """Note that this whole on-chip tensor holds the bytes of HBM view `src` unchanged (a plain DMA load).
