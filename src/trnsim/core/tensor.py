@@ -318,32 +318,40 @@ class View:
             key = key[:i] + (_ALL,) * (nd - len(key) + 1) + key[i + 1:]
         if len(key) > nd:
             raise OutOfBoundsError(f"{len(key)} indices for the {self.ndim}-d tensor {self.name!r} {list(self.shape)}")
-        shape, strides, offset, poff, drop = list(self.shape), list(self.strides), self.offset, self.poff, []
+        shape, strides, offset, poff, drop = list(self.shape), list(self.strides), self.offset, self.poff, None
         on_chip = self.on_chip
         for d, k in enumerate(key):
             if k.__class__ is not slice and k.__class__ is not int:
                 k = _as_index(k)
             n, s = shape[d], strides[d]
             if k.__class__ is slice:
-                if k.start is None and k.stop is None and k.step is None:
+                start, stop, step = k.start, k.stop, k.step
+                if start is None and stop is None and step is None:
                     continue  # the whole dim
-                start, stop, step = _slice_bounds(k, n, self, d)
-                shape[d], strides[d] = max(0, -(-(stop - start) // step)), s * step
+                if step is None and start.__class__ is int and stop.__class__ is int and 0 <= start <= stop <= n:
+                    shape[d] = stop - start  # the usual a[i:j]
+                else:
+                    start, stop, step = _slice_bounds(k, n, self, d)
+                    shape[d], strides[d] = max(0, -(-(stop - start) // step)), s * step
             else:
                 if not -n <= k < n:
                     raise OutOfBoundsError(f"index {k} out of bounds for dim {d} of size {n} of {self.name!r}")
                 start, shape[d] = k % n, 1
-                drop.append(d)
+                drop = [d] if drop is None else drop + [d]
             if d == 0 and on_chip:
                 poff += start * s
             else:
                 offset += start * s
-        keep_min = 2 if on_chip else 0
-        for d in reversed(drop):
-            if (d == 0 and on_chip) or len(shape) <= keep_min:
-                continue  # on-chip tensors keep the partition dim and at least 2 dims
-            del shape[d], strides[d]
-        return self._derive(shape, strides, offset, poff, check=False)  # a part of an in-bounds view is in bounds
+        if drop is not None:
+            keep_min = 2 if on_chip else 0
+            for d in reversed(drop):
+                if (d == 0 and on_chip) or len(shape) <= keep_min:
+                    continue  # on-chip tensors keep the partition dim and at least 2 dims
+                del shape[d], strides[d]
+        v = View.__new__(View)  # a part of an in-bounds view is in bounds: no checks, no conversions
+        v.alloc, v.dtype, v.on_chip, v.indirect, v._scanned, v._region = self.alloc, self.dtype, on_chip, self.indirect, None, None
+        v.shape, v.strides, v.offset, v.poff = tuple(shape), tuple(strides), offset, poff
+        return v
 
     def slice(self, dim, start, end, step=1) -> View:
         key = [slice(None)] * self.ndim
