@@ -169,3 +169,23 @@ def test_a_tensor_placed_over_a_loaded_tile_reads_its_bytes():
         return out
     x = R.standard_normal((128, 64)).astype(np.float32)
     np.testing.assert_array_equal(k(x), x[:, 32:])
+
+
+def test_a_wide_source_of_odd_width_converts_in_parts():
+    """Tiles of an HBM tensor 600 columns wide (a conversion shared out between threads, in parts that are
+    not all whole blocks), two 300-column tiles from 2 row blocks each, match numpy."""
+    @nki.jit
+    def k(a_t, b):
+        out = nl.ndarray((128, 600), nl.float32, buffer=nl.shared_hbm)
+        for n in range(2):
+            acc = nl.ndarray((128, 300), nl.float32, buffer=nl.psum)
+            for kk in range(2):
+                at = nl.ndarray((128, 128), a_t.dtype)
+                nisa.dma_copy(at, a_t[kk * 128:(kk + 1) * 128, :])
+                bt = nl.ndarray((128, 300), b.dtype)
+                nisa.dma_copy(bt, b[kk * 128:(kk + 1) * 128, n * 300:(n + 1) * 300])
+                nisa.nc_matmul(acc, at, bt)
+            nl.store(out[:, n * 300:(n + 1) * 300], nl.copy(acc))
+        return out
+    a_t, b = bf16(256, 128), bf16(256, 600)
+    np.testing.assert_allclose(k(a_t, b), f32(a_t).T @ f32(b), rtol=1e-5, atol=1e-3)

@@ -17,6 +17,9 @@ when the tiles of a GEMM sit side by side in that conversion, the GEMM reads the
 """
 from __future__ import annotations
 
+import functools
+import os
+from concurrent.futures import ThreadPoolExecutor
 from typing import NamedTuple
 
 import numpy as np
@@ -249,14 +252,34 @@ def _hbm_f32(nc, mem, dtype, pitch: int, rows: int, need: int):
     t = np.empty((pitch, rows), np.float32)
     bi = min(pitch, 128)
     bj = max(128, 16384 // bi)
-    for i in range(0, pitch, bi):  # in blocks: one transposing pass over a big array is cache-hostile
-        for j in range(0, rows, bj):
-            _widen_into(t[i:i + bi, j:j + bj], src[j:j + bj, i:i + bi].T)
+
+    def convert(lo, hi):  # in blocks: one transposing pass over a big array is cache-hostile
+        for i in range(lo, hi, bi):
+            for j in range(0, rows, bj):
+                _widen_into(t[i:i + bi, j:j + bj], src[j:j + bj, i:i + bi].T)
+
+    _on_all_cores(convert, pitch, bi)
     t.flags.writeable = False  # pending groups may hold views of it after the tensor changes
     if hit is None and len(nc.hbm_f32) >= 4:
         nc.hbm_f32.pop(next(iter(nc.hbm_f32)))
     nc.hbm_f32[key] = [mem.version, t, 0]
     return t
+
+
+@functools.cache
+def _pool() -> ThreadPoolExecutor:
+    return ThreadPoolExecutor(4, thread_name_prefix="trnsim-convert")
+
+
+def _on_all_cores(fn, n: int, step: int) -> None:
+    """fn(lo, hi) over [0, n) in parts aligned to `step`, one per CPU core, side by side (numpy releases
+    the GIL while it converts, so threads share out a conversion that would keep one core busy)."""
+    parts = max(1, min(os.cpu_count() or 1, 4, n // step))
+    if parts == 1:
+        fn(0, n)
+        return
+    cuts = [n * p // parts // step * step for p in range(parts)] + [n]
+    list(_pool().map(lambda p: fn(cuts[p], cuts[p + 1]), range(parts)))
 
 
 def _all_set(flags) -> bool:
