@@ -146,3 +146,30 @@ def test_launch_pauses_the_cyclic_collector_and_restores_it():
     with pytest.raises(ShapeError):
         run(fails, x)
     assert gc.isenabled()
+
+
+def test_inputs_are_read_in_place_and_written_back_only_when_written():
+    """A launch reads its input arrays without copying them, yet the kernel's writes to an input stay its
+    own until the launch ends: a tile loaded before the write keeps the old values, a load after it sees
+    the new ones, and only then is the caller's array updated."""
+    @nki.jit
+    def k(x, y):
+        before = nl.load(x)
+        nl.store(x, nl.multiply(before, 2.0))  # an in-place write to input x
+        after = nl.load(x)
+        out = nl.ndarray((2,) + x.shape, x.dtype, buffer=nl.shared_hbm)
+        nl.store(out[0], nl.add(before, nl.load(y)))
+        nl.store(out[1], after)
+        return out
+
+    x0 = np.arange(64, dtype=np.float32).reshape(8, 8)
+    x, y = x0.copy(), np.ones((8, 8), np.float32)
+    got = k(x, y)
+    np.testing.assert_array_equal(got[0], x0 + 1)
+    np.testing.assert_array_equal(got[1], x0 * 2)
+    np.testing.assert_array_equal(x, x0 * 2)  # written back at the end
+    np.testing.assert_array_equal(y, 1.0)  # never written: untouched
+    frozen = x0.copy()
+    frozen.flags.writeable = False
+    np.testing.assert_array_equal(k(frozen, y)[1], x0 * 2)
+    np.testing.assert_array_equal(frozen, x0)  # a read-only input is never written

@@ -216,7 +216,11 @@ class HBM:
 
 
 class _HBMBuffer:
-    """One HBM tensor's bytes, addressed as a single row."""
+    """One HBM tensor's bytes, addressed as a single row.
+
+    Made from a read-only array (a kernel launch's inputs), it reads that array's bytes in place until
+    its first write copies them (View.store): the caller's array is never written.
+    """
 
     space = Space.HBM
     partitions = 1
@@ -225,9 +229,11 @@ class _HBMBuffer:
         self.row_bytes = nbytes
         if init is None:
             self.data, self.poison = np.full((1, nbytes), POISON_BYTE, np.uint8), np.ones((1, nbytes), np.uint8)
-        else:  # every byte written from `init`
-            self.data, self.poison = np.empty((1, nbytes), np.uint8), np.zeros((1, nbytes), np.uint8)
-            self.data[0] = init.reshape(-1).view(np.uint8)
+        else:  # every byte written from `init`; a read-only `init` is borrowed until the tensor is written
+            self.poison = np.zeros((1, nbytes), np.uint8)
+            self.data = init.reshape(1, -1).view(np.uint8)
+            if init.flags.writeable or not init.flags.c_contiguous:
+                self.data = self.data.copy()
         self.version = 0
         self.readers: weakref.WeakValueDictionary[int, Allocation] = weakref.WeakValueDictionary()  # deferred loads
 

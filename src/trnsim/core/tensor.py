@@ -158,6 +158,8 @@ class View:
         """
         a, mem = self.alloc, self.alloc.memory
         was_clean = a.clean and a.pending is None  # its poison bytes are all 0 already
+        if not mem.data.flags.writeable:
+            mem.data = mem.data.copy()  # the first write to a borrowed HBM tensor (see memory._HBMBuffer)
         mem.version += 1
         if a.shared and mem.sourced:  # tensors placed over each other: any of them may lose its source
             r = self.region()

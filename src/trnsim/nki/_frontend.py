@@ -69,6 +69,13 @@ def _to_numpy(x):
     return None, None
 
 
+def _read_only(a: np.ndarray) -> np.ndarray:
+    """A read-only view of `a` (contiguous), which an HBM tensor reads in place until the kernel writes it."""
+    v = np.ascontiguousarray(a).view()
+    v.flags.writeable = False
+    return v
+
+
 def _from_numpy(a, kind):
     if kind == "torch":
         import torch
@@ -131,7 +138,7 @@ def launch(kernel: Kernel, args, kwargs, target=None, values=True):
         if a is None:
             return x
         sink["kind"] = k
-        v = nc0.hbm_tensor(np.ascontiguousarray(a), name=name, kind=kind)
+        v = nc0.hbm_tensor(_read_only(a), name=name, kind=kind)
         backs.append((x, v, k))
         return v
 
