@@ -52,6 +52,8 @@ class Allocation:
         self.memory, self.p0, self.partitions, self.b0, self.nbytes = memory, p0, partitions, b0, nbytes
         self.name, self.kind, self.location = name, kind, location
         self.id = next(Allocation._ids)
+        # Where it lies, without a reference to the memory: what an instruction record keeps (View.placement).
+        self.place = (memory.space.value, id(memory), p0, b0, nbytes)
         self.clean = False  # known to hold no never-written byte (a cache; see View.poisoned)
         self.source = None  # the HBM bytes an on-chip tensor holds unchanged (see View.remember_source)
         self.pending = None  # bytes owed, written when first touched: FILL or a deferred load (see settle)

@@ -227,7 +227,8 @@ class View:
         mem, version, dtype, off, sp, sf = src
         if mem.version != version or dtype != self.dtype:
             return None
-        strides = (self.strides[0] * sp,) + tuple(s * sf for s in self.strides[1:])
+        st = self.strides
+        strides = (st[0] * sp, st[1] * sf) if len(st) == 2 else (st[0] * sp,) + tuple([s * sf for s in st[1:]])
         return mem, off + self.poff * sp + self.offset * sf, strides
 
     def covers_alloc(self) -> bool:
@@ -254,38 +255,19 @@ class View:
     def region(self) -> Region:
         """The partitions and per-partition byte range this view touches."""
         if self._region is None:
-            self._region = self._make_region()
+            self._region = region_at(*self.placement())
         return self._region
 
-    def _make_region(self) -> Region:
-        isz, a = self.dtype.itemsize, self.alloc
-        lo, hi, run = self._scan()
-        if self.indirect is not None:
-            lo, hi, run = 0, self.alloc_elems - 1, 1
-        on = self.on_chip
-        return Region(a.memory.space.value, id(a.memory), a.p0 + self.poff if on else 0, self.shape[0] if on else 1,
-                      a.b0 + lo * isz, a.b0 + (hi + 1) * isz, self.shape, self.dtype.name, run * isz)
+    def placement(self) -> tuple:
+        """What region() is computed from, holding no reference to the tensor: an instruction record keeps
+        this and computes regions only when the timing model asks (Record.operands)."""
+        return (self.alloc.place, self.dtype, self.shape, self.strides, self.offset, self.poff, self.on_chip,
+                self.indirect is not None, self._scanned)
 
     def _scan(self) -> tuple[int, int, int]:
         """Lowest and highest element offset, and elements in the innermost contiguous run (cached)."""
         if self._scanned is None:
-            shape, strides = self.shape, self.strides
-            lo = hi = self.offset
-            run, dense = 1, True
-            for d in range(len(shape) - 1, 0 if self.on_chip else -1, -1):  # the free dims, innermost first
-                n, s = shape[d], strides[d]
-                if n == 1:
-                    continue
-                step = (n - 1) * s
-                if step > 0:
-                    hi += step
-                else:
-                    lo += step
-                if dense and s == run:
-                    run *= n
-                else:
-                    dense = False
-            self._scanned = lo, hi, run
+            self._scanned = _span(self.shape, self.strides, self.offset, self.on_chip)
         return self._scanned
 
     # -- views ---------------------------------------------------------------------------------
@@ -513,6 +495,35 @@ class View:
 
     def root_shape(self):
         return getattr(self.alloc, "shape", self.shape)
+
+
+def region_at(place, dtype, shape, strides, offset, poff, on_chip, indirect, span) -> Region:
+    """The Region of a view from its placement (View.placement)."""
+    space, memory, p0, b0, nbytes = place
+    isz = dtype.itemsize
+    lo, hi, run = (0, nbytes // isz - 1, 1) if indirect else span or _span(shape, strides, offset, on_chip)
+    return Region(space, memory, p0 + poff if on_chip else 0, shape[0] if on_chip else 1,
+                  b0 + lo * isz, b0 + (hi + 1) * isz, shape, dtype.name, run * isz)
+
+
+def _span(shape, strides, offset, on_chip) -> tuple[int, int, int]:
+    """Lowest and highest element offset of a view, and elements in its innermost contiguous run."""
+    lo = hi = offset
+    run, dense = 1, True
+    for d in range(len(shape) - 1, 0 if on_chip else -1, -1):  # the free dims, innermost first
+        n, s = shape[d], strides[d]
+        if n == 1:
+            continue
+        step = (n - 1) * s
+        if step > 0:
+            hi += step
+        else:
+            lo += step
+        if dense and s == run:
+            run *= n
+        else:
+            dense = False
+    return lo, hi, run
 
 
 def _reshaped_strides(shape, strides, new_shape) -> list[int] | None:

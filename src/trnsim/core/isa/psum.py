@@ -197,23 +197,24 @@ def _in_source(nc, v, k, mem, offset, strides):
     transposed, [pitch, rows] row-major: the moving tiles of a GEMM, side by side, then form the [N, K]
     row-major operand with which BLAS runs a 128-column product fastest.
     """
-    pitch, free, dims = strides[0], strides[1:], v.shape[1:]
+    pitch, free, shape = strides[0], strides[1:], v.shape
     extent = 0
-    for n, s in zip(dims, free):
+    for n, s in zip(shape[1:], free):
         if s < 0:
             return None
         extent += (n - 1) * s
     rows = mem.row_bytes // v.dtype.itemsize // pitch if pitch > 0 else 0
     r0, c0 = divmod(offset, pitch or 1)
-    if r0 + v.shape[0] > rows or c0 + extent >= pitch:
+    if r0 + shape[0] > rows or c0 + extent >= pitch:
         return None  # the tile is not a block of whole rows' columns
-    t = _hbm_f32(nc, mem, v.dtype, pitch, rows, v.size)
+    size = v.size
+    t = _hbm_f32(nc, mem, v.dtype, pitch, rows, size)
     if t is None:
         return None
-    step = free[0] if len(free) == 1 else _collapsed(dims, free)
-    if step is not None and v.shape[0] == k:
-        return Piece(t, r0 + c0 * rows, (k, v.size // k), (1, step * rows))
-    view = np.ndarray(v.shape, np.float32, t, (r0 + c0 * rows) * 4, (4,) + tuple(s * rows * 4 for s in free))
+    step = free[0] if len(free) == 1 else _collapsed(shape[1:], free)
+    if step is not None and shape[0] == k:
+        return Piece(t, r0 + c0 * rows, (k, size // k), (1, step * rows))
+    view = np.ndarray(shape, np.float32, t, (r0 + c0 * rows) * 4, (4,) + tuple(s * rows * 4 for s in free))
     return view.reshape(k, -1)
 
 

@@ -24,7 +24,7 @@ from trnsim.core.errors import (DTypeError, FreeSizeError, GenerationError, Memo
                                 ShapeError)
 from trnsim.core.isa.opcodes import Engine, Op
 from trnsim.core.memory import Space
-from trnsim.core.tensor import Region, View
+from trnsim.core.tensor import Region, View, region_at
 
 # Engine <-> memory connectivity (reference 1.4): TensorE reads SBUF and writes PSUM only; GpSimd never
 # touches PSUM; DMA moves HBM<->SBUF, HBM<->HBM and SBUF<->SBUF, never PSUM (dropped in NKI 0.3.0).
@@ -58,10 +58,14 @@ class Record:
     index: int
     op: Op
     engine: Engine
-    operands: dict[str, Region]
+    placed: dict[str, tuple]  # operand -> View.placement(); regions are made when first asked for
     writes: tuple[str, ...]
     attrs: dict
     location: str
+
+    @functools.cached_property
+    def operands(self) -> dict[str, Region]:
+        return {n: region_at(*p) for n, p in self.placed.items()}
 
     @property
     def reads(self) -> tuple[str, ...]:
@@ -91,7 +95,7 @@ class Instruction:
         raise AttributeError(name)
 
     def record(self, index: int) -> Record:
-        return Record(index, self.op, self.engine, {n: v.region() for n, v in self.operands.items()},
+        return Record(index, self.op, self.engine, {n: v.placement() for n, v in self.operands.items()},
                       self.writes, {k: v for k, v in self.attrs.items() if not isinstance(v, np.ndarray)}, self.location)
 
 
