@@ -8,7 +8,7 @@ Wall times are the headline; CPU times (all threads) are printed too, since a bu
 wall time. numpy's matmul is multi-threaded BLAS; the emulator spends its time in BLAS as well (one GEMM
 per PSUM accumulation group, see trnsim/core/isa/psum.py) plus per-instruction bookkeeping.
 
-    .venv/bin/python benchmarks/bench_core.py [--size 4096] [--repeat 3]
+    .venv/bin/python benchmarks/bench_core.py [--size 4096] [--repeat 5]
 """
 from __future__ import annotations
 
@@ -67,7 +67,7 @@ def small_tiles(x):
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--size", type=int, default=4096)
-    ap.add_argument("--repeat", type=int, default=3)
+    ap.add_argument("--repeat", type=int, default=5)
     args = ap.parse_args()
     n = args.size
     rng = np.random.default_rng(0)

@@ -272,13 +272,18 @@ class View:
 
     # -- views ---------------------------------------------------------------------------------
     def _derive(self, shape, strides, offset=None, poff=None, dtype=None, indirect=None, check=True) -> View:
-        v = View.__new__(View)  # the dtype is resolved and the memory space known: skip __init__
-        v.alloc, v.dtype, v.on_chip, v._scanned, v._region = self.alloc, dtype or self.dtype, self.on_chip, None, None
-        v.shape, v.strides = tuple(map(int, shape)), tuple(map(int, strides))
-        v.offset, v.poff = int(self.offset if offset is None else offset), int(self.poff if poff is None else poff)
-        v.indirect = indirect if indirect is not None else self.indirect
+        v = self._sub(tuple(map(int, shape)), tuple(map(int, strides)), int(self.offset if offset is None else offset),
+                      int(self.poff if poff is None else poff), dtype or self.dtype,
+                      indirect if indirect is not None else self.indirect)
         if check:
             v._check_bounds()
+        return v
+
+    def _sub(self, shape: tuple, strides: tuple, offset: int, poff: int, dtype, indirect) -> View:
+        """A view of the same tensor from settled arguments (skips __init__'s conversions)."""
+        v = View.__new__(View)
+        v.alloc, v.on_chip, v._scanned, v._region = self.alloc, self.on_chip, None, None
+        v.dtype, v.shape, v.strides, v.offset, v.poff, v.indirect = dtype, shape, strides, offset, poff, indirect
         return v
 
     def _check_bounds(self):
@@ -332,10 +337,7 @@ class View:
                 if (d == 0 and on_chip) or len(shape) <= keep_min:
                     continue  # on-chip tensors keep the partition dim and at least 2 dims
                 del shape[d], strides[d]
-        v = View.__new__(View)  # a part of an in-bounds view is in bounds: no checks, no conversions
-        v.alloc, v.dtype, v.on_chip, v.indirect, v._scanned, v._region = self.alloc, self.dtype, on_chip, self.indirect, None, None
-        v.shape, v.strides, v.offset, v.poff = tuple(shape), tuple(strides), offset, poff
-        return v
+        return self._sub(tuple(shape), tuple(strides), offset, poff, self.dtype, self.indirect)  # in bounds: a part
 
     def slice(self, dim, start, end, step=1) -> View:
         key = [slice(None)] * self.ndim

@@ -12,8 +12,9 @@ that share their stationary tiles (one row block accumulating into several banks
 
 A moving tile that a plain DMA loaded from an HBM tensor, unchanged since on both sides, is read from
 one FP32 conversion of that tensor (see View.remember_source) rather than copied and converted at every
-load: a kernel that streams B past each row block of A loads B many times but converts it once, and
-when the tiles of a GEMM sit side by side in that conversion, the GEMM reads them in place.
+load: a kernel that streams B past each row block of A loads B many times but converts it once (on all
+CPU cores), and when the tiles of a GEMM sit side by side in that conversion, the GEMM reads them in
+place.
 """
 from __future__ import annotations
 
