@@ -138,14 +138,14 @@ class NeuronCore:
             (operands if isinstance(v, View) else attrs)[k] = v
         eng = _engine(engine) or (d.pick(operands, attrs, self) if d.pick else None) or d.engines[0]
         ins = Instruction(op, eng, operands, attrs, where(), d.writes)
-        generic_check(d, ins, self)
+        evicts = generic_check(d, ins, self) and op not in MATMUL  # another engine touching PSUM
         d.check(ins, self)
         self.stream.append(ins.record(len(self.stream)))
         if self.values:
-            if self.psum_pending and op not in MATMUL and any(v.space is Space.PSUM for v in operands.values()):
+            if evicts and self.psum_pending:
                 flush_psum(self)
             d.semantics(ins, self)
-        if op not in MATMUL:  # another engine touching PSUM closes its accumulation group
+        if evicts:  # closes the accumulation groups of the regions it touches
             for v in operands.values():
                 if v.space is Space.PSUM:
                     close_psum(self, v)

@@ -122,8 +122,9 @@ def define(op: Op, engines, check, semantics, cost, writes=("dst",), min_gen=2, 
 
 
 # -- shared check helpers (data-free) -----------------------------------------------------------------
-def generic_check(d: OpDef, ins: Instruction, nc) -> None:
-    """Rules every instruction obeys: generation, engine, partitions, engine-memory wiring, dtypes, free sizes."""
+def generic_check(d: OpDef, ins: Instruction, nc) -> bool:
+    """Rules every instruction obeys: generation, engine, partitions, engine-memory wiring, dtypes, free sizes.
+    Returns whether an operand is in PSUM."""
     if nc.gen < d.min_gen:
         raise GenerationError(f"{d.op.value} needs NeuronCore-v{d.min_gen} or newer; this core is v{nc.gen} ({nc.spec.target})")
     if ins.engine not in d.engines:
@@ -131,9 +132,10 @@ def generic_check(d: OpDef, ins: Instruction, nc) -> None:
     limits, eng = nc.spec.limits, ins.engine
     pmax = limits["pmax"]
     dtypes = engine_dtypes(eng, nc.gen)
-    lanes = eng in _LANE_ENGINES
+    lanes, psum = eng in _LANE_ENGINES, False
     for name, v in ins.operands.items():
         space = v.alloc.memory.space
+        psum = psum or space is Space.PSUM
         if v.on_chip and v.shape[0] > pmax:
             raise PartitionLimitError(f"{_what(d, name)} ({v.name!r} {list(v.shape)}): partition dim {v.shape[0]} "
                                       f"exceeds pmax {pmax}")
@@ -153,6 +155,7 @@ def generic_check(d: OpDef, ins: Instruction, nc) -> None:
             if v.free_size > limits[key]:
                 raise FreeSizeError(f"{_what(d, name)}: free size {v.free_size} exceeds {limits[key]} ({key}) for "
                                     f"{eng.value}-engine access to {space.value}")
+    return psum
 
 
 _LANE_ENGINES = (Engine.VECTOR, Engine.SCALAR, Engine.GPSIMD)
