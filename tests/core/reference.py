@@ -101,6 +101,7 @@ INSTRUCTIONS = {
     "activate2": lambda op, x, imm0, imm1: ACT[op](x * imm0 + imm1),
     "tensor_tensor": lambda op, a, b: ALU[op](a, b), "tensor_scalar": lambda x, s0, s1: x * s0 + s1,
     "scalar_tensor_tensor": lambda x, s, t: (x - s) * t, "tensor_copy": lambda x, dt: x.astype(dt),
+    "tensor_copy_predicated": lambda p, src, dst: np.where(p != 0, src, dst),
     "reciprocal": lambda x: 1 / x, "exponential": lambda x, m: np.exp(x - m), "memset": np.full,
     "select_reduce": lambda p, a, b: np.where(p != 0, a, b), "range_select": None,
     "tensor_reduce": lambda x, axes: x.sum(axis=axes), "tensor_scalar_reduce": lambda x, s: (x * s).sum(1),

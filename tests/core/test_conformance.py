@@ -504,3 +504,28 @@ def test_sendrecv_and_core_barrier_need_lnc2(nc):
 def test_errors_are_trnsim_errors():
     """Every kernel error class derives from TrnsimError (one-line CLI messages, exit codes)."""
     assert issubclass(KernelError, TrnsimError)
+
+
+def test_tensor_copy_predicated_values_and_rules(nc):
+    """Where the predicate is non-zero the source is copied, elsewhere dst keeps its values; a number is
+    materialised in dst's dtype (reverse_pred flips the predicate); a never-written predicate marks what
+    it decides; a float predicate, both operands in PSUM, and a float number into an int tile are refused."""
+    p = (R.random((16, 32)) > 0.5).astype(np.uint8) * R.integers(1, 255, (16, 32)).astype(np.uint8)
+    x, old = R.standard_normal((16, 32)).astype(BF16), R.standard_normal((16, 32)).astype(BF16)
+    dst = on_chip(nc, old)
+    nc.issue(Op.TENSOR_COPY_PREDICATED, dst=dst, src=on_chip(nc, x), predicate=on_chip(nc, p))
+    np.testing.assert_array_equal(read(dst), ref.INSTRUCTIONS["tensor_copy_predicated"](p, x, old))
+    ints = on_chip(nc, np.arange(16 * 32, dtype=np.int8).reshape(16, 32))
+    before = read(ints)
+    nc.issue(Op.TENSOR_COPY_PREDICATED, dst=ints, src=-7, predicate=on_chip(nc, p.astype(np.uint32)), reverse_pred=True)
+    np.testing.assert_array_equal(read(ints), ref.INSTRUCTIONS["tensor_copy_predicated"](p == 0, np.int8(-7), before))
+    unknown = on_chip(nc, old)  # a never-written predicate decides every element: all are marked
+    nc.issue(Op.TENSOR_COPY_PREDICATED, dst=unknown, src=on_chip(nc, x), predicate=nc.tensor((16, 32), "uint8"))
+    assert unknown.mask().all()
+    with pytest.raises(DTypeError, match="predicate .* is float32; it must be uint8, uint16, uint32"):
+        nc.issue(Op.TENSOR_COPY_PREDICATED, dst=dst, src=on_chip(nc, x), predicate=on_chip(nc, p.astype(F32)))
+    with pytest.raises(MemorySpaceError, match="both in PSUM"):
+        nc.issue(Op.TENSOR_COPY_PREDICATED, dst=dst, src=on_chip(nc, x, space="psum"),
+                 predicate=on_chip(nc, p, space="psum"))
+    with pytest.raises(DTypeError, match="a float src 1.5 needs a float dst; .* is int8"):
+        nc.issue(Op.TENSOR_COPY_PREDICATED, dst=ints, src=1.5, predicate=on_chip(nc, p))

@@ -173,3 +173,19 @@ def test_inputs_are_read_in_place_and_written_back_only_when_written():
     frozen.flags.writeable = False
     np.testing.assert_array_equal(k(frozen, y)[1], x0 * 2)
     np.testing.assert_array_equal(frozen, x0)  # a read-only input is never written
+
+
+def test_tensor_copy_predicated_keeps_what_a_comparison_selects(rng):
+    """nisa.tensor_copy_predicated with a uint8 predicate made by a comparison: np.where, element for element."""
+    @nki.jit
+    def k(x, y):
+        a, b = nl.load(x), nl.load(y)
+        p = nl.ndarray(x.shape, nl.uint8)
+        nisa.tensor_scalar(p, a, nl.greater, 0.0)
+        nisa.tensor_copy_predicated(b, a, p)
+        out = nl.ndarray(x.shape, x.dtype, buffer=nl.shared_hbm)
+        nl.store(out, b)
+        return out
+
+    x, y = rng.standard_normal((64, 96)).astype(np.float32), rng.standard_normal((64, 96)).astype(np.float32)
+    np.testing.assert_array_equal(k(x, y), np.where(x > 0, x, y))

@@ -130,6 +130,10 @@ def tensor_copy(dst, src, engine=engine.unknown, name=None):
     return issue(Op.TENSOR_COPY, engine=_eng(engine), dst=dst, src=src)
 
 
+def tensor_copy_predicated(dst, src, predicate, reverse_pred=False, name=None):
+    return issue(Op.TENSOR_COPY_PREDICATED, dst=dst, src=src, predicate=predicate, reverse_pred=reverse_pred)
+
+
 def memset(dst, value, engine=engine.unknown, name=None):
     return issue(Op.MEMSET, engine=_eng(engine), dst=dst, value=value)
 
@@ -171,7 +175,6 @@ nc_n_gather = _unsupported("nc_n_gather")
 topk = _unsupported("topk")
 sequence_bounds = _unsupported("sequence_bounds")
 nonzero_with_count = _unsupported("nonzero_with_count")
-tensor_copy_predicated = _unsupported("tensor_copy_predicated")
 tensor_scalar_cumulative = _unsupported("tensor_scalar_cumulative")
 rand_set_state = _unsupported("rand_set_state")
 rand_get_state = _unsupported("rand_get_state")

@@ -35,6 +35,7 @@ class Op(_Member):
     TENSOR_SCALAR = "tensor_scalar"
     SCALAR_TENSOR_TENSOR = "scalar_tensor_tensor"
     TENSOR_COPY = "tensor_copy"
+    TENSOR_COPY_PREDICATED = "tensor_copy_predicated"
     RECIPROCAL = "reciprocal"
     EXPONENTIAL = "exponential"
     MEMSET = "memset"

@@ -7,7 +7,7 @@ from __future__ import annotations
 import numpy as np
 
 from trnsim import numerics
-from trnsim.core.errors import DTypeError, GenerationError, KernelError, ShapeError
+from trnsim.core.errors import DTypeError, GenerationError, KernelError, MemorySpaceError, ShapeError
 from trnsim.core.isa.alu import alu, op_name, reduce_ufunc
 from trnsim.core.isa.opcodes import Engine, Op
 from trnsim.core.isa.registry import define, masks, pf, put, same_free, same_partitions, stream_cost
@@ -182,6 +182,61 @@ def _tensor_copy_semantics(ins, nc):
 
 define(Op.TENSOR_COPY, (Engine.VECTOR, Engine.SCALAR, Engine.GPSIMD), _tensor_copy_check, _tensor_copy_semantics,
        stream_cost)
+
+
+# -- tensor_copy_predicated ---------------------------------------------------------------------------------------
+# Docs: nki/api/generated/nki.isa.tensor_copy_predicated.html (v2.33): dst = src where the predicate is non-zero
+# (zero with reverse_pred), dst unchanged elsewhere; src a tensor or a Python number.
+_PREDICATES = ("uint8", "uint16", "uint32")
+
+
+def _copy_predicated_check(ins, nc):
+    dst, pred, src = ins.dst, ins.predicate, ins.operands.get("src")
+    same_partitions(ins, "dst", "src", "predicate")
+    same_free(ins, "dst", "src", "predicate")
+    if pred.dtype.name not in _PREDICATES:
+        raise DTypeError(f"tensor_copy_predicated: predicate {pred.name!r} is {pred.dtype.name}; it must be "
+                         f"{', '.join(_PREDICATES)}")
+    if max(v.ndim for v in ins.operands.values()) > 4:
+        raise ShapeError("tensor_copy_predicated: dst, src and predicate take at most 3 free dims")
+    if src is None:
+        value = ins.attrs.get("src")
+        if isinstance(value, bool) or not isinstance(value, (int, float, np.integer, np.floating)):
+            raise DTypeError(f"tensor_copy_predicated: src must be a tensor or a Python int or float; got {value!r}")
+        floating = isinstance(value, (float, np.floating))
+        if floating != dst.dtype.is_float:
+            raise DTypeError(f"tensor_copy_predicated: {'a float' if floating else 'an integer'} src {value!r} needs "
+                             f"{'a float' if floating else 'an integer'} dst; {dst.name!r} is {dst.dtype.name}")
+        return
+    if src.dtype is not dst.dtype:
+        raise DTypeError(f"tensor_copy_predicated: src {src.dtype.name} and dst {dst.dtype.name} must share a dtype")
+    if src.space is Space.PSUM and pred.space is Space.PSUM:
+        raise MemorySpaceError(f"tensor_copy_predicated: src {src.name!r} and predicate {pred.name!r} are both in "
+                               f"PSUM; at most one of them may be")
+    if ins.attrs.get("reverse_pred"):
+        raise ShapeError("tensor_copy_predicated: reverse_pred needs a scalar src (a Python number)")
+
+
+def _copy_predicated_semantics(ins, nc):
+    dst, pred, src = ins.dst, ins.predicate, ins.operands.get("src")
+    take = pred.array().reshape(dst.shape) != 0
+    if ins.attrs.get("reverse_pred"):
+        take = ~take
+    if src is None:  # the number is materialised in dst's dtype
+        value = ins.attrs["src"]
+        values = (numerics.cast(np.full(dst.shape, value, np.float32), dst.dtype) if dst.dtype.is_float
+                  else np.full(dst.shape, value).astype(dst.dtype.np))
+        src_mask = False
+    else:
+        values = src.array().reshape(dst.shape)
+        src_mask = src.mask().reshape(dst.shape) if src.poisoned() else False
+    mask = np.where(take, src_mask, dst.mask())
+    if pred.poisoned():  # a never-written predicate decides every element it covers
+        mask = mask | pred.mask().reshape(dst.shape)
+    dst.store(np.where(take, values, dst.array()), mask if mask.any() else None)
+
+
+define(Op.TENSOR_COPY_PREDICATED, Engine.VECTOR, _copy_predicated_check, _copy_predicated_semantics, stream_cost)
 
 
 # -- memset ------------------------------------------------------------------------------------------------------
