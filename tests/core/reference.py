@@ -154,12 +154,61 @@ def affine_select(x, p_mult, step, offset, fill):
     return np.where(v >= 0, x, fill)
 
 
-def local_gather(src, idx):
-    """Per 16-partition block: flattened (partition-major) elements picked by flattened indices."""
-    out = np.empty((src.shape[0], idx.shape[1]), src.dtype)
+def local_gather(src, idx, k, n):
+    """Per 16-partition block: the block's indices read column by column, each picking k elements of every
+    partition of the block starting at that element offset."""
+    out = np.empty((src.shape[0], n * k), src.dtype)
     for base in range(0, src.shape[0], 16):
-        out[base:base + 16] = src[base:base + 16].reshape(-1)[idx[base:base + 16].reshape(-1)].reshape(16, -1)
+        picks = idx[base:base + 16].T.reshape(-1)[:n]
+        for j, i in enumerate(picks):
+            out[base:base + 16, j * k:(j + 1) * k] = src[base:base + 16, int(i):int(i) + k]
     return out
+
+
+def cumulative(x, op, start):
+    """A running fold of the free axis from `start` (per partition)."""
+    out, reg = np.empty_like(x), np.asarray(start, np.float64).reshape(-1).copy()
+    for i in range(x.shape[1]):
+        reg = {"add": reg + x[:, i], "multiply": reg * x[:, i], "maximum": np.fmax(reg, x[:, i]),
+               "minimum": np.fmin(reg, x[:, i])}[op]
+        out[:, i] = reg
+    return out
+
+
+def sequence_bounds(ids):
+    """[2, n]: for each element, where its run of equal ids starts and ends; id 0 gets (n, -1)."""
+    n = len(ids)
+    out = np.empty((2, n))
+    for i in range(n):
+        if ids[i] == 0:
+            out[:, i] = (n, -1)
+            continue
+        lo, hi = i, i + 1
+        while lo > 0 and ids[lo - 1] == ids[i]:
+            lo -= 1
+        while hi < n and ids[hi] == ids[i]:
+            hi += 1
+        out[:, i] = (lo, hi)
+    return out
+
+
+def nonzero_with_count(row, offset, pad):
+    hits = [i + offset for i, v in enumerate(row) if v != 0]
+    return np.array(hits + [pad] * (len(row) - len(hits)) + [len(hits)])
+
+
+def topk_snake(src16, n, k):
+    """The k largest of a 16-row snake (element e at row e % 16, column e // 16), ascending, with indices."""
+    snake = [(float(src16[e % 16, e // 16]), e) for e in range(n)]
+    best = sorted(snake, key=lambda t: (-t[0], t[1]))[:k][::-1]
+    return np.array([v for v, _ in best]), np.array([i for _, i in best])
+
+
+INSTRUCTIONS.update({"tensor_scalar_cumulative": cumulative, "sequence_bounds": sequence_bounds,
+                     "nc_n_gather": lambda data, idx: np.take_along_axis(data, idx.astype(np.int64), 1),
+                     "nonzero_with_count": nonzero_with_count, "topk": topk_snake,
+                     "dma_compute": lambda *srcs: np.sum([s.astype(np.float64) for s in srcs], axis=0),
+                     "rand_set_state": lambda words: words, "rand_get_state": lambda words: words})
 
 
 INSTRUCTIONS.update({"range_select": range_select, "nc_find_index8": find8, "nc_match_replace8": match_replace8,

@@ -388,6 +388,28 @@ def test_rand_seed_and_dropout(nc):
         nc.issue(Op.DROPOUT, dst=nc.tensor((8, 64), "bfloat16"), data=d, prob=0.5)
 
 
+def test_tensor_scalar_cumulative(nc):
+    """A running op1 of (x op0 imm0) per partition from op1's identity, from imm1 (load_reduce) or from where the
+    last instruction left the accumulator (reduce); 32-bit integers are refused."""
+    x = R.uniform(0.5, 1.5, (16, 12)).astype(F32)
+    imm0 = R.uniform(-1, 1, (16, 1)).astype(F32)
+    src, d = on_chip(nc, x), nc.tensor((16, 12), "float32")
+    for op, start in (("add", 0.0), ("multiply", 1.0), ("maximum", -np.inf), ("minimum", np.inf)):
+        nc.issue(Op.TENSOR_SCALAR_CUMULATIVE, dst=d, src=src, op0="add", op1=op, imm0=on_chip(nc, imm0))
+        np.testing.assert_allclose(read(d), ref.INSTRUCTIONS["tensor_scalar_cumulative"](x + imm0, op, np.full(16, start)),
+                                   rtol=1e-5)
+    nc.issue(Op.TENSOR_SCALAR_CUMULATIVE, dst=d, src=src, op0="multiply", op1="add", imm0=2.0, imm1=3.0,
+             reduce_cmd="load_reduce")
+    first = ref.INSTRUCTIONS["tensor_scalar_cumulative"](2 * x, "add", np.full(16, 3.0))
+    np.testing.assert_allclose(read(d), first, rtol=1e-5)
+    nc.issue(Op.TENSOR_SCALAR_CUMULATIVE, dst=d, src=src, op0="multiply", op1="add", imm0=2.0, reduce_cmd="reduce")
+    np.testing.assert_allclose(read(d), ref.INSTRUCTIONS["tensor_scalar_cumulative"](2 * x, "add", first[:, -1]),
+                               rtol=1e-5)
+    with pytest.raises(DTypeError, match="32-bit integers"):
+        i32 = on_chip(nc, np.ones((16, 12), np.int32))
+        nc.issue(Op.TENSOR_SCALAR_CUMULATIVE, dst=i32, src=i32, op0="add", op1="add", imm0=1.0)
+
+
 # -- GpSimd -------------------------------------------------------------------------------------------------------------
 def test_iota_and_affine_select(nc):
     """iota gives offset + p*cm + sum(step*i); affine_select keeps where the affine value >= 0 (causal mask)."""
@@ -411,13 +433,88 @@ def test_tensor_partition_reduce_and_local_gather(nc):
     np.testing.assert_allclose(read(dst)[0], ref.INSTRUCTIONS["tensor_partition_reduce"](x), rtol=1e-5)
     with pytest.raises(ShapeError, match="is not one of"):
         nc.issue(Op.TENSOR_PARTITION_REDUCE, dst=dst, op="subtract", data=on_chip(nc, x))
-    src = R.standard_normal((32, 10)).astype(F32)
-    idx = R.integers(0, 160, (32, 4)).astype(np.uint16)
-    g = nc.tensor((32, 4), "float32")
-    nc.issue(Op.LOCAL_GATHER, dst=g, src_buffer=on_chip(nc, src), index=on_chip(nc, idx))
-    np.testing.assert_array_equal(read(g), ref.INSTRUCTIONS["local_gather"](src, idx))
+    src = R.standard_normal((32, 40)).astype(F32)
+    idx = R.integers(0, 38, (32, 3)).astype(np.uint16)
+    g = nc.tensor((32, 40 * 2), "float32")
+    nc.issue(Op.LOCAL_GATHER, dst=g, src_buffer=on_chip(nc, src), index=on_chip(nc, idx), num_elem_per_idx=2,
+             num_valid_indices=40)
+    np.testing.assert_array_equal(read(g), ref.INSTRUCTIONS["local_gather"](src, idx, 2, 40))
     with pytest.raises(ShapeError, match="must be uint16"):
         nc.issue(Op.LOCAL_GATHER, dst=g, src_buffer=g, index=on_chip(nc, idx.astype(np.int32)))
+    with pytest.raises(ShapeError, match="num_valid_indices 49 exceeds the 48 indices"):
+        nc.issue(Op.LOCAL_GATHER, dst=g, src_buffer=on_chip(nc, src), index=on_chip(nc, idx), num_valid_indices=49)
+
+
+def test_nc_n_gather(nc):
+    """A gather inside each partition over its flattened free dims; a non-uint32 index and a bad one are refused."""
+    data = R.standard_normal((16, 4, 6)).astype(F32)
+    idx = R.integers(0, 24, (16, 10)).astype(np.uint32)
+    d = nc.tensor((16, 10), "float32")
+    nc.issue(Op.NC_N_GATHER, dst=d, data=on_chip(nc, data), indices=on_chip(nc, idx))
+    np.testing.assert_array_equal(read(d), ref.INSTRUCTIONS["nc_n_gather"](data.reshape(16, -1), idx))
+    with pytest.raises(ShapeError, match="indices must be uint32"):
+        nc.issue(Op.NC_N_GATHER, dst=d, data=on_chip(nc, data), indices=on_chip(nc, idx.astype(np.int32)))
+    from trnsim.core import OutOfBoundsError
+    with pytest.raises(OutOfBoundsError, match="index 24 outside the 24 elements"):
+        nc.issue(Op.NC_N_GATHER, dst=d, data=on_chip(nc, data), indices=on_chip(nc, np.full((16, 10), 24, np.uint32)))
+
+
+def test_sequence_bounds(nc):
+    """Start and end of each element's segment, padding (id 0) as (n, -1), in float32 and int32."""
+    ids = np.array([[0, 4, 4, 1, 7, 7, 7, 0, 0, 2, 2, 5]])
+    for dt in (np.float32, np.int32):
+        d = nc.tensor((1, 2, 12), np.dtype(dt).name)
+        nc.issue(Op.SEQUENCE_BOUNDS, dst=d, segment_ids=on_chip(nc, ids.astype(dt)))
+        np.testing.assert_array_equal(read(d)[0], ref.INSTRUCTIONS["sequence_bounds"](ids[0]))
+    with pytest.raises(ShapeError, match="must have 1 partition"):
+        nc.issue(Op.SEQUENCE_BOUNDS, dst=nc.tensor((2, 2, 12), "float32"),
+                 segment_ids=on_chip(nc, np.ones((2, 12), F32)))
+
+
+def test_nonzero_with_count(nc):
+    """Partition 0 of each GpSimd core gets the offset indices of its non-zeros, padding, then the count;
+    every other partition of dst is left as it was."""
+    x = np.where(R.random((32, 9)) < 0.4, R.standard_normal((32, 9)), 0).astype(F32)
+    d = on_chip(nc, np.full((32, 10), 99, np.int32))
+    nc.issue(Op.NONZERO_WITH_COUNT, dst=d, src=on_chip(nc, x), index_offset=5, padding_val=-7)
+    got = read(d)
+    for p in (0, 16):
+        np.testing.assert_array_equal(got[p], ref.INSTRUCTIONS["nonzero_with_count"](x[p], 5, -7))
+    assert (np.delete(got, [0, 16], axis=0) == 99).all()
+    with pytest.raises(ShapeError, match="one element more per partition"):
+        nc.issue(Op.NONZERO_WITH_COUNT, dst=nc.tensor((32, 9), "int32"), src=on_chip(nc, x))
+    with pytest.raises(GenerationError, match="needs NeuronCore-v3"):
+        NeuronCore("trn1").issue(Op.NONZERO_WITH_COUNT, dst=d, src=d)
+
+
+def test_topk(nc):
+    """The K largest of each core's 16-partition snake, ascending, with their snake indices; rules on n and K."""
+    src = R.standard_normal((32, 3)).astype(BF16)
+    v, i = nc.tensor((32, 5), "bfloat16"), nc.tensor((32, 5), "uint32")
+    nc.issue(Op.TOPK, val_dst=v, idx_dst=i, src=on_chip(nc, src), n=42)
+    for base in (0, 16):
+        want_v, want_i = ref.INSTRUCTIONS["topk"](src[base:base + 16].astype(F32), 42, 5)
+        np.testing.assert_array_equal(read(v)[base].astype(F32), want_v)
+        np.testing.assert_array_equal(read(i)[base], want_i)
+    with pytest.raises(ShapeError, match="n=49"):
+        nc.issue(Op.TOPK, val_dst=v, idx_dst=i, src=on_chip(nc, src), n=49)
+
+
+def test_rand_state_round_trip(nc):
+    """rand_get_state then rand_set_state resumes the stream exactly; the state size per engine is enforced."""
+    state = nc.tensor((8, 6), "uint32")
+    nc.issue(Op.RAND_GET_STATE, dst=state)
+    draws = []
+    for _ in range(2):
+        t = nc.tensor((8, 16), "float32")
+        nc.issue(Op.RAND, dst=t, kind="uniform", min=0.0, max=1.0)
+        draws.append(read(t))
+        nc.issue(Op.RAND_SET_STATE, src_seeds=state)
+    np.testing.assert_array_equal(draws[0], draws[1])
+    with pytest.raises(ShapeError, match="holds 5 words per lane; the gpsimd engine's generator state is 6"):
+        nc.issue(Op.RAND_GET_STATE, dst=nc.tensor((8, 5), "uint32"))
+    with pytest.raises(GenerationError, match="vector engine needs NeuronCore-v4"):
+        nc.issue(Op.RAND_SET_STATE, engine="vector", src_seeds=nc.tensor((8, 24), "uint32"))
 
 
 # -- DMA -----------------------------------------------------------------------------------------------------------------
@@ -451,6 +548,28 @@ def test_dma_indirect_gather_scatter_and_oob(nc):
     scattered = np.zeros((10, 4), F32)
     scattered[[9, 1, 2, 5]] = want
     np.testing.assert_array_equal(read(out), scattered)
+
+
+def test_dma_read_modify_write_and_dma_compute(nc):
+    """dst_rmw_op=add adds into dst, a row named twice by an indirect dst gets both rows; dma_compute sums its
+    srcs in FP32; only add is accepted, and a read-modify-write takes oob_mode=error only."""
+    base = R.standard_normal((8, 4)).astype(F32)
+    out = nc.hbm_tensor(base.copy())
+    t = on_chip(nc, R.standard_normal((3, 4)).astype(F32))
+    rows = np.array([6, 2, 6])
+    nc.issue(Op.DMA_COPY, dst=out.ap([[4, 3], [1, 4]], vector_offset=rows), src=t, dst_rmw_op="add")
+    want = base.copy()
+    np.add.at(want, rows, read(t))
+    np.testing.assert_allclose(read(out), want, rtol=1e-6)
+    a, b = R.standard_normal((4, 8)).astype(BF16), R.standard_normal((4, 8)).astype(F32)
+    d = nc.tensor((4, 8), "float32")
+    nc.issue(Op.DMA_COMPUTE, dst=d, src0=nc.hbm_tensor(a), src1=on_chip(nc, b), reduce_op="add")
+    np.testing.assert_allclose(read(d), ref.INSTRUCTIONS["dma_compute"](a.astype(F32), b), rtol=1e-6)
+    with pytest.raises(KernelError, match="op must be add"):
+        nc.issue(Op.DMA_COMPUTE, dst=d, src0=d, reduce_op="maximum")
+    with pytest.raises(KernelError, match="oob_mode=error only"):
+        nc.issue(Op.DMA_COPY, dst=out.ap([[4, 3], [1, 4]], vector_offset=rows), src=t, dst_rmw_op="add",
+                 oob_mode="skip")
 
 
 def test_dma_transpose(nc):

@@ -80,6 +80,7 @@ class NeuronCore:
         self.program_id, self.num_programs = program_id, num_programs
         self.stream: list = []
         self.rng = np.random.Generator(np.random.Philox(seed))
+        self.rng_states: dict = {}  # generator states that rand_get_state wrote out, by their words
         # Lane accumulator registers of ScalarE (activation reduce) and VectorE (exponential, *_reduce).
         self.accumulators = {e: np.zeros(s.partitions, np.float32) for e in (Engine.SCALAR, Engine.VECTOR)}
         self.accumulator_poison = {e: np.zeros(s.partitions, bool) for e in (Engine.SCALAR, Engine.VECTOR)}

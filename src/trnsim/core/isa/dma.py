@@ -1,4 +1,5 @@
-"""DMA instructions: dma_copy (with casts and indirect gather/scatter), dma_transpose, sendrecv (LNC 2)."""
+"""DMA instructions: dma_copy (with casts, indirect gather/scatter and read-modify-write), dma_compute,
+dma_transpose, sendrecv (LNC 2)."""
 from __future__ import annotations
 
 import queue
@@ -6,7 +7,8 @@ import queue
 import numpy as np
 
 from trnsim import numerics
-from trnsim.core.errors import DTypeError, GenerationError, OutOfBoundsError, ShapeError
+from trnsim.core.errors import DTypeError, GenerationError, KernelError, OutOfBoundsError, ShapeError
+from trnsim.core.isa.alu import op_name
 from trnsim.core.isa.opcodes import Engine, Op
 from trnsim.core.isa.registry import define
 from trnsim.core.memory import Space
@@ -81,10 +83,16 @@ def _dma_copy_check(ins, nc):
                               f"not {mode}")
     if src.dtype != dst.dtype and (src.dtype.is_packed or dst.dtype.is_packed):
         raise DTypeError(f"dma_copy cannot cast packed MX data: src {src.dtype.name}, dst {dst.dtype.name}")
+    rmw = ins.attrs.get("dst_rmw_op")
+    if rmw is not None:
+        _rmw_check("dma_copy", rmw, ins.attrs.get("oob_mode", "error"), [src, dst])
 
 
 def _dma_copy_semantics(ins, nc):
     src, dst = ins.src, ins.dst
+    if ins.attrs.get("dst_rmw_op") is not None:
+        _rows_kept(ins, src), _rows_kept(ins, dst)  # oob_mode=error: raises on a bad row
+        return _accumulate(ins, nc, dst, [src])
     if nc.peer is None and dst.remember_source(src, defer=True):
         return  # a plain load of a whole tile, made when the tile is first read (View.store)
     ks, kd = _rows_kept(ins, src), _rows_kept(ins, dst)
@@ -111,6 +119,75 @@ def _dma_copy_semantics(ins, nc):
 
 
 define(Op.DMA_COPY, Engine.DMA, _dma_copy_check, _dma_copy_semantics, _dma_cost)
+
+
+# -- read-modify-write DMA: dma_copy(dst_rmw_op=add) and dma_compute ------------------------------------------
+# Docs: dma_copy dst_rmw_op (beta API pages, 2.2x; NKI 0.x dma_copy) and nki/api/nki/isa/__init__.py: dma_compute.
+# The DMA engines add in FP32 and cast the sum to dst's dtype. Rows of an indirect dst named more than once each
+# receive every contribution, as the hardware serialises the repeated read-modify-writes.
+def _rmw_check(what, op, oob_mode, views):
+    if op_name(op) != "add":
+        raise KernelError(f"{what}: the read-modify-write op must be add (np.add / nl.add); got {op_name(op)}")
+    if getattr(oob_mode, "name", oob_mode) not in ("error", 0):
+        raise KernelError(f"{what}: a read-modify-write DMA takes oob_mode=error only; got {oob_mode}")
+    for v in views:
+        if v.dtype.is_packed:
+            raise DTypeError(f"{what}: packed {v.dtype.name} ({v.name!r}) cannot be added")
+
+
+def _sum(dst, srcs):
+    """The FP32 elementwise sum of srcs in dst's shape, with the never-written mask of any term."""
+    total, m = np.zeros(dst.shape, np.float32), np.zeros(dst.shape, bool)
+    for s in srcs:
+        total += s.array().astype(np.float32).reshape(dst.shape)
+        if s.poisoned():
+            m |= s.mask().reshape(dst.shape)
+    return total, m
+
+
+def _accumulate(ins, nc, dst, srcs):
+    """dst = dst + sum(srcs) elementwise in FP32, each indirect dst row once per time it is named."""
+    total, m = _sum(dst, srcs)
+    if dst.indirect is not None:
+        rows, inverse = np.unique(dst.indirect[0], return_inverse=True)
+        target = View(dst.alloc, dst.dtype, (rows.size,) + dst.shape[1:], dst.strides, dst.offset, dst.poff,
+                      (rows, dst.indirect[1]))
+        sums, sm = np.zeros(target.shape, np.float32), np.zeros(target.shape, bool)
+        np.add.at(sums, inverse, total)
+        np.logical_or.at(sm, inverse, m)
+        total, m, dst = sums, sm, target
+    if dst.poisoned():
+        m = m | dst.mask()
+    values = numerics.cast(dst.array().astype(np.float32) + total, dst.dtype)
+    _moved(ins, nc, dst, m if m.any() else None, values)
+
+
+def _dma_compute_check(ins, nc):
+    dst, srcs = ins.dst, [v for n, v in ins.operands.items() if n != "dst"]
+    if not 1 <= len(srcs) <= nc.limit("dma_compute_max_srcs"):
+        raise ShapeError(f"dma_compute takes 1 to {nc.limit('dma_compute_max_srcs')} srcs; got {len(srcs)}")
+    for s in srcs:
+        if s.size != dst.size:
+            raise ShapeError(f"dma_compute: src {s.name!r} {list(s.shape)} has {s.size} elements, dst {dst.name!r} "
+                             f"{list(dst.shape)} has {dst.size}; they must match")
+    scales = ins.attrs.get("scales")
+    if scales is not None and any(float(x) != 1.0 for x in scales):
+        raise KernelError(f"dma_compute: every scale must be 1.0; got {list(scales)}")
+    if not ins.attrs.get("unique_indices", True):
+        raise KernelError("dma_compute: unique_indices=False (repeated scatter indices) is not supported by the DMA")
+    _rmw_check("dma_compute", ins.attrs.get("reduce_op") or "add", ins.attrs.get("oob_mode", "error"), [dst] + srcs)
+
+
+def _dma_compute_semantics(ins, nc):
+    dst = ins.dst
+    srcs = [v for n, v in ins.operands.items() if n != "dst"]
+    for v in [dst] + srcs:
+        _rows_kept(ins, v)  # oob_mode=error: raises on a bad row
+    total, m = _sum(dst, srcs)  # every source is read before dst is written: dst may be one of them
+    _moved(ins, nc, dst, m if m.any() else None, numerics.cast(total, dst.dtype))
+
+
+define(Op.DMA_COMPUTE, Engine.DMA, _dma_compute_check, _dma_compute_semantics, _dma_cost)
 
 
 # -- dma_transpose ----------------------------------------------------------------------------------------

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from trnsim.core.errors import FreeSizeError, MemorySpaceError, OutOfBoundsError, ShapeError
+from trnsim.core.errors import FreeSizeError, GenerationError, MemorySpaceError, OutOfBoundsError, ShapeError
 from trnsim.core.isa.alu import alu, op_name
 from trnsim.core.isa.opcodes import Engine, Op
 from trnsim.core.isa.registry import define, masks, pf, put, same_free, same_partitions, stream_cost
@@ -93,9 +93,10 @@ define(Op.TENSOR_PARTITION_REDUCE, Engine.GPSIMD, _partition_reduce_check, _part
 
 
 # -- local_gather: each GpSimd core gathers inside its own 16 partitions ---------------------------------------------
-# Elements of a core's 16 partitions are numbered partition-major; index i (uint16) picks
-# num_elem_per_idx consecutive elements starting at element i * num_elem_per_idx; results fill the core's
-# dst partitions in the same order. [UNCERTAIN: the exact element numbering is not documented.]
+# nki/api/nki/isa/__init__.py: local_gather, with the equivalent numpy of SDK nki/test/test_nki_isa_local_gather.py:
+# a core flattens its 16-partition slice of `index` partition dim first (column-major) and keeps the first
+# num_valid_indices; every partition of the core then reads, for each index i, the num_elem_per_idx consecutive
+# elements of its own partition of src_buffer starting at free element i, and writes them in index order.
 def _local_gather_check(ins, nc):
     same_partitions(ins, "dst", "src_buffer", "index")
     k = int(ins.attrs.get("num_elem_per_idx", 1))
@@ -104,28 +105,38 @@ def _local_gather_check(ins, nc):
     if ins.index.dtype.name != "uint16":
         raise ShapeError(f"local_gather: index must be uint16; got {ins.index.dtype.name}")
     per_core, most = nc.limit("gpsimd_core_partitions"), nc.limit("local_gather_max_indices")
-    if ins.index.free_size * per_core > most:
-        raise FreeSizeError(f"local_gather: {ins.index.free_size * per_core} indices per GpSimd core exceed {most}")
+    if ins.src_buffer.partitions % per_core:
+        raise ShapeError(f"local_gather: src_buffer has {ins.src_buffer.partitions} partitions; it must be a multiple "
+                         f"of the {per_core} partitions of a GpSimd core")
+    slice_indices = ins.index.free_size * min(per_core, ins.index.partitions)
+    valid = ins.attrs.get("num_valid_indices")
+    n = slice_indices if valid is None else int(valid)
+    if n > slice_indices:
+        raise ShapeError(f"local_gather: num_valid_indices {n} exceeds the {slice_indices} indices of a core's "
+                         f"{per_core}-partition index slice")
+    if n > most:
+        raise FreeSizeError(f"local_gather: {n} indices per GpSimd core exceed {most}")
+    if ins.dst.free_size != n * k:
+        raise ShapeError(f"local_gather: dst {list(ins.dst.shape)} must hold {n} indices x {k} elements = {n * k} "
+                         f"per partition; it holds {ins.dst.free_size}")
+    ins.attrs["num_valid_indices"] = n
 
 
 def _local_gather_semantics(ins, nc):
     src, idx, dst = ins.src_buffer, ins.index, ins.dst
-    k = int(ins.attrs.get("num_elem_per_idx", 1))
+    k, n = int(ins.attrs.get("num_elem_per_idx", 1)), ins.attrs["num_valid_indices"]
     a, m = src.array().reshape(src.partitions, -1), src.mask().reshape(src.partitions, -1)
     ix = idx.array().reshape(idx.partitions, -1).astype(np.int64)
-    out, om = dst.array().reshape(dst.partitions, -1).copy(), dst.mask().reshape(dst.partitions, -1).copy()
-    valid = ins.attrs.get("num_valid_indices")
+    out, om = np.empty((dst.partitions, n * k), a.dtype), np.empty((dst.partitions, n * k), bool)
     c = nc.limit("gpsimd_core_partitions")
     for base in range(0, src.partitions, c):
-        block, bmask = a[base:base + c].reshape(-1), m[base:base + c].reshape(-1)
-        picks = ix[base:base + c].reshape(-1)[: None if valid is None else int(valid)]
-        sel = (picks[:, None] * k + np.arange(k)[None, :]).reshape(-1)
-        if sel.size and sel.max() >= block.size:
-            raise OutOfBoundsError(f"local_gather: index {int(picks.max())} x {k} reaches element {int(sel.max())} of the "
-                                   f"{block.size} elements of GpSimd core {base // c}")
-        flat, fm = out[base:base + c].reshape(-1), om[base:base + c].reshape(-1)
-        flat[: sel.size], fm[: sel.size] = block[sel], bmask[sel]
-        out[base:base + c], om[base:base + c] = flat.reshape(-1, out.shape[1]), fm.reshape(-1, out.shape[1])
+        picks = ix[base:base + c].reshape(-1, order="F")[:n]
+        sel = (picks[:, None] + np.arange(k)[None, :]).reshape(-1)
+        if sel.size and sel.max() >= a.shape[1]:
+            raise OutOfBoundsError(f"local_gather: index {int(picks.max())} + {k} elements reaches free element "
+                                   f"{int(sel.max())} of the {a.shape[1]} of each partition of {src.name!r} "
+                                   f"(GpSimd core {base // c})")
+        out[base:base + c], om[base:base + c] = a[base:base + c][:, sel], m[base:base + c][:, sel]
     dst.store(out.reshape(dst.shape), om.reshape(dst.shape) if om.any() else None)
 
 
@@ -183,3 +194,197 @@ def _dropout_semantics(ins, nc):
 
 
 define(Op.DROPOUT, Engine.VECTOR, _dropout_check, _dropout_semantics, stream_cost)
+
+
+# -- rand_set_state / rand_get_state: the engine's generator state in SBUF -----------------------------------------
+# nki/api/nki/isa/__init__.py: rand_set_state, rand_get_state (v3+; GpSimd, or Vector on v4+; uint32 state of
+# 6 words per lane on GpSimd, 24 on Vector). trnsim's generator is one Philox stream per core, not per-lane
+# XORWOW: the words rand_get_state writes name the stream's position, and rand_set_state given those words
+# resumes exactly there; other words seed a new stream deterministically.
+def _rng_state_check(ins, nc):
+    v = ins.operands.get("src_seeds", ins.operands.get("dst"))
+    if ins.engine is Engine.VECTOR and nc.gen < 4:
+        raise GenerationError(f"{ins.op.value} on the vector engine needs NeuronCore-v4 or newer; this core is v{nc.gen}")
+    if v.dtype.name != "uint32":
+        raise ShapeError(f"{ins.op.value}: the state tensor {v.name!r} must be uint32; got {v.dtype.name}")
+    words = nc.limit(f"rng_state_words_{ins.engine.value}")
+    if v.free_size != words:
+        raise ShapeError(f"{ins.op.value}: {v.name!r} {list(v.shape)} holds {v.free_size} words per lane; the "
+                         f"{ins.engine.value} engine's generator state is {words}")
+    if "src_seeds" in ins.operands and v.space is not Space.SBUF:
+        raise MemorySpaceError(f"rand_set_state reads its seeds from SBUF; {v.name!r} is in {v.space.value}")
+
+
+def _state_words(nc, shape) -> np.ndarray:
+    """Words naming the generator's current position, remembered so rand_set_state can resume it."""
+    st = nc.rng.bit_generator.state
+    key = np.random.SeedSequence([int(x) for x in st["state"]["counter"]] + [int(x) for x in st["state"]["key"]]
+                                 + [int(st["buffer_pos"])])
+    words = key.generate_state(int(np.prod(shape)), np.uint32).reshape(shape)
+    nc.rng_states[words.tobytes()] = st
+    return words
+
+
+def _rand_get_state_semantics(ins, nc):
+    ins.dst.store(_state_words(nc, ins.dst.shape))
+
+
+def _rand_set_state_semantics(ins, nc):
+    v = ins.src_seeds
+    if v.poisoned():
+        nc.never_written("seed the random number generator", v, v.mask(), ins.location)
+    words = np.ascontiguousarray(v.array())
+    known = nc.rng_states.get(words.tobytes())
+    if known is not None:
+        nc.rng = np.random.Generator(np.random.Philox(0))
+        nc.rng.bit_generator.state = known
+    else:
+        nc.rng = np.random.Generator(np.random.Philox(np.random.SeedSequence(words.reshape(-1).tolist())))
+
+
+define(Op.RAND_SET_STATE, (Engine.GPSIMD, Engine.VECTOR), _rng_state_check, _rand_set_state_semantics,
+       lambda r, s: stream_cost(r, s, inputs=1), writes=(), min_gen=3)
+define(Op.RAND_GET_STATE, (Engine.GPSIMD, Engine.VECTOR), _rng_state_check, _rand_get_state_semantics,
+       lambda r, s: stream_cost(r, s, inputs=0), min_gen=3)
+
+
+# -- nc_n_gather: a gather inside each partition ------------------------------------------------------------------
+# nki/api/nki/isa/__init__.py: nc_n_gather: dst[p, j] = data[p].flat[indices[p, j]]; uint32 indices, all in SBUF.
+def _n_gather_check(ins, nc):
+    same_partitions(ins, "dst", "data", "indices")
+    same_free(ins, "dst", "indices")
+    _sbuf_dst(ins)
+    for n in ("data", "indices"):
+        if ins.operands[n].space is not Space.SBUF:
+            raise MemorySpaceError(f"nc_n_gather: {n} {ins.operands[n].name!r} must be in SBUF")
+    if ins.indices.dtype.name != "uint32":
+        raise ShapeError(f"nc_n_gather: indices must be uint32; got {ins.indices.dtype.name}")
+    if ins.dst.dtype != ins.data.dtype:
+        raise ShapeError(f"nc_n_gather: dst {ins.dst.dtype.name} must have data's dtype {ins.data.dtype.name}")
+
+
+def _n_gather_semantics(ins, nc):
+    data, dst = ins.data, ins.dst
+    a, m = data.array().reshape(data.partitions, -1), data.mask().reshape(data.partitions, -1)
+    ix = ins.indices.array().reshape(data.partitions, -1).astype(np.int64)
+    if ix.size and ix.max() >= a.shape[1]:
+        raise OutOfBoundsError(f"nc_n_gather: index {int(ix.max())} outside the {a.shape[1]} elements of each "
+                               f"partition of {data.name!r}")
+    om = np.take_along_axis(m, ix, 1) | ins.indices.mask().reshape(ix.shape)
+    dst.store(np.take_along_axis(a, ix, 1).reshape(dst.shape), om.reshape(dst.shape) if om.any() else None)
+
+
+define(Op.NC_N_GATHER, Engine.GPSIMD, _n_gather_check, _n_gather_semantics, stream_cost)
+
+
+# -- sequence_bounds: [start, end) of the segment of each element -------------------------------------------------
+# nki/api/nki/isa/__init__.py: sequence_bounds: segment_ids [1, n] -> dst [1, 2, n]; id 0 is padding, which gets
+# start n and end -1; float32 or int32.
+def _sequence_bounds_check(ins, nc):
+    ids, dst = ins.segment_ids, ins.dst
+    _sbuf_dst(ins)
+    if ids.partitions != 1:
+        raise ShapeError(f"sequence_bounds: segment_ids {list(ids.shape)} must have 1 partition")
+    if dst.partitions != 1 or dst.free_size != 2 * ids.free_size:
+        raise ShapeError(f"sequence_bounds: dst {list(dst.shape)} must be [1, 2, {ids.free_size}] for segment_ids "
+                         f"{list(ids.shape)}")
+    for v in (ids, dst):
+        if v.dtype.name not in ("float32", "int32"):
+            raise ShapeError(f"sequence_bounds: {v.name!r} is {v.dtype.name}; it must be float32 or int32")
+
+
+def _sequence_bounds_semantics(ins, nc):
+    x = ins.segment_ids.array().reshape(-1)
+    n = x.size
+    i = np.arange(n)
+    first = np.r_[True, x[1:] != x[:-1]]  # where a run of equal ids starts
+    last = np.r_[x[:-1] != x[1:], True]
+    start = np.maximum.accumulate(np.where(first, i, 0))
+    end = np.minimum.accumulate(np.where(last, i + 1, n)[::-1])[::-1]
+    pad = x == 0
+    out = np.stack([np.where(pad, n, start), np.where(pad, -1, end)]).astype(np.int64)
+    m = ins.segment_ids.mask().reshape(-1)
+    mask = None
+    if m.any():  # an element's bounds depend on its whole run; mark the runs that hold a never-written id
+        run = np.cumsum(first) - 1
+        mask = np.broadcast_to(np.isin(run, run[m])[None, :], (2, n)).reshape(ins.dst.shape)
+    put(ins.dst, out.reshape(ins.dst.shape) if ins.dst.dtype.is_int else out.astype(np.float32).reshape(ins.dst.shape),
+        mask)
+
+
+define(Op.SEQUENCE_BOUNDS, Engine.GPSIMD, _sequence_bounds_check, _sequence_bounds_semantics, stream_cost)
+
+
+# -- nonzero_with_count: indices of non-zero elements, padding, then the count -------------------------------------
+# nki/api/nki/isa/__init__.py: nonzero_with_count (v3+): only partition 0 of each GpSimd core (0, 16, ..., 112) is
+# read and written; dst has one more element per partition than src; src float32/int32, dst int32.
+def _nonzero_check(ins, nc):
+    same_partitions(ins, "dst", "src")
+    _sbuf_dst(ins)
+    if ins.src.space is not Space.SBUF:
+        raise MemorySpaceError(f"nonzero_with_count: src {ins.src.name!r} must be in SBUF")
+    if ins.dst.free_size != ins.src.free_size + 1:
+        raise ShapeError(f"nonzero_with_count: dst {list(ins.dst.shape)} must hold one element more per partition "
+                         f"than src {list(ins.src.shape)}")
+    if ins.src.dtype.name not in ("float32", "int32") or ins.dst.dtype.name != "int32":
+        raise ShapeError(f"nonzero_with_count: src must be float32 or int32 and dst int32; got {ins.src.dtype.name} "
+                         f"and {ins.dst.dtype.name}")
+
+
+def _nonzero_semantics(ins, nc):
+    src, dst = ins.src, ins.dst
+    a, m = src.array().reshape(src.partitions, -1), src.mask().reshape(src.partitions, -1)
+    out = dst.array().reshape(dst.partitions, -1).copy()
+    om = dst.mask().reshape(dst.partitions, -1).copy()
+    off, pad = int(ins.attrs.get("index_offset", 0)), int(ins.attrs.get("padding_val", -1))
+    for p in range(0, src.partitions, nc.limit("gpsimd_core_partitions")):
+        hits = np.flatnonzero(a[p] != 0)
+        out[p] = np.r_[hits + off, np.full(a.shape[1] - hits.size, pad), hits.size]
+        om[p] = m[p].any()  # every output of the partition depends on every input
+    dst.store(out.astype(np.int32).reshape(dst.shape), om.reshape(dst.shape) if om.any() else None)
+
+
+define(Op.NONZERO_WITH_COUNT, Engine.GPSIMD, _nonzero_check, _nonzero_semantics, stream_cost, min_gen=3)
+
+
+# -- topk: the K largest of a 16-partition snake, ascending, with their indices -------------------------------------
+# nki/api/nki/isa/__init__.py: topk: element e of a GpSimd core's snake is at partition e % 16, column e // 16
+# of src (bf16); n elements are active; val_dst (bf16) and idx_dst (uint32) are [P, K], values ascending.
+# [UNCERTAIN: the docs say each partition selects; trnsim writes each core's result to all 16 of its partitions.]
+def _topk_check(ins, nc):
+    src, val, idx = ins.src, ins.val_dst, ins.idx_dst
+    same_partitions(ins, "val_dst", "idx_dst", "src")
+    same_free(ins, "val_dst", "idx_dst")
+    c = nc.limit("gpsimd_core_partitions")
+    for v in (src, val, idx):
+        if v.space is not Space.SBUF:
+            raise MemorySpaceError(f"topk: {v.name!r} must be in SBUF")
+    if src.dtype.name != "bfloat16" or val.dtype.name != "bfloat16" or idx.dtype.name != "uint32":
+        raise ShapeError(f"topk: src and val_dst must be bfloat16 and idx_dst uint32; got {src.dtype.name}, "
+                         f"{val.dtype.name}, {idx.dtype.name}")
+    n, k = int(ins.attrs["n"]), val.free_size
+    if src.partitions % c:
+        raise ShapeError(f"topk: the partition dim {src.partitions} must be a multiple of {c}")
+    if not 8 <= n < 65536 or not 1 <= k <= n or k >= 32768:
+        raise ShapeError(f"topk: needs 8 <= n < 65536 and 1 <= K <= n, K < 32768; got n={n}, K={k}")
+    if src.free_size * c < n:
+        raise ShapeError(f"topk: src {list(src.shape)} holds {src.free_size * c} snake elements per core; n={n}")
+
+
+def _topk_semantics(ins, nc):
+    src, val, idx = ins.src, ins.val_dst, ins.idx_dst
+    n, k, c = int(ins.attrs["n"]), val.free_size, nc.limit("gpsimd_core_partitions")
+    a = src.array().reshape(src.partitions, -1).astype(np.float32)
+    m = src.mask().reshape(src.partitions, -1)
+    vals, ids, vm = (np.empty((src.partitions, k), np.float32), np.empty((src.partitions, k), np.uint32),
+                     np.zeros((src.partitions, k), bool))
+    for base in range(0, src.partitions, c):
+        snake = a[base:base + c].reshape(-1, order="F")[:n]
+        top = np.argsort(-snake, kind="stable")[:k][::-1]  # ascending values; ties keep the lower index last
+        vals[base:base + c], ids[base:base + c] = snake[top], top
+        vm[base:base + c] = m[base:base + c].reshape(-1, order="F")[:n].any()
+    put(val, vals.reshape(val.shape), vm.reshape(val.shape) if vm.any() else None)
+    idx.store(ids.reshape(idx.shape), vm.reshape(idx.shape) if vm.any() else None)
+
+
+define(Op.TOPK, Engine.GPSIMD, _topk_check, _topk_semantics, stream_cost, writes=("val_dst", "idx_dst"))

@@ -45,6 +45,7 @@ class Op(_Member):
     TENSOR_REDUCE = "tensor_reduce"
     TENSOR_SCALAR_REDUCE = "tensor_scalar_reduce"
     TENSOR_TENSOR_SCAN = "tensor_tensor_scan"
+    TENSOR_SCALAR_CUMULATIVE = "tensor_scalar_cumulative"
     BN_STATS = "bn_stats"
     BN_AGGR = "bn_aggr"
     MAX8 = "max8"
@@ -55,13 +56,20 @@ class Op(_Member):
     RAND = "rand"
     SET_RNG_SEED = "set_rng_seed"
     DROPOUT = "dropout"
+    RAND_SET_STATE = "rand_set_state"
+    RAND_GET_STATE = "rand_get_state"
     # GpSimd engine
     IOTA = "iota"
     AFFINE_SELECT = "affine_select"
     TENSOR_PARTITION_REDUCE = "tensor_partition_reduce"
     LOCAL_GATHER = "local_gather"
+    NC_N_GATHER = "nc_n_gather"
+    SEQUENCE_BOUNDS = "sequence_bounds"
+    NONZERO_WITH_COUNT = "nonzero_with_count"
+    TOPK = "topk"
     # DMA
     DMA_COPY = "dma_copy"
+    DMA_COMPUTE = "dma_compute"
     DMA_TRANSPOSE = "dma_transpose"
     SENDRECV = "sendrecv"
     # Sequencers (Sync): registers and cross-core sync
@@ -73,7 +81,7 @@ class Op(_Member):
 
 
 MATMUL = frozenset({Op.NC_MATMUL, Op.NC_MATMUL_MX})
-DMA = frozenset({Op.DMA_COPY, Op.DMA_TRANSPOSE, Op.SENDRECV})
+DMA = frozenset({Op.DMA_COPY, Op.DMA_COMPUTE, Op.DMA_TRANSPOSE, Op.SENDRECV})
 ELEMENTWISE = frozenset({Op.TENSOR_TENSOR, Op.TENSOR_SCALAR, Op.SCALAR_TENSOR_TENSOR, Op.TENSOR_COPY,
                          Op.RECIPROCAL, Op.ACTIVATION, Op.ACTIVATE2, Op.EXPONENTIAL, Op.DROPOUT})
 REDUCE = frozenset({Op.TENSOR_REDUCE, Op.TENSOR_SCALAR_REDUCE, Op.TENSOR_PARTITION_REDUCE, Op.BN_STATS, Op.BN_AGGR})

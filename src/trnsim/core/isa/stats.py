@@ -6,11 +6,11 @@ from __future__ import annotations
 
 import numpy as np
 
-from trnsim.core.errors import FreeSizeError, ShapeError
+from trnsim.core.errors import DTypeError, FreeSizeError, ShapeError
 from trnsim.core.isa.alu import op_name
 from trnsim.core.isa.opcodes import Engine, Op
 from trnsim.core.isa.registry import define, masks, pf, put, same_free, same_partitions, stream_cost
-from trnsim.core.isa.scalar import accumulate
+from trnsim.core.isa.scalar import accumulate, reduce_cmd
 from trnsim.core.isa.vector import apply, check_scalar_operand, scalar_operand
 
 _RED = ("dst", "reduce_res")
@@ -74,6 +74,56 @@ def _scan_semantics(ins, nc):
 
 
 define(Op.TENSOR_TENSOR_SCAN, Engine.VECTOR, _scan_check, _scan_semantics, lambda r, s: stream_cost(r, s, inputs=2))
+
+
+# -- tensor_scalar_cumulative: reg = op1(op0(src[i], imm0), reg); dst[i] = reg, in the lane accumulators ------------
+# nki/api/nki/isa/__init__.py: tensor_scalar_cumulative. The register starts from op1's identity (reset_reduce),
+# imm1 (load_reduce) or where the last accumulating instruction left it (reduce), and stays there afterwards.
+_CUMULATIVE = {"add": 0.0, "subtract": 0.0, "multiply": 1.0, "maximum": -np.inf, "minimum": np.inf}
+_CUMULATIVE_ALIASES = {"mult": "multiply", "max": "maximum", "min": "minimum"}
+
+
+def _cumulative_op(ins):
+    name = op_name(ins.attrs["op1"])
+    return _CUMULATIVE_ALIASES.get(name, name)
+
+
+def _cumulative_check(ins, nc):
+    _same(ins, "dst", "src")
+    for k in ("imm0", "imm1"):
+        check_scalar_operand(ins, k, ins.src.partitions)
+    if _cumulative_op(ins) not in _CUMULATIVE:
+        raise ShapeError(f"tensor_scalar_cumulative: op1 {op_name(ins.attrs['op1'])} is not one of "
+                         f"{', '.join(_CUMULATIVE)}")
+    for v in (ins.src, ins.dst):
+        if v.dtype.name in ("int32", "uint32"):
+            raise DTypeError(f"tensor_scalar_cumulative: {v.name!r} is {v.dtype.name}; 32-bit integers are not "
+                             f"supported")
+
+
+def _cumulative_semantics(ins, nc):
+    src, dst, p = ins.src, ins.dst, ins.src.partitions
+    cmd = reduce_cmd(ins.attrs.get("reduce_cmd") or "reset_reduce")
+    op1 = _cumulative_op(ins)
+    lanes = slice(src.region().partition, src.region().partition + p)
+    acc, bad = nc.accumulators[Engine.VECTOR], nc.accumulator_poison[Engine.VECTOR]
+    if cmd in ("reset", "reset_reduce"):
+        acc[lanes], bad[lanes] = _CUMULATIVE[op1], False
+    elif cmd == "load_reduce":
+        acc[lanes], bad[lanes] = _operand(ins, "imm1", p).reshape(-1), masks((p, 1), ins.operands.get("imm1")) is not None
+    x = apply(ins.attrs["op0"], pf(src), _operand(ins, "imm0", p), reverse=ins.attrs.get("reverse0", False))
+    reg, out = acc[lanes].astype(np.float32), np.empty_like(x)
+    for i in range(x.shape[1]):  # a true scan: each step depends on the last
+        reg = apply(op1, x[:, i], reg)
+        out[:, i] = reg
+    acc[lanes] = reg
+    m = masks(x.shape, src, ins.operands.get("imm0"))
+    m = (np.zeros(x.shape, bool) if m is None else np.logical_or.accumulate(m, axis=1)) | bad[lanes][:, None]
+    bad[lanes] = m[:, -1] if m.shape[1] else bad[lanes]
+    put(dst, out.reshape(dst.shape), m.reshape(dst.shape) if m.any() else None)
+
+
+define(Op.TENSOR_SCALAR_CUMULATIVE, Engine.VECTOR, _cumulative_check, _cumulative_semantics, stream_cost)
 
 
 # -- select_reduce: dst = pred ? on_true : on_false, optional max-reduce --------------------------------------

@@ -187,7 +187,7 @@ define(Op.TENSOR_COPY, (Engine.VECTOR, Engine.SCALAR, Engine.GPSIMD), _tensor_co
 # -- tensor_copy_predicated ---------------------------------------------------------------------------------------
 # Docs: nki/api/generated/nki.isa.tensor_copy_predicated.html (v2.33): dst = src where the predicate is non-zero
 # (zero with reverse_pred), dst unchanged elsewhere; src a tensor or a Python number.
-_PREDICATES = ("uint8", "uint16", "uint32")
+_PREDICATES = ("uint8", "uint16", "uint32", "bool_")  # bool: one byte of 0 or 1, read as uint8
 
 
 def _copy_predicated_check(ins, nc):
