@@ -148,9 +148,11 @@ def tensor_reduce(dst, op, data, axis, negate=False, keepdims=False, name=None):
 
 # -- DMA -------------------------------------------------------------------------------------------------------
 def dma_copy(dst, src, priority=None, oob_mode=oob_mode.error, dge_mode=dge_mode.unknown, engine=engine.unknown,
-             name=None):
+             name=None, dst_rmw_op=None, unique_indices=True):
+    """A DMA; `dst_rmw_op=nl.add` (NKI 0.x releases) adds src into dst instead of overwriting it."""
     return issue(Op.DMA_COPY, dst=dst, src=src, priority=priority, oob_mode=getattr(oob_mode, "name", oob_mode),
-                 dge_mode=getattr(dge_mode, "name", dge_mode), queue_engine=getattr(engine, "name", engine))
+                 dge_mode=getattr(dge_mode, "name", dge_mode), queue_engine=getattr(engine, "name", engine),
+                 dst_rmw_op=dst_rmw_op)
 
 
 def dma_transpose(dst, src, axes=None, priority=None, dge_mode=dge_mode.unknown, oob_mode=oob_mode.error, name=None):
@@ -163,21 +165,10 @@ def sendrecv(src, dst, send_to_rank, recv_from_rank, pipe_id, dma_engine=dma_eng
                  pipe_id=pipe_id)
 
 
-def _unsupported(name):
-    def fn(*args, **kwargs):
-        raise NotImplementedError(f"nki.isa.{name} is not supported in trnsim")
-    fn.__name__ = name
-    return fn
-
-
-dma_compute = _unsupported("dma_compute")
-nc_n_gather = _unsupported("nc_n_gather")
-topk = _unsupported("topk")
-sequence_bounds = _unsupported("sequence_bounds")
-nonzero_with_count = _unsupported("nonzero_with_count")
-tensor_scalar_cumulative = _unsupported("tensor_scalar_cumulative")
-rand_set_state = _unsupported("rand_set_state")
-rand_get_state = _unsupported("rand_get_state")
+def dma_compute(dst, srcs, reduce_op, scales=None, unique_indices=True, oob_mode=oob_mode.error, name=None):
+    return issue(Op.DMA_COMPUTE, dst=dst, **{f"src{i}": s for i, s in enumerate(srcs)}, reduce_op=reduce_op,
+                 scales=None if scales is None else tuple(scales), unique_indices=unique_indices,
+                 oob_mode=getattr(oob_mode, "name", oob_mode))
 
 
 # -- reductions, scans, selections, statistics -------------------------------------------------------------------
@@ -191,6 +182,11 @@ def tensor_scalar_reduce(dst, data, op0, operand0, reduce_op, reduce_res=None, r
 def tensor_tensor_scan(dst, data0, data1, initial, op0, op1, reverse0=False, reverse1=False, name=None):
     return issue(Op.TENSOR_TENSOR_SCAN, dst=dst, data0=data0, data1=data1, initial=initial, op0=op0, op1=op1,
                  reverse0=reverse0, reverse1=reverse1)
+
+
+def tensor_scalar_cumulative(dst, src, op0, op1, imm0, imm1=None, reduce_cmd=reduce_cmd.reset_reduce, name=None):
+    return issue(Op.TENSOR_SCALAR_CUMULATIVE, dst=dst, src=src, op0=op0, op1=op1, imm0=imm0, imm1=imm1,
+                 reduce_cmd=reduce_cmd)
 
 
 def tensor_partition_reduce(dst, op, data, name=None):
@@ -239,6 +235,10 @@ def nc_stream_shuffle(dst, src, shuffle_mask, name=None):
     return issue(Op.NC_STREAM_SHUFFLE, dst=dst, src=src, shuffle_mask=tuple(shuffle_mask))
 
 
+def topk(val_dst, idx_dst, src, n, name=None):
+    return issue(Op.TOPK, val_dst=val_dst, idx_dst=idx_dst, src=src, n=n)
+
+
 def quantize_mx(dst, src, dst_scale, name=None):
     return issue(Op.QUANTIZE_MX, dst=dst, src=src, dst_scale=dst_scale)
 
@@ -259,6 +259,18 @@ def local_gather(dst, src_buffer, index, num_elem_per_idx=1, num_valid_indices=N
                  num_valid_indices=num_valid_indices)
 
 
+def nc_n_gather(dst, data, indices, name=None):
+    return issue(Op.NC_N_GATHER, dst=dst, data=data, indices=indices)
+
+
+def sequence_bounds(dst, segment_ids, name=None):
+    return issue(Op.SEQUENCE_BOUNDS, dst=dst, segment_ids=segment_ids)
+
+
+def nonzero_with_count(dst, src, index_offset=0, padding_val=-1, name=None):
+    return issue(Op.NONZERO_WITH_COUNT, dst=dst, src=src, index_offset=index_offset, padding_val=padding_val)
+
+
 # -- random numbers -----------------------------------------------------------------------------------------------
 def rng(dst, engine=engine.vector, name=None):
     return issue(Op.RAND, engine=_eng(engine), dst=dst, kind="bits")
@@ -270,6 +282,14 @@ def rand2(dst, min, max, name=None):  # noqa: A002 - the NKI parameter names
 
 def set_rng_seed(src_seeds, name=None):
     return issue(Op.SET_RNG_SEED, src_seeds=src_seeds)
+
+
+def rand_set_state(src_seeds, engine=engine.gpsimd, name=None):
+    return issue(Op.RAND_SET_STATE, engine=_eng(engine), src_seeds=src_seeds)
+
+
+def rand_get_state(dst, engine=engine.gpsimd, name=None):
+    return issue(Op.RAND_GET_STATE, engine=_eng(engine), dst=dst)
 
 
 def dropout(dst, data, prob, name=None):
