@@ -11,6 +11,7 @@ import numpy as np
 
 from trnsim import numerics
 from trnsim.core.errors import KernelError, ShapeError
+from trnsim.core.tensor import View
 from trnsim.nki import isa as cur
 from trnsim.nki.isa import (dge_mode, engine, get_nc_sub_version, get_nc_version, nc_version,  # noqa: F401
                             oob_mode, reduce_cmd)
@@ -240,12 +241,11 @@ def register_store(dst, src):
 # -- DMA -------------------------------------------------------------------------------------------------------------
 def dma_copy(src=None, dst=None, *, mask=None, dst_rmw_op=None, oob_mode=oob_mode.error, dge_mode=dge_mode.unknown,
              **kwargs):
-    """A DMA from src to dst (HBM or SBUF) on the boxes the mask keeps; `(src, dst)` positionally, as in the beta API."""
-    if dst_rmw_op is not None:
-        raise NotImplementedError("dma_copy dst_rmw_op (read-modify-write DMA) is not supported in trnsim")
+    """A DMA from src to dst (HBM or SBUF) on the boxes the mask keeps; `(src, dst)` positionally, as in the beta API.
+    `dst_rmw_op=np.add` adds src into dst (indirect rows named twice receive both)."""
     d, s = as_tile(dst), nl._sbuf_value(src)
     each_box(d, mask, [s], lambda b: emit(cur.dma_copy, dst=d.view(b), src=part(s, b, d.shape), oob_mode=oob_mode,
-                                          dge_mode=dge_mode))
+                                          dge_mode=dge_mode, dst_rmw_op=dst_rmw_op))
 
 
 def dma_transpose(src, mask=None, dtype=None, **kwargs) -> Tile:
@@ -257,3 +257,137 @@ def dma_transpose(src, mask=None, dtype=None, **kwargs) -> Tile:
     out = new_tile(tuple(src.shape[a] for a in perm), src.dtype)
     emit(cur.dma_transpose, dst=out.view(), src=src.view(), axes=perm)
     return out if dtype is None or numerics.dtype(dtype) == src.dtype else nl.copy(out, dtype=dtype)
+
+
+# -- selections, top-8 and index searches ---------------------------------------------------------------------------
+# Beta signatures from the 2.2x API pages (nki.isa.max8, nc_find_index8, nc_match_replace8, select_reduce,
+# range_select, sequence_bounds, local_gather, tensor_copy_predicated, tensor_scalar_cumulative,
+# tensor_copy_dynamic_src/dst, dma_copy): keyword operands, `mask=` and `dtype=`, results returned as tiles.
+def _rows(data: Tile, mask):
+    """The one box of `data` the mask keeps, for instructions that work along whole partitions."""
+    from trnsim.nki.legacy._grid import boxes, evaluate
+    kept = boxes(evaluate(mask, data.shape), data.shape)
+    if len(kept) != 1:
+        raise MaskExpressionError(f"mask={mask!r} must keep one rectangle of {list(data.shape)} for this instruction")
+    return kept[0]
+
+
+def max8(*, src, mask=None, dtype=None, **kwargs) -> Tile:
+    """The 8 largest values of each partition, descending: [P, 8]."""
+    src = as_tile(src)
+    b = _rows(src, mask)
+    out = new_tile((src.shape[0], 8), _dt(dtype, src.dtype))
+    emit(cur.max8, dst=out.view((b[0], (0, 8))), src=src.view(b))
+    return out
+
+
+def nc_find_index8(*, data, vals, mask=None, dtype=None, **kwargs) -> Tile:
+    """The index of each of 8 values in each partition of data: [P, 8], uint32 unless dtype says otherwise."""
+    data, vals = as_tile(data), as_tile(vals)
+    b = _rows(data, mask)
+    out = new_tile((data.shape[0], 8), _dt(dtype, numerics.uint32))
+    emit(cur.nc_find_index8, dst=out.view((b[0], (0, 8))), data=data.view(b), vals=vals.view((b[0], (0, 8))))
+    return out
+
+
+def nc_match_replace8(*, data, vals, imm, dst_idx=None, mask=None, dtype=None, **kwargs) -> Tile:
+    """data with the first match of each of 8 values per partition replaced by imm; their indices into dst_idx."""
+    data, vals = as_tile(data), as_tile(vals)
+    b = _rows(data, mask)
+    out = new_tile(data.shape, _dt(dtype, data.dtype))
+    idx = None if dst_idx is None else as_tile(dst_idx).view((b[0], (0, 8)))
+    emit(cur.nc_match_replace8, dst=out.view(b), data=data.view(b), vals=vals.view((b[0], (0, 8))), imm=imm,
+         dst_idx=idx)
+    return out
+
+
+def _col(t, b):
+    """A [P, 1] operand (or a number) for the partitions of box b."""
+    return as_tile(t).view((b[0], (0, 1))) if isinstance(t, (Tile, View)) else t
+
+
+def select_reduce(*, dst, predicate, on_true, on_false, reduce_res=None, reduce_cmd=reduce_cmd.idle, reduce_op=None,
+                  reverse_pred=False, mask=None, dtype=None, **kwargs) -> Tile:
+    """dst = predicate ? on_true : on_false (a tile, a [P, 1] tile or a number), with an optional reduction."""
+    d, pred, t = as_tile(dst), as_tile(predicate), as_tile(on_true)
+    b = _rows(d, mask)
+    f = on_false
+    if isinstance(f, (Tile, View)):
+        f = as_tile(f)
+        f = f.view((b[0], (0, 1))) if f.shape[-1] == 1 else f.view(b)
+    emit(cur.select_reduce, dst=d.view(b), predicate=pred.view(b), on_true=t.view(b), on_false=f,
+         reduce_res=_col(reduce_res, b) if reduce_res is not None else None, reduce_cmd=reduce_cmd,
+         reduce_op=reduce_op, reverse_pred=reverse_pred)
+    return d
+
+
+def range_select(*, on_true_tile, comp_op0, comp_op1, bound0, bound1, reduce_cmd=reduce_cmd.reset_reduce,
+                 reduce_res=None, reduce_op=None, range_start=0, on_false_value=None, mask=None, dtype=None,
+                 **kwargs) -> Tile:
+    """on_true_tile where bound0 comp_op0 i and i comp_op1 bound1 (i = range_start + free index), else
+    on_false_value; the max (reduce_op) of the result goes to the lane accumulators and reduce_res."""
+    src = as_tile(on_true_tile)
+    b = _rows(src, mask)
+    out = new_tile(src.shape, _dt(dtype, src.dtype))
+    emit(cur.range_select, dst=out.view(b), on_true_tile=src.view(b), comp_op0=comp_op0, comp_op1=comp_op1,
+         bound0=_col(bound0, b), bound1=_col(bound1, b), reduce_cmd=reduce_cmd,
+         reduce_res=_col(reduce_res, b) if reduce_res is not None else None, reduce_op=reduce_op,
+         range_start=range_start, on_false_value=on_false_value)
+    return out
+
+
+def sequence_bounds(*, segment_ids, dtype=None, **kwargs) -> Tile:
+    """[1, 2, n]: the start and end of each element's segment (id 0 is padding)."""
+    ids = as_tile(segment_ids)
+    out = new_tile((ids.shape[0], 2) + ids.shape[1:], _dt(dtype, ids.dtype))
+    emit(cur.sequence_bounds, dst=out.view(), segment_ids=ids.view())
+    return out
+
+
+def local_gather(src_buffer, index, num_elem_per_idx=1, num_valid_indices=None, mask=None, **kwargs) -> Tile:
+    """Gathers inside each GpSimd core's 16 partitions, in src_buffer's dtype. With every index valid the result
+    is [P, *index free dims, 16, num_elem_per_idx] (a core's indices in the order it reads them: partition
+    fastest); else [P, num_valid_indices, num_elem_per_idx]."""
+    src, idx = as_tile(src_buffer), as_tile(index)
+    per_core, k = min(idx.shape[0], 16), int(num_elem_per_idx)
+    total = int(np.prod(idx.shape[1:])) * per_core
+    n = total if num_valid_indices is None else int(num_valid_indices)
+    shape = (src.shape[0],) + tuple(idx.shape[1:]) + (per_core, k) if n == total else (src.shape[0], n, k)
+    out = new_tile(shape, src.dtype)
+    emit(cur.local_gather, dst=out.view(), src_buffer=src.view(), index=idx.view(), num_elem_per_idx=num_elem_per_idx,
+         num_valid_indices=num_valid_indices)
+    return out
+
+
+# -- copies --------------------------------------------------------------------------------------------------------
+def tensor_copy_predicated(*, src, dst, predicate, reverse_pred=False, mask=None, dtype=None, **kwargs) -> Tile:
+    """dst = src where predicate is non-zero (zero with reverse_pred), dst unchanged elsewhere."""
+    d, pred = as_tile(dst), as_tile(predicate)
+    s = as_tile(src) if isinstance(src, (Tile, View)) else src
+    each_box(d, mask, [pred], lambda b: emit(cur.tensor_copy_predicated, dst=d.view(b), predicate=pred.view(b),
+                                             src=s.view(b) if isinstance(s, Tile) else s, reverse_pred=reverse_pred))
+    return d
+
+
+def tensor_scalar_cumulative(*, src, op0, op1, imm0, imm1=None, reduce_cmd=reduce_cmd.reset_reduce, dst=None,
+                             mask=None, dtype=None, **kwargs) -> Tile:
+    """A running op1 of (src op0 imm0) along each partition, through the vector engine's lane accumulators."""
+    src = as_tile(src)
+    out = as_tile(dst) if dst is not None else new_tile(src.shape, _dt(dtype, src.dtype))
+    b = _rows(src, mask)
+    emit(cur.tensor_scalar_cumulative, dst=out.view(b), src=src.view(b), op0=op0, op1=op1, imm0=_col(imm0, b),
+         imm1=_col(imm1, b), reduce_cmd=reduce_cmd)
+    return out
+
+
+def tensor_copy_dynamic_src(src, *, mask=None, dtype=None, engine=None, **kwargs) -> Tile:
+    """A copy of a tile whose free offset the kernel computed at run time (a register or nl.ds offset)."""
+    return tensor_copy(src, mask=mask, dtype=dtype, engine=engine)
+
+
+def tensor_copy_dynamic_dst(*, dst, src, mask=None, dtype=None, engine=None, **kwargs) -> Tile:
+    """A copy into a tile whose free offset the kernel computed at run time (a register or nl.ds offset)."""
+    d, s = as_tile(dst), as_tile(src)
+    each_box(d, mask, [s], lambda b: emit(cur.tensor_copy, dst=d.view(b), src=part(s, b, d.shape),
+                                          engine=engine if engine is not None else cur.engine.unknown))
+    return d

@@ -548,6 +548,13 @@ def all_reduce(x, op, program_axes, **kwargs):
     raise NotImplementedError("nl.all_reduce across SPMD programs is not supported in trnsim")
 
 
+def atomic_rmw(dst, value, op, *, mask=None, **kwargs):
+    """dst = op(dst, value) on HBM (op np.add), as one read-modify-write DMA; rows of an indirectly indexed
+    dst named more than once receive every contribution (nki.language.atomic_rmw, 2.2x API pages)."""
+    d, v = as_tile(dst), _sbuf_value(value)
+    each_box(d, mask, [v], lambda b: emit(cur.dma_copy, dst=d.view(b), src=part(v, b, d.shape), dst_rmw_op=op))
+
+
 _INTERNAL = {"annotations", "builtins", "math", "np", "numerics", "View", "KernelError", "ShapeError", "cur", "ParDim",
              "Tile", "as_tile", "core", "each_box", "emit", "instance", "new_tile", "part", "promote", "assign", "accumulate",
              "pending_matmul"}
