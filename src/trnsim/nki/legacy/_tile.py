@@ -358,6 +358,8 @@ class Tile:
     __hash__ = object.__hash__
 
     def __bool__(self):
+        if self.pending is None and not self.tensor.on_chip:
+            return True  # an HBM tensor is a present argument (`if bias:` on an optional kernel argument)
         raise KernelError("err_ambiguous_tensor_truth_value: a tile cannot be a Python truth value (branching on "
                           "tensor values is dynamic control flow)")
 

@@ -311,9 +311,11 @@ def _whole(t: Tile) -> bool:
 
 def matmul(x, y, transpose_x=False, mask=None, **kwargs) -> Tile:
     """x @ y (x.T @ y with transpose_x=True) on the tensor engine; the result is a PSUM tile."""
-    x = as_tile(x)
+    x, y = as_tile(x), as_tile(y)
     if not transpose_x:
         x = copy(transpose(x))  # the stationary operand is x.T: a PE transpose, evicted to SBUF
+    x, y = (copy(v) if v.tensor.buffer == "psum" else v for v in (x, y))  # the PE array reads SBUF: the copy
+    # out of PSUM that the compiler inserts
     return pending_matmul(x, y, mask)
 
 
