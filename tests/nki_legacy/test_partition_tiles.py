@@ -42,6 +42,7 @@ def reduce_into_columns(x):
     both = nl.ndarray((x.shape[0], 1, 1), nl.float32, buffer=nl.shared_hbm)
     t = nl.load(x)
     acc = nl.ndarray((x.shape[0], 4), nl.float32)
+    assert acc[:, 0].shape == (x.shape[0], 1)        # on-chip tiles stay 2-d; HBM cols drop the dim
     for i in range(4):
         acc[:, i] = nisa.tensor_reduce(np.add, data=t[:, i, :], axis=(1,))
     nl.store(out, acc)
@@ -54,7 +55,8 @@ def reduce_into_columns(x):
 
 
 def test_reductions_into_columns_and_partition_aligned_shapes(rng):
-    """t[:, i] = tensor_reduce(...) fills one column; nl.sum over every free axis is [P] (keepdims: [P,1,1])."""
+    """t[:, i] ([P, 1]) = tensor_reduce(...) fills one column; nl.sum over every free axis is [P] (keepdims:
+    [P, 1, 1])."""
     x = rng.standard_normal((64, 4, 24), np.float32)
     out, total, both = reduce_into_columns(x)
     np.testing.assert_allclose(out, x.sum(axis=2), rtol=1e-5, atol=1e-5)

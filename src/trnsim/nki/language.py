@@ -346,28 +346,31 @@ def shared_constant(constant) -> View:
 
 
 def broadcast_to(x, shape, dtype=None) -> View:
-    """Size-1 dims broadcast: free dims by a zero stride; an on-chip partition dim of 1 by a ones-matmul into
-    PSUM (the compiler's lowering), cast to `dtype` (default x's) when that is not the PSUM's float32."""
+    """Size-1 dims broadcast: free dims by a zero stride; an on-chip partition dim of 1 by ones-matmuls (the
+    compiler's lowering), into an SBUF tile of `dtype` (default x's)."""
     v, shape = x, tuple(shape)
+    want = numerics.dtype(dtype) if dtype is not None else x.dtype
     if x.on_chip and x.shape[0] == 1 and shape[0] > 1:
-        v = _spread(x, shape[0]).reshape((shape[0],) + tuple(x.shape[1:]))
+        v = _spread(x, shape[0], want).reshape((shape[0],) + tuple(x.shape[1:]))
     for d, (a, b) in enumerate(zip(v.shape, shape)):
         if a != b:
             v = v.broadcast(d, b)
-    want = numerics.dtype(dtype) if dtype is not None else x.dtype
     return v if v.dtype == want else copy(v, want)
 
 
-def _spread(x: View, p: int) -> View:
-    """A [1, ...] tile over p partitions: ones[1, p].T @ x on the tensor engine, one PSUM bank per matmul."""
+def _spread(x: View, p: int, dtype) -> View:
+    """A [1, ...] tile over p partitions: ones[1, p].T @ x on the tensor engine, one PSUM bank at a time,
+    each copied out to SBUF so only one bank is held."""
     f = x.free_size
     ones_ = full((1, p), 1.0, float32 if x.dtype.name in ("float32", "tfloat32") else bfloat16)
-    out = ndarray((p, f), float32, psum)
+    out = ndarray((p, f), dtype, sbuf)
     flat = x.reshape((1, f))
     step = tile_size.psum_bank_fmax
     for lo in range(0, f, step):
         hi = builtins.min(f, lo + step)
-        nisa.nc_matmul(out[:, lo:hi], ones_, flat[:, lo:hi])
+        ps = ndarray((p, hi - lo), float32, psum)
+        nisa.nc_matmul(ps, ones_, flat[:, lo:hi])
+        nisa.tensor_copy(out[:, lo:hi], ps)
     return out
 
 

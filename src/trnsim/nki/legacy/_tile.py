@@ -254,6 +254,11 @@ class Tile:
                         shape.append(1)
                     else:
                         sub.append((i, None, 0))
+            if pax is not None and len(shape) == 1:  # an on-chip tile stays 2-d: the last int-indexed free dim
+                j = max((a for a, k in enumerate(key) if a > pax and not isinstance(k, slice)), default=None)
+                if j is not None:  # is kept at size 1 (`t[:, i]` of [P, F] is [P, 1])
+                    sub[j] = (sub[j][0], 1, 1)
+                    shape.append(1)
             nd = len(shape)
             sub = [(c, tuple(s if ax == r else 0 for ax in range(nd))) for c, r, s in sub]
         const = [c + sum(cf * s[0] for cf, s in zip(row, sub)) for c, row in zip(self.const, self.coefs)]
@@ -273,6 +278,8 @@ class Tile:
             fill, self.tensor.zeroed = self.tensor.zeroed, None
             fill(self.tensor)
         box = box or tuple((0, n) for n in self.shape)
+        if len(box) > len(self.shape) and all(r == (0, 1) for r in box[len(self.shape):]):
+            box = box[:len(self.shape)]  # a [P] tile asked for as [P, 1]
         shape = [hi - lo for lo, hi in box]
         const = [c + sum(cf * lo for cf, (lo, _) in zip(row, box)) for c, row in zip(self.const, self.coefs)]
         t = self.tensor
