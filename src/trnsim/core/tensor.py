@@ -100,7 +100,10 @@ class View:
         return f"<{self.space.value} tensor {self.name!r} {list(self.shape)} {self.dtype.name}>"
 
     def __bool__(self):
-        # Tensor values exist only at run time on the device: Python control flow cannot branch on them.
+        """An HBM tensor is a present argument (`if bias:` on an optional kernel argument). On-chip values exist
+        only at run time on the device: Python control flow cannot branch on them."""
+        if not self.on_chip:
+            return True
         raise KernelError(f"the truth value of tensor {self.name!r} {list(self.shape)} is not known while the kernel is "
                           f"traced; load it into a register (nisa.register_load) and use nl.while_loop/fori_loop")
 

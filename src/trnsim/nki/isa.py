@@ -3,7 +3,8 @@ from __future__ import annotations
 
 import enum
 
-from trnsim.core import Op, Register
+from trnsim.core import Op, Register, View
+from trnsim.core.memory import Space
 from trnsim.core.errors import KernelError
 from trnsim.nki._frontend import core, issue
 
@@ -60,6 +61,9 @@ class dma_engine(enum.IntEnum):
     gpsimd_dma = 2
 
 
+_OOB, _DGE, _ENGINE = oob_mode, dge_mode, engine  # the enums, where a parameter of the same name hides them
+
+
 def get_nc_version() -> nc_version:
     return nc_version(core().gen)
 
@@ -68,8 +72,25 @@ def get_nc_sub_version() -> int:
     return 0
 
 
+def _enum(cls, x):
+    """An enum argument given as its int (`dge_mode=3`) is the member of that value."""
+    return cls(x) if isinstance(x, int) and not isinstance(x, enum.Enum) else x
+
+
 def _eng(e):
+    e = _enum(engine, e)
     return None if e is None or e == engine.unknown else e
+
+
+def _on_sbuf(x, engine=None):
+    """`x` where a GpSimd or Tensor engine can read it: a PSUM tile is first copied to SBUF (the copy the
+    compiler inserts, timed as one)."""
+    if x.__class__ is not View or x.space is not Space.PSUM:
+        return x
+    from trnsim.nki._frontend import ndarray
+    t = ndarray(x.shape, x.dtype, "sbuf")
+    issue(Op.TENSOR_COPY, engine=engine, dst=t, src=x)
+    return t
 
 
 # -- Tensor engine -----------------------------------------------------------------------------------------
@@ -150,13 +171,24 @@ def tensor_reduce(dst, op, data, axis, negate=False, keepdims=False, name=None):
 def dma_copy(dst, src, priority=None, oob_mode=oob_mode.error, dge_mode=dge_mode.unknown, engine=engine.unknown,
              name=None, dst_rmw_op=None, unique_indices=True):
     """A DMA; `dst_rmw_op=nl.add` (NKI 0.x releases) adds src into dst instead of overwriting it."""
-    return issue(Op.DMA_COPY, dst=dst, src=src, priority=priority, oob_mode=getattr(oob_mode, "name", oob_mode),
-                 dge_mode=getattr(dge_mode, "name", dge_mode), queue_engine=getattr(engine, "name", engine),
-                 dst_rmw_op=dst_rmw_op)
+    return issue(Op.DMA_COPY, dst=dst, src=src, priority=priority, oob_mode=_name(_OOB, oob_mode),
+                 dge_mode=_name(_DGE, dge_mode), queue_engine=_name(_ENGINE, engine), dst_rmw_op=dst_rmw_op)
 
 
 def dma_transpose(dst, src, axes=None, priority=None, dge_mode=dge_mode.unknown, oob_mode=oob_mode.error, name=None):
-    return issue(Op.DMA_TRANSPOSE, dst=dst, src=src, axes=axes, dge_mode=getattr(dge_mode, "name", dge_mode))
+    """A DMA transpose; into a dst of another dtype it transposes in the src dtype, then casts with a
+    tensor_copy (the cast the compiler inserts)."""
+    mode = _name(_DGE, dge_mode)
+    if dst.__class__ is View and src.__class__ is View and dst.dtype != src.dtype:
+        from trnsim.nki._frontend import ndarray
+        t = ndarray(dst.shape, src.dtype, "sbuf")
+        issue(Op.DMA_TRANSPOSE, dst=t, src=src, axes=axes, dge_mode=mode)
+        return issue(Op.TENSOR_COPY, dst=dst, src=t)
+    return issue(Op.DMA_TRANSPOSE, dst=dst, src=src, axes=axes, dge_mode=mode)
+
+
+def _name(cls, x):
+    return getattr(_enum(cls, x), "name", x)
 
 
 def sendrecv(src, dst, send_to_rank, recv_from_rank, pipe_id, dma_engine=dma_engine.dma, name=None):
@@ -168,7 +200,7 @@ def sendrecv(src, dst, send_to_rank, recv_from_rank, pipe_id, dma_engine=dma_eng
 def dma_compute(dst, srcs, reduce_op, scales=None, unique_indices=True, oob_mode=oob_mode.error, name=None):
     return issue(Op.DMA_COMPUTE, dst=dst, **{f"src{i}": s for i, s in enumerate(srcs)}, reduce_op=reduce_op,
                  scales=None if scales is None else tuple(scales), unique_indices=unique_indices,
-                 oob_mode=getattr(oob_mode, "name", oob_mode))
+                 oob_mode=_name(_OOB, oob_mode))
 
 
 # -- reductions, scans, selections, statistics -------------------------------------------------------------------
@@ -251,7 +283,7 @@ def iota(dst, pattern, offset=0, channel_multiplier=0, name=None):
 
 def affine_select(dst, pattern, channel_multiplier, on_true_tile, on_false_value, cmp_op="equal", offset=0, name=None):
     return issue(Op.AFFINE_SELECT, dst=dst, pattern=tuple(tuple(p) for p in pattern), channel_multiplier=channel_multiplier,
-                 on_true_tile=on_true_tile, on_false_value=on_false_value, cmp_op=cmp_op, offset=offset)
+                 on_true_tile=_on_sbuf(on_true_tile), on_false_value=on_false_value, cmp_op=cmp_op, offset=offset)
 
 
 def local_gather(dst, src_buffer, index, num_elem_per_idx=1, num_valid_indices=None, name=None):
@@ -317,4 +349,4 @@ def register_store(dst, src):
 
 
 def core_barrier(data, cores=(0, 1), engine=engine.gpsimd, name=None):
-    return issue(Op.CORE_BARRIER, data=data, cores=tuple(cores), on_engine=getattr(engine, "name", engine))
+    return issue(Op.CORE_BARRIER, data=data, cores=tuple(cores), on_engine=_name(_ENGINE, engine))

@@ -6,6 +6,7 @@ none computes a value itself.
 """
 from __future__ import annotations
 
+import builtins
 import contextlib
 import enum
 import math
@@ -16,6 +17,7 @@ from trnsim import numerics
 from trnsim.core import Op, View
 from trnsim.core.errors import ShapeError
 from trnsim.core.machine import Register
+from trnsim.core.memory import Space
 from trnsim.nki import isa as nisa
 from trnsim.nki._frontend import core, ndarray as _ndarray
 
@@ -148,6 +150,7 @@ def matmul(x, y, transpose_x=False) -> View:
     if not transpose_x:
         xt = transpose(x)
         x = copy(xt, x.dtype)
+    x, y = (copy(v) if v.space is Space.PSUM else v for v in (x, y))  # PE reads SBUF: the compiler's copy out of PSUM
     out = ndarray((x.free_size, y.free_size), float32, psum)
     nisa.nc_matmul(out, x, y)
     return out
@@ -230,6 +233,9 @@ def _reduce(name, negate=False):
         if not keepdims and len(shape) - len(axes) >= 2:
             shape = [n for d, n in enumerate(x.shape) if d not in axes]
         t = ndarray(shape, _out_dtype(dtype, x))
+        keep = [d for d in range(x.ndim) if d not in axes]
+        if axes != tuple(range(len(keep), x.ndim)):  # the engine reduces trailing axes: move them last (a view)
+            x, axes = x.permute(keep + sorted(axes)), tuple(range(len(keep), x.ndim))
         nisa.tensor_reduce(t, name, x, axes, negate=negate, keepdims=keepdims)
         return t
     fn.__name__ = fn.op_name = name
@@ -340,11 +346,32 @@ def shared_constant(constant) -> View:
 
 
 def broadcast_to(x, shape, dtype=None) -> View:
-    v = x
-    for d, (a, b) in enumerate(zip(x.shape, shape)):
+    """Size-1 dims broadcast: free dims by a zero stride; an on-chip partition dim of 1 by ones-matmuls (the
+    compiler's lowering), into an SBUF tile of `dtype` (default x's)."""
+    v, shape = x, tuple(shape)
+    want = numerics.dtype(dtype) if dtype is not None else x.dtype
+    if x.on_chip and x.shape[0] == 1 and shape[0] > 1:
+        v = _spread(x, shape[0], want).reshape((shape[0],) + tuple(x.shape[1:]))
+    for d, (a, b) in enumerate(zip(v.shape, shape)):
         if a != b:
             v = v.broadcast(d, b)
-    return v
+    return v if v.dtype == want else copy(v, want)
+
+
+def _spread(x: View, p: int, dtype) -> View:
+    """A [1, ...] tile over p partitions: ones[1, p].T @ x on the tensor engine, one PSUM bank at a time,
+    each copied out to SBUF so only one bank is held."""
+    f = x.free_size
+    ones_ = full((1, p), 1.0, float32 if x.dtype.name in ("float32", "tfloat32") else bfloat16)
+    out = ndarray((p, f), dtype, sbuf)
+    flat = x.reshape((1, f))
+    step = tile_size.psum_bank_fmax
+    for lo in range(0, f, step):
+        hi = builtins.min(f, lo + step)
+        ps = ndarray((p, hi - lo), float32, psum)
+        nisa.nc_matmul(ps, ones_, flat[:, lo:hi])
+        nisa.tensor_copy(out[:, lo:hi], ps)
+    return out
 
 
 def expand_dims(x, axis) -> View:

@@ -196,7 +196,7 @@ _PERMS = {2: [(1, 0)], 3: [(2, 1, 0)], 4: [(3, 1, 2, 0)]}
 
 def _dma_transpose_check(ins, nc):
     src, dst = ins.src, ins.dst
-    axes = tuple(ins.attrs.get("axes") or tuple(reversed(range(src.ndim))))
+    axes = tuple(ins.attrs.get("axes") or _PERMS.get(src.ndim, [()])[0])  # the documented default per rank
     if axes not in _PERMS.get(src.ndim, []):
         raise ShapeError(f"dma_transpose: axes {axes} for a {src.ndim}-d src; supported: {_PERMS.get(src.ndim, [])}")
     want = tuple(src.shape[a] for a in axes)

@@ -322,21 +322,35 @@ define(Op.NC_MATCH_REPLACE8, Engine.VECTOR, _replace8_check, _replace8_semantics
 
 # -- nc_stream_shuffle: move partitions within each 32-partition quadrant ------------------------------------------
 def _shuffle_check(ins, nc):
-    _same(ins, "dst", "src")
+    """nki/api/nki/isa/__init__.py: nc_stream_shuffle: same dtype and elements per partition; src and dst may
+    access different partition counts; the active partitions (both rounded up to whole quadrants) fix
+    where src and dst may start."""
+    src, dst = ins.src, ins.dst
+    same_free(ins, "dst", "src")
+    if src.dtype != dst.dtype:
+        raise DTypeError(f"nc_stream_shuffle keeps the dtype: src {src.dtype.name}, dst {dst.dtype.name}")
     q = nc.limit("quadrant_partitions")
     mask = list(ins.attrs.get("shuffle_mask", ()))
     if len(mask) != q or any(not (0 <= int(i) < q or int(i) == 255) for i in mask):
         raise ShapeError(f"nc_stream_shuffle: shuffle_mask needs {q} entries in 0..{q - 1} or 255 (keep dst); got {mask}")
-    if ins.src.partitions % q and ins.src.partitions > q:
-        raise ShapeError(f"nc_stream_shuffle: {ins.src.partitions} partitions is not whole quadrants of {q}")
+    active = -(-max(src.partitions, dst.partitions) // q) * q
+    step = active if active <= 2 * q else nc.limit("pmax")
+    for name, v in (("src", src), ("dst", dst)):
+        start = v.region().partition
+        if start % step:
+            raise ShapeError(f"nc_stream_shuffle: {active} active partitions (src {src.partitions}, dst "
+                             f"{dst.partitions}) need {name} {v.name!r} to start at a multiple of {step}; it starts "
+                             f"at partition {start}")
 
 
 def _shuffle_semantics(ins, nc):
+    """Each quadrant of dst copies partitions of the same quadrant of src by the mask (skipping partitions
+    outside src or dst); a 1-partition src broadcasts with a mask of zeros."""
     src, dst = ins.src, ins.dst
     a, m = src.array().reshape(src.partitions, -1), src.mask().reshape(src.partitions, -1)
     out, om = dst.array().reshape(dst.partitions, -1).copy(), dst.mask().reshape(dst.partitions, -1).copy()
     mask = [int(i) for i in ins.attrs["shuffle_mask"]]
-    for base in range(0, src.partitions, len(mask)):
+    for base in range(0, max(src.partitions, dst.partitions), len(mask)):
         for i, j in enumerate(mask):
             if j != 255 and base + i < dst.partitions and base + j < src.partitions:
                 out[base + i], om[base + i] = a[base + j], m[base + j]

@@ -73,9 +73,9 @@ def _nc_matmul_check(ins, nc):
         m, n = st.shape[2], mv.shape[2]
     else:
         m, n = st.free_size, mv.free_size
-    if attrs.get("is_transpose"):
-        if nc.gen < 3:
-            raise GenerationError(f"nc_matmul is_transpose needs NeuronCore-v3 or newer; this core is v{nc.gen}")
+    # nki/api/nki/isa/__init__.py: nc_matmul: on v2 is_transpose only marks the instruction as a transpose for
+    # profiling; it stays a plain matmul (FP32 PSUM result, not bit-accurate with NaN/Inf).
+    if attrs.get("is_transpose") and nc.gen >= 3:
         if dst.dtype is not st.dtype:
             raise DTypeError(f"nc_matmul is_transpose writes the input dtype {st.dtype.name}; dst is {dst.dtype.name}")
         if dst.partitions != m or dst.free_size != k:
@@ -105,7 +105,7 @@ def _nc_matmul_check(ins, nc):
 
 def _nc_matmul_semantics(ins, nc):
     st, mv, dst = ins.stationary, ins.moving, ins.dst
-    if ins.attrs.get("is_transpose"):  # v3+ transpose mode: bit-exact, NaN/Inf safe
+    if ins.attrs.get("is_transpose") and nc.gen >= 3:  # v3+ transpose mode: bit-exact, NaN/Inf safe
         flush(nc)
         a = st.array().reshape(st.partitions, -1)
         m = st.mask().reshape(st.partitions, -1).T if st.poisoned() else None

@@ -128,9 +128,9 @@ class Tensor:
         frames = instance().frames
         if frames and view is None:
             frames[-1].append(self)
-        if self.on_chip and len(self.shape) - self.pdim < 2:
+        if self.on_chip and len(self.shape) <= self.pdim:
             raise ShapeError(f"on-chip tensor {name or ''} {list(self.shape)}: Insufficient rank; a tile needs a "
-                             f"partition dim and at least one free dim")
+                             f"partition dim")
 
     @property
     def block_shape(self) -> tuple:
@@ -146,6 +146,8 @@ class Tensor:
                 raise OutOfBoundsError(f"err_tensor_access_out_of_bound: block {idx} of {self.name!r} with block "
                                        f"dims {list(self.block_shape)}")
         tile = self.shape[self.pdim:] if self.on_chip else self.shape
+        if len(tile) == 1 and self.on_chip:
+            tile += (1,)  # a partition-only tile [P] is laid out as [P, 1]
         name = f"{self.name or 'tile'}{list(idx) if idx else ''}" if self.name or idx else None
         if self.place is not None:
             v = self.place.allocate(self, idx, tile, name)
@@ -252,6 +254,11 @@ class Tile:
                         shape.append(1)
                     else:
                         sub.append((i, None, 0))
+            if pax is not None and len(shape) == 1:  # an on-chip tile stays 2-d: the last int-indexed free dim
+                j = max((a for a, k in enumerate(key) if a > pax and not isinstance(k, slice)), default=None)
+                if j is not None:  # is kept at size 1 (`t[:, i]` of [P, F] is [P, 1])
+                    sub[j] = (sub[j][0], 1, 1)
+                    shape.append(1)
             nd = len(shape)
             sub = [(c, tuple(s if ax == r else 0 for ax in range(nd))) for c, r, s in sub]
         const = [c + sum(cf * s[0] for cf, s in zip(row, sub)) for c, row in zip(self.const, self.coefs)]
@@ -271,6 +278,8 @@ class Tile:
             fill, self.tensor.zeroed = self.tensor.zeroed, None
             fill(self.tensor)
         box = box or tuple((0, n) for n in self.shape)
+        if len(box) > len(self.shape) and all(r == (0, 1) for r in box[len(self.shape):]):
+            box = box[:len(self.shape)]  # a [P] tile asked for as [P, 1]
         shape = [hi - lo for lo, hi in box]
         const = [c + sum(cf * lo for cf, (lo, _) in zip(row, box)) for c, row in zip(self.const, self.coefs)]
         t = self.tensor
@@ -287,8 +296,6 @@ class Tile:
                 raise KernelError(f"a block dim of {t.name!r} {list(t.shape)} is indexed by a range; index block dims "
                                   f"with an int or a loop index (one tile per instruction)")
         base = t.block(tuple(const[:pd]))
-        if len(shape) < 2:
-            raise ShapeError(f"on-chip tile of {t.name!r} indexed to {shape}: Insufficient rank; keep a free dim")
         for d in range(pd, len(const)):
             for a in range(len(shape)):
                 if self.coefs[d][a] and shape[a] > 1 and (d == pd) != (a == 0):
@@ -298,6 +305,8 @@ class Tile:
             sum(base.strides[d - pd] * self.coefs[d][a] for d in range(pd + 1, len(const))) for a in range(1, len(shape))]
         poff = base.poff + base.strides[0] * const[pd]
         offset = base.offset + sum(base.strides[d - pd] * const[d] for d in range(pd + 1, len(const)))
+        if len(shape) == 1:  # a partition-only tile: one element per partition, as [P, 1]
+            shape, strides = shape + [1], strides + [1]
         return base._derive(shape, strides, offset, poff)
 
     def _gather(self, base, box, shape, strides, offset) -> View:
@@ -356,6 +365,8 @@ class Tile:
     __hash__ = object.__hash__
 
     def __bool__(self):
+        if self.pending is None and not self.tensor.on_chip:
+            return True  # an HBM tensor is a present argument (`if bias:` on an optional kernel argument)
         raise KernelError("err_ambiguous_tensor_truth_value: a tile cannot be a Python truth value (branching on "
                           "tensor values is dynamic control flow)")
 
@@ -434,24 +445,32 @@ def _expr_map(e: Expr, nd):
 
 # -- views of operands for one box -------------------------------------------------------------------------------
 def part(t: Tile, box, shape, broadcast=True) -> View:
-    """The view of operand `t` for one box of an instruction over `shape` (size-1 axes broadcast)."""
-    k = len(shape) - len(t.shape)
+    """The view of operand `t` for one box of an instruction over `shape` (size-1 axes broadcast).
+
+    Beta broadcasting aligns operands on the partition dim (axis 0), never on the right as numpy does:
+    a [P] or [P, 1] operand fits [P, F] and [P, 1, 1]; missing trailing axes count as size 1, and extra
+    trailing size-1 axes (a [P, 1] operand of a [P] instruction) are dropped."""
+    nd = len(shape)
+    if any(n != 1 for n in t.shape[nd:]):
+        raise ShapeError(f"operand {t!r} of shape {list(t.shape)} does not broadcast to {list(shape)}")
     sub = []
-    for a, n in enumerate(t.shape):
-        lo, hi = box[a + k]
-        if n == shape[a + k]:
+    for a, n in enumerate(t.shape[:nd]):
+        lo, hi = box[a]
+        if n == shape[a]:
             sub.append((lo, hi))
         elif n == 1:
             sub.append((0, 1))
         else:
             raise ShapeError(f"operand {t!r} of shape {list(t.shape)} does not broadcast to {list(shape)}")
-    v = t.view(tuple(sub))
+    v = t.view(tuple(sub) + ((0, 1),) * (t.ndim - len(sub)))
     if broadcast:
-        for a, n in enumerate(t.shape):
-            size = box[a + k][1] - box[a + k][0]
-            if n == 1 and size > 1:
+        for a in range(nd):
+            size = box[a][1] - box[a][0]
+            if (t.shape[a] if a < t.ndim else 1) == 1 and size > 1:
                 if a == 0 and t.tensor.on_chip:
                     raise ShapeError(f"operand {t!r}: a partition dim of 1 cannot broadcast to {size} partitions here")
+                while v.ndim <= a:
+                    v = v.expand_dim(v.ndim)
                 v = v.broadcast(a, size)
     return v
 

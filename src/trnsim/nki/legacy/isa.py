@@ -30,11 +30,14 @@ def _dt(dtype, default):
 
 # -- Tensor engine ----------------------------------------------------------------------------------------------
 def nc_matmul(stationary, moving, is_stationary_onezero=False, is_moving_onezero=False, is_transpose=False,
-              tile_position=(), tile_size=(), mask=None, **kwargs) -> Tile:
-    """stationary.T @ moving into a PSUM tile; `psum[...] += nisa.nc_matmul(a, b)` accumulates in place."""
+              tile_position=(), tile_size=(), mask=None, perf_mode=None, **kwargs) -> Tile:
+    """stationary.T @ moving into a PSUM tile; `psum[...] += nisa.nc_matmul(a, b)` accumulates in place.
+    The beta API names the FP8 double-row mode "double_row_gen3" (the current API's double_row)."""
+    perf = str(getattr(perf_mode, "value", perf_mode) or "none")
     return nl.pending_matmul(stationary, moving, mask, is_stationary_onezero=is_stationary_onezero,
                              is_moving_onezero=is_moving_onezero, is_transpose=is_transpose,
-                             tile_position=tile_position, tile_size=tile_size)
+                             tile_position=tile_position, tile_size=tile_size,
+                             perf_mode="double_row" if perf.startswith("double_row") else perf)
 
 
 def nc_transpose(data, mask=None, dtype=None, engine=None, **kwargs) -> Tile:

@@ -198,6 +198,13 @@ def store(dst, value, mask=None, **kwargs):
     if dst.tensor.on_chip:
         raise KernelError(f"err_unsupported_memory: Expected operand 'dst' of 'store' to be in address space 'hbm'; "
                           f"{dst.name!r} is in {dst.tensor.buffer}")
+    if not isinstance(value, (Tile, View)):  # a scalar: memset an SBUF tile, DMA it out per block of pmax rows
+        pmax = tile_size.pmax
+        fill = full((builtins.min(dst.shape[0], pmax),) + dst.shape[1:], value, dst.dtype)
+        for lo in range(0, dst.shape[0], pmax):
+            n = builtins.min(pmax, dst.shape[0] - lo)
+            store(dst[lo:lo + n], fill if n == fill.shape[0] else fill[0:n], mask=mask)
+        return
     v = _sbuf_value(value)
     each_box(dst, mask, [v], lambda b: emit(cur.dma_copy, dst=part(dst, b, dst.shape), src=part(v, b, dst.shape)))
 
@@ -268,11 +275,13 @@ def _rect(t: Tile):
 
 def pending_matmul(stationary, moving, mask=None, **attrs) -> Tile:
     """stationary[K, M].T @ moving[K, N], run when the result is used: into a fresh PSUM tile, or straight
-    into the PSUM tile it is assigned or `+=`-accumulated to."""
+    into the PSUM tile it is assigned or `+=`-accumulated to. With perf_mode double_row the operands are
+    [K, 2, M] and [K, 2, N] (both rows of a partition contract) and the result is still [M, N]."""
     st, mv = as_tile(stationary), as_tile(moving)
-    m, n = st.shape[1], mv.shape[1]
-    (k0, k1), (m0, m1) = _rect(st)[:2]
-    (j0, j1), (n0, n1) = _rect(mv)[:2]
+    mid = ((0, 2),) if attrs.get("perf_mode") == "double_row" else ()
+    m, n = st.shape[-1] if mid else st.shape[1], mv.shape[-1] if mid else mv.shape[1]
+    (k0, k1), (m0, m1) = _rect(st)[0], _rect(st)[-1 if mid else 1]
+    (j0, j1), (n0, n1) = _rect(mv)[0], _rect(mv)[-1 if mid else 1]
     k0, k1 = builtins.max(k0, j0), builtins.min(k1, j1)
 
     def run(dst: Tile, acc: bool):
@@ -285,8 +294,8 @@ def pending_matmul(stationary, moving, mask=None, **attrs) -> Tile:
         for box in boxes(evaluate(mask, (m, n)), (m, n)):
             (a0, a1), (b0, b1) = _clip(box[0], (m0, m1)), _clip(box[1], (n0, n1))
             if a0 < a1 and b0 < b1 and k0 < k1:
-                emit(cur.nc_matmul, dst=dst.view(((a0, a1), (b0, b1))), stationary=st.view(((k0, k1), (a0, a1))),
-                     moving=mv.view(((k0, k1), (b0, b1))), accumulate=acc, **attrs)
+                emit(cur.nc_matmul, dst=dst.view(((a0, a1), (b0, b1))), stationary=st.view(((k0, k1),) + mid + ((a0, a1),)),
+                     moving=mv.view(((k0, k1),) + mid + ((b0, b1),)), accumulate=acc, **attrs)
 
     return Tile(None, (), (), (m, n), pending=run)
 
@@ -302,9 +311,11 @@ def _whole(t: Tile) -> bool:
 
 def matmul(x, y, transpose_x=False, mask=None, **kwargs) -> Tile:
     """x @ y (x.T @ y with transpose_x=True) on the tensor engine; the result is a PSUM tile."""
-    x = as_tile(x)
+    x, y = as_tile(x), as_tile(y)
     if not transpose_x:
         x = copy(transpose(x))  # the stationary operand is x.T: a PE transpose, evicted to SBUF
+    x, y = (copy(v) if v.tensor.buffer == "psum" else v for v in (x, y))  # the PE array reads SBUF: the copy
+    # out of PSUM that the compiler inserts
     return pending_matmul(x, y, mask)
 
 
@@ -364,11 +375,13 @@ def _binary_into(out: Tile, name, x, y, mask, engine=None):
 
 
 def _shape_of(*xs):
+    """The broadcast shape of tiles, aligned on the partition dim (axis 0) as beta NKI does, never on the
+    right as numpy does: [P, 1] with [P, 1, 1] is [P, 1, 1], [P] with [P, F] is [P, F]."""
     shapes = [x.shape for x in xs if isinstance(x, (Tile, View))]
     nd = builtins.max(len(s) for s in shapes)
     out = [1] * nd
     for s in shapes:
-        for a, n in enumerate((1,) * (nd - len(s)) + tuple(s)):
+        for a, n in enumerate(tuple(s) + (1,) * (nd - len(s))):
             if n != 1:
                 if out[a] not in (1, n):
                     raise ShapeError(f"tile shapes {[list(s) for s in shapes]} do not broadcast")
@@ -462,19 +475,23 @@ def static_cast(x, dtype):
 def _reduce(name):
     def fn(x, axis, dtype=None, mask=None, keepdims=False, negate=False, **kwargs):
         x = as_tile(x)
-        axes = tuple(a % x.ndim for a in (axis if isinstance(axis, (tuple, list)) else (axis,)))
-        shape = [1 if d in axes else n for d, n in enumerate(x.shape)]
-        if not keepdims and len(shape) - len(axes) >= 2:
-            shape = [n for d, n in enumerate(x.shape) if d not in axes]
+        axes = tuple(sorted({a % x.ndim for a in (axis if isinstance(axis, (tuple, list)) else (axis,))}))
+        keep = [d for d in range(x.ndim) if d not in axes]
+        shape = [1 if d in axes else n for d, n in enumerate(x.shape)] if keepdims else [x.shape[d] for d in keep]
         out = new_tile(shape, _dt(dtype, x.dtype))
         from trnsim.nki.legacy._grid import boxes, evaluate
         bs = boxes(evaluate(mask, x.shape), x.shape)
         if len(bs) > 1:
             raise KernelError(f"nl.{name} with a mask that keeps {len(bs)} pieces: a reduction's mask must keep a rectangle")
+        # The engine reduces trailing free axes; other axes are moved last by the access pattern (a strided
+        # view, no data moves), as the compiler lowers them.
+        order = keep + list(axes)
+        trailing = tuple(range(len(keep), x.ndim))
         for b in bs:
-            kept = [r for d, r in enumerate(b) if d not in axes] if len(shape) < x.ndim else [
-                (0, 1) if d in axes else r for d, r in enumerate(b)]
-            emit(cur.tensor_reduce, dst=out.view(tuple(kept)), op=name, data=x.view(b), axis=axes, negate=negate,
+            kept = [(0, 1) if d in axes else r for d, r in enumerate(b)] if keepdims else [b[d] for d in keep]
+            data = x.view(b)
+            emit(cur.tensor_reduce, dst=out.view(tuple(kept)), op=name,
+                 data=data if order == list(range(x.ndim)) else data.permute(order), axis=trailing, negate=negate,
                  keepdims=keepdims)
         return out
     fn.__name__ = fn.op_name = name

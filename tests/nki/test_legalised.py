@@ -1,0 +1,169 @@
+"""What the compiler legalises runs, lowered to the instructions it inserts (a cast, a copy out of PSUM, a
+ones-matmul, a strided view), in the current NKI API; rules it enforces keep their errors."""
+import ml_dtypes
+import numpy as np
+import pytest
+
+import trnsim.nki as nki
+import trnsim.nki.isa as nisa
+import trnsim.nki.language as nl
+from trnsim.core import DTypeError
+
+BF16 = ml_dtypes.bfloat16
+
+
+def ops(kernel):
+    return [r.op.value for r in kernel.last_cores[0].stream]
+
+
+@nki.jit
+def transpose_cast(x):
+    out = nl.ndarray((x.shape[1], x.shape[0]), nl.bfloat16, buffer=nl.shared_hbm)
+    nl.store(out, nl.load_transpose2d(x, dtype=nl.bfloat16))
+    return out
+
+
+def test_load_transpose2d_with_a_cast(rng, trn):
+    """fp32 [P, F] -> bf16 [F, P]: a DMA transpose in fp32, then a tensor_copy that casts (RNE)."""
+    x = rng.standard_normal((64, 32), np.float32)
+    got = transpose_cast(x)
+    np.testing.assert_array_equal(got.astype(np.float32), x.T.astype(BF16).astype(np.float32))
+    assert ops(transpose_cast)[:3] == ["dma_transpose", "tensor_copy", "dma_copy"]
+
+
+@nki.jit
+def transpose4(x):
+    a, b, c, d = x.shape
+    out = nl.ndarray((d, b, c, a), x.dtype, buffer=nl.shared_hbm)
+    t = nl.ndarray((d, b, c, a), x.dtype)
+    nisa.dma_transpose(t, x)
+    nl.store(out, t)
+    return out
+
+
+def test_dma_transpose_4d_default_axes(rng, trn):
+    """A 4-d dma_transpose without axes permutes (3, 1, 2, 0), the documented default."""
+    x = rng.standard_normal((4, 2, 3, 8)).astype(BF16)
+    np.testing.assert_array_equal(transpose4(x), np.transpose(x, (3, 1, 2, 0)))
+
+
+@nki.jit
+def causal_scores(q, k):
+    """q, k [D, S]: scores = q.T @ k in PSUM, masked below the diagonal straight from PSUM."""
+    s = q.shape[1]
+    out = nl.ndarray((s, s), nl.float32, buffer=nl.shared_hbm)
+    ps = nl.ndarray((s, s), nl.float32, buffer=nl.psum)
+    nisa.nc_matmul(ps, nl.load(q), nl.load(k))
+    res = nl.ndarray((s, s), nl.float32)
+    nisa.affine_select(res, [[-1, s]], 1, ps, -1e9, cmp_op="greater_equal")
+    nl.store(out, res)
+    return out
+
+
+def test_affine_select_reads_a_psum_tile_through_a_copy(rng, trn):
+    """affine_select on a PSUM matmul result: the copy to SBUF is inserted before the GpSimd select."""
+    q, k = rng.standard_normal((32, 16), np.float32), rng.standard_normal((32, 16), np.float32)
+    got = causal_scores(q, k)
+    p, f = np.arange(16)[:, None], np.arange(16)[None, :]
+    np.testing.assert_allclose(got, np.where(p - f >= 0, q.T @ k, -1e9), rtol=1e-5, atol=1e-4)
+    seq = ops(causal_scores)
+    assert seq[seq.index("affine_select") - 1] == "tensor_copy"
+
+
+@nki.jit
+def attention_like(s, v):
+    """s [M, K], v [N, K]: s @ v.T, whose transposed v lands in PSUM."""
+    out = nl.ndarray((s.shape[0], v.shape[0]), nl.float32, buffer=nl.shared_hbm)
+    r = nl.matmul(nl.load(s), nl.transpose(nl.load(v)))
+    nl.store(out, nl.copy(r))
+    return out
+
+
+def test_matmul_with_a_transposed_operand_in_psum(rng, trn):
+    """nl.matmul(s, nl.transpose(v)) copies the PSUM transpose to SBUF before the matmul."""
+    s, v = rng.standard_normal((32, 64), np.float32), rng.standard_normal((48, 64), np.float32)
+    np.testing.assert_allclose(attention_like(s, v), s @ v.T, rtol=1e-4, atol=1e-4)
+
+
+@nki.jit
+def max_13(x):
+    out = nl.ndarray((x.shape[0], x.shape[2]), nl.float32, buffer=nl.shared_hbm)
+    nl.store(out, nl.max(nl.load(x), axis=[1, 3]))
+    return out
+
+
+def test_reduction_over_non_trailing_axes(rng, trn):
+    """nl.max(t4d, axis=[1, 3]) reduces those axes in one tensor_reduce over a permuted view."""
+    x = rng.standard_normal((16, 3, 5, 4), np.float32)
+    np.testing.assert_array_equal(max_13(x), x.max(axis=(1, 3)))
+    assert ops(max_13).count("tensor_reduce") == 1
+
+
+@nki.jit
+def int_enums(x, bias=None):
+    out = nl.ndarray(x.shape, x.dtype, buffer=nl.shared_hbm)
+    t = nl.ndarray(x.shape, x.dtype)
+    nisa.dma_copy(t, x, dge_mode=1)  # swdge, given as its int
+    if bias:
+        nisa.tensor_scalar(t, t, nl.add, 1.0, engine=5)  # the vector engine, as its int
+    nisa.dma_copy(out, t)
+    return out
+
+
+def test_enum_ints_and_optional_tensor_arguments(rng, trn):
+    """dge_mode=1 and engine=5 are their enum members; `if bias:` holds when a tensor is passed."""
+    x = rng.standard_normal((8, 8), np.float32)
+    np.testing.assert_array_equal(int_enums(x), x)
+    np.testing.assert_array_equal(int_enums(x, np.zeros(1, np.float32)), x + 1)
+    rec = next(r for r in int_enums.last_cores[0].stream if r.op.value == "tensor_scalar")
+    assert rec.engine.value == "vector"
+
+
+@nki.jit
+def pe_transpose_v2(x):
+    """On trn1 is_transpose=True is a plain matmul with the identity (FP32 result in PSUM)."""
+    p, f = x.shape
+    out = nl.ndarray((f, p), nl.float32, buffer=nl.shared_hbm)
+    ident = nl.shared_identity_matrix(p, dtype=nl.float32)
+    ps = nl.ndarray((f, p), nl.float32, buffer=nl.psum)
+    nisa.nc_matmul(ps, nl.load(x), ident, is_transpose=True)
+    nl.store(out, nl.copy(ps))
+    return out
+
+
+def test_is_transpose_on_trn1_is_a_plain_matmul(rng, trn):
+    """trn1 accepts is_transpose=True (a profiling mark, per the nc_matmul docs): x.T comes out in FP32."""
+    trn("trn1")
+    x = rng.standard_normal((32, 16), np.float32)
+    np.testing.assert_allclose(pe_transpose_v2(x), x.T, rtol=1e-6)
+
+
+@nki.jit
+def transpose_widen(x):
+    t = nl.ndarray((x.shape[1], x.shape[0]), nl.float32, buffer=nl.psum)
+    nisa.nc_transpose(t, nl.load(x))
+    return None
+
+
+def test_nc_transpose_keeps_the_dtype(trn):
+    """nc_transpose into an fp32 PSUM tile from bf16 data is refused (the docs require the same dtype)."""
+    with pytest.raises(DTypeError, match="keeps the dtype"):
+        transpose_widen(np.zeros((16, 16), BF16))
+
+
+@nki.jit
+def row_times(x, row):
+    out = nl.ndarray(x.shape, x.dtype, buffer=nl.shared_hbm)
+    r = nl.load(row)  # [1, F]
+    t = nl.load(x)
+    y = nl.ndarray(x.shape, x.dtype)
+    nisa.tensor_tensor(y, t, nl.broadcast_to(r, x.shape), nl.multiply)
+    nl.store(out, y)
+    return out
+
+
+def test_broadcast_to_over_partitions(rng, trn):
+    """nl.broadcast_to of a [1, F] tile to [P, F] spreads it with a ones-matmul (values exact)."""
+    x, row = rng.standard_normal((64, 40), np.float32), rng.standard_normal((1, 40), np.float32)
+    np.testing.assert_array_equal(row_times(x, row), x * row)
+    assert "nc_matmul" in ops(row_times)

@@ -1,0 +1,77 @@
+"""Beta-API calls the compiler legalises: a cast after a DMA transpose, a copy out of PSUM before GpSimd
+or the PE array, enum ints, `if` on an optional tensor argument."""
+import ml_dtypes
+import numpy as np
+
+import trnsim.nki.legacy as nki
+import trnsim.nki.legacy.isa as nisa
+import trnsim.nki.legacy.language as nl
+
+BF16 = ml_dtypes.bfloat16
+
+
+def ops(kernel):
+    return [r.op.value for r in kernel.last_cores[0].stream]
+
+
+@nki.jit
+def transposes(x):
+    out = nl.ndarray((2, x.shape[1], x.shape[0]), nl.bfloat16, buffer=nl.shared_hbm)
+    nl.store(out[0], nl.load_transpose2d(x, dtype=nl.bfloat16))
+    nl.store(out[1], nisa.dma_transpose(nl.load(x), dtype=nl.bfloat16))
+    return out
+
+
+def test_transposes_with_a_cast(rng):
+    """load_transpose2d and dma_transpose from fp32 to bf16: transpose in fp32, then a casting copy."""
+    x = rng.standard_normal((32, 48), np.float32)
+    got = transposes(x).astype(np.float32)
+    want = x.T.astype(BF16).astype(np.float32)
+    np.testing.assert_array_equal(got[0], want)
+    np.testing.assert_array_equal(got[1], want)
+
+
+@nki.jit
+def masked_scores(q, k):
+    """q, k [D, S]: q.T @ k as a PSUM tile, masked by affine_select straight from PSUM, then s @ (s.T).T."""
+    s = q.shape[1]
+    out = nl.ndarray((2, s, s), nl.float32, buffer=nl.shared_hbm)
+    i_p, i_f = nl.mgrid[0:s, 0:s]
+    ps = nisa.nc_matmul(nl.load(q), nl.load(k))
+    sel = nisa.affine_select(pred=(i_p - i_f >= 0), on_true_tile=ps, on_false_value=-1e9)
+    nl.store(out[0], sel)
+    m = nl.matmul(nl.copy(ps), nl.transpose(nl.copy(ps)))  # the transposed operand lands in PSUM
+    nl.store(out[1], nl.copy(m))
+    return out
+
+
+def test_psum_operands_are_copied_out(rng):
+    """affine_select(on_true_tile=<PSUM matmul>) and nl.matmul(s, nl.transpose(v)) run with copies out of PSUM."""
+    q, k = rng.standard_normal((32, 16), np.float32), rng.standard_normal((32, 16), np.float32)
+    got = masked_scores(q, k)
+    sc = q.T @ k
+    p, f = np.arange(16)[:, None], np.arange(16)[None, :]
+    np.testing.assert_allclose(got[0], np.where(p >= f, sc, -1e9), rtol=1e-5, atol=1e-4)
+    np.testing.assert_allclose(got[1], sc @ sc.T, rtol=1e-4, atol=1e-3)
+    seq = ops(masked_scores)
+    assert seq[seq.index("affine_select") - 1] == "tensor_copy"
+
+
+@nki.jit
+def optional_bias(x, bias=None):
+    out = nl.ndarray(x.shape, x.dtype, buffer=nl.shared_hbm)
+    t = nl.ndarray(x.shape, x.dtype)
+    nisa.dma_copy(src=x, dst=t, dge_mode=1)  # swdge, given as its int
+    if bias:
+        t = nl.add(t, nl.load(bias))
+    nl.store(out, t)
+    return out
+
+
+def test_optional_tensor_argument_and_enum_ints(rng):
+    """`if bias:` holds for a passed HBM tensor and not for None; dge_mode=1 is the swdge member."""
+    x, b = rng.standard_normal((16, 8), np.float32), rng.standard_normal((16, 1), np.float32)
+    np.testing.assert_array_equal(optional_bias(x), x)
+    np.testing.assert_allclose(optional_bias(x, b), x + b, rtol=1e-6)
+    rec = next(r for r in optional_bias.last_cores[0].stream if r.op.value == "dma_copy")
+    assert rec.attrs["dge_mode"] == "swdge"
