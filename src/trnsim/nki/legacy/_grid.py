@@ -8,9 +8,12 @@ the compiler would keep: one box for a rectangle, a few per-partition-range boxe
 """
 from __future__ import annotations
 
+import warnings
+
 import numpy as np
 
 from trnsim.core.errors import KernelError, ShapeError
+from trnsim.errors import user_location
 
 _CMP = {"<": np.less, "<=": np.less_equal, ">": np.greater, ">=": np.greater_equal, "==": np.equal, "!=": np.not_equal}
 ALU_CMP = {"<": "less", "<=": "less_equal", ">": "greater", ">=": "greater_equal", "==": "equal", "!=": "not_equal"}
@@ -138,6 +141,10 @@ class Expr:
         return np.broadcast_to(out, shape)
 
 
+class PredicateTruthWarning(UserWarning):
+    """A mask predicate decided a Python `and`, `or` or `if`."""
+
+
 class Cond:
     """`expr <op> 0`: one compile-time predicate of a mask."""
 
@@ -152,8 +159,12 @@ class Cond:
     __rand__ = __and__
 
     def __bool__(self):
-        raise KernelError("err_control_flow_condition_depending_on_arange: a predicate of index grids cannot "
-                          "decide a Python `if`, `and` or `or`; pass it as mask= and join predicates with `&`")
+        """True, with a warning: `p and q` then means `q`, as Python (and the beta toolchain, whose API tests
+        write masks this way) evaluates it; a kernel that meant both predicates writes `p & q`."""
+        warnings.warn(PredicateTruthWarning(
+            f"a mask predicate was used as a Python truth value (`and`, `or`, `if`); Python keeps one side of "
+            f"`and`/`or`: join predicates with `&` to apply both at {user_location() or '?'}"), stacklevel=2)
+        return True
 
     def evaluate(self, shape) -> np.ndarray:
         return _CMP[self.op](self.expr.values(shape), 0)
