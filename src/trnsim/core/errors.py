@@ -57,6 +57,10 @@ class CapacityError(KernelError):
     """SBUF, PSUM or HBM cannot hold another tensor; the message lists the live tensors."""
 
 
+class OutOfScopeError(KernelError):
+    """A tile used after the loop iteration that made it ended, once its memory went to other tensors."""
+
+
 class PSUMBankError(KernelError):
     """A PSUM tensor or matmul output crossing a 2 KiB bank, or an address off a bank boundary."""
 

@@ -23,6 +23,7 @@ from trnsim.core.errors import KernelError, ShapeError, UninitializedError, Unin
 from trnsim.core.isa.opcodes import MATMUL, Engine, Op
 from trnsim.core.isa.psum import close as close_psum, flush as flush_psum
 from trnsim.core.isa.registry import REGISTRY, Instruction, generic_check
+from trnsim.core.liveness import iterations
 from trnsim.core.memory import HBM, Memory, Space
 from trnsim.core.tensor import View
 
@@ -88,6 +89,7 @@ class NeuronCore:
         self.barrier = None
         self.mailbox: dict = {}
         self._counts: dict[str, int] = {}
+        self.scopes: list = []  # the open loop iterations, innermost last (core/liveness.py)
 
     def limit(self, name: str) -> int:
         return self.spec.limits[name]
@@ -114,6 +116,8 @@ class NeuronCore:
         nbytes = math.prod(shape[1:]) * dt.itemsize
         alloc = mem.allocate(shape[0], nbytes, dt.itemsize, name, kind or space.value, loc, address, self.limit("pmax"))
         alloc.shape = shape
+        if address is None and self.scopes:  # placed tensors (address=) are the program's to manage
+            self.scopes[-1].add(alloc)
         if mem is self.psum:
             close_psum(self, View.whole(alloc, dt, shape))
         return View.whole(alloc, dt, shape)
@@ -129,6 +133,10 @@ class NeuronCore:
         alloc = self.hbm.allocate(nbytes, name or self._name("hbm"), kind, location or where(), data)
         alloc.shape = shape
         return View.whole(alloc, dt, shape)
+
+    def loop(self, indices):
+        """Iterate `indices` as a kernel loop: tensors made in an iteration die with it (core/liveness.py)."""
+        return iterations(self, indices)
 
     # -- execution -------------------------------------------------------------------------------
     def issue(self, op: Op, /, engine=None, **kw) -> Instruction:

@@ -9,7 +9,12 @@ Allocation follows the hardware's rules: a tensor takes a contiguous range of pa
 the start rule allows (P in (64,128] at 0; (32,64] at 0/64; (0,32] at 0/32/64/96) and the same byte
 range in each; PSUM tensors never cross a 2 KiB bank unless they start on a bank and span whole banks.
 `address=` placement skips the allocator: tensors placed over each other share bytes, as on hardware.
-Tensors are freed when the last view of them is dropped (CPython reference counting keeps this exact).
+Tensors are freed when the last view of them is dropped (CPython reference counting keeps this exact),
+or earlier, as the compiler frees them: a tensor made in a loop iteration is dead once that iteration
+ends (see core/liveness.py). Such an expired tensor keeps its bytes while they are not needed, so the
+next iterations take other addresses (the compiler's multiple buffers); when an allocation does not fit,
+expired tensors give their bytes back, oldest first, down to one buffer. Only the live data decides
+whether a tensor fits.
 """
 from __future__ import annotations
 
@@ -58,6 +63,8 @@ class Allocation:
         self.source = None  # the HBM bytes an on-chip tensor holds unchanged (see View.remember_source)
         self.pending = None  # bytes owed, written when first touched: FILL or a deferred load (see settle)
         self.shared = False  # placed over other live tensors (address=): their bytes are its bytes
+        self.expired = False  # the loop iteration that made it has ended (core/liveness.py)
+        self.evicted = False  # expired, and its bytes given to other tensors: any later use is an error
 
     @property
     def space(self) -> Space:
@@ -74,11 +81,6 @@ class Allocation:
         else:
             m.data[rows, cols].view(owed.dtype)[...] = owed
             m.poison[rows, cols] = 0
-
-    def describe(self) -> str:
-        at = f" from {self.location}" if self.location else ""
-        return (f"{self.name!r} {self.kind} partitions {self.p0}..{self.p0 + self.partitions - 1} "
-                f"bytes {self.b0}..{self.b0 + self.nbytes - 1} ({self.partitions * self.nbytes} B){at}")
 
 
 class Memory:
@@ -97,6 +99,10 @@ class Memory:
         self.version = 0  # counts writes, so cached conversions of its bytes know when they are stale
         self.live: weakref.WeakValueDictionary[int, Allocation] = weakref.WeakValueDictionary()
         self.sourced: weakref.WeakValueDictionary[int, Allocation] = weakref.WeakValueDictionary()  # with a source
+        # Expired tensors still holding their bytes, oldest first; `held` keeps the tensors of each loop's
+        # current and last iteration resident where the program drops them (core/liveness.py).
+        self.expired: weakref.WeakValueDictionary[int, Allocation] = weakref.WeakValueDictionary()
+        self.held: dict[int, Allocation] = {}
 
     # -- placement -------------------------------------------------------------------------------
     def _overlaps(self, p0, partitions, b0, nbytes, among=None):
@@ -130,20 +136,65 @@ class Memory:
             raise PartitionLimitError(f"{self.space.value} tensor {name!r}: partition dim {partitions} exceeds pmax {pmax}")
         if address is not None:
             return self._place(partitions, nbytes, name, kind, location, address, pmax)
+        best = self._fit(partitions, nbytes, align, pmax)
+        while best is None and self._reclaim():
+            best = self._fit(partitions, nbytes, align, pmax)
+        if best is None:
+            raise CapacityError(
+                f"{self.space.value.upper()} overflow: tensor {name!r} needs {nbytes} B in each of {partitions} partitions "
+                f"but no free range of {self.usable_bytes} usable B per partition fits it; {self.live_summary()}")
+        alloc = Allocation(self, best[0], partitions, best[1], nbytes, name, kind, location)
+        self._fresh(alloc)
+        self.live[alloc.id] = alloc
+        return alloc
+
+    def _fit(self, partitions, nbytes, align, pmax):
         best = None
         for p0 in allowed_starts(partitions, pmax):
             b = self._first_fit(p0, partitions, nbytes, align)
             if b is not None and (best is None or b < best[1]):
                 best = (p0, b)
-        if best is None:
-            live = "; ".join(a.describe() for a in sorted(self.live.values(), key=lambda a: (a.b0, a.p0))) or "none"
-            raise CapacityError(
-                f"{self.space.value.upper()} overflow: tensor {name!r} needs {nbytes} B in each of {partitions} partitions "
-                f"but no free range of {self.usable_bytes} usable B per partition fits it; live tensors: {live}")
-        alloc = Allocation(self, best[0], partitions, best[1], nbytes, name, kind, location)
-        self._fresh(alloc)
-        self.live[alloc.id] = alloc
-        return alloc
+        return best
+
+    def _reclaim(self) -> bool:
+        """Take bytes back, oldest first: first release a tensor held for its loop (freed by reference
+        counting if the program dropped it), then evict an expired one. False: nothing left to take."""
+        if self.held:
+            del self.held[next(iter(self.held))]
+            return True
+        for a in self.expired.values():
+            self.evict(a)
+            return True
+        return False
+
+    def evict(self, a: Allocation) -> None:
+        """Take an expired tensor's bytes back: it is dead for the compiler, though Python still holds it."""
+        a.evicted, a.pending, a.source = True, None, None
+        for table in (self.live, self.expired, self.sourced):
+            table.pop(a.id, None)
+
+    def live_summary(self, limit: int = 6) -> str:
+        """The live tensors, grouped by name and source line: 'live tensors (N B per partition at most): ...'."""
+        groups: dict = {}
+        for a in sorted(self.live.values(), key=lambda a: a.id):
+            key = (a.name.split("[")[0].rstrip("0123456789") or a.name, a.location)
+            g = groups.setdefault(key, [[], 0, set()])
+            g[0].append(a.name)
+            g[1] += a.nbytes
+            g[2].add((a.partitions, a.nbytes))
+        if not groups:
+            return "live tensors: none"
+        rows = sorted(groups.items(), key=lambda kv: -kv[1][1])
+        parts = []
+        for (_, loc), (names, total, sizes) in rows[:limit]:
+            label = ", ".join(map(repr, names)) if len(names) <= 3 else f"{names[0]!r} .. {names[-1]!r}"
+            size = "{} partitions x {} B".format(*next(iter(sizes))) if len(sizes) == 1 else "mixed sizes"
+            parts.append(f"{len(names)} x {label} ({size}; {total} B per partition) from {loc or '?'}")
+        more = f"; and {len(rows) - limit} more groups" if len(rows) > limit else ""
+        used = np.zeros(self.partitions, np.int64)
+        for a in self.live.values():
+            used[a.p0:a.p0 + a.partitions] += a.nbytes
+        return f"live tensors ({int(used.max())} B in the fullest partition): " + "; ".join(parts) + more
 
     def _place(self, partitions, nbytes, name, kind, location, address, pmax):
         p0, b0 = (int(x) for x in address)

@@ -380,10 +380,16 @@ def expand_dims(x, axis) -> View:
 
 # -- loops and SPMD -------------------------------------------------------------------------------------------
 def static_range(start, stop=None, step=1):
+    """Unrolled at trace time: plain Python iteration, tiles live as long as Python holds them."""
     return range(start, stop, step) if stop is not None else range(start)
 
 
-affine_range = sequential_range = static_range
+def affine_range(start, stop=None, step=1, **kwargs):
+    """A loop whose tiles die with the iteration that made them, as the compiler scopes them (core/liveness.py)."""
+    return core().loop(static_range(start, stop, step))
+
+
+sequential_range = affine_range
 
 
 def fori_loop(lower, upper, body_fun, step=1):

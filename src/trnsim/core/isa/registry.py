@@ -20,8 +20,8 @@ from typing import Callable
 import numpy as np
 
 from trnsim import numerics
-from trnsim.core.errors import (DTypeError, FreeSizeError, GenerationError, MemorySpaceError, PartitionLimitError,
-                                ShapeError)
+from trnsim.core.errors import (DTypeError, FreeSizeError, GenerationError, MemorySpaceError, OutOfScopeError,
+                                PartitionLimitError, ShapeError)
 from trnsim.core.isa.opcodes import Engine, Op
 from trnsim.core.memory import Space
 from trnsim.core.tensor import Region, View, region_at
@@ -134,6 +134,12 @@ def generic_check(d: OpDef, ins: Instruction, nc) -> bool:
     dtypes = engine_dtypes(eng, nc.gen)
     lanes, psum = eng in _LANE_ENGINES, False
     for name, v in ins.operands.items():
+        if v.alloc.evicted:
+            a = v.alloc
+            raise OutOfScopeError(f"{_what(d, name)}: tile {a.name!r} (made at {a.location}) is used after the loop "
+                                  f"iteration that made it ended, and its {a.memory.space.value} bytes now hold other "
+                                  f"tensors; a tile lives through its own iteration only: allocate it before the loop "
+                                  f"and write into it")
         space = v.alloc.memory.space
         psum = psum or space is Space.PSUM
         if v.on_chip and v.shape[0] > pmax:

@@ -54,7 +54,6 @@ class Instance:
         self.launch, self.index = launch, tuple(index)
         self.nshared = 0
         self.reducers: dict = {}
-        self.frames: list[list] = []  # tensors made in the current iteration of each open affine_range
 
 
 def instance() -> Instance:
@@ -125,9 +124,6 @@ class Tensor:
         self.place = place
         self.zeroed = None  # a deferred zero fill (PSUM `nl.zeros`): run before any other use
         self._blocks: dict[tuple, View] = {(): view} if view is not None else {}
-        frames = instance().frames
-        if frames and view is None:
-            frames[-1].append(self)
         if self.on_chip and len(self.shape) <= self.pdim:
             raise ShapeError(f"on-chip tensor {name or ''} {list(self.shape)}: Insufficient rank; a tile needs a "
                              f"partition dim")

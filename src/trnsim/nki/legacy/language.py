@@ -120,25 +120,18 @@ def ds(start, size) -> slice:
 
 # -- loops and SPMD ----------------------------------------------------------------------------------------------
 def affine_range(start, stop=None, step=1, **kwargs):
-    """A parallel loop: each iteration's tiles stay allocated through the next one (double buffering, as
-    the compiler's allocator gives an affine_range), so consecutive iterations use different addresses."""
-    inst = instance()
-    held: list = []
-    for i in (range(start, stop, step) if stop is not None else range(start)):
-        frame: list = []
-        inst.frames.append(frame)
-        try:
-            yield i
-        finally:
-            inst.frames.pop()
-        held = frame  # noqa: F841 - keeps the previous iteration's tensors alive
+    """A loop whose tiles die with the iteration that made them, as the compiler scopes them; the compiler
+    picks how many iterations' buffers stay resident (core/liveness.py)."""
+    return core().loop(range(start, stop, step) if stop is not None else range(start))
 
 
-def sequential_range(start, stop=None, step=1, **kwargs):
+sequential_range = affine_range
+
+
+def static_range(start, stop=None, step=1, **kwargs):
+    """Unrolled at trace time: plain Python iteration."""
     return range(start, stop, step) if stop is not None else range(start)
 
-
-static_range = sequential_range
 
 
 def program_id(axis=0) -> int:
@@ -328,17 +321,27 @@ def transpose(x, mask=None, dtype=None, **kwargs) -> Tile:
 
 
 def _spread(t: Tile, shape) -> Tile:
-    """A [1, F] tile spread over the P partitions of `shape`: ones[1, P].T @ t on the tensor engine."""
+    """A [1, F] tile spread over the P partitions of `shape`: ones[1, P].T @ t on the tensor engine.
+
+    Up to one PSUM bank of fp32 (psum_bank_fmax) the result stays in PSUM; a wider one is built bank by
+    bank in an SBUF tile, each bank's matmul copied out before the next, so it never needs more than one
+    bank of PSUM (what the compiler does with a [P, F] broadcast wider than PSUM)."""
     if t.ndim != 2:
         raise ShapeError(f"partition broadcast of a {t.ndim}-d tile {list(t.shape)}: only [1, F] tiles broadcast")
     p, f = shape[0], t.shape[1]
     ones_ = full((1, p), 1.0, float32 if t.dtype.name in ("float32", "tfloat32") else bfloat16)
-    out = new_tile((p, f), float32, "psum")
     step = tile_size.psum_bank_fmax
+    if f <= step:
+        out = new_tile((p, f), float32, "psum")
+        emit(cur.nc_matmul, dst=out.view(), stationary=ones_.view(), moving=t.view(), accumulate=False)
+        return out
+    out = new_tile((p, f), float32)
     for lo in range(0, f, step):
         hi = builtins.min(f, lo + step)
-        emit(cur.nc_matmul, dst=out.view(((0, p), (lo, hi))), stationary=ones_.view(),
-             moving=t.view(((0, 1), (lo, hi))), accumulate=False)
+        bank = new_tile((p, hi - lo), float32, "psum")
+        emit(cur.nc_matmul, dst=bank.view(), stationary=ones_.view(), moving=t.view(((0, 1), (lo, hi))),
+             accumulate=False)
+        emit(cur.tensor_copy, dst=out.view(((0, p), (lo, hi))), src=bank.view())
     return out
 
 

@@ -1,0 +1,157 @@
+"""Tile lifetimes follow the compiler's (beta API): tiles are scoped to the loop iteration that made them,
+loops keep as many iterations' buffers as fit, PSUM blocks used one at a time share banks, and a partition
+broadcast wider than PSUM goes bank by bank. Only live data that cannot fit is refused."""
+import numpy as np
+import pytest
+
+import trnsim.nki.legacy as nki
+import trnsim.nki.legacy.language as nl
+from trnsim.core import CapacityError, OutOfScopeError
+
+
+@nki.jit
+def load_store_in_nested_loops(x):
+    """The tile of every inner iteration is dead once it is stored: 16 KiB live at a time."""
+    out = nl.ndarray(x.shape, x.dtype, buffer=nl.shared_hbm)
+    for i in nl.affine_range(1):
+        for j in nl.sequential_range(32):
+            t = nl.load(x)
+            nl.store(out, value=t)
+    return out
+
+
+def test_tile_made_in_an_iteration_dies_with_it():
+    """(a): 32 iterations of a 16 KiB tile (512 KiB in all) fit a 208 KiB SBUF."""
+    x = np.random.default_rng(0).standard_normal((128, 4096)).astype(np.float32)
+    np.testing.assert_array_equal(load_store_in_nested_loops(x), x)
+
+
+@nki.jit
+def all_live_in_one_iteration(x):
+    """14 loaded tiles of 16 KiB all used at the end of one iteration: 224 KiB live."""
+    out = nl.ndarray(x.shape, x.dtype, buffer=nl.shared_hbm)
+    for i in nl.affine_range(1):
+        tiles = [nl.load(x) for _ in range(14)]
+        acc = tiles[0]
+        for t in tiles[1:]:
+            acc = nl.add(acc, t)
+        nl.store(out, value=acc)
+    return out
+
+
+def test_live_tiles_that_cannot_fit_are_refused_compactly():
+    with pytest.raises(CapacityError, match=r"SBUF overflow: tensor .* needs 16384 B") as e:
+        all_live_in_one_iteration(np.zeros((128, 4096), np.float32))
+    msg = str(e.value)
+    assert "x 'sbuf" in msg and "(128 partitions x 16384 B;" in msg and "test_legacy_liveness.py:" in msg
+    assert len(msg) < 800
+
+
+@nki.jit
+def zeros_each_iteration(x, cols):
+    """(c): `acc = nl.zeros(...)` in every iteration; over half of SBUF each."""
+    out = nl.ndarray((128, 8), nl.float32, buffer=nl.shared_hbm)
+    for i in nl.affine_range(3):
+        acc = nl.zeros((128, cols), nl.float32, buffer=nl.sbuf)
+        t = nl.load(x)
+        nl.store(out, value=nl.add(acc[:, 0:8], t))
+    return out
+
+
+def test_zeros_rebound_each_iteration():
+    x = np.arange(1024, dtype=np.float32).reshape(128, 8)
+    np.testing.assert_array_equal(zeros_each_iteration(x, 30 * 1024), x)
+    with pytest.raises(CapacityError, match=r"needs 217088 B"):
+        zeros_each_iteration(x, 53 * 1024)  # one alone does not fit
+
+
+@nki.jit
+def big_tile_per_iteration(x):
+    out = nl.ndarray(x.shape, x.dtype, buffer=nl.shared_hbm)
+    for i in nl.affine_range(4):
+        nl.store(out, value=nl.load(x))
+    return out
+
+
+@pytest.mark.parametrize("cols, distinct", [(8 * 1024, True), (27 * 1024, False)])
+def test_buffers_per_loop_are_what_fits(cols, distinct):
+    """(b): consecutive iterations load into separate buffers where two fit (2 x 32 KiB), into one where
+    they do not (2 x 108 KiB)."""
+    x = np.ones((128, cols), np.float32)
+    big_tile_per_iteration.trace(x, values=False)
+    stream = big_tile_per_iteration.last_cores[0].stream
+    loads = [r.operands["dst"].byte_lo for r in stream if r.op.value == "dma_copy" and r.operands["dst"].space == "sbuf"]
+    assert len(loads) == 4
+    assert all((a != b) == distinct for a, b in zip(loads, loads[1:]))
+
+
+@nki.jit
+def psum_blocks_one_at_a_time(a, b):
+    """(d): 16 PSUM blocks of one bank each (32 KiB, twice PSUM), each written and read in its iteration."""
+    out = nl.ndarray((16, 128, 512), nl.float32, buffer=nl.shared_hbm)
+    ps = nl.ndarray((16, nl.par_dim(128), 512), nl.float32, buffer=nl.psum)
+    lhs, rhs = nl.load(a), nl.load(b)
+    for i in nl.affine_range(16):
+        ps[i] = nl.matmul(nl.multiply(lhs, float(i)), rhs, transpose_x=True)
+        nl.store(out[i], value=nl.copy(ps[i]))
+    return out
+
+
+@nki.jit
+def psum_blocks_all_live(a, b):
+    """All 16 blocks written in one iteration before any is read: they cannot share banks."""
+    out = nl.ndarray((16, 128, 512), nl.float32, buffer=nl.shared_hbm)
+    ps = nl.ndarray((16, nl.par_dim(128), 512), nl.float32, buffer=nl.psum)
+    lhs, rhs = nl.load(a), nl.load(b)
+    for i in nl.affine_range(1):
+        for j in range(16):
+            ps[j] = nl.matmul(lhs, rhs, transpose_x=True)
+        for j in range(16):
+            nl.store(out[j], value=nl.copy(ps[j]))
+    return out
+
+
+def test_psum_blocks_used_one_at_a_time_share_banks():
+    rng = np.random.default_rng(1)
+    a, b = rng.standard_normal((128, 128)).astype(np.float32), rng.standard_normal((128, 512)).astype(np.float32)
+    got = psum_blocks_one_at_a_time(a, b)
+    ref = a.T @ b
+    for i in range(16):
+        np.testing.assert_allclose(got[i], i * ref, rtol=1e-4, atol=1e-3)
+    with pytest.raises(CapacityError, match=r"PSUM overflow: .*8 x 'tile\[0\]' .. 'tile\[7\]'"):
+        psum_blocks_all_live(a, b)
+
+
+@nki.jit
+def used_after_its_iteration(x):
+    """A tile kept past its iteration and read after its bytes were given to later iterations' tiles."""
+    out = nl.ndarray(x.shape, x.dtype, buffer=nl.shared_hbm)
+    kept = []
+    for i in nl.affine_range(4):
+        kept.append(nl.load(x))
+    nl.store(out, value=kept[0])
+    return out
+
+
+def test_tile_used_after_its_bytes_went_elsewhere_is_refused():
+    with pytest.raises(OutOfScopeError, match=r"used after the loop iteration that made it ended"):
+        used_after_its_iteration(np.ones((128, 20 * 1024), np.float32))  # 80 KiB: the third load evicts it
+    x = np.arange(128 * 64, dtype=np.float32).reshape(128, 64)
+    np.testing.assert_array_equal(used_after_its_iteration(x), x)  # nothing needed its bytes: still there
+
+
+@nki.jit
+def add_broadcast_row(x, row):
+    """(e): a [1, F] row added to every partition of a [128, F] tile."""
+    out = nl.ndarray(x.shape, x.dtype, buffer=nl.shared_hbm)
+    nl.store(out, value=nl.add(nl.load(x), nl.load(row)))
+    return out
+
+
+def test_partition_broadcast_wider_than_psum():
+    """F = 8192 fp32 is 32 KiB per partition, twice PSUM: the spread goes one bank at a time."""
+    rng = np.random.default_rng(2)
+    x, row = rng.standard_normal((128, 8192)).astype(np.float32), rng.standard_normal((1, 8192)).astype(np.float32)
+    np.testing.assert_array_equal(add_broadcast_row(x, row), x + row)
+    with pytest.raises(CapacityError, match=r"SBUF overflow"):  # x, the spread row and the sum: 3 x 72 KiB
+        add_broadcast_row(np.zeros((128, 18432), np.float32), np.zeros((1, 18432), np.float32))
