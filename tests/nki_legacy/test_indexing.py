@@ -131,3 +131,14 @@ def test_non_affine_mask_is_a_named_error():
     i = nl.mgrid[0:8, 0:8]
     with pytest.raises(MaskExpressionError, match="not affine"):
         i.p * i.x < 3
+
+
+def test_predicates_joined_with_and_keep_python_meaning_with_a_warning():
+    """`p and q` in a mask expression is accepted (the beta API tests write it) and warns that `&` applies both."""
+    from trnsim.nki.legacy._grid import Cond, PredicateTruthWarning
+
+    ix, iy = nl.mgrid[0:4, 0:8]
+    with pytest.warns(PredicateTruthWarning, match="join predicates with `&`"):
+        m = (ix < 2 and iy < 4)
+    assert isinstance(m, Cond)
+    np.testing.assert_array_equal(m.evaluate((4, 8)), np.arange(8)[None, :].repeat(4, 0) < 4)

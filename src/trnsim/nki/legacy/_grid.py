@@ -8,6 +8,8 @@ the compiler would keep: one box for a rectangle, a few per-partition-range boxe
 """
 from __future__ import annotations
 
+import dis
+import sys
 import warnings
 
 import numpy as np
@@ -141,6 +143,19 @@ class Expr:
         return np.broadcast_to(out, shape)
 
 
+def _in_value_expression(frame) -> bool:
+    """Whether the truth test running in `frame` belongs to an `and`/`or` whose value is kept (an expression),
+    not to an `if` or `while`: Python 3.11 tests with JUMP_IF_*_OR_POP there, 3.12+ with COPY 1 before the jump."""
+    code = list(dis.get_instructions(frame.f_code))
+    at = next((i for i, ins in enumerate(code) if ins.offset == frame.f_lasti), None)
+    if at is None:
+        return False
+    if code[at].opname in ("JUMP_IF_FALSE_OR_POP", "JUMP_IF_TRUE_OR_POP"):
+        return True
+    back = [ins for ins in code[:at] if ins.opname not in ("CACHE", "EXTENDED_ARG", "TO_BOOL", "NOT_TAKEN")]
+    return bool(back) and back[-1].opname == "COPY" and back[-1].arg == 1
+
+
 class PredicateTruthWarning(UserWarning):
     """A mask predicate decided a Python `and`, `or` or `if`."""
 
@@ -159,11 +174,16 @@ class Cond:
     __rand__ = __and__
 
     def __bool__(self):
-        """True, with a warning: `p and q` then means `q`, as Python (and the beta toolchain, whose API tests
-        write masks this way) evaluates it; a kernel that meant both predicates writes `p & q`."""
+        """`p and q` / `p or q` in an expression (a mask the beta API tests write this way, which the compiler,
+        reading the source, accepts) keep Python's meaning with a warning: `&` applies both predicates. A
+        predicate deciding an `if` is the compiler's err_control_flow_condition_depending_on_arange
+        (nki/api/nki.errors.rst)."""
+        if not _in_value_expression(sys._getframe(1)):
+            raise KernelError("err_control_flow_condition_depending_on_arange: a predicate of index grids cannot "
+                              "decide a Python `if`; pass it as mask=")
         warnings.warn(PredicateTruthWarning(
-            f"a mask predicate was used as a Python truth value (`and`, `or`, `if`); Python keeps one side of "
-            f"`and`/`or`: join predicates with `&` to apply both at {user_location() or '?'}"), stacklevel=2)
+            f"a mask predicate joined with `and`/`or`: Python keeps one side; join predicates with `&` to apply "
+            f"both at {user_location() or '?'}"), stacklevel=2)
         return True
 
     def evaluate(self, shape) -> np.ndarray:
