@@ -14,7 +14,7 @@ import threading
 
 import numpy as np
 
-from trnsim import numerics
+from trnsim import live, numerics
 from trnsim.core import NeuronCore, Op, View
 from trnsim.core.errors import KernelError, MemorySpaceError, UninitializedError
 from trnsim.errors import ConfigError
@@ -161,6 +161,8 @@ def launch(kernel: Kernel, args, kwargs, target=None, values=True):
         finally:
             _state.core = None
 
+    live.publish(kind="kernel", name=kernel.fn.__name__, cores=range(kernel.lnc), target=nc0.target, phase="running",
+                 memory={"hbm": sum(a.nbytes for a in list(nc0.hbm.live.values()))})
     saved, collecting = getattr(_state, "core", None), gc.isenabled()
     # A run makes a few objects per instruction and keeps its stream: the cyclic collector would walk
     # the growing stream again and again for nothing (views and records form no cycles). Reference
