@@ -21,6 +21,7 @@ from trnsim.errors import ConfigError
 
 _state = threading.local()
 LAUNCHES: list[dict] = []  # one summary per kernel launch, for `trnsim run --json`
+LAST: dict = {}  # the latest launch: {"kernel": name, "cores": [...]} (`trnsim profile --main` times it)
 
 
 def core() -> NeuronCore:
@@ -182,6 +183,7 @@ def launch(kernel: Kernel, args, kwargs, target=None, values=True):
             gc.enable()
     _state.core = saved
     kernel.last_cores = cores
+    LAST.update(kernel=kernel.fn.__name__, cores=cores)
     LAUNCHES.append({"kernel": kernel.fn.__name__, "target": nc0.target, "lnc": kernel.lnc,
                      "instructions": sum(len(c.stream) for c in cores), "ok": not errors})
     if errors:

@@ -60,8 +60,12 @@ def benchmark(kernel, *args, target: str | None = None, timing_only: bool = Fals
     if not callable(getattr(kernel, "trace", None)):
         raise ConfigError(f"benchmark times an @nki.jit kernel; got {type(kernel).__name__} {kernel!r}")
     cores = kernel.trace(*args, target=target, values=not timing_only, **kwargs)
+    return time_cores(getattr(kernel, "__name__", type(kernel).__name__), cores, progress)
+
+
+def time_cores(name: str, cores, progress=None) -> BenchmarkResult:
+    """Time the instruction streams of a launch that already ran (its cores, one or two)."""
     spec = cores[0].spec
-    name = getattr(kernel, "__name__", type(kernel).__name__)
     _BUSY.clear()
     _UTIL.clear()
     total, done = sum(len(nc.stream) for nc in cores), 0
@@ -74,4 +78,4 @@ def benchmark(kernel, *args, target: str | None = None, timing_only: bool = Fals
 
 
 __all__ = ["BenchmarkResult", "Event", "Scheduler", "Timeline", "benchmark", "critical_path", "replay", "simulate",
-           "summarize"]
+           "summarize", "time_cores"]

@@ -84,6 +84,7 @@ def launch(kernel: Kernel, args, kwargs, target=None, values=True):
     finally:
         _frontend._state.core, _ctx.instance = saved
         kernel.last_cores = [nc]
+        _frontend.LAST.update(kernel=kernel.fn.__name__, cores=[nc])
         _frontend.LAUNCHES.append({"kernel": kernel.fn.__name__, "target": nc.target, "lnc": 1, "grid": list(grid),
                                    "instructions": len(nc.stream), "ok": ok})
     if not values:
