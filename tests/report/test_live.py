@@ -89,3 +89,15 @@ def test_timing_a_kernel_publishes_engine_shares(rundir):
     assert 0 < p["utilisation"]["0"] <= 1
     assert p["sim_time_ns"] == pytest.approx(r.latency + min(e.start for e in r.timelines[0].events))
     assert seen[-1] == (4, 4)
+
+
+def test_collective_sweep_publishes_its_ranks_and_instance(rundir):
+    from click.testing import CliRunner
+
+    from trnsim.cli import cli
+
+    r = CliRunner().invoke(cli, ["collective", "allr", "--instance", "trn2.48xlarge", "--json"])
+    assert r.exit_code == 0, r.output
+    live.publish(kind="collective", name="flush", force=True)  # write the rate-limited state
+    (p,) = live.processes()
+    assert p["instance"] == "trn2.48xlarge" and p["kind"] == "collective" and p["cores"] == list(range(64))

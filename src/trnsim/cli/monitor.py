@@ -55,6 +55,11 @@ def instance_of(target: str | None) -> str:
     return max(names, key=lambda i: i.chips).name if names else target
 
 
+def _instance(p: dict) -> str:
+    """The instance a process simulates: the one it names, else its target's."""
+    return p.get("instance") or instance_of(p.get("target"))
+
+
 def snapshot(period_s: float = 0.25) -> dict:
     """One neuron-monitor document: host and per-process vCPU measured over `period_s` of wall time."""
     procs0 = live.processes()
@@ -72,13 +77,13 @@ def snapshot(period_s: float = 0.25) -> dict:
         before, after = ticks0.get(p["pid"]), _proc_ticks(p["pid"])
         vcpu = 100 * (after - before) / hz / wall if before is not None and after is not None else 0.0
         util = p.get("utilisation", {})
-        targets.add(p.get("target"))
+        targets.add(_instance(p))
         cores = {str(c): {"neuroncore_utilization": round(100 * util.get(str(c), 0.0), 2),
                           "engines": {e: round(100 * v, 2) for e, v in p.get("busy", {}).get(str(c), {}).items()}}
                  for c in p.get("cores", [])}
         runtimes.append({
             "pid": p["pid"], "neuron_runtime_tag": p.get("name", ""), "error": "",
-            "command": p.get("command", ""), "instance_type": instance_of(p.get("target")),
+            "command": p.get("command", ""), "instance_type": _instance(p),
             "running": {"kind": p.get("kind"), "name": p.get("name"), "phase": p.get("phase"),
                         "simulated_time_ns": p.get("sim_time_ns")},
             "report": {
@@ -89,7 +94,7 @@ def snapshot(period_s: float = 0.25) -> dict:
                 "neuron_runtime_vcpu_usage": {"period": wall, "vcpu_usage": {"user": round(vcpu, 2)}, "error": ""},
             },
         })
-    targets.discard(None)
+    targets.discard("-")
     return {
         "neuron_runtime_data": runtimes,
         "system_data": {
@@ -97,7 +102,7 @@ def snapshot(period_s: float = 0.25) -> dict:
                            "vcpu_count": ncpu, "error": ""},
             "memory_info": {"period": wall, **_memory(), "error": ""},
         },
-        "instance_info": {"instance_type": ", ".join(sorted(instance_of(t) for t in targets)) or "-",
+        "instance_info": {"instance_type": ", ".join(sorted(targets)) or "-",
                           "simulated": True, "error": ""},
         "neuron_hardware_info": {"neuroncores_in_use": sum(len(r["report"]["neuroncore_counters"]["neuroncores_in_use"])
                                                            for r in runtimes), "error": ""},
@@ -128,7 +133,7 @@ def device_processes(system: str, device: int, cores_per_device: int) -> list[di
     lists them (pid and command line); a process's core ids are numbered from device 0, as in neuron-ls."""
     per = max(cores_per_device, 1)
     return [{"pid": p["pid"], "command": p.get("command", "")} for p in live.processes()
-            if instance_of(p.get("target")) == system and any(c // per == device for c in p.get("cores", ()))]
+            if _instance(p) == system and any(c // per == device for c in p.get("cores", ()))]
 
 
 def process_cell(procs: list[dict]) -> str:

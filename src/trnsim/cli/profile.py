@@ -22,6 +22,7 @@ from pathlib import Path
 import click
 import numpy as np
 
+from trnsim import live
 from trnsim.cli import cli
 from trnsim.core.timing import BenchmarkResult, time_cores
 from trnsim.errors import ConfigError, TrnsimError
@@ -52,8 +53,9 @@ def schedule_of(result: BenchmarkResult, every: int = 1):
 
     tl = slowest(result)
     spans = []
+    last = max(tl.events, key=lambda e: e.end).index if tl.events else -1  # kept: the axis ends where the kernel does
     for e in tl.events:
-        if e.index % every:
+        if e.index % every and e.index != last:
             continue
         args = {"operands": _operands(e.rec), "source": e.rec.location, "instruction": e.index}
         if e.pieces:
@@ -64,7 +66,6 @@ def schedule_of(result: BenchmarkResult, every: int = 1):
     meta = result.meta()
     meta.pop("hardware_flops")
     meta["HFU (TensorE)"] = f"{100 * meta.pop('hfu'):.1f} %"
-    meta["latency (all cores)"] = f"{result.latency / 1e3:.2f} µs"
     if len(result.timelines) > 1:
         meta["cores"] = f"{len(result.timelines)} (LNC 2); the timeline shows the slower one"
     if every > 1:
@@ -247,6 +248,7 @@ def run_profile(kernel, args, kwargs, target, timing_only, out: Path, every: int
         bar.phase(f"timing {sum(len(c.stream) for c in cores):,} instructions", total=sum(len(c.stream) for c in cores))
         result = time_cores(name, cores, progress=bar.step)
         del cores
+        live.idle()  # the timing is over: `trnsim top` shows the process idle while it writes
         bar.phase("writing the trace and the report", total=3)
         schedule = schedule_of(result, every)
         out.mkdir(parents=True, exist_ok=True)
