@@ -4,10 +4,12 @@ the timeline draws, the wheel zooms, hovering an instruction shows its kernel so
 Without Chromium the test skips and says so (`make test` installs it and then requires it). Set
 TRNSIM_SCREENSHOT_DIR to keep the screenshot it takes."""
 import base64
+import fcntl
 import json
 import os
 import shutil
 import subprocess
+import time
 
 import pytest
 from click.testing import CliRunner
@@ -45,14 +47,16 @@ class DevTools:
         cmd_r, self.cmd_w = os.pipe()
         self.res_r, res_w = os.pipe()
 
-        def wire():
-            os.dup2(cmd_r, 3)
-            os.dup2(res_w, 4)
+        def wire():  # in the child: our pipe ends become fds 3 and 4, kept across exec
+            high = [fcntl.fcntl(fd, fcntl.F_DUPFD, 10) for fd in (cmd_r, res_w)]  # out of the way of 3 and 4
+            for fd, target in zip(high, (3, 4)):
+                os.dup2(fd, target)
+                os.set_inheritable(target, True)
         self.proc = subprocess.Popen(
             [exe, "--headless=new", "--no-sandbox", "--disable-gpu", "--remote-debugging-pipe", "--no-first-run",
              f"--user-data-dir={profile_dir}", "--window-size=1400,1000", "about:blank"],
             stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-            preexec_fn=wire, close_fds=False)  # our pipes are non-inheritable; dup2 makes fds 3 and 4 inheritable
+            preexec_fn=wire, close_fds=False)  # Python's own fds are non-inheritable: only 3 and 4 pass
         os.close(cmd_r)
         os.close(res_w)
         self.buf, self.next_id, self.session = b"", 0, None
@@ -108,10 +112,14 @@ def page(tmp_path, require_tool):
     browser = DevTools(exe, str(tmp_path / "chrome"))
     try:
         browser.open("file://" + html)
-        for _ in range(200):
-            if browser.js("document.body && document.body.dataset.ready") == "1":
-                break
-            browser.call("Runtime.evaluate", expression="new Promise(r => setTimeout(r, 50))", awaitPromise=True)
+        for _ in range(400):
+            try:
+                if browser.js("document.body && document.body.dataset.ready") == "1":
+                    break
+            except RuntimeError as e:  # the blank page's context goes as the file loads
+                if "context" not in str(e):
+                    raise
+            time.sleep(0.05)
         else:
             pytest.fail("the profile page never finished drawing")
         yield browser

@@ -225,8 +225,8 @@ function draw(){
 function drawOcc(){const dpr=window.devicePixelRatio||1,w=oc.clientWidth,h=oc.clientHeight;oc.width=w*dpr;oc.height=h*dpr;
   octx.setTransform(dpr,0,0,dpr,0,0);octx.clearRect(0,0,w,h);const names=Object.keys(D.occ);if(!names.length)return;
   const ph=(h-AXIS)/names.length;drawAxis(octx,h);
-  names.forEach((nm,n)=>{const o=D.occ[nm],y0=AXIS+n*ph,top=Math.max(o.cap,1);octx.fillStyle='#222';octx.font='12px sans-serif';
-    const peak=o.b.reduce((m,b)=>Math.max(m,b),0);
+  names.forEach((nm,n)=>{const o=D.occ[nm],y0=AXIS+n*ph,peak=o.b.reduce((m,b)=>Math.max(m,b),0);
+    const top=Math.max(peak*1.15,1);octx.fillStyle='#222';octx.font='12px sans-serif';  // scaled to the peak
     octx.fillText(nm,4,y0+14);octx.fillText('peak '+(peak/1024).toFixed(0)+' KiB',4,y0+28);octx.fillText('of '+(top/1024).toFixed(0)+' KiB',4,y0+42);
     octx.beginPath();octx.moveTo(LABEL,y0+ph);let prev=0;
     for(let i=0;i<o.t.length;i++){const x=Math.min(Math.max(X(o.t[i]),LABEL),w);const y=y0+ph-(o.b[i]/top)*(ph-6);
