@@ -3,7 +3,7 @@ PYTHON ?= python3
 VENV   := .venv
 PY     := $(VENV)/bin/python
 
-.PHONY: demo test bench clean
+.PHONY: demo test bench clean tools
 
 $(VENV)/.base: pyproject.toml
 	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else "trnsim needs Python 3.11 or newer; found " + sys.version.split()[0])'
@@ -19,8 +19,20 @@ $(VENV)/.dev: $(VENV)/.base
 demo: $(VENV)/.base
 	$(VENV)/bin/trnsim demo
 
-test: $(VENV)/.dev
-	$(PY) -m pytest -n 2
+# The terminal and browser tests drive tmux and Chromium: installed here when missing (Debian, as root);
+# with TRNSIM_REQUIRE_TOOLS=1 a test that still cannot find them fails instead of skipping.
+TOOLS := tmux chromium
+tools:
+	@missing=$$(for t in $(TOOLS); do command -v $$t >/dev/null || echo $$t; done); \
+	if [ -n "$$missing" ]; then \
+	  if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
+	    echo "installing $$missing (apt-get)"; \
+	    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends $$missing >/dev/null; \
+	  else echo "missing $$missing: install them (apt-get install -y $$missing) or their tests fail"; fi; \
+	fi
+
+test: $(VENV)/.dev tools
+	TRNSIM_REQUIRE_TOOLS=1 $(PY) -m pytest -n 2
 
 bench: $(VENV)/.dev
 	@for b in benchmarks/bench_*.py; do $(PY) $$b; done

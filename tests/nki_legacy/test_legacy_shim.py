@@ -88,7 +88,7 @@ def test_trnsim_profile_takes_a_beta_kernel(tmp_path):
     assert r.exit_code == 0, r.output
     data = json.loads(r.output[r.output.index("{"):])
     assert data["kernel"] == "double" and data["latency_ns"] > 0
-    assert (tmp_path / "out" / "double.trace.json").exists()
+    assert (tmp_path / "out" / "double.trace.json.gz").exists()
 
 
 def test_shim_does_not_shadow_a_real_neuronxcc(tmp_path, monkeypatch):

@@ -13,6 +13,7 @@ import re
 
 import click
 
+from trnsim import live
 from trnsim.cli import cli
 from trnsim.errors import ConfigError, UnknownNameError
 
@@ -53,6 +54,7 @@ def sweep(op: str, system: str, nodes: int, ranks: int | None, begin: int, end: 
     n = ranks or c.ranks
     rows, size = [], begin
     while size <= end:
+        live.publish(kind="collective", name=f"{operation} {size} B", cores=range(n), instance=c.system.name)
         t, alg, steps = tf.collective_time(operation, size, n, c, algorithm, model)
         algbw = size / (t * 1e-9) / GIB if t else 0.0
         rows.append({"size": size, "count": size // dt.itemsize, "type": dt.name, "time_us": t / 1e3,

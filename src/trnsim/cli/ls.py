@@ -17,6 +17,7 @@ from rich.text import Text
 
 import trnsim.specs as specs
 from trnsim.cli import cli
+from trnsim.cli.monitor import device_processes, process_cell
 from trnsim.specs.records import SystemSpec
 from trnsim.specs.units import human
 
@@ -37,6 +38,7 @@ def devices(system: SystemSpec, lnc: int | None = None) -> list[dict]:
         "memory_size": system.chip.hbm_bytes,
         "connected_to": list(system.topology.connected_chips(d)),
         "logical_neuroncore_config": lnc,
+        "processes": device_processes(system.name, d, per),
     } for d in range(system.chips)]
 
 
@@ -56,14 +58,14 @@ def table(system: SystemSpec, lnc: int | None = None) -> Group:
     if not system.chip.is_neuron:
         head.append(f"\n{system.chips} x {system.chip.vendor} {system.chip.name}: GPUs, no NeuronCores", "italic")
     t = Table(box=box.SQUARE, header_style="bold", show_lines=False, pad_edge=True)
-    for col in ("NEURON\nDEVICE", "NEURON\nCORES", "NEURON\nCORE IDS", "NEURON\nMEMORY", "CONNECTED\nDEVICES"):
+    for col in ("NEURON\nDEVICE", "NEURON\nCORES", "NEURON\nCORE IDS", "NEURON\nMEMORY", "CONNECTED\nDEVICES", "PROCESS"):
         t.add_column(col, justify="left")
     for r in rows:
         linked = r["connected_to"]
         shown = ", ".join(map(str, linked)) if len(linked) <= 8 else _ranges(linked)
         ids = r["neuroncore_ids"]
         t.add_row(str(r["neuron_device"]), str(r["nc_count"]), f"{ids[0]}-{ids[-1]}" if ids else "-",
-                  f"{r['memory_size'] / 2**30:g} GB", shown or "-")
+                  f"{r['memory_size'] / 2**30:g} GB", shown or "-", process_cell(r["processes"]))
     return Group(head, t)
 
 

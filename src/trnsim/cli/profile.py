@@ -1,13 +1,18 @@
-"""`trnsim profile FILE.py`: time an NKI kernel on the emulator and write its profile.
+"""`trnsim profile FILE.py`: time an NKI kernel on the emulator and write a profile to explore.
 
-FILE.py defines `@nki.jit` kernels and an `inputs()` function returning the kernel's arguments (a
-tuple, or a dict of keyword arguments). The chosen kernel (`--kernel`, default the last one defined)
-runs on the target, with values or on shapes alone (`--timing-only`); the timing model's schedule
-becomes a Perfetto trace (open it at ui.perfetto.dev), a terminal summary and an HTML report.
+The kernel's inputs come from `--arg NAME=DTYPE[SHAPE]` (random values; `NAME=VALUE` for a Python
+literal such as a shape tuple), else from the file's `inputs()` function, or `--main` runs the file's
+own `__main__` and profiles the last kernel it launched. `--lnc 2` (or `--grid`) launches the kernel on
+a grid, as `kernel[2](...)` would. The run is timed with a progress bar, then written out: a Perfetto
+trace (`.trace.json.gz`, streamed to disk), an HTML page to explore (timeline, hotspots, occupancy,
+instruction table) and a `.profile.json` summary that `--compare` sets beside another one.
 """
 from __future__ import annotations
 
+import ast
+import contextlib
 import json
+import re
 import runpy
 import sys
 import tempfile
@@ -15,12 +20,16 @@ import time
 from pathlib import Path
 
 import click
+import numpy as np
 
+from trnsim import live
 from trnsim.cli import cli
-from trnsim.core.timing import BenchmarkResult, benchmark
-from trnsim.errors import ConfigError
+from trnsim.core.timing import BenchmarkResult, time_cores
+from trnsim.errors import ConfigError, TrnsimError
 
 TARGETS = ("trn1", "trn2", "trn3")
+_DTYPE_ALIASES = {"bf16": "bfloat16", "fp32": "float32", "f32": "float32", "fp16": "float16", "f16": "float16",
+                  "tf32": "tfloat32"}
 
 
 def _operands(rec) -> str:
@@ -31,36 +40,141 @@ def _operands(rec) -> str:
     return ", ".join(f"{n}={one(r)}" for n, r in rec.operands.items())
 
 
-def schedule_of(result: BenchmarkResult):
-    """The slowest core's timeline as a report Schedule: a span per instruction, a span per DMA engine's
-    share of each transfer (on tracks "DMA q0".."DMA q15"), and the dependencies as flow arrows."""
+def slowest(result: BenchmarkResult):
+    return max(result.timelines, key=lambda t: max((e.end for e in t.events), default=0.0))
+
+
+def schedule_of(result: BenchmarkResult, every: int = 1):
+    """The slowest core's timeline as a report Schedule: a span per instruction, DMA transfers on one
+    "DMA" track (their per-queue pieces go to `dma_pieces`), dependencies as flow arrows.
+
+    every: keep every Nth instruction (the figures in `meta` still count them all)."""
     from trnsim.report import Schedule, Span
 
-    tl = max(result.timelines, key=lambda t: max((e.end for e in t.events), default=0.0))
-    spans, rep, next_id = [], {}, len(tl.events)
-    for e in tl.events:  # a DMA is represented, for those who wait on it, by its piece that ends last
-        if e.pieces:
-            rep[e.index] = next_id + max(range(len(e.pieces)), key=lambda j: e.pieces[j][2])
-            next_id += len(e.pieces)
-    next_id = len(tl.events)
+    tl = slowest(result)
+    spans = []
+    last = max(tl.events, key=lambda e: e.end).index if tl.events else -1  # kept: the axis ends where the kernel does
     for e in tl.events:
-        args = {"operands": _operands(e.rec), "source": e.rec.location, "instruction": e.index}
-        deps = tuple(rep.get(d, d) for d in e.deps)
-        if not e.pieces:
-            spans.append(Span(e.index, e.track, e.rec.op.value, e.start, e.end - e.start, args, deps))
+        if e.index % every and e.index != last:
             continue
-        for j, (q, s, f) in enumerate(e.pieces):
-            spans.append(Span(next_id, f"DMA q{q}", e.rec.op.value, s, f - s, args, deps if j == 0 else ()))
-            next_id += 1
+        args = {"operands": _operands(e.rec), "source": e.rec.location, "instruction": e.index}
+        if e.pieces:
+            args["queues"] = len(e.pieces)
+        deps = tuple(d for d in e.deps if d % every == 0)
+        spans.append(Span(e.index, "DMA" if e.pieces else e.track, e.rec.op.value, e.start, e.end - e.start, args,
+                          deps))
     meta = result.meta()
     meta.pop("hardware_flops")
     meta["HFU (TensorE)"] = f"{100 * meta.pop('hfu'):.1f} %"
+    if len(result.timelines) > 1:
+        meta["cores"] = f"{len(result.timelines)} (LNC 2); the timeline shows the slower one"
+    if every > 1:
+        meta["instructions shown"] = f"every {every}th: {len(spans):,} of {len(tl.events):,}"
     return Schedule(spans, result.target, result.kernel, meta)
 
 
-def load_kernel(file: str, name: str | None):
-    """The kernel named `name` (or the last one) defined in FILE, and its `inputs()`; FILE's
-    `import nki` (or `neuronxcc.nki`) resolves to trnsim, as under `trnsim run`."""
+def dma_pieces(result: BenchmarkResult, every: int = 1) -> dict:
+    """Each DMA transfer's share per queue (queue, start, end, the transfer's instruction index)."""
+    tl = slowest(result)
+    owner = np.fromiter((e.index for e in tl.events for _ in e.pieces), np.int64)
+    keep = owner % every == 0
+    return {"queue": np.frombuffer(tl.piece_engine, np.int32)[keep], "start": np.frombuffer(tl.piece_start)[keep],
+            "end": np.frombuffer(tl.piece_end)[keep], "span": owner[keep]}
+
+
+def occupancy(result: BenchmarkResult, points: int = 4000) -> dict:
+    """SBUF and PSUM bytes holding live data over time: a region is live from the instruction that writes
+    it until the last one that reads it (the same bytes again) before the next write."""
+    tl = slowest(result)
+    spec = _spec(result.target)
+    capacity = {"sbuf": spec.partitions * spec.sbuf_partition_bytes, "psum": spec.partitions * spec.psum_partition_bytes}
+    out = {}
+    for space in ("sbuf", "psum"):
+        live, times, deltas = {}, [], []
+        for e in tl.events:
+            rec = e.rec
+            for name, r in rec.operands.items():
+                if r.space != space:
+                    continue
+                key = (r.memory, r.partition, r.partitions, r.byte_lo, r.byte_hi)
+                if name in rec.writes:
+                    old = live.pop(key, None)
+                    if old is not None:
+                        times += [old[0], old[1]]
+                        deltas += [old[2], -old[2]]
+                    live[key] = [e.start, e.end, r.partitions * (r.byte_hi - r.byte_lo)]
+                elif key in live:
+                    live[key][1] = max(live[key][1], e.end)
+        for s, f, b in live.values():
+            times += [s, f]
+            deltas += [b, -b]
+        if not times:
+            continue
+        t = np.asarray(times, float)
+        order = np.lexsort((np.asarray(deltas), t))  # frees before allocations at the same instant
+        t, level = t[order], np.cumsum(np.asarray(deltas, np.int64)[order])
+        if len(t) > points:  # keep the highest level in each of `points` time buckets
+            edges = np.searchsorted(t, np.linspace(t[0], t[-1], points + 1)[1:-1])
+            parts = np.split(np.arange(len(t)), edges)
+            idx = [p[np.argmax(level[p])] for p in parts if len(p)]
+            t, level = t[idx], level[idx]
+        out[space.upper()] = (t, level, capacity[space])
+    return out
+
+
+def hotspots(result: BenchmarkResult) -> list[dict]:
+    """Engine time per kernel source line over every instruction of the slowest core."""
+    by: dict[str, dict] = {}
+    for e in slowest(result).events:
+        h = by.setdefault(e.rec.location or "?", {"source": e.rec.location or "?", "ns": 0.0, "count": 0, "ops": {}})
+        h["ns"] += e.end - e.start
+        h["count"] += 1
+        h["ops"][e.rec.op.value] = h["ops"].get(e.rec.op.value, 0.0) + e.end - e.start
+    out = sorted(by.values(), key=lambda h: -h["ns"])
+    for h in out:
+        h["op"] = max(h.pop("ops").items(), key=lambda kv: kv[1])[0]
+    return out
+
+
+def _spec(target):
+    import trnsim.specs as specs
+    return specs.neuroncore(target)
+
+
+# -- what to run ---------------------------------------------------------------------------------------
+def parse_arg(text: str, values: bool = True):
+    """`NAME=DTYPE[D0,D1,...]` -> (NAME, numpy array of random values, or zeros when `values` is off: their
+    pages are never touched on a timing-only run); `NAME=VALUE` -> (NAME, the literal)."""
+    from trnsim import numerics
+
+    name, sep, value = text.partition("=")
+    if not sep or not name.isidentifier():
+        raise ConfigError(f"--arg {text!r}: write NAME=DTYPE[SHAPE] (e.g. a=bf16[4096,8192]) or NAME=VALUE")
+    m = re.fullmatch(r"\s*([A-Za-z][\w]*)\s*\[([\d,\s]*)\]\s*", value)
+    if m:
+        dt = m.group(1)
+        dt = _DTYPE_ALIASES.get(dt, re.sub(r"^fp8", "float8", dt))
+        shape = tuple(int(x) for x in m.group(2).replace(" ", "").split(",") if x)
+        try:
+            npdt = numerics.dtype(dt).np
+        except TrnsimError as e:
+            raise ConfigError(f"--arg {text!r}: {e}") from None
+        if not values:
+            return name, np.zeros(shape, npdt)
+        rng = np.random.default_rng(len(name))
+        if np.issubdtype(npdt, np.integer):
+            info = np.iinfo(npdt)
+            return name, rng.integers(max(info.min, -100), min(info.max, 100), shape).astype(npdt)
+        return name, rng.standard_normal(shape, np.float32).astype(npdt)
+    try:
+        return name, ast.literal_eval(value)
+    except (ValueError, SyntaxError):
+        raise ConfigError(f"--arg {text!r}: {value!r} is neither DTYPE[SHAPE] nor a Python literal") from None
+
+
+def load_kernel(file: str, name: str | None, need_inputs: bool = True):
+    """The kernel named `name` (or the last one) defined in FILE, and its `inputs()` (None when FILE has
+    none and `need_inputs` is false); FILE's `import nki` (or `neuronxcc.nki`) resolves to trnsim."""
     from trnsim import shim
     from trnsim.nki import Kernel
 
@@ -75,48 +189,156 @@ def load_kernel(file: str, name: str | None):
         raise ConfigError(f"{file}: defines no @nki.jit kernel to profile")
     if name is not None and name not in kernels:
         raise ConfigError(f"{file}: no kernel named {name!r}; kernels: {', '.join(kernels)}")
-    if "inputs" not in ns:
-        raise ConfigError(f"{file}: define inputs() returning the kernel's arguments (a tuple or a dict)")
-    return kernels[name or list(kernels)[-1]], ns["inputs"]
+    if need_inputs and "inputs" not in ns:
+        raise ConfigError(f"{file}: give the kernel's inputs with --arg NAME=DTYPE[SHAPE] (one per argument), "
+                          "define inputs() returning them (a tuple or a dict), or run the file's own __main__ "
+                          "with --main")
+    return kernels[name or list(kernels)[-1]], ns.get("inputs")
 
 
-def run_profile(kernel, args, kwargs, target, timing_only, out: Path):
-    """Benchmark, then write `<kernel>.trace.json` and `<kernel>.html` under `out`."""
+class _Progress:
+    """A progress bar on stderr: the kernel's run (instructions issued, no total known), then its timing."""
+
+    def __init__(self, quiet: bool):
+        from rich.console import Console
+        from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+        self.bar = Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+                            console=Console(stderr=True), disable=quiet, transient=False)
+        self.task = None
+
+    def __enter__(self):
+        self.bar.__enter__()
+        return self
+
+    def __exit__(self, *exc):
+        self.bar.__exit__(*exc)
+
+    def phase(self, text: str, total: float | None = None):
+        if self.task is not None:
+            self.bar.update(self.task, completed=self.bar.tasks[self.task].total or 1, total=self.bar.tasks[self.task].total or 1)
+        self.task = self.bar.add_task(text, total=total)
+
+    def step(self, done: int, total: int):
+        self.bar.update(self.task, completed=done, total=total)
+
+
+def run_profile(kernel, args, kwargs, target, timing_only, out: Path, every: int = 1, quiet: bool = True,
+                main: str | None = None):
+    """Run (or take the last launch of `main`), time, and write `<kernel>.trace.json.gz`, `<kernel>.html`
+    and `<kernel>.profile.json` under `out`."""
     from trnsim.report import render_html, write_trace
 
-    result = benchmark(kernel, *args, target=target, timing_only=timing_only, **kwargs)
-    schedule = schedule_of(result)
-    out.mkdir(parents=True, exist_ok=True)
-    trace = write_trace(schedule, out / f"{result.kernel}.trace.json")
-    page = render_html(schedule, out / f"{result.kernel}.html", trace_path=trace)
+    with _Progress(quiet) as bar:
+        if main is not None:
+            from trnsim.cli.run import run_file
+            from trnsim.nki import _frontend
+
+            bar.phase(f"running {Path(main).name} (its __main__)")
+            _frontend.LAST.clear()
+            with contextlib.redirect_stdout(sys.stderr) if quiet else contextlib.nullcontext():
+                run_file(main, (), target)  # with --json, stdout is the figures' alone
+            if not _frontend.LAST:
+                raise ConfigError(f"{main}: its __main__ launched no kernel")
+            name, cores = _frontend.LAST["kernel"], _frontend.LAST["cores"]
+        else:
+            bar.phase(f"running {kernel.__name__}" + (" (shapes only)" if timing_only else ""))
+            cores = kernel.trace(*args, target=target, values=not timing_only, **kwargs)
+            name = kernel.__name__
+        bar.phase(f"timing {sum(len(c.stream) for c in cores):,} instructions", total=sum(len(c.stream) for c in cores))
+        result = time_cores(name, cores, progress=bar.step)
+        del cores
+        live.idle()  # the timing is over: `trnsim top` shows the process idle while it writes
+        bar.phase("writing the trace and the report", total=3)
+        schedule = schedule_of(result, every)
+        out.mkdir(parents=True, exist_ok=True)
+        trace = write_trace(schedule, out / f"{result.kernel}.trace.json.gz")
+        bar.step(1, 3)
+        note = f"every {every}th instruction is shown; the figures count them all" if every > 1 else ""
+        hot = hotspots(result)
+        page = render_html(schedule, out / f"{result.kernel}.html", trace_path=trace, dma_pieces=dma_pieces(result, every),
+                           occupancy=occupancy(result), hotspots=hot, note=note)
+        bar.step(2, 3)
+        summary = out / f"{result.kernel}.profile.json"
+        summary.write_text(json.dumps({**result.to_dict(), "instructions_total": sum(len(t.events) for t in result.timelines),
+                                       "hotspots": hot[:100], "trace": str(trace), "html": str(page)}, default=str))
+        bar.step(3, 3)
     return result, schedule, trace, page
+
+
+def _launchable(kernel, lnc: int, grid: str | None):
+    if grid:
+        dims = tuple(int(x) for x in grid.split(","))
+        return kernel[dims if len(dims) > 1 else dims[0]]
+    return kernel[lnc] if lnc > 1 else kernel
 
 
 @cli.command()
 @click.argument("file", type=click.Path(exists=True, dir_okay=False))
+@click.option("--arg", "argv", multiple=True, metavar="NAME=DTYPE[SHAPE]",
+              help="A kernel argument: random values of a dtype and shape (a=bf16[4096,8192]), or NAME=VALUE for "
+                   "a Python literal (shape2D=(3,4)). Repeat for each argument.")
+@click.option("--main", "use_main", is_flag=True, help="Run FILE's own __main__ and profile the last kernel it launches.")
 @click.option("--target", type=click.Choice(TARGETS), help="NKI target (default: NEURON_PLATFORM_TARGET_OVERRIDE, else trn2).")
 @click.option("--timing-only", is_flag=True, help="Run on shapes alone, no values (fast for full-size kernels).")
 @click.option("--kernel", "name", metavar="NAME", help="Which kernel of FILE (default: the last one defined).")
+@click.option("--lnc", type=click.IntRange(1, 2), default=1, show_default=True,
+              help="Launch on a logical NeuronCore of 2 cores (kernel[2]); Trn2 and Trn3.")
+@click.option("--grid", metavar="X[,Y]", help="Launch grid, as kernel[X, Y] (beta API SPMD launches).")
+@click.option("--every", type=click.IntRange(min=1), default=1, show_default=True,
+              help="Keep every Nth instruction in the trace and the page (figures still count all).")
 @click.option("--out", type=click.Path(file_okay=False), default="trnsim-profile", show_default=True,
-              help="Folder for the trace and the HTML report.")
+              help="Folder for the trace, the HTML page and the summary.")
+@click.option("--compare", type=click.Path(exists=True, dir_okay=False), metavar="B.profile.json",
+              help="Set FILE (a .profile.json) beside another profile: before and after.")
 @click.option("--json", "as_json", is_flag=True, help="Print the figures as JSON.")
-def profile(file, target, timing_only, name, out, as_json):
-    """Time an NKI kernel and write a Perfetto trace and an HTML report."""
+@click.option("-q", "--quiet", is_flag=True, help="No progress bar.")
+def profile(file, argv, use_main, target, timing_only, name, lnc, grid, every, out, compare, as_json, quiet):
+    """Time an NKI kernel; write a Perfetto trace, an HTML profile to explore and a summary.
+
+    FILE.py's kernel gets its arguments from --arg, from the file's inputs() function, or from its own
+    __main__ (--main). `trnsim profile A.profile.json --compare B.profile.json` compares two profiles.
+    """
     from rich.console import Console
 
     from trnsim.report import print_summary
 
-    kernel, inputs = load_kernel(file, name)
-    given = inputs()
-    args, kwargs = ((), given) if isinstance(given, dict) else (tuple(given), {})
-    result, schedule, trace, page = run_profile(kernel, args, kwargs, target, timing_only, Path(out))
+    if compare or file.endswith(".json"):
+        from trnsim.report.compare import compare_profiles
+        if not compare:
+            raise ConfigError(f"{file}: a .json profile is read with --compare B.profile.json")
+        page = compare_profiles(file, compare, Path(out), Console())
+        if as_json:
+            click.echo(json.dumps({"html": str(page)}))
+        return
+    kernel, args, kwargs = None, (), {}
+    if use_main:
+        if argv:
+            raise ConfigError("--main runs the file's own __main__, which chooses the inputs: drop --arg")
+        main = file
+    else:
+        main = None
+        kernel, inputs = load_kernel(file, name, need_inputs=not argv)
+        if argv:
+            kwargs = dict(parse_arg(a, values=not timing_only) for a in argv)
+            params = kernel.fn.__code__.co_varnames[:kernel.fn.__code__.co_argcount]
+            unknown = [k for k in kwargs if k not in params]
+            if unknown:
+                raise ConfigError(f"--arg {unknown[0]}: {kernel.__name__} has no argument {unknown[0]!r}; "
+                                  f"its arguments: {', '.join(params)}")
+        else:
+            given = inputs()
+            args, kwargs = ((), given) if isinstance(given, dict) else (tuple(given), {})
+        kernel = _launchable(kernel, lnc, grid)
+    result, schedule, trace, page = run_profile(kernel, args, kwargs, target, timing_only, Path(out), every,
+                                                quiet or as_json, main)
     if as_json:
         click.echo(json.dumps({**result.to_dict(), "trace": str(trace), "html": str(page)}, indent=2, default=str))
         return
     con = Console()
     print_summary(schedule, con)
     con.print(f"HFU {result.hfu:.1%}, MFU {result.mfu:.1%}; bound by {result.bound}")
-    con.print(f"trace: {trace} (open at https://ui.perfetto.dev)\nreport: {page}")
+    con.print(f"report: {page}\ntrace: {trace} (open at https://ui.perfetto.dev)")
 
 
 def tour(console):

@@ -14,13 +14,14 @@ import threading
 
 import numpy as np
 
-from trnsim import numerics
+from trnsim import live, numerics
 from trnsim.core import NeuronCore, Op, View
 from trnsim.core.errors import KernelError, MemorySpaceError, UninitializedError
 from trnsim.errors import ConfigError
 
 _state = threading.local()
 LAUNCHES: list[dict] = []  # one summary per kernel launch, for `trnsim run --json`
+LAST: dict = {}  # the latest launch: {"kernel": name, "cores": [...]} (`trnsim profile --main` times it)
 
 
 def core() -> NeuronCore:
@@ -161,6 +162,8 @@ def launch(kernel: Kernel, args, kwargs, target=None, values=True):
         finally:
             _state.core = None
 
+    live.publish(kind="kernel", name=kernel.fn.__name__, cores=range(kernel.lnc), target=nc0.target, phase="running",
+                 memory={"hbm": sum(a.nbytes for a in list(nc0.hbm.live.values()))})
     saved, collecting = getattr(_state, "core", None), gc.isenabled()
     # A run makes a few objects per instruction and keeps its stream: the cyclic collector would walk
     # the growing stream again and again for nothing (views and records form no cycles). Reference
@@ -180,6 +183,7 @@ def launch(kernel: Kernel, args, kwargs, target=None, values=True):
             gc.enable()
     _state.core = saved
     kernel.last_cores = cores
+    LAST.update(kernel=kernel.fn.__name__, cores=cores)
     LAUNCHES.append({"kernel": kernel.fn.__name__, "target": nc0.target, "lnc": kernel.lnc,
                      "instructions": sum(len(c.stream) for c in cores), "ok": not errors})
     if errors:

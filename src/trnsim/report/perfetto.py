@@ -11,6 +11,7 @@ anyone handing a trace to another tool.
 """
 from __future__ import annotations
 
+import gzip
 import heapq
 import json
 import math
@@ -46,17 +47,17 @@ def _lanes(schedule: Schedule) -> list[tuple[str, int]]:
     return out
 
 
-def to_trace_events(schedule: Schedule) -> dict:
-    """The schedule as a trace-event JSON object (`{"traceEvents": [...], ...}`), times in microseconds."""
+def iter_trace_events(schedule: Schedule):
+    """The trace's events one at a time (metadata, spans, then flow arrows), times in microseconds."""
     lanes = _lanes(schedule)
     threads = sorted(set(lanes), key=lambda tl: (schedule.tracks.index(tl[0]), tl[1]))
     tid = {tl: n + 1 for n, tl in enumerate(threads)}
-    events: list[dict] = [{"ph": "M", "name": "process_name", "pid": PID,
-                           "args": {"name": f"NeuronCore ({schedule.target}): {schedule.kernel}"}}]
+    yield {"ph": "M", "name": "process_name", "pid": PID,
+           "args": {"name": f"NeuronCore ({schedule.target}): {schedule.kernel}"}}
     for (track, lane), t in tid.items():
         name = track if lane == 0 else f"{track} ({lane + 1})"
-        events.append({"ph": "M", "name": "thread_name", "pid": PID, "tid": t, "args": {"name": name}})
-        events.append({"ph": "M", "name": "thread_sort_index", "pid": PID, "tid": t, "args": {"sort_index": t}})
+        yield {"ph": "M", "name": "thread_name", "pid": PID, "tid": t, "args": {"name": name}}
+        yield {"ph": "M", "name": "thread_sort_index", "pid": PID, "tid": t, "args": {"sort_index": t}}
 
     where = {}
     for s, tl in zip(schedule.spans, lanes):
@@ -64,8 +65,8 @@ def to_trace_events(schedule: Schedule) -> dict:
         args = {**s.args, "span_id": s.id}
         if s.deps:
             args["waits_on"] = list(s.deps)
-        events.append({"ph": "X", "name": s.name, "cat": SPAN_CAT, "pid": PID, "tid": tid[tl],
-                       "ts": ts, "dur": s.duration / 1e3, "args": args})
+        yield {"ph": "X", "name": s.name, "cat": SPAN_CAT, "pid": PID, "tid": tid[tl],
+               "ts": ts, "dur": s.duration / 1e3, "args": args}
         where[s.id] = (tid[tl], ts)
     # Flow events bind to the slice enclosing their timestamp on their thread: the producer's start
     # for "s", the consumer's start for "f" (bp "e": bind to the enclosing slice, not the next one).
@@ -76,10 +77,17 @@ def to_trace_events(schedule: Schedule) -> dict:
             src_tid, src_ts = where[d]
             dst_tid, dst_ts = where[s.id]
             common = {"name": FLOW_NAME, "cat": FLOW_CAT, "id": flow, "pid": PID}
-            events.append({"ph": "s", **common, "tid": src_tid, "ts": src_ts})
-            events.append({"ph": "f", "bp": "e", **common, "tid": dst_tid, "ts": dst_ts})
-    return {"traceEvents": events, "displayTimeUnit": "ns",
-            "otherData": {**schedule.meta, "kernel": schedule.kernel, "target": schedule.target}}
+            yield {"ph": "s", **common, "tid": src_tid, "ts": src_ts}
+            yield {"ph": "f", "bp": "e", **common, "tid": dst_tid, "ts": dst_ts}
+
+
+def _other(schedule: Schedule) -> dict:
+    return {**schedule.meta, "kernel": schedule.kernel, "target": schedule.target}
+
+
+def to_trace_events(schedule: Schedule) -> dict:
+    """The schedule as a trace-event JSON object (`{"traceEvents": [...], ...}`), times in microseconds."""
+    return {"traceEvents": list(iter_trace_events(schedule)), "displayTimeUnit": "ns", "otherData": _other(schedule)}
 
 
 def _plain(o: Any) -> Any:
@@ -90,11 +98,25 @@ def _plain(o: Any) -> Any:
 
 
 def write_trace(schedule: Schedule, path: str | Path) -> Path:
-    """Write the trace-event JSON file that ui.perfetto.dev opens; returns the path."""
+    """Write the trace-event JSON file that ui.perfetto.dev opens (gzip-compressed when the name ends in .gz).
+
+    Events are encoded and written one batch at a time, so a trace of millions of events never sits in
+    memory as one document."""
     path = Path(path)
-    # dumps then one write: json.dump's chunked writes take twice as long on large traces
-    path.write_text(json.dumps(to_trace_events(schedule), separators=(",", ":"), allow_nan=False,
-                               default=_plain), encoding="utf-8")
+    enc = json.JSONEncoder(separators=(",", ":"), allow_nan=False, default=_plain)
+    opener = (lambda: gzip.open(path, "wt", encoding="utf-8", compresslevel=6)) if path.suffix == ".gz" else \
+        (lambda: path.open("w", encoding="utf-8"))
+    with opener() as f:
+        f.write('{"displayTimeUnit":"ns","otherData":' + enc.encode(_other(schedule)) + ',"traceEvents":[')
+        batch = []
+        for n, ev in enumerate(iter_trace_events(schedule)):
+            batch.append(enc.encode(ev))
+            if len(batch) == 4096:
+                f.write(("," if n >= 4096 else "") + ",".join(batch))
+                batch = []
+        if batch:
+            f.write(("," if n >= len(batch) else "") + ",".join(batch))
+        f.write("]}")
     return path
 
 

@@ -11,19 +11,38 @@ instruction per generation (trnsim.specs: neuroncores.toml and timing.toml).
 """
 from __future__ import annotations
 
-from trnsim import specs
+from trnsim import live, specs
 from trnsim.errors import ConfigError
-from trnsim.core.timing.result import BenchmarkResult, critical_path, summarize
+from trnsim.core.timing.result import BenchmarkResult, critical_path, interval_shares, summarize
 from trnsim.core.timing.scheduler import Event, Scheduler, Timeline, replay
 from trnsim.specs.timing import timing
 
 
-def simulate(stream, target: str) -> Timeline:
-    """Schedule one core's instruction stream (a list of Records) on a target (trn1|trn2|trn3)."""
-    return replay(stream, specs.neuroncore(target), timing(target))
+def simulate(stream, target: str, progress=None, core: int = 0, name: str = "kernel") -> Timeline:
+    """Schedule one core's instruction stream (a list of Records) on a target (trn1|trn2|trn3).
+
+    While it runs, the process publishes the core's engine shares over each stretch of simulated time
+    (trnsim.live, for `trnsim top`); `progress(done, total)` is called as instructions are placed."""
+    spec = specs.neuroncore(target)
+    total = len(stream)
+
+    def on_chunk(tl, lo, hi):
+        busy, util, now = interval_shares(tl.events[lo:hi], spec.dma_engines)
+        _BUSY[core], _UTIL[core] = busy, util
+        live.publish(kind="kernel", name=name, target=target, phase="timing", busy=dict(_BUSY),
+                     utilisation=dict(_UTIL), sim_time_ns=now)
+        if progress is not None:
+            progress(hi, total)
+
+    return replay(stream, spec, timing(target), on_chunk)
 
 
-def benchmark(kernel, *args, target: str | None = None, timing_only: bool = False, **kwargs) -> BenchmarkResult:
+_BUSY: dict[int, dict[str, float]] = {}  # per core of the launch being timed: its latest shares
+_UTIL: dict[int, float] = {}
+
+
+def benchmark(kernel, *args, target: str | None = None, timing_only: bool = False, progress=None,
+              **kwargs) -> BenchmarkResult:
     """Run `kernel(*args, **kwargs)` on the emulator and time it.
 
     Args:
@@ -31,6 +50,7 @@ def benchmark(kernel, *args, target: str | None = None, timing_only: bool = Fals
             returning the cores it ran on).
         target: trn1, trn2 or trn3 (default: NEURON_PLATFORM_TARGET_OVERRIDE, else trn2).
         timing_only: run on shapes alone, no values: much faster for full-size kernels.
+        progress: called as `progress(done, total)` while the instructions are timed.
 
     Returns:
         A BenchmarkResult: latency, per-engine active time and share, FLOPs, MFU/HFU, DMA bytes
@@ -40,10 +60,22 @@ def benchmark(kernel, *args, target: str | None = None, timing_only: bool = Fals
     if not callable(getattr(kernel, "trace", None)):
         raise ConfigError(f"benchmark times an @nki.jit kernel; got {type(kernel).__name__} {kernel!r}")
     cores = kernel.trace(*args, target=target, values=not timing_only, **kwargs)
+    return time_cores(getattr(kernel, "__name__", type(kernel).__name__), cores, progress)
+
+
+def time_cores(name: str, cores, progress=None) -> BenchmarkResult:
+    """Time the instruction streams of a launch that already ran (its cores, one or two)."""
     spec = cores[0].spec
-    name = getattr(kernel, "__name__", type(kernel).__name__)
-    return summarize(name, [simulate(nc.stream, spec.target) for nc in cores], spec)
+    _BUSY.clear()
+    _UTIL.clear()
+    total, done = sum(len(nc.stream) for nc in cores), 0
+    timelines = []
+    for i, nc in enumerate(cores):
+        step = None if progress is None else (lambda d, _t, base=done: progress(base + d, total))
+        timelines.append(simulate(nc.stream, spec.target, step, core=i, name=name))
+        done += len(nc.stream)
+    return summarize(name, timelines, spec)
 
 
 __all__ = ["BenchmarkResult", "Event", "Scheduler", "Timeline", "benchmark", "critical_path", "replay", "simulate",
-           "summarize"]
+           "summarize", "time_cores"]

@@ -23,6 +23,27 @@ def union_length(starts, ends) -> float:
     return float(reach[-1] - s[0] - gaps)
 
 
+def interval_shares(events, dma_engines: int) -> tuple[dict[str, float], float, float]:
+    """Over the simulated interval that some events cover: each engine's busy share (the DMA engines
+    together as "DMA"), the share with any engine busy, and the interval's end (ns)."""
+    if not events:
+        return {}, 0.0, 0.0
+    lo, hi = min(e.start for e in events), max(e.end for e in events)
+    span = hi - lo
+    busy: dict[str, float] = {}
+    starts, ends = [], []
+    for e in events:
+        if e.pieces:
+            busy["DMA"] = busy.get("DMA", 0.0) + sum(f - s for _, s, f in e.pieces) / dma_engines
+        else:
+            busy[e.track] = busy.get(e.track, 0.0) + (e.end - e.start)
+        starts.append(e.start)
+        ends.append(e.end)
+    if span <= 0:
+        return {k: 0.0 for k in busy}, 0.0, hi
+    return {k: min(1.0, v / span) for k, v in busy.items()}, union_length(starts, ends) / span, hi
+
+
 @dataclass(frozen=True)
 class BenchmarkResult:
     """The timing of one kernel run. Times in ns, shares 0..1, bandwidth in bytes/s."""

@@ -210,9 +210,21 @@ class Scheduler:
         return self.tl
 
 
-def replay(stream, spec, tspec) -> Timeline:
-    """Schedule a whole instruction stream; the Timeline holds every event."""
+CHUNK = 4096  # instructions between two calls of replay's `on_chunk`
+
+
+def replay(stream, spec, tspec, on_chunk=None) -> Timeline:
+    """Schedule a whole instruction stream; the Timeline holds every event.
+
+    `on_chunk(timeline, lo, hi)`, if given, is called after events lo..hi-1 are placed, every CHUNK
+    instructions and at the end (progress bars and the live state `trnsim top` reads)."""
     s = Scheduler(spec, tspec)
-    for rec in stream:
-        s.step(rec)
+    step, lo = s.step, 0
+    for i, rec in enumerate(stream, 1):
+        step(rec)
+        if on_chunk is not None and i - lo == CHUNK:
+            on_chunk(s.tl, lo, i)
+            lo = i
+    if on_chunk is not None and len(s.tl.events) > lo:
+        on_chunk(s.tl, lo, len(s.tl.events))
     return s.finish()

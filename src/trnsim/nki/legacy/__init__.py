@@ -19,6 +19,7 @@ import os
 
 import numpy as np
 
+from trnsim import live
 from trnsim.core import NeuronCore
 from trnsim.errors import TrnsimError
 from trnsim.nki import _frontend
@@ -69,6 +70,8 @@ def launch(kernel: Kernel, args, kwargs, target=None, values=True):
 
     targs = [conv(a, names[i] if i < len(names) else f"arg{i}") for i, a in enumerate(args)]
     tkw = {k: conv(v, k) for k, v in kwargs.items()}
+    live.publish(kind="kernel", name=kernel.fn.__name__, cores=[0], target=nc.target, phase="running",
+                 memory={"hbm": sum(a.nbytes for a in list(nc.hbm.live.values()))})
     saved = (getattr(_frontend._state, "core", None), getattr(_ctx, "instance", None))
     result, ok = None, False
     try:
@@ -81,6 +84,7 @@ def launch(kernel: Kernel, args, kwargs, target=None, values=True):
     finally:
         _frontend._state.core, _ctx.instance = saved
         kernel.last_cores = [nc]
+        _frontend.LAST.update(kernel=kernel.fn.__name__, cores=[nc])
         _frontend.LAUNCHES.append({"kernel": kernel.fn.__name__, "target": nc.target, "lnc": 1, "grid": list(grid),
                                    "instructions": len(nc.stream), "ok": ok})
     if not values:
