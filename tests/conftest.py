@@ -8,7 +8,7 @@ import pytest
 @pytest.fixture
 def require_tool():
     """`require_tool("tmux")` -> the program's path. A missing program skips the test with the reason, unless
-    TRNSIM_REQUIRE_TOOLS=1 (set by `make test`, which installs the programs first): then the test fails."""
+    TRNSIM_REQUIRE_TOOLS=1 (set by `make test` in CI, which installs the programs first): then the test fails."""
     def find(*names: str) -> str:
         for name in names:
             path = shutil.which(name)
