@@ -14,6 +14,7 @@ $(VENV)/.base: pyproject.toml
 
 $(VENV)/.dev: $(VENV)/.base
 	$(PY) -m pip install -q -e '.[dev]'
+	$(PY) -m pip install -q -e '.[torch]'
 	@touch $@
 
 demo: $(VENV)/.base

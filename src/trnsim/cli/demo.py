@@ -16,6 +16,7 @@ SECTIONS: list[tuple[str, str]] = [
     ("Profiling a kernel: trnsim profile", "trnsim.cli.profile"),
     ("Collectives: trnsim collective", "trnsim.cli.collective"),
     ("Training plans: trnsim plan", "trnsim.cli.plan"),
+    ("PyTorch and JAX graphs: trnsim torchrun", "trnsim.cli.torchrun"),
 ]
 
 

@@ -1,0 +1,16 @@
+"""The framework path: torch-xla and JAX graphs (HLO) priced on a simulated NeuronCore.
+
+    hlo       reads HLO text as torch-xla and JAX print it
+    cost      the simulated compiler: an HLO graph's time by engine and its memory on one rank,
+              through the planner's per-op model (trnsim.plan) and the fabric's collectives
+    graphs    the compile cache and per-step accounting of a running script
+    worker    one rank of `trnsim torchrun` (the script on real torch-xla, in a simulated world)
+    launch    `trnsim torchrun`: one worker per rank, the report gathered
+    report    the summary, its table, TensorBoard scalars
+
+See docs/pytorch.md.
+"""
+from trnsim.xla.cost import CostModel, DeviceOutOfMemoryError, GraphCost
+from trnsim.xla.hlo import parse
+
+__all__ = ["CostModel", "DeviceOutOfMemoryError", "GraphCost", "parse"]

@@ -1,0 +1,178 @@
+"""The compile cache and step accounting of one rank: every graph torch-xla executes, priced and explained.
+
+torch-xla writes each graph it executes (XLA_SAVE_TENSORS_FILE, XLA_SAVE_TENSORS_FMT=hlo) with the
+Python frames that cut it. A `Ledger` reads those records as they come and keeps what the Neuron
+compiler's cache would: a graph whose structure it has seen is a cache hit; a new one is a
+compilation, and when a graph cut at a line that ran before is new, the report says why:
+
+    changed shape        the graph's inputs have other shapes (a batch that changes size)
+    baked-in value       same input shapes, other constants (a Python number folded into the graph)
+    early execution      a graph cut outside mark_step (printing a lazy tensor, `.item()`, `.cpu()`)
+
+A step is everything executed between two `mark_step`s; its time is the sum of its graphs on the
+simulated NeuronCore plus its collectives on the fabric (no overlap assumed between them).
+"""
+from __future__ import annotations
+
+import hashlib
+import os
+import re
+from dataclasses import dataclass, field
+
+from trnsim.xla import hlo
+from trnsim.xla.cost import CostModel, GraphCost
+
+_PACKAGE_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+_FRAME = re.compile(r"^\s+(\S+) \((.*):(\d+)\)\s*$")
+
+
+@dataclass
+class Record:
+    """One executed graph: who cut it and its HLO text."""
+
+    frames: list[tuple[str, str, int]]  # (function, file, line), innermost first
+    text: str
+
+    @property
+    def via(self) -> str:
+        """How the graph was cut: 'mark_step', 'collective' (trnsim's value exchange) or 'forced'."""
+        for fn, path, _ in self.frames:  # innermost first: the first frame that is not torch's own decides
+            if fn in ("sync", "mark_step") and "torch_xla" in path:
+                return "mark_step"
+            if os.path.abspath(path).startswith(_PACKAGE_DIR):
+                return "collective"
+            if "site-packages" not in path and "/torch" not in path:
+                break
+        return "forced"
+
+    def user_line(self, script_dir: str | None = None) -> str:
+        """`file:line` of the innermost frame in the user's code."""
+        for _, path, line in self.frames:
+            ap = os.path.abspath(path)
+            if ap.startswith(_PACKAGE_DIR) or "site-packages" in ap or "/torch_xla/" in ap or ap.startswith("<"):
+                continue
+            return f"{path}:{line}"
+        return "?"
+
+
+def read_records(text: str) -> tuple[list[Record], int]:
+    """The complete records in a dump's text and how many characters they span."""
+    out, used = [], 0
+    for m in re.finditer(r"\[ScheduleSyncTensorsGraph\]\n(.*?)## BEGIN_GRAPH\n(.*?)## END_GRAPH\n", text, re.S):
+        frames = [(f.group(1), f.group(2), int(f.group(3))) for f in map(_FRAME.match, m.group(1).splitlines()) if f]
+        out.append(Record(frames, m.group(2)))
+        used = m.end()
+    return out, used
+
+
+def structure_key(text: str) -> str:
+    """A hash of the graph with torch-xla's running instruction ids removed: equal graphs, equal keys."""
+    body = re.sub(r"(%?[A-Za-z_][\w\-]*)\.\d+\b", r"\1", text)
+    return hashlib.sha1(body.encode()).hexdigest()[:16]
+
+
+def _inputs(text: str) -> list[str]:
+    return re.findall(r"=\s*(\S+\[[\d,]*\])\S*\s+parameter\(", text)
+
+
+def _shapes(text: str) -> list[str]:
+    """Every array shape of the graph's instructions, in order (layouts dropped)."""
+    body = text.split("ENTRY", 1)[-1]
+    return re.findall(r"\b[a-z]+\d*\[[\d,]*\]", body)
+
+
+def _constants(text: str) -> list[str]:
+    return re.findall(r"constant\(([^)]*)\)", text)
+
+
+@dataclass
+class Step:
+    graphs: int = 0
+    time_ns: float = 0.0
+    compute: GraphCost = field(default_factory=GraphCost)
+    collective_ns: float = 0.0
+    compilations: int = 0
+    memory_bytes: float = 0.0
+
+    def to_dict(self) -> dict:
+        engines = {k: v for k, v in self.compute.engines.items() if k != "collective"}
+        return {"time_ns": self.time_ns, "graphs": self.graphs, "compilations": self.compilations,
+                "engines_ns": engines, "hbm_bound_ns": self.compute.hbm_bound_ns,
+                "collective_ns": self.collective_ns, "flops": self.compute.flops, "memory_bytes": self.memory_bytes}
+
+
+class Ledger:
+    """Prices each executed graph once per structure and keeps the compile cache and the steps."""
+
+    def __init__(self, model: CostModel):
+        self.model = model
+        self.priced: dict[str, GraphCost] = {}
+        self.compiled: dict[str, str] = {}  # key -> the user line that first cut it
+        self.by_line: dict[str, str] = {}  # user line -> the HLO text of its last graph
+        self.compilations: list[dict] = []
+        self.hits = 0
+        self.steps: list[Step] = []
+        self.current = Step()
+        self.pending: list[str] = []  # graphs cut by trnsim's collective: compiled with the next one on the device
+
+    def add(self, rec: Record) -> None:
+        key = structure_key(rec.text)
+        cost = self.priced.get(key)
+        if cost is None:
+            cost = self.priced[key] = self.model.cost(hlo.parse(rec.text))
+        s = self.current
+        s.graphs += 1
+        s.time_ns += cost.time_ns
+        for k, v in cost.engines.items():
+            s.compute.engines[k] += v
+        s.compute.hbm_bound_ns += cost.hbm_bound_ns
+        s.compute.flops += cost.flops
+        s.collective_ns += cost.engines["collective"]
+        s.memory_bytes = max(s.memory_bytes, cost.memory_bytes)
+        via = rec.via
+        if via == "collective":  # on the device the collective sits inside the step's graph
+            self.pending.append(key)
+            return
+        unit = structure_key("".join(self.pending) + key) if self.pending else key
+        self.pending = []
+        line = rec.user_line()
+        if unit in self.compiled:
+            self.hits += 1
+        else:
+            s.compilations += 1
+            self.compiled[unit] = line
+            self.compilations.append({"step": len(self.steps) + 1, "line": line, "cause": self._cause(rec, line, via)})
+        self.by_line[line] = rec.text
+
+    def _cause(self, rec: Record, line: str, via: str) -> str:
+        if via == "forced":
+            return f"early execution: {line} needed a value (print, .item(), .cpu()) before mark_step"
+        before = self.by_line.get(line)
+        if before is None:
+            return "first compilation"
+        a, b = _inputs(before), _inputs(rec.text)
+        sa, sb = _shapes(before), _shapes(rec.text)
+        if sa != sb:
+            changed = list(dict.fromkeys(f"{x} -> {y}" for x, y in zip(sa, sb) if x != y))
+            if changed:
+                return f"changed shape: {', '.join(changed[:3])}"
+        if len(a) != len(b):
+            return f"the graph's inputs changed: {len(a)} -> {len(b)} device tensors (new state, such as optimizer buffers)"
+        ca, cb = _constants(before), _constants(rec.text)
+        if ca != cb:
+            diff = [f"{x} -> {y}" for x, y in zip(ca, cb) if x != y][:3]
+            return f"a Python value baked into the graph: constant {', '.join(diff) or 'list changed'}"
+        return "a different graph at the same line"
+
+    def collective(self, op: str, nbytes: float, ranks: int) -> float:
+        """A collective trnsim ran for values, timed on the fabric and charged to the current step."""
+        t = self.model.collective_time(op, nbytes, ranks)
+        self.current.collective_ns += t
+        self.current.time_ns += t
+        self.current.compute.collectives.append({"op": op, "bytes": nbytes, "ranks": ranks, "time_ns": t})
+        return t
+
+    def end_step(self) -> Step:
+        done, self.current = self.current, Step()
+        self.steps.append(done)
+        return done

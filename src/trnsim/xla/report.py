@@ -1,0 +1,78 @@
+"""The per-step report of a simulated torch-xla run: the summary dict, its table, TensorBoard scalars.
+
+Steady-state figures average the steps that compiled nothing (every step when all compiled). MFU
+is the graph's dot FLOPs over the step time and the rank's dense BF16 peak, as Neuron reports it.
+"""
+from __future__ import annotations
+
+from trnsim.plan import Cluster
+
+GIB = 2**30
+
+
+def summarize(ledger: dict, cluster: Cluster, *, world: int, procs: int, script: str, wall_s: float,
+              batch_size: int | None = None) -> dict:
+    steps = ledger["steps"]
+    steady = [s for s in steps if not s["compilations"]] or steps
+    n = max(len(steady), 1)
+    step_ns = sum(s["time_ns"] for s in steady) / n
+    flops = sum(s["flops"] for s in steady) / n
+    engines = {k: sum(s["engines_ns"].get(k, 0.0) for s in steady) / n for k in ("tensor", "vector", "scalar", "dma")}
+    peak = cluster.system.chip.peak_flops("bf16") / cluster.ranks_per_chip
+    per_s = 1e9 / step_ns if step_ns else 0.0
+    memory = max((s["memory_bytes"] for s in steps), default=0.0)
+    out = {
+        "script": script, "instance": cluster.system.name, "nodes": cluster.nodes, "lnc": cluster.lnc,
+        "world": world, "processes": procs, "steps": len(steps),
+        "step_time_ms": step_ns / 1e6,
+        "breakdown_ms": {**{k: v / 1e6 for k, v in engines.items()},
+                         "hbm": sum(s["hbm_bound_ns"] for s in steady) / n / 1e6,
+                         "collective": sum(s["collective_ns"] for s in steady) / n / 1e6},
+        "steps_per_s": per_s,
+        "samples_per_s": per_s * batch_size * world if batch_size else None,
+        "tflops_per_rank": flops * per_s / 1e12,
+        "mfu": flops * per_s / peak if peak else 0.0,
+        "memory_per_core_gib": memory / GIB, "hbm_per_core_gib": cluster.hbm_per_rank / GIB,
+        "compilations": ledger["compilations"], "cache_hits": ledger["cache_hits"], "graphs": ledger["graphs"],
+        "per_step": [{"step": i + 1, "time_ms": s["time_ns"] / 1e6, "compilations": s["compilations"],
+                      "mfu": s["flops"] / (s["time_ns"] * 1e-9) / peak if s["time_ns"] and peak else 0.0,
+                      "steps_per_s": 1e9 / s["time_ns"] if s["time_ns"] else 0.0} for i, s in enumerate(steps)],
+        "wall_s": wall_s,
+    }
+    return out
+
+
+def render(rep: dict, console) -> None:
+    """The end-of-run summary as a rich table."""
+    from rich.table import Table
+
+    t = Table(title=f"{rep['script']} on {rep['nodes']} x {rep['instance']} (LNC {rep['lnc']}), "
+                    f"{rep['world']} ranks", show_header=False)
+    t.add_column(style="bold")
+    t.add_column()
+    t.add_row("simulated step time", f"{rep['step_time_ms']:.3f} ms (steady state, {rep['steps']} steps run)")
+    parts = ", ".join(f"{k} {v:.3f}" for k, v in rep["breakdown_ms"].items() if v > 0)
+    t.add_row("  by engine (ms)", parts or "-")
+    t.add_row("throughput", f"{rep['steps_per_s']:.1f} steps/s" + (f", {rep['samples_per_s']:.0f} samples/s"
+                                                                   if rep["samples_per_s"] else ""))
+    t.add_row("MFU", f"{100 * rep['mfu']:.2f}% ({rep['tflops_per_rank']:.3f} TFLOP/s per rank of BF16 peak)")
+    t.add_row("memory per NeuronCore", f"{rep['memory_per_core_gib']:.3f} GiB of {rep['hbm_per_core_gib']:.1f} GiB")
+    t.add_row("compilations", f"{len(rep['compilations'])} ({rep['cache_hits']} cache hits)")
+    for c in rep["compilations"]:
+        t.add_row(f"  step {c['step']}", f"{c['line']}: {c['cause']}")
+    if rep["processes"] < rep["world"]:
+        t.add_row("ranks run", f"{rep['processes']} of {rep['world']} as processes; the rest timed, not run")
+    t.add_row("host time", f"{rep['wall_s']:.1f} s")
+    console.print(t)
+
+
+def tensorboard(rep: dict, logdir: str) -> None:
+    """Scalars per step: simulated step time, throughput and MFU (torch's SummaryWriter)."""
+    from torch.utils.tensorboard import SummaryWriter
+
+    w = SummaryWriter(logdir)
+    for s in rep["per_step"]:
+        w.add_scalar("trnsim/step_time_ms", s["time_ms"], s["step"])
+        w.add_scalar("trnsim/steps_per_s", s["steps_per_s"], s["step"])
+        w.add_scalar("trnsim/mfu", s["mfu"], s["step"])
+    w.close()

@@ -1,0 +1,247 @@
+"""One rank of `trnsim torchrun`: the user's script, unchanged, on real torch-xla (CPU) inside a simulated instance.
+
+    python -m trnsim.xla.worker script.py [args...]     (started by trnsim.xla.launch, one per rank)
+
+torch-xla's CPU runtime forms no multi-process world, so this module gives the script the world of
+the instance it is simulated on:
+
+    xr.world_size(), xr.global_ordinal(), xr.local_ordinal(), xm.get_ordinal()   the launcher's ranks
+    dist.init_process_group("xla")                                        the launcher's gloo group
+    xm.all_reduce (so xm.reduce_gradients, xm.optimizer_step)             values reduced across the rank
+                                                                          processes, time from the fabric
+    xm.rendezvous                                                         a barrier of the processes
+
+When the simulated world is larger than the processes run (`--max-procs`), the ranks not run are
+taken to hold the mean of those that run: a reduction's result is the one a full world of such
+replicas would give, and its time is that of the full world.
+
+Rank 0 keeps the Ledger: at every mark_step it prices the graphs torch-xla executed, prints the live
+progress line, and before a new graph runs checks that its buffers fit the NeuronCore's HBM.
+"""
+from __future__ import annotations
+
+import gc
+import json
+import os
+import runpy
+import sys
+import time
+
+ENV = "TRNSIM_XLA"  # JSON: instance, nodes, lnc, world, procs, rank, out, batch, script
+
+
+def _config() -> dict:
+    return json.loads(os.environ[ENV])
+
+
+class Rank:
+    def __init__(self, cfg: dict):
+        import torch
+        import torch.distributed as dist
+
+        self.cfg, self.torch, self.dist = cfg, torch, dist
+        self.world, self.procs, self.rank = cfg["world"], cfg["procs"], cfg["rank"]
+        self.local = self.rank % cfg["nproc_per_node"]
+        self.ledger = None
+        self.dump = os.environ.get("XLA_SAVE_TENSORS_FILE")
+        self.offset = 0
+        self.checks = 0
+        self.start = time.perf_counter()
+        if self.procs > 1:
+            dist.init_process_group("gloo", rank=self.rank, world_size=self.procs)
+        if self.rank == 0:
+            from trnsim.plan import Cluster
+            from trnsim.xla.cost import CostModel
+            from trnsim.xla.graphs import Ledger
+
+            cluster = Cluster(cfg["instance"], nodes=cfg["nodes"], lnc=cfg["lnc"])
+            self.ledger = Ledger(CostModel(cluster, world=self.world))
+
+    # --- the world -----------------------------------------------------------------------------
+    def patch(self) -> None:
+        import torch_xla
+        import torch_xla.core.xla_model as xm
+        import torch_xla.runtime as xr
+
+        dist = self.dist
+        xr.world_size = lambda: self.world
+        xr.global_ordinal = lambda: self.rank
+        xr.local_ordinal = lambda: self.local
+        xr.process_index = lambda: self.rank
+        xr.process_count = lambda: self.world
+        xr.local_process_count = lambda: self.cfg["nproc_per_node"]
+        xr.global_runtime_device_count = lambda: self.world
+        xr.addressable_runtime_device_count = lambda: 1
+        xm.xrt_world_size = lambda *a, **k: self.world
+        xm.get_ordinal = lambda *a, **k: self.rank
+        xm.all_reduce = self.all_reduce
+        xm.xla_rendezvous = self.rendezvous
+        init = dist.init_process_group
+
+        def init_process_group(backend=None, *args, **kwargs):
+            """The launcher already formed the group (gloo between the rank processes)."""
+            if dist.is_initialized():
+                return None
+            if self.procs == 1:  # a one-process world: a local gloo group keeps dist's queries working
+                kwargs.update(rank=0, world_size=1)
+                kwargs.pop("init_method", None)
+                return init("gloo", *args, **kwargs)
+            return init(backend, *args, **kwargs)
+
+        dist.init_process_group = init_process_group
+        dist.get_world_size = lambda group=None: self.world if group is None else dist.distributed_c10d.get_world_size(group)
+        dist.get_rank = lambda group=None: self.rank if group is None else dist.distributed_c10d.get_rank(group)
+        sync = torch_xla.sync
+
+        def traced_sync(*args, **kwargs):
+            self.before_step()
+            out = sync(*args, **kwargs)
+            self.after_step()
+            return out
+
+        torch_xla.sync = traced_sync
+
+    def all_reduce(self, reduce_type, inputs, scale=1.0, groups=None, pin_layout=True):
+        """xm.all_reduce with values reduced across the rank processes (see the module docstring)."""
+        import torch_xla
+
+        torch, dist = self.torch, self.dist
+        single = isinstance(inputs, torch.Tensor)
+        tensors = [inputs] if single else list(inputs)
+        if not tensors:
+            return inputs
+        torch_xla._XLAC._xla_sync_multi(tensors, devices=[], wait=True, sync_xla_data=False)
+        host = [t.detach().cpu() for t in tensors]
+        flat = torch.cat([h.reshape(-1).to(torch.float64 if h.is_floating_point() else torch.int64) for h in host])
+        ops = {"sum": dist.ReduceOp.SUM, "mul": dist.ReduceOp.PRODUCT, "min": dist.ReduceOp.MIN,
+               "max": dist.ReduceOp.MAX}
+        if self.procs > 1:
+            dist.all_reduce(flat, op=ops.get(reduce_type, dist.ReduceOp.SUM))
+        if reduce_type == "sum" and self.world != self.procs:  # the ranks not run hold the mean of those run
+            flat = flat * (self.world / self.procs)
+        flat = flat * scale if scale != 1.0 else flat
+        size = len(groups[0]) if groups else self.world
+        if self.ledger is not None:
+            self.ledger.collective("all_reduce", sum(t.numel() * t.element_size() for t in tensors), size)
+        out, i = [], 0
+        for t, h in zip(tensors, host):
+            n = h.numel()
+            out.append(flat[i:i + n].reshape(h.shape).to(h.dtype).to(t.device))
+            i += n
+        if single:
+            return out[0]
+        for t, r in zip(tensors, out):
+            t.copy_(r)
+        return inputs
+
+    def rendezvous(self, payload=b"", replicas=None, tag=None):
+        if self.procs == 1:
+            return [payload]
+        got = [None] * self.procs
+        self.dist.all_gather_object(got, payload)
+        return got
+
+    # --- accounting (rank 0) -------------------------------------------------------------------
+    def before_step(self) -> None:
+        """Before a new graph runs: do its buffers fit the core's HBM? (only while graphs are new)"""
+        if self.ledger is None or not (len(self.ledger.steps) < 2 or self.ledger.steps[-1].compilations):
+            return
+        import torch_xla
+
+        from trnsim.xla import hlo
+        from trnsim.xla.cost import DeviceOutOfMemoryError
+
+        live = [o for o in gc.get_objects() if isinstance(o, self.torch.Tensor) and o.device.type == "xla"]
+        if not live:
+            return
+        cost = self.ledger.model.cost(hlo.parse(torch_xla._XLAC._get_xla_tensors_hlo(live)))
+        cap = self.ledger.model.hbm_per_rank
+        if cost.memory_bytes > cap:
+            gib = 2**30
+            cluster = self.ledger.model.cluster
+            raise DeviceOutOfMemoryError(
+                f"{_script_line() or self.cfg['script']}: out of device memory on NeuronCore {self.rank} of "
+                f"{cluster.system.name}: the graph needs {cost.memory_bytes / gib:.2f} GiB (tensors on the device "
+                f"{cost.parameter_bytes / gib:.2f} GiB, its buffers {cost.temporary_bytes / gib:.2f} GiB) but a "
+                f"rank has {cap / gib:.2f} GiB of HBM (LNC {cluster.lnc})")
+
+    def _read(self) -> None:
+        from trnsim.xla.graphs import read_records
+
+        path = self.dump + ".0" if self.dump and os.path.exists(self.dump + ".0") else self.dump
+        if not path or not os.path.exists(path):
+            return
+        with open(path) as f:
+            f.seek(self.offset)
+            text = f.read()
+        recs, used = read_records(text)
+        self.offset += len(text[:used].encode())
+        for r in recs:
+            self.ledger.add(r)
+
+    def after_step(self) -> None:
+        if self.ledger is None:
+            return
+        self._read()
+        step = self.ledger.end_step()
+        if self.cfg.get("progress"):
+            n = len(self.ledger.steps)
+            msg = (f"trnsim: step {n}  {step.time_ns / 1e6:.3f} ms simulated  {step.graphs} graph(s)  "
+                   f"{len(self.ledger.compilations)} compilation(s)  {time.perf_counter() - self.start:.1f} s")
+            end = "\r" if sys.stderr.isatty() else "\n"
+            print(msg, end=end, file=sys.stderr, flush=True)
+
+    def finish(self, error: str | None = None) -> None:
+        if self.ledger is None:
+            return
+        self._read()
+        if self.ledger.current.graphs:
+            self.ledger.end_step()
+        if self.cfg.get("progress") and sys.stderr.isatty():
+            print(file=sys.stderr)
+        led = self.ledger
+        out = {"steps": [s.to_dict() for s in led.steps], "compilations": led.compilations, "cache_hits": led.hits,
+               "graphs": len(led.priced), "error": error}
+        with open(os.path.join(self.cfg["out"], "rank0.json"), "w") as f:
+            json.dump(out, f)
+
+
+def _script_line() -> str | None:
+    """`path:line` of the innermost frame in the user's code (not trnsim, not an installed package)."""
+    here = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    frame = sys._getframe(1)
+    while frame is not None:
+        path = os.path.abspath(frame.f_code.co_filename)
+        if not path.startswith(here) and "site-packages" not in path and not path.startswith("<"):
+            return f"{frame.f_code.co_filename}:{frame.f_lineno}"
+        frame = frame.f_back
+    return None
+
+
+def main(argv: list[str]) -> int:
+    cfg = _config()
+    os.environ.setdefault("PJRT_DEVICE", "CPU")
+    rank = Rank(cfg)
+    rank.patch()
+    sys.argv = [cfg["script"], *argv[1:]]  # argv[0] is the script, as the launcher passes it
+    sys.path.insert(0, os.path.dirname(os.path.abspath(cfg["script"])))
+    error, code = None, 0
+    try:
+        runpy.run_path(cfg["script"], run_name="__main__")
+    except SystemExit as e:
+        code = e.code if isinstance(e.code, int) else (0 if e.code is None else 1)
+    except Exception as e:  # noqa: BLE001 - the launcher reports it; trnsim's own errors carry their message
+        from trnsim.errors import TrnsimError
+
+        if not isinstance(e, TrnsimError):
+            raise
+        error, code = f"{type(e).__name__}: {e}", 3
+        print(f"trnsim: error: {e}", file=sys.stderr)
+    rank.finish(error)
+    if rank.procs > 1 and rank.dist.is_initialized() and error is None:
+        rank.dist.destroy_process_group()
+    return code
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

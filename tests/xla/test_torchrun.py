@@ -1,0 +1,117 @@
+"""`trnsim torchrun` on real torch-xla (CPU): values against plain PyTorch, compilations, out of memory."""
+import importlib.util
+import json
+import pathlib
+
+import pytest
+
+pytest.importorskip("torch_xla", reason="the framework path needs pip install 'trnsim[torch]'")
+
+import torch  # noqa: E402
+
+from trnsim.xla.cost import DeviceOutOfMemoryError  # noqa: E402,F401
+from trnsim.xla.launch import RankFailedError, torchrun  # noqa: E402
+
+ROOT = pathlib.Path(__file__).parents[2]
+EXAMPLE = ROOT / "examples" / "train_xla.py"
+SCRIPTS = pathlib.Path(__file__).parent / "scripts"
+
+
+def _example():
+    spec = importlib.util.spec_from_file_location("train_xla", EXAMPLE)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def _reference(ranks: int, steps: int, batch: int, lr: float) -> dict:
+    """Plain PyTorch data parallelism: every rank's gradient averaged, one SGD-with-momentum update."""
+    ex = _example()
+    model = ex.make_model()
+    opt = torch.optim.SGD(model.parameters(), lr=lr, momentum=0.9)
+    loss_fn = torch.nn.MSELoss()
+    for step in range(steps):
+        grads = []
+        for r in range(ranks):
+            model.zero_grad()
+            x, y = ex.batch(r, step, batch)
+            loss_fn(model(x), y).backward()
+            grads.append([p.grad.clone() for p in model.parameters()])
+        for i, p in enumerate(model.parameters()):
+            p.grad = sum(g[i] for g in grads) / ranks
+        opt.step()
+    return model.state_dict()
+
+
+def test_eight_ranks_end_with_the_data_parallel_weights(tmp_path):
+    rep = torchrun(str(EXAMPLE), ["--steps", "3", "--save-all", str(tmp_path)], nproc_per_node=8, progress=False)
+    want = _reference(8, 3, 32, 0.05)
+    states = [torch.load(tmp_path / f"rank{r}.pt") for r in range(8)]
+    for s in states:
+        for k, v in want.items():
+            torch.testing.assert_close(s[k], v, rtol=1e-5, atol=1e-6)
+    assert rep["world"] == 8 and rep["instance"] == "trn1.32xlarge" and rep["step_time_ms"] > 0
+    assert rep["breakdown_ms"]["collective"] > 0 and rep["breakdown_ms"]["tensor"] > 0
+    assert 0 < rep["mfu"] < 1 and rep["memory_per_core_gib"] > 0
+    # step 1 compiles the graph, step 2 again (momentum buffers become inputs), then the cache serves
+    assert [c["step"] for c in rep["compilations"]] == [1, 2] and rep["cache_hits"] >= 1
+
+
+def test_a_world_larger_than_the_processes_is_timed(tmp_path):
+    """32 ranks on trn1.32xlarge: 2 processes run, all 32 are timed; values are the 2-process mean."""
+    from trnsim.xla import CostModel
+
+    big = torchrun(str(EXAMPLE), ["--steps", "2", "--save-all", str(tmp_path)], nproc_per_node=32, max_procs=2,
+                   progress=False)
+    assert big["world"] == 32 and big["processes"] == 2
+    ex = _example()
+    grads = sum(p.numel() for p in ex.make_model().parameters()) * 4  # one fp32 all-reduce of every gradient
+    want = CostModel("trn1.32xlarge", world=32).collective_time("all_reduce", grads, 32)
+    assert big["breakdown_ms"]["collective"] == pytest.approx(want / 1e6)
+    assert want > CostModel("trn1.32xlarge", world=2).collective_time("all_reduce", grads, 2)
+    want = _reference(2, 2, 32, 0.05)
+    for k, v in want.items():
+        torch.testing.assert_close(torch.load(tmp_path / "rank1.pt")[k], v, rtol=1e-5, atol=1e-6)
+
+
+def test_changing_batch_shape_is_reported_as_recompiling():
+    rep = torchrun(str(SCRIPTS / "reshaping.py"), progress=False)
+    first, *again, item = rep["compilations"]
+    assert first["cause"] == "first compilation" and len(again) == 2
+    assert all(c["line"].endswith("reshaping.py:10") and c["cause"].startswith("changed shape") for c in again)
+    assert "f32[2,8] -> f32[3,8]" in again[0]["cause"] and "f32[3,8] -> f32[4,8]" in again[1]["cause"]
+    assert item["line"].endswith("reshaping.py:12") and item["cause"].startswith("early execution")
+
+
+def test_model_larger_than_hbm_is_out_of_memory():
+    with pytest.raises(RankFailedError) as e:
+        torchrun(str(SCRIPTS / "too_big.py"), progress=False)
+    msg = str(e.value)
+    assert "out of device memory" in msg and "too_big.py:7" in msg
+    assert "needs 24.00 GiB" in msg and "has 16.00 GiB" in msg and "trn1.32xlarge" in msg
+
+
+def test_jax_and_torch_xla_agree_on_one_mlp():
+    """The same MLP forward lowered by JAX and by torch-xla is priced within 10%."""
+    import jax
+    import jax.numpy as jnp
+    import torch_xla
+    import torch_xla.core.xla_model as xm
+
+    from trnsim import jax as tjax
+    from trnsim.xla import CostModel
+
+    B, D, H = 512, 1024, 4096
+
+    def mlp(x, w1, w2):
+        return jnp.maximum(x @ w1, 0.0) @ w2
+
+    spec = [jax.ShapeDtypeStruct(s, jnp.float32) for s in ((B, D), (D, H), (H, D))]
+    j = tjax.cost(mlp, *spec, instance="trn1.32xlarge")
+    dev = xm.xla_device()
+    x, w1, w2 = (torch.zeros(s, device=dev) for s in ((B, D), (D, H), (H, D)))
+    xm.mark_step()
+    out = torch.relu(x @ w1) @ w2
+    t = CostModel("trn1.32xlarge").cost(torch_xla._XLAC._get_xla_tensors_hlo([out]))
+    assert j.flops == t.flops == 2 * 2 * B * D * H
+    assert j.time_ns == pytest.approx(t.time_ns, rel=0.10)
