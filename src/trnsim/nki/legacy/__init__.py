@@ -90,7 +90,7 @@ def launch(kernel: Kernel, args, kwargs, target=None, values=True):
             np.copyto(orig, v.array().reshape(orig.shape))
         elif k == "torch":
             orig.copy_(_frontend._from_numpy(v.array().copy(), "torch").reshape(orig.shape))
-    return _frontend._outputs(_unwrap(result), kind)
+    return _frontend._outputs(_unwrap(result), kind, hbm_ok=True, unwritten=kernel.options.get("unwritten_output"))
 
 
 def _unwrap(res):
