@@ -34,8 +34,8 @@ class DType(str):
 
     A DType is the string of its name, as the current NKI API's dtypes are (nki/api/nki/language/__init__.py:
     NkiTensor, "NKI dtype string"): `str(nl.float32) == "float32"` and `nl.float32 == "float32"`. Each type
-    exists once (the module constants below) and names are unique, so equality is str's own (C) comparison,
-    which every instruction's dtype checks rely on to stay cheap; unpickling returns the same constant.
+    exists once (the module constants below) and names are unique, so two DTypes are equal when they are the
+    same object; unpickling returns the same constant. A DType also equals the numpy type it stands for.
 
     `mant`, `exp` and `bias` describe float formats (explicit mantissa bits, exponent bits, bias);
     `overflow` says what a cast past the largest finite value gives ('inf', 'nan' or 'saturate').
@@ -60,6 +60,22 @@ class DType(str):
 
     def __str__(self) -> str:
         return self.name
+
+    def __eq__(self, other):
+        """By name against strings and DTypes (str's comparison); against numpy dtypes and scalar types by the
+        type they resolve to, so a beta-API tile's dtype equals `nl.float32` (np.float32) and `nl.bfloat16`."""
+        if isinstance(other, str):
+            return str.__eq__(self, other)
+        try:
+            return dtype(other) is self
+        except (UnknownNameError, TypeError):
+            return NotImplemented
+
+    def __ne__(self, other):
+        eq = self.__eq__(other)
+        return eq if eq is NotImplemented else not eq
+
+    __hash__ = str.__hash__
 
     def __reduce__(self):
         return dtype, (self.name,)
@@ -142,6 +158,9 @@ BY_NAME = {t.name: t for t in ALL} | {"bool": bool_}
 # numpy storage -> the type a plain numpy array of that storage means (float32, not tfloat32; uint32,
 # not an x4 container).
 _BY_NUMPY = {t.np: t for t in reversed(ALL) if not t.is_packed and t is not tfloat32}
+# The beta NKI API's tfloat32 is a 4-byte void numpy dtype (neuronxcc.nki.language.tfloat32 = np.dtype('|V4')).
+TFLOAT32_HOST = np.dtype("V4")
+_BY_NUMPY[TFLOAT32_HOST] = tfloat32
 
 
 def dtype(x) -> DType:

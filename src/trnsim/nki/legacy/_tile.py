@@ -265,7 +265,10 @@ class Tile:
         return next((a for a, c in enumerate(row) if c), None)
 
     def view(self, box=None) -> View:
-        """The core view of this tile (or of one box of it: (lo, hi) per result axis)."""
+        """The core view of this tile (or of one box of it: (lo, hi) per result axis). Given a dtype instead of
+        a box, the beta `tensor.view(dtype)`: the same bytes reinterpreted, as a tile."""
+        if box is not None and not isinstance(box, tuple):
+            return wrap(self.view().view(box), self.tensor.buffer)
         self.ready()
         if self.tensor.zeroed is not None:
             fill, self.tensor.zeroed = self.tensor.zeroed, None
@@ -367,6 +370,14 @@ class Tile:
     def reshape(self, shape):
         v = self.view().reshape(tuple(shape))
         return wrap(v, self.tensor.buffer)
+
+    def broadcast_to(self, shape):
+        from trnsim.nki.legacy import language as nl
+        return nl.broadcast_to(self, shape=shape)
+
+    def expand_dims(self, axis):
+        from trnsim.nki.legacy import language as nl
+        return nl.expand_dims(self, axis)
 
     def assert_shape(self, shape):
         if tuple(shape) != self.shape:

@@ -22,11 +22,15 @@ from trnsim.nki import language as _cur_nl
 from trnsim.nki.legacy._grid import arange, mgrid  # noqa: F401
 from trnsim.nki.legacy._tile import ParDim, Tile, as_tile, core, each_box, emit, instance, new_tile, part, promote
 
-# -- dtypes and buffers (the same objects as the current API) ---------------------------------------------------
-bool_, int8, int16, int32 = numerics.bool_, numerics.int8, numerics.int16, numerics.int32
-uint8, uint16, uint32 = numerics.uint8, numerics.uint16, numerics.uint32
-float16, float32, bfloat16, tfloat32 = numerics.float16, numerics.float32, numerics.bfloat16, numerics.tfloat32
-float8_e4m3, float8_e5m2 = numerics.float8_e4m3, numerics.float8_e5m2
+# -- dtypes: numpy's own, as the beta API's are (nki/api/nki/language/__init__.py at SDK 2.26: float32 is np.float32,
+# bfloat16 np.dtype('bfloat16'), tfloat32 the 4-byte void dtype), so host code uses them with numpy directly --
+bool_, int8, int16, int32 = np.bool_, np.int8, np.int16, np.int32
+uint8, uint16, uint32 = np.uint8, np.uint16, np.uint32
+float16, float32 = np.float16, np.float32
+bfloat16, float8_e4m3, float8_e5m2 = (np.dtype(t.np) for t in (numerics.bfloat16, numerics.float8_e4m3,
+                                                                numerics.float8_e5m2))
+tfloat32 = numerics.TFLOAT32_HOST
+# -- buffers (the same objects as the current API) ------------------------------------------------------------
 sbuf, psum, hbm, private_hbm, shared_hbm = (_cur_nl.sbuf, _cur_nl.psum, _cur_nl.hbm, _cur_nl.private_hbm,
                                             _cur_nl.shared_hbm)
 tile_size = _cur_nl.tile_size
