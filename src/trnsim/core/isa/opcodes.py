@@ -60,6 +60,7 @@ class Op(_Member):
     AFFINE_SELECT = "affine_select"
     TENSOR_PARTITION_REDUCE = "tensor_partition_reduce"
     LOCAL_GATHER = "local_gather"
+    GATHER_FLATTENED = "gather_flattened"
     # DMA
     DMA_COPY = "dma_copy"
     DMA_TRANSPOSE = "dma_transpose"

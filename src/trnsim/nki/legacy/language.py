@@ -552,6 +552,69 @@ def all_reduce(x, op, program_axes, **kwargs):
     raise NotImplementedError("nl.all_reduce across SPMD programs is not supported in trnsim")
 
 
+# -- creation of constants and random tiles, rounding, logical not, gather, finfo (nki/api/nki/language/__init__.py
+# of SDK 2.26: rand, shared_constant, shared_identity_matrix, floor, ceil, trunc, logical_not, gather_flattened) ----
+def rand(shape, dtype=np.float32, **kwargs) -> Tile:
+    """Uniform values in [0, 1) from the core's seeded generator, in a new SBUF tile."""
+    out = new_tile(tuple(shape), numerics.dtype(dtype))
+    emit(_cur_nl.rand_into, dst=out.view())
+    return out
+
+
+def shared_constant(constant, dtype=None, **kwargs) -> Tile:
+    """A tensor in shared HBM holding `constant` (an array or a .npy path), as the compiler embeds it in the
+    binary; kernels load it like any HBM tensor."""
+    from trnsim.nki.legacy._tile import wrap
+    arr = np.load(constant) if isinstance(constant, str) else np.asarray(constant)
+    if dtype is not None:
+        arr = numerics.cast(arr, numerics.dtype(dtype))
+    return wrap(core().hbm_tensor(np.ascontiguousarray(arr), name="shared_constant", kind="shared_hbm"))
+
+
+def shared_identity_matrix(n, dtype=np.uint8, **kwargs) -> Tile:
+    """An n x n identity in shared HBM (the beta API's constant, loaded with nl.load)."""
+    return shared_constant(np.eye(int(n), dtype=np.float32), dtype=dtype)
+
+
+def _rounding(mode):
+    def fn(x, dtype=None, mask=None, **kwargs):
+        x = as_tile(x)
+        out = new_tile(x.shape, _dt(dtype, x.dtype))
+        each_box(out, mask, [x], lambda b: emit(_cur_nl.round_into, dst=out.view(b), x=x.view(b), mode=mode))
+        return out
+    fn.__name__ = mode
+    return fn
+
+
+floor, ceil, trunc = _rounding("floor"), _rounding("ceil"), _rounding("trunc")
+tan, gelu_apprx_sigmoid = _unary("tan"), _unary("gelu_apprx_sigmoid")
+
+
+def logical_not(x, dtype=bool_, mask=None, **kwargs) -> Tile:
+    x = as_tile(x)
+    out = new_tile(x.shape, _dt(dtype, x.dtype))
+    each_box(out, mask, [x], lambda b: emit(_cur_nl.logical_not_into, dst=out.view(b), x=x.view(b)))
+    return out
+
+
+logical_not.op_name = "logical_not"
+
+
+def gather_flattened(data, indices, mask=None, dtype=None, **kwargs) -> Tile:
+    """For each index, the element of its partition's flattened free dims (one GpSimd instruction)."""
+    d, i = as_tile(data), as_tile(indices)
+    out = new_tile(i.shape, _dt(dtype, d.dtype))
+    emit(_cur_nl.gather_into, dst=out.view(), data=d.view(), indices=i.view())
+    return out
+
+
+def finfo(dtype):
+    """Machine limits of a float dtype, bf16 and fp8 included (ml_dtypes.finfo)."""
+    import ml_dtypes
+    t = numerics.dtype(dtype)
+    return ml_dtypes.finfo(numerics.float32.np if t.name == "tfloat32" else t.np)
+
+
 _INTERNAL = {"annotations", "builtins", "math", "np", "numerics", "View", "KernelError", "ShapeError", "cur", "ParDim",
              "Tile", "as_tile", "core", "each_box", "emit", "instance", "new_tile", "part", "promote", "assign", "accumulate",
              "pending_matmul"}
