@@ -22,6 +22,7 @@ MODULES = {
     "nki.isa.constants": "trnsim.nki.constants",
     "nki.typing": "trnsim.nki.typing",
     "nki.compiler": "trnsim.nki.compiler",
+    "nki.collectives": "trnsim.nki.collectives",
     # the beta API of SDK 2.20-2.27: `import neuronxcc.nki as nki`
     "neuronxcc": "trnsim.nki.legacy.neuronxcc",
     "neuronxcc.nki": "trnsim.nki.legacy",

@@ -138,3 +138,23 @@ def test_import_only_modules_resolve_through_the_shim():
         assert isinstance(nl.arange(4)[:, None], TileIndex) and local_tile is nki.tensor
     finally:
         trnsim.shim.uninstall()
+
+
+def test_var_all_rms_norm(rng):
+    x = rng.standard_normal((16, 32)).astype(np.float32)
+    x[3, 5] = 0.0
+    w = rng.standard_normal((1, 32)).astype(np.float32)
+
+    @nki.jit
+    def k(a, g):
+        t = nl.load(a)
+        o1, o2, o3 = _out((16, 1)), _out((16, 1)), _out((16, 32))
+        nl.store(o1, nl.var(t, axis=1))
+        nl.store(o2, nl.all(t, axis=1, dtype=nl.float32))
+        nl.store(o3, nl.rms_norm(t, nl.load(g), axis=1, n=32))
+        return o1, o2, o3
+    v, al, rn = k(x, w)
+    x64 = x.astype(np.float64)
+    np.testing.assert_allclose(v[:, 0], x64.var(1), rtol=1e-5)
+    np.testing.assert_array_equal(al[:, 0], (x != 0).all(1).astype(np.float32))
+    np.testing.assert_allclose(rn, x64 / np.sqrt((x64 * x64).mean(1, keepdims=True) + 1e-6) * w, rtol=1e-5, atol=1e-6)

@@ -536,7 +536,7 @@ def loop_reduce(x, op, loop_indices, mask=None, dtype=None, **kwargs) -> Tile:
     reducers = instance().reducers
     idx = loop_indices if isinstance(loop_indices, (tuple, list)) else (loop_indices,)
     acc = reducers.get(key)
-    if acc is None or all(int(i) == 0 for i in idx):
+    if acc is None or builtins.all(int(i) == 0 for i in idx):
         acc = reducers[key] = copy(x, mask=mask, dtype=dtype)
         return acc
     return _binary_into(acc, getattr(op, "op_name", None) or getattr(op, "__name__", op), acc, x, mask)
@@ -606,6 +606,26 @@ def gather_flattened(data, indices, mask=None, dtype=None, **kwargs) -> Tile:
     out = new_tile(i.shape, _dt(dtype, d.dtype))
     emit(_cur_nl.gather_into, dst=out.view(), data=d.view(), indices=i.view())
     return out
+
+
+def var(x, axis, dtype=None, mask=None, **kwargs) -> Tile:
+    """Population variance along `axis`: the mean of squared deviations from the mean (FP32 inside)."""
+    x = as_tile(x)
+    d = subtract(x, mean(x, axis, dtype=float32, mask=mask, keepdims=True), dtype=float32, mask=mask)
+    return mean(multiply(d, d, mask=mask), axis, dtype=dtype or x.dtype, mask=mask)
+
+
+def all(x, axis, dtype=bool_, mask=None, **kwargs) -> Tile:  # noqa: A001
+    """1 where every element along `axis` is non-zero: the minimum of (x != 0)."""
+    return min(not_equal(x, 0.0, dtype=float32, mask=mask), axis, dtype=dtype, mask=mask)
+
+
+def rms_norm(x, w, axis, n, epsilon=1e-06, dtype=None, compute_dtype=None, mask=None, **kwargs) -> Tile:
+    """x / sqrt(sum(x^2 along axis) / n + epsilon) * w."""
+    x = as_tile(x)
+    ss = sum(multiply(x, x, dtype=float32, mask=mask), axis, dtype=float32, mask=mask, keepdims=True)
+    r = rsqrt(add(multiply(ss, 1.0 / n), float(epsilon)))
+    return multiply(multiply(x, r, dtype=float32, mask=mask), w, dtype=dtype or x.dtype, mask=mask)
 
 
 def finfo(dtype):
