@@ -92,3 +92,10 @@ def test_one_rank_launch_and_bad_groups(rng, trn):
         cc.all_reduce([t], [nl.ndarray(t.shape, t.dtype)], G, nl.add)
     with pytest.raises(KernelError, match=r"ranks \[1\] are not in this launch of 1 rank"):
         bad(x)
+
+
+def test_replica_group_from_partition_op():
+    op = cc.rg_partition_op
+    assert cc.ReplicaGroup.from_partition_op(8, op.bitwise_and, 0).groups == [list(range(8))]
+    assert cc.ReplicaGroup.from_partition_op(8, op.div, 4).groups == [[0, 1, 2, 3], [4, 5, 6, 7]]
+    assert cc.ReplicaGroup.from_partition_op(8, op.mod, 4).groups == [[0, 4], [1, 5], [2, 6], [3, 7]]

@@ -9,6 +9,7 @@ the same two values in rank order, so every rank holds the same bits.
 from __future__ import annotations
 
 import dataclasses
+import enum
 
 from trnsim.core.errors import KernelError, ShapeError
 from trnsim.nki import isa as nisa
@@ -16,11 +17,29 @@ from trnsim.nki._frontend import core, ndarray
 from trnsim.nki.language import NKIObject
 
 
+class rg_partition_op(enum.Enum):
+    """How `ReplicaGroup.from_partition_op` maps a rank to its rank-list id."""
+
+    bitwise_and = "bitwise_and"
+    div = "div"
+    mod = "mod"
+
+
 @dataclasses.dataclass
 class ReplicaGroup(NKIObject):
     """The rank-lists a collective runs on, each independently: `ReplicaGroup([[0, 1]])`."""
 
     groups: list = dataclasses.field(default_factory=list)
+
+    @staticmethod
+    def from_partition_op(world_size: int, op: rg_partition_op, operand: int) -> ReplicaGroup:
+        """Ranks 0..world_size-1 grouped by `op(rank, operand)` (v2.33 docs: ReplicaGroup.from_partition_op)."""
+        key = {rg_partition_op.bitwise_and: lambda r: r & operand, rg_partition_op.div: lambda r: r // operand,
+               rg_partition_op.mod: lambda r: r % operand}[rg_partition_op(op)]
+        lists: dict[int, list[int]] = {}
+        for r in range(int(world_size)):
+            lists.setdefault(key(r), []).append(r)
+        return ReplicaGroup([lists[k] for k in sorted(lists)])
 
 
 def rank_id(name=None) -> int:
