@@ -158,3 +158,39 @@ def test_var_all_rms_norm(rng):
     np.testing.assert_allclose(v[:, 0], x64.var(1), rtol=1e-5)
     np.testing.assert_array_equal(al[:, 0], (x != 0).all(1).astype(np.float32))
     np.testing.assert_allclose(rn, x64 / np.sqrt((x64 * x64).mean(1, keepdims=True) + 1e-6) * w, rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.parametrize("placed", [False, True])
+def test_accumulating_into_a_fresh_psum_tile_starts_the_sum(rng, placed):
+    """`ps[0] += nc_matmul(...)` into a new nl.ndarray PSUM tile starts its sum there (the first matmul
+    overwrites), also when each iteration's tile is placed over the previous iteration's bytes."""
+    a = rng.standard_normal((2, 4, 128, 64)).astype(np.float32)
+    b = rng.standard_normal((2, 4, 128, 32)).astype(np.float32)
+
+    @nki.jit
+    def k(x, y):
+        out = _out((2, 64, 32))
+        for i in nl.affine_range(2):
+            buf = ncc.psum.mod_alloc(base_bank=7, num_bank_tiles=(1,)) if placed else nl.psum
+            ps = nl.ndarray((1, nl.par_dim(64), 32), nl.float32, buffer=buf)
+            for m in nl.affine_range(4):
+                ps[0] += nisa.nc_matmul(nl.load(x[i, m]), nl.load(y[i, m]))
+            nl.store(out[i], nl.copy(ps[0]))
+        return out
+    ref = np.einsum("imkp,imkn->ipn", a.astype(np.float64), b.astype(np.float64))
+    np.testing.assert_allclose(k(a, b), ref, rtol=1e-4, atol=1e-4)
+
+
+def test_accumulating_onto_a_filled_psum_tile_adds(rng):
+    """A PSUM tile filled first (nl.full) is added onto, not overwritten."""
+    a = rng.standard_normal((128, 16)).astype(np.float32)
+    b = rng.standard_normal((128, 8)).astype(np.float32)
+
+    @nki.jit
+    def k(x, y):
+        out = _out((16, 8))
+        ps = nl.full((16, 8), 2.5, nl.float32, buffer=nl.psum)
+        ps += nisa.nc_matmul(nl.load(x), nl.load(y))
+        nl.store(out, nl.copy(ps))
+        return out
+    np.testing.assert_allclose(k(a, b), a.T.astype(np.float64) @ b + 2.5, rtol=1e-4, atol=1e-4)

@@ -494,9 +494,13 @@ def register_direct(launch: Launch, view: View, label: str):
 
 
 def _check_clobber(launch: Launch, v: View):
-    """A read of tile A whose bytes another tile B wrote after A's last write: the data A needs is gone."""
+    """A read of tile A whose bytes another tile B wrote after A's last write: the data A needs is gone.
+    A tile never written itself has no data to lose: its read sees what the bytes hold, as on hardware
+    (a masked-off iteration that copies a fresh placed tile reads the previous iteration's values)."""
+    if v.alloc.id not in launch.written:
+        return
     r = v.region()
-    mine = launch.written.get(v.alloc.id, (0,))[0]
+    mine = launch.written[v.alloc.id][0]
     for other, (stamp, p0, p1, b0, b1) in list(launch.written.items()):
         if other == v.alloc.id or stamp <= mine or other not in launch.direct:
             continue

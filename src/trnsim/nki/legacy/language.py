@@ -289,10 +289,24 @@ def pending_matmul(stationary, moving, mask=None, **attrs) -> Tile:
         for box in boxes(evaluate(mask, (m, n)), (m, n)):
             (a0, a1), (b0, b1) = _clip(box[0], (m0, m1)), _clip(box[1], (n0, n1))
             if a0 < a1 and b0 < b1 and k0 < k1:
-                emit(cur.nc_matmul, dst=dst.view(((a0, a1), (b0, b1))), stationary=st.view(((k0, k1), (a0, a1))),
-                     moving=mv.view(((k0, k1), (b0, b1))), accumulate=acc, **attrs)
+                out = dst.view(((a0, a1), (b0, b1)))
+                emit(cur.nc_matmul, dst=out, stationary=st.view(((k0, k1), (a0, a1))),
+                     moving=mv.view(((k0, k1), (b0, b1))), accumulate=None if acc and _fresh(out) else acc,
+                     **attrs)
 
     return Tile(None, (), (), (m, n), pending=run)
+
+
+def _fresh(v: View) -> bool:
+    """Whether this PSUM tile was never written as itself: `psum[...] += matmul` into it then starts an
+    accumulation group, as the compiler emits it (accumulate=None: the first matmul of the group overwrites,
+    the next ones of the open group add). Published kernels sum into a fresh `nl.ndarray` PSUM tile so,
+    also one directly placed over the bytes of a previous iteration's tile. A tile written before (a memset,
+    a copy, an earlier group) is added onto."""
+    launch = instance().launch
+    if v.alloc.id in launch.direct:
+        return v.alloc.id not in launch.written
+    return v.poisoned() and bool(v.mask().all())
 
 
 def _clip(r, lim):
