@@ -99,3 +99,29 @@ def test_replica_group_from_partition_op():
     assert cc.ReplicaGroup.from_partition_op(8, op.bitwise_and, 0).groups == [list(range(8))]
     assert cc.ReplicaGroup.from_partition_op(8, op.div, 4).groups == [[0, 1, 2, 3], [4, 5, 6, 7]]
     assert cc.ReplicaGroup.from_partition_op(8, op.mod, 4).groups == [[0, 4], [1, 5], [2, 6], [3, 7]]
+
+
+@nki.jit
+def ring(x):
+    """One ring step with and without a reduction, and the rank whose data each step holds."""
+    r = cc.rank_id()
+    n, f = x.shape[1], x.shape[2]
+    got = nl.ndarray((n, f), x.dtype, buffer=nl.hbm)
+    red = nl.ndarray((n, f), x.dtype, buffer=nl.hbm)
+    cc.collective_permute_implicit([[x[r]]], [[got]], G)
+    cc.collective_permute_implicit_reduce([[x[r]]], [[got]], [[red]], G, nl.add)
+    outs = [_per_rank_out((n, f), x.dtype) for _ in range(2)]
+    nisa.dma_copy(outs[0][r], got)
+    nisa.dma_copy(outs[1][r], red)
+    ids = [cc.collective_permute_implicit_current_processing_rank_id(i, G).value for i in range(3)]
+    assert ids == [r, 1 - r, r]
+    return outs
+
+
+def test_ring_permutes(rng, trn):
+    x = rng.standard_normal((2, 128, 8)).astype(np.float32)
+    got, red = ring[2](x)
+    np.testing.assert_array_equal(got[0], x[1])
+    np.testing.assert_array_equal(got[1], x[0])
+    np.testing.assert_array_equal(red[0], x[1] + x[0])  # rank 1 sent x1 + (x0 it had received)
+    np.testing.assert_array_equal(red[1], x[0] + x[1])

@@ -11,6 +11,7 @@ from __future__ import annotations
 import dataclasses
 import enum
 
+from trnsim.core import Register
 from trnsim.core.errors import KernelError, ShapeError
 from trnsim.nki import isa as nisa
 from trnsim.nki._frontend import core, ndarray
@@ -72,10 +73,10 @@ def _pairs(srcs, dsts, what):
     return list(zip(srcs, dsts))
 
 
-def _exchange(send, recv):
-    """Send `send` to the peer rank and receive its tile into `recv`."""
+def _exchange(send, recv, pipe=0):
+    """Send `send` to the peer rank and receive its tile into `recv` (on pipe `pipe`: one per channel)."""
     peer = 1 - core().program_id
-    nisa.sendrecv(src=send, dst=recv, send_to_rank=peer, recv_from_rank=peer, pipe_id=0)
+    nisa.sendrecv(src=send, dst=recv, send_to_rank=peer, recv_from_rank=peer, pipe_id=pipe)
 
 
 def _scratch_like(v):
@@ -176,18 +177,61 @@ def collective_permute(srcs, dsts, source_target_pairs, priority=None, name=None
         _exchange(src, dst if receives else _scratch_like(dst))
 
 
+def _ring_step(group, srcs_by_channel, dsts_by_channel, channel_ids, send_of):
+    """Each channel: this rank's tile goes to its ring successor, its predecessor's lands in dst. In a ring
+    of two the successor and the predecessor are the peer; in a ring of one, the rank itself."""
+    if len(srcs_by_channel) != len(dsts_by_channel) or len(channel_ids) != len(dsts_by_channel):
+        raise ShapeError(f"ring collective: {len(srcs_by_channel)} src channels, {len(dsts_by_channel)} dst "
+                         f"channels and channel_ids {list(channel_ids)} must match")
+    if list(channel_ids) != list(range(len(channel_ids))):
+        raise KernelError(f"ring collective: channel_ids {list(channel_ids)} must be consecutive from 0")
+    for ch, srcs, dsts in zip(channel_ids, srcs_by_channel, dsts_by_channel):
+        # srcs: one list of tensors per operand (one operand for a permute, two for a reduce)
+        if len(dsts) != 1 or any(len(x) != 1 for x in srcs):
+            raise KernelError("ring collective: each channel takes exactly one tensor per list")
+        send, dst = send_of([x[0] for x in srcs]), dsts[0]
+        if len(group) == 1:
+            nisa.dma_copy(dst, send)
+        else:
+            _exchange(send, dst, pipe=1 + int(ch))
+
+
+def collective_permute_implicit(srcs_by_channel, dsts_by_channel, replica_group, channel_ids=(0,), priority=None,
+                                name=None):
+    """Each rank sends its src to its successor in the rank-list's ring and receives its predecessor's."""
+    group = _members(replica_group)
+    _ring_step(group, [[c] for c in srcs_by_channel], dsts_by_channel, channel_ids, lambda ts: ts[0])
+
+
+def collective_permute_implicit_reduce(srcs0_by_channel, srcs1_by_channel, dsts_by_channel, replica_group, op,
+                                       channel_ids=(0,), priority=None, name=None):
+    """Each rank sends op(srcs0, srcs1) to its ring successor and receives its predecessor's into dst."""
+    group = _members(replica_group)
+
+    def reduced(ts):
+        a, b = ts
+        t = _scratch_like(a)
+        _combine(t, a, b, op)
+        return t
+    _ring_step(group, list(zip(srcs0_by_channel, srcs1_by_channel)), dsts_by_channel, channel_ids, reduced)
+
+
+def collective_permute_implicit_current_processing_rank_id(iteration_id, replica_group, channel_id=0, name=None):
+    """The rank whose data this rank holds at ring step `iteration_id`: its own at step 0, then its
+    predecessors' in ring order; a register, as on hardware."""
+    group = _members(replica_group)
+    me = group.index(core().program_id)
+    step = core().read_register(iteration_id, "a ring step")
+    return Register(group[(me - step) % len(group)], name="rank")
+
+
 def _unimplemented(fname):
     def fn(*args, **kwargs):
-        raise KernelError(f"nki.collectives.{fname} (ring-implicit and variable-size collectives) is not "
-                          f"emulated yet; all_reduce, all_gather, reduce_scatter, all_to_all and "
-                          f"collective_permute are")
+        raise KernelError(f"nki.collectives.{fname} (the variable-size collectives, sized by a metadata tensor) is "
+                          f"not emulated yet; every other collective of nki.collectives is")
     fn.__name__ = fname
     return fn
 
 
 all_gather_v = _unimplemented("all_gather_v")
 all_to_all_v = _unimplemented("all_to_all_v")
-collective_permute_implicit = _unimplemented("collective_permute_implicit")
-collective_permute_implicit_reduce = _unimplemented("collective_permute_implicit_reduce")
-collective_permute_implicit_current_processing_rank_id = _unimplemented(
-    "collective_permute_implicit_current_processing_rank_id")
