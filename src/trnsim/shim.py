@@ -22,6 +22,7 @@ MODULES = {
     "nki.isa.constants": "trnsim.nki.constants",
     "nki.typing": "trnsim.nki.typing",
     "nki.compiler": "trnsim.nki.compiler",
+    "nki.collectives": "trnsim.nki.collectives",
     # the beta API of SDK 2.20-2.27: `import neuronxcc.nki as nki`
     "neuronxcc": "trnsim.nki.legacy.neuronxcc",
     "neuronxcc.nki": "trnsim.nki.legacy",
@@ -29,6 +30,12 @@ MODULES = {
     "neuronxcc.nki.isa": "trnsim.nki.legacy.isa",
     "neuronxcc.nki.typing": "trnsim.nki.legacy.typing",
     "neuronxcc.nki.compiler": "trnsim.nki.legacy.compiler",
+    "neuronxcc.nki.language.constants": "trnsim.nki.legacy.constants",
+    "neuronxcc.nki.isa.constants": "trnsim.nki.constants",
+    "neuronxcc.nki.compiler.backends": "trnsim.nki.legacy.backends",
+    "neuronxcc.nki.compiler.backends.neuron": "trnsim.nki.legacy.backends",
+    "neuronxcc.nki.compiler.backends.neuron.indexing": "trnsim.nki.legacy.backends",
+    "neuronxcc.nki.compiler.backends.neuron.tensor": "trnsim.nki.legacy.backends",
 }
 _saved: dict[str, object] = {}
 
@@ -60,6 +67,10 @@ def install(force: bool = False) -> bool:
         if name in sys.modules and not getattr(sys.modules[name], "__name__", "").startswith("trnsim"):
             _saved[name] = sys.modules[name]
         sys.modules[name] = importlib.import_module(target)
+    for name in MODULES:  # submodules reachable as attributes too (`nki.isa.constants`, `...backends.neuron`)
+        parent, _, child = name.rpartition(".")
+        if parent in sys.modules and name in sys.modules and not hasattr(sys.modules[parent], child):
+            setattr(sys.modules[parent], child, sys.modules[name])
     sys.modules["nki.isa"].constants = sys.modules["nki.isa.constants"]
     return True
 

@@ -211,7 +211,13 @@ INSTRUCTIONS.update({"tensor_scalar_cumulative": cumulative, "sequence_bounds": 
                      "rand_set_state": lambda words: words, "rand_get_state": lambda words: words})
 
 
-INSTRUCTIONS.update({"range_select": range_select, "nc_find_index8": find8, "nc_match_replace8": match_replace8,
+def gather_flattened(data, idx):
+    """Per partition: elements of the flattened free dims picked by index."""
+    p = data.shape[0]
+    return np.take_along_axis(data.reshape(p, -1), idx.reshape(p, -1).astype(np.int64), axis=1).reshape(idx.shape)
+
+
+INSTRUCTIONS.update({"gather_flattened": gather_flattened, "range_select": range_select, "nc_find_index8": find8, "nc_match_replace8": match_replace8,
                      "nc_stream_shuffle": shuffle, "affine_select": affine_select, "local_gather": local_gather,
                      "rand": lambda shape: shape, "set_rng_seed": lambda seed: seed, "dropout": lambda x, keep: x * keep,
                      "sendrecv": lambda a, b: (b, a), "register_alloc": int, "register_move": int,

@@ -517,6 +517,25 @@ def test_rand_state_round_trip(nc):
         nc.issue(Op.RAND_SET_STATE, engine="vector", src_seeds=nc.tensor((8, 24), "uint32"))
 
 
+def test_gather_flattened(nc):
+    """Each partition picks elements of its flattened free dims; an out-of-range index gives a never-written
+    (garbage) element; int16 indices and a 5-d operand are refused."""
+    data = R.standard_normal((16, 4, 6)).astype(F32)
+    idx = R.integers(0, 24, (16, 3, 5)).astype(np.uint32)
+    g = nc.tensor((16, 3, 5), "float32")
+    nc.issue(Op.GATHER_FLATTENED, dst=g, indices=on_chip(nc, idx), data=on_chip(nc, data))
+    np.testing.assert_array_equal(read(g), ref.INSTRUCTIONS["gather_flattened"](data, idx))
+    idx[2, 1, 3] = 24
+    g2 = nc.tensor((16, 3, 5), "float32")
+    nc.issue(Op.GATHER_FLATTENED, dst=g2, indices=on_chip(nc, idx), data=on_chip(nc, data))
+    assert g2.mask().sum() == 1 and g2.mask()[2, 1, 3]
+    with pytest.raises(ShapeError, match="indices must be uint32; got int16"):
+        nc.issue(Op.GATHER_FLATTENED, dst=g, indices=on_chip(nc, idx.astype(np.int16)), data=on_chip(nc, data))
+    with pytest.raises(ShapeError, match="data must be 2-, 3- or 4-d"):
+        nc.issue(Op.GATHER_FLATTENED, dst=g, indices=on_chip(nc, idx),
+                 data=on_chip(nc, data.reshape(16, 1, 2, 2, 6)))
+
+
 # -- DMA -----------------------------------------------------------------------------------------------------------------
 def test_dma_copy_casts_and_rules(nc):
     """DMA casts through FP32 (e5m2 overflow -> inf), keeps bits for equal dtypes, refuses hwdge casts."""

@@ -38,11 +38,13 @@ def test_storing_never_written_rows_names_them():
 
 
 def test_non_strict_mode_warns(monkeypatch):
-    """With TRNSIM_STRICT=0 the same store warns instead of raising."""
+    """With TRNSIM_STRICT=0 the same store warns instead of raising, and so does returning what it wrote."""
     monkeypatch.setenv("TRNSIM_STRICT", "0")
-    with pytest.warns(UninitializedWarning, match=r"partitions 100..127"):
-        with pytest.raises(UninitializedError, match="returned tensor"):
-            nki.jit(partial_exp)(np.ones((100, 32), np.float32), True)
+    with pytest.warns(UninitializedWarning) as ws:
+        nki.jit(partial_exp)(np.ones((100, 32), np.float32), True)
+    msgs = [str(w.message) for w in ws]
+    assert any("partitions 100..127" in m for m in msgs)
+    assert any("returned tensor" in m and "rows [100, 101" in m for m in msgs)
 
 
 def test_marks_flow_through_matmul():

@@ -128,14 +128,16 @@ def test_float64_input_is_loaded_as_float32():
         assert np.array_equal(tn.cast(x, "float32"), x.astype(np.float32))
 
 
-@pytest.mark.parametrize("t", [tn.float8_e4m3fn_x4, tn.float8_e5m2_x4, tn.float4_e2m1fn_x4])
-def test_pack_puts_element_i_in_byte_i(t):
-    """An x4 cast rounds each value to the element type and packs 4 along the last axis, little-endian."""
+@pytest.mark.parametrize("t, box, w", [(tn.float8_e4m3fn_x4, np.uint32, 8), (tn.float8_e5m2_x4, np.uint32, 8),
+                                       (tn.float4_e2m1fn_x4, np.uint16, 4)])
+def test_pack_puts_element_i_in_field_i(t, box, w):
+    """An x4 cast rounds each value to the element type and packs 4 along the last axis, element i in bits
+    [i*w, (i+1)*w): fp8 in a 32-bit container, fp4 in a 16-bit one."""
     x = np.random.default_rng(2).standard_normal((3, 8)).astype(np.float32)
     words = tn.cast(x, t, "rne")
-    e = x.astype(t.elem.np).view(np.uint8).astype(np.uint32).reshape(3, 2, 4)
-    assert words.dtype == np.uint32 and words.shape == (3, 2)
-    assert np.array_equal(words, e[..., 0] + e[..., 1] * 256 + e[..., 2] * 65536 + e[..., 3] * 16777216)
+    e = x.astype(t.elem.np).view(np.uint8).astype(np.int64).reshape(3, 2, 4)
+    assert words.dtype == box and words.shape == (3, 2)
+    assert np.array_equal(words, e[..., 0] + e[..., 1] * 2**w + e[..., 2] * 2**(2 * w) + e[..., 3] * 2**(3 * w))
     assert _same_bits(tn.unpack(words, t), x.astype(t.elem.np), t.elem)
 
 

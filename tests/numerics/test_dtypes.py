@@ -23,7 +23,7 @@ def test_every_nki_name_is_a_module_attribute(name):
     ("float8_e4m3fn", ml_dtypes.float8_e4m3fn, 1, 8), ("float8_e5m2", ml_dtypes.float8_e5m2, 1, 8),
     ("float8_e3m4", ml_dtypes.float8_e3m4, 1, 8), ("float8_e8m0fnu", ml_dtypes.float8_e8m0fnu, 1, 8),
     ("float4_e2m1fn", ml_dtypes.float4_e2m1fn, 1, 4), ("float8_e4m3fn_x4", np.uint32, 4, 32),
-    ("float8_e5m2_x4", np.uint32, 4, 32), ("float4_e2m1fn_x4", np.uint32, 4, 32),
+    ("float8_e5m2_x4", np.uint32, 4, 32), ("float4_e2m1fn_x4", np.uint16, 2, 16),
     ("int8", np.int8, 1, 8), ("uint16", np.uint16, 2, 16), ("int32", np.int32, 4, 32), ("bool_", np.bool_, 1, 8),
 ])
 def test_storage_and_sizes(name, storage, itemsize, bits):
@@ -61,3 +61,13 @@ def test_unknown_names_raise_with_a_suggestion():
         tn.dtype("bfloat61")
     with pytest.raises(UnknownNameError, match="unknown dtype 'float64'"):
         tn.dtype(np.float64)
+
+
+def test_dtypes_are_their_name_strings():
+    """Current-API dtypes print and compare as their names, hash as them, and stay one object per type."""
+    import pickle
+    assert str(tn.float32) == "float32" and tn.float32 == "float32" and f"{tn.bfloat16}" == "bfloat16"
+    assert tn.bfloat16 != tn.float16 and tn.float32 != "float16"
+    assert {"bfloat16": 1}[tn.bfloat16] == 1
+    assert pickle.loads(pickle.dumps(tn.float8_e5m2)) is tn.float8_e5m2
+    assert np.dtype(tn.bfloat16) == np.dtype(ml_dtypes.bfloat16)

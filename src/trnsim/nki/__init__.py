@@ -14,8 +14,9 @@ NEURON_PLATFORM_TARGET_OVERRIDE (trn1|trn2|trn3, default trn2); `kernel[2](...)`
 """
 from __future__ import annotations
 
-from trnsim.nki import compiler, isa, language, typing  # noqa: F401
+from trnsim.nki import collectives, compiler, isa, language, typing  # noqa: F401
 from trnsim.nki._frontend import Kernel
+from trnsim.numerics import DType as dtype  # `nki.dtype`: the type of nl.float32 ..., usable as an annotation
 
 
 def jit(fn=None, **options):
@@ -30,4 +31,4 @@ def simulate(kernel):
     return kernel if isinstance(kernel, Kernel) else Kernel(kernel)
 
 
-__all__ = ["jit", "simulate", "language", "isa", "typing", "compiler", "Kernel"]
+__all__ = ["jit", "simulate", "language", "isa", "typing", "compiler", "collectives", "Kernel", "dtype"]

@@ -11,12 +11,13 @@ import gc
 import math
 import os
 import threading
+import warnings
 
 import numpy as np
 
 from trnsim import live, numerics
 from trnsim.core import NeuronCore, Op, View
-from trnsim.core.errors import KernelError, MemorySpaceError, UninitializedError
+from trnsim.core.errors import KernelError, MemorySpaceError, UninitializedError, UninitializedWarning
 from trnsim.errors import ConfigError
 
 _state = threading.local()
@@ -197,24 +198,47 @@ def launch(kernel: Kernel, args, kwargs, target=None, values=True):
             np.copyto(orig, v.array().reshape(orig.shape))
         elif k == "torch":
             orig.copy_(_from_numpy(v.array().copy(), "torch").reshape(orig.shape))
-    return _outputs(results[0], sink["kind"], [v for _, v, _ in backs])
+    return _outputs(results[0], sink["kind"], [v for _, v, _ in backs],
+                    unwritten=kernel.options.get("unwritten_output"))
 
 
-def _outputs(res, kind, inputs=()):
+def _outputs(res, kind, inputs=(), hbm_ok=False, unwritten=None):
+    """Returned tensors as arrays of the caller's kind.
+
+    The current API returns only shared_hbm tensors (or inputs written in place); the beta API also returns
+    tensors allocated in `nl.hbm` (`hbm_ok`). Elements the kernel never wrote are what the hardware returns
+    (whatever the memory held): a warning naming them, or an `UninitializedError` where `unwritten` (the
+    kernel option `unwritten_output=`, else TRNSIM_UNWRITTEN_OUTPUT) is "error".
+    """
+    if unwritten is None:
+        unwritten = os.environ.get("TRNSIM_UNWRITTEN_OUTPUT", "warn")
+    if unwritten not in ("warn", "error"):
+        raise ConfigError(f"unwritten_output={unwritten!r}: it is 'warn' or 'error'")
     if isinstance(res, View):
-        if res.buffer != "shared_hbm" and not any(res.alloc is v.alloc for v in inputs):
+        if res.buffer != "shared_hbm" and not (hbm_ok and res.buffer.endswith("hbm")) and not any(
+                res.alloc is v.alloc for v in inputs):
             raise MemorySpaceError(f"returned tensor {res.name!r} is in {res.buffer}; kernel outputs must be "
                                    f"allocated with buffer=nl.shared_hbm (or be an input written in place)",
                                    res.alloc.location)
         if res.poisoned():
-            m = res.mask()
-            rows = np.unique(np.argwhere(m)[:, 0])
-            raise UninitializedError(f"returned tensor {res.name!r} holds never-written elements ({int(m.sum())} of "
-                                     f"{m.size}; rows {rows[:8].tolist()}{' ...' if rows.size > 8 else ''})",
-                                     res.alloc.location)
+            _unwritten_output(res, unwritten)
         return _from_numpy(np.ascontiguousarray(res.array()), kind)  # the launch is over: its HBM is the caller's
     if isinstance(res, (tuple, list)):
-        return type(res)(_outputs(r, kind, inputs) for r in res)
+        return type(res)(_outputs(r, kind, inputs, hbm_ok, unwritten) for r in res)
     if isinstance(res, dict):
-        return {k: _outputs(v, kind, inputs) for k, v in res.items()}
+        return {k: _outputs(v, kind, inputs, hbm_ok, unwritten) for k, v in res.items()}
     return res
+
+
+def _unwritten_output(res: View, unwritten: str):
+    """Name the never-written elements of a returned tensor: warn (the hardware returns garbage there) or raise."""
+    m = res.mask()
+    idx = np.argwhere(m)
+    rows = np.unique(idx[:, 0]) if idx.ndim == 2 and idx.shape[1] else np.array([0])
+    sample = ", ".join(str(list(map(int, i))) for i in idx[:3])
+    msg = (f"returned tensor {res.name!r} holds never-written elements ({int(m.sum())} of {m.size}; rows "
+           f"{rows[:8].tolist()}{' ...' if rows.size > 8 else ''}, e.g. {sample}); the hardware returns whatever "
+           f"its memory held there")
+    if unwritten == "error":
+        raise UninitializedError(msg, res.alloc.location)
+    warnings.warn(f"{msg} at {res.alloc.location}", UninitializedWarning, stacklevel=4)

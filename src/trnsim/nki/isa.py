@@ -6,7 +6,10 @@ import enum
 from trnsim.core import Op, Register, View
 from trnsim.core.memory import Space
 from trnsim.core.errors import KernelError
+from trnsim.core.isa.registry import Instruction as NkiInstruction  # noqa: F401 - what an nki.isa call returns
 from trnsim.nki._frontend import core, issue
+
+VirtualRegister = Register  # nki/api/nki/isa: VirtualRegister, the type register_alloc returns
 
 NkiValidationError = KernelError
 

@@ -323,7 +323,7 @@ def dropout(x, rate, dtype=None) -> View:
 def rand(shape, dtype, buffer=sbuf, name="") -> View:
     """Uniform values in [0, 1) from the core's seeded generator."""
     t = ndarray(shape, dtype, buffer, name)
-    core().issue(Op.RAND, dst=t, kind="uniform", min=0.0, max=1.0)
+    rand_into(t)
     return t
 
 
@@ -378,6 +378,58 @@ def expand_dims(x, axis) -> View:
     return x.expand_dim(axis)
 
 
+# -- rounding, logical not, gather (nki/api/nki/language/__init__.py: floor, ceil, trunc, logical_not,
+# gather_flattened); the *_into helpers take views, so the beta front end issues the same instructions -------------
+def round_into(dst, x, mode: str):
+    """floor / trunc as one Vector instruction, x - (x mod 1) (mod: Python's sign rule; fmod: C's), and ceil
+    as x + ((-x) mod 1) in two. Exact in FP32: an integer part is always representable."""
+    if mode == "ceil":
+        t = ndarray(x.shape, float32)
+        nisa.tensor_scalar(t, x, "multiply", -1.0, op1="mod", operand1=1.0)
+        nisa.tensor_tensor(dst, x, t, "add")
+    else:
+        nisa.scalar_tensor_tensor(dst, x, "mod" if mode == "floor" else "fmod", 1.0, "subtract", x, reverse1=True)
+
+
+def _rounding(mode):
+    def fn(x, dtype=None):
+        t = ndarray(x.shape, _out_dtype(dtype, x))
+        round_into(t, x, mode)
+        return t
+    fn.__name__ = mode
+    return fn
+
+
+floor, ceil, trunc = _rounding("floor"), _rounding("ceil"), _rounding("trunc")
+
+
+def logical_not_into(dst, x):
+    """XOR with 1, as the documentation describes it."""
+    nisa.tensor_scalar(dst, x, "logical_xor", 1.0)
+
+
+def logical_not(x, dtype=None) -> View:
+    t = ndarray(x.shape, _out_dtype(dtype, x))
+    logical_not_into(t, x)
+    return t
+
+
+def gather_into(dst, data, indices):
+    core().issue(Op.GATHER_FLATTENED, dst=dst, indices=indices, data=data)
+
+
+def gather_flattened(data, indices, axis=0, dtype=None) -> View:
+    """For each index, the element of its partition's flattened free dims (one GpSimd instruction). The
+    gather always runs over the flattened free dims; `axis` is the documented signature's."""
+    t = ndarray(indices.shape, _out_dtype(dtype, data))
+    gather_into(t, data, indices)
+    return t
+
+
+def rand_into(dst):
+    core().issue(Op.RAND, dst=dst, kind="uniform", min=0.0, max=1.0)
+
+
 # -- loops and SPMD -------------------------------------------------------------------------------------------
 def static_range(start, stop=None, step=1):
     """Unrolled at trace time: plain Python iteration, tiles live as long as Python holds them."""
@@ -390,6 +442,37 @@ def affine_range(start, stop=None, step=1, **kwargs):
 
 
 sequential_range = affine_range
+
+
+def dynamic_range(start, stop=None, step=1):
+    """A loop with runtime bounds: start and stop may be registers (nki/api/nki/language: dynamic_range); the
+    step is a compile-time positive int."""
+    if not isinstance(step, (int, np.integer)) or step < 1:
+        raise ShapeError(f"nl.dynamic_range: step must be a compile-time positive int; got {step!r}")
+    nc = core()
+    lo, hi = (0, start) if stop is None else (start, stop)
+    lo, hi = nc.read_register(lo, "a loop bound"), nc.read_register(hi, "a loop bound")
+    return range(lo, hi, int(step))
+
+
+# -- kernel config classes ----------------------------------------------------------------------------------
+class NKIObject:
+    """Base of kernel dataclasses and config objects (nki/api/nki/language: NKIObject): a subclass declaring
+    fields as class attributes (or as a dataclass) is built with keywords, `Cfg(tile=128)`."""
+
+    def __init__(self, **kwargs):
+        for k, v in kwargs.items():
+            if not hasattr(type(self), k) and k not in getattr(type(self), "__annotations__", {}):
+                raise TypeError(f"{type(self).__name__}() has no field {k!r}")
+            setattr(self, k, v)
+
+    def __repr__(self):
+        fields = {k: v for k, v in vars(self).items() if not k.startswith("_")}
+        return f"{type(self).__name__}({', '.join(f'{k}={v!r}' for k, v in fields.items())})"
+
+
+NkiTensor = View
+DType = numerics.DType
 
 
 def fori_loop(lower, upper, body_fun, step=1):
@@ -430,6 +513,5 @@ def device_print(print_prefix, tensor):
     print(print_prefix, np.array(tensor.array()))
 
 
-__all__ = [n for n in dir() if not n.startswith("_") and n not in ("annotations", "contextlib", "enum", "math", "np",
-                                                                    "numerics", "Op", "View", "Register", "ShapeError",
-                                                                    "core", "nisa")]
+__all__ = [n for n in dir() if not n.startswith("_") and not n.endswith("_into") and n not in (
+    "annotations", "contextlib", "enum", "math", "np", "numerics", "Op", "View", "Register", "ShapeError", "core", "nisa")]

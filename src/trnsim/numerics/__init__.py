@@ -13,7 +13,7 @@ See docs/numerics.md.
 from trnsim.numerics.accumulate import matmul_fp32, reduce_fp32, widen
 from trnsim.numerics.casts import cast, pack, unpack
 from trnsim.numerics.dtypes import (
-    ALL, DType, bfloat16, bool_, dtype, float4_e2m1fn, float4_e2m1fn_x4, float8_e3m4, float8_e4m3,
+    ALL, TFLOAT32_HOST, DType, bfloat16, bool_, dtype, float4_e2m1fn, float4_e2m1fn_x4, float8_e3m4, float8_e4m3,
     float8_e4m3fn, float8_e4m3fn_x4, float8_e5m2, float8_e5m2_x4, float8_e8m0fnu, float16, float32,
     int8, int16, int32, tfloat32, uint8, uint16, uint32,
 )
@@ -24,7 +24,7 @@ from trnsim.numerics.modes import rounding, rounding_mode
 from trnsim.numerics.mx import dequantize_mx, mx_matmul, quantize_mx
 
 __all__ = [
-    "DType", "ALL", "dtype", "cast", "pack", "unpack", "rounding", "rounding_mode",
+    "DType", "ALL", "TFLOAT32_HOST", "dtype", "cast", "pack", "unpack", "rounding", "rounding_mode",
     "quantize_mx", "dequantize_mx", "mx_matmul", "matmul_fp32", "reduce_fp32", "widen",
     "NumericsError", "PackedWidthError", "BlockShapeError", "RoundingModeError", "RoundingEnvError",
     "float32", "tfloat32", "bfloat16", "float16", "float8_e4m3", "float8_e4m3fn", "float8_e5m2", "float8_e3m4",

@@ -201,10 +201,12 @@ def cast(x, dtype, rounding: str | None = None, rng=None) -> np.ndarray:
 
 
 def pack(elems, dtype) -> np.ndarray:
-    """Pack the last axis of element storage into x4 containers: element i of each group in byte i.
+    """Pack the last axis of element storage into x4 containers: element i of each group in bits
+    [i * w, (i + 1) * w) of the container, w the element width (8 for fp8 in a uint32, 4 for fp4 in a uint16:
+    nki/api/nki/isa/__init__.py: quantize_mx calls the fp8 x4 types 32-bit; a float4_e2m1fn_x4 is a uint16
+    viewed as four fp4 values, as the NKI 0.3 update guide's dma_copy example shows).
 
-    Byte order inside the uint32 is little-endian by construction (shifts, not a memory view), so the
-    result is the same on any machine. [UNCERTAIN] float4_e2m1fn_x4 keeps one fp4 per byte (low nibble).
+    Shifts, not a memory view, set the bit order, so the result is the same on any machine.
     """
     t = dt.dtype(dtype)
     if not t.is_packed:
@@ -216,18 +218,20 @@ def pack(elems, dtype) -> np.ndarray:
         n = e.shape[-1] if e.ndim else 0
         raise PackedWidthError(f"{t.name} packs 4 elements per container: the last axis ({n}) "
                                f"must be a multiple of 4 (remainder {n % 4})")
-    u = e.view(np.uint8).reshape(*e.shape[:-1], e.shape[-1] // 4, 4).astype(np.uint32)
-    return u[..., 0] | (u[..., 1] << np.uint32(8)) | (u[..., 2] << np.uint32(16)) | (u[..., 3] << np.uint32(24))
+    w, c = t.elem.bits, t.np.type
+    u = (e.view(np.uint8) & np.uint8((1 << w) - 1)).reshape(*e.shape[:-1], e.shape[-1] // 4, 4).astype(c)
+    return u[..., 0] | (u[..., 1] << c(w)) | (u[..., 2] << c(2 * w)) | (u[..., 3] << c(3 * w))
 
 
 def unpack(words, dtype) -> np.ndarray:
-    """The elements of x4 containers, 4 per uint32 along the last axis, in the element's storage."""
+    """The elements of x4 containers, 4 per container along the last axis, in the element's storage."""
     t = dt.dtype(dtype)
     if not t.is_packed:
         raise PackedWidthError(f"unpack needs an x4 dtype; got {t.name}")
     w = np.asarray(words)
-    if w.dtype != np.uint32:
-        raise PackedWidthError(f"{t.name} containers are 32-bit (uint32 storage); got {w.dtype} "
+    if w.dtype != t.np:
+        raise PackedWidthError(f"{t.name} containers are {t.bits}-bit ({t.np} storage); got {w.dtype} "
                                f"({w.dtype.itemsize * 8}-bit)")
-    b = (w[..., None] >> np.array([0, 8, 16, 24], np.uint32)) & np.uint32(0xFF)
+    bits, c = t.elem.bits, t.np.type
+    b = (w[..., None] >> np.array([0, bits, 2 * bits, 3 * bits], c)) & c((1 << bits) - 1)
     return b.astype(np.uint8).reshape(*w.shape[:-1], w.shape[-1] * 4).view(t.elem.np)

@@ -1,7 +1,7 @@
 """The data types of the NeuronCore, named as nki.language names them, and how each is stored in numpy.
 
 Storage: ml_dtypes types where they exist (bfloat16, the fp8s, fp4, e8m0), float32 for tfloat32
-(the low 13 mantissa bits held at zero), uint32 for the x4 packed containers and numpy bool_ for bool_
+(the low 13 mantissa bits held at zero), uint32 for the fp8 x4 packed containers, uint16 for the fp4 one and numpy bool_ for bool_
 (one byte holding 0 or 1, the bytes the hardware stores as uint8).
 
 Overflow and NaN per float type (RNE casts match ml_dtypes bit for bit):
@@ -23,35 +23,59 @@ neuronxcc.nki.language.float8_e4m3 was (docs: general/nki/api/generated/nki.lang
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 import ml_dtypes
 import numpy as np
 
 from trnsim.errors import UnknownNameError
 
 
-@dataclass(frozen=True, eq=False)
-class DType:
+class DType(str):
     """One NeuronCore data type: its nki.language name, its numpy storage and its number format.
 
-    Each type exists once (the module constants below), so equality is identity, which every
-    instruction's dtype checks rely on to stay cheap; unpickling returns the same constant.
+    A DType is the string of its name, as the current NKI API's dtypes are (nki/api/nki/language/__init__.py:
+    NkiTensor, "NKI dtype string"): `str(nl.float32) == "float32"` and `nl.float32 == "float32"`. Each type
+    exists once (the module constants below) and names are unique, so two DTypes are equal when they are the
+    same object; unpickling returns the same constant. A DType also equals the numpy type it stands for.
 
     `mant`, `exp` and `bias` describe float formats (explicit mantissa bits, exponent bits, bias);
     `overflow` says what a cast past the largest finite value gives ('inf', 'nan' or 'saturate').
-    Packed x4 types hold four `elem` values in one uint32.
+    Packed x4 types hold four `elem` values in one container (`np`: uint32 for fp8, uint16 for fp4).
     """
 
     name: str
     np: np.dtype
     bits: int
     kind: str  # "float" | "int" | "uint" | "bool" | "packed"
-    mant: int = 0
-    exp: int = 0
-    bias: int = 0
-    overflow: str | None = None
-    elem: DType | None = None
+    mant: int
+    exp: int
+    bias: int
+    overflow: str | None
+    elem: DType | None
+
+    def __new__(cls, name, np_, bits, kind, mant=0, exp=0, bias=0, overflow=None, elem=None):
+        self = super().__new__(cls, name)
+        self.name, self.np, self.bits, self.kind = name, np_, bits, kind
+        self.mant, self.exp, self.bias, self.overflow, self.elem = mant, exp, bias, overflow, elem
+        return self
+
+    def __str__(self) -> str:
+        return self.name
+
+    def __eq__(self, other):
+        """By name against strings and DTypes (str's comparison); against numpy dtypes and scalar types by the
+        type they resolve to, so a beta-API tile's dtype equals `nl.float32` (np.float32) and `nl.bfloat16`."""
+        if isinstance(other, str):
+            return str.__eq__(self, other)
+        try:
+            return dtype(other) is self
+        except (UnknownNameError, TypeError):
+            return NotImplemented
+
+    def __ne__(self, other):
+        eq = self.__eq__(other)
+        return eq if eq is NotImplemented else not eq
+
+    __hash__ = str.__hash__
 
     def __reduce__(self):
         return dtype, (self.name,)
@@ -113,7 +137,7 @@ float4_e2m1fn = _f("float4_e2m1fn", ml_dtypes.float4_e2m1fn, 4, 1, 2, 1, "satura
 
 float8_e4m3fn_x4 = DType("float8_e4m3fn_x4", np.dtype(np.uint32), 32, "packed", elem=float8_e4m3fn)
 float8_e5m2_x4 = DType("float8_e5m2_x4", np.dtype(np.uint32), 32, "packed", elem=float8_e5m2)
-float4_e2m1fn_x4 = DType("float4_e2m1fn_x4", np.dtype(np.uint32), 32, "packed", elem=float4_e2m1fn)
+float4_e2m1fn_x4 = DType("float4_e2m1fn_x4", np.dtype(np.uint16), 16, "packed", elem=float4_e2m1fn)
 
 int8 = DType("int8", np.dtype(np.int8), 8, "int")
 int16 = DType("int16", np.dtype(np.int16), 16, "int")
@@ -134,6 +158,9 @@ BY_NAME = {t.name: t for t in ALL} | {"bool": bool_}
 # numpy storage -> the type a plain numpy array of that storage means (float32, not tfloat32; uint32,
 # not an x4 container).
 _BY_NUMPY = {t.np: t for t in reversed(ALL) if not t.is_packed and t is not tfloat32}
+# The beta NKI API's tfloat32 is a 4-byte void numpy dtype (neuronxcc.nki.language.tfloat32 = np.dtype('|V4')).
+TFLOAT32_HOST = np.dtype("V4")
+_BY_NUMPY[TFLOAT32_HOST] = tfloat32
 
 
 def dtype(x) -> DType:

@@ -46,7 +46,7 @@ def _check_blocks(n: int, block: int, axis: int, what: str) -> None:
 
 def quantize_mx(x, dtype, axis: int = -1, block: int = 32, rounding: str | None = None, rng=None,
                 scale: str = "ocp") -> tuple[np.ndarray, np.ndarray]:
-    """Quantize `x` to MX along `axis`: returns (x4-packed elements as uint32, float8_e8m0fnu scales).
+    """Quantize `x` to MX along `axis`: returns (x4-packed elements in their containers, float8_e8m0fnu scales).
 
     The packed array has x.shape[axis] / 4 containers along `axis`, the scales x.shape[axis] / block.
     Elements round by `rounding` (None: the active mode). `scale` is 'ocp' or 'trainium' (see module doc).
@@ -73,15 +73,16 @@ def quantize_mx(x, dtype, axis: int = -1, block: int = 32, rounding: str | None 
 
 
 def dequantize_mx(data, scales, dtype, axis: int = -1, block: int = 32) -> np.ndarray:
-    """FP32 values P * X of MX data: `data` as x4 containers (uint32) or as elements, `scales` as E8M0."""
+    """FP32 values P * X of MX data: `data` as x4 containers or as elements, `scales` as E8M0."""
     t = _elem(dtype)
     d = np.asarray(data)
     ax = axis % d.ndim
     d = np.moveaxis(d, ax, -1)
-    if d.dtype not in (np.dtype(np.uint32), t.np):
-        raise PackedWidthError(f"MX data of {t.name} comes as {_PACKED[t].name} (uint32) or as {t.name} "
+    box = _PACKED[t].np
+    if d.dtype not in (box, t.np):
+        raise PackedWidthError(f"MX data of {t.name} comes as {_PACKED[t].name} ({box}) or as {t.name} "
                                f"elements; got {d.dtype}")
-    p = (unpack(d, _PACKED[t]) if d.dtype == np.uint32 else d).astype(np.float32)
+    p = (unpack(d, _PACKED[t]) if d.dtype == box else d).astype(np.float32)
     s = np.moveaxis(np.asarray(scales), ax, -1)
     _check_blocks(p.shape[-1], block, axis, "dequantize_mx")
     if s.shape != p.shape[:-1] + (p.shape[-1] // block,):

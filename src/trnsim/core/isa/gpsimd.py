@@ -1,4 +1,4 @@
-"""GpSimd instructions (iota, affine_select, tensor_partition_reduce, local_gather) and the random number
+"""GpSimd instructions (iota, affine_select, tensor_partition_reduce, local_gather, gather_flattened) and the random number
 generator (rand, set_rng_seed, dropout) on Vector/GpSimd, seeded per core and deterministic.
 """
 from __future__ import annotations
@@ -141,6 +141,37 @@ def _local_gather_semantics(ins, nc):
 
 
 define(Op.LOCAL_GATHER, Engine.GPSIMD, _local_gather_check, _local_gather_semantics, stream_cost)
+
+
+# -- gather_flattened: per partition, pick elements of the flattened free dims by uint32 index ---------------------
+# nki/api/nki/language/__init__.py (beta, SDK 2.26): gather_flattened. Up to 128 gathers in parallel, one per
+# partition; 2- to 4-d operands; an out-of-bounds index gives garbage, here marked never-written.
+def _gather_flattened_check(ins, nc):
+    _sbuf_dst(ins)
+    same_partitions(ins, "dst", "data", "indices")
+    if ins.indices.dtype.name not in ("uint32", "int32"):
+        raise ShapeError(f"gather_flattened: indices must be uint32; got {ins.indices.dtype.name}")
+    for name in ("data", "indices"):
+        if not 2 <= ins.operands[name].ndim <= 4:
+            raise ShapeError(f"gather_flattened: {name} must be 2-, 3- or 4-d; got {list(ins.operands[name].shape)}")
+    if ins.dst.free_size != ins.indices.free_size:
+        raise ShapeError(f"gather_flattened: dst {list(ins.dst.shape)} must hold one element per index "
+                         f"{list(ins.indices.shape)}")
+
+
+def _gather_flattened_semantics(ins, nc):
+    data, idx, dst = ins.data, ins.indices, ins.dst
+    p = data.partitions
+    a, m = data.array().reshape(p, -1), data.mask().reshape(p, -1)
+    ix = idx.array().reshape(p, -1).astype(np.int64)
+    bad = (ix < 0) | (ix >= a.shape[1])
+    safe = np.where(bad, 0, ix)
+    vals = np.take_along_axis(a, safe, axis=1)
+    poison = np.take_along_axis(m, safe, axis=1) | bad | idx.mask().reshape(p, -1)
+    put(dst, vals.reshape(dst.shape), poison.reshape(dst.shape) if poison.any() else None)
+
+
+define(Op.GATHER_FLATTENED, Engine.GPSIMD, _gather_flattened_check, _gather_flattened_semantics, stream_cost)
 
 
 # -- random numbers: rand (bits or uniform), set_rng_seed, dropout --------------------------------------------------

@@ -1,6 +1,6 @@
 """Microscaling (MX, v4): quantize_mx on the Vector engine and nc_matmul_mx on the Tensor engine.
 
-Layout shared by both: an x4 tensor [P, F] packs 4 values per uint32; for a matmul operand the 4 values
+Layout shared by both: an x4 tensor [P, F] packs 4 values per container (uint32 fp8, uint16 fp4); for a matmul operand the 4 values
 of partition p are K indices 4p..4p+3, so K = 4 x partitions (up to 512). A scale group is 32 values:
 8 partitions x one container (4 values). Group g = p // 8 keeps its E8M0 scale in partition
 32 * (g // 4) + g % 4 of the scale tensor, i.e. 4 partitions per 32-partition quadrant.

@@ -67,6 +67,7 @@ class Op(_Member):
     SEQUENCE_BOUNDS = "sequence_bounds"
     NONZERO_WITH_COUNT = "nonzero_with_count"
     TOPK = "topk"
+    GATHER_FLATTENED = "gather_flattened"
     # DMA
     DMA_COPY = "dma_copy"
     DMA_COMPUTE = "dma_compute"

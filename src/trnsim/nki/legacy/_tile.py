@@ -268,7 +268,10 @@ class Tile:
         return next((a for a, c in enumerate(row) if c), None)
 
     def view(self, box=None) -> View:
-        """The core view of this tile (or of one box of it: (lo, hi) per result axis)."""
+        """The core view of this tile (or of one box of it: (lo, hi) per result axis). Given a dtype instead of
+        a box, the beta `tensor.view(dtype)`: the same bytes reinterpreted, as a tile."""
+        if box is not None and not isinstance(box, tuple):
+            return wrap(self.view().view(box), self.tensor.buffer)
         self.ready()
         if self.tensor.zeroed is not None:
             fill, self.tensor.zeroed = self.tensor.zeroed, None
@@ -374,6 +377,14 @@ class Tile:
     def reshape(self, shape):
         v = self.view().reshape(tuple(shape))
         return wrap(v, self.tensor.buffer)
+
+    def broadcast_to(self, shape):
+        from trnsim.nki.legacy import language as nl
+        return nl.broadcast_to(self, shape=shape)
+
+    def expand_dims(self, axis):
+        from trnsim.nki.legacy import language as nl
+        return nl.expand_dims(self, axis)
 
     def assert_shape(self, shape):
         if tuple(shape) != self.shape:
@@ -498,9 +509,13 @@ def register_direct(launch: Launch, view: View, label: str):
 
 
 def _check_clobber(launch: Launch, v: View):
-    """A read of tile A whose bytes another tile B wrote after A's last write: the data A needs is gone."""
+    """A read of tile A whose bytes another tile B wrote after A's last write: the data A needs is gone.
+    A tile never written itself has no data to lose: its read sees what the bytes hold, as on hardware
+    (a masked-off iteration that copies a fresh placed tile reads the previous iteration's values)."""
+    if v.alloc.id not in launch.written:
+        return
     r = v.region()
-    mine = launch.written.get(v.alloc.id, (0,))[0]
+    mine = launch.written[v.alloc.id][0]
     for other, (stamp, p0, p1, b0, b1) in list(launch.written.items()):
         if other == v.alloc.id or stamp <= mine or other not in launch.direct:
             continue

@@ -8,6 +8,7 @@ naming both (strict mode, the default) or a warning with the hardware's wrong va
 """
 from __future__ import annotations
 
+import contextlib
 import math
 
 import numpy as np
@@ -25,7 +26,12 @@ class Placement:
 
     def allocate(self, tensor, idx, tile_shape, name):
         fbytes = math.prod(tile_shape[1:]) * tensor.dtype.itemsize
-        p, b = self.func(tuple(idx), tile_shape[0], fbytes)
+        where_ = self.func(tuple(idx), tile_shape[0], fbytes)
+        if self.space == "psum" and len(where_) == 3:  # (bank_id, start_partition, byte_addr): nki/api/nki/compiler/psum.py
+            bank, p, b = where_
+            b = int(bank) * core().bank_bytes + int(b)
+        else:
+            p, b = where_
         v = core().tensor(tile_shape, tensor.dtype, self.space, name=name, address=(int(p), int(b)))
         register_direct(instance().launch, v, f"{v.name!r} (from {where()})")
         return v
@@ -71,6 +77,18 @@ class _ModPlacement(Placement):
 
 
 sbuf, psum = _Memory("sbuf"), _Memory("psum")
+
+
+@contextlib.contextmanager
+def no_reorder():
+    """Keep the block's instructions in program order; the emulator always runs them in program order."""
+    yield
+
+
+@contextlib.contextmanager
+def allocation_scope():
+    """A scope for the compiler's allocator; the emulator's tensors live as long as the kernel's Python keeps them."""
+    yield
 
 
 def multi_buffer(n):

@@ -22,11 +22,15 @@ from trnsim.nki import language as _cur_nl
 from trnsim.nki.legacy._grid import arange, mgrid  # noqa: F401
 from trnsim.nki.legacy._tile import ParDim, Tile, as_tile, core, each_box, emit, instance, new_tile, part, promote
 
-# -- dtypes and buffers (the same objects as the current API) ---------------------------------------------------
-bool_, int8, int16, int32 = numerics.bool_, numerics.int8, numerics.int16, numerics.int32
-uint8, uint16, uint32 = numerics.uint8, numerics.uint16, numerics.uint32
-float16, float32, bfloat16, tfloat32 = numerics.float16, numerics.float32, numerics.bfloat16, numerics.tfloat32
-float8_e4m3, float8_e5m2 = numerics.float8_e4m3, numerics.float8_e5m2
+# -- dtypes: numpy's own, as the beta API's are (nki/api/nki/language/__init__.py at SDK 2.26: float32 is np.float32,
+# bfloat16 np.dtype('bfloat16'), tfloat32 the 4-byte void dtype), so host code uses them with numpy directly --
+bool_, int8, int16, int32 = np.bool_, np.int8, np.int16, np.int32
+uint8, uint16, uint32 = np.uint8, np.uint16, np.uint32
+float16, float32 = np.float16, np.float32
+bfloat16, float8_e4m3, float8_e5m2 = (np.dtype(t.np) for t in (numerics.bfloat16, numerics.float8_e4m3,
+                                                                numerics.float8_e5m2))
+tfloat32 = numerics.TFLOAT32_HOST
+# -- buffers (the same objects as the current API) ------------------------------------------------------------
 sbuf, psum, hbm, private_hbm, shared_hbm = (_cur_nl.sbuf, _cur_nl.psum, _cur_nl.hbm, _cur_nl.private_hbm,
                                             _cur_nl.shared_hbm)
 tile_size = _cur_nl.tile_size
@@ -287,10 +291,24 @@ def pending_matmul(stationary, moving, mask=None, **attrs) -> Tile:
         for box in boxes(evaluate(mask, (m, n)), (m, n)):
             (a0, a1), (b0, b1) = _clip(box[0], (m0, m1)), _clip(box[1], (n0, n1))
             if a0 < a1 and b0 < b1 and k0 < k1:
-                emit(cur.nc_matmul, dst=dst.view(((a0, a1), (b0, b1))), stationary=st.view(((k0, k1),) + mid + ((a0, a1),)),
-                     moving=mv.view(((k0, k1),) + mid + ((b0, b1),)), accumulate=acc, **attrs)
+                out = dst.view(((a0, a1), (b0, b1)))
+                emit(cur.nc_matmul, dst=out, stationary=st.view(((k0, k1),) + mid + ((a0, a1),)),
+                     moving=mv.view(((k0, k1),) + mid + ((b0, b1),)), accumulate=None if acc and _fresh(out) else acc,
+                     **attrs)
 
     return Tile(None, (), (), (m, n), pending=run)
+
+
+def _fresh(v: View) -> bool:
+    """Whether this PSUM tile was never written as itself: `psum[...] += matmul` into it then starts an
+    accumulation group, as the compiler emits it (accumulate=None: the first matmul of the group overwrites,
+    the next ones of the open group add). Published kernels sum into a fresh `nl.ndarray` PSUM tile so,
+    also one directly placed over the bytes of a previous iteration's tile. A tile written before (a memset,
+    a copy, an earlier group) is added onto."""
+    launch = instance().launch
+    if v.alloc.id in launch.direct:
+        return v.alloc.id not in launch.written
+    return v.poisoned() and bool(v.mask().all())
 
 
 def _clip(r, lim):
@@ -552,7 +570,7 @@ def loop_reduce(x, op, loop_indices, mask=None, dtype=None, **kwargs) -> Tile:
     reducers = instance().reducers
     idx = loop_indices if isinstance(loop_indices, (tuple, list)) else (loop_indices,)
     acc = reducers.get(key)
-    if acc is None or all(int(i) == 0 for i in idx):
+    if acc is None or builtins.all(int(i) == 0 for i in idx):
         acc = reducers[key] = copy(x, mask=mask, dtype=dtype)
         return acc
     return _binary_into(acc, getattr(op, "op_name", None) or getattr(op, "__name__", op), acc, x, mask)
@@ -566,6 +584,89 @@ def device_print(prefix, x, **kwargs):
 
 def all_reduce(x, op, program_axes, **kwargs):
     raise NotImplementedError("nl.all_reduce across SPMD programs is not supported in trnsim")
+
+
+# -- creation of constants and random tiles, rounding, logical not, gather, finfo (nki/api/nki/language/__init__.py
+# of SDK 2.26: rand, shared_constant, shared_identity_matrix, floor, ceil, trunc, logical_not, gather_flattened) ----
+def rand(shape, dtype=np.float32, **kwargs) -> Tile:
+    """Uniform values in [0, 1) from the core's seeded generator, in a new SBUF tile."""
+    out = new_tile(tuple(shape), numerics.dtype(dtype))
+    emit(_cur_nl.rand_into, dst=out.view())
+    return out
+
+
+def shared_constant(constant, dtype=None, **kwargs) -> Tile:
+    """A tensor in shared HBM holding `constant` (an array or a .npy path), as the compiler embeds it in the
+    binary; kernels load it like any HBM tensor."""
+    from trnsim.nki.legacy._tile import wrap
+    arr = np.load(constant) if isinstance(constant, str) else np.asarray(constant)
+    if dtype is not None:
+        arr = numerics.cast(arr, numerics.dtype(dtype))
+    return wrap(core().hbm_tensor(np.ascontiguousarray(arr), name="shared_constant", kind="shared_hbm"))
+
+
+def shared_identity_matrix(n, dtype=np.uint8, **kwargs) -> Tile:
+    """An n x n identity in shared HBM (the beta API's constant, loaded with nl.load)."""
+    return shared_constant(np.eye(int(n), dtype=np.float32), dtype=dtype)
+
+
+def _rounding(mode):
+    def fn(x, dtype=None, mask=None, **kwargs):
+        x = as_tile(x)
+        out = new_tile(x.shape, _dt(dtype, x.dtype))
+        each_box(out, mask, [x], lambda b: emit(_cur_nl.round_into, dst=out.view(b), x=x.view(b), mode=mode))
+        return out
+    fn.__name__ = mode
+    return fn
+
+
+floor, ceil, trunc = _rounding("floor"), _rounding("ceil"), _rounding("trunc")
+tan, gelu_apprx_sigmoid = _unary("tan"), _unary("gelu_apprx_sigmoid")
+
+
+def logical_not(x, dtype=bool_, mask=None, **kwargs) -> Tile:
+    x = as_tile(x)
+    out = new_tile(x.shape, _dt(dtype, x.dtype))
+    each_box(out, mask, [x], lambda b: emit(_cur_nl.logical_not_into, dst=out.view(b), x=x.view(b)))
+    return out
+
+
+logical_not.op_name = "logical_not"
+
+
+def gather_flattened(data, indices, mask=None, dtype=None, **kwargs) -> Tile:
+    """For each index, the element of its partition's flattened free dims (one GpSimd instruction)."""
+    d, i = as_tile(data), as_tile(indices)
+    out = new_tile(i.shape, _dt(dtype, d.dtype))
+    emit(_cur_nl.gather_into, dst=out.view(), data=d.view(), indices=i.view())
+    return out
+
+
+def var(x, axis, dtype=None, mask=None, **kwargs) -> Tile:
+    """Population variance along `axis`: the mean of squared deviations from the mean (FP32 inside)."""
+    x = as_tile(x)
+    d = subtract(x, mean(x, axis, dtype=float32, mask=mask, keepdims=True), dtype=float32, mask=mask)
+    return mean(multiply(d, d, mask=mask), axis, dtype=dtype or x.dtype, mask=mask)
+
+
+def all(x, axis, dtype=bool_, mask=None, **kwargs) -> Tile:  # noqa: A001
+    """1 where every element along `axis` is non-zero: the minimum of (x != 0)."""
+    return min(not_equal(x, 0.0, dtype=float32, mask=mask), axis, dtype=dtype, mask=mask)
+
+
+def rms_norm(x, w, axis, n, epsilon=1e-06, dtype=None, compute_dtype=None, mask=None, **kwargs) -> Tile:
+    """x / sqrt(sum(x^2 along axis) / n + epsilon) * w."""
+    x = as_tile(x)
+    ss = sum(multiply(x, x, dtype=float32, mask=mask), axis, dtype=float32, mask=mask, keepdims=True)
+    r = rsqrt(add(multiply(ss, 1.0 / n), float(epsilon)))
+    return multiply(multiply(x, r, dtype=float32, mask=mask), w, dtype=dtype or x.dtype, mask=mask)
+
+
+def finfo(dtype):
+    """Machine limits of a float dtype, bf16 and fp8 included (ml_dtypes.finfo)."""
+    import ml_dtypes
+    t = numerics.dtype(dtype)
+    return ml_dtypes.finfo(numerics.float32.np if t.name == "tfloat32" else t.np)
 
 
 def atomic_rmw(dst, value, op, *, mask=None, **kwargs):

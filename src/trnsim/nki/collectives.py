@@ -1,0 +1,237 @@
+"""`nki.collectives`: collectives a kernel calls across the ranks of its launch (nki/api/nki.collectives.rst).
+
+The ranks are the programs of the launch: the two cores of an LNC 2 launch (`kernel[2](...)`), one rank
+otherwise. Each collective lowers to the instructions a kernel could write itself: `sendrecv` moves a tile
+to the peer core and back (values really move between the cores), `dma_copy` places a rank's own part, and
+the reductions run on the Vector engine (`tensor_tensor`, through SBUF for HBM tensors). Both ranks combine
+the same two values in rank order, so every rank holds the same bits.
+"""
+from __future__ import annotations
+
+import dataclasses
+import enum
+
+from trnsim.core import Register
+from trnsim.core.errors import KernelError, ShapeError
+from trnsim.nki import isa as nisa
+from trnsim.nki._frontend import core, ndarray
+from trnsim.nki.language import NKIObject
+
+
+class rg_partition_op(enum.Enum):
+    """How `ReplicaGroup.from_partition_op` maps a rank to its rank-list id."""
+
+    bitwise_and = "bitwise_and"
+    div = "div"
+    mod = "mod"
+
+
+@dataclasses.dataclass
+class ReplicaGroup(NKIObject):
+    """The rank-lists a collective runs on, each independently: `ReplicaGroup([[0, 1]])`."""
+
+    groups: list = dataclasses.field(default_factory=list)
+
+    @staticmethod
+    def from_partition_op(world_size: int, op: rg_partition_op, operand: int) -> ReplicaGroup:
+        """Ranks 0..world_size-1 grouped by `op(rank, operand)` (v2.33 docs: ReplicaGroup.from_partition_op)."""
+        key = {rg_partition_op.bitwise_and: lambda r: r & operand, rg_partition_op.div: lambda r: r // operand,
+               rg_partition_op.mod: lambda r: r % operand}[rg_partition_op(op)]
+        lists: dict[int, list[int]] = {}
+        for r in range(int(world_size)):
+            lists.setdefault(key(r), []).append(r)
+        return ReplicaGroup([lists[k] for k in sorted(lists)])
+
+
+def rank_id(name=None) -> int:
+    """This rank's id: its program id in the launch."""
+    return core().program_id
+
+
+def _members(replica_group) -> list[int]:
+    """The rank-list holding this rank, checked against the launch's ranks."""
+    nc = core()
+    groups = replica_group.groups if isinstance(replica_group, ReplicaGroup) else replica_group
+    mine = [list(map(int, g)) for g in groups if nc.program_id in g]
+    if len(mine) != 1:
+        raise KernelError(f"replica group {groups}: rank {nc.program_id} must be in exactly one rank-list")
+    bad = [r for r in mine[0] if not 0 <= r < nc.num_programs]
+    if bad:
+        raise KernelError(f"replica group {groups}: ranks {bad} are not in this launch of {nc.num_programs} "
+                          f"rank(s) (kernel[2](...) launches 2)")
+    return mine[0]
+
+
+def _pairs(srcs, dsts, what):
+    srcs, dsts = list(srcs), list(dsts)
+    if len(srcs) != len(dsts):
+        raise ShapeError(f"{what}: {len(srcs)} srcs and {len(dsts)} dsts; they pair one to one")
+    if len({v.on_chip for v in srcs + dsts}) > 1:
+        raise KernelError(f"{what}: tensors are all in HBM or all in SBUF, not a mix")
+    if len(srcs) > 1 and srcs[0].on_chip:
+        raise KernelError(f"{what}: several tensors at once (coalesced) only in HBM")
+    return list(zip(srcs, dsts))
+
+
+def _exchange(send, recv, pipe=0):
+    """Send `send` to the peer rank and receive its tile into `recv` (on pipe `pipe`: one per channel)."""
+    peer = 1 - core().program_id
+    nisa.sendrecv(src=send, dst=recv, send_to_rank=peer, recv_from_rank=peer, pipe_id=pipe)
+
+
+def _scratch_like(v):
+    return ndarray(v.shape, v.dtype, "sbuf" if v.on_chip else "hbm")
+
+
+def _combine(dst, first, second, op):
+    """dst = first op second on the Vector engine; HBM operands pass through SBUF 128 rows at a time."""
+    if dst.on_chip:
+        nisa.tensor_tensor(dst, first, second, op)
+        return
+    rows = dst.shape[0] if dst.ndim > 1 else 1
+    flat = [v.reshape((rows, dst.size // rows)) for v in (dst, first, second)]
+    pmax = core().limit("pmax")
+    for lo in range(0, rows, pmax):
+        hi = min(rows, lo + pmax)
+        a, b = (ndarray((hi - lo, flat[0].shape[1]), dst.dtype, "sbuf") for _ in range(2))
+        nisa.dma_copy(a, flat[1][lo:hi])
+        nisa.dma_copy(b, flat[2][lo:hi])
+        nisa.tensor_tensor(a, a, b, op)
+        nisa.dma_copy(flat[0][lo:hi], a)
+
+
+def _chunks(v, n, dim):
+    size = v.shape[dim]
+    if size % n:
+        raise ShapeError(f"collective_dim {dim} of {list(v.shape)} ({size}) does not split into {n} ranks")
+    step = size // n
+    return [v.slice(dim, i * step, (i + 1) * step) for i in range(n)]
+
+
+def all_reduce(srcs, dsts, replica_group, op, priority=None, name=None):
+    """Every rank of the rank-list gets the reduction (nl.add, nl.minimum, nl.maximum) of all ranks' srcs."""
+    group = _members(replica_group)
+    for src, dst in _pairs(srcs, dsts, "all_reduce"):
+        if len(group) == 1:
+            nisa.dma_copy(dst, src)
+            continue
+        other = _scratch_like(src)
+        _exchange(src, other)
+        lo_first = core().program_id == group[0]
+        _combine(dst, src if lo_first else other, other if lo_first else src, op)
+
+
+def all_gather(srcs, dsts, replica_group, collective_dim, priority=None, name=None):
+    """Every rank gets all ranks' srcs concatenated along collective_dim, in rank-list order."""
+    group = _members(replica_group)
+    me = group.index(core().program_id)
+    for src, dst in _pairs(srcs, dsts, "all_gather"):
+        parts = _chunks(dst, len(group), collective_dim)
+        nisa.dma_copy(parts[me], src)
+        if len(group) == 2:
+            _exchange(src, parts[1 - me])
+
+
+def reduce_scatter(srcs, dsts, replica_group, collective_dim, op, priority=None, name=None):
+    """Rank i of the rank-list gets part i (along collective_dim) of the reduction of all ranks' srcs."""
+    group = _members(replica_group)
+    me = group.index(core().program_id)
+    for src, dst in _pairs(srcs, dsts, "reduce_scatter"):
+        parts = _chunks(src, len(group), collective_dim)
+        if len(group) == 1:
+            nisa.dma_copy(dst, parts[0])
+            continue
+        other = _scratch_like(dst)
+        _exchange(parts[1 - me], other)
+        _combine(dst, parts[me] if me == 0 else other, other if me == 0 else parts[me], op)
+
+
+def all_to_all(srcs, dsts, replica_group, collective_dim, priority=None, name=None):
+    """Part j of rank i's src goes to part i of rank j's dst (along collective_dim)."""
+    group = _members(replica_group)
+    me = group.index(core().program_id)
+    for src, dst in _pairs(srcs, dsts, "all_to_all"):
+        sp, dp = _chunks(src, len(group), collective_dim), _chunks(dst, len(group), collective_dim)
+        nisa.dma_copy(dp[me], sp[me])
+        if len(group) == 2:
+            _exchange(sp[1 - me], dp[1 - me])
+
+
+def collective_permute(srcs, dsts, source_target_pairs, priority=None, name=None):
+    """For each (source, target) pair, the source rank's src lands in the target rank's dst."""
+    nc = core()
+    me = nc.program_id
+    pairs = [(int(s), int(t)) for s, t in source_target_pairs]
+    for s, t in pairs:
+        if not (0 <= s < nc.num_programs and 0 <= t < nc.num_programs):
+            raise KernelError(f"collective_permute pair ({s}, {t}): ranks of this launch are 0..{nc.num_programs - 1}")
+    if len(srcs) != 1 or len(dsts) != 1:
+        raise KernelError(f"collective_permute takes exactly one src and one dst tensor; got {len(srcs)} and {len(dsts)}")
+    (src, dst), = _pairs(srcs, dsts, "collective_permute")
+    if (me, me) in pairs:
+        nisa.dma_copy(dst, src)
+    crossing = [(s, t) for s, t in pairs if s != t]
+    if crossing:
+        # Both ranks take part in the exchange; a rank that is not a target of the peer keeps its dst.
+        receives = (1 - me, me) in crossing
+        _exchange(src, dst if receives else _scratch_like(dst))
+
+
+def _ring_step(group, srcs_by_channel, dsts_by_channel, channel_ids, send_of):
+    """Each channel: this rank's tile goes to its ring successor, its predecessor's lands in dst. In a ring
+    of two the successor and the predecessor are the peer; in a ring of one, the rank itself."""
+    if len(srcs_by_channel) != len(dsts_by_channel) or len(channel_ids) != len(dsts_by_channel):
+        raise ShapeError(f"ring collective: {len(srcs_by_channel)} src channels, {len(dsts_by_channel)} dst "
+                         f"channels and channel_ids {list(channel_ids)} must match")
+    if list(channel_ids) != list(range(len(channel_ids))):
+        raise KernelError(f"ring collective: channel_ids {list(channel_ids)} must be consecutive from 0")
+    for ch, srcs, dsts in zip(channel_ids, srcs_by_channel, dsts_by_channel):
+        # srcs: one list of tensors per operand (one operand for a permute, two for a reduce)
+        if len(dsts) != 1 or any(len(x) != 1 for x in srcs):
+            raise KernelError("ring collective: each channel takes exactly one tensor per list")
+        send, dst = send_of([x[0] for x in srcs]), dsts[0]
+        if len(group) == 1:
+            nisa.dma_copy(dst, send)
+        else:
+            _exchange(send, dst, pipe=1 + int(ch))
+
+
+def collective_permute_implicit(srcs_by_channel, dsts_by_channel, replica_group, channel_ids=(0,), priority=None,
+                                name=None):
+    """Each rank sends its src to its successor in the rank-list's ring and receives its predecessor's."""
+    group = _members(replica_group)
+    _ring_step(group, [[c] for c in srcs_by_channel], dsts_by_channel, channel_ids, lambda ts: ts[0])
+
+
+def collective_permute_implicit_reduce(srcs0_by_channel, srcs1_by_channel, dsts_by_channel, replica_group, op,
+                                       channel_ids=(0,), priority=None, name=None):
+    """Each rank sends op(srcs0, srcs1) to its ring successor and receives its predecessor's into dst."""
+    group = _members(replica_group)
+
+    def reduced(ts):
+        a, b = ts
+        t = _scratch_like(a)
+        _combine(t, a, b, op)
+        return t
+    _ring_step(group, list(zip(srcs0_by_channel, srcs1_by_channel)), dsts_by_channel, channel_ids, reduced)
+
+
+def collective_permute_implicit_current_processing_rank_id(iteration_id, replica_group, channel_id=0, name=None):
+    """The rank whose data this rank holds at ring step `iteration_id`: its own at step 0, then its
+    predecessors' in ring order; a register, as on hardware."""
+    group = _members(replica_group)
+    me = group.index(core().program_id)
+    step = core().read_register(iteration_id, "a ring step")
+    return Register(group[(me - step) % len(group)], name="rank")
+
+
+def _unimplemented(fname):
+    def fn(*args, **kwargs):
+        raise KernelError(f"nki.collectives.{fname} (the variable-size collectives, sized by a metadata tensor) is "
+                          f"not emulated yet; every other collective of nki.collectives is")
+    fn.__name__ = fname
+    return fn
+
+
+all_gather_v = _unimplemented("all_gather_v")
+all_to_all_v = _unimplemented("all_to_all_v")
