@@ -210,7 +210,11 @@ def sweep(model, instances, nodes, by, micro_batches, checkpointing, top, worker
         cost = r["usd_per_million_tokens"]
         t.add_row(str(i), r["system"], str(r["nodes"]), short(r), str(r["micro_batch"]), r["checkpointing"],
                   f"{r['tokens_per_s']:,.0f}", f"{r['mfu']:.1%}", f"{r['memory_gib']:.1f}", f"{cost:.3f}" if cost else "-")
-    _console().print(t)
+    con = _console()
+    con.print(t)
+    if result.unranked:
+        con.print("rejected: " + ", ".join(f"{rule} {n}" for rule, n in result.rejections().items())
+                  + "  (--json or --csv for each layout's reason)")
 
 
 @plan.command()

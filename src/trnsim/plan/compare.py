@@ -44,7 +44,7 @@ def why_none(unranked: list[dict]) -> str:
     """What stopped every candidate: the rules broken, most frequent first (or the one reason)."""
     if len({r["reason"] for r in unranked}) == 1:
         return unranked[0]["reason"]
-    fields = Counter(r["reason"].split(":")[0].removeprefix("layout field ") for r in unranked)
+    fields = Counter(r["rule"] for r in unranked)
     return "no valid layout (" + ", ".join(f"{field} {n}x" for field, n in fields.most_common()) + ")"
 
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 import csv
 import dataclasses
 import os
+from collections import Counter
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass
 from typing import Callable, Iterable, Iterator
@@ -21,7 +22,7 @@ from trnsim.plan.step import DEFAULT, Plan
 
 RANKINGS = {"tokens": ("tokens_per_s", True), "cost": ("usd_per_million_tokens", False)}
 CSV_FIELDS = ("rank", "system", "nodes", "lnc", "tp", "pp", "vpp", "dp", "cp", "ep", "micro_batch", "checkpointing",
-              "step_s", "seqs_per_s", "tokens_per_s", "mfu", "memory_gib", "usd_per_million_tokens", "valid", "reason")
+              "step_s", "seqs_per_s", "tokens_per_s", "mfu", "memory_gib", "usd_per_million_tokens", "valid", "rule", "reason")
 
 
 @dataclass(frozen=True)
@@ -44,8 +45,8 @@ def row(task: Task) -> dict:
         cluster = Cluster(specs.system(task.system), task.nodes, task.lnc)
         p = DEFAULT.evaluate(task.model, cluster, task.layout, task.recipe)
     except TrnsimError as e:
-        return {**base, "lnc": task.lnc, "valid": False, "reason": str(e)}
-    return {**base, **summary(p), "valid": True, "reason": ""}
+        return {**base, "lnc": task.lnc, "valid": False, "reason": str(e), "rule": getattr(e, "field", type(e).__name__)}
+    return {**base, **summary(p), "valid": True, "reason": "", "rule": ""}
 
 
 def summary(p: Plan) -> dict:
@@ -139,9 +140,13 @@ class SweepResult:
     def best(self) -> dict | None:
         return self.ranked[0] if self.ranked else None
 
+    def rejections(self) -> dict[str, int]:
+        """How many candidates each rule stopped (a layout field, memory, price), most frequent first."""
+        return dict(Counter(r["rule"] for r in self.unranked).most_common())
+
     def to_dict(self) -> dict:
         return {"by": self.by, "evaluated": len(self.ranked) + len(self.unranked), "valid": len(self.ranked),
-                "ranked": self.ranked, "unranked": self.unranked}
+                "rejected": self.rejections(), "ranked": self.ranked, "unranked": self.unranked}
 
     def write_csv(self, path: str) -> None:
         with open(path, "w", newline="") as fh:
@@ -204,5 +209,5 @@ def sweep(model, systems: Iterable[str], nodes: Iterable[int], *, by: str = "tok
     unranked = [r for r in rows if not r["valid"] or r[key] is None]
     for r in unranked:
         if r["valid"]:
-            r["reason"] = f"no catalog price for {r['system']}"
+            r["reason"], r["rule"] = f"no catalog price for {r['system']}", "price"
     return SweepResult(valid, unranked, by)
