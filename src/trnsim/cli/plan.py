@@ -5,7 +5,7 @@ import json
 
 import click
 
-from trnsim.cli import cli
+from trnsim.cli import cli, output_file
 
 GiB = 2.0**30
 
@@ -179,6 +179,8 @@ def sweep(model, instances, nodes, by, micro_batches, checkpointing, top, worker
     from trnsim.plan import model as load_model
     from trnsim.plan import sweep as S
 
+    output_file("--csv", csv_path)
+    output_file("--chart", chart)
     m = load_model(model)
     todo = S.tasks(m, _words(instances), _ints(nodes), lnc=lnc, micro_batches=_ints(micro_batches),
                    checkpointing=_words(checkpointing), **{k: v for k, v in recipe.items() if v is not None})

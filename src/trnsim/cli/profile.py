@@ -8,7 +8,6 @@ becomes a Perfetto trace (open it at ui.perfetto.dev), a terminal summary and an
 from __future__ import annotations
 
 import json
-import runpy
 import sys
 import tempfile
 import time
@@ -16,9 +15,10 @@ from pathlib import Path
 
 import click
 
-from trnsim.cli import cli
+from trnsim.cli import cli, output_folder
+from trnsim.cli.run import run_user_file
 from trnsim.core.timing import BenchmarkResult, benchmark
-from trnsim.errors import ConfigError
+from trnsim.errors import ConfigError, TrnsimError, UserCodeError
 
 TARGETS = ("trn1", "trn2", "trn3")
 
@@ -67,7 +67,7 @@ def load_kernel(file: str, name: str | None):
     shim.install()
     sys.path.insert(0, str(Path(file).resolve().parent))
     try:
-        ns = runpy.run_path(file, run_name="__trnsim_profile__")
+        ns = run_user_file(file, "__trnsim_profile__")
     finally:
         sys.path.pop(0)
     kernels = {k: v for k, v in ns.items() if isinstance(v, Kernel)}
@@ -106,10 +106,19 @@ def profile(file, target, timing_only, name, out, as_json):
 
     from trnsim.report import print_summary
 
+    out = output_folder("--out", out)
     kernel, inputs = load_kernel(file, name)
-    given = inputs()
+    try:
+        given = inputs()
+    except Exception as e:
+        raise UserCodeError.from_exception(e, file) from None
     args, kwargs = ((), given) if isinstance(given, dict) else (tuple(given), {})
-    result, schedule, trace, page = run_profile(kernel, args, kwargs, target, timing_only, Path(out))
+    try:
+        result, schedule, trace, page = run_profile(kernel, args, kwargs, target, timing_only, out)
+    except (TrnsimError, KeyboardInterrupt):
+        raise
+    except Exception as e:  # the kernel's own body raised (a NameError, say)
+        raise UserCodeError.from_exception(e, file) from None
     if as_json:
         click.echo(json.dumps({**result.to_dict(), "trace": str(trace), "html": str(page)}, indent=2, default=str))
         return

@@ -27,6 +27,19 @@ def target_env(target: str | None):
             os.environ[key] = old
 
 
+def run_user_file(path: str, run_name: str) -> dict:
+    """runpy.run_path, with what the user's file raises (a syntax error, a NameError) as one UserCodeError;
+    trnsim's own errors and SystemExit pass through."""
+    from trnsim.errors import TrnsimError, UserCodeError
+
+    try:
+        return runpy.run_path(path, run_name=run_name)
+    except (TrnsimError, SystemExit, KeyboardInterrupt):
+        raise
+    except Exception as e:
+        raise UserCodeError.from_exception(e, path) from None
+
+
 def run_file(path: str, args=(), target: str | None = None, force: bool = False) -> list[dict]:
     """Run a script with the nki shim installed; returns what each kernel launch did."""
     from trnsim import shim
@@ -39,7 +52,7 @@ def run_file(path: str, args=(), target: str | None = None, force: bool = False)
     _frontend.LAUNCHES.clear()
     try:
         with target_env(target):
-            runpy.run_path(path, run_name="__main__")
+            run_user_file(path, "__main__")
     finally:
         sys.argv, sys.path[:] = old_argv, old_path
     return list(_frontend.LAUNCHES)

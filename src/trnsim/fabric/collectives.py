@@ -171,7 +171,8 @@ def _reduction(kind: str, arrays, op, cluster, ranks, algorithm, model, rounding
     t, alg, steps = T.collective_time(what, nbytes, g, g.cluster, algorithm, model)
     if n == 1:
         return xs[0].ravel()[None].copy(), xs, xs[0].size, (t, alg, steps)
-    sch = R.schedule(what, algorithm or R.choose(what, nbytes, g), g, nbytes)
+    alg, subs = (algorithm, None) if algorithm else T.pick(what, nbytes, g, model)
+    sch = R.schedule(what, alg, g, nbytes, subs)
     ch = sch.nchunks // n
     if kind == "ag":
         data, B = _blocks([np.concatenate([np.zeros(x.size * r, dt.np), x.ravel(), np.zeros(x.size * (n - 1 - r), dt.np)])

@@ -72,8 +72,18 @@ class LocalPool:
         if self.workers == 1 or len(chunks) == 1:
             yield from map(fn, chunks)
             return
-        with ProcessPoolExecutor(self.workers) as pool:
+        pool = ProcessPoolExecutor(self.workers, initializer=_ignore_interrupts)
+        try:
             yield from pool.map(fn, chunks)
+        finally:  # on Ctrl-C too: drop the chunks not started, let the running ones end quietly
+            pool.shutdown(wait=True, cancel_futures=True)
+
+
+def _ignore_interrupts() -> None:
+    """Workers leave Ctrl-C to the parent, which stops the sweep (one message, no worker tracebacks)."""
+    import signal
+
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
 
 
 class RayCluster:
