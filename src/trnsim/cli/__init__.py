@@ -1,6 +1,7 @@
 """The `trnsim` command line: one click group, one module per command."""
 from __future__ import annotations
 
+import math
 import os
 import sys
 
@@ -46,6 +47,31 @@ class _Group(click.Group):
 @click.version_option(package_name="trnsim")
 def cli():
     """trnsim: a software Trainium. Run NKI kernels, time them, simulate collectives, plan training."""
+
+
+def _finite(v):
+    """JSON without NaN or Infinity (which strict parsers refuse): non-finite floats become "nan", "inf", "-inf"."""
+    if isinstance(v, float) and not math.isfinite(v):
+        return "nan" if math.isnan(v) else ("inf" if v > 0 else "-inf")
+    if isinstance(v, dict):
+        return {k: _finite(x) for k, x in v.items()}
+    if isinstance(v, (list, tuple)):
+        return [_finite(x) for x in v]
+    return v
+
+
+def emit_json(obj, indent: int | None = 2) -> str:
+    """What every `--json` prints: strict JSON (RFC 8259), numpy scalars as numbers, non-finite floats as strings."""
+    import json
+
+    def plain(o):
+        if hasattr(o, "item"):  # numpy scalars
+            return o.item()
+        if hasattr(o, "tolist"):
+            return o.tolist()
+        return str(o)
+
+    return json.dumps(_finite(json.loads(json.dumps(obj, default=plain))), indent=indent, allow_nan=False)
 
 
 def output_file(option: str, path: str | None) -> str | None:
