@@ -59,8 +59,8 @@ def test_list_names():
     """--list names every instance, UltraServer, chip and NeuronCore."""
     r = _specs("--list", "--json")
     known = json.loads(r.output)
-    assert "trn2u.48xlarge" in known["instances"] and "Trn3 Gen2 UltraServer" in known["UltraServers"]
-    assert "H100 80GB" in known["chips"] and "NeuronCore-v3" in known["NeuronCores"]
+    assert "trn2u.48xlarge" in known["instances"] and "Trn3 Gen2 UltraServer" in known["ultraservers"]
+    assert "H100 80GB" in known["chips"] and "NeuronCore-v3" in known["neuroncores"]
 
 
 def test_unknown_name_exits_2_with_close_names():

@@ -1,11 +1,9 @@
 """`trnsim plan`: step time, MFU, memory and cost of a training layout; `plan sweep` ranks layouts."""
 from __future__ import annotations
 
-import json
-
 import click
 
-from trnsim.cli import cli, output_file
+from trnsim.cli import cli, emit_json, output_file
 
 GiB = 2.0**30
 
@@ -86,7 +84,7 @@ def one(model, instance, nodes, tp, pp, vpp, cp, ep, tokens, show_ops, as_json, 
     rec = P.Recipe.nxd(m, **recipe)
     p = _best(m, cluster, rec, tp, pp, vpp, cp, ep)
     if as_json:
-        click.echo(json.dumps(p.to_dict(tokens), indent=2))
+        click.echo(emit_json(p.to_dict(tokens)))
         return
     con = _console()
     con.print(_table(p, tokens, chosen=tp is None or pp is None))
@@ -198,7 +196,7 @@ def sweep(model, instances, nodes, by, micro_batches, checkpointing, top, worker
     if chart:
         result.chart(chart)
     if as_json:
-        click.echo(json.dumps(result.to_dict(), indent=2))
+        click.echo(emit_json(result.to_dict()))
         return
     from rich import box
     from rich.table import Table
@@ -238,11 +236,38 @@ def compare(model, entries, tokens, as_json, lnc, **recipe):
         pairs.append((name, int(n)))
     rows = run(load_model(model), pairs, tokens, lnc=lnc, **{k: v for k, v in recipe.items() if v is not None})
     if as_json:
-        click.echo(json.dumps(rows, indent=2))
+        click.echo(emit_json(rows))
         return
     from trnsim.plan.compare import markdown
 
     click.echo(markdown(rows))  # verbatim: docs/planning.md embeds this table
+
+
+@plan.command("models")
+@click.option("--json", "as_json", is_flag=True, help="Print JSON.")
+def models(as_json):
+    """List the model presets MODEL can name, with their shapes and where they were published."""
+    import dataclasses
+
+    from trnsim.plan import model as load_model
+    from trnsim.plan import presets
+
+    rows = [{**dataclasses.asdict(m), "params": m.params} for m in map(load_model, presets())]
+    if as_json:
+        click.echo(emit_json(rows))
+        return
+    from rich import box
+    from rich.table import Table
+
+    t = Table(title="model presets (or give a TOML/JSON/YAML model file; --json adds each one's source)",
+              title_justify="left", box=box.SIMPLE_HEAD)
+    for col in ("name", "params", "layers", "hidden", "heads", "kv", "ffn", "experts", "vocab", "seq"):
+        t.add_column(col, justify="left" if col == "name" else "right", no_wrap=True)
+    for r in rows:
+        experts = f"{r['experts']} (top {r['top_k']})" if r["experts"] > 1 else "-"
+        t.add_row(r["name"], f"{r['params'] / 1e9:,.1f}B", *(str(r[k]) for k in ("layers", "hidden", "heads", "kv_heads", "ffn")),
+                  experts, f"{r['vocab']:,}", f"{r['seq']:,}")
+    _console().print(t)
 
 
 def tour(console) -> None:

@@ -7,7 +7,6 @@ becomes a Perfetto trace (open it at ui.perfetto.dev), a terminal summary and an
 """
 from __future__ import annotations
 
-import json
 import sys
 import tempfile
 import time
@@ -15,7 +14,7 @@ from pathlib import Path
 
 import click
 
-from trnsim.cli import cli, output_folder
+from trnsim.cli import cli, emit_json, output_folder
 from trnsim.cli.run import run_user_file
 from trnsim.core.timing import BenchmarkResult, benchmark
 from trnsim.errors import ConfigError, TrnsimError, UserCodeError
@@ -120,7 +119,7 @@ def profile(file, target, timing_only, name, out, as_json):
     except Exception as e:  # the kernel's own body raised (a NameError, say)
         raise UserCodeError.from_exception(e, file) from None
     if as_json:
-        click.echo(json.dumps({**result.to_dict(), "trace": str(trace), "html": str(page)}, indent=2, default=str))
+        click.echo(emit_json({**result.to_dict(), "trace": str(trace), "html": str(page)}))
         return
     con = Console()
     print_summary(schedule, con)

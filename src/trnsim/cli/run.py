@@ -2,14 +2,13 @@
 from __future__ import annotations
 
 import contextlib
-import json
 import os
 import runpy
 import sys
 
 import click
 
-from trnsim.cli import cli
+from trnsim.cli import cli, emit_json
 
 
 @contextlib.contextmanager
@@ -67,9 +66,11 @@ def run_file(path: str, args=(), target: str | None = None, force: bool = False)
 @click.option("--json", "as_json", is_flag=True, help="Print a JSON summary of the kernel launches.")
 def run(file, args, target, force_shim, as_json):
     """Run FILE.py, whose `import nki` resolves to the emulator."""
-    launches = run_file(file, args, target, force_shim)
+    # with --json, stdout carries only the JSON: the script's own prints go to stderr
+    with contextlib.redirect_stdout(sys.stderr) if as_json else contextlib.nullcontext():
+        launches = run_file(file, args, target, force_shim)
     if as_json:
-        click.echo(json.dumps({"file": file, "launches": launches}))
+        click.echo(emit_json({"file": file, "launches": launches}, indent=None))  # one line
     else:
         for l in launches:
             click.echo(f"trnsim: {l['kernel']} on {l['target']} (LNC {l['lnc']}): {l['instructions']} instructions",

@@ -7,7 +7,6 @@ dtype and rating, HBM, bandwidth, cores), the topology, the price, where sources
 from __future__ import annotations
 
 import dataclasses
-import json
 from collections.abc import Mapping
 
 import click
@@ -17,7 +16,7 @@ from rich.table import Table
 from rich.text import Text
 
 import trnsim.specs as specs
-from trnsim.cli import cli
+from trnsim.cli import cli, emit_json
 from trnsim.errors import UnknownNameError
 from trnsim.specs import catalog
 from trnsim.specs.records import FLOPS_DTYPES, ChipSpec, NeuronCoreSpec, SystemSpec
@@ -32,9 +31,9 @@ def names() -> dict[str, list[str]]:
     systems = catalog.systems().values()
     return {
         "instances": [s.name for s in systems if s.kind == "instance"],
-        "UltraServers": [s.name for s in systems if s.kind == "ultraserver"],
+        "ultraservers": [s.name for s in systems if s.kind == "ultraserver"],
         "chips": [c.name for c in catalog.chips().values()],
-        "NeuronCores": [c.name for c in catalog.neuroncores().values()],
+        "neuroncores": [c.name for c in catalog.neuroncores().values()],
     }
 
 
@@ -210,13 +209,13 @@ def specs_command(name, as_json, with_sources, list_names):
     if list_names or not name:
         known = names()
         if as_json:
-            click.echo(json.dumps(known, indent=2))
+            click.echo(emit_json(known))
         else:
             for kind, ns in known.items():
                 click.echo(f"{kind}: {', '.join(ns)}")
         return
     rec = lookup(name)
     if as_json:
-        click.echo(json.dumps(as_dict(rec), indent=2))
+        click.echo(emit_json(as_dict(rec)))
         return
     Console().print(sheet(rec, with_sources))
