@@ -69,6 +69,7 @@ def run(file, args, target, force_shim, as_json):
     # with --json, stdout carries only the JSON: the script's own prints go to stderr
     with contextlib.redirect_stdout(sys.stderr) if as_json else contextlib.nullcontext():
         launches = run_file(file, args, target, force_shim)
+    sys.stderr.flush()  # the script's lines come out before the JSON
     if as_json:
         click.echo(emit_json({"file": file, "launches": launches}, indent=None))  # one line
     else:
