@@ -40,6 +40,10 @@ class _Group(click.Group):
             sys.exit(1)
         except OSError as e:  # a file that cannot be read or written
             fail(f"{e.strerror or e}: {e.filename}" if e.filename else str(e), 1)
+        except Exception as e:  # a fault in trnsim itself: one line, the traceback on request
+            if os.environ.get("TRNSIM_TRACEBACK"):
+                raise
+            fail(f"internal error {type(e).__name__}: {e} (TRNSIM_TRACEBACK=1 shows where)", 1)
         sys.exit(rv if isinstance(rv, int) else 0)
 
 

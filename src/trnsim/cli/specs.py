@@ -81,7 +81,7 @@ def _value(field: str, v) -> str:
         return " x ".join(map(str, v)) if v else "-"
     if field.startswith("efa") and isinstance(v, float):
         return f"{v * 8 / 1e9:,g} Gbps" if v else "-"  # networks are quoted in bits per second
-    if field.startswith("price"):
+    if field.startswith("price_usd"):
         return f"${v:,.2f}{'/h' if field.endswith('hour') else ''}" if v else "-"
     if isinstance(v, (int, float)) and dim:
         return human(v, dim) if v else "-"
@@ -136,7 +136,9 @@ def _totals(rec: SystemSpec | ChipSpec) -> Table:
     rows = [("chips", f"{rec.chips} x {chip.vendor} {chip.name}"), ("NeuronCores", cores if chip.is_neuron else "-"),
             ("HBM", human(rec.hbm_bytes, "bytes")), ("HBM bandwidth", human(rec.hbm_bandwidth, "bytes/s"))]
     if isinstance(rec, SystemSpec):
-        rows += [("topology", topology_summary(rec)), ("price", _value("price_usd_per_hour", rec.price_usd_per_hour))]
+        price = _value("price_usd_per_hour", rec.price_usd_per_hour)
+        rows += [("topology", topology_summary(rec)),
+                 ("price", price + (f" ({rec.price_status})" if rec.price_usd_per_hour else ""))]
     for row in rows:
         t.add_row(*row)
     return t
