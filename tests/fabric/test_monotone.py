@@ -24,3 +24,18 @@ def test_the_issue_case_32_mib_is_not_slower_than_64_mib():
     """Trn2 all-reduce: 32 MiB no longer picks an RDH that is slower than 64 MiB's KangaRing."""
     c = tf.cluster("trn2.48xlarge")
     assert tf.collective_time("all_reduce", 32 * 2**20, None, c)[0] < tf.collective_time("all_reduce", 64 * 2**20, None, c)[0]
+
+
+def test_broadcast_of_a_large_message_is_scatter_then_all_gather():
+    """64 MiB from one rank to 64: not the root writing 63 copies, but a scatter and a ring all-gather,
+    so it costs about one all-gather plus the root's scatter, and its values are the root's array."""
+    import numpy as np
+
+    c = tf.cluster("trn2.48xlarge")
+    t, alg, _ = tf.collective_time("broadcast", 64 * 2**20, None, c)
+    ag = tf.collective_time("all_gather", 64 * 2**20, None, c)[0]
+    direct = tf.collective_time("broadcast", 64 * 2**20, None, c, "direct")[0]
+    assert alg == "scatter+ring" and ag < t < 2.5 * ag and t < direct / 3
+    xs = [np.full(1000, r, np.float32) for r in range(8)]
+    res = tf.broadcast(xs, 3, cluster=c)
+    assert all((o == 3).all() for o in res.outputs) and res.time_ns > 0

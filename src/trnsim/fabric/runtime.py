@@ -134,6 +134,8 @@ def candidates(op: str, nbytes: float, g: Group) -> list[tuple[str, tuple[str, s
         return [("direct", None)]
     if op in ("all_to_all", "all_to_allv"):
         return [("mesh", None)]
+    if op == "broadcast":  # the root's direct writes, or scatter then ring all-gather for large messages
+        return [("direct", None), ("ring", None)] if g.n > 2 else [("direct", None)]
     if op not in _KIND:
         return [("direct", None)]
     k, th = g.cluster.constants, fabric_specs.constants().thresholds
@@ -201,6 +203,8 @@ def schedule(op: str, algorithm: str, g: Group, nbytes: float = 0.0, subs: tuple
     """The schedule of `op` with `algorithm` on group `g` (hierarchical's row and column algorithms
     `subs`, else the runtime's first candidates for `nbytes`)."""
     n, c = g.n, g.cluster
+    if op == "broadcast" and algorithm == "ring":
+        return _scatter_all_gather(g)
     if op not in _KIND:
         return _pointwise(op, algorithm, g)
     kind = _KIND[op]
@@ -251,6 +255,18 @@ def two_level_shape(op: str, algorithm: str, g: Group, nbytes: float,
         row, col = _intra(op, nbytes, Group(c, g.ranks[:X]))[0], _inter(op, nbytes / X, Y)[0]
         subs = "mesh" if row == "oneshot" else row, col
     return Y, X, *subs
+
+
+def _scatter_all_gather(g: Group) -> A.Schedule:
+    """Broadcast from position 0 as large-message runtimes run it: the root scatters block x to
+    position x, then a ring all-gather gives every rank every block ((n-1)/n of the message each way)."""
+    n, ch = g.n, 2
+    orders = _ring_orders(g, np.arange(n)[None, :], ch, rotate=g.nodes > 1)
+    ag = A.two_level("ag", 1, n, ch, "ring", "ring", orders, _natural(ch, n, 1), "ring")
+    dst = np.tile(np.arange(1, n), ch)
+    starts = np.repeat(np.arange(ch), n - 1) * n + dst  # block x's part on channel c has id c*n + x
+    scatter = A.Phase("scatter", np.zeros(len(dst), dtype=np.int64), dst, 1, False, 1, lambda s: starts, uniform=False)
+    return A.Schedule("scatter+ring", ag.nchunks, ag.layout, (scatter,) + ag.phases)
 
 
 def _pointwise(op: str, algorithm: str, g: Group) -> A.Schedule:
