@@ -85,7 +85,7 @@ def test_unknown_instance_names_close_ones():
 
 
 @pytest.mark.parametrize("name, marks", [
-    ("trn1.32xlarge", ["[15]", "wrap-around", "NeuronLink-v2: 384 GiB/s per chip, 96 GiB/s per link"]),
+    ("trn1.32xlarge", ["[15]", "wrap-around", "NeuronLink-v2: 412.3 GB/s (384 GiB/s) per chip, 103.1 GB/s (96 GiB/s) per link"]),
     ("Trn2 UltraServer", ["instance 3", "[63]", "Z ring", "128 GB/s per link"]),
     ("Trn3 Gen1 UltraServer", ["switch1", "server 3", "[63]"]),
     ("Trn3 Gen2 UltraServer", ["l2-switch0", "s35", "140-143"]),

@@ -124,3 +124,12 @@ def test_sources_cite_public_documents_only():
             for tag, text in tomllib.loads(f.read_text()).get("sources", {}).items():
                 assert "seeds/" not in text and "reference/calibration" not in text, (f.name, tag)
                 assert not text.startswith("reference/") and ".md " not in text, (f.name, tag, text)
+
+
+def test_human_units_are_consistent():
+    """Sizes in binary units, rates in decimal GB/s (never TB/s), a whole number of GiB/s also shown as such."""
+    from trnsim.specs.units import human
+
+    assert human(96 * 2**30, "bytes") == "96 GiB" and human(24 * 2**20, "bytes") == "24 MiB"
+    assert human(2.9e12, "bytes/s") == "2,900 GB/s" and human(820 * 2**30, "bytes/s") == "880.5 GB/s (820 GiB/s)"
+    assert human(5e8, "bytes/s") == "500 MB/s"
