@@ -253,7 +253,8 @@ def _print_table(out: dict, nodes: int, show_algorithm: bool, check: str | None)
     if check:
         bad = [r for r in out["rows"] if r["check"] == "FAIL"]
         partial = [r for r in out["rows"] if r["checked_elems"] < r["count"]]
-        note = f"; rows over {CHECK_ELEMS:,} elements checked on a prefix" if partial else ""
+        per = min(r["checked_elems"] for r in partial) if partial else 0
+        note = f"; larger rows checked on their first {per:,} elements per rank" if partial else ""
         click.echo(f"Check ({check}, op {out['op']}): " + (f"{len(bad)} size(s) FAILED" if bad else "all passed") + note)
     click.echo(f"Avg bus bandwidth:\t{out['avg_busbw']:.4f} GB/s (GB = 2^30 bytes, as nccom-test prints)")
 
