@@ -55,6 +55,12 @@ CASES = [
     (["plan", "compare", "llama3-8b", "--price", "trn1.32xlarge=abc"], "--price: expected SYSTEM=USD"),
     (["plan", "compare", "{d}/model.toml"], "model.toml"),
     (["demo", "--only", "nosuch"], "--only: no section title contains 'nosuch'"),
+    (["run", "{d}/name.py", "--target", "trn9"], "Invalid value for '--target': 'trn9' is not one of"),
+    (["run", "{d}/missing.py"], "Invalid value for 'FILE': File '{d}/missing.py' does not exist"),
+    (["profile", "{d}/name.py", "--kernel", "nosuch", "--out", "{d}/p"], "no kernel named 'nosuch'; kernels: k"),
+    (["ls", "--lnc", "3"], "Invalid value for '--lnc': 3 is not in the range 1<=x<=2"),
+    (["collective", "nosuch"], "unknown collective operation 'nosuch'"),
+    (["collective", "allr", "--report-to-json-file", "/nonexistent/r.json"], "--report-to-json-file: cannot write"),
 ]
 
 
