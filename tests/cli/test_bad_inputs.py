@@ -98,3 +98,22 @@ def test_sweep_workers_ignore_ctrl_c():
         assert signal.getsignal(signal.SIGINT) is signal.SIG_IGN
     finally:
         signal.signal(signal.SIGINT, old)
+
+
+def test_ctrl_c_to_a_sweep_with_workers_prints_no_traceback():
+    """SIGINT to the whole process group (what a terminal's Ctrl-C sends) while two workers run:
+    exit 130 and one line, nothing from the workers."""
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    p = subprocess.Popen([sys.executable, "-m", "trnsim", "plan", "sweep", "llama3-70b", "--instances", "trn1.32xlarge",
+                          "--nodes", "8,16", "--workers", "2", "--dtype", "fp32", "--no-progress"],
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
+    time.sleep(4)
+    os.killpg(p.pid, signal.SIGINT)
+    out, err = p.communicate(timeout=120)
+    assert p.returncode == 130 and "Traceback" not in out + err and "Error" not in err
+    assert [ln for ln in err.splitlines() if ln.strip()] == ["trnsim: error: interrupted"]

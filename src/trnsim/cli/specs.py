@@ -213,8 +213,10 @@ def specs_command(name, as_json, with_sources, list_names):
         if as_json:
             click.echo(emit_json(known))
         else:
+            labels = {"instances": "instances", "ultraservers": "UltraServers", "chips": "chips",
+                      "neuroncores": "NeuronCores"}
             for kind, ns in known.items():
-                click.echo(f"{kind}: {', '.join(ns)}")
+                click.echo(f"{labels[kind]}: {', '.join(ns)}")
         return
     rec = lookup(name)
     if as_json:

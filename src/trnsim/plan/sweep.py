@@ -8,9 +8,9 @@ from __future__ import annotations
 
 import csv
 import dataclasses
+import multiprocessing
 import os
 from collections import Counter
-from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass
 from typing import Callable, Iterable, Iterator
 
@@ -73,11 +73,10 @@ class LocalPool:
         if self.workers == 1 or len(chunks) == 1:
             yield from map(fn, chunks)
             return
-        pool = ProcessPoolExecutor(self.workers, initializer=_ignore_interrupts)
-        try:
-            yield from pool.map(fn, chunks)
-        finally:  # on Ctrl-C too: drop the chunks not started, let the running ones end quietly
-            pool.shutdown(wait=True, cancel_futures=True)
+        # leaving the block terminates the workers: on Ctrl-C the sweep stops at once, not after the
+        # chunks already running (a chunk of fp32 layouts can simulate for minutes)
+        with multiprocessing.Pool(self.workers, initializer=_ignore_interrupts) as pool:
+            yield from pool.imap(fn, chunks)
 
 
 def _ignore_interrupts() -> None:
