@@ -195,9 +195,9 @@ def check_values(op: str, count: int, n: int, dt, c, group, algorithm, model, mo
 @click.option("-c", "--check", type=click.Choice(["random", "all_ones"]), is_flag=False, flag_value="random",
               default=None, help="Move real values and compare every rank's output with numpy [random].")
 @click.option("--seed", type=int, default=0, help="Seed of --check random.")
-@click.option("-n", "--iters", type=int, default=20, help="Measured operations per size.")
+@click.option("-n", "--iters", type=int, default=20, help="Measured operations per size (each takes the same simulated time).")
 @click.option("-w", "--warmup_iters", "--warmup-iters", "warmups", type=int, default=5, help="Warm-up operations per size.")
-@click.option("-t", "--stats", default="avg", help="Time statistic: avg or a percentile such as p50.")
+@click.option("-t", "--stats", default="avg", help="Time statistic: avg or a percentile such as p50 (equal here: the clock is deterministic).")
 @click.option("-s", "--hosts", multiple=True, help="Hosts (one per node; comma-separated or repeated).")
 @click.option("--algorithm", default=None, help="Force ring, torus, mesh, rdh, kangaring, hierarchical, oneshot.")
 @click.option("--model", type=click.Choice(["alpha-beta", "flow"]), default="alpha-beta")
