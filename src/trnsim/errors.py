@@ -9,8 +9,11 @@ from __future__ import annotations
 import difflib
 import os
 import sys
+import sysconfig
 
 _PACKAGE_DIR = os.path.dirname(os.path.abspath(__file__))
+# Python's own library and installed packages (click, pytest, ...) are not the user's code either
+_LIBRARY_DIRS = tuple({os.path.abspath(sysconfig.get_paths()[k]) + os.sep for k in ("stdlib", "purelib", "platlib", "scripts")})
 
 
 class TrnsimError(Exception):
@@ -40,13 +43,50 @@ class ConfigError(TrnsimError, ValueError):
     exit_code = 2
 
 
+class OptionError(ConfigError):
+    """A command-line option whose value cannot be used; the message starts with the option's name."""
+
+    def __init__(self, option: str, problem: str):
+        self.option = option
+        super().__init__(f"{option}: {problem}")
+
+
+class UserCodeError(TrnsimError):
+    """The user's script raised (or failed to compile): its exception, message and file:line, no traceback."""
+
+    def __init__(self, exc: BaseException, location: str | None, raised: str | None = None):
+        self.exc = exc
+        text = f"{type(exc).__name__}: {exc.msg if isinstance(exc, SyntaxError) else exc}"
+        text += f" at {location}" if location else ""
+        super().__init__(text + (f" (raised in {raised})" if raised and raised != location else ""))
+
+    @classmethod
+    def from_exception(cls, exc: BaseException, path: str) -> "UserCodeError":
+        """Locate `exc` in the user's file `path` (a syntax error's own line, else the innermost frame there)."""
+        if isinstance(exc, SyntaxError) and exc.filename:
+            return cls(exc, f"{exc.filename}:{exc.lineno}")
+        target, loc, raised, tb = os.path.abspath(path), None, None, exc.__traceback__
+        while tb is not None:
+            name = tb.tb_frame.f_code.co_filename
+            raised = f"{name}:{tb.tb_lineno}"
+            if os.path.abspath(name) == target or not _is_library(name):
+                loc = raised
+            tb = tb.tb_next
+        return cls(exc, loc, raised)
+
+
+def _is_library(path: str) -> bool:
+    """Whether `path` belongs to trnsim, Python's library or an installed package rather than the user."""
+    return path.startswith("<") or os.path.abspath(path).startswith((_PACKAGE_DIR,) + _LIBRARY_DIRS)
+
+
 def user_location(skip_dirs: tuple[str, ...] = ()) -> str | None:
     """`path:line` of the innermost stack frame outside trnsim (the user's kernel or script)."""
     frame = sys._getframe(1)
-    inside = (_PACKAGE_DIR,) + tuple(os.path.abspath(d) for d in skip_dirs)
+    inside = tuple(os.path.abspath(d) for d in skip_dirs)
     while frame is not None:
         path = os.path.abspath(frame.f_code.co_filename)
-        if not path.startswith(inside) and not path.startswith("<frozen"):
+        if not _is_library(path) and not path.startswith(inside):
             return f"{frame.f_code.co_filename}:{frame.f_lineno}"
         frame = frame.f_back
     return None

@@ -1,5 +1,6 @@
 """`trnsim ls`: neuron-ls's devices, cores, memory and torus neighbours for catalog systems."""
 import json
+import re
 
 import pytest
 from click.testing import CliRunner
@@ -52,11 +53,11 @@ def test_trn2_logical_cores(lnc, per):
 
 
 def test_trn2_table_shows_header_and_default_lnc_2():
-    """The default table: instance type, logical-neuroncore-config 2, 16 rows of 4 cores and 96 GB."""
+    """The default table: instance type, logical-neuroncore-config 2, 16 rows of 4 cores and 96 GiB."""
     r = _ls()
     assert r.exit_code == 0
     assert "instance-type: trn2.48xlarge" in r.output and "logical-neuroncore-config: 2" in r.output
-    rows = [ln for ln in r.output.splitlines() if "96 GB" in ln]
+    rows = [ln for ln in r.output.splitlines() if "96 GiB" in ln]
     assert len(rows) == 16 and all(ln.split("│")[2].strip() == "4" for ln in rows)
     assert rows[15].split("│")[3].strip() == "60-63"
 
@@ -84,15 +85,14 @@ def test_unknown_instance_names_close_ones():
 
 
 @pytest.mark.parametrize("name, marks", [
-    ("trn1.32xlarge", ["[15]", "wrap-around", "NeuronLink-v2: 384 GiB/s per chip, 96 GiB/s per link"]),
+    ("trn1.32xlarge", ["[15]", "wrap-around", "NeuronLink-v2: 412.3 GB/s (384 GiB/s) per chip, 103.1 GB/s (96 GiB/s) per link"]),
     ("Trn2 UltraServer", ["instance 3", "[63]", "Z ring", "128 GB/s per link"]),
     ("Trn3 Gen1 UltraServer", ["switch1", "server 3", "[63]"]),
     ("Trn3 Gen2 UltraServer", ["l2-switch0", "s35", "140-143"]),
-    ("p5.48xlarge", ["NVSwitch", "[GPU7]", "900 GB/s per GPU"]),
     ("trn1.2xlarge", ["no chip-to-chip links"]),
 ])
 def test_topology_pictures(name, marks):
-    """--topology draws each kind of system: torus, 4x4x4 planes with the Z ring, switches, NVSwitch, one chip."""
+    """--topology draws each kind of system: torus, 4x4x4 planes with the Z ring, switches, one chip."""
     r = _ls("--instance", name, "--topology")
     assert r.exit_code == 0, r.output
     for m in marks:
@@ -107,3 +107,23 @@ def test_tour_is_short():
     tour(con)
     text = con.export_text()
     assert len(text.strip().splitlines()) <= 15 and "362,448 TFLOPS" in text
+
+
+def test_neuron_ls_columns_and_keys():
+    """-j gives neuron-ls's keys (instance type, BDF, CPU affinity, NUMA node, processes); the table shows them:
+    two NUMA nodes per server, each with a quarter of the vCPUs and their hyperthread siblings."""
+    devs = json.loads(_ls("--instance", "trn2.48xlarge", "-j").output)
+    assert {d["instance_type"] for d in devs} == {"trn2.48xlarge"} and all(d["neuron_processes"] == [] for d in devs)
+    assert len({d["bdf"] for d in devs}) == 16 and all(re.fullmatch(r"0000:[0-9a-f]{2}:00\.0", d["bdf"]) for d in devs)
+    assert [d["numa_node"] for d in devs] == ["0"] * 8 + ["1"] * 8
+    assert devs[0]["cpu_affinity"] == "0-47,96-143" and devs[15]["cpu_affinity"] == "48-95,144-191"
+    out = _ls("--instance", "trn2.48xlarge").output
+    assert "BDF" in out and "AFFINITY" in out and "NUMA" in out and devs[3]["bdf"] in out
+
+
+def test_gpu_instances_are_refused():
+    """ls lists Neuron devices: a GPU instance gets one line saying it has GPUs and no Neuron devices."""
+    for args in ((), ("-j",), ("--topology",)):
+        r = _ls("--instance", "p5.48xlarge", *args)
+        assert r.exit_code == 2 and "8 NVIDIA H100 80GB GPUs and no Neuron devices" in r.output
+        assert len(r.output.strip().splitlines()) == 1 and "NEURON" not in r.output

@@ -21,7 +21,7 @@ def test_json_has_base_units_totals_and_sources():
     assert abs(d["derived"]["peak_flops"]["current"]["fp8"] / 1e15 - 20.8) <= 0.05
     assert d["derived"]["hbm_bytes"] == 1536 * GiB and d["derived"]["cores"] == 128
     assert d["host_memory_bytes"] == 2048 * GiB and d["efa_bandwidth"] == 3200e9 / 8
-    assert "seeds/001" in d["sources"]["vcpus"] and d["chip"]["sources"]["hbm_bandwidth"]
+    assert "trn2-arch.rst" in d["sources"]["vcpus"] and d["chip"]["sources"]["hbm_bandwidth"]
 
 
 def test_sheet_shows_totals_ratings_and_disagreements():
@@ -37,7 +37,7 @@ def test_sheet_shows_totals_ratings_and_disagreements():
 def test_sources_flag_names_the_seed():
     """--sources prints where figures were published."""
     r = _specs("Trn3 Gen2 UltraServer", "--sources")
-    assert r.exit_code == 0 and "seeds/004" in r.output and "362,448" in r.output
+    assert r.exit_code == 0 and "trn3-arch.rst" in r.output and "seeds/" not in r.output and "reference/" not in r.output and "362,448" in r.output
 
 
 def test_gpu_sheet_has_the_aws_mfu_rating():
@@ -59,8 +59,8 @@ def test_list_names():
     """--list names every instance, UltraServer, chip and NeuronCore."""
     r = _specs("--list", "--json")
     known = json.loads(r.output)
-    assert "trn2u.48xlarge" in known["instances"] and "Trn3 Gen2 UltraServer" in known["UltraServers"]
-    assert "H100 80GB" in known["chips"] and "NeuronCore-v3" in known["NeuronCores"]
+    assert "trn2u.48xlarge" in known["instances"] and "Trn3 Gen2 UltraServer" in known["ultraservers"]
+    assert "H100 80GB" in known["chips"] and "NeuronCore-v3" in known["neuroncores"]
 
 
 def test_unknown_name_exits_2_with_close_names():

@@ -100,8 +100,8 @@ def test_ls_lists_the_process_on_its_device(sim, monkeypatch):
     monkeypatch.setenv("TRNSIM_RUNTIME_DIR", str(rundir))
     r = CliRunner().invoke(cli, ["ls", "--instance", "trn2.48xlarge", "--json"])
     devices = json.loads(r.output)
-    assert [p["pid"] for p in devices[0]["processes"]] == [proc.pid]
-    assert all(d["processes"] == [] for d in devices[1:])
+    assert [p["pid"] for p in devices[0]["neuron_processes"]] == [proc.pid]
+    assert all(d["neuron_processes"] == [] for d in devices[1:])
     assert str(proc.pid) in CliRunner().invoke(cli, ["ls", "--instance", "trn2.48xlarge"]).output
 
 

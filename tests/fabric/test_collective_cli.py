@@ -21,7 +21,7 @@ def test_table_has_nccom_test_columns_and_footer():
     assert lines[1].split() == ["size(B)", "count(elems)", "type", "time(us)", "algbw(GB/s)", "busbw(GB/s)", "algorithm"]
     rows = [ln.split() for ln in lines[2:-1]]
     assert [int(x[0]) for x in rows] == [8 * 8**i for i in range(10)]
-    assert all(int(x[1]) == int(x[0]) // 4 and x[2] == "float32" for x in rows)
+    assert all(int(x[1]) == int(x[0]) // 4 and x[2] == "fp32" for x in rows)
     assert rows[-1][-1] == "ring" and rows[0][-1].startswith("hier")
     assert lines[-1].startswith("Avg bus bandwidth:")
 
@@ -56,9 +56,9 @@ def test_sizes_read_like_nccom_test():
 
 def test_errors_are_one_line():
     """Too many ranks, an unknown operation and an unknown dtype print one line and exit non-zero."""
-    for args, text in ((["allr", "-r", "33"], "33 ranks do not fit trn1.32xlarge"),
+    for args, text in ((["allr", "-r", "33"], "-r/--nworkers: 33 workers over 1 x trn1.32xlarge is 33 per node; each holds 32"),
                        (["allreduce"], "unknown collective operation 'allreduce'"),
-                       (["allr", "-d", "fp64"], "unknown dtype 'fp64'")):
+                       (["allr", "-d", "fp64"], "-d/--datatype: unknown dtype 'fp64'")):
         r = _run(*args)
         assert r.exit_code == 2 and text in r.output and "Traceback" not in r.output, r.output
 
@@ -75,3 +75,57 @@ def test_tour_prints_a_short_real_slice():
     tour(Console(file=buf, width=100))
     text = buf.getvalue()
     assert "kangaring" in text and "bf16" in text and len(text.splitlines()) <= 15
+
+
+def test_check_compares_every_op_with_numpy():
+    """-c moves random values through each operation and every rank's output matches numpy's golden result."""
+    for op in ("allr", "allg", "redsct", "alltoall", "alltoallv", "permute", "sendrecv", "broadcast"):
+        for dtype, reduce in (("fp32", "sum"), ("bf16", "max"), ("int32", "sum"), ("fp16", "prod")):
+            r = _run(op, "--instance", "trn2.48xlarge", "-r", "8", "-b", "4K", "-e", "64K", "-f", "16", "-d", dtype,
+                     "-o", reduce, "-c", "--json")
+            assert r.exit_code == 0, (op, dtype, r.output)
+            rows = json.loads(r.output)["rows"]
+            assert [x["check"] for x in rows] == ["ok", "ok"] and rows[1]["checked_elems"] == rows[1]["count"]
+
+
+def test_check_fails_when_a_value_is_wrong(monkeypatch):
+    """A corrupted all-reduce output is caught: the row says FAIL and the command exits 1, as nccom-test fails."""
+    import trnsim.fabric as tf
+
+    real = tf.all_reduce
+
+    def corrupt(*a, **k):
+        res = real(*a, **k)
+        res.outputs[3][5] += 1
+        return res
+
+    monkeypatch.setattr(tf, "all_reduce", corrupt)
+    r = _run("allr", "-r", "8", "-b", "1K", "-e", "1K", "-d", "fp32", "-c", "all_ones")
+    assert r.exit_code == 1 and "FAIL" in r.output and "1 size(s) FAILED" in r.output
+
+
+def test_options_nccom_test_has():
+    """-i steps sizes linearly, -N spreads -r over nodes, -s sets the node count, the report file holds the JSON,
+    and types print under nccom-test's names."""
+    import tempfile
+
+    with tempfile.TemporaryDirectory() as d:
+        path = f"{d}/r.json"
+        r = _run("allr", "-r", "64", "-s", "h1,h2", "-b", "8", "-e", "16", "-i", "4", "-d", "bf16",
+                 "--report-to-json-file", path, "-n", "3", "-w", "0")
+        assert r.exit_code == 0, r.output
+        rep = json.load(open(path))
+    assert [x["size"] for x in rep["rows"]] == [8, 12, 16] and {x["type"] for x in rep["rows"]} == {"bf16"}
+    assert (rep["nodes"], rep["ranks"], rep["iters"], rep["warmup_iters"]) == (2, 64, 3, 0)
+    assert "bf16" in r.output and "bfloat16" not in r.output
+
+
+def test_bad_sizes_and_counts_name_the_option():
+    """Sizes that are not whole elements, -r 0, -N 0, uneven -r over -N and bad -n/-w/-t are refused by name."""
+    for args, text in ((["-b", "3", "-e", "3", "-d", "fp32"], "-b/--minbytes: 3 B is not a whole number"),
+                       (["-r", "0"], "-r/--nworkers: must be at least 1"), (["-N", "0"], "-N/--nnodes"),
+                       (["-r", "5", "-N", "2"], "do not divide equally"), (["-n", "0"], "-n/--iters"),
+                       (["-w", "-1"], "-w/--warmup_iters"), (["-t", "p200"], "-t/--stats"),
+                       (["-b", "8", "-e", "4"], "-e/--maxbytes: 4 is below"), (["-f", "1"], "-f/--stepfactor")):
+        r = _run("allr", *args)
+        assert r.exit_code >= 1 and text in r.output and "Traceback" not in r.output, (args, r.output)

@@ -58,11 +58,19 @@ def test_two_ranks_on_one_chip_are_bound_by_hbm():
 
 
 def test_runtime_choices_by_size_and_topology():
-    """Trn2: mesh < 1 MB, RDH to 56 MB, KangaRing above, KangaRing + RDH across nodes; Trn1 2 nodes:
-    hierarchical rings then the flat ring; Trn3: one-shot, then mesh."""
+    """Trn2: mesh only under 1 MB, RDH only under 56 MB, KangaRing at every size, the fastest of them
+    run, KangaRing + RDH across nodes; Trn1 2 nodes: hierarchical rings then the flat ring; Trn3:
+    one-shot, then mesh."""
     trn2 = tf.cluster("trn2.48xlarge")
-    assert [tf.choose("all_reduce", s, tf.runtime.group_of(trn2, None)) for s in (4 * KiB, 8 * MiB, 64 * MiB)] == \
-        ["mesh", "rdh", "kangaring"]
+    g = tf.runtime.group_of(trn2, None)
+    assert tf.runtime.candidates("all_reduce", 4 * KiB, g) == [("mesh", None), ("rdh", None), ("kangaring", None)]
+    assert tf.runtime.candidates("all_reduce", 8 * MiB, g) == [("rdh", None), ("kangaring", None)]
+    assert tf.runtime.candidates("all_reduce", 64 * MiB, g) == [("kangaring", None)]
+    for size in (4 * KiB, 8 * MiB, 64 * MiB):
+        fastest = min(tf.collective_time("all_reduce", size, None, trn2, a)[0]
+                      for a, _ in tf.runtime.candidates("all_reduce", size, g))
+        assert tf.collective_time("all_reduce", size, None, trn2)[0] == fastest
+    assert tf.choose("all_reduce", 4 * KiB, g) == "mesh" and tf.choose("all_reduce", 64 * MiB, g) == "kangaring"
     two = tf.cluster("trn1.32xlarge", nodes=2)
     assert [tf.collective_time("all_reduce", s, None, two)[1] for s in (1 * KiB, 1 * GiB)] == ["hier(ring+ring)", "ring"]
     big = tf.cluster("trn2.48xlarge", nodes=4)
@@ -131,7 +139,7 @@ def test_pricing_one_node_matches_pricing_every_node():
     for ranks, size in ((list(range(0, 12 * 64, 64)), 8 * MiB), (None, 256 * MiB), (None, 2 * GiB)):
         g = runtime.group_of(c, ranks)
         t, alg, _ = tf.collective_time("all_reduce", size, ranks, c)
-        sch = runtime.schedule("all_reduce", "hierarchical", g, size)
+        sch = runtime.schedule("all_reduce", "hierarchical", g, size, timing.pick("all_reduce", size, g)[1])
         full = c.constants.launch_floor
         for ph in sch.phases:
             lat, per_chunk = timing._alpha_beta(g, ph, False)

@@ -1,6 +1,8 @@
 """`trnsim plan`, `plan sweep` and `plan compare`: JSON output, files, one-line errors, the tour."""
 import json
 
+import pytest
+
 from click.testing import CliRunner
 from rich.console import Console
 
@@ -25,8 +27,13 @@ def test_plan_json_has_the_layout_and_figures():
     ops = {o["name"]: o for o in d["layer_ops"]}
     assert ops["qkv"]["flops"] == 2 * 8192 * 8192 * (64 // 32 + 2) * 128  # KV heads 8 over TP32: one each
     layers, m = 80 // 4, 1024 // 4
-    per_layer = sum(o["forward_ns"] + o["backward_ns"] for o in d["layer_ops"]) * 1e-9
+    compute = [o for o in d["layer_ops"] if o["kind"] != "collective"]
+    per_layer = sum(o["forward_ns"] + o["backward_ns"] for o in compute) * 1e-9
     assert d["breakdown_s"]["compute"] > m * layers * per_layer  # plus the head on the last stage
+    tp = next(o for o in d["layer_ops"] if o["kind"] == "collective" and o["name"] == "tp")
+    assert tp["group"] == 32 and (tp["forward_ns"] + tp["backward_ns"]) * 1e-9 * m * layers == \
+        pytest.approx(d["breakdown_s"]["tp_comm"])  # the per-layer TP communication --ops shows
+    assert d["price_status"] == "placeholder"
 
 
 def test_plan_from_a_file_and_knobs(tmp_path):

@@ -47,11 +47,12 @@ def test_trn2_lnc_sets_ranks_per_node():
 
 
 @pytest.mark.parametrize("kw, field, text", [
-    (dict(tp=3), "tp", "= 3 does not divide the 64 ranks"),
-    (dict(tp=64), "tp", "does not divide 32"),
+    (dict(tp=3), "tp", "heads 32 are not divisible by tp 3"),
+    (dict(tp=1, pp=3), "pp", "pp 3 does not divide the 64 ranks"),
+    (dict(tp=8, cp=3), "cp", "seq 8192 is not divisible by cp 3"),
     (dict(tp=1, pp=64), "pp", "64 stages for 32 layers"),
     (dict(tp=8, pp=4, vpp=3), "vpp", "divisible by pp x vpp = 12"),
-    (dict(tp=8, ep=2), "ep", "experts 1 are not divisible by ep 2"),
+    (dict(tp=8, ep=2), "ep", "llama3-8b is dense \\(no experts\\): ep must be 1, got 2"),
     (dict(tp=8, dp=4), "dp", "= 32, but 2 x trn1.32xlarge"),
 ])
 def test_invalid_layouts_name_field_and_rule(kw, field, text):

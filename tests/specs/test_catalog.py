@@ -112,3 +112,24 @@ def test_top_level_api():
 def test_core_peaks_match_the_architecture_guides(gen, dtype, published, tol):
     """Per-core TFLOPS in the NKI architecture guides follow from 2 x 128 x 128 x MACs/cycle x clock."""
     assert abs(specs.neuroncore(gen).peak_flops(dtype) / 1e12 - published) <= tol
+
+
+def test_sources_cite_public_documents_only():
+    """Every source tag resolves to a public document (a doc path, a title, a URL), never to an unshipped file."""
+    import tomllib
+    from importlib import resources
+
+    for f in resources.files("trnsim.specs").joinpath("data").iterdir():
+        if f.name.endswith(".toml"):
+            for tag, text in tomllib.loads(f.read_text()).get("sources", {}).items():
+                assert "seeds/" not in text and "reference/calibration" not in text, (f.name, tag)
+                assert not text.startswith("reference/") and ".md " not in text, (f.name, tag, text)
+
+
+def test_human_units_are_consistent():
+    """Sizes in binary units, rates in decimal GB/s (never TB/s), a whole number of GiB/s also shown as such."""
+    from trnsim.specs.units import human
+
+    assert human(96 * 2**30, "bytes") == "96 GiB" and human(24 * 2**20, "bytes") == "24 MiB"
+    assert human(2.9e12, "bytes/s") == "2,900 GB/s" and human(820 * 2**30, "bytes/s") == "880.5 GB/s (820 GiB/s)"
+    assert human(5e8, "bytes/s") == "500 MB/s"

@@ -126,7 +126,7 @@ def test_seed_000_2xlarge_efa_is_an_upper_bound_and_seed_003_disagrees():
     assert s.efa_bandwidth_is_upper_bound
     published = {round(v * 8 / 1e9, 1): src for src, v in s.published("efa_bandwidth").items()}
     assert set(published) == {25.0, 12.5}
-    assert "seeds/000" in published[25.0] and "seeds/003" in published[12.5]
+    assert "trn1-arch.rst" in published[25.0] and "Trn1 Instances" in published[12.5]
     assert s.efa_bandwidth * 8 / 1e9 == 25.0
 
 
@@ -139,7 +139,7 @@ def test_seed_000_device_list():
         assert c.peak_flops(d, "launch") == pytest.approx(210e12)
     assert c.peak_flops("fp32", "launch") == pytest.approx(52.5e12)
     assert c.hbm_bytes == 32 * GiB
-    assert any(v == 820e9 and "seeds/000" in src for src, v in c.published("hbm_bandwidth").items())
+    assert any(v == 820e9 and "trn1-arch.rst" in src for src, v in c.published("hbm_bandwidth").items())
     assert c.dma_bandwidth == 1e12
 
 

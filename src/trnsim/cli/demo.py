@@ -6,7 +6,8 @@ import time
 
 import click
 
-from trnsim.cli import cli
+from trnsim.cli import cli, emit_json
+from trnsim.errors import OptionError
 
 # (title, module with a `tour(console)` function), in the order a newcomer should meet them.
 SECTIONS: list[tuple[str, str]] = [
@@ -22,17 +23,30 @@ SECTIONS: list[tuple[str, str]] = [
 
 @cli.command()
 @click.option("--only", metavar="TITLE", help="Run only the sections whose title contains this word.")
-def demo(only):
+@click.option("--json", "as_json", is_flag=True, help="Print each section's title, text and seconds as JSON.")
+def demo(only, as_json):
     """A short tour of trnsim: each section is a real run, not a recording."""
+    import io
+
     from rich.console import Console
     from rich.rule import Rule
 
+    chosen = [(t, m) for t, m in SECTIONS if not only or only.lower() in t.lower()]
+    if not chosen:
+        raise OptionError("--only", f"no section title contains {only!r}; titles: "
+                                    + "; ".join(t for t, _ in SECTIONS))
+    if as_json:
+        out = []
+        for title, module in chosen:
+            start, buf = time.perf_counter(), io.StringIO()
+            importlib.import_module(module).tour(Console(file=buf, width=120, color_system=None))
+            out.append({"title": title, "text": buf.getvalue(), "seconds": round(time.perf_counter() - start, 3)})
+        click.echo(emit_json({"sections": out}))
+        return
     con = Console()
     con.print(Rule("[bold]trnsim: a software Trainium"))
     start = time.perf_counter()
-    for title, module in SECTIONS:
-        if only and only.lower() not in title.lower():
-            continue
+    for title, module in chosen:
         con.print()
         con.print(Rule(f"[bold cyan]{title}", align="left"))
         importlib.import_module(module).tour(con)

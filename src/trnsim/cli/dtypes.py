@@ -1,13 +1,13 @@
 """`trnsim dtypes`: the NeuronCore's data types, and what a value becomes in each of them."""
 from __future__ import annotations
 
-import json
+import math
 
 import click
 import numpy as np
 
 from trnsim import numerics
-from trnsim.cli import cli
+from trnsim.cli import cli, emit_json
 
 _FLOATS = [t for t in numerics.ALL if t.is_float]
 
@@ -19,7 +19,20 @@ def _row(t, values, rounding, seed):
             "max": float(t.max), "overflow": t.overflow, "values": [float(v) for v in got]}
 
 
-@cli.command()
+def _no_nan_notes(rows, values) -> list[str]:
+    """For formats without a NaN (or Inf) encoding, say what a NaN or Inf input became."""
+    notes = []
+    for r in rows:
+        odd = [(v, g) for v, g in zip(values, r["values"]) if not math.isfinite(v) and str(v) != str(g)]
+        if odd:
+            got = ", ".join(f"{v:g} -> {g:g}" for v, g in odd)
+            notes.append(f"{r['dtype']} has no {'NaN' if any(math.isnan(v) for v, _ in odd) else 'Inf'} encoding: "
+                         f"{got} (the cast trnsim applies, ml_dtypes' conversion)")
+    return notes
+
+
+# ignore_unknown_options: a negative value (`trnsim dtypes -5`) is a value, not an option
+@cli.command(context_settings={"ignore_unknown_options": True})
 @click.argument("values", nargs=-1, type=float)
 @click.option("--rounding", type=click.Choice(["rne", "stochastic"]), default=None,
               help="Rounding for the casts (default: NEURON_RT_STOCHASTIC_ROUNDING_EN, else rne).")
@@ -28,8 +41,10 @@ def _row(t, values, rounding, seed):
 def dtypes(values, rounding, seed, as_json):
     """Float types of the NeuronCore; with VALUES, what each value becomes in every type."""
     rows = [_row(t, values, rounding, seed) for t in _FLOATS]
+    notes = _no_nan_notes(rows, values)
     if as_json:
-        click.echo(json.dumps({"rounding": rounding or numerics.rounding_mode(), "inputs": list(values), "types": rows}, indent=2))
+        click.echo(emit_json({"rounding": rounding or numerics.rounding_mode(), "inputs": list(values), "types": rows,
+                              "notes": notes}))
         return
     from rich.console import Console
     from rich.table import Table
@@ -39,7 +54,10 @@ def dtypes(values, rounding, seed, as_json):
         table.add_column(col, justify="left" if col in ("dtype", "layout", "overflow") else "right", no_wrap=True)
     for r in rows:
         table.add_row(r["dtype"], r["layout"], f"{r['max']:.4g}", r["overflow"], *(f"{v:.5g}" for v in r["values"]))
-    Console().print(table)
+    con = Console()
+    con.print(table)
+    for n in notes:
+        con.print(f"[dim]note: {n}[/]")
 
 
 def tour(con):

@@ -1,13 +1,16 @@
 """`trnsim ls`: the Neuron devices of a catalog system, as neuron-ls shows them on the real instance.
 
 Device d of a Trn1 holds NeuronCores 2d, 2d+1; on Trn2/Trn3 it holds logical cores 4d..4d+3 at
-logical-neuroncore-config 2 (8d..8d+7 at 1). NEURON MEMORY is the device's HBM, printed in binary
-gigabytes with neuron-ls's "GB" label; the JSON gives it in bytes.
+logical-neuroncore-config 2 (8d..8d+7 at 1). NEURON MEMORY is the device's HBM, printed in GiB (the
+number neuron-ls labels "GB"); the JSON gives it in bytes. The columns and JSON keys are neuron-ls's
+(tools/neuron-sys-tools/neuron-ls.rst). The PCI BDF, CPU affinity and NUMA node describe a simulated
+host: each server has two NUMA nodes, the first half of its devices on node 0, and each node owns a
+quarter of the vCPUs plus their hyperthread siblings; every device sits on its own PCI bus. No
+process uses a simulated device, so neuron_processes is empty.
 """
 from __future__ import annotations
 
 import itertools
-import json
 
 import click
 from rich import box
@@ -16,12 +19,32 @@ from rich.table import Table
 from rich.text import Text
 
 import trnsim.specs as specs
-from trnsim.cli import cli
+from trnsim.cli import cli, emit_json
 from trnsim.cli.monitor import device_processes, process_cell
+from trnsim.errors import ConfigError
 from trnsim.specs.records import SystemSpec
 from trnsim.specs.units import human
 
 _CHIP, _LINK, _WRAP, _SWITCH = "bold cyan", "grey50", "yellow", "bold magenta"
+
+
+def neuron_system(system: SystemSpec) -> SystemSpec:
+    """`system`, or ConfigError when it has GPUs: neuron-ls lists Neuron devices only."""
+    if not system.chip.is_neuron:
+        raise ConfigError(f"{system.name} has {system.chips} {system.chip.vendor} {system.chip.name} GPUs and no "
+                          f"Neuron devices; ls lists Trainium instances and UltraServers (see trnsim specs --list)")
+    return system
+
+
+def _host(system: SystemSpec, d: int) -> tuple[str, int, str]:
+    """(PCI BDF, NUMA node, CPU affinity) of device d on the simulated host (see the module docstring)."""
+    per_server = system.chips // max(1, system.servers)
+    local = d % per_server
+    numa = 2 * local // per_server
+    vcpus = system.vcpus // max(1, system.servers)
+    q = vcpus // 4
+    affinity = f"{numa * q}-{(numa + 1) * q - 1},{vcpus // 2 + numa * q}-{vcpus // 2 + (numa + 1) * q - 1}"
+    return f"0000:{0x10 + local:02x}:00.0", numa, affinity
 
 
 def devices(system: SystemSpec, lnc: int | None = None) -> list[dict]:
@@ -29,17 +52,26 @@ def devices(system: SystemSpec, lnc: int | None = None) -> list[dict]:
 
     `lnc` defaults to the chip's logical-neuroncore-config; one the chip lacks raises ConfigError.
     """
-    lnc = lnc or system.chip.lnc_default or None
-    per = system.chip.logical_cores(lnc) if lnc else 0
-    return [{
-        "neuron_device": d,
-        "nc_count": per,
-        "neuroncore_ids": list(range(d * per, (d + 1) * per)),
-        "memory_size": system.chip.hbm_bytes,
-        "connected_to": list(system.topology.connected_chips(d)),
-        "logical_neuroncore_config": lnc,
-        "processes": device_processes(system.name, d, per),
-    } for d in range(system.chips)]
+    neuron_system(system)
+    lnc = lnc or system.chip.lnc_default
+    per = system.chip.logical_cores(lnc)  # refuses an LNC the chip lacks
+    out = []
+    for d in range(system.chips):
+        bdf, numa, affinity = _host(system, d)
+        out.append({
+            "instance_type": system.name,
+            "neuron_device": d,
+            "bdf": bdf,
+            "cpu_affinity": affinity,
+            "numa_node": str(numa),
+            "connected_to": list(system.topology.connected_chips(d)),
+            "nc_count": per,
+            "logical_neuroncore_config": lnc,
+            "memory_size": system.chip.hbm_bytes,
+            "neuroncore_ids": list(range(d * per, (d + 1) * per)),
+            "neuron_processes": device_processes(system.name, d, per),
+        })
+    return out
 
 
 def _ranges(ids: list[int]) -> str:
@@ -55,23 +87,23 @@ def table(system: SystemSpec, lnc: int | None = None) -> Group:
     head = Text.assemble(("instance-type: ", "bold"), system.name)
     if lnc:
         head.append("\n").append("logical-neuroncore-config: ", "bold").append(str(lnc))
-    if not system.chip.is_neuron:
-        head.append(f"\n{system.chips} x {system.chip.vendor} {system.chip.name}: GPUs, no NeuronCores", "italic")
     t = Table(box=box.SQUARE, header_style="bold", show_lines=False, pad_edge=True)
-    for col in ("NEURON\nDEVICE", "NEURON\nCORES", "NEURON\nCORE IDS", "NEURON\nMEMORY", "CONNECTED\nDEVICES", "PROCESS"):
-        t.add_column(col, justify="left")
+    for col in ("NEURON\nDEVICE", "NEURON\nCORES", "NEURON\nCORE IDS", "NEURON\nMEMORY", "CONNECTED\nDEVICES",
+                "PCI\nBDF", "CPU\nAFFINITY", "NUMA\nNODE", "PROCESS"):
+        t.add_column(col, justify="left", no_wrap=True)
     for r in rows:
         linked = r["connected_to"]
         shown = ", ".join(map(str, linked)) if len(linked) <= 8 else _ranges(linked)
         ids = r["neuroncore_ids"]
         t.add_row(str(r["neuron_device"]), str(r["nc_count"]), f"{ids[0]}-{ids[-1]}" if ids else "-",
-                  f"{r['memory_size'] / 2**30:g} GB", shown or "-", process_cell(r["processes"]))
+                  f"{r['memory_size'] / 2**30:g} GiB", shown or "-", r["bdf"], r["cpu_affinity"], r["numa_node"],
+                  process_cell(r["neuron_processes"]))
     return Group(head, t)
 
 
 # ---------------------------------------------------------------------------------------------
 # Topology pictures: a 4x4 torus with its wrap-around, the UltraServer's planes and Z ring,
-# NeuronSwitch servers under their switches, GPUs under an NVSwitch.
+# NeuronSwitch servers under their switches.
 
 def _plane(first: int, rows: int, cols: int) -> list[Text]:
     """One torus plane: chips joined along rows and columns, wrap-around marked at the edges."""
@@ -152,18 +184,6 @@ def _draw_switch(system: SystemSpec) -> list[Text]:
     return out
 
 
-def _draw_nvswitch(system: SystemSpec) -> list[Text]:
-    n = system.chips
-    centre = [2 + 8 * g + 3 for g in range(n)]
-    width = 8 * n + 2
-    label = f" NVSwitch · {system.chip.link} {_bw(system.intra_link_bandwidth)} per GPU "
-    top = "╭" + label.center(width - 2, "─") + "╮"
-    bottom = "".join("┬" if x in centre else "─" for x in range(1, width - 1))
-    return [Text(top, _SWITCH), Text("╰" + bottom + "╯", _SWITCH),
-            Text("".join("│" if x in centre else " " for x in range(width)), _LINK),
-            Text("  " + "  ".join(f"[GPU{g}]" for g in range(n)), _CHIP)]
-
-
 def draw(system: SystemSpec) -> Group:
     """An ASCII picture of the system's chip graph."""
     kind = system.topology_kind
@@ -171,8 +191,6 @@ def draw(system: SystemSpec) -> Group:
         lines = _draw_torus(system)
     elif kind == "switch":
         lines = _draw_switch(system)
-    elif kind == "nvswitch":
-        lines = _draw_nvswitch(system)
     else:
         lines = [Text.assemble(_chips(0, system.chips), f"  one {system.chip.name}: no chip-to-chip links")]
     return Group(*lines)
@@ -183,14 +201,14 @@ def draw(system: SystemSpec) -> Group:
 @click.option("--lnc", type=click.IntRange(1, 2), default=None,
               help="logical-neuroncore-config: 1 or 2 (default 2 on Trn2/Trn3, 1 on Trn1).")
 @click.option("--topology", is_flag=True, help="Draw the chip graph (torus, switches, NVSwitch).")
-@click.option("-j", "--json", "as_json", is_flag=True, help="neuron-ls-style JSON, one object per device.")
+@click.option("-j", "--json-output", "--json", "as_json", is_flag=True, help="neuron-ls-style JSON, one object per device.")
 def ls(name, lnc, topology, as_json):
     """List the Neuron devices of an instance, as neuron-ls does."""
-    system = specs.system(name)
+    system = neuron_system(specs.system(name))
     if as_json:
-        click.echo(json.dumps(devices(system, lnc), indent=2))
+        click.echo(emit_json(devices(system, lnc)))
         return
-    con = Console()
+    con = Console(width=max(Console().width, 120))  # one row per device, as neuron-ls prints
     con.print(table(system, lnc))
     if topology:
         con.print(draw(system))
@@ -206,7 +224,7 @@ def tour(console: Console) -> None:
     for name in ("trn1.32xlarge", "trn2.48xlarge", "Trn3 Gen2 UltraServer"):
         s = specs.system(name)
         d = devices(s)[0]
-        t.add_row(s.name, str(s.chips), str(d["nc_count"]), f"{d['memory_size'] / 2**30:g} GB",
+        t.add_row(s.name, str(s.chips), str(d["nc_count"]), f"{d['memory_size'] / 2**30:g} GiB",
                   f"{len(d['connected_to'])} ({s.topology_kind})")
     right = Group(t, Text(""), Text("trnsim specs 'Trn3 Gen2 UltraServer'", "bold green"),
                   summary(specs.system("Trn3 Gen2 UltraServer")))

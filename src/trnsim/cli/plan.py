@@ -1,11 +1,10 @@
 """`trnsim plan`: step time, MFU, memory and cost of a training layout; `plan sweep` ranks layouts."""
 from __future__ import annotations
 
-import json
-
 import click
 
-from trnsim.cli import cli
+from trnsim.cli import cli, emit_json, output_file
+from trnsim.errors import OptionError
 
 GiB = 2.0**30
 
@@ -26,11 +25,31 @@ def _console():
     return Console(width=max(Console().width, 110))
 
 
-def _ints(text: str) -> list[int]:
+def _ints(text: str, option: str) -> list[int]:
     try:
         return [int(x) for x in str(text).split(",") if x.strip()]
     except ValueError:
-        raise click.BadParameter(f"expected comma-separated integers, got {text!r}") from None
+        raise OptionError(option, f"expected comma-separated integers, got {text!r}") from None
+
+
+def _nonempty(option: str, items: list) -> list:
+    if not items:
+        raise OptionError(option, "is empty: give at least one value")
+    return items
+
+
+def _prices(items) -> dict[str, float]:
+    """--price SYSTEM=USD (repeatable) -> {system: USD per node-hour}."""
+    out = {}
+    for item in items:
+        name, _, usd = item.rpartition("=")
+        try:
+            out[name.strip()] = float(usd)
+        except ValueError:
+            name = ""
+        if not name.strip() or not out.get(name.strip(), 0) > 0:
+            raise OptionError("--price", f"expected SYSTEM=USD with a positive price, got {item!r}")
+    return out
 
 
 def _words(text: str) -> list[str]:
@@ -74,19 +93,23 @@ def plan():
 @click.option("--ep", type=int, default=1, show_default=True, help="Expert parallel degree.")
 @click.option("--micro-batch", type=int, help="Sequences per micro-batch [1].")
 @click.option("--checkpointing", type=click.Choice(["none", "selective", "full"]), help="Activation recompute [selective].")
-@click.option("--tokens", type=float, default=1e12, show_default=True, help="Tokens to train, for time and cost.")
+@click.option("--tokens", type=click.FloatRange(min=0, min_open=True), default=1e12, show_default=True,
+              help="Tokens to train, for time and cost.")
+@click.option("--price", type=click.FloatRange(min=0, min_open=True), help="USD per node-hour instead of the catalog's.")
 @click.option("--ops", "show_ops", is_flag=True, help="Also list one layer's ops: shapes, FLOPs, bytes, times.")
 @_recipe_options
-def one(model, instance, nodes, tp, pp, vpp, cp, ep, tokens, show_ops, as_json, lnc, **recipe):
+def one(model, instance, nodes, tp, pp, vpp, cp, ep, tokens, price, show_ops, as_json, lnc, **recipe):
     """One layout of MODEL (`trnsim plan MODEL ...`): step time, throughput, MFU, memory, cost."""
     from trnsim import plan as P
+    from trnsim import specs
+    from trnsim.plan.step import with_price
 
     m = P.model(model)
-    cluster = P.Cluster(instance, nodes, lnc)
+    cluster = P.Cluster(with_price(specs.system(instance), price), nodes, lnc)
     rec = P.Recipe.nxd(m, **recipe)
     p = _best(m, cluster, rec, tp, pp, vpp, cp, ep)
     if as_json:
-        click.echo(json.dumps(p.to_dict(tokens), indent=2))
+        click.echo(emit_json(p.to_dict(tokens)))
         return
     con = _console()
     con.print(_table(p, tokens, chosen=tp is None or pp is None))
@@ -98,12 +121,15 @@ def _ops_table(p):
     from rich import box
     from rich.table import Table
 
-    t = Table(title="one layer, one micro-batch, one rank", box=box.SIMPLE_HEAD)
+    t = Table(title="one layer, one micro-batch, one rank (collectives: time left exposed after overlap)",
+              box=box.SIMPLE_HEAD)
     for col in ("op", "kind", "shape", "GFLOP", "MB", "fwd us", "bwd us"):
         t.add_column(col, justify="left" if col in ("op", "kind", "shape") else "right", no_wrap=True)
     for o in p.ops:
         batch = f"{o['batch']}x" if o["batch"] > 1 else ""
-        shape = f"{batch}[{o['m']},{o['k']}]x[{o['k']},{o['n']}]" if o["kind"] != "elementwise" else "-"
+        shape = f"{batch}[{o['m']},{o['k']}]x[{o['k']},{o['n']}]" if o["kind"] in ("matmul", "attention") else "-"
+        if o["kind"] == "collective":  # exposed time after overlap, over the layer's group
+            shape = f"{o['collective']} over {o['group']}"
         t.add_row(o["name"], o["kind"], shape, f"{o['flops'] / 1e9:,.1f}", f"{o['bytes'] / 1e6:,.1f}",
                   f"{o['forward_ns'] / 1e3:,.1f}", f"{o['backward_ns'] / 1e3:,.1f}")
     return t
@@ -112,8 +138,12 @@ def _ops_table(p):
 def _best(m, cluster, rec, tp, pp, vpp, cp, ep):
     """The given layout, or the fastest valid one over the degrees left out."""
     from trnsim.plan import Layout, LayoutError, enumerate_layouts
+    from trnsim.plan.layout import check_degree
     from trnsim.plan.step import DEFAULT
 
+    for field, v in (("tp", tp), ("cp", cp), ("pp", pp), ("ep", ep), ("vpp", vpp)):
+        if v is not None:  # a degree that breaks a rule on its own is named before any search
+            check_degree(m, cluster, rec, field, v)
     if tp is not None and pp is not None:
         return DEFAULT.evaluate(m, cluster, Layout(tp, pp, 0, cp, ep, vpp), rec)
     best, first_error = None, None
@@ -151,6 +181,7 @@ def _table(p, tokens: float, chosen: bool = False):
     if p.price_per_hour:
         t.add_row("cost", f"${p.price_per_hour:,.2f}/h, ${p.usd_per_million_tokens:.3f} per million tokens; "
                           f"{tokens:.3g} tokens: {p.hours_to_train(tokens) / 24:,.1f} days, ${p.usd_to_train(tokens):,.0f}")
+        t.add_row("price", f"{p.price_status} (--price USD overrides)")
     else:
         t.add_row("cost", f"no price for {p.cluster.system.name} in the catalog; {tokens:.3g} tokens: "
                           f"{p.hours_to_train(tokens) / 24:,.1f} days")
@@ -167,21 +198,26 @@ def _table(p, tokens: float, chosen: bool = False):
 @click.option("--micro-batch", "micro_batches", default="1", show_default=True, help="Comma-separated micro-batch sizes.")
 @click.option("--checkpointing", default="selective", show_default=True, help="Comma-separated modes to try.")
 @click.option("--top", type=int, default=10, show_default=True, help="Rows to print.")
-@click.option("--workers", type=int, help="Local processes [all cores].")
+@click.option("--workers", type=click.IntRange(min=1), help="Local processes [all cores].")
+@click.option("--price", "prices", multiple=True, metavar="SYSTEM=USD", help="USD per node-hour for a system (repeatable).")
 @click.option("--ray", "ray_address", help="Run on a Ray cluster: auto, local or host:port.")
 @click.option("--csv", "csv_path", type=click.Path(dir_okay=False), help="Write every row to this CSV.")
 @click.option("--chart", type=click.Path(dir_okay=False), help="Write a PNG of the cost/throughput frontier.")
 @click.option("--progress/--no-progress", default=True, help="Show a progress bar.")
 @_recipe_options
-def sweep(model, instances, nodes, by, micro_batches, checkpointing, top, workers, ray_address, csv_path, chart,
-          progress, as_json, lnc, **recipe):
+def sweep(model, instances, nodes, by, micro_batches, checkpointing, top, workers, prices, ray_address, csv_path,
+          chart, progress, as_json, lnc, **recipe):
     """Rank every valid layout of MODEL over instance types and cluster sizes."""
     from trnsim.plan import model as load_model
     from trnsim.plan import sweep as S
 
+    output_file("--csv", csv_path)
+    output_file("--chart", chart)
     m = load_model(model)
-    todo = S.tasks(m, _words(instances), _ints(nodes), lnc=lnc, micro_batches=_ints(micro_batches),
-                   checkpointing=_words(checkpointing), **{k: v for k, v in recipe.items() if v is not None})
+    todo = S.tasks(m, _nonempty("--instances", _words(instances)), _nonempty("--nodes", _ints(nodes, "--nodes")),
+                   lnc=lnc, micro_batches=_nonempty("--micro-batch", _ints(micro_batches, "--micro-batch")),
+                   checkpointing=_nonempty("--checkpointing", _words(checkpointing)), prices=_prices(prices),
+                   **{k: v for k, v in recipe.items() if v is not None})
     kwargs = dict(by=by, workers=workers, ray=ray_address, candidates=todo)
     if progress and not as_json:
         from rich.progress import Progress
@@ -196,7 +232,7 @@ def sweep(model, instances, nodes, by, micro_batches, checkpointing, top, worker
     if chart:
         result.chart(chart)
     if as_json:
-        click.echo(json.dumps(result.to_dict(), indent=2))
+        click.echo(emit_json(result.to_dict()))
         return
     from rich import box
     from rich.table import Table
@@ -210,16 +246,25 @@ def sweep(model, instances, nodes, by, micro_batches, checkpointing, top, worker
         cost = r["usd_per_million_tokens"]
         t.add_row(str(i), r["system"], str(r["nodes"]), short(r), str(r["micro_batch"]), r["checkpointing"],
                   f"{r['tokens_per_s']:,.0f}", f"{r['mfu']:.1%}", f"{r['memory_gib']:.1f}", f"{cost:.3f}" if cost else "-")
-    _console().print(t)
+    con = _console()
+    con.print(t)
+    statuses = {r["system"]: r["price_status"] for r in result.ranked[:top]}
+    for system, status in statuses.items():
+        con.print(f"price of {system}: {status}")
+    if result.unranked:
+        con.print("rejected: " + ", ".join(f"{rule} {n}" for rule, n in result.rejections().items())
+                  + "  (--json or --csv for each layout's reason)")
 
 
 @plan.command()
 @click.argument("model")
 @click.option("--systems", "entries", default="trn1.32xlarge:32,trn2.48xlarge:8,Trn3 Gen2 UltraServer:1",
               show_default=True, help="Comma-separated SYSTEM:NODES.")
-@click.option("--tokens", type=float, default=1e12, show_default=True, help="Tokens to train.")
+@click.option("--tokens", type=click.FloatRange(min=0, min_open=True), default=1e12, show_default=True,
+              help="Tokens to train.")
+@click.option("--price", "prices", multiple=True, metavar="SYSTEM=USD", help="USD per node-hour for a system (repeatable).")
 @_recipe_options
-def compare(model, entries, tokens, as_json, lnc, **recipe):
+def compare(model, entries, tokens, prices, as_json, lnc, **recipe):
     """Time and cost to train MODEL on several systems, each with its fastest valid layout."""
     from trnsim.plan import model as load_model
     from trnsim.plan.compare import compare as run
@@ -227,16 +272,64 @@ def compare(model, entries, tokens, as_json, lnc, **recipe):
     pairs = []
     for e in _words(entries):
         name, _, n = e.rpartition(":")
-        if not name or not n.isdigit():
-            raise click.BadParameter(f"expected SYSTEM:NODES, got {e!r}", param_hint="--systems")
+        if not name or not n.isdigit() or int(n) < 1:
+            raise OptionError("--systems", f"expected SYSTEM:NODES with NODES >= 1, got {e!r}")
         pairs.append((name, int(n)))
-    rows = run(load_model(model), pairs, tokens, lnc=lnc, **{k: v for k, v in recipe.items() if v is not None})
+    _nonempty("--systems", pairs)
+    rows = run(load_model(model), pairs, tokens, lnc=lnc, prices=_prices(prices),
+               **{k: v for k, v in recipe.items() if v is not None})
     if as_json:
-        click.echo(json.dumps(rows, indent=2))
+        click.echo(emit_json(rows))
         return
-    from trnsim.plan.compare import markdown
+    from rich.console import Console
 
-    click.echo(markdown(rows))  # verbatim: docs/planning.md embeds this table
+    Console(width=max(Console().width, 130)).print(_compare_table(model, tokens, rows))
+
+
+def _compare_table(model: str, tokens: float, rows: list[dict]):
+    from rich import box
+    from rich.table import Table
+
+    t = Table(title=f"{model}: {tokens:.3g} tokens, each system at its fastest valid layout", title_justify="left",
+              box=box.SIMPLE_HEAD)
+    for col in ("system", "nodes", "chips", "layout", "tokens/s", "MFU", "days", "$/h", "cost", "price"):
+        t.add_column(col, justify="left" if col in ("system", "layout", "price") else "right", no_wrap=True)
+    for r in rows:
+        if r["layout"] is None:
+            t.add_row(r["system"], str(r["nodes"]), str(r["chips"]), f"none fits: {r['reason']}", *[""] * 6)
+            continue
+        price = f"{r['usd_per_hour']:,.2f}" if r["usd_per_hour"] else "-"
+        cost = f"${r['usd'] / 1e6:,.2f}M" if r["usd"] else "-"
+        t.add_row(r["system"], str(r["nodes"]), str(r["chips"]), r["layout"], f"{r['tokens_per_s']:,.0f}",
+                  f"{r['mfu']:.1%}", f"{r['days']:,.1f}", price, cost, r["price_status"])
+    return t
+
+
+@plan.command("models")
+@click.option("--json", "as_json", is_flag=True, help="Print JSON.")
+def models(as_json):
+    """List the model presets MODEL can name, with their shapes and where they were published."""
+    import dataclasses
+
+    from trnsim.plan import model as load_model
+    from trnsim.plan import presets
+
+    rows = [{**dataclasses.asdict(m), "params": m.params} for m in map(load_model, presets())]
+    if as_json:
+        click.echo(emit_json(rows))
+        return
+    from rich import box
+    from rich.table import Table
+
+    t = Table(title="model presets (or give a TOML/JSON/YAML model file; --json adds each one's source)",
+              title_justify="left", box=box.SIMPLE_HEAD)
+    for col in ("name", "params", "layers", "hidden", "heads", "kv", "ffn", "experts", "vocab", "seq"):
+        t.add_column(col, justify="left" if col == "name" else "right", no_wrap=True)
+    for r in rows:
+        experts = f"{r['experts']} (top {r['top_k']})" if r["experts"] > 1 else "-"
+        t.add_row(r["name"], f"{r['params'] / 1e9:,.1f}B", *(str(r[k]) for k in ("layers", "hidden", "heads", "kv_heads", "ffn")),
+                  experts, f"{r['vocab']:,}", f"{r['seq']:,}")
+    _console().print(t)
 
 
 def tour(console) -> None:

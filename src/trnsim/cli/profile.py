@@ -13,7 +13,6 @@ import ast
 import contextlib
 import json
 import re
-import runpy
 import sys
 import tempfile
 import time
@@ -23,9 +22,10 @@ import click
 import numpy as np
 
 from trnsim import live
-from trnsim.cli import cli
+from trnsim.cli import cli, emit_json, output_folder
+from trnsim.cli.run import run_user_file
 from trnsim.core.timing import BenchmarkResult, time_cores
-from trnsim.errors import ConfigError, TrnsimError
+from trnsim.errors import ConfigError, TrnsimError, UserCodeError
 
 TARGETS = ("trn1", "trn2", "trn3")
 _DTYPE_ALIASES = {"bf16": "bfloat16", "fp32": "float32", "f32": "float32", "fp16": "float16", "f16": "float16",
@@ -181,7 +181,7 @@ def load_kernel(file: str, name: str | None, need_inputs: bool = True):
     shim.install()
     sys.path.insert(0, str(Path(file).resolve().parent))
     try:
-        ns = runpy.run_path(file, run_name="__trnsim_profile__")
+        ns = run_user_file(file, "__trnsim_profile__")
     finally:
         sys.path.pop(0)
     kernels = {k: v for k, v in ns.items() if isinstance(v, Kernel)}
@@ -197,14 +197,15 @@ def load_kernel(file: str, name: str | None, need_inputs: bool = True):
 
 
 class _Progress:
-    """A progress bar on stderr: the kernel's run (instructions issued, no total known), then its timing."""
+    """A progress bar on stderr when it is a terminal: the kernel's run, then its timing."""
 
     def __init__(self, quiet: bool):
         from rich.console import Console
         from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
+        console = Console(stderr=True)
         self.bar = Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
-                            console=Console(stderr=True), disable=quiet, transient=False)
+                            console=console, disable=quiet or not console.is_terminal, transient=False)
         self.task = None
 
     def __enter__(self):
@@ -307,9 +308,9 @@ def profile(file, argv, use_main, target, timing_only, name, lnc, grid, every, o
         from trnsim.report.compare import compare_profiles
         if not compare:
             raise ConfigError(f"{file}: a .json profile is read with --compare B.profile.json")
-        page = compare_profiles(file, compare, Path(out), Console())
+        page = compare_profiles(file, compare, output_folder("--out", out), Console())
         if as_json:
-            click.echo(json.dumps({"html": str(page)}))
+            click.echo(emit_json({"html": str(page)}))
         return
     kernel, args, kwargs = None, (), {}
     if use_main:
@@ -327,13 +328,22 @@ def profile(file, argv, use_main, target, timing_only, name, lnc, grid, every, o
                 raise ConfigError(f"--arg {unknown[0]}: {kernel.__name__} has no argument {unknown[0]!r}; "
                                   f"its arguments: {', '.join(params)}")
         else:
-            given = inputs()
+            try:
+                given = inputs()
+            except Exception as e:
+                raise UserCodeError.from_exception(e, file) from None
             args, kwargs = ((), given) if isinstance(given, dict) else (tuple(given), {})
         kernel = _launchable(kernel, lnc, grid)
-    result, schedule, trace, page = run_profile(kernel, args, kwargs, target, timing_only, Path(out), every,
-                                                quiet or as_json, main)
+    out = output_folder("--out", out)
+    try:
+        result, schedule, trace, page = run_profile(kernel, args, kwargs, target, timing_only, out, every,
+                                                    quiet or as_json, main)
+    except (TrnsimError, KeyboardInterrupt):
+        raise
+    except Exception as e:  # the kernel's own body raised (a NameError, say)
+        raise UserCodeError.from_exception(e, file) from None
     if as_json:
-        click.echo(json.dumps({**result.to_dict(), "trace": str(trace), "html": str(page)}, indent=2, default=str))
+        click.echo(emit_json({**result.to_dict(), "trace": str(trace), "html": str(page)}))
         return
     con = Console()
     print_summary(schedule, con)

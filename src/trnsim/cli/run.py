@@ -2,14 +2,13 @@
 from __future__ import annotations
 
 import contextlib
-import json
 import os
 import runpy
 import sys
 
 import click
 
-from trnsim.cli import cli
+from trnsim.cli import cli, emit_json
 
 
 @contextlib.contextmanager
@@ -27,6 +26,19 @@ def target_env(target: str | None):
             os.environ[key] = old
 
 
+def run_user_file(path: str, run_name: str) -> dict:
+    """runpy.run_path, with what the user's file raises (a syntax error, a NameError) as one UserCodeError;
+    trnsim's own errors and SystemExit pass through."""
+    from trnsim.errors import TrnsimError, UserCodeError
+
+    try:
+        return runpy.run_path(path, run_name=run_name)
+    except (TrnsimError, SystemExit, KeyboardInterrupt):
+        raise
+    except Exception as e:
+        raise UserCodeError.from_exception(e, path) from None
+
+
 def run_file(path: str, args=(), target: str | None = None, force: bool = False) -> list[dict]:
     """Run a script with the nki shim installed; returns what each kernel launch did."""
     from trnsim import shim
@@ -39,7 +51,7 @@ def run_file(path: str, args=(), target: str | None = None, force: bool = False)
     _frontend.LAUNCHES.clear()
     try:
         with target_env(target):
-            runpy.run_path(path, run_name="__main__")
+            run_user_file(path, "__main__")
     finally:
         sys.argv, sys.path[:] = old_argv, old_path
     return list(_frontend.LAUNCHES)
@@ -54,9 +66,12 @@ def run_file(path: str, args=(), target: str | None = None, force: bool = False)
 @click.option("--json", "as_json", is_flag=True, help="Print a JSON summary of the kernel launches.")
 def run(file, args, target, force_shim, as_json):
     """Run FILE.py, whose `import nki` resolves to the emulator."""
-    launches = run_file(file, args, target, force_shim)
+    # with --json, stdout carries only the JSON: the script's own prints go to stderr
+    with contextlib.redirect_stdout(sys.stderr) if as_json else contextlib.nullcontext():
+        launches = run_file(file, args, target, force_shim)
+    sys.stderr.flush()  # the script's lines come out before the JSON
     if as_json:
-        click.echo(json.dumps({"file": file, "launches": launches}))
+        click.echo(emit_json({"file": file, "launches": launches}, indent=None))  # one line
     else:
         for l in launches:
             click.echo(f"trnsim: {l['kernel']} on {l['target']} (LNC {l['lnc']}): {l['instructions']} instructions",

@@ -7,7 +7,6 @@ dtype and rating, HBM, bandwidth, cores), the topology, the price, where sources
 from __future__ import annotations
 
 import dataclasses
-import json
 from collections.abc import Mapping
 
 import click
@@ -17,7 +16,7 @@ from rich.table import Table
 from rich.text import Text
 
 import trnsim.specs as specs
-from trnsim.cli import cli
+from trnsim.cli import cli, emit_json
 from trnsim.errors import UnknownNameError
 from trnsim.specs import catalog
 from trnsim.specs.records import FLOPS_DTYPES, ChipSpec, NeuronCoreSpec, SystemSpec
@@ -32,9 +31,9 @@ def names() -> dict[str, list[str]]:
     systems = catalog.systems().values()
     return {
         "instances": [s.name for s in systems if s.kind == "instance"],
-        "UltraServers": [s.name for s in systems if s.kind == "ultraserver"],
+        "ultraservers": [s.name for s in systems if s.kind == "ultraserver"],
         "chips": [c.name for c in catalog.chips().values()],
-        "NeuronCores": [c.name for c in catalog.neuroncores().values()],
+        "neuroncores": [c.name for c in catalog.neuroncores().values()],
     }
 
 
@@ -82,7 +81,7 @@ def _value(field: str, v) -> str:
         return " x ".join(map(str, v)) if v else "-"
     if field.startswith("efa") and isinstance(v, float):
         return f"{v * 8 / 1e9:,g} Gbps" if v else "-"  # networks are quoted in bits per second
-    if field.startswith("price"):
+    if field.startswith("price_usd"):
         return f"${v:,.2f}{'/h' if field.endswith('hour') else ''}" if v else "-"
     if isinstance(v, (int, float)) and dim:
         return human(v, dim) if v else "-"
@@ -137,7 +136,9 @@ def _totals(rec: SystemSpec | ChipSpec) -> Table:
     rows = [("chips", f"{rec.chips} x {chip.vendor} {chip.name}"), ("NeuronCores", cores if chip.is_neuron else "-"),
             ("HBM", human(rec.hbm_bytes, "bytes")), ("HBM bandwidth", human(rec.hbm_bandwidth, "bytes/s"))]
     if isinstance(rec, SystemSpec):
-        rows += [("topology", topology_summary(rec)), ("price", _value("price_usd_per_hour", rec.price_usd_per_hour))]
+        price = _value("price_usd_per_hour", rec.price_usd_per_hour)
+        rows += [("topology", topology_summary(rec)),
+                 ("price", price + (f" ({rec.price_status})" if rec.price_usd_per_hour else ""))]
     for row in rows:
         t.add_row(*row)
     return t
@@ -210,13 +211,15 @@ def specs_command(name, as_json, with_sources, list_names):
     if list_names or not name:
         known = names()
         if as_json:
-            click.echo(json.dumps(known, indent=2))
+            click.echo(emit_json(known))
         else:
+            labels = {"instances": "instances", "ultraservers": "UltraServers", "chips": "chips",
+                      "neuroncores": "NeuronCores"}
             for kind, ns in known.items():
-                click.echo(f"{kind}: {', '.join(ns)}")
+                click.echo(f"{labels[kind]}: {', '.join(ns)}")
         return
     rec = lookup(name)
     if as_json:
-        click.echo(json.dumps(as_dict(rec), indent=2))
+        click.echo(emit_json(as_dict(rec)))
         return
     Console().print(sheet(rec, with_sources))

@@ -12,8 +12,8 @@ from trnsim.fabric.collectives import (
     REDUCE_OPS, CollectiveResult, ShapeError, all_gather, all_reduce, all_to_all, all_to_allv, broadcast,
     permute, reduce_scatter, send_recv,
 )
-from trnsim.fabric.runtime import ALGORITHMS, OPS, AlgorithmError, choose
-from trnsim.fabric.timing import MODELS, bus_factor, collective_time
+from trnsim.fabric.runtime import ALGORITHMS, OPS, AlgorithmError
+from trnsim.fabric.timing import MODELS, bus_factor, choose, collective_time
 
 __all__ = [
     "ALGORITHMS", "MODELS", "OPS", "REDUCE_OPS", "AlgorithmError", "Cluster", "CollectiveResult", "Device", "Placement",

@@ -162,6 +162,9 @@ def cluster(system: str | SystemSpec = "trn1.32xlarge", nodes: int = 1, lnc: int
     spec = system if isinstance(system, SystemSpec) else specs.system(system)
     if isinstance(nodes, bool) or not isinstance(nodes, int) or nodes < 1:
         raise ConfigError(f"nodes must be a positive integer, got {nodes!r}{where()}")
+    if not spec.chip.is_neuron:
+        raise ConfigError(f"{spec.name} has {spec.chips} {spec.chip.vendor} {spec.chip.name} GPUs, no Neuron devices: "
+                          f"trnsim simulates Trainium collectives (try trn1.32xlarge or trn2.48xlarge){where()}")
     if nodes > 1 and fabric_specs.efa_nics(spec.key) < 2 and spec.chips < 2:
         raise ConfigError(f"{spec.name} does not support multi-node collectives (single-chip size); "
                           f"use trn1.32xlarge or larger{where()}")

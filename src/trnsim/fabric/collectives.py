@@ -171,7 +171,8 @@ def _reduction(kind: str, arrays, op, cluster, ranks, algorithm, model, rounding
     t, alg, steps = T.collective_time(what, nbytes, g, g.cluster, algorithm, model)
     if n == 1:
         return xs[0].ravel()[None].copy(), xs, xs[0].size, (t, alg, steps)
-    sch = R.schedule(what, algorithm or R.choose(what, nbytes, g), g, nbytes)
+    alg, subs = (algorithm, None) if algorithm else T.pick(what, nbytes, g, model)
+    sch = R.schedule(what, alg, g, nbytes, subs)
     ch = sch.nchunks // n
     if kind == "ag":
         data, B = _blocks([np.concatenate([np.zeros(x.size * r, dt.np), x.ravel(), np.zeros(x.size * (n - 1 - r), dt.np)])
@@ -282,12 +283,13 @@ def send_recv(array, src: int, dst: int, *, cluster: Cluster | None = None, n: i
 
 def broadcast(arrays, root: int = 0, *, cluster: Cluster | None = None, ranks=None, model: str = "alpha-beta",
               dtype=None) -> CollectiveResult:
-    """Every rank gets rank `root`'s array (the root writes it to every other rank directly)."""
+    """Every rank gets rank `root`'s array. Timed as the runtime runs it (`timing.collective_time`: the
+    root's direct writes, or scatter then ring all-gather for large messages), from the group's first
+    rank; a copy rounds nothing, so the values do not depend on the algorithm."""
     xs, dt = _inputs(arrays, "broadcast", dtype)
     n = len(xs)
     if not 0 <= root < n:
         raise ShapeError(f"broadcast: root {root} is not a rank of this {n}-rank group{where()}")
     g = _setup(n, cluster, ranks)
-    sch = A.pairwise("direct", n, [(root, i) for i in range(n) if i != root])
-    t = T.price_once(g, sch.phases[0], model, xs[0].nbytes) if n > 1 else 0.0
-    return CollectiveResult([xs[root].copy() for _ in xs], t, "direct", 1 if n > 1 else 0)
+    t, alg, steps = T.collective_time("broadcast", xs[0].nbytes, g, g.cluster, None, model)
+    return CollectiveResult([xs[root].copy() for _ in xs], t, alg, steps)

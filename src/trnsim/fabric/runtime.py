@@ -105,43 +105,50 @@ def _pow2(n: int) -> bool:
     return n >= 2 and n & (n - 1) == 0
 
 
-def _intra(op: str, nbytes: float, g: Group) -> str:
-    """The runtime's choice inside one node (reference 2.3)."""
+def _intra(op: str, nbytes: float, g: Group) -> list[str]:
+    """What the runtime may run inside one node at this size (reference 2.3): each algorithm up to its
+    published size limit, the large-message one at every size. Larger messages only lose candidates."""
     th = fabric_specs.constants().thresholds
     if g.cluster.system.topology_kind == "switch":
         # every chip one switch away: direct writes at every size (runtime 2.32: mesh on Trn3 Gen2);
         # one-shot all-reduce sends the whole buffer to every rank, so only while that stays small
-        return "oneshot" if op == "all_reduce" and nbytes * g.n < th.mesh_max_bytes else "mesh"
-    if nbytes < th.mesh_max_bytes:
-        return "mesh"
-    if nbytes < th.rdh_max_bytes and _pow2(g.n):
-        return "rdh"
-    return "kangaring" if g.pairs_on_chips else "ring"
+        return ["oneshot"] * (op == "all_reduce" and nbytes * g.n < th.mesh_max_bytes) + ["mesh"]
+    out = ["mesh"] * (nbytes < th.mesh_max_bytes) + ["rdh"] * (nbytes < th.rdh_max_bytes and _pow2(g.n))
+    return out + ["kangaring" if g.pairs_on_chips else "ring"]
 
 
-def _inter(op: str, nbytes: float, Y: int) -> str:
-    """The runtime's choice across Y nodes (reference 2.4); all-reduce folds non-power-of-two RDH."""
+def _inter(op: str, nbytes: float, Y: int) -> list[str]:
+    """What the runtime may run across Y nodes (reference 2.4); all-reduce folds non-power-of-two RDH."""
     th = fabric_specs.constants().thresholds
-    if nbytes < th.mesh_max_bytes and Y <= th.inter_mesh_max_nodes:
-        return "mesh"
-    return "rdh" if (_pow2(Y) or op == "all_reduce") and nbytes < th.rdh_max_bytes else "ring"
+    out = ["mesh"] * (nbytes < th.mesh_max_bytes and Y <= th.inter_mesh_max_nodes)
+    return out + ["rdh"] * ((_pow2(Y) or op == "all_reduce") and nbytes < th.rdh_max_bytes) + ["ring"]
 
 
-def choose(op: str, nbytes: float, g: Group) -> str:
-    """The algorithm the runtime would run for `op` of `nbytes` on group `g`."""
+def candidates(op: str, nbytes: float, g: Group) -> list[tuple[str, tuple[str, str] | None]]:
+    """(algorithm, hierarchical's row and column algorithms or None) the runtime may run for `op` of `nbytes`.
+
+    The runtime runs the fastest of them (`timing.choose`). Every algorithm's time grows with size and a
+    larger message never gains a candidate, so the chosen time never falls as the message grows.
+    """
     if g.n == 1:
-        return "direct"
+        return [("direct", None)]
     if op in ("all_to_all", "all_to_allv"):
-        return "mesh"
+        return [("mesh", None)]
+    if op == "broadcast":  # the root's direct writes, or scatter then ring all-gather for large messages
+        return [("direct", None), ("ring", None)] if g.n > 2 else [("direct", None)]
     if op not in _KIND:
-        return "direct"
+        return [("direct", None)]
     k, th = g.cluster.constants, fabric_specs.constants().thresholds
     multi = g.nodes > 1
     if k.policy == "ring":  # the 2023 runtime: rings, hierarchical below the flat-ring threshold
-        return "hierarchical" if multi and g.grid and nbytes < th.flat_ring_min_bytes else "ring"
-    if multi:
-        return "hierarchical" if g.grid else "ring"
-    return _intra(op, nbytes, g)
+        return [("hierarchical", None)] * bool(multi and g.grid and nbytes < th.flat_ring_min_bytes) + [("ring", None)]
+    if not multi:
+        return [(a, None) for a in _intra(op, nbytes, g)]
+    if not g.grid:
+        return [("ring", None)]
+    Y, X = g.grid
+    rows = dict.fromkeys("mesh" if a == "oneshot" else a for a in _intra(op, nbytes, Group(g.cluster, g.ranks[:X])))
+    return [("hierarchical", (r, c)) for r in rows for c in _inter(op, nbytes / X, Y)]
 
 
 def _chip_cycle(system) -> np.ndarray:
@@ -192,9 +199,12 @@ def _natural(ch: int, G: int, M: int) -> np.ndarray:
     return np.broadcast_to(np.where(np.arange(ch)[:, None, None] % 2 == 0, fwd, fwd[::-1]), (ch, G, M)).copy()
 
 
-def schedule(op: str, algorithm: str, g: Group, nbytes: float = 0.0) -> A.Schedule:
-    """The schedule of `op` with `algorithm` on group `g` (sub-algorithms of hierarchical by `nbytes`)."""
+def schedule(op: str, algorithm: str, g: Group, nbytes: float = 0.0, subs: tuple[str, str] | None = None) -> A.Schedule:
+    """The schedule of `op` with `algorithm` on group `g` (hierarchical's row and column algorithms
+    `subs`, else the runtime's first candidates for `nbytes`)."""
     n, c = g.n, g.cluster
+    if op == "broadcast" and algorithm == "ring":
+        return _scatter_all_gather(g)
     if op not in _KIND:
         return _pointwise(op, algorithm, g)
     kind = _KIND[op]
@@ -215,7 +225,7 @@ def schedule(op: str, algorithm: str, g: Group, nbytes: float = 0.0) -> A.Schedu
             raise AlgorithmError(f"oneshot is an all_reduce algorithm, not one for {op}{where()}")
         return A.two_level(kind, n, 1, 1, "ring", "oneshot", _natural(1, n, 1), _natural(1, 1, n), "oneshot")
     if algorithm in ("hierarchical", "torus"):
-        Y, X, row, col = two_level_shape(op, algorithm, g, nbytes)
+        Y, X, row, col = two_level_shape(op, algorithm, g, nbytes, subs)
         ch = 2
         r_orders = _ring_orders(g, np.arange(n).reshape(Y, X), ch, rotate=False)
         name = algorithm if algorithm == "torus" else f"hier({row}+{col})"
@@ -224,7 +234,8 @@ def schedule(op: str, algorithm: str, g: Group, nbytes: float = 0.0) -> A.Schedu
                          f"hierarchical, oneshot{where()}")
 
 
-def two_level_shape(op: str, algorithm: str, g: Group, nbytes: float) -> tuple[int, int, str, str]:
+def two_level_shape(op: str, algorithm: str, g: Group, nbytes: float,
+                    subs: tuple[str, str] | None = None) -> tuple[int, int, str, str]:
     """(rows Y, members per row X, row algorithm, column algorithm) of hierarchical or torus."""
     n, c = g.n, g.cluster
     if algorithm == "torus":
@@ -240,8 +251,22 @@ def two_level_shape(op: str, algorithm: str, g: Group, nbytes: float) -> tuple[i
     Y, X = g.grid
     if c.constants.policy == "ring":
         return Y, X, "ring", "ring"
-    row, col = _intra(op, nbytes, Group(c, g.ranks[:X])), _inter(op, nbytes / X, Y)
-    return Y, X, "mesh" if row == "oneshot" else row, col
+    if subs is None:
+        row, col = _intra(op, nbytes, Group(c, g.ranks[:X]))[0], _inter(op, nbytes / X, Y)[0]
+        subs = "mesh" if row == "oneshot" else row, col
+    return Y, X, *subs
+
+
+def _scatter_all_gather(g: Group) -> A.Schedule:
+    """Broadcast from position 0 as large-message runtimes run it: the root scatters block x to
+    position x, then a ring all-gather gives every rank every block ((n-1)/n of the message each way)."""
+    n, ch = g.n, 2
+    orders = _ring_orders(g, np.arange(n)[None, :], ch, rotate=g.nodes > 1)
+    ag = A.two_level("ag", 1, n, ch, "ring", "ring", orders, _natural(ch, n, 1), "ring")
+    dst = np.tile(np.arange(1, n), ch)
+    starts = np.repeat(np.arange(ch), n - 1) * n + dst  # block x's part on channel c has id c*n + x
+    scatter = A.Phase("scatter", np.zeros(len(dst), dtype=np.int64), dst, 1, False, 1, lambda s: starts, uniform=False)
+    return A.Schedule("scatter+ring", ag.nchunks, ag.layout, (scatter,) + ag.phases)
 
 
 def _pointwise(op: str, algorithm: str, g: Group) -> A.Schedule:

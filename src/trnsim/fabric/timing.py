@@ -21,7 +21,7 @@ import numpy as np
 from trnsim.errors import ConfigError, UnknownNameError
 from trnsim.fabric import algorithms as A
 from trnsim.fabric.cluster import Cluster, cluster as make_cluster, where
-from trnsim.fabric.runtime import ALGORITHMS, Group, check_op, choose, group_of, schedule, two_level_shape
+from trnsim.fabric.runtime import ALGORITHMS, Group, candidates, check_op, group_of, schedule, two_level_shape
 
 MODELS = ("alpha-beta", "flow")
 FLOW_TOLERANCE = 0.01  # relative: flows finishing this close together end in one event of the flow model
@@ -145,15 +145,16 @@ class Profile:
         return self.floor + sum(rep * (lat + nbytes * per) for _, rep, lat, per in self.phases)
 
 
-def profile(op: str, algorithm: str, g: Group, model: str = "alpha-beta", nbytes: float = 0.0) -> Profile:
+def profile(op: str, algorithm: str, g: Group, model: str = "alpha-beta", nbytes: float = 0.0,
+            subs: tuple[str, str] | None = None) -> Profile:
     """Price the schedule once; cached per (group, op, algorithm, model, sub-algorithms)."""
     if model not in MODELS:
         raise UnknownNameError("timing model", model, MODELS)
-    subs = two_level_shape(op, algorithm, g, nbytes) if algorithm == "hierarchical" else None
+    subs = two_level_shape(op, algorithm, g, nbytes, subs)[2:] if algorithm == "hierarchical" else None
     key = (g, op, algorithm, subs, model)  # groups are cached per cluster, so identity is enough
     cache = g.cluster.__dict__.setdefault("_profiles", {})
     if key not in cache:
-        sch = schedule(op, algorithm, g, nbytes)
+        sch = schedule(op, algorithm, g, nbytes, subs)
         fold = g.grid is not None and g.nodes > 1 and model == "alpha-beta"
         price = _alpha_beta if model == "alpha-beta" else _flow
         phases = []
@@ -197,11 +198,24 @@ def collective_time(op: str, nbytes: float, group=None, cluster: Cluster | str |
     g = group if isinstance(group, Group) else group_of(cluster, group)
     if algorithm is not None and algorithm not in ALGORITHMS:
         raise UnknownNameError("collective algorithm", algorithm, ALGORITHMS)
-    alg = algorithm or choose(op, nbytes, g)
     if g.n == 1:
         return 0.0, "direct", 0
-    p = profile(op, alg, g, model, nbytes)
+    alg, subs = (algorithm, None) if algorithm else pick(op, nbytes, g, model)
+    p = profile(op, alg, g, model, nbytes, subs)
     return p.time(nbytes), p.algorithm, p.steps
+
+
+def pick(op: str, nbytes: float, g: Group, model: str = "alpha-beta") -> tuple[str, tuple[str, str] | None]:
+    """The runtime's choice: the fastest of the algorithms it may run at this size (`runtime.candidates`)."""
+    cands = candidates(op, nbytes, g)
+    if len(cands) == 1:
+        return cands[0]
+    return min(cands, key=lambda a: profile(op, a[0], g, model, nbytes, a[1]).time(nbytes))
+
+
+def choose(op: str, nbytes: float, g: Group, model: str = "alpha-beta") -> str:
+    """The name of the algorithm the runtime runs for `op` of `nbytes` on group `g`."""
+    return pick(op, nbytes, g, model)[0]
 
 
 @functools.cache

@@ -26,7 +26,10 @@ def matmul(lhsT, rhs):
     K, M = lhsT.shape
     _, N = rhs.shape
     tk, tm, tn = min(K, TILE_K), min(M, TILE_M), min(N, TILE_N)
-    bk, bm, bn = min(8, K // tk), min(16, M // tm), min(2, N // tn)  # tiles per block
+    # tiles per block: 8 K x 16 M tiles of 2-byte operands, half each of fp32, so a block takes the same
+    # SBUF bytes in every dtype (under Trn1's 192 KiB per partition, double-buffered)
+    wide = max(2, lhsT.dtype.itemsize) // 2
+    bk, bm, bn = min(8 // wide, K // tk), min(16 // wide, M // tm), min(2, N // tn)
     BK, BM, BN = tk * bk, tm * bm, tn * bn
     result = nl.ndarray((M, N), dtype=lhsT.dtype, buffer=nl.shared_hbm)
     summed = K > BK  # more than one K block: accumulate the blocks in SBUF

@@ -156,42 +156,57 @@ def bubble_fraction(pp: int, vpp: int, m: int) -> float:
     return (pp - 1) / (vpp * m)
 
 
+def check_degree(model: Model, cluster: Cluster, recipe: Recipe, field: str, v) -> None:
+    """LayoutError naming `field` when degree `v` breaks a rule on its own: the model's shape first
+    (heads, KV heads, FFN for tp; seq for cp; layers for pp; experts for ep), then where it must fit."""
+    if isinstance(v, bool) or not isinstance(v, int) or v < 1:
+        raise LayoutError(field, f"must be a positive integer, got {v!r}")
+    if field == "tp":
+        if model.heads % v:
+            raise LayoutError("tp", f"heads {model.heads} are not divisible by tp {v}")
+        kv = model.kv_heads
+        if (kv % v) if kv >= v else (v % kv):
+            raise LayoutError("tp", f"kv_heads {kv} and tp {v}: one must divide the other (KV heads are "
+                                    "split, or replicated when tp > kv_heads)")
+        if model.ffn % v:
+            raise LayoutError("tp", f"ffn {model.ffn} is not divisible by tp {v}")
+        R = cluster.ranks_per_node
+        if R % v:
+            raise LayoutError("tp", f"a TP group stays inside one {cluster.system.name} ({R} ranks): "
+                                    f"tp {v} does not divide {R}")
+    elif field == "cp" and recipe.seq % v:
+        raise LayoutError("cp", f"seq {recipe.seq} is not divisible by cp {v}")
+    elif field == "pp" and v > model.layers:
+        raise LayoutError("pp", f"pp {v} stages for {model.layers} layers")
+    elif field == "ep" and model.experts % v:
+        raise LayoutError("ep", f"experts {model.experts} are not divisible by ep {v}" if model.moe else
+                                f"{model.name} is dense (no experts): ep must be 1, got {v}")
+    if field in ("tp", "pp", "cp") and cluster.world % v:
+        raise LayoutError(field, f"{field} {v} does not divide the {cluster.world} ranks of {cluster.describe()}")
+
+
 def validate(model: Model, cluster: Cluster, layout: Layout, recipe: Recipe) -> Layout:
     """The resolved layout, or LayoutError with the first rule it breaks (memory is checked by plan)."""
     for f in ("tp", "pp", "cp", "ep", "vpp"):
         v = getattr(layout, f)
         if isinstance(v, bool) or not isinstance(v, int) or v < 1:
             raise LayoutError(f, f"must be a positive integer, got {v!r}")
+    for f in ("tp", "cp", "pp", "ep"):
+        check_degree(model, cluster, recipe, f, getattr(layout, f))
     lay = layout.resolve(cluster)
     t, world = lay.tp * lay.pp * lay.dp * lay.cp, cluster.world
     if t != world:
         raise LayoutError("dp", f"tp {lay.tp} x pp {lay.pp} x dp {lay.dp} x cp {lay.cp} = {t}, but "
                                 f"{cluster.describe()} has {world} ranks")
-    R = cluster.ranks_per_node
-    if R % lay.tp:
-        raise LayoutError("tp", f"a TP group stays inside one {cluster.system.name} ({R} ranks): "
-                                f"tp {lay.tp} does not divide {R}")
-    if model.heads % lay.tp:
-        raise LayoutError("tp", f"heads {model.heads} are not divisible by tp {lay.tp}")
-    kv = model.kv_heads
-    if (kv % lay.tp) if kv >= lay.tp else (lay.tp % kv):
-        raise LayoutError("tp", f"kv_heads {kv} and tp {lay.tp}: one must divide the other (KV heads are "
-                                "split, or replicated when tp > kv_heads)")
-    if model.ffn % lay.tp:
-        raise LayoutError("tp", f"ffn {model.ffn} is not divisible by tp {lay.tp}")
     if recipe.sp and (recipe.seq // lay.cp) % lay.tp:
         raise LayoutError("tp", f"sequence parallelism splits each rank's {recipe.seq // lay.cp} tokens over "
                                 f"tp {lay.tp}: not divisible")
-    if recipe.seq % lay.cp:
-        raise LayoutError("cp", f"seq {recipe.seq} is not divisible by cp {lay.cp}")
     stages = lay.pp * lay.vpp
     if stages > model.layers:
         raise LayoutError("pp", f"pp {lay.pp} x vpp {lay.vpp} = {stages} stages for {model.layers} layers")
     if lay.vpp > 1 and (lay.pp == 1 or model.layers % stages):
         raise LayoutError("vpp", f"the interleaved schedule needs pp > 1 and layers {model.layers} divisible "
                                  f"by pp x vpp = {stages}")
-    if model.experts % lay.ep:
-        raise LayoutError("ep", f"experts {model.experts} are not divisible by ep {lay.ep}")
     if lay.dp % lay.ep:
         raise LayoutError("ep", f"ep {lay.ep} must divide dp {lay.dp} (DP_exp x EP = DP)")
     per_step = recipe.micro_batch * lay.dp

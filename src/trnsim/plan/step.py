@@ -68,6 +68,11 @@ class Plan:
         return p * self.cluster.nodes if p else None
 
     @property
+    def price_status(self) -> str:
+        """Where the price comes from: published (with its date), placeholder, given with --price, or none."""
+        return self.cluster.system.price_status
+
+    @property
     def usd_per_million_tokens(self) -> float | None:
         return self.price_per_hour / 3600 / self.tokens_per_s * 1e6 if self.price_per_hour else None
 
@@ -85,7 +90,7 @@ class Plan:
             "step_s": self.step_ns * 1e-9, "breakdown_s": {k: v * 1e-9 for k, v in self.breakdown.items()},
             "seqs_per_s": self.seqs_per_s, "tokens_per_s": self.tokens_per_s, "mfu": self.mfu,
             "memory_gib": {k: v / GiB for k, v in self.memory.items()}, "memory_total_gib": sum(self.memory.values()) / GiB,
-            "capacity_gib": self.capacity / GiB, "usd_per_hour": self.price_per_hour,
+            "capacity_gib": self.capacity / GiB, "usd_per_hour": self.price_per_hour, "price_status": self.price_status,
             "usd_per_million_tokens": self.usd_per_million_tokens, "models": self.models, "layer_ops": list(self.ops),
         }
         if tokens:
@@ -130,22 +135,32 @@ class StepModel:
         tokens = mb * s // lay.cp
         act = tokens * model.hidden * dt
         coll = self.comm.collective_time
+        comm_ops = []  # the --ops table's rows for one layer's exposed collectives
+
+        def comm_row(name, what, group, nbytes, total):
+            comm_ops.append({"name": name, "kind": "collective", "collective": what, "group": group, "m": 0, "k": 0,
+                             "n": 0, "batch": 1, "flops": 0.0, "bytes": nbytes, "forward_ns": total / 2,
+                             "backward_ns": total / 2})
+
         tp_t = 0.0
         if lay.tp > 1:
             g = place.group("tp")
             one = (coll("all_gather", act, g, cluster) + coll("reduce_scatter", act, g, cluster)) if recipe.sp \
                 else coll("all_reduce", act, g, cluster)
             tp_t = 4 * one * (1 - training.overlap("tp"))  # attention and MLP, forward and backward
+            comm_row("tp", "all_gather+reduce_scatter" if recipe.sp else "all_reduce", lay.tp, 4 * act, tp_t)
         cp_t = 0.0
         if lay.cp > 1:
             kv = tokens * 2 * max(model.kv_heads // lay.tp, 1) * model.head_dim * dt
             hops = (lay.cp - 1) * 3 * coll("send_recv", kv, place.group("cp"), cluster)  # KV forward, dKV backward
             attn = sum(self.compute.op_time(o, cluster, recipe.dtype) for o in ops if o.kind == "attention") * 3
             cp_t = max(0.0, hops - training.overlap("cp") * attn)
+            comm_row("cp", "send_recv (KV ring)", lay.cp, (lay.cp - 1) * 3 * kv, cp_t)
         ep_t = 0.0
         if lay.ep > 1:
             routed = tokens * model.top_k * model.hidden * dt
             ep_t = 4 * coll("all_to_all", routed, place.group("ep"), cluster) * (1 - training.overlap("ep"))
+            comm_row("ep", "all_to_all", lay.ep, 4 * routed, ep_t)
         pp_t = 0.0
         if lay.pp > 1:
             msg = act / (lay.tp if recipe.sp else 1)
@@ -187,10 +202,20 @@ class StepModel:
                   "comm": comm.name + (" (interim)" if comm.interim else "")}
         table = tuple({"name": op.name, "kind": op.kind, "m": op.m, "k": op.k, "n": op.n, "batch": op.batch,
                        "flops": op.flops, "bytes": op.bytes, "forward_ns": f, "backward_ns": b} for op, f, b in per_op)
+        table += tuple(comm_ops)
         return Plan(model, cluster, lay, recipe, sum(breakdown.values()), breakdown, mem, cap, models, table)
 
 
 DEFAULT = StepModel()
+
+
+def with_price(system: specs.SystemSpec, usd_per_hour: float | None) -> specs.SystemSpec:
+    """`system` with the user's on-demand price per node-hour (None: the catalog's)."""
+    if usd_per_hour is None:
+        return system
+    if not usd_per_hour > 0:
+        raise LayoutError("price", f"a price per node-hour must be positive, got {usd_per_hour!r}")
+    return dataclasses.replace(system, price_usd_per_hour=float(usd_per_hour), price_status="given with --price")
 
 
 def plan(model, system, nodes: int = 1, *, tp: int = 1, pp: int = 1, dp: int = 0, cp: int = 1, ep: int = 1,

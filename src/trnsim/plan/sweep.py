@@ -8,8 +8,9 @@ from __future__ import annotations
 
 import csv
 import dataclasses
+import multiprocessing
 import os
-from concurrent.futures import ProcessPoolExecutor
+from collections import Counter
 from dataclasses import dataclass
 from typing import Callable, Iterable, Iterator
 
@@ -17,11 +18,11 @@ from trnsim import specs
 from trnsim.errors import ConfigError, TrnsimError
 from trnsim.plan import workload
 from trnsim.plan.layout import Cluster, Layout, Recipe, enumerate_layouts
-from trnsim.plan.step import DEFAULT, Plan
+from trnsim.plan.step import DEFAULT, Plan, with_price
 
 RANKINGS = {"tokens": ("tokens_per_s", True), "cost": ("usd_per_million_tokens", False)}
 CSV_FIELDS = ("rank", "system", "nodes", "lnc", "tp", "pp", "vpp", "dp", "cp", "ep", "micro_batch", "checkpointing",
-              "step_s", "seqs_per_s", "tokens_per_s", "mfu", "memory_gib", "usd_per_million_tokens", "valid", "reason")
+              "step_s", "seqs_per_s", "tokens_per_s", "mfu", "memory_gib", "usd_per_million_tokens", "price_status", "valid", "rule", "reason")
 
 
 @dataclass(frozen=True)
@@ -34,6 +35,7 @@ class Task:
     lnc: int | None
     layout: Layout
     recipe: Recipe
+    price: float | None = None  # the user's USD per node-hour, else the catalog's
 
 
 def row(task: Task) -> dict:
@@ -41,17 +43,17 @@ def row(task: Task) -> dict:
     base = {"system": task.system, "nodes": task.nodes, **dataclasses.asdict(task.layout),
             "micro_batch": task.recipe.micro_batch, "checkpointing": task.recipe.checkpointing}
     try:
-        cluster = Cluster(specs.system(task.system), task.nodes, task.lnc)
+        cluster = Cluster(with_price(specs.system(task.system), task.price), task.nodes, task.lnc)
         p = DEFAULT.evaluate(task.model, cluster, task.layout, task.recipe)
     except TrnsimError as e:
-        return {**base, "lnc": task.lnc, "valid": False, "reason": str(e)}
-    return {**base, **summary(p), "valid": True, "reason": ""}
+        return {**base, "lnc": task.lnc, "valid": False, "reason": str(e), "rule": getattr(e, "field", type(e).__name__)}
+    return {**base, **summary(p), "valid": True, "reason": "", "rule": ""}
 
 
 def summary(p: Plan) -> dict:
     return {"lnc": p.cluster.lnc, "dp": p.layout.dp, "step_s": p.step_ns * 1e-9, "seqs_per_s": p.seqs_per_s,
             "tokens_per_s": p.tokens_per_s, "mfu": p.mfu, "memory_gib": sum(p.memory.values()) / 2**30,
-            "usd_per_million_tokens": p.usd_per_million_tokens}
+            "usd_per_million_tokens": p.usd_per_million_tokens, "price_status": p.price_status}
 
 
 def _rows(chunk: list[Task]) -> list[dict]:
@@ -71,8 +73,17 @@ class LocalPool:
         if self.workers == 1 or len(chunks) == 1:
             yield from map(fn, chunks)
             return
-        with ProcessPoolExecutor(self.workers) as pool:
-            yield from pool.map(fn, chunks)
+        # leaving the block terminates the workers: on Ctrl-C the sweep stops at once, not after the
+        # chunks already running (a chunk of fp32 layouts can simulate for minutes)
+        with multiprocessing.Pool(self.workers, initializer=_ignore_interrupts) as pool:
+            yield from pool.imap(fn, chunks)
+
+
+def _ignore_interrupts() -> None:
+    """Workers leave Ctrl-C to the parent, which stops the sweep (one message, no worker tracebacks)."""
+    import signal
+
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
 
 
 class RayCluster:
@@ -110,22 +121,27 @@ def backend(workers: int | None = None, ray: str | None = None):
 
 
 def tasks(model: workload.Model, systems: Iterable[str], nodes: Iterable[int], *, lnc: int | None = None,
-          micro_batches: Iterable[int] = (1,), checkpointing: Iterable[str] = ("selective",), **recipe) -> list[Task]:
-    """Every candidate: each system x cluster size x layout x micro-batch x checkpointing mode."""
+          micro_batches: Iterable[int] = (1,), checkpointing: Iterable[str] = ("selective",),
+          prices: dict[str, float] | None = None, **recipe) -> list[Task]:
+    """Every candidate: each system x cluster size x layout x micro-batch x checkpointing mode;
+    `prices` overrides the catalog's USD per node-hour by system name."""
     out = []
+    prices = {specs.system(k).name: v for k, v in (prices or {}).items()}
     for name in systems:
         system = specs.system(name)
+        price = prices.get(system.name)
         sys_lnc = lnc if system.chip.is_neuron else None  # LNC applies to NeuronCores only
         for n in nodes:
             try:
                 cluster = Cluster(system, n, sys_lnc)
             except TrnsimError:  # one row that carries the reason (a figure missing from the catalog, say)
-                out.append(Task(model, system.name, n, sys_lnc, Layout(), Recipe.nxd(model, **recipe)))
+                out.append(Task(model, system.name, n, sys_lnc, Layout(), Recipe.nxd(model, **recipe), price))
                 continue
             for mb in micro_batches:
                 for ck in checkpointing:
                     rec = Recipe.nxd(model, micro_batch=mb, checkpointing=ck, **recipe)
-                    out += [Task(model, system.name, n, sys_lnc, lay, rec) for lay in enumerate_layouts(model, cluster, rec)]
+                    out += [Task(model, system.name, n, sys_lnc, lay, rec, price)
+                            for lay in enumerate_layouts(model, cluster, rec)]
     return out
 
 
@@ -139,9 +155,13 @@ class SweepResult:
     def best(self) -> dict | None:
         return self.ranked[0] if self.ranked else None
 
+    def rejections(self) -> dict[str, int]:
+        """How many candidates each rule stopped (a layout field, memory, price), most frequent first."""
+        return dict(Counter(r["rule"] for r in self.unranked).most_common())
+
     def to_dict(self) -> dict:
         return {"by": self.by, "evaluated": len(self.ranked) + len(self.unranked), "valid": len(self.ranked),
-                "ranked": self.ranked, "unranked": self.unranked}
+                "rejected": self.rejections(), "ranked": self.ranked, "unranked": self.unranked}
 
     def write_csv(self, path: str) -> None:
         with open(path, "w", newline="") as fh:
@@ -204,5 +224,5 @@ def sweep(model, systems: Iterable[str], nodes: Iterable[int], *, by: str = "tok
     unranked = [r for r in rows if not r["valid"] or r[key] is None]
     for r in unranked:
         if r["valid"]:
-            r["reason"] = f"no catalog price for {r['system']}"
+            r["reason"], r["rule"] = f"no catalog price for {r['system']}", "price"
     return SweepResult(valid, unranked, by)

@@ -180,6 +180,7 @@ class SystemSpec(_Published):
     efa_bandwidth_is_upper_bound: bool  # "up to" figures
     local_storage_bytes: int
     price_usd_per_hour: float  # on-demand, 0 where no source gives one
+    price_status: str  # "published ..." with its date, "placeholder ...", or "none"
     topology_kind: str  # "single" | "torus" | "switch" | "nvswitch"
     topology_shape: tuple[int, ...]
     intra_link_bandwidth: float  # bytes/s per chip inside one server

@@ -65,19 +65,19 @@ def _num(x: float) -> str:
 
 
 def human(v: float, dimension: str) -> str:
-    """A base-unit figure in the unit people read it in: binary where it is a whole number of GiB/KiB
-    (as the sources print memory), decimal otherwise. `human(820 * 2**30, "bytes/s")` -> "820 GiB/s"."""
-    if dimension in ("bytes", "bytes/s"):
-        rate = "/s" if dimension == "bytes/s" else ""
-        if v >= 2**30 and v % 2**30 == 0:
-            return f"{_num(v / 2**30)} GiB{rate}"
-        for unit, scale in (("MiB", 2**20), ("KiB", 2**10)):
-            if scale <= v < 2**30 and v % scale == 0:
-                return f"{_num(v / scale)} {unit}{rate}"
-        for unit, scale in (("TB", 1e12), ("GB", 1e9), ("MB", 1e6)):
-            if v >= scale and (unit != "TB" or round(v / scale, 2) == v / scale):  # 1,024 GB/s, not 1.024 TB/s
-                return f"{_num(v / scale)} {unit}{rate}"
-        return f"{_num(v)} B{rate}"
+    """A base-unit figure in one consistent unit per dimension: sizes in binary units (GiB, MiB, KiB, as
+    memory is sized), rates in decimal GB/s (never TB/s), a rate that is a whole number of GiB/s also
+    shown that way, as its source printed it. `human(820 * 2**30, "bytes/s")` -> "880.5 GB/s (820 GiB/s)"."""
+    if dimension == "bytes":
+        for unit, scale in (("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10)):
+            if v >= scale:
+                return f"{_num(v / scale)} {unit}"
+        return f"{_num(v)} B"
+    if dimension == "bytes/s":
+        if v < 1e9:
+            return f"{_num(v / 1e6)} MB/s" if v >= 1e6 else f"{_num(v)} B/s"
+        text = f"{_num(v / 1e9)} GB/s"
+        return text + (f" ({_num(v / 2**30)} GiB/s)" if v % 2**30 == 0 else "")
     if dimension == "FLOP/s":
         return f"{_num(v / 1e12)} TFLOPS"
     if dimension == "Hz":
