@@ -23,6 +23,7 @@ from trnsim.core.errors import KernelError, ShapeError, UninitializedError, Unin
 from trnsim.core.isa.opcodes import MATMUL, Engine, Op
 from trnsim.core.isa.psum import close as close_psum, flush as flush_psum
 from trnsim.core.isa.registry import REGISTRY, Instruction, generic_check
+from trnsim.core import races as _races
 from trnsim.core.liveness import iterations
 from trnsim.core.memory import HBM, Memory, Space
 from trnsim.core.tensor import View
@@ -59,7 +60,7 @@ class NeuronCore:
     """One NeuronCore of a generation (v2 Trn1, v3 Trn2, v4 Trn3) with real SBUF, PSUM and HBM."""
 
     def __init__(self, target: str | None = None, *, strict: bool = True, values: bool = True, hbm: HBM | None = None,
-                 program_id: int = 0, num_programs: int = 1, seed: int = 0):
+                 program_id: int = 0, num_programs: int = 1, seed: int = 0, race_check=None):
         self.target = resolve_target(target)
         self.spec = specs.neuroncore(self.target)
         self.gen = int(self.spec.key.removeprefix("v"))
@@ -90,6 +91,8 @@ class NeuronCore:
         self.mailbox: dict = {}
         self._counts: dict[str, int] = {}
         self.scopes: list = []  # the open loop iterations, innermost last (core/liveness.py)
+        self.race_check = _races.mode(race_check)  # auto | off | warn | error | order (core/races.py)
+        self.races: list = []  # the open affine loops being watched for loop-carried dependencies
 
     def limit(self, name: str) -> int:
         return self.spec.limits[name]
@@ -134,9 +137,14 @@ class NeuronCore:
         alloc.shape = shape
         return View.whole(alloc, dt, shape)
 
-    def loop(self, indices):
-        """Iterate `indices` as a kernel loop: tensors made in an iteration die with it (core/liveness.py)."""
-        return iterations(self, indices)
+    def loop(self, indices, affine: str | None = None):
+        """Iterate `indices` as a kernel loop: tensors made in an iteration die with it (core/liveness.py).
+        An `affine` loop promises independent iterations: it is watched for loop-carried dependencies
+        (core/races.py), reported as `affine` says at most ("error" or "warn")."""
+        if not affine or self.race_check == "off" or (self.race_check == "auto" and affine == "warn"):
+            return iterations(self, indices)
+        how = "warn" if "warn" in (self.race_check, affine) else "error"
+        return _races.watch(self, iterations(self, indices), how)
 
     # -- execution -------------------------------------------------------------------------------
     def issue(self, op: Op, /, engine=None, **kw) -> Instruction:
@@ -150,6 +158,10 @@ class NeuronCore:
         evicts = generic_check(d, ins, self) and op not in MATMUL  # another engine touching PSUM
         d.check(ins, self)
         self.stream.append(ins.record(len(self.stream)))
+        if self.races:
+            boxes = {n: (v, _races.box(v)) for n, v in operands.items()}
+            for w in self.races:
+                w.record(ins, boxes)
         if self.values:
             if evicts and self.psum_pending:
                 flush_psum(self)

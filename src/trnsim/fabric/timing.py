@@ -18,6 +18,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from trnsim import specs
 from trnsim.errors import ConfigError, UnknownNameError
 from trnsim.fabric import algorithms as A
 from trnsim.fabric.cluster import Cluster, cluster as make_cluster, where
@@ -192,7 +193,7 @@ def collective_time(op: str, nbytes: float, group=None, cluster: Cluster | str |
     if cluster is None:
         raise ConfigError(f"collective_time needs a cluster, e.g. trnsim.fabric.cluster('trn2.48xlarge'){where()}")
     if isinstance(cluster, str):
-        cluster = _named_cluster(cluster)
+        cluster = _named_cluster(cluster, specs.active())
     if nbytes < 0:
         raise ConfigError(f"nbytes must be >= 0, got {nbytes}{where()}")
     g = group if isinstance(group, Group) else group_of(cluster, group)
@@ -219,7 +220,8 @@ def choose(op: str, nbytes: float, g: Group, model: str = "alpha-beta") -> str:
 
 
 @functools.cache
-def _named_cluster(name: str) -> Cluster:
+def _named_cluster(name: str, hardware=None) -> Cluster:
+    """A cluster by system name; `hardware` (the what-if chip in use) keys the cache."""
     return make_cluster(name)
 
 

@@ -122,11 +122,12 @@ def launch(kernel: Kernel, args, kwargs, target=None, values=True):
 
     With `values=False` (timing only) no instruction computes and nothing is returned; the cores, with
     their instruction streams, are left in `kernel.last_cores` either way."""
-    nc0 = NeuronCore(target, strict=os.environ.get("TRNSIM_STRICT", "1") != "0", values=values)
+    nc0 = NeuronCore(target, strict=os.environ.get("TRNSIM_STRICT", "1") != "0", values=values,
+                     race_check=kernel.options.get("race_check"))
     if kernel.lnc == 2 and nc0.gen < 3:
         raise ConfigError(f"an LNC 2 launch (kernel[2]) needs Trn2 or Trn3; the target is {nc0.target}")
     cores = [nc0] + [NeuronCore(nc0.target, strict=nc0.strict, values=values, hbm=nc0.hbm, program_id=i,
-                                num_programs=kernel.lnc)
+                                num_programs=kernel.lnc, race_check=nc0.race_check)
                      for i in range(1, kernel.lnc)]
     nc0.num_programs = kernel.lnc
     if kernel.lnc == 2:

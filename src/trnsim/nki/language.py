@@ -437,11 +437,18 @@ def static_range(start, stop=None, step=1):
 
 
 def affine_range(start, stop=None, step=1, **kwargs):
-    """A loop whose tiles die with the iteration that made them, as the compiler scopes them (core/liveness.py)."""
+    """A loop whose tiles die with the iteration that made them, as the compiler scopes them (core/liveness.py).
+
+    NKI 0.6 compiles it as `range` (nki/api/nki/language/__init__.py: affine_range, deprecated), so a
+    loop-carried dependency is honoured there but breaks under the beta compiler, which reorders affine
+    iterations: with the race check asked for (`race_check=`, TRNSIM_RACE_CHECK), it is reported as a
+    LoopCarriedWarning (core/races.py)."""
+    return core().loop(static_range(start, stop, step), affine="warn")
+
+
+def sequential_range(start, stop=None, step=1, **kwargs):
+    """A loop whose iterations may depend on each other (compiled as `range`)."""
     return core().loop(static_range(start, stop, step))
-
-
-sequential_range = affine_range
 
 
 def dynamic_range(start, stop=None, step=1):

@@ -32,9 +32,10 @@ class CommModel(Protocol):
 
 
 @functools.lru_cache(maxsize=64)
-def _links(system_key: str, lnc: int) -> tuple[float, float, float, float]:
-    """(intra-node bytes/s per rank, inter-node bytes/s per rank, intra alpha ns, inter alpha ns)."""
-    system = specs.catalog.systems()[system_key]
+def _links(system_key: str, lnc: int, hardware=None) -> tuple[float, float, float, float]:
+    """(intra-node bytes/s per rank, inter-node bytes/s per rank, intra alpha ns, inter alpha ns); `hardware`
+    (the what-if chip in use) keys the cache."""
+    system = specs.system(system_key)
     chip = system.chip
     per_chip = Cluster(system, 1, lnc).ranks_per_chip
     # every rank of a chip joins a collective at once (each in its own group), sharing the chip's links;
@@ -62,7 +63,7 @@ class AlphaBeta:
             raise ValueError(f"unknown collective {op!r}; known: {', '.join(OPS)}")
         if group.size <= 1 or nbytes <= 0:
             return 0.0
-        bw_in, bw_out, a_in, a_out = _links(cluster.system.key, cluster.lnc)
+        bw_in, bw_out, a_in, a_out = _links(cluster.system.key, cluster.lnc, specs.active())
         X, Y = group.per_node, group.nodes
         if op == "send_recv":
             return (a_out + nbytes / bw_out * 1e9) if Y > 1 else (a_in + nbytes / bw_in * 1e9)
@@ -75,19 +76,20 @@ class AlphaBeta:
 
 
 @functools.lru_cache(maxsize=256)
-def _fabric_cluster(system_key: str, nodes: int, lnc: int):
+def _fabric_cluster(system_key: str, nodes: int, lnc: int, hardware=None):
     """The fabric's cluster for a plan's cluster, or None where the fabric has no model of the system."""
     from trnsim import fabric
 
-    system = specs.catalog.systems()[system_key]
+    system = specs.system(system_key)
     return fabric.cluster(system, nodes=nodes, lnc=lnc) if system.chip.is_neuron else None
 
 
 @functools.lru_cache(maxsize=65536)
-def _fabric_time(op: str, nbytes: float, ranks: tuple[int, ...], system_key: str, nodes: int, lnc: int) -> float:
+def _fabric_time(op: str, nbytes: float, ranks: tuple[int, ...], system_key: str, nodes: int, lnc: int,
+                 hardware=None) -> float:
     from trnsim import fabric
 
-    return fabric.collective_time(op, nbytes, list(ranks), _fabric_cluster(system_key, nodes, lnc))[0]
+    return fabric.collective_time(op, nbytes, list(ranks), _fabric_cluster(system_key, nodes, lnc, hardware))[0]
 
 
 class FabricComm:
@@ -107,7 +109,7 @@ class FabricComm:
 
     def which(self, cluster: Cluster) -> CommModel:
         """The model that times this cluster's collectives."""
-        return self if _fabric_cluster(cluster.system.key, cluster.nodes, cluster.lnc) else self.fallback
+        return self if _fabric_cluster(cluster.system.key, cluster.nodes, cluster.lnc, specs.active()) else self.fallback
 
     def collective_time(self, op: str, nbytes: float, group: Group, cluster: Cluster) -> float:
         if op not in OPS:
@@ -118,14 +120,14 @@ class FabricComm:
             return 0.0
         ranks = group.ranks[:2] if op == "send_recv" else group.ranks
         return _fabric_time(op, float(nbytes * self.nic_sharing(group, cluster)), ranks,
-                            cluster.system.key, cluster.nodes, cluster.lnc)
+                            cluster.system.key, cluster.nodes, cluster.lnc, specs.active())
 
     @staticmethod
     def nic_sharing(group: Group, cluster: Cluster) -> float:
         """Groups' worth of EFA traffic on each NIC this group uses (1 inside one instance)."""
         if group.nodes <= 1:
             return 1.0
-        network = _fabric_cluster(cluster.system.key, cluster.nodes, cluster.lnc).network
+        network = _fabric_cluster(cluster.system.key, cluster.nodes, cluster.lnc, specs.active()).network
         R = cluster.ranks_per_node
         own = {network.nic_of(r // cluster.ranks_per_chip) for r in group.ranks if r < R}  # on rank 0's node
         return max(1.0, R // group.per_node * len(own) / network.nics)

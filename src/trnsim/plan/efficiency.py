@@ -97,7 +97,8 @@ def entry(target: str, kernel: str, shape: tuple[int, ...], dtype: str = "bf16")
     if _wanted is not None:
         _wanted.add(key)
         return {"efficiency": 1.0}
-    return _table().get(key) or simulate(target, kernel, tuple(shape), dtype)
+    hw = specs.active()  # a what-if chip is simulated, never read from the catalog chips' table
+    return (None if hw else _table().get(key)) or simulate(target, kernel, tuple(shape), dtype, hw)
 
 
 def efficiency(target: str, kernel: str, shape: tuple[int, ...], dtype: str = "bf16") -> float:
@@ -106,8 +107,9 @@ def efficiency(target: str, kernel: str, shape: tuple[int, ...], dtype: str = "b
 
 
 @functools.cache
-def simulate(target: str, kernel: str, shape: tuple[int, ...], dtype: str = "bf16") -> dict:
-    """Time the bucket's kernel on one core of `target` (timing only) and derive its efficiency."""
+def simulate(target: str, kernel: str, shape: tuple[int, ...], dtype: str = "bf16", hardware=None) -> dict:
+    """Time the bucket's kernel on one core of `target` (timing only) and derive its efficiency; `hardware`
+    (the what-if chip in use, specs.active()) only keys the cache."""
     from trnsim.core.timing import benchmark  # the emulator loads only when a bucket is simulated
     from trnsim.plan import kernels
 

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from trnsim.errors import UnknownNameError
 from trnsim.specs import catalog
+from trnsim.specs.hardware import Hardware, HardwareError, active, hardware
 from trnsim.specs.records import FLOPS_DTYPES, ChipSpec, NeuronCoreSpec, SystemSpec, UnsupportedDTypeError
 
 _TARGETS = {"trn1": "v2", "trn2": "v3", "trn3": "v4"}
@@ -25,20 +26,23 @@ def neuroncore(generation: str) -> NeuronCoreSpec:
     cores = catalog.neuroncores()
     if g not in cores:
         raise UnknownNameError("NeuronCore generation", str(generation), [*cores, *_TARGETS])
-    return cores[g]
+    hw = active()
+    return hw.neuroncore(cores[g]) if hw else cores[g]
 
 
 def chip(name: str) -> ChipSpec:
     """A device by name: `"Trainium2"`, or an NKI target (`"trn2"`)."""
     by_target = {c.core.target: c for c in catalog.chips().values() if c.core}
-    if catalog.normalize(name) in by_target:
-        return by_target[catalog.normalize(name)]
-    return catalog.lookup(catalog.chips(), name, "chip")
+    rec = by_target.get(catalog.normalize(name)) or catalog.lookup(catalog.chips(), name, "chip")
+    hw = active()
+    return hw.chip_for(rec) if hw else rec
 
 
 def system(name: str) -> SystemSpec:
     """An instance or UltraServer by name: `"trn2.48xlarge"`, `"Trn2 UltraServer"`."""
-    return catalog.lookup(catalog.systems(), name, "instance or UltraServer")
+    rec = catalog.lookup(catalog.systems(), name, "instance or UltraServer")
+    hw = active()
+    return hw.system(rec) if hw else rec
 
 
 def instance(name: str) -> SystemSpec:
@@ -54,16 +58,18 @@ def ultraserver(name: str) -> SystemSpec:
 
 
 def instances() -> list[SystemSpec]:
-    return [s for s in catalog.systems().values() if s.kind == "instance"]
+    return [s for s in systems() if s.kind == "instance"]
 
 
 def systems() -> list[SystemSpec]:
-    return list(catalog.systems().values())
+    hw = active()
+    return [hw.system(s) if hw else s for s in catalog.systems().values()]
 
 
 def chips() -> list[ChipSpec]:
-    return list(catalog.chips().values())
+    hw = active()
+    return [hw.chip_for(c) if hw else c for c in catalog.chips().values()]
 
 
-__all__ = ["FLOPS_DTYPES", "ChipSpec", "NeuronCoreSpec", "SystemSpec", "UnsupportedDTypeError", "chip", "chips",
+__all__ = ["FLOPS_DTYPES", "Hardware", "HardwareError", "active", "hardware", "ChipSpec", "NeuronCoreSpec", "SystemSpec", "UnsupportedDTypeError", "chip", "chips",
            "instance", "instances", "neuroncore", "system", "systems", "ultraserver"]

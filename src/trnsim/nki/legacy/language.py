@@ -125,11 +125,14 @@ def ds(start, size) -> slice:
 # -- loops and SPMD ----------------------------------------------------------------------------------------------
 def affine_range(start, stop=None, step=1, **kwargs):
     """A loop whose tiles die with the iteration that made them, as the compiler scopes them; the compiler
-    picks how many iterations' buffers stay resident (core/liveness.py)."""
+    picks how many iterations' buffers stay resident (core/liveness.py). Its iterations must be independent
+    (associative reductions aside): a loop-carried dependency is a LoopCarriedError (core/races.py)."""
+    return core().loop(range(start, stop, step) if stop is not None else range(start), affine="error")
+
+
+def sequential_range(start, stop=None, step=1, **kwargs):
+    """A loop whose iterations may depend on each other: run in order, never reordered."""
     return core().loop(range(start, stop, step) if stop is not None else range(start))
-
-
-sequential_range = affine_range
 
 
 def static_range(start, stop=None, step=1, **kwargs):

@@ -1,0 +1,210 @@
+"""Loop-carried dependencies in `affine_range` loops: the race a sequential emulator would hide.
+
+An affine loop promises that its iterations are independent, so the compiler may reorder or pipeline
+them; a kernel whose iteration i writes what iteration j reads or writes computes a different answer on
+hardware than it does here, run in order. While an affine loop runs, every instruction's operands that
+lie in tensors made before the loop began are recorded per iteration (tensors made inside an iteration
+are that iteration's own); when the loop ends, a write of one iteration that overlaps a read or write of
+another is reported as LoopCarriedError (or a LoopCarriedWarning, by option).
+
+Associative reductions are not loop-carried dependencies (the matrix multiplication tutorial,
+nki/guides/tutorials/matrix_multiplication.rst, affine_range note): every matmul into PSUM, and an
+instruction that reads and writes the same region (`acc += x`, `nl.loop_reduce`), counts as an
+accumulation, and accumulations of different iterations into the same region do not conflict.
+
+Regions are boxes in the tensor's own coordinates (partition and free dims for SBUF/PSUM, every dim for
+HBM), so column tiles of a row-major tensor do not overlap; a view that is no box (indirect, or strides
+that cross dims) falls back to its flat element range, which can only over-report.
+"""
+from __future__ import annotations
+
+import os
+import warnings
+
+from trnsim.core.errors import KernelError, where
+from trnsim.core.isa.opcodes import MATMUL
+from trnsim.core.memory import Space
+
+ENV = "TRNSIM_RACE_CHECK"
+MODES = ("auto", "off", "warn", "error")
+
+
+class LoopCarriedError(KernelError):
+    """Two iterations of an affine_range loop touch the same tensor region, one of them writing it."""
+
+
+class LoopCarriedWarning(UserWarning):
+    """A loop-carried dependency reported as a warning (race check `warn`)."""
+
+
+def mode(option=None) -> str:
+    """The race-check mode from a kernel option or TRNSIM_RACE_CHECK; True means `error`, False `off`.
+    `auto` (the default) checks the loops that promise independence to their compiler (NeuronCore.loop)."""
+    raw = option if option is not None else os.environ.get(ENV, "auto")
+    raw = {True: "error", False: "off"}.get(raw, raw)
+    raw = str(raw).lower()
+    if raw in ("1", "on", "true"):
+        return "error"
+    if raw in ("0", "false", "none"):
+        return "off"
+    if raw not in MODES:
+        raise KernelError(f"race_check={raw!r}: the race check is one of {', '.join(MODES)}")
+    return raw
+
+
+def box(view):
+    """(lo, hi) inclusive element coordinates of a view in its tensor's shape; flat ranges otherwise."""
+    alloc = view.alloc
+    shape = tuple(getattr(alloc, "shape", None) or ())
+    free = shape[1:] if view.on_chip else shape
+    lead = ((view.poff, view.poff + max(view.shape[0], 1) - 1),) if view.on_chip else ()
+    dims = list(zip(view.shape[1:] if view.on_chip else view.shape, view.strides[1:] if view.on_chip else view.strides))
+    natural = [1] * len(free)
+    for k in range(len(free) - 2, -1, -1):
+        natural[k] = natural[k + 1] * free[k + 1]
+    size = natural[0] * free[0] if free else 1
+    lo_flat = hi_flat = view.offset
+    for n, s in dims:
+        if n > 1:
+            lo_flat += min(0, (n - 1) * s)
+            hi_flat += max(0, (n - 1) * s)
+    flat = lead + ((lo_flat, hi_flat),)
+    if view.indirect is not None or not free or hi_flat >= size or lo_flat < 0:
+        return flat if view.indirect is None else lead + ((0, size - 1),), True
+    lo = [(view.offset // natural[k]) % free[k] for k in range(len(free))]
+    hi = list(lo)
+    for n, s in dims:
+        if n <= 1 or s == 0:
+            continue
+        k = next((k for k in range(len(free)) if natural[k] <= abs(s) and abs(s) % natural[k] == 0), None)
+        if k is None:
+            return flat, True
+        step = (n - 1) * (s // natural[k])
+        lo[k], hi[k] = min(lo[k], lo[k] + step), max(hi[k], hi[k] + step)
+        if lo[k] < 0 or hi[k] >= free[k]:
+            return flat, True
+    return lead + tuple(zip(lo, hi)), False
+
+
+def _flatten(b, view_shape_free):
+    """A box's flat element range (for comparing with a flat fallback)."""
+    (coords, is_flat), free, lead = b, view_shape_free, None
+    if is_flat:
+        return coords
+    n = len(free)
+    lead, rest = coords[: len(coords) - n], coords[len(coords) - n:]
+    natural = [1] * n
+    for k in range(n - 2, -1, -1):
+        natural[k] = natural[k + 1] * free[k + 1]
+    return lead + ((sum(lo * m for (lo, _), m in zip(rest, natural)), sum(hi * m for (_, hi), m in zip(rest, natural))),)
+
+
+def _overlap(a, b) -> bool:
+    return all(alo <= bhi and blo <= ahi for (alo, ahi), (blo, bhi) in zip(a, b))
+
+
+class Access:
+    __slots__ = ("iteration", "kind", "box", "location", "alloc", "what")
+
+    def __init__(self, iteration, kind, box, location, alloc, what):
+        self.iteration, self.kind, self.box, self.location, self.alloc, self.what = iteration, kind, box, location, alloc, what
+
+
+class Watch:
+    """One running affine loop: the accesses of each iteration to tensors made before it began."""
+
+    def __init__(self, location: str, first_alloc: int):
+        self.location, self.first_alloc = location, first_alloc
+        self.iteration = 0
+        self.accesses: dict[int, list[Access]] = {}  # allocation id -> accesses
+        self.written: set[int] = set()
+        self.reads: dict = {}  # (allocation id, box) -> this iteration's read of it
+
+    def next(self) -> None:
+        self.iteration += 1
+        self.reads.clear()
+
+    def record(self, ins, boxes) -> None:
+        """Record one instruction's operands that lie outside the loop (`boxes`: name -> (view, box))."""
+        for name, (view, b) in boxes.items():
+            alloc = view.alloc
+            if alloc.id >= self.first_alloc:
+                continue
+            if name in ins.writes:
+                # An accumulation: a matmul into PSUM, or a write of the very region this iteration read
+                # (in this instruction or an earlier one: `acc[...] = nl.add(acc, t)` goes through a copy).
+                same = any(n not in ins.writes and v.alloc is alloc and bb == b for n, (v, bb) in boxes.items())
+                earlier = self.reads.pop((alloc.id, b), None)
+                if earlier is not None:
+                    earlier.kind = "accumulates into"
+                acc = same or earlier is not None or (ins.op in MATMUL and view.space is Space.PSUM)
+                kind = "accumulates into" if acc else "writes"
+                self.written.add(alloc.id)
+            else:
+                if any(n in ins.writes and v.alloc is alloc and bb == b for n, (v, bb) in boxes.items()):
+                    continue  # the read half of an accumulation
+                kind = "reads"
+            a = Access(self.iteration, kind, b, ins.location, alloc, f"{ins.op.value} operand {name!r}")
+            self.accesses.setdefault(alloc.id, []).append(a)
+            if kind == "reads":
+                self.reads[(alloc.id, b)] = a
+
+    def conflict(self):
+        """The first pair (earlier, later) of accesses of different iterations that race, or None."""
+        for aid in sorted(self.written):
+            acc = self.accesses[aid]
+            for i, a in enumerate(acc):
+                if a.kind == "reads":
+                    continue
+                for b in acc:
+                    if b.iteration == a.iteration or (a.kind == b.kind == "accumulates into"):
+                        continue
+                    if _overlaps(a, b):
+                        return (a, b) if a.iteration < b.iteration else (b, a)
+        return None
+
+
+def _overlaps(a: Access, b: Access) -> bool:
+    if a.box[1] == b.box[1]:
+        return _overlap(a.box[0], b.box[0])
+    free = tuple(a.alloc.shape[1:] if a.alloc.memory.space is not Space.HBM else a.alloc.shape)
+    return _overlap(_flatten(a.box, free), _flatten(b.box, free))
+
+
+def describe(a: Access) -> str:
+    coords = ", ".join(f"{lo}:{hi + 1}" for lo, hi in a.box[0])
+    flat = " (flat elements)" if a.box[1] else ""
+    return f"{a.alloc.name}[{coords}]{flat}"
+
+
+def report(watch: Watch, how: str) -> None:
+    found = watch.conflict()
+    if found is None:
+        return
+    first, second = found
+    msg = (f"affine_range loop at {watch.location} carries a dependency between iterations: iteration "
+           f"{first.iteration} {first.kind} {describe(first)} at {first.location} and iteration {second.iteration} "
+           f"{second.kind} {describe(second)} at {second.location}; affine_range iterations must be independent "
+           f"(the compiler may reorder them): use sequential_range, or give each iteration its own region")
+    if how == "warn":
+        warnings.warn(msg, LoopCarriedWarning, stacklevel=4)
+        return
+    raise LoopCarriedError(msg, watch.location)
+
+
+def watch(nc, loop, how: str):
+    """Run `loop` (an iterations() generator) as an affine loop of core `nc` under race check `how`."""
+    from trnsim.core.memory import Allocation
+
+    w = Watch(where(), next(Allocation._ids))
+    nc.races.append(w)
+    ok = False
+    try:
+        for i in loop:
+            yield i
+            w.next()
+        ok = True
+    finally:
+        nc.races.remove(w)
+    if ok:
+        report(w, how)
