@@ -3,7 +3,10 @@
 Prints one JSON object: wall seconds to run the kernel on shapes (front end and checks) and to schedule
 its stream, instructions per second, and simulated NeuronCore cycles (at the core's base clock) per
 wall second (CPU seconds too: on a shared machine they show what an idle one would take). `--ladder` adds the calibration table: every ladder step on trn1 against the published
-latency and HFU (reference/calibration.md 1.1), and the trn2 engine-active shares.
+latency and HFU (reference/calibration.md 1.1), and the trn2 engine-active shares. `--calibration`
+prints every kernel figure of calibration.md (1.1 both ladders: the current-API ladder and its beta twin;
+the trn2 shares; 1.3 the fused Mamba sweep) simulated against published, with the error and the wall
+seconds each timing-only run took; `--quick` leaves out the Mamba points above seq 2048.
 """
 import json
 import sys
@@ -33,7 +36,67 @@ def run(kernel, target):
     return summarize(kernel.__name__, [tl], cores[0].spec), len(cores[0].stream), (t1 - t0, c1 - c0), (t2 - t1, c2 - c1)
 
 
+MAMBA = [("mamba_v1", 256, 512, 0.17293), ("mamba_v1", 4096, 512, 2.34)] + [
+    (f"mamba_v{v}", 4096, seq, ms) for seq, v2, v3 in (
+        (512, 1.61, 1.6), (1024, 4.4, 3.3), (2048, 8.9, 6.6), (3072, 13.1, 10.1), (4096, 17.6, 13.3),
+        (5120, 23.7, 17.3), (6144, 27.5, 19.6), (7168, 41.3, 24.2), (8192, 52.2, 27.8)) for v, ms in ((2, v2), (3, v3))]
+TRN2_SHARES = {"matmul_tiled": {"DMA": 0.9993, "TensorE": 0.8728}, "matmul_hoisted": {"DMA": 0.9973, "TensorE": 0.9985},
+               "matmul_blocked": {"DMA": 0.2154, "TensorE": 0.9950, "VectorE": 0.1055}}
+
+
+def _timed(kernel, args, target):
+    t0 = time.perf_counter()
+    cores = kernel.trace(*args, target=target, values=False)
+    r = summarize(kernel.__name__, [simulate(cores[0].stream, target)], cores[0].spec)
+    return r, time.perf_counter() - t0
+
+
+def calibration():
+    """Every kernel figure of calibration.md: simulated vs published, error, wall seconds."""
+    import mamba
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests" / "nki_legacy"))
+    import test_twin as twin
+    quick = "--quick" in sys.argv
+    shapes = [np.zeros((ladder.SHAPE["K"], ladder.SHAPE[d]), ladder.nl.bfloat16.np) for d in "MN"]
+    rows = []
+
+    def row(what, sim_ms, pub_ms, wall, **extra):
+        rows.append({"figure": what, "simulated_ms": round(sim_ms, 4), "published_ms": pub_ms,
+                     "error": round(sim_ms / pub_ms - 1, 4), "wall_s": round(wall, 1), **extra})
+        print(json.dumps(rows[-1]), flush=True)
+
+    beta = {k.__name__: getattr(twin, "beta_" + k.__name__, None) for k in ladder.LADDER}
+    for k in ladder.LADDER:
+        ms, _ = PUBLISHED[k.__name__]
+        for api, kern in (("current", k), ("beta", beta[k.__name__])):
+            if kern is None:
+                continue
+            r, wall = _timed(kern, shapes, "trn1")
+            row(f"1.1 {k.__name__} ({api} API, trn1)", r.latency / 1e6, ms, wall, bound=r.bound, hfu=round(r.hfu, 4))
+        if k.__name__ in TRN2_SHARES:
+            r, wall = _timed(k, shapes, "trn2")
+            print(json.dumps({"figure": f"1.1 {k.__name__} trn2 shares", "wall_s": round(wall, 1), **{
+                e: {"simulated": round(r.share.get(e, 0.0), 4), "published": v} for e, v in TRN2_SHARES[k.__name__].items()}}),
+                flush=True)
+    for name, ch, seq, ms in MAMBA:
+        if quick and seq > 2048:
+            continue
+        args = [np.zeros(x.shape, np.float32) for x in mamba.inputs(ch, seq, state=16)]
+        try:
+            r, wall = _timed(getattr(mamba, name), args, "trn1")
+        except Exception as e:  # a working set beyond SBUF: the compiler spills, trnsim refuses
+            print(json.dumps({"figure": f"1.3 {name} channels={ch} seq={seq}", "published_ms": ms,
+                              "simulated": f"not run: {type(e).__name__}: {str(e)[:160]}"}), flush=True)
+            continue
+        row(f"1.3 {name} channels={ch} seq={seq}", r.latency / 1e6, ms, wall, bound=r.bound,
+            vector_share=round(r.share.get("VectorE", 0.0), 4))
+    errs = [abs(x["error"]) for x in rows]
+    print(json.dumps({"figures": len(rows), "within_15pct": sum(e <= 0.15 for e in errs), "max_abs_error": max(errs)}))
+
+
 def main():
+    if "--calibration" in sys.argv:
+        return calibration()
     target = "trn1"
     r, n, front, sched = run(ladder.matmul_optimized, target)
     base = specs.neuroncore(target).clocks["base"]

@@ -12,6 +12,7 @@ O(n log n).
 from __future__ import annotations
 
 from array import array
+from bisect import bisect_right
 from dataclasses import dataclass, field
 
 from trnsim.core.isa.opcodes import Engine, Op
@@ -56,8 +57,11 @@ class Scheduler:
         self.spec, self.t, self.rules = spec, tspec, Rules(spec, tspec)
         self.free = {e: 0.0 for e in TRACKS}
         self.last = {e: -1 for e in TRACKS}
-        self.dma_free = [0.0] * spec.dma_engines
-        self.dma_last = [-1] * spec.dma_engines
+        # Per DMA engine, its busy stretches (sorted, disjoint): starts, ends and the transfer of each.
+        self.dma_busy = [([], [], []) for _ in range(spec.dma_engines)]
+        self.queue_of: dict[str, int] = {}  # kernel line -> the DMA queue the compiler gave its transfers
+        self.queue_end: list[float] = [0.0] * spec.dma_engines
+        self.queue_last: list[int] = [-1] * spec.dma_engines
         self.maps: dict[tuple, IntervalMap] = {}
         self.cells: dict = {}
         self.eng_of: list[str] = []  # per event: its engine ("dma" for transfers)
@@ -92,12 +96,12 @@ class Scheduler:
         """{event index: end} of the events this instruction must wait for."""
         deps: dict[int, float] = {}
         eng_of, end_of = self.eng_of, self.end_of
-        dma = eng == "dma"
+        dma = eng.startswith("dma")
         for name, r in rec.operands.items():
             writes, lo, hi = name in rec.writes, r.byte_lo, r.byte_hi
             for m in self._cells(r)[0]:
                 for writer, readers in m.overlapping(lo, hi):
-                    # In-order queues order same-engine work; DMA queues also keep their writes in order.
+                    # In-order queues order same-engine work; a DMA queue also keeps its writes in order.
                     if writer is not None and (eng_of[writer] != eng or (dma and not writes)):
                         deps[writer] = end_of[writer]
                     if writes:
@@ -131,7 +135,12 @@ class Scheduler:
     def step(self, rec) -> Event:
         index = len(self.tl.events)
         w = REGISTRY[rec.op].cost(rec, self.spec)
-        eng = "dma" if rec.engine is Engine.DMA else rec.engine.value
+        q = -1
+        if rec.engine is Engine.DMA:
+            q = self.queue_of.setdefault(rec.location, len(self.queue_of) % self.spec.dma_engines)
+            eng = f"dma{q}"
+        else:
+            eng = rec.engine.value
         reads = rec.reads
         deps = self._deps(rec, eng)
         sem = self.t.semaphore_latency
@@ -139,8 +148,8 @@ class Scheduler:
         for idx, end in deps.items():
             if end + sem > ready:
                 ready, blocker = end + sem, idx
-        if eng == "dma":
-            ev = self._dma(rec, w, index, ready, blocker)
+        if q >= 0:
+            ev = self._dma(rec, w, index, ready, blocker, q)
         else:
             ev = self._compute(rec, w, eng, index, ready, blocker)
         ev.deps = tuple(sorted(deps))
@@ -181,23 +190,62 @@ class Scheduler:
         ramp = min(1.0, (start - self.warm_since) / t.tensor_warmup_latency)
         return t.tensor_warmup_start + (1.0 - t.tensor_warmup_start) * ramp
 
-    def _dma(self, rec, w, index, ready, blocker) -> Event:
+    def _dma(self, rec, w, index, ready, blocker, q) -> Event:
+        """A transfer on DMA queue `q`: after the previous transfer of its queue, its pieces take the first
+        free stretch of their DMA engines (engines serve all queues, so a transfer waiting for its data
+        does not hold back another queue's)."""
         go = ready + self.spec.dma_fixed_latency  # descriptor setup and semaphore to start
+        if self.queue_end[q] > go:
+            go, blocker = self.queue_end[q], self.queue_last[q]
         pieces, tl = [], self.tl
-        last_e, end = -1, -1.0
+        end, bound = -1.0, blocker
         for e, dur in self.rules.dma_pieces(rec, w):
-            s = max(go, self.dma_free[e])
-            f = s + dur
+            s, f, before = self._place(e, go, dur, index)
             pieces.append((e, s, f))
             tl.piece_engine.append(e)
             tl.piece_start.append(s)
             tl.piece_end.append(f)
             if f > end:
-                end, last_e = f, e
-                bound = blocker if s == go else self.dma_last[e]
-            self.dma_free[e], self.dma_last[e] = f, index
+                end = f
+                bound = blocker if s == go else before
+        self.queue_end[q], self.queue_last[q] = end, index
         start = min(p[1] for p in pieces)
-        return Event(index, rec, f"DMA q{last_e}", start, end, blocker=bound, pieces=tuple(pieces))
+        return Event(index, rec, f"DMA q{q}", start, end, blocker=bound, pieces=tuple(pieces))
+
+    def _place(self, e: int, at: float, dur: float, index: int) -> tuple[float, float, int]:
+        """Book `dur` ns of DMA engine `e` from `at` on, in its free stretches: an engine interleaves the
+        descriptors of its queues, so a transfer fills the gaps other queues' transfers leave.
+        Returns (start, end, the transfer that last held the engine before the end; -1 if none)."""
+        starts, ends, owner = self.dma_busy[e]
+        i = bisect_right(ends, at)  # the first busy stretch ending after `at`
+        t, left, before, segs = at, dur, -1, []
+        while left > 1e-9:
+            gap_end = starts[i] if i < len(starts) else float("inf")
+            if gap_end > t:
+                take = min(left, gap_end - t)
+                segs.append((t, t + take))
+                t, left = t + take, left - take
+            if left > 1e-9:
+                t, before = max(t, ends[i]), owner[i]
+                i += 1
+        for s, f in segs:
+            self._book(starts, ends, owner, s, f, index)
+        return segs[0][0], segs[-1][1], before
+
+    @staticmethod
+    def _book(starts, ends, owner, s, f, index) -> None:
+        """Mark [s, f) busy, merging with the stretches it touches."""
+        i = bisect_right(starts, s)
+        if i > 0 and ends[i - 1] >= s:
+            ends[i - 1], owner[i - 1] = max(ends[i - 1], f), index
+            i -= 1
+        else:
+            starts.insert(i, s)
+            ends.insert(i, f)
+            owner.insert(i, index)
+        if i + 1 < len(starts) and starts[i + 1] <= ends[i]:
+            ends[i] = max(ends[i], ends[i + 1])
+            del starts[i + 1], ends[i + 1], owner[i + 1]
 
     def finish(self) -> Timeline:
         """The timeline, with the SBUF/PSUM high-water mark: per partition, the highest byte touched."""

@@ -11,6 +11,8 @@ Every value is computed by core instructions issued through `emit`; this module 
 """
 from __future__ import annotations
 
+import functools
+import inspect
 import itertools
 import threading
 import warnings
@@ -123,6 +125,8 @@ class Tensor:
         self.name = name or ""
         self.place = place
         self.zeroed = None  # a deferred zero fill (PSUM `nl.zeros`): run before any other use
+        self.nth = 0  # which new tile of the outermost front-end call made it (0: none)
+        self.remake = None  # how to issue that call again straight into an assignment's destination
         self._blocks: dict[tuple, View] = {(): view} if view is not None else {}
         if self.on_chip and len(self.shape) <= self.pdim:
             raise ShapeError(f"on-chip tensor {name or ''} {list(self.shape)}: Insufficient rank; a tile needs a "
@@ -398,9 +402,85 @@ def wrap(view: View, buffer=None) -> Tile:
 
 
 def new_tile(shape, dtype, buffer="sbuf", name=None) -> Tile:
-    """A fresh tile (auto-allocated, never-written)."""
+    """A fresh tile (auto-allocated, never-written), or the destination an assignment re-issues into."""
     shape = tuple(shape)
-    return Tile.whole(Tensor(shape, dtype, buffer, name))
+    d = _direct
+    if d.depth:
+        d.made += 1
+        if d.into is not None and d.made == d.into[0]:
+            dst, d.into = d.into[1], None
+            return dst
+    t = Tile.whole(Tensor(shape, dtype, buffer, name))
+    t.tensor.nth = d.made if d.depth else 0
+    return t
+
+
+# -- direct destinations -----------------------------------------------------------------------------------------
+# `x[...] = nl.load(a)` or `x[...] = nisa.activation(...)`: the compiler has the instruction write x itself;
+# there is no temporary and no copy. The front end runs the call first (Python evaluates the right side
+# before the assignment), so the assignment takes the call's instructions back off the stream and issues
+# the call again with x as the result tile. Only when nothing ran in between, and x can take the result
+# as is (same shape, dtype and memory, x not among the call's inputs); otherwise the copy stays.
+class _Direct(threading.local):
+    depth = 0  # nesting of front-end calls (only the outermost one is re-issued)
+    made = 0  # new tiles the outermost call made so far
+    into = None  # (nth new tile, destination Tile) while a call is re-issued into an assignment
+
+
+_direct = _Direct()
+
+
+def direct_result(fn):
+    """Wrap a front-end function whose result is a fresh tile, so that an assignment can redirect it."""
+    @functools.wraps(fn)
+    def call(*args, **kwargs):
+        d = _direct
+        if d.depth:
+            return fn(*args, **kwargs)
+        stream = core().stream
+        mark, d.depth, d.made = len(stream), 1, 0
+        try:
+            out = fn(*args, **kwargs)
+        finally:
+            d.depth, d.into = 0, None
+        if isinstance(out, Tile) and out.tensor is not None and out.tensor.nth:
+            out.tensor.remake = (call, args, kwargs, mark, len(stream), out.tensor.nth)
+        return out
+    return call
+
+
+def redirect(dst: Tile, value: Tile) -> bool:
+    """Issue the call that made `value` again with `dst` as its result tile; False if it cannot be."""
+    t = value.tensor
+    r = t.remake if t is not None else None
+    if r is None or value.pending is not None or not dst.tensor.on_chip:
+        return False
+    call, args, kwargs, mark, end, nth = r
+    stream = core().stream
+    if (len(stream) != end or value.shape != t.shape or value.const != Tile.whole(t).const or value.indirect
+            is not None or dst.shape != t.shape or dst.tensor.dtype != t.dtype or dst.tensor.buffer != t.buffer
+            or dst.indirect is not None):
+        return False
+    if any(isinstance(a, Tile) and a.tensor is dst.tensor for a in (*args, *kwargs.values())):
+        return False
+    t.remake = None
+    del stream[mark:]
+    d = _direct
+    d.depth, d.made, d.into = 1, 0, (nth, dst)
+    try:
+        call.__wrapped__(*args, **kwargs)
+    finally:
+        d.depth, d.into = 0, None
+    return True
+
+
+def wrap_results(namespace: dict, skip=()) -> None:
+    """Make every public function of a front-end module redirectable (random draws excepted: a second
+    draw would differ)."""
+    for name, f in list(namespace.items()):
+        if (inspect.isfunction(f) and not name.startswith("_") and f.__module__ == namespace["__name__"]
+                and name not in skip and "rand" not in name):
+            namespace[name] = direct_result(f)
 
 
 def _same(a: Tile, b: Tile) -> bool:

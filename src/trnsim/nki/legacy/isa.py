@@ -17,7 +17,7 @@ from trnsim.nki.isa import (dge_mode, engine, get_nc_sub_version, get_nc_version
                             oob_mode, reduce_cmd)
 from trnsim.nki.legacy import language as nl
 from trnsim.nki.legacy._grid import ALU_CMP, Cond, Expr, Mask, MaskExpressionError
-from trnsim.nki.legacy._tile import Tile, as_tile, each_box, emit, new_tile, part, promote
+from trnsim.nki.legacy._tile import Tile, as_tile, each_box, emit, new_tile, part, promote, wrap_results
 
 NkiValidationError = KernelError
 tensor_engine, vector_engine, scalar_engine, gpsimd_engine = engine.tensor, engine.vector, engine.scalar, engine.gpsimd
@@ -394,3 +394,6 @@ def tensor_copy_dynamic_dst(*, dst, src, mask=None, dtype=None, engine=None, **k
     each_box(d, mask, [s], lambda b: emit(cur.tensor_copy, dst=d.view(b), src=part(s, b, d.shape),
                                           engine=engine if engine is not None else cur.engine.unknown))
     return d
+
+
+wrap_results(globals(), skip={"dropout"})

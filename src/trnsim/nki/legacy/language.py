@@ -20,7 +20,7 @@ from trnsim.core.errors import where as _location
 from trnsim.nki import isa as cur
 from trnsim.nki import language as _cur_nl
 from trnsim.nki.legacy._grid import arange, mgrid  # noqa: F401
-from trnsim.nki.legacy._tile import ParDim, Tile, as_tile, core, each_box, emit, instance, new_tile, part, promote
+from trnsim.nki.legacy._tile import ParDim, Tile, as_tile, core, each_box, emit, instance, new_tile, part, promote, redirect, wrap_results
 
 # -- dtypes: numpy's own, as the beta API's are (nki/api/nki/language/__init__.py at SDK 2.26: float32 is np.float32,
 # bfloat16 np.dtype('bfloat16'), tfloat32 the 4-byte void dtype), so host code uses them with numpy directly --
@@ -234,6 +234,8 @@ def assign(dst: Tile, value):
         return
     if not isinstance(value, (Tile, View)):
         each_box(dst, None, [], lambda b: emit(cur.memset, dst=dst.view(b), value=value))
+        return
+    if isinstance(value, Tile) and redirect(dst, value):
         return
     v = as_tile(value)
     if not dst.tensor.on_chip:
@@ -681,5 +683,6 @@ def atomic_rmw(dst, value, op, *, mask=None, **kwargs):
 
 _INTERNAL = {"annotations", "builtins", "math", "np", "numerics", "View", "KernelError", "ShapeError", "cur", "ParDim",
              "Tile", "as_tile", "core", "each_box", "emit", "instance", "new_tile", "part", "promote", "assign", "accumulate",
-             "pending_matmul"}
+             "pending_matmul", "redirect", "wrap_results"}
 __all__ = [n for n in dir() if not n.startswith("_") and n not in _INTERNAL]
+wrap_results(globals(), skip={"ndarray", "zeros", "zeros_like", "empty_like", "ones", "full", "dropout", "store"})
