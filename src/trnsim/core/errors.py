@@ -85,6 +85,10 @@ class UninitializedError(KernelError):
     """Never-written values reaching HBM or deciding control flow."""
 
 
+class DeadlockError(KernelError):
+    """A core of an LNC 2 launch waits for its peer (barrier, sendrecv), which has ended or waits too."""
+
+
 class UninitializedWarning(UserWarning):
     """The non-strict form of UninitializedError."""
 

@@ -23,6 +23,7 @@ from trnsim.core.errors import KernelError, ShapeError, UninitializedError, Unin
 from trnsim.core.isa.opcodes import MATMUL, Engine, Op
 from trnsim.core.isa.psum import close as close_psum, flush as flush_psum
 from trnsim.core.isa.registry import REGISTRY, Instruction, generic_check
+from trnsim.core.lnc import Mailbox
 from trnsim.core.memory import HBM, Memory, Space
 from trnsim.core.tensor import View
 
@@ -84,8 +85,8 @@ class NeuronCore:
         self.accumulators = {e: np.zeros(s.partitions, np.float32) for e in (Engine.SCALAR, Engine.VECTOR)}
         self.accumulator_poison = {e: np.zeros(s.partitions, bool) for e in (Engine.SCALAR, Engine.VECTOR)}
         self.peer = None  # the other core of an LNC 2 pair
-        self.barrier = None
-        self.mailbox: dict = {}
+        self.turns = self.barrier = None  # the pair's turn-taking and core barrier (core/lnc.py)
+        self.mailbox = Mailbox()
         self._counts: dict[str, int] = {}
 
     def limit(self, name: str) -> int:

@@ -1,7 +1,7 @@
 """Translation helpers shared by the NKI front ends: the current core, kernel launch, argument conversion.
 
-A kernel's Python runs eagerly on one `NeuronCore` per program (two threads for an LNC 2 launch, one per
-`program_id`, sharing one HBM); every `nki.isa` call becomes one core instruction through `issue`.
+A kernel's Python runs eagerly on one `NeuronCore` per program (for an LNC 2 launch two threads, one per
+`program_id`, sharing one HBM and taking turns: core/lnc.py); every `nki.isa` call becomes one core instruction through `issue`.
 Front ends never compute values: they only allocate tensors and issue instructions.
 """
 from __future__ import annotations
@@ -17,6 +17,7 @@ import numpy as np
 from trnsim import numerics
 from trnsim.core import NeuronCore, Op, View
 from trnsim.core.errors import KernelError, MemorySpaceError, UninitializedError
+from trnsim.core.lnc import Barrier, Turns
 from trnsim.errors import ConfigError
 
 _state = threading.local()
@@ -48,10 +49,9 @@ def ndarray(shape, dtype, buffer=None, name=None, address=None) -> View:
     space = "hbm" if kind.endswith("hbm") else kind
     if kind == "shared_hbm" and nc.peer is not None:
         n = nc._counts["shared"] = nc._counts.get("shared", 0) + 1
-        with nc.hbm.lock:
-            if n not in nc.hbm.shared:
-                nc.hbm.shared[n] = nc.tensor(shape, dtype, space, name=name or None, address=address, kind=kind)
-            return nc.hbm.shared[n]
+        if n not in nc.hbm.shared:  # the cores take turns (core/lnc.py): the first to get here allocates it
+            nc.hbm.shared[n] = nc.tensor(shape, dtype, space, name=name or None, address=address, kind=kind)
+        return nc.hbm.shared[n]
     return nc.tensor(shape, numerics.dtype(dtype), space, name=name or None, address=address, kind=kind)
 
 
@@ -127,9 +127,12 @@ def launch(kernel: Kernel, args, kwargs, target=None, values=True):
                                 num_programs=kernel.lnc)
                      for i in range(1, kernel.lnc)]
     nc0.num_programs = kernel.lnc
+    turns = Turns(kernel.lnc)
     if kernel.lnc == 2:
         cores[0].peer, cores[1].peer = cores[1], cores[0]
-        cores[0].barrier = cores[1].barrier = threading.Barrier(2, timeout=60)
+        barrier = Barrier(turns)
+        for c in cores:
+            c.turns, c.barrier = turns, barrier
     kind = "shared_hbm" if kernel.lnc == 2 else "hbm"
     converted, backs, sink = [], [], {"kind": "numpy"}
 
@@ -149,6 +152,7 @@ def launch(kernel: Kernel, args, kwargs, target=None, values=True):
     errors = []
 
     def run(i):
+        turns.start(i)
         _state.core = cores[i]
         cores[i].lazy_psum = True
         try:
@@ -156,10 +160,9 @@ def launch(kernel: Kernel, args, kwargs, target=None, values=True):
             cores[i].sync()
         except BaseException as e:  # noqa: BLE001 - re-raised in the caller's thread
             errors.append(e)
-            if cores[i].barrier is not None:
-                cores[i].barrier.abort()
         finally:
             _state.core = None
+            turns.finish(i)
 
     saved, collecting = getattr(_state, "core", None), gc.isenabled()
     # A run makes a few objects per instruction and keeps its stream: the cyclic collector would walk

@@ -6,8 +6,6 @@ flow (a loop bound, a while condition) is the error, as a memory checker would r
 """
 from __future__ import annotations
 
-import threading
-
 import numpy as np
 
 from trnsim.core.errors import GenerationError, ShapeError
@@ -73,10 +71,7 @@ def _barrier_check(ins, nc):
 
 def _barrier_semantics(ins, nc):
     if nc.barrier is not None:
-        try:
-            nc.barrier.wait()
-        except threading.BrokenBarrierError:
-            raise ShapeError("core_barrier: the other core stopped before reaching the barrier") from None
+        nc.barrier.wait(nc.program_id)
 
 
 define(Op.CORE_BARRIER, Engine.SYNC, _barrier_check, _barrier_semantics, _none, writes=())

@@ -1,7 +1,6 @@
 """DMA instructions: dma_copy (with casts and indirect gather/scatter), dma_transpose, sendrecv (LNC 2)."""
 from __future__ import annotations
 
-import queue
 
 import numpy as np
 
@@ -152,9 +151,8 @@ def _sendrecv_check(ins, nc):
 
 def _sendrecv_semantics(ins, nc):
     pipe = ins.attrs.get("pipe_id", 0)
-    box = nc.peer.mailbox.setdefault(pipe, queue.Queue())
-    box.put((ins.src.array().copy(), ins.src.mask().copy()))
-    values, mask = nc.mailbox.setdefault(pipe, queue.Queue()).get(timeout=60)
+    nc.peer.mailbox.put(pipe, (ins.src.array().copy(), ins.src.mask().copy()))
+    values, mask = nc.mailbox.get(nc.turns, nc.program_id, pipe)
     ins.dst.store(values, mask if mask.any() else None)
 
 
