@@ -23,6 +23,7 @@ from trnsim.core.errors import KernelError, ShapeError, UninitializedError, Unin
 from trnsim.core.isa.opcodes import MATMUL, Engine, Op
 from trnsim.core.isa.psum import close as close_psum, flush as flush_psum
 from trnsim.core.isa.registry import REGISTRY, Instruction, generic_check
+from trnsim.core.limits import Budget
 from trnsim.core.lnc import Mailbox
 from trnsim.core.memory import HBM, Memory, Space
 from trnsim.core.tensor import View
@@ -59,7 +60,7 @@ class NeuronCore:
     """One NeuronCore of a generation (v2 Trn1, v3 Trn2, v4 Trn3) with real SBUF, PSUM and HBM."""
 
     def __init__(self, target: str | None = None, *, strict: bool = True, values: bool = True, hbm: HBM | None = None,
-                 program_id: int = 0, num_programs: int = 1, seed: int = 0):
+                 program_id: int = 0, num_programs: int = 1, seed: int = 0, budget: Budget | None = None):
         self.target = resolve_target(target)
         self.spec = specs.neuroncore(self.target)
         self.gen = int(self.spec.key.removeprefix("v"))
@@ -80,6 +81,7 @@ class NeuronCore:
         self.strict, self.values = strict, values
         self.program_id, self.num_programs = program_id, num_programs
         self.stream: list = []
+        self.budget = budget or Budget()  # bounds the launch (core/limits.py)
         self.rng = np.random.Generator(np.random.Philox(seed))
         # Lane accumulator registers of ScalarE (activation reduce) and VectorE (exponential, *_reduce).
         self.accumulators = {e: np.zeros(s.partitions, np.float32) for e in (Engine.SCALAR, Engine.VECTOR)}
@@ -139,6 +141,7 @@ class NeuronCore:
             (operands if isinstance(v, View) else attrs)[k] = v
         eng = _engine(engine) or (d.pick(operands, attrs, self) if d.pick else None) or d.engines[0]
         ins = Instruction(op, eng, operands, attrs, where(), d.writes)
+        self.budget.charge(ins.location)
         evicts = generic_check(d, ins, self) and op not in MATMUL  # another engine touching PSUM
         d.check(ins, self)
         self.stream.append(ins.record(len(self.stream)))

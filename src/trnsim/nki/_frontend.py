@@ -17,6 +17,7 @@ import numpy as np
 from trnsim import numerics
 from trnsim.core import NeuronCore, Op, View
 from trnsim.core.errors import KernelError, MemorySpaceError, UninitializedError
+from trnsim.core.limits import Budget
 from trnsim.core.lnc import Barrier, Turns
 from trnsim.errors import ConfigError
 
@@ -115,16 +116,22 @@ class Kernel:
         return launch(self, args, kwargs, target=target, values=values)
 
 
+def launch_budget(options: dict) -> Budget:
+    """The bounds of one launch from the kernel's options (`@nki.jit(max_instructions=, max_memory_mb=)`)."""
+    return Budget(options.get("max_instructions"), options.get("max_memory_mb"))
+
+
 def launch(kernel: Kernel, args, kwargs, target=None, values=True):
     """Run a kernel on fresh cores: inputs become HBM tensors, returned tensors come back as arrays.
 
     With `values=False` (timing only) no instruction computes and nothing is returned; the cores, with
     their instruction streams, are left in `kernel.last_cores` either way."""
-    nc0 = NeuronCore(target, strict=os.environ.get("TRNSIM_STRICT", "1") != "0", values=values)
+    budget = launch_budget(kernel.options)
+    nc0 = NeuronCore(target, strict=os.environ.get("TRNSIM_STRICT", "1") != "0", values=values, budget=budget)
     if kernel.lnc == 2 and nc0.gen < 3:
         raise ConfigError(f"an LNC 2 launch (kernel[2]) needs Trn2 or Trn3; the target is {nc0.target}")
     cores = [nc0] + [NeuronCore(nc0.target, strict=nc0.strict, values=values, hbm=nc0.hbm, program_id=i,
-                                num_programs=kernel.lnc)
+                                num_programs=kernel.lnc, budget=budget)
                      for i in range(1, kernel.lnc)]
     nc0.num_programs = kernel.lnc
     turns = Turns(kernel.lnc)

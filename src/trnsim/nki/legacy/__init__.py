@@ -50,7 +50,8 @@ def launch(kernel: Kernel, args, kwargs, target=None, values=True):
     """Run every program of the grid in turn on one NeuronCore, as the beta runtime did without `nl.nc`;
     returned tensors come back as arrays (nothing with `values=False`)."""
     strict = os.environ.get("TRNSIM_STRICT", "1") != "0"
-    nc = NeuronCore(target or kernel.options.get("platform_target"), strict=strict, values=values)
+    nc = NeuronCore(target or kernel.options.get("platform_target"), strict=strict, values=values,
+                    budget=_frontend.launch_budget(kernel.options))
     nc.lazy_psum = True  # accumulation groups evaluated as the current front end evaluates them
     grid = kernel.grid
     shared = Launch(grid, strict)
