@@ -19,7 +19,8 @@ import numpy as np
 
 from trnsim import numerics, specs
 from trnsim.core import isa as _isa  # noqa: F401  (registers every instruction)
-from trnsim.core.errors import KernelError, ShapeError, UninitializedError, UninitializedWarning, where
+from trnsim.core.errors import (KernelError, ShapeError, UninitializedError, UninitializedWarning, ValueUnknownError,
+                                where)
 from trnsim.core.isa.opcodes import MATMUL, Engine, Op
 from trnsim.core.isa.psum import close as close_psum, flush as flush_psum
 from trnsim.core.isa.registry import REGISTRY, Instruction, generic_check
@@ -42,17 +43,21 @@ def resolve_target(target: str | None = None) -> str:
 
 
 class Register:
-    """A 32-bit sequencer register; `poisoned` when its value came from never-written memory."""
+    """A 32-bit sequencer register; `poisoned` when its value came from never-written memory, not `known` when
+    it was loaded from memory in a timing-only run (which computes no memory values)."""
 
-    __slots__ = ("value", "poisoned", "name")
+    __slots__ = ("value", "poisoned", "known", "name")
 
-    def __init__(self, value=0, poisoned=False, name=""):
-        self.value, self.poisoned, self.name = int(value), poisoned, name
+    def __init__(self, value=0, poisoned=False, name="", known=True):
+        self.value, self.poisoned, self.known, self.name = int(value), poisoned, known, name
 
     def __repr__(self):
-        return f"<register {self.name} = {self.value}>"
+        return f"<register {self.name} = {self.value if self.known else '?'}>"
 
     def __index__(self):  # a register used as an index or slice bound (dynamic access)
+        if not self.known:
+            raise ValueUnknownError(f"register {self.name} was loaded from memory, whose values a timing-only run "
+                                    f"(values=False) does not compute; it cannot pick an address there")
         return self.value
 
 
@@ -145,7 +150,7 @@ class NeuronCore:
         evicts = generic_check(d, ins, self) and op not in MATMUL  # another engine touching PSUM
         d.check(ins, self)
         self.stream.append(ins.record(len(self.stream)))
-        if self.values:
+        if self.values or d.control:
             if evicts and self.psum_pending:
                 flush_psum(self)
             d.semantics(ins, self)
@@ -162,6 +167,12 @@ class NeuronCore:
         self.widen_cache.clear()
         self.hbm_f32.clear()
 
+    def host_read(self, view: View) -> np.ndarray:
+        """The values of `view` as the host sees them now (device_print): deferred work lands first."""
+        if view.space is Space.PSUM and self.psum_pending:
+            flush_psum(self)
+        return view.array()
+
     def never_written(self, what: str, src: View, mask: np.ndarray, ins_loc: str | None = None):
         """Never-written values reached HBM or control flow: raise (strict) or warn."""
         idx = np.argwhere(mask)
@@ -177,6 +188,9 @@ class NeuronCore:
     def read_register(self, reg, what: str) -> int:
         """A register's value for control flow (loop bounds, conditions); never-written values are errors."""
         if isinstance(reg, Register):
+            if not reg.known:
+                raise ValueUnknownError(f"register {reg.name} was loaded from memory, whose values a timing-only run "
+                                        f"(values=False) does not compute, and decides {what}")
             if reg.poisoned:
                 msg = f"register {reg.name or ''} holds a never-written value and decides {what}"
                 if self.strict:

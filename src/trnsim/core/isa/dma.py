@@ -41,7 +41,7 @@ def _rows_kept(ins, v):
     """For an indirect view: which row indices are in range (None when all are); oob_mode=error raises."""
     if v.indirect is None:
         return None
-    rows, row_elems = v.indirect
+    rows, row_elems = v.rows(), v.indirect[1]
     limit = v.alloc_elems // max(row_elems, 1)
     bad = (rows < 0) | (rows >= limit)
     if not bad.any():
@@ -88,7 +88,7 @@ def _dma_copy_semantics(ins, nc):
         return  # a plain load of a whole tile, made when the tile is first read (View.store)
     ks, kd = _rows_kept(ins, src), _rows_kept(ins, dst)
     if ks is not None:  # oob_mode=skip: read row 0 in place of a bad row, then leave its destination alone
-        src = _with_rows(src, np.where(ks, src.indirect[0], 0))
+        src = _with_rows(src, np.where(ks, src.rows(), 0))
     m = src.mask() if src.poisoned() else None
     if src.dtype == dst.dtype:
         values = src.array()  # raw bytes: bit-exact
@@ -103,7 +103,7 @@ def _dma_copy_semantics(ins, nc):
     if kd is not None:
         values = values.reshape(dst.shape)[kd]
         m = None if m is None else m.reshape(dst.shape)[kd]
-        dst = _with_rows(dst, dst.indirect[0][kd], kd)
+        dst = _with_rows(dst, dst.rows()[kd], kd)
     _moved(ins, nc, dst, m, values, store_mask)
     if m is None and ks is None and kd is None:
         dst.remember_source(src)
