@@ -64,3 +64,19 @@ def test_barrier_the_peer_never_reaches_is_an_error(trn):
     """A core waiting at a barrier its peer never reaches stops with DeadlockError instead of hanging."""
     with pytest.raises(DeadlockError, match="core 0 waits for the other core to reach the core barrier"):
         barrier_on_one_core[2](np.ones((128, 8), np.float32))
+
+
+def test_lnc2_needs_a_chip_the_catalog_gives_two_core_logical_cores(trn):
+    """Trn1's chip lists LNC 1 only (catalog lnc_configs): kernel[2] there is a ConfigError."""
+    from trnsim.errors import ConfigError
+    trn("trn1")
+    with pytest.raises(ConfigError, match="trn1 has LNC 1"):
+        barrier_then_read_peer[2](np.ones((128, 8), np.float32))
+
+
+def test_targets_and_aliases_resolve_through_the_catalog():
+    """NKI targets come from the catalog's NeuronCore records; genN, vN and inf2 name the same cores."""
+    from trnsim import specs
+    from trnsim.core import resolve_target
+    assert specs.targets() == ("trn1", "trn2", "trn3")
+    assert [resolve_target(n) for n in ("gen2", "inf2", "v3", "gen4", "trn3")] == ["trn1", "trn1", "trn2", "trn3", "trn3"]

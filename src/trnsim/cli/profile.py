@@ -16,11 +16,12 @@ from pathlib import Path
 
 import click
 
+from trnsim import specs
 from trnsim.cli import cli
 from trnsim.core.timing import BenchmarkResult, benchmark
 from trnsim.errors import ConfigError
 
-TARGETS = ("trn1", "trn2", "trn3")
+TARGETS = specs.targets()
 
 
 def _operands(rec) -> str:

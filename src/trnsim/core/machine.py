@@ -30,16 +30,12 @@ from trnsim.core.memory import HBM, Memory, Space
 from trnsim.core.tensor import View
 
 TARGET_ENV = "NEURON_PLATFORM_TARGET_OVERRIDE"
-_TARGET_ALIASES = {"trn1": "trn1", "inf2": "trn1", "gen2": "trn1", "trn2": "trn2", "gen3": "trn2",
-                   "trn3": "trn3", "gen4": "trn3"}
 
 
 def resolve_target(target: str | None = None) -> str:
-    """The NKI target (trn1|trn2|trn3) from an argument or NEURON_PLATFORM_TARGET_OVERRIDE; default trn2."""
-    raw = str(target or os.environ.get(TARGET_ENV) or "trn2").lower()
-    if raw in _TARGET_ALIASES:
-        return _TARGET_ALIASES[raw]
-    return specs.neuroncore(raw).target
+    """The NKI target (trn1|trn2|trn3) from an argument or NEURON_PLATFORM_TARGET_OVERRIDE; default trn2.
+    Names and aliases (gen3, inf2, v3) resolve through the catalog (specs.neuroncore)."""
+    return specs.neuroncore(str(target or os.environ.get(TARGET_ENV) or "trn2")).target
 
 
 class Register:
@@ -69,6 +65,7 @@ class NeuronCore:
         self.target = resolve_target(target)
         self.spec = specs.neuroncore(self.target)
         self.gen = int(self.spec.key.removeprefix("v"))
+        self.lnc_configs = specs.chip(self.target).lnc_configs  # logical-core sizes the chip supports
         s = self.spec
         # Timing only: no instruction writes SBUF or PSUM, so their bytes stay as created (never-written).
         self.sbuf = Memory(Space.SBUF, s.partitions, s.sbuf_partition_bytes, s.sbuf_partition_bytes - s.sbuf_reserved_bytes,

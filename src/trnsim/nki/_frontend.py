@@ -128,8 +128,9 @@ def launch(kernel: Kernel, args, kwargs, target=None, values=True):
     their instruction streams, are left in `kernel.last_cores` either way."""
     budget = launch_budget(kernel.options)
     nc0 = NeuronCore(target, strict=os.environ.get("TRNSIM_STRICT", "1") != "0", values=values, budget=budget)
-    if kernel.lnc == 2 and nc0.gen < 3:
-        raise ConfigError(f"an LNC 2 launch (kernel[2]) needs Trn2 or Trn3; the target is {nc0.target}")
+    if kernel.lnc not in nc0.lnc_configs:
+        raise ConfigError(f"an LNC {kernel.lnc} launch (kernel[{kernel.lnc}]) needs a chip with logical cores of "
+                          f"{kernel.lnc}; {nc0.target} has LNC {', '.join(map(str, nc0.lnc_configs))}")
     cores = [nc0] + [NeuronCore(nc0.target, strict=nc0.strict, values=values, hbm=nc0.hbm, program_id=i,
                                 num_programs=kernel.lnc, budget=budget)
                      for i in range(1, kernel.lnc)]

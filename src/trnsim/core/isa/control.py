@@ -64,8 +64,9 @@ define(Op.REGISTER_STORE, Engine.SYNC, lambda ins, nc: _one_element(ins, "dst"),
 
 
 def _barrier_check(ins, nc):
-    if nc.gen < 3:
-        raise GenerationError(f"core_barrier synchronises the 2 cores of an LNC 2 (Trn2/Trn3); this core is v{nc.gen}")
+    if 2 not in nc.lnc_configs:
+        raise GenerationError(f"core_barrier synchronises the 2 cores of an LNC 2; {nc.target} has LNC "
+                              f"{', '.join(map(str, nc.lnc_configs))} only")
     cores = tuple(ins.attrs.get("cores") or (0, 1))
     if sorted(cores) != [0, 1]:
         raise ShapeError(f"core_barrier: cores must be (0, 1); got {cores}")
