@@ -1,7 +1,7 @@
 """A pytest plugin that runs every kernel launch of a test session a second way and compares the two.
 
 Loaded by tests/replay/test_replay.py in a pytest subprocess (`-p replay_plugin`) with TRNSIM_REPLAY set to
-the mode and TRNSIM_REPLAY_OUT to the JSON file it writes at the end:
+the modes (comma-separated) and TRNSIM_REPLAY_OUT to the JSON file it writes at the end:
 
 - `values`: each launch with values on is run again on copies of its inputs in timing-only mode
   (values=False); both must record the same instruction stream and give the same latency.
@@ -21,7 +21,7 @@ from trnsim.core.errors import ValueUnknownError
 from trnsim.core.timing import simulate, summarize
 from trnsim.nki import _frontend, legacy
 
-MODE, OUT = os.environ.get("TRNSIM_REPLAY", "values"), os.environ.get("TRNSIM_REPLAY_OUT")
+MODES, OUT = os.environ.get("TRNSIM_REPLAY", "values").split(","), os.environ.get("TRNSIM_REPLAY_OUT")
 RESULTS = {"checked": [], "mismatches": []}
 
 
@@ -91,8 +91,6 @@ def _checked(original):
         RESULTS["checked"].append(name)
         try:
             problem = _compare(original, kernel, first, out, again, target)
-        except ValueUnknownError:  # only values could decide (a loop on a loaded register): said by name
-            problem = None
         except Exception as e:  # noqa: BLE001 - the second way failed where the first did not
             problem = f"{type(e).__name__}: {e}"
         if problem:
@@ -104,14 +102,30 @@ def _checked(original):
 
 
 def _compare(original, kernel, first, out, again, target):
+    problems = [p for mode in MODES if (p := _CHECKS[mode](original, kernel, first, out, _fresh(again), target))]
+    return "; ".join(problems) or None
+
+
+def _fresh(again):
     args, kwargs = again
-    if MODE == "values":
+    return [_copy(a) for a in args], {k: _copy(v) for k, v in kwargs.items()}
+
+
+def _timing_only(original, kernel, first, out, again, target):
+    args, kwargs = again
+    try:
         original(kernel, args, kwargs, target=target, values=False)
-        second = kernel.last_cores
-        if signature(first) != signature(second):
-            return _first_difference(signature(first), signature(second))
-        a, b = latency(first), latency(second)
-        return None if a == b else f"latency {a} ns with values, {b} ns timing-only"
+    except ValueUnknownError:  # only values could decide (a loop on a loaded register): said by name
+        return None
+    second = kernel.last_cores
+    if signature(first) != signature(second):
+        return "timing-only: " + _first_difference(signature(first), signature(second))
+    a, b = latency(first), latency(second)
+    return None if a == b else f"latency {a} ns with values, {b} ns timing-only"
+
+
+def _slow(original, kernel, first, out, again, target):
+    args, kwargs = again
     old = os.environ.get("TRNSIM_FAST")
     os.environ["TRNSIM_FAST"] = "0"
     try:
@@ -122,8 +136,11 @@ def _compare(original, kernel, first, out, again, target):
     if _bits(out) != _bits(slow):
         return "output bits differ with TRNSIM_FAST=0"
     if signature(first) != signature(second):
-        return _first_difference(signature(first), signature(second))
+        return "TRNSIM_FAST=0: " + _first_difference(signature(first), signature(second))
     return None
+
+
+_CHECKS = {"values": _timing_only, "fast": _slow}
 
 
 def _first_difference(a, b) -> str:

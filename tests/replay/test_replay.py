@@ -1,5 +1,6 @@
 """Every kernel the tests and examples launch records the same instruction stream and latency with values
-on and in timing-only mode (values=False).
+on and in timing-only mode (values=False), and gives the same output bits and stream with the speed layer
+off (TRNSIM_FAST=0).
 
 The table is the set of test folders whose modules launch kernels (and the examples' test); each row runs
 in a pytest subprocess with replay_plugin, which runs each distinct launch a second way and compares (see its
@@ -30,9 +31,10 @@ def replay(modules: list[str], mode: str, tmp_path) -> dict:
 
 
 @pytest.mark.parametrize("folder", sorted(TABLE))
-def test_values_on_and_off_record_the_same_stream(folder, tmp_path):
-    """Each distinct launch of the folder's kernels: the same stream (op, engine, operand regions) and latency."""
-    res = replay(TABLE[folder], "values", tmp_path)
+def test_each_launch_is_the_same_run_every_way(folder, tmp_path):
+    """Each distinct launch of the folder's kernels: the same stream (op, engine, operand regions) and latency
+    timing-only, and the same output bits and stream with TRNSIM_FAST=0."""
+    res = replay(TABLE[folder], "values,fast", tmp_path)
     assert not res["mismatches"], "\n".join(res["mismatches"])
 
 

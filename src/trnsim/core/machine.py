@@ -18,7 +18,7 @@ import warnings
 import numpy as np
 
 from trnsim import numerics, specs
-from trnsim.core import isa as _isa  # noqa: F401  (registers every instruction)
+from trnsim.core import fast, isa as _isa  # noqa: F401  (registers every instruction)
 from trnsim.core.errors import (KernelError, ShapeError, UninitializedError, UninitializedWarning, ValueUnknownError,
                                 where)
 from trnsim.core.isa.opcodes import MATMUL, Engine, Op
@@ -78,6 +78,7 @@ class NeuronCore:
         self.lazy_psum = False  # kernel launches evaluate accumulation groups lazily
         self.psum_pending: dict = {}
         self.psum_open: set = set()
+        self.fast = fast.enabled()  # the speed layer (core/fast.py): off changes no value, only the time taken
         self.widen_cache: dict = {}
         self.hbm_f32: dict = {}  # FP32 conversions of whole HBM tensors that matmuls read (isa/psum.py)
         self.strict, self.values = strict, values

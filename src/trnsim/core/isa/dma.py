@@ -84,7 +84,7 @@ def _dma_copy_check(ins, nc):
 
 def _dma_copy_semantics(ins, nc):
     src, dst = ins.src, ins.dst
-    if nc.peer is None and dst.remember_source(src, defer=True):
+    if nc.fast and nc.peer is None and dst.remember_source(src, defer=True):
         return  # a plain load of a whole tile, made when the tile is first read (View.store)
     ks, kd = _rows_kept(ins, src), _rows_kept(ins, dst)
     if ks is not None:  # oob_mode=skip: read row 0 in place of a bad row, then leave its destination alone
@@ -105,7 +105,7 @@ def _dma_copy_semantics(ins, nc):
         m = None if m is None else m.reshape(dst.shape)[kd]
         dst = _with_rows(dst, dst.rows()[kd], kd)
     _moved(ins, nc, dst, m, values, store_mask)
-    if m is None and ks is None and kd is None:
+    if nc.fast and m is None and ks is None and kd is None:
         dst.remember_source(src)
 
 
