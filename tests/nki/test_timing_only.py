@@ -81,3 +81,19 @@ def test_register_loaded_from_memory_cannot_decide_a_timing_only_loop(trn):
     np.testing.assert_array_equal(loop_on_loaded(x, n), x + 3)
     with pytest.raises(ValueUnknownError, match="timing-only run .* decides a loop bound"):
         loop_on_loaded.trace(x, n, values=False)
+
+
+@nki.jit
+def gather_unwritten(table):
+    idx = nl.ndarray((4, 1), nl.int32, buffer=nl.sbuf)  # never written
+    rows = nl.ndarray((4, table.shape[1]), table.dtype)
+    nisa.dma_copy(rows, table.ap(pattern=[[table.shape[1], 4], [1, table.shape[1]]], offset=0, vector_offset=idx,
+                                 indirect_dim=0), dge_mode=nisa.dge_mode.swdge)
+
+
+def test_never_written_offsets_are_reported_when_the_dma_runs(trn):
+    """Offsets read by the DMA that were never written: UninitializedError at the dma_copy line."""
+    from trnsim.core.errors import UninitializedError
+    with pytest.raises(UninitializedError, match="index the rows of .*vector_offset") as e:
+        gather_unwritten(np.zeros((16, 8), np.float32))
+    assert e.value.location.endswith(f":{gather_unwritten.fn.__code__.co_firstlineno + 4}")

@@ -17,8 +17,7 @@ from typing import NamedTuple
 import numpy as np
 
 from trnsim import numerics
-from trnsim.core.errors import (KernelError, MemorySpaceError, OutOfBoundsError, PartitionLimitError, ShapeError,
-                                UninitializedError)
+from trnsim.core.errors import KernelError, MemorySpaceError, OutOfBoundsError, PartitionLimitError, ShapeError
 from trnsim.core.memory import Allocation, Space
 
 _MASK_TYPES = {1: np.uint8, 2: np.uint16, 4: np.uint32, 8: np.uint64}
@@ -245,14 +244,10 @@ class View:
         return buf[0, : self.alloc.nbytes].view(np_dtype)
 
     def rows(self) -> np.ndarray:
-        """The row indices of an indirect view; a tile of them is read now (its DMA runs) and must be written."""
+        """The row indices of an indirect view; a tile of them is read now, as its DMA runs (which reports
+        never-written indices first: isa/dma.py)."""
         rows = self.indirect[0]
-        if isinstance(rows, View):
-            if rows.poisoned():
-                raise UninitializedError(f"vector_offset {rows.name!r} holds never-written row indices for "
-                                         f"{self.name!r}")
-            rows = rows.array().reshape(-1).astype(np.int64)
-        return rows
+        return rows.array().reshape(-1).astype(np.int64) if isinstance(rows, View) else rows
 
     def _indices(self) -> np.ndarray:
         rows, row_elems = self.rows(), self.indirect[1]

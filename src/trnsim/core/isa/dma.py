@@ -37,10 +37,14 @@ def _moved(ins, nc, dst, src_mask, values, mask=None):
     dst.store(values.reshape(dst.shape), None if mask is None else mask.reshape(dst.shape))
 
 
-def _rows_kept(ins, v):
-    """For an indirect view: which row indices are in range (None when all are); oob_mode=error raises."""
+def _rows_kept(ins, nc, v):
+    """For an indirect view: which row indices are in range (None when all are); oob_mode=error raises.
+    The DMA reads a tile of indices now: never-written ones are reported (strict: raised)."""
     if v.indirect is None:
         return None
+    idx = v.indirect[0]
+    if isinstance(idx, View) and idx.poisoned():
+        nc.never_written(f"index the rows of {v.name!r} (vector_offset)", idx, idx.mask(), ins.location)
     rows, row_elems = v.rows(), v.indirect[1]
     limit = v.alloc_elems // max(row_elems, 1)
     bad = (rows < 0) | (rows >= limit)
@@ -86,7 +90,7 @@ def _dma_copy_semantics(ins, nc):
     src, dst = ins.src, ins.dst
     if nc.fast and nc.peer is None and dst.remember_source(src, defer=True):
         return  # a plain load of a whole tile, made when the tile is first read (View.store)
-    ks, kd = _rows_kept(ins, src), _rows_kept(ins, dst)
+    ks, kd = _rows_kept(ins, nc, src), _rows_kept(ins, nc, dst)
     if ks is not None:  # oob_mode=skip: read row 0 in place of a bad row, then leave its destination alone
         src = _with_rows(src, np.where(ks, src.rows(), 0))
     m = src.mask() if src.poisoned() else None
