@@ -120,14 +120,14 @@ def range_select(x, lo, hi, fill):
 
 
 def find8(x, vals):
+    """The j-th searched value is found at its (k+1)-th position in the row, k counting equal values searched
+    before it in the same row (a repeated value advances); a value not there gives all ones."""
     out = np.full(vals.shape, 0xFFFFFFFF, np.uint64)
-    for r in range(x.shape[0]):
-        taken = []
-        for j in range(8):
-            hits = [int(h) for h in np.flatnonzero(x[r] == vals[r, j]) if int(h) not in taken]
-            if hits:
-                out[r, j] = hits[0]
-                taken.append(hits[0])
+    for r, j in np.ndindex(vals.shape):
+        k = int(np.count_nonzero(vals[r, :j] == vals[r, j]))
+        where = np.flatnonzero(x[r] == vals[r, j])
+        if k < where.size:
+            out[r, j] = where[k]
     return out
 
 
@@ -217,8 +217,38 @@ def gather_flattened(data, idx):
     return np.take_along_axis(data.reshape(p, -1), idx.reshape(p, -1).astype(np.int64), axis=1).reshape(idx.shape)
 
 
+def uniform_moments(lo, hi):
+    """rand (uniform): the mean and variance of values drawn evenly from [lo, hi)."""
+    return (lo + hi) / 2, (hi - lo) ** 2 / 12
+
+
+def seed_value(tile):
+    """set_rng_seed: the generator's seed is the first element's 32 bits, read as an unsigned number."""
+    return int(np.asarray(tile).reshape(-1)[:1].view(np.uint32)[0])
+
+
+def register_load(tile):
+    """A register takes the first element: integers as they are, floats truncated toward zero."""
+    x = np.asarray(tile).reshape(-1)[0]
+    return int(x) if np.issubdtype(x.dtype, np.integer) else int(np.trunc(np.float64(x)))
+
+
+def register_store(value, dtype):
+    """A register's value written into a [1, 1] tile of `dtype`."""
+    return np.array([[value]]).astype(dtype)
+
+
+def after_barrier(writes):
+    """core_barrier: after it every core reads what every core wrote before it (each core's rows merged)."""
+    out = {}
+    for rows in writes:
+        out.update(rows)
+    return out
+
+
 INSTRUCTIONS.update({"gather_flattened": gather_flattened, "range_select": range_select, "nc_find_index8": find8, "nc_match_replace8": match_replace8,
                      "nc_stream_shuffle": shuffle, "affine_select": affine_select, "local_gather": local_gather,
-                     "rand": lambda shape: shape, "set_rng_seed": lambda seed: seed, "dropout": lambda x, keep: x * keep,
-                     "sendrecv": lambda a, b: (b, a), "register_alloc": int, "register_move": int,
-                     "register_load": int, "register_store": int, "core_barrier": lambda: None})
+                     "rand": uniform_moments, "set_rng_seed": seed_value, "dropout": lambda x, keep: x * keep,
+                     "sendrecv": lambda a, b: (b, a), "register_alloc": lambda value=0: value,
+                     "register_move": lambda src_value: src_value, "register_load": register_load,
+                     "register_store": register_store, "core_barrier": after_barrier})

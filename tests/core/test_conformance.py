@@ -377,6 +377,25 @@ def test_rand_seed_and_dropout(nc):
         draws.append(read(t))
     np.testing.assert_array_equal(draws[0], draws[1])
     assert ((draws[0] >= 0) & (draws[0] < 1)).all() and len(np.unique(draws[0])) > 100
+    big = nc.tensor((128, 512), "float32")
+    nc.issue(Op.RAND, dst=big, kind="uniform", min=-2.0, max=6.0)
+    mean, var = ref.INSTRUCTIONS["rand"](-2.0, 6.0)
+    got = read(big)
+    assert -2 <= got.min() and got.max() < 6
+    assert abs(got.mean() - mean) < 0.05 and abs(got.var() - var) / var < 0.02
+
+    def draw(seed_tile):
+        nc.issue(Op.SET_RNG_SEED, src_seeds=on_chip(nc, seed_tile))
+        t = nc.tensor((4, 32), "float32")
+        nc.issue(Op.RAND, dst=t, kind="uniform", min=0.0, max=1.0)
+        return read(t)
+
+    seeds = [np.array([[-1]], np.int32), np.array([[0xFFFFFFFF]], np.uint32), np.array([[1235]], np.int32)]
+    same = ref.INSTRUCTIONS["set_rng_seed"](seeds[0]) == ref.INSTRUCTIONS["set_rng_seed"](seeds[1])
+    assert same and ref.INSTRUCTIONS["set_rng_seed"](seeds[2]) != ref.INSTRUCTIONS["set_rng_seed"](seeds[0])
+    a, b, c = (draw(t) for t in seeds)
+    np.testing.assert_array_equal(a, b)  # the same 32 bits seed the same stream
+    assert not np.array_equal(a, c)
     x = R.uniform(1, 2, (8, 64)).astype(F32)
     d = nc.tensor((8, 64), "float32")
     nc.issue(Op.DROPOUT, dst=d, data=on_chip(nc, x), prob=0.5)
@@ -607,11 +626,16 @@ def test_registers(nc):
     from trnsim.core import Register
     r, q = Register(), Register()
     nc.issue(Op.REGISTER_ALLOC, reg=r, value=7)
+    assert r.value == ref.INSTRUCTIONS["register_alloc"](7)
     nc.issue(Op.REGISTER_MOVE, reg=q, value=r)
-    t = nc.tensor((1, 1), "int32")
-    nc.issue(Op.REGISTER_STORE, dst=t, value=q)
-    nc.issue(Op.REGISTER_LOAD, reg=r, src=on_chip(nc, np.array([[41]], np.int32)))
-    assert (read(t)[0, 0], q.value, r.value) == (ref.INSTRUCTIONS["register_store"](7), 7, 41)
+    assert q.value == ref.INSTRUCTIONS["register_move"](r.value)
+    for dt in (np.int32, np.float32, np.uint16):
+        t = nc.tensor((1, 1), np.dtype(dt).name)
+        nc.issue(Op.REGISTER_STORE, dst=t, value=q)
+        np.testing.assert_array_equal(read(t), ref.INSTRUCTIONS["register_store"](7, dt))
+    for tile in (np.array([[41]], np.int32), np.array([[-2.75]], np.float32), np.array([[9.5]], BF16)):
+        nc.issue(Op.REGISTER_LOAD, reg=r, src=on_chip(nc, tile))
+        assert r.value == ref.INSTRUCTIONS["register_load"](tile)
     with pytest.raises(ShapeError, match="must be one element"):
         nc.issue(Op.REGISTER_LOAD, reg=r, src=nc.tensor((1, 2), "int32"))
 
@@ -635,6 +659,21 @@ def test_sendrecv_and_core_barrier_need_lnc2(nc):
 
     x = R.standard_normal((2, 8)).astype(F32)
     np.testing.assert_array_equal(swap[2](x), x[::-1])
+
+    @nki.jit
+    def meet(x):
+        """Each core writes its row, then after the barrier copies the whole output to a second one."""
+        out = nl.ndarray((2, 8), nl.float32, buffer=nl.shared_hbm)
+        seen = nl.ndarray((4, 8), nl.float32, buffer=nl.shared_hbm)
+        pid = nl.program_id(0)
+        nl.store(out[pid:pid + 1], nl.load(x[pid:pid + 1]))
+        nisa.core_barrier(out)
+        nl.store(seen[2 * pid:2 * pid + 2], nl.load(out))
+        return seen
+
+    rows = ref.INSTRUCTIONS["core_barrier"]([{0: x[0]}, {1: x[1]}])
+    want = np.stack([rows[0], rows[1]])
+    np.testing.assert_array_equal(meet[2](x), np.concatenate([want, want]))
     with pytest.raises(GenerationError, match="sendrecv exchanges tiles between the 2 cores"):
         swap(x)
 

@@ -120,7 +120,7 @@ def test_psum_alloc_by_bank_partition_address(rng):
             nl.store(out[j], nl.copy(ps[j]))
         return out
     out = k(a)
-    assert placed == [((0,), 32, 128), ((1,), 32, 128)]
+    assert placed[:2] == [((0,), 32, 128), ((1,), 32, 128)]  # this launch's calls (tests/replay launches again)
     for j in range(2):
         np.testing.assert_allclose(out[j], a[:32, j * 32:j * 32 + 32].T, rtol=1e-6)
 

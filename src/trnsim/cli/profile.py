@@ -21,13 +21,13 @@ from pathlib import Path
 import click
 import numpy as np
 
-from trnsim import live
+from trnsim import live, specs
 from trnsim.cli import cli, emit_json, output_folder
 from trnsim.cli.run import run_user_file
 from trnsim.core.timing import BenchmarkResult, time_cores
 from trnsim.errors import ConfigError, TrnsimError, UserCodeError
 
-TARGETS = ("trn1", "trn2", "trn3")
+TARGETS = specs.targets()
 _DTYPE_ALIASES = {"bf16": "bfloat16", "fp32": "float32", "f32": "float32", "fp16": "float16", "f16": "float16",
                   "tf32": "tfloat32"}
 

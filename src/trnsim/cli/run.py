@@ -8,6 +8,7 @@ import sys
 
 import click
 
+from trnsim import specs
 from trnsim.cli import cli, emit_json
 
 
@@ -60,7 +61,7 @@ def run_file(path: str, args=(), target: str | None = None, force: bool = False)
 @cli.command(context_settings={"ignore_unknown_options": True, "allow_extra_args": True})
 @click.argument("file", type=click.Path(exists=True, dir_okay=False))
 @click.argument("args", nargs=-1, type=click.UNPROCESSED)
-@click.option("--target", type=click.Choice(["trn1", "trn2", "trn3"]), help="NeuronCore generation (default: "
+@click.option("--target", type=click.Choice(specs.targets()), help="NeuronCore generation (default: "
               "NEURON_PLATFORM_TARGET_OVERRIDE, else trn2).")
 @click.option("--force-shim", is_flag=True, help="Shadow a real installed nki package.")
 @click.option("--json", "as_json", is_flag=True, help="Print a JSON summary of the kernel launches.")

@@ -89,6 +89,15 @@ class UninitializedError(KernelError):
     """Never-written values reaching HBM or deciding control flow."""
 
 
+class ValueUnknownError(KernelError):
+    """A timing-only run (values=False) needs a value that only computing would give (a register loaded from
+    memory deciding control flow or an address)."""
+
+
+class DeadlockError(KernelError):
+    """A core of an LNC 2 launch waits for its peer (barrier, sendrecv), which has ended or waits too."""
+
+
 class UninitializedWarning(UserWarning):
     """The non-strict form of UninitializedError."""
 

@@ -18,41 +18,44 @@ import warnings
 import numpy as np
 
 from trnsim import numerics, specs
-from trnsim.core import isa as _isa  # noqa: F401  (registers every instruction)
-from trnsim.core.errors import KernelError, ShapeError, UninitializedError, UninitializedWarning, where
+from trnsim.core import fast, isa as _isa  # noqa: F401  (registers every instruction)
+from trnsim.core.errors import (KernelError, ShapeError, UninitializedError, UninitializedWarning, ValueUnknownError,
+                                where)
 from trnsim.core.isa.opcodes import MATMUL, Engine, Op
 from trnsim.core.isa.psum import close as close_psum, flush as flush_psum
 from trnsim.core.isa.registry import REGISTRY, Instruction, generic_check
 from trnsim.core import races as _races
 from trnsim.core.liveness import iterations
+from trnsim.core.limits import Budget
+from trnsim.core.lnc import Mailbox
 from trnsim.core.memory import HBM, Memory, Space
 from trnsim.core.tensor import View
 
 TARGET_ENV = "NEURON_PLATFORM_TARGET_OVERRIDE"
-_TARGET_ALIASES = {"trn1": "trn1", "inf2": "trn1", "gen2": "trn1", "trn2": "trn2", "gen3": "trn2",
-                   "trn3": "trn3", "gen4": "trn3"}
 
 
 def resolve_target(target: str | None = None) -> str:
-    """The NKI target (trn1|trn2|trn3) from an argument or NEURON_PLATFORM_TARGET_OVERRIDE; default trn2."""
-    raw = str(target or os.environ.get(TARGET_ENV) or "trn2").lower()
-    if raw in _TARGET_ALIASES:
-        return _TARGET_ALIASES[raw]
-    return specs.neuroncore(raw).target
+    """The NKI target (trn1|trn2|trn3) from an argument or NEURON_PLATFORM_TARGET_OVERRIDE; default trn2.
+    Names and aliases (gen3, inf2, v3) resolve through the catalog (specs.neuroncore)."""
+    return specs.neuroncore(str(target or os.environ.get(TARGET_ENV) or "trn2")).target
 
 
 class Register:
-    """A 32-bit sequencer register; `poisoned` when its value came from never-written memory."""
+    """A 32-bit sequencer register; `poisoned` when its value came from never-written memory, not `known` when
+    it was loaded from memory in a timing-only run (which computes no memory values)."""
 
-    __slots__ = ("value", "poisoned", "name")
+    __slots__ = ("value", "poisoned", "known", "name")
 
-    def __init__(self, value=0, poisoned=False, name=""):
-        self.value, self.poisoned, self.name = int(value), poisoned, name
+    def __init__(self, value=0, poisoned=False, name="", known=True):
+        self.value, self.poisoned, self.known, self.name = int(value), poisoned, known, name
 
     def __repr__(self):
-        return f"<register {self.name} = {self.value}>"
+        return f"<register {self.name} = {self.value if self.known else '?'}>"
 
     def __index__(self):  # a register used as an index or slice bound (dynamic access)
+        if not self.known:
+            raise ValueUnknownError(f"register {self.name} was loaded from memory, whose values a timing-only run "
+                                    f"(values=False) does not compute; it cannot pick an address there")
         return self.value
 
 
@@ -60,10 +63,12 @@ class NeuronCore:
     """One NeuronCore of a generation (v2 Trn1, v3 Trn2, v4 Trn3) with real SBUF, PSUM and HBM."""
 
     def __init__(self, target: str | None = None, *, strict: bool = True, values: bool = True, hbm: HBM | None = None,
-                 program_id: int = 0, num_programs: int = 1, seed: int = 0, race_check=None):
+                 program_id: int = 0, num_programs: int = 1, seed: int = 0, race_check=None,
+                 budget: Budget | None = None):
         self.target = resolve_target(target)
         self.spec = specs.neuroncore(self.target)
         self.gen = int(self.spec.key.removeprefix("v"))
+        self.lnc_configs = specs.chip(self.target).lnc_configs  # logical-core sizes the chip supports
         s = self.spec
         # Timing only: no instruction writes SBUF or PSUM, so their bytes stay as created (never-written).
         self.sbuf = Memory(Space.SBUF, s.partitions, s.sbuf_partition_bytes, s.sbuf_partition_bytes - s.sbuf_reserved_bytes,
@@ -76,22 +81,24 @@ class NeuronCore:
         self.lazy_psum = False  # kernel launches evaluate accumulation groups lazily
         self.psum_pending: dict = {}
         self.psum_open: set = set()
+        self.fast = fast.enabled()  # the speed layer (core/fast.py): off changes no value, only the time taken
         self.widen_cache: dict = {}
         self.hbm_f32: dict = {}  # FP32 conversions of whole HBM tensors that matmuls read (isa/psum.py)
         self.strict, self.values = strict, values
         self.program_id, self.num_programs = program_id, num_programs
         self.stream: list = []
+        self.budget = budget or Budget()  # bounds the launch (core/limits.py)
         self.rng = np.random.Generator(np.random.Philox(seed))
         self.rng_states: dict = {}  # generator states that rand_get_state wrote out, by their words
         # Lane accumulator registers of ScalarE (activation reduce) and VectorE (exponential, *_reduce).
         self.accumulators = {e: np.zeros(s.partitions, np.float32) for e in (Engine.SCALAR, Engine.VECTOR)}
         self.accumulator_poison = {e: np.zeros(s.partitions, bool) for e in (Engine.SCALAR, Engine.VECTOR)}
         self.peer = None  # the other core of an LNC 2 pair
-        self.barrier = None
-        self.mailbox: dict = {}
+        self.turns = self.barrier = None  # the pair's turn-taking and core barrier (core/lnc.py)
+        self.mailbox = Mailbox()
         self._counts: dict[str, int] = {}
         self.scopes: list = []  # the open loop iterations, innermost last (core/liveness.py)
-        self.race_check = _races.mode(race_check)  # auto | off | warn | error | order (core/races.py)
+        self.race_check = _races.mode(race_check)  # auto | off | warn | error (core/races.py)
         self.races: list = []  # the open affine loops being watched for loop-carried dependencies
 
     def limit(self, name: str) -> int:
@@ -155,6 +162,7 @@ class NeuronCore:
             (operands if isinstance(v, View) else attrs)[k] = v
         eng = _engine(engine) or (d.pick(operands, attrs, self) if d.pick else None) or d.engines[0]
         ins = Instruction(op, eng, operands, attrs, where(), d.writes)
+        self.budget.charge(ins.location)
         evicts = generic_check(d, ins, self) and op not in MATMUL  # another engine touching PSUM
         d.check(ins, self)
         self.stream.append(ins.record(len(self.stream)))
@@ -162,7 +170,7 @@ class NeuronCore:
             boxes = {n: (v, _races.box(v)) for n, v in operands.items()}
             for w in self.races:
                 w.record(ins, boxes)
-        if self.values:
+        if self.values or d.control:
             if evicts and self.psum_pending:
                 flush_psum(self)
             d.semantics(ins, self)
@@ -179,6 +187,12 @@ class NeuronCore:
         self.widen_cache.clear()
         self.hbm_f32.clear()
 
+    def host_read(self, view: View) -> np.ndarray:
+        """The values of `view` as the host sees them now (device_print): deferred work lands first."""
+        if view.space is Space.PSUM and self.psum_pending:
+            flush_psum(self)
+        return view.array()
+
     def never_written(self, what: str, src: View, mask: np.ndarray, ins_loc: str | None = None):
         """Never-written values reached HBM or control flow: raise (strict) or warn."""
         idx = np.argwhere(mask)
@@ -194,6 +208,9 @@ class NeuronCore:
     def read_register(self, reg, what: str) -> int:
         """A register's value for control flow (loop bounds, conditions); never-written values are errors."""
         if isinstance(reg, Register):
+            if not reg.known:
+                raise ValueUnknownError(f"register {reg.name} was loaded from memory, whose values a timing-only run "
+                                        f"(values=False) does not compute, and decides {what}")
             if reg.poisoned:
                 msg = f"register {reg.name or ''} holds a never-written value and decides {what}"
                 if self.strict:

@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import enum
 import itertools
-import threading
 import weakref
 
 import numpy as np
@@ -254,7 +253,6 @@ class HBM:
         self.capacity = capacity
         self.live: weakref.WeakValueDictionary[int, Allocation] = weakref.WeakValueDictionary()
         self.shared: dict[int, object] = {}  # n-th shared_hbm allocation of an LNC pair -> tensor
-        self.lock = threading.Lock()
 
     def allocate(self, nbytes: int, name: str, kind: str, location: str | None, init: np.ndarray | None = None) -> Allocation:
         used = sum(a.nbytes for a in list(self.live.values()))

@@ -5,8 +5,9 @@ is the first partition inside the allocation; the other dims step through elemen
 from `offset`. HBM views are plain strided views of the tensor's bytes. A view never copies: `array()`
 returns a numpy view straight onto the memory, so two views of overlapping bytes see each other's writes.
 
-An indirect view (a DMA gather/scatter through `vector_offset`) holds one row index per partition; the
-DMA reads or writes it element by element through those rows.
+An indirect view (a DMA gather/scatter through `vector_offset`) holds one row index per partition (or the
+tile holding them, read only when the DMA runs, as the hardware's DMA reads them); the DMA reads or writes
+it element by element through those rows.
 """
 from __future__ import annotations
 
@@ -16,8 +17,7 @@ from typing import NamedTuple
 import numpy as np
 
 from trnsim import numerics
-from trnsim.core.errors import (KernelError, MemorySpaceError, OutOfBoundsError, PartitionLimitError, ShapeError,
-                                UninitializedError)
+from trnsim.core.errors import KernelError, MemorySpaceError, OutOfBoundsError, PartitionLimitError, ShapeError
 from trnsim.core.memory import Allocation, Space
 
 _MASK_TYPES = {1: np.uint8, 2: np.uint16, 4: np.uint32, 8: np.uint64}
@@ -246,8 +246,14 @@ class View:
     def _flat(self, buf, np_dtype):
         return buf[0, : self.alloc.nbytes].view(np_dtype)
 
+    def rows(self) -> np.ndarray:
+        """The row indices of an indirect view; a tile of them is read now, as its DMA runs (which reports
+        never-written indices first: isa/dma.py)."""
+        rows = self.indirect[0]
+        return rows.array().reshape(-1).astype(np.int64) if isinstance(rows, View) else rows
+
     def _indices(self) -> np.ndarray:
-        rows, row_elems = self.indirect
+        rows, row_elems = self.rows(), self.indirect[1]
         idx = self.offset + rows.reshape((-1,) + (1,) * (self.ndim - 1)) * row_elems
         for k in range(1, self.ndim):
             shape = [1] * self.ndim
@@ -464,8 +470,7 @@ class View:
         """Per-partition row gather from an HBM tensor: row i of the result is row vector_offset[i]."""
         if self.on_chip or dim != 0:
             raise ShapeError(f"vector_select gathers rows (dim 0) of an HBM tensor; {self.name!r} is in {self.space.value}")
-        rows = vector_offset.array() if isinstance(vector_offset, View) else vector_offset
-        n = int(np.asarray(rows).size)
+        n = vector_offset.size if isinstance(vector_offset, View) else int(np.asarray(vector_offset).size)
         return self.ap([[self.strides[0], n]] + [[s, k] for s, k in zip(self.strides[1:], self.shape[1:])],
                        offset=self.offset, vector_offset=vector_offset)
 
@@ -490,12 +495,10 @@ class View:
         if vector_offset is not None:
             if indirect_dim != 0:
                 raise ShapeError(f".ap on {self.name!r}: vector_offset works with indirect_dim=0 only; got {indirect_dim}")
-            rows = vector_offset
-            if isinstance(rows, View):  # the DMA reads the offsets at run time: they must have been written
-                if rows.poisoned():
-                    raise UninitializedError(f"vector_offset {rows.name!r} holds never-written row indices for {self.name!r}")
-                rows = rows.array()
-            indirect = (np.asarray(rows).reshape(-1).astype(np.int64), math.prod(self.root_shape()[1:]))
+            rows = vector_offset  # a tile is read when the DMA runs (_indices)
+            if not isinstance(rows, View):
+                rows = np.asarray(rows).reshape(-1).astype(np.int64)
+            indirect = (rows, math.prod(self.root_shape()[1:]))
         return root._derive(shape, steps, offset, 0, indirect=indirect)
 
     def root_shape(self):

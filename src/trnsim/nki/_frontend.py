@@ -1,7 +1,7 @@
 """Translation helpers shared by the NKI front ends: the current core, kernel launch, argument conversion.
 
-A kernel's Python runs eagerly on one `NeuronCore` per program (two threads for an LNC 2 launch, one per
-`program_id`, sharing one HBM); every `nki.isa` call becomes one core instruction through `issue`.
+A kernel's Python runs eagerly on one `NeuronCore` per program (for an LNC 2 launch two threads, one per
+`program_id`, sharing one HBM and taking turns: core/lnc.py); every `nki.isa` call becomes one core instruction through `issue`.
 Front ends never compute values: they only allocate tensors and issue instructions.
 """
 from __future__ import annotations
@@ -18,6 +18,8 @@ import numpy as np
 from trnsim import live, numerics
 from trnsim.core import NeuronCore, Op, View
 from trnsim.core.errors import KernelError, MemorySpaceError, UninitializedError, UninitializedWarning
+from trnsim.core.limits import Budget
+from trnsim.core.lnc import Barrier, Turns
 from trnsim.errors import ConfigError
 
 _state = threading.local()
@@ -50,10 +52,9 @@ def ndarray(shape, dtype, buffer=None, name=None, address=None) -> View:
     space = "hbm" if kind.endswith("hbm") else kind
     if kind == "shared_hbm" and nc.peer is not None:
         n = nc._counts["shared"] = nc._counts.get("shared", 0) + 1
-        with nc.hbm.lock:
-            if n not in nc.hbm.shared:
-                nc.hbm.shared[n] = nc.tensor(shape, dtype, space, name=name or None, address=address, kind=kind)
-            return nc.hbm.shared[n]
+        if n not in nc.hbm.shared:  # the cores take turns (core/lnc.py): the first to get here allocates it
+            nc.hbm.shared[n] = nc.tensor(shape, dtype, space, name=name or None, address=address, kind=kind)
+        return nc.hbm.shared[n]
     return nc.tensor(shape, numerics.dtype(dtype), space, name=name or None, address=address, kind=kind)
 
 
@@ -117,22 +118,32 @@ class Kernel:
         return launch(self, args, kwargs, target=target, values=values)
 
 
+def launch_budget(options: dict) -> Budget:
+    """The bounds of one launch from the kernel's options (`@nki.jit(max_instructions=, max_memory_mb=)`)."""
+    return Budget(options.get("max_instructions"), options.get("max_memory_mb"))
+
+
 def launch(kernel: Kernel, args, kwargs, target=None, values=True):
     """Run a kernel on fresh cores: inputs become HBM tensors, returned tensors come back as arrays.
 
     With `values=False` (timing only) no instruction computes and nothing is returned; the cores, with
     their instruction streams, are left in `kernel.last_cores` either way."""
-    nc0 = NeuronCore(target, strict=os.environ.get("TRNSIM_STRICT", "1") != "0", values=values,
+    budget = launch_budget(kernel.options)
+    nc0 = NeuronCore(target, strict=os.environ.get("TRNSIM_STRICT", "1") != "0", values=values, budget=budget,
                      race_check=kernel.options.get("race_check"))
-    if kernel.lnc == 2 and nc0.gen < 3:
-        raise ConfigError(f"an LNC 2 launch (kernel[2]) needs Trn2 or Trn3; the target is {nc0.target}")
+    if kernel.lnc not in nc0.lnc_configs:
+        raise ConfigError(f"an LNC {kernel.lnc} launch (kernel[{kernel.lnc}]) needs a chip with logical cores of "
+                          f"{kernel.lnc}; {nc0.target} has LNC {', '.join(map(str, nc0.lnc_configs))}")
     cores = [nc0] + [NeuronCore(nc0.target, strict=nc0.strict, values=values, hbm=nc0.hbm, program_id=i,
-                                num_programs=kernel.lnc, race_check=nc0.race_check)
+                                num_programs=kernel.lnc, budget=budget, race_check=nc0.race_check)
                      for i in range(1, kernel.lnc)]
     nc0.num_programs = kernel.lnc
+    turns = Turns(kernel.lnc)
     if kernel.lnc == 2:
         cores[0].peer, cores[1].peer = cores[1], cores[0]
-        cores[0].barrier = cores[1].barrier = threading.Barrier(2, timeout=60)
+        barrier = Barrier(turns)
+        for c in cores:
+            c.turns, c.barrier = turns, barrier
     kind = "shared_hbm" if kernel.lnc == 2 else "hbm"
     converted, backs, sink = [], [], {"kind": "numpy"}
 
@@ -152,6 +163,7 @@ def launch(kernel: Kernel, args, kwargs, target=None, values=True):
     errors = []
 
     def run(i):
+        turns.start(i)
         _state.core = cores[i]
         cores[i].lazy_psum = True
         try:
@@ -159,10 +171,9 @@ def launch(kernel: Kernel, args, kwargs, target=None, values=True):
             cores[i].sync()
         except BaseException as e:  # noqa: BLE001 - re-raised in the caller's thread
             errors.append(e)
-            if cores[i].barrier is not None:
-                cores[i].barrier.abort()
         finally:
             _state.core = None
+            turns.finish(i)
 
     live.publish(kind="kernel", name=kernel.fn.__name__, cores=range(kernel.lnc), target=nc0.target, phase="running",
                  memory={"hbm": sum(a.nbytes for a in list(nc0.hbm.live.values()))})

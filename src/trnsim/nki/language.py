@@ -108,7 +108,7 @@ def empty_like(x, dtype=None, buffer=None, name="") -> View:
 
 def ds(start, size) -> slice:
     """`nl.ds(start, size)`: the slice start:start+size."""
-    start = int(start.value if isinstance(start, Register) else start)
+    start = start.__index__() if isinstance(start, Register) else int(start)
     return slice(start, start + int(size))
 
 
@@ -517,7 +517,9 @@ def no_reorder():
 
 
 def device_print(print_prefix, tensor):
-    print(print_prefix, np.array(tensor.array()))
+    """Print a tile's values as the host reads them now; a timing-only run has none to print."""
+    nc = core()
+    print(print_prefix, np.array(nc.host_read(tensor)) if nc.values else f"{tensor!r} (timing only: no values)")
 
 
 __all__ = [n for n in dir() if not n.startswith("_") and not n.endswith("_into") and n not in (

@@ -16,16 +16,23 @@ from trnsim.specs import catalog
 from trnsim.specs.hardware import Hardware, HardwareError, active, hardware
 from trnsim.specs.records import FLOPS_DTYPES, ChipSpec, NeuronCoreSpec, SystemSpec, UnsupportedDTypeError
 
-_TARGETS = {"trn1": "v2", "trn2": "v3", "trn3": "v4"}
+_ALIASES = {"inf2": "trn1"}  # Inferentia2 carries the NeuronCore-v2 of Trn1 (NKI accepts its name as a target)
+
+
+def targets() -> tuple[str, ...]:
+    """The NKI targets (`trn1`, `trn2`, ...): each NeuronCore generation's `target` in the catalog."""
+    return tuple(c.target for c in catalog.neuroncores().values())
 
 
 def neuroncore(generation: str) -> NeuronCoreSpec:
-    """A NeuronCore generation by version (`"v3"`, `3`) or NKI target (`"trn2"`)."""
+    """A NeuronCore generation by version (`"v3"`, `3`, `"gen3"`) or NKI target (`"trn2"`, `"inf2"`)."""
     g = str(generation).lower().removeprefix("neuroncore-")
-    g = _TARGETS.get(g, g if g.startswith("v") else f"v{g}")
+    g = _ALIASES.get(g, g)
     cores = catalog.neuroncores()
+    by_target = {c.target: k for k, c in cores.items()}
+    g = by_target.get(g) or ("v" + g.removeprefix("gen") if not g.startswith("v") else g)
     if g not in cores:
-        raise UnknownNameError("NeuronCore generation", str(generation), [*cores, *_TARGETS])
+        raise UnknownNameError("NeuronCore generation", str(generation), [*cores, *by_target])
     hw = active()
     return hw.neuroncore(cores[g]) if hw else cores[g]
 

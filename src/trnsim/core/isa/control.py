@@ -3,10 +3,10 @@
 Registers live in the sequencers, not in memory, so they are attributes of the instruction (`reg`,
 `src`), not memory operands. A register loaded from never-written memory is marked; using it for control
 flow (a loop bound, a while condition) is the error, as a memory checker would report it.
+Register instructions are `control`: they run in timing-only mode too, so loops on registers issue the same
+instructions either way; a register loaded from memory there has no known value (Register.known).
 """
 from __future__ import annotations
-
-import threading
 
 import numpy as np
 
@@ -19,22 +19,18 @@ def _none(rec, spec):
     return {"engine": rec.engine.value, "partitions": 0, "elements": 0}
 
 
-def _reg_value(x):
-    return (x.value, x.poisoned) if hasattr(x, "poisoned") else (int(x), False)
+def _set(reg, x):
+    """Give register `reg` the value of a number or of another register."""
+    if hasattr(x, "poisoned"):
+        reg.value, reg.poisoned, reg.known = x.value, x.poisoned, x.known
+    else:
+        reg.value, reg.poisoned, reg.known = int(x), False, True
 
 
-def _alloc_semantics(ins, nc):
-    ins.reg.value, ins.reg.poisoned = _reg_value(ins.attrs.get("value") or 0)
-
-
-define(Op.REGISTER_ALLOC, Engine.SYNC, lambda ins, nc: None, _alloc_semantics, _none, writes=())
-
-
-def _move_semantics(ins, nc):
-    ins.reg.value, ins.reg.poisoned = _reg_value(ins.attrs["value"])
-
-
-define(Op.REGISTER_MOVE, Engine.SYNC, lambda ins, nc: None, _move_semantics, _none, writes=())
+define(Op.REGISTER_ALLOC, Engine.SYNC, lambda ins, nc: None, lambda ins, nc: _set(ins.reg, ins.attrs.get("value") or 0),
+       _none, writes=(), control=True)
+define(Op.REGISTER_MOVE, Engine.SYNC, lambda ins, nc: None, lambda ins, nc: _set(ins.reg, ins.attrs["value"]), _none,
+       writes=(), control=True)
 
 
 def _one_element(ins, name):
@@ -45,18 +41,22 @@ def _one_element(ins, name):
 
 
 def _load_semantics(ins, nc):
+    if not nc.values:  # memory holds no values in a timing-only run
+        ins.reg.value, ins.reg.poisoned, ins.reg.known = 0, False, False
+        return
     v = ins.src
     x = v.array().reshape(-1)[0]
     ins.reg.value = int(x) if v.dtype.is_int else int(np.float32(x))
-    ins.reg.poisoned = v.poisoned()
+    ins.reg.poisoned, ins.reg.known = v.poisoned(), True
 
 
-define(Op.REGISTER_LOAD, Engine.SYNC, lambda ins, nc: _one_element(ins, "src"), _load_semantics, _none, writes=())
+define(Op.REGISTER_LOAD, Engine.SYNC, lambda ins, nc: _one_element(ins, "src"), _load_semantics, _none, writes=(),
+       control=True)
 
 
 def _store_semantics(ins, nc):
-    v = ins.dst
-    value, poisoned = _reg_value(ins.attrs["value"])
+    v, x = ins.dst, ins.attrs["value"]
+    value, poisoned = (x.value, x.poisoned) if hasattr(x, "poisoned") else (int(x), False)
     v.store(np.full(v.shape, value).astype(v.dtype.np), np.ones(v.shape, bool) if poisoned else None)
 
 
@@ -64,8 +64,9 @@ define(Op.REGISTER_STORE, Engine.SYNC, lambda ins, nc: _one_element(ins, "dst"),
 
 
 def _barrier_check(ins, nc):
-    if nc.gen < 3:
-        raise GenerationError(f"core_barrier synchronises the 2 cores of an LNC 2 (Trn2/Trn3); this core is v{nc.gen}")
+    if 2 not in nc.lnc_configs:
+        raise GenerationError(f"core_barrier synchronises the 2 cores of an LNC 2; {nc.target} has LNC "
+                              f"{', '.join(map(str, nc.lnc_configs))} only")
     cores = tuple(ins.attrs.get("cores") or (0, 1))
     if sorted(cores) != [0, 1]:
         raise ShapeError(f"core_barrier: cores must be (0, 1); got {cores}")
@@ -73,10 +74,7 @@ def _barrier_check(ins, nc):
 
 def _barrier_semantics(ins, nc):
     if nc.barrier is not None:
-        try:
-            nc.barrier.wait()
-        except threading.BrokenBarrierError:
-            raise ShapeError("core_barrier: the other core stopped before reaching the barrier") from None
+        nc.barrier.wait(nc.program_id)
 
 
 define(Op.CORE_BARRIER, Engine.SYNC, _barrier_check, _barrier_semantics, _none, writes=())

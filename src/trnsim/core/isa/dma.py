@@ -2,7 +2,6 @@
 dma_transpose, sendrecv (LNC 2)."""
 from __future__ import annotations
 
-import queue
 
 import numpy as np
 
@@ -40,11 +39,15 @@ def _moved(ins, nc, dst, src_mask, values, mask=None):
     dst.store(values.reshape(dst.shape), None if mask is None else mask.reshape(dst.shape))
 
 
-def _rows_kept(ins, v):
-    """For an indirect view: which row indices are in range (None when all are); oob_mode=error raises."""
+def _rows_kept(ins, nc, v):
+    """For an indirect view: which row indices are in range (None when all are); oob_mode=error raises.
+    The DMA reads a tile of indices now: never-written ones are reported (strict: raised)."""
     if v.indirect is None:
         return None
-    rows, row_elems = v.indirect
+    idx = v.indirect[0]
+    if isinstance(idx, View) and idx.poisoned():
+        nc.never_written(f"index the rows of {v.name!r} (vector_offset)", idx, idx.mask(), ins.location)
+    rows, row_elems = v.rows(), v.indirect[1]
     limit = v.alloc_elems // max(row_elems, 1)
     bad = (rows < 0) | (rows >= limit)
     if not bad.any():
@@ -91,13 +94,13 @@ def _dma_copy_check(ins, nc):
 def _dma_copy_semantics(ins, nc):
     src, dst = ins.src, ins.dst
     if ins.attrs.get("dst_rmw_op") is not None:
-        _rows_kept(ins, src), _rows_kept(ins, dst)  # oob_mode=error: raises on a bad row
+        _rows_kept(ins, nc, src), _rows_kept(ins, nc, dst)  # oob_mode=error: raises on a bad row
         return _accumulate(ins, nc, dst, [src])
-    if nc.peer is None and dst.remember_source(src, defer=True):
+    if nc.fast and nc.peer is None and dst.remember_source(src, defer=True):
         return  # a plain load of a whole tile, made when the tile is first read (View.store)
-    ks, kd = _rows_kept(ins, src), _rows_kept(ins, dst)
+    ks, kd = _rows_kept(ins, nc, src), _rows_kept(ins, nc, dst)
     if ks is not None:  # oob_mode=skip: read row 0 in place of a bad row, then leave its destination alone
-        src = _with_rows(src, np.where(ks, src.indirect[0], 0))
+        src = _with_rows(src, np.where(ks, src.rows(), 0))
     m = src.mask() if src.poisoned() else None
     if src.dtype == dst.dtype:
         values = src.array()  # raw bytes: bit-exact
@@ -112,9 +115,9 @@ def _dma_copy_semantics(ins, nc):
     if kd is not None:
         values = values.reshape(dst.shape)[kd]
         m = None if m is None else m.reshape(dst.shape)[kd]
-        dst = _with_rows(dst, dst.indirect[0][kd], kd)
+        dst = _with_rows(dst, dst.rows()[kd], kd)
     _moved(ins, nc, dst, m, values, store_mask)
-    if m is None and ks is None and kd is None:
+    if nc.fast and m is None and ks is None and kd is None:
         dst.remember_source(src)
 
 
@@ -149,7 +152,7 @@ def _accumulate(ins, nc, dst, srcs):
     """dst = dst + sum(srcs) elementwise in FP32, each indirect dst row once per time it is named."""
     total, m = _sum(dst, srcs)
     if dst.indirect is not None:
-        rows, inverse = np.unique(dst.indirect[0], return_inverse=True)
+        rows, inverse = np.unique(dst.rows(), return_inverse=True)
         target = View(dst.alloc, dst.dtype, (rows.size,) + dst.shape[1:], dst.strides, dst.offset, dst.poff,
                       (rows, dst.indirect[1]))
         sums, sm = np.zeros(target.shape, np.float32), np.zeros(target.shape, bool)
@@ -182,7 +185,7 @@ def _dma_compute_semantics(ins, nc):
     dst = ins.dst
     srcs = [v for n, v in ins.operands.items() if n != "dst"]
     for v in [dst] + srcs:
-        _rows_kept(ins, v)  # oob_mode=error: raises on a bad row
+        _rows_kept(ins, nc, v)  # oob_mode=error: raises on a bad row
     total, m = _sum(dst, srcs)  # every source is read before dst is written: dst may be one of them
     _moved(ins, nc, dst, m if m.any() else None, numerics.cast(total, dst.dtype))
 
@@ -229,9 +232,8 @@ def _sendrecv_check(ins, nc):
 
 def _sendrecv_semantics(ins, nc):
     pipe = ins.attrs.get("pipe_id", 0)
-    box = nc.peer.mailbox.setdefault(pipe, queue.Queue())
-    box.put((ins.src.array().copy(), ins.src.mask().copy()))
-    values, mask = nc.mailbox.setdefault(pipe, queue.Queue()).get(timeout=60)
+    nc.peer.mailbox.put(pipe, (ins.src.array().copy(), ins.src.mask().copy()))
+    values, mask = nc.mailbox.get(nc.turns, nc.program_id, pipe)
     ins.dst.store(values, mask if mask.any() else None)
 
 

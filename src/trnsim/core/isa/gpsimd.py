@@ -205,7 +205,7 @@ def _seed_semantics(ins, nc):
     nc.rng = np.random.Generator(np.random.Philox(int(v.array().reshape(-1)[0].view(np.uint32))))
 
 
-define(Op.SET_RNG_SEED, (Engine.VECTOR, Engine.GPSIMD), _seed_check, _seed_semantics, lambda r, s: None, writes=())
+define(Op.SET_RNG_SEED, (Engine.VECTOR, Engine.GPSIMD), _seed_check, _seed_semantics, stream_cost, writes=())
 
 
 def _dropout_check(ins, nc):

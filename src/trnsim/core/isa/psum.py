@@ -62,10 +62,12 @@ class Group:
     def __init__(self, dst, onto: bool):
         self.dst, self.onto = dst, onto  # onto: add to the PSUM contents present when the group opened
         self.a, self.b, self.amask, self.bmask = [], [], None, None
+        self.akeys = []  # which bytes each stationary tile came from (stationary_key)
 
-    def add(self, a, b, am, bm):
-        """Add operands a[K, M] (FP32) and b[K, N] (a Piece, or an array of any storage, owned or read-only)
-        and their column masks."""
+    def add(self, a, b, am, bm, akey=None):
+        """Add operands a[K, M] (FP32, read from the bytes `akey` names) and b[K, N] (a Piece, or an array of
+        any storage, owned or read-only) and their column masks."""
+        self.akeys.append(akey if akey is not None else id(a))
         self.a.append(a)
         self.b.append(b)
         if am is not None or bm is not None:
@@ -169,23 +171,30 @@ def write(dst, out, mask, accumulate: bool):
               None if mask is None else mask.reshape(dst.shape))
 
 
+def stationary_key(v, rows: int) -> tuple:
+    """Names the bytes of stationary tile `v` as they are now (the memory's version counts its writes)."""
+    return (id(v.alloc), v.poff, v.offset, v.strides, v.shape, v.dtype.name, rows, v.alloc.memory.version)
+
+
 def widened(nc, v, rows: int) -> np.ndarray:
     """`v` as FP32 [rows, -1], reusing the last conversion of the same bytes while they are unchanged."""
-    key = (id(v.alloc), v.poff, v.offset, v.strides, v.shape, v.dtype.name, rows)
+    if not nc.fast:
+        return numerics.widen(v.array().reshape(rows, -1))
+    key = stationary_key(v, rows)
     hit = nc.widen_cache.get(key)
-    if hit is not None and hit[0] == v.alloc.memory.version:
-        return hit[1]
+    if hit is not None:
+        return hit
     a = numerics.widen(v.array().reshape(rows, -1))
     if len(nc.widen_cache) > 8:
         nc.widen_cache.clear()
-    nc.widen_cache[key] = (v.alloc.memory.version, a)
+    nc.widen_cache[key] = a
     return a
 
 
 def moving(nc, v, k: int):
     """The moving tile as [K, N]: a Piece of its HBM source's FP32 conversion when the tile holds that
     source's bytes unchanged, else an owned copy of its bytes (widened when computed)."""
-    origin = v.origin()
+    origin = v.origin() if nc.fast else None
     piece = None if origin is None else _in_source(nc, v, k, *origin)
     return np.array(v.array().reshape(k, -1)) if piece is None else piece
 
@@ -308,12 +317,13 @@ def open_group(ins, nc) -> None:
     ins.attrs["accumulated"] = accumulate
 
 
-def matmul_into(ins, nc, a, b, am, bm):
-    """Add a.T @ b (a[K, M] FP32, b[K, N] any storage; owned or read-only; column masks or None) to dst."""
+def matmul_into(ins, nc, a, b, am, bm, akey=None):
+    """Add a.T @ b (a[K, M] FP32 from the bytes `akey` names, b[K, N] any storage; owned or read-only; column
+    masks or None) to dst."""
     dst, key, accumulate = ins.dst, _key(ins.dst), ins.attrs["accumulated"]
     if not nc.lazy_psum:
         g = Group(dst, accumulate)
-        g.add(a, b, am, bm)
+        g.add(a, b, am, bm, akey)
         g.compute()
         return
     g = nc.psum_pending.get(key)
@@ -324,14 +334,14 @@ def matmul_into(ins, nc, a, b, am, bm):
         if g is not None:
             g.compute()
         g = nc.psum_pending[key] = Group(dst, accumulate)
-    g.add(a, b, am, bm)
+    g.add(a, b, am, bm, akey)
 
 
 def flush(nc):
     """Compute every pending accumulation group (before anything else touches PSUM)."""
     buckets: dict[tuple, list] = {}
-    for g in nc.psum_pending.values():
-        buckets.setdefault(tuple(map(id, g.a)), []).append(g)
+    for g in nc.psum_pending.values():  # groups over the same stationary bytes share one GEMM, cached or not
+        buckets.setdefault(tuple(g.akeys), []).append(g)
     nc.psum_pending.clear()
     for groups in buckets.values():
         compute_together(groups)

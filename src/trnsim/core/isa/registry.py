@@ -109,15 +109,16 @@ class OpDef:
     writes: tuple[str, ...] = ("dst",)
     min_gen: int = 2
     pick: Callable | None = None  # chooses the default engine from the operands, when it depends on them
+    control: bool = False  # sequencer state (registers): its semantics run in timing-only mode too
 
 
 REGISTRY: dict[Op, OpDef] = {}
 
 
-def define(op: Op, engines, check, semantics, cost, writes=("dst",), min_gen=2, pick=None) -> OpDef:
+def define(op: Op, engines, check, semantics, cost, writes=("dst",), min_gen=2, pick=None, control=False) -> OpDef:
     """Register an instruction's rules together; the first engine is its default."""
     engines = tuple(engines) if isinstance(engines, (tuple, list)) else (engines,)
-    REGISTRY[op] = OpDef(op, engines, check, semantics, cost, tuple(writes), min_gen, pick)
+    REGISTRY[op] = OpDef(op, engines, check, semantics, cost, tuple(writes), min_gen, pick, control)
     return REGISTRY[op]
 
 

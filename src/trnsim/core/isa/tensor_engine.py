@@ -12,7 +12,7 @@ import numpy as np
 from trnsim import numerics
 from trnsim.core.errors import DTypeError, FreeSizeError, GenerationError, PSUMBankError, ShapeError
 from trnsim.core.isa.opcodes import Engine, Op
-from trnsim.core.isa.psum import flush, matmul_into, moving, open_group, pe_matmul, widened
+from trnsim.core.isa.psum import flush, matmul_into, moving, open_group, pe_matmul, stationary_key, widened
 from trnsim.core.isa.registry import define
 from trnsim.core.memory import Space
 
@@ -115,7 +115,7 @@ def _nc_matmul_semantics(ins, nc):
     k = st.partitions * (2 if ins.attrs["perf_mode"] == "double_row" else 1)
     am = st.mask().reshape(k, -1).any(axis=0) if st.poisoned() else None
     bm = mv.mask().reshape(k, -1).any(axis=0) if mv.poisoned() else None
-    matmul_into(ins, nc, widened(nc, st, k), moving(nc, mv, k), am, bm)
+    matmul_into(ins, nc, widened(nc, st, k), moving(nc, mv, k), am, bm, stationary_key(st, k))
 
 
 define(Op.NC_MATMUL, Engine.TENSOR, _nc_matmul_check, _nc_matmul_semantics, _matmul_cost)

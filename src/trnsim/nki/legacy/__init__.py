@@ -55,7 +55,8 @@ def launch(kernel: Kernel, args, kwargs, target=None, values=True):
     returned tensors come back as arrays (nothing with `values=False`)."""
     strict = os.environ.get("TRNSIM_STRICT", "1") != "0"
     nc = NeuronCore(target or kernel.options.get("platform_target"), strict=strict, values=values,
-                    race_check=kernel.options.get("race_check"))
+                    race_check=kernel.options.get("race_check"),
+                    budget=_frontend.launch_budget(kernel.options))
     nc.lazy_psum = True  # accumulation groups evaluated as the current front end evaluates them
     grid = kernel.grid
     shared = Launch(grid, strict)

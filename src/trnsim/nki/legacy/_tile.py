@@ -315,13 +315,8 @@ class Tile:
     def _gather(self, base, box, shape, strides, offset) -> View:
         """A DMA gather/scatter view: one HBM row per partition, read from the index tile."""
         idx = self.indirect.view(((box[0][0], box[0][1]),) + ((0, 1),) * (self.indirect.ndim - 1))
-        if not core().values:  # timing only: the rows do not change the cost of the DMA
-            return View(base.alloc, base.dtype, shape, [0] + strides[1:], offset, 0,
-                        indirect=(np.zeros(shape[0], np.int64), base.strides[0]))
-        if idx.poisoned():
-            core().never_written(f"index the rows of {self.tensor.name!r}", idx, idx.mask(), where())
-        rows = np.asarray(idx.array()).reshape(-1).astype(np.int64)
-        return View(base.alloc, base.dtype, shape, [0] + strides[1:], offset, 0, indirect=(rows, base.strides[0]))
+        # the DMA reads the rows from the index tile when it runs (View._indices)
+        return View(base.alloc, base.dtype, shape, [0] + strides[1:], offset, 0, indirect=(idx, base.strides[0]))
 
     # -- assignment and accumulation --------------------------------------------------------------------
     def __setitem__(self, key, value):

@@ -1,0 +1,101 @@
+"""Bounds on one kernel launch: how many instructions it may issue and how much memory it may take.
+
+A kernel whose loop never ends (`while True: nisa.tensor_scalar(...)`) would otherwise run until the
+machine runs out of memory, since the core keeps every instruction it issues. Both bounds are generous,
+set per launch with `@nki.jit(max_instructions=..., max_memory_mb=...)` or the environment variables
+TRNSIM_MAX_INSTRUCTIONS and TRNSIM_MAX_MEMORY_MB, and stop the launch with a named error that names the
+loop the last instruction was issued from.
+"""
+from __future__ import annotations
+
+import ast
+import functools
+import os
+import resource
+
+from trnsim.core.errors import KernelError
+from trnsim.errors import ConfigError
+
+INSTRUCTIONS_ENV, MEMORY_ENV = "TRNSIM_MAX_INSTRUCTIONS", "TRNSIM_MAX_MEMORY_MB"
+DEFAULT_INSTRUCTIONS = 300_000  # 30 times what a 4096^3 tiled bf16 matmul issues
+DEFAULT_MEMORY_MB = 4096  # growth of this process during the launch
+_CHECK_EVERY = 1 << 14  # instructions between two memory readings
+
+
+class BudgetError(KernelError):
+    """A launch issued more instructions, or took more memory, than its budget allows."""
+
+
+class Budget:
+    """What one launch may still spend; every core of an LNC 2 launch charges the same budget."""
+
+    def __init__(self, instructions: int | None = None, memory_mb: int | None = None):
+        self.max_instructions = int(_setting(instructions, INSTRUCTIONS_ENV, DEFAULT_INSTRUCTIONS))
+        self.max_bytes = int(_setting(memory_mb, MEMORY_ENV, DEFAULT_MEMORY_MB)) << 20
+        self.issued = 0
+        self.rss0 = _rss()
+
+    def charge(self, location: str) -> None:
+        """Count one instruction issued at `location` (the user's file:line)."""
+        self.issued += 1
+        if self.issued > self.max_instructions:
+            note, at = _where(location)
+            raise BudgetError(f"the launch issued more than {self.max_instructions:,} instructions ({INSTRUCTIONS_ENV}"
+                              f" or @nki.jit(max_instructions=N) raises the budget){note}", at)
+        if not self.issued % _CHECK_EVERY:
+            grown = _rss() - self.rss0
+            if grown > self.max_bytes:
+                note, at = _where(location)
+                raise BudgetError(f"the launch took {grown >> 20} MiB of memory after {self.issued:,} instructions, "
+                                  f"over its {self.max_bytes >> 20} MiB budget ({MEMORY_ENV} or "
+                                  f"@nki.jit(max_memory_mb=N) raises it){note}", at)
+
+
+def _setting(given, env: str, default: int):
+    if given is not None:
+        return given
+    raw = os.environ.get(env)
+    if raw is None or raw == "":
+        return default
+    if not raw.isdigit():
+        raise ConfigError(f"{env}={raw!r}: expected a whole number")
+    return int(raw)
+
+
+def _where(location: str) -> tuple[str, str]:
+    """What to say about where the launch was (the enclosing loop, if any) and the file:line to report."""
+    loop = loop_line(location)
+    return (f"; the last instruction came from {location}, in the loop", loop) if loop else ("", location)
+
+
+def loop_line(location: str) -> str | None:
+    """`path:line` of the innermost `for`/`while` around the source line `location`, if any."""
+    path, _, line = location.rpartition(":")
+    if not line.isdigit():
+        return None
+    found = _loops(path)
+    inner = None
+    for start, end in found:
+        if start <= int(line) <= end and (inner is None or start >= inner):
+            inner = start
+    return f"{path}:{inner}" if inner is not None else None
+
+
+@functools.cache
+def _loops(path: str) -> tuple[tuple[int, int], ...]:
+    """(first line, last line) of every loop in a source file; none if it cannot be read."""
+    try:
+        with open(path, encoding="utf-8") as f:
+            tree = ast.parse(f.read())
+    except (OSError, SyntaxError, ValueError):
+        return ()
+    return tuple((n.lineno, n.end_lineno) for n in ast.walk(tree) if isinstance(n, (ast.For, ast.While)))
+
+
+def _rss() -> int:
+    """Resident memory of this process in bytes (Linux /proc; elsewhere the peak so far)."""
+    try:
+        with open("/proc/self/statm") as f:
+            return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+    except OSError:
+        return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
