@@ -20,7 +20,7 @@ from rich.text import Text
 
 import trnsim.specs as specs
 from trnsim.cli import cli, emit_json
-from trnsim.cli.monitor import device_processes, process_cells
+from trnsim.cli.monitor import device_processes
 from trnsim.errors import ConfigError
 from trnsim.specs.records import SystemSpec
 from trnsim.specs.units import human
@@ -89,7 +89,7 @@ def table(system: SystemSpec, lnc: int | None = None) -> Group:
         head.append("\n").append("logical-neuroncore-config: ", "bold").append(str(lnc))
     t = Table(box=box.SQUARE, header_style="bold", show_lines=False, pad_edge=True)
     for col in ("NEURON\nDEVICE", "NEURON\nCORES", "NEURON\nCORE IDS", "NEURON\nMEMORY", "CONNECTED\nDEVICES",
-                "PCI\nBDF", "CPU\nAFFINITY", "NUMA\nNODE", "PID", "COMMAND"):
+                "PCI\nBDF", "CPU\nAFFINITY", "NUMA\nNODE", "PID"):
         t.add_column(col, justify="left", no_wrap=True)
     for r in rows:
         linked = r["connected_to"]
@@ -97,7 +97,7 @@ def table(system: SystemSpec, lnc: int | None = None) -> Group:
         ids = r["neuroncore_ids"]
         t.add_row(str(r["neuron_device"]), str(r["nc_count"]), f"{ids[0]}-{ids[-1]}" if ids else "-",
                   f"{r['memory_size'] / 2**30:g} GiB", shown or "-", r["bdf"], r["cpu_affinity"], r["numa_node"],
-                  *process_cells(r["neuron_processes"]))
+                  "\n".join(str(p["pid"]) for p in r["neuron_processes"]) or "-")
     return Group(head, t)
 
 

@@ -136,12 +136,6 @@ def device_processes(system: str, device: int, cores_per_device: int) -> list[di
             if _instance(p) == system and any(c // per == device for c in p.get("cores", ()))]
 
 
-def process_cells(procs: list[dict]) -> tuple[str, str]:
-    """`trnsim ls`'s PID and COMMAND columns (one line per process, as neuron-ls prints them), "-" when none."""
-    return ("\n".join(str(p["pid"]) for p in procs) or "-",
-            "\n".join(short_command(p["command"])[:24] for p in procs) or "-")
-
-
 def short_command(cmd: str) -> str:
     """The command line without the interpreter's path: `trnsim profile k.py` rather than `/…/python /…/trnsim …`."""
     words = cmd.split()
