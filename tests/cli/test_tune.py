@@ -90,8 +90,8 @@ def test_ranks_twelve_configurations_by_the_timing_model(kernel_file, tmp_path):
     assert json.loads((out / "mm.profile.json").read_text())["latency_ns"] == pytest.approx(expected[best], rel=1e-12)
 
 
-def test_ray_gives_the_same_ranking(kernel_file, tmp_path):
-    pytest.importorskip("ray")  # a dev extra
+def test_ray_gives_the_same_ranking(kernel_file, tmp_path, one_ray_cluster):
+    import ray  # noqa: F401  (a dev extra: the test runs on the real thing)
     args = [str(kernel_file), "--param", "TILE_N=128,512", "--param", "TILE_M=64,128", *ARGS]
     pool = tune([*args, "--out", str(tmp_path / "a"), "--workers", "2"])
     on_ray = tune([*args, "--out", str(tmp_path / "b"), "--ray", "--workers", "2"])
