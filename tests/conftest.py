@@ -20,3 +20,18 @@ def require_tool():
             pytest.fail(msg)
         pytest.skip(msg)
     return find
+
+
+@pytest.fixture
+def one_ray_cluster():
+    """Tests that start a local Ray cluster take turns (across xdist workers): two clusters started at once
+    on one machine contend for the same session folder and ports."""
+    import fcntl
+    import tempfile
+
+    with open(os.path.join(tempfile.gettempdir(), "trnsim-tests-ray.lock"), "w") as f:
+        fcntl.flock(f, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(f, fcntl.LOCK_UN)

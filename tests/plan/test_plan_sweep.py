@@ -34,7 +34,7 @@ def test_process_pool_gives_the_same_rows(local):
     assert len(pooled.unranked) == len(local.unranked)
 
 
-def test_ray_backend_on_a_real_local_cluster():
+def test_ray_backend_on_a_real_local_cluster(one_ray_cluster):
     """`ray="local"` starts a real local Ray cluster (Ray is in the dev extras), runs the chunks as Ray tasks
     and ranks the same rows; the cluster it started is shut down afterwards."""
     import ray  # a dev dependency: CI runs this on the real thing

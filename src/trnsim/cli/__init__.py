@@ -51,9 +51,9 @@ class _Group(click.Group):
 @click.version_option(package_name="trnsim")
 @click.option("--hardware", metavar="CHIP.toml", envvar="TRNSIM_HARDWARE",
               help="Run every command on a what-if chip: a catalog chip (base = \"trn2\") with changed figures.")
-@click.option("--race-check", type=click.Choice(["auto", "off", "warn", "error"]), envvar="TRNSIM_RACE_CHECK",
+@click.option("--race-check", type=click.Choice(["auto", "off", "warn", "error", "order"]), envvar="TRNSIM_RACE_CHECK",
               help="Loop-carried dependencies in affine_range loops: auto (default) refuses them where the "
-                   "compiler would reorder the loop (beta API); warn or error checks every affine loop.")
+                   "compiler would reorder the loop (beta API); warn or error checks every affine loop; order reruns the launch with affine iterations reversed and compares the outputs bit for bit.")
 def cli(hardware, race_check):
     """trnsim: a software Trainium. Run NKI kernels, time them, simulate collectives, plan training."""
     if hardware:

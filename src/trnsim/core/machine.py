@@ -98,8 +98,9 @@ class NeuronCore:
         self.mailbox = Mailbox()
         self._counts: dict[str, int] = {}
         self.scopes: list = []  # the open loop iterations, innermost last (core/liveness.py)
-        self.race_check = _races.mode(race_check)  # auto | off | warn | error (core/races.py)
+        self.race_check = _races.mode(race_check)  # auto | off | warn | error | order (core/races.py)
         self.races: list = []  # the open affine loops being watched for loop-carried dependencies
+        self.reverse_affine = False  # run affine loops last iteration first (race check `order`)
 
     def limit(self, name: str) -> int:
         return self.spec.limits[name]
@@ -148,7 +149,9 @@ class NeuronCore:
         """Iterate `indices` as a kernel loop: tensors made in an iteration die with it (core/liveness.py).
         An `affine` loop promises independent iterations: it is watched for loop-carried dependencies
         (core/races.py), reported as `affine` says at most ("error" or "warn")."""
-        if not affine or self.race_check == "off" or (self.race_check == "auto" and affine == "warn"):
+        if affine and self.reverse_affine:
+            indices = list(indices)[::-1]
+        if not affine or self.race_check in ("off", "order") or (self.race_check == "auto" and affine == "warn"):
             return iterations(self, indices)
         how = "warn" if "warn" in (self.race_check, affine) else "error"
         return _races.watch(self, iterations(self, indices), how)

@@ -7,6 +7,12 @@ lie in tensors made before the loop began are recorded per iteration (tensors ma
 are that iteration's own); when the loop ends, a write of one iteration that overlaps a read or write of
 another is reported as LoopCarriedError (or a LoopCarriedWarning, by option).
 
+The value-based check (mode `order`) asks the question from the other side: it runs the launch with every
+affine loop's iterations reversed, then in order, and compares the outputs bit for bit (floating-point
+values may differ by the rounding of a reordered accumulation, no more). It catches what
+the recorded sets let through, such as an in-place recurrence (`acc = acc * 2 + x` in one instruction,
+which looks like an accumulation) whose value depends on the order of the iterations.
+
 Associative reductions are not loop-carried dependencies (the matrix multiplication tutorial,
 nki/guides/tutorials/matrix_multiplication.rst, affine_range note): every matmul into PSUM, and an
 instruction that reads and writes the same region (`acc += x`, `nl.loop_reduce`), counts as an
@@ -21,12 +27,15 @@ from __future__ import annotations
 import os
 import warnings
 
-from trnsim.core.errors import KernelError, where
+import ml_dtypes
+import numpy as np
+
+from trnsim.core.errors import KernelError, UninitializedError, where
 from trnsim.core.isa.opcodes import MATMUL
 from trnsim.core.memory import Space
 
 ENV = "TRNSIM_RACE_CHECK"
-MODES = ("auto", "off", "warn", "error")
+MODES = ("auto", "off", "warn", "error", "order")
 
 
 class LoopCarriedError(KernelError):
@@ -208,3 +217,58 @@ def watch(nc, loop, how: str):
         nc.races.remove(w)
     if ok:
         report(w, how)
+
+
+def _leaves(name, a, b):
+    """(name, in-order value, reversed value) for each array in two results of the same structure."""
+    if isinstance(a, (tuple, list)):
+        return [x for i, (p, q) in enumerate(zip(a, b)) for x in _leaves(f"{name}[{i}]", p, q)]
+    if isinstance(a, dict):
+        return [x for k in a for x in _leaves(f"{name}[{k!r}]", a[k], b[k])]
+    return [(name, a, b)]
+
+
+ROUNDING_ULPS = 16  # of the tensor's largest magnitude: what summing the same terms in another order moves
+
+
+def _rounding(a, b):
+    """Elements whose two values differ only as much as reassociated floating-point sums do (an accumulation
+    the compiler may reorder, into PSUM or SBUF, rounds differently but is no race)."""
+    x, y = a.astype(np.float64), b.astype(np.float64)
+    eps = float(ml_dtypes.finfo(a.dtype).eps)
+    finite = np.isfinite(x) & np.isfinite(y)
+    scale = max(float(np.abs(x[finite]).max(initial=0)), float(np.abs(y[finite]).max(initial=0)))
+    return finite & (np.abs(x - y) <= ROUNDING_ULPS * eps * scale)
+
+
+def in_both_orders(launch, args, kwargs, names, as_array, copy, location: str):
+    """Race check `order`: `launch(args, kwargs, reverse)` with affine loops reversed (on copies of the
+    arguments, `copy`), then in order; every output (the returned arrays and the arguments the kernel wrote,
+    made numpy by `as_array`) must match bit for bit, else LoopCarriedError. Floating-point differences no larger
+    than reordered sums give (`_rounding`) are let through. Returns the in-order result."""
+    r_args, r_kwargs = [copy(a) for a in args], {k: copy(v) for k, v in kwargs.items()}
+    try:
+        reversed_result = launch(r_args, r_kwargs, True)
+    except UninitializedError as e:  # reversed, an iteration reads what a later one writes
+        raise LoopCarriedError(f"race check order: with every affine_range loop run last to first, {e.rule}; an "
+                               f"iteration reads what another iteration writes", e.location) from None
+    result = launch(args, kwargs, False)
+    pairs = _leaves("the returned tensor", result, reversed_result)
+    pairs += [(f"argument {n!r}", a, b) for n, a, b in zip(names, args, r_args)]
+    pairs += [(f"argument {k!r}", kwargs[k], r_kwargs[k]) for k in kwargs]
+    for what, a, b in pairs:
+        a, b = as_array(a), as_array(b)
+        if a is None or b is None:
+            continue
+        uint = np.dtype(f"u{a.dtype.itemsize}") if a.dtype.itemsize in (1, 2, 4, 8) else None
+        differ = (a.view(uint) != b.view(uint)) if uint is not None else (a != b)
+        if differ.any() and (a.dtype.kind == "f" or a.dtype.name.startswith(("bfloat", "float"))):
+            differ &= ~_rounding(a, b)
+        if differ.any():
+            first = tuple(int(i) for i in np.argwhere(differ)[0]) if differ.ndim else ()
+            raise LoopCarriedError(
+                f"race check order: {what} differs in {int(differ.sum())} of {differ.size} elements when every "
+                f"affine_range loop runs its iterations last to first (at {list(first)}: {a[first]} in order, "
+                f"{b[first]} reversed); the iterations are not independent, so the compiler may reorder them "
+                f"and the hardware compute either", location)
+    return result

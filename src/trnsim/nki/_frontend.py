@@ -17,6 +17,7 @@ import numpy as np
 
 from trnsim import live, numerics
 from trnsim.core import NeuronCore, Op, View
+from trnsim.core import races as _races
 from trnsim.core.errors import KernelError, MemorySpaceError, UninitializedError, UninitializedWarning
 from trnsim.core.limits import Budget
 from trnsim.core.lnc import Barrier, Turns
@@ -106,16 +107,25 @@ class Kernel:
         return self
 
     def __call__(self, *args, **kwargs):
-        return self._launch(args, kwargs)
+        return self._run(args, kwargs)
 
     def trace(self, *args, target=None, values=True, **kwargs) -> list[NeuronCore]:
         """Run the kernel and return its cores (their instruction streams); `values=False` runs on shapes only."""
-        self._launch(args, kwargs, target=target, values=values)
+        self._run(args, kwargs, target=target, values=values)
         return self.last_cores
 
-    def _launch(self, args, kwargs, target=None, values=True):
+    def _run(self, args, kwargs, target=None, values=True):
+        """One launch; with the race check `order` (and values), two compared ones (core/races.py)."""
+        if not values or _races.mode(self.options.get("race_check")) != "order":
+            return self._launch(args, kwargs, target=target, values=values)
+        code = self.fn.__code__
+        return _races.in_both_orders(
+            lambda a, k, rev: self._launch(a, k, target=target, values=values, reverse=rev), args, kwargs,
+            code.co_varnames[:code.co_argcount], lambda x: _to_numpy(x)[0], _copy, f"{code.co_filename}:{code.co_firstlineno}")
+
+    def _launch(self, args, kwargs, target=None, values=True, reverse=False):
         """How this kind of kernel runs (the beta API's grid launch overrides it)."""
-        return launch(self, args, kwargs, target=target, values=values)
+        return launch(self, args, kwargs, target=target, values=values, reverse=reverse)
 
 
 def launch_budget(options: dict) -> Budget:
@@ -123,7 +133,12 @@ def launch_budget(options: dict) -> Budget:
     return Budget(options.get("max_instructions"), options.get("max_memory_mb"))
 
 
-def launch(kernel: Kernel, args, kwargs, target=None, values=True):
+def _copy(x):
+    """An argument's private copy for the reversed run of the race check `order`."""
+    return x.copy() if isinstance(x, np.ndarray) else (x.clone() if type(x).__module__.startswith("torch") else x)
+
+
+def launch(kernel: Kernel, args, kwargs, target=None, values=True, reverse=False):
     """Run a kernel on fresh cores: inputs become HBM tensors, returned tensors come back as arrays.
 
     With `values=False` (timing only) no instruction computes and nothing is returned; the cores, with
@@ -139,6 +154,8 @@ def launch(kernel: Kernel, args, kwargs, target=None, values=True):
                      for i in range(1, kernel.lnc)]
     nc0.num_programs = kernel.lnc
     turns = Turns(kernel.lnc)
+    for c in cores:
+        c.reverse_affine = reverse
     if kernel.lnc == 2:
         cores[0].peer, cores[1].peer = cores[1], cores[0]
         barrier = Barrier(turns)

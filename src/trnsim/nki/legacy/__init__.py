@@ -46,17 +46,18 @@ class Kernel(_frontend.Kernel):
             raise TrnsimError(f"kernel[{', '.join(map(str, grid))}]: every launch grid dim must be >= 1")
         return type(self)(self.fn, grid, **self.options)
 
-    def _launch(self, args, kwargs, target=None, values=True):
-        return launch(self, args, kwargs, target=target, values=values)
+    def _launch(self, args, kwargs, target=None, values=True, reverse=False):
+        return launch(self, args, kwargs, target=target, values=values, reverse=reverse)
 
 
-def launch(kernel: Kernel, args, kwargs, target=None, values=True):
+def launch(kernel: Kernel, args, kwargs, target=None, values=True, reverse=False):
     """Run every program of the grid in turn on one NeuronCore, as the beta runtime did without `nl.nc`;
     returned tensors come back as arrays (nothing with `values=False`)."""
     strict = os.environ.get("TRNSIM_STRICT", "1") != "0"
     nc = NeuronCore(target or kernel.options.get("platform_target"), strict=strict, values=values,
                     race_check=kernel.options.get("race_check"),
                     budget=_frontend.launch_budget(kernel.options))
+    nc.reverse_affine = reverse
     nc.lazy_psum = True  # accumulation groups evaluated as the current front end evaluates them
     grid = kernel.grid
     shared = Launch(grid, strict)
