@@ -162,3 +162,15 @@ def test_dma_transpose_partial_block_costs_a_whole_descriptor():
     """A free size off the 16-element grid pays for the partial block (the doc's multiple-of-16 advice)."""
     busy, desc, data = _transpose_ns("trn1", "hbm", f=520)
     assert busy == pytest.approx(data / 0.9 + 33 * desc)
+
+
+@pytest.mark.parametrize("step, slower", [(2, 1.0), (4, 1.0), (8, 2.0)])
+def test_minor_stride_over_16_bytes_halves_vector_rate(step, slower):
+    """trainium_inferentia2_arch.rst (access pattern): fp32 with an innermost stride of 2 or 4 elements
+    (8, 16 B) streams at full rate; 8 elements (32 B) at half."""
+    def build(nc):
+        a, out = nc.tensor((128, 512 * step), "float32"), nc.tensor((128, 512), "float32")
+        nc.issue(Op.MEMSET, dst=a, value=1.0)
+        nc.issue(Op.TENSOR_COPY, dst=out, src=a[:, ::step])
+    ev = run("trn1", build)[-1]
+    assert ev.end - ev.start == pytest.approx(slower * 512 / 1.12)

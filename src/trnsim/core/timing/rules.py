@@ -71,9 +71,23 @@ class Rules:
             return modes["tensor_tensor"]
         return 1.0
 
+    def access_rate(self, rec) -> float:
+        """Share of SBUF/PSUM bandwidth an instruction's access patterns get: a most-minor free-dim stride
+        over 16 B halves an interface (trainium_inferentia2_arch.rst, access pattern), and the slowest
+        operand paces the stream."""
+        sa = self.t.strided_access
+        for place, dt, shape, strides, _o, _p, on_chip, indirect, _s in rec.placed.values():
+            if not on_chip or indirect:
+                continue
+            inner = next((s for n, s in zip(reversed(shape[1:]), reversed(strides[1:])) if n > 1), 1)
+            if abs(inner) * dt.itemsize > sa["bytes"]:
+                return sa["rate"]
+        return 1.0
+
     def stream(self, rec, w, dependent: bool) -> float:
         """ns of an instruction that streams N elements per partition through an engine's lanes."""
         work = w.get("elements", 0) * max(1, w.get("inputs", 1)) * w.get("factor", 1.0) / self.perf_mode(rec)
+        work /= self.access_rate(rec)
         cycles = max(self.min_ii, work)
         if dependent:  # a small or serially dependent instruction pays the static overhead
             cycles += self.overhead
