@@ -120,3 +120,44 @@ def test_dma_engines_are_shared_by_queues():
     one, two = schedule(build)
     assert two.start == pytest.approx(one.end)  # same engines: the second runs after the first's bytes
     assert two.end - one.start == pytest.approx(2 * (one.end - one.start))
+
+
+def _reuse_loop(nc, n=6, address=None):
+    """A loop that loads a fresh tile per iteration and reads it with ScalarE for longer than the load takes;
+    returns the stream positions of the loads and of each tile's last reader."""
+    loads, reads = [], []
+    for _ in nc.loop(range(n)):
+        t = nc.tensor((128, 2048), "float32", address=address)
+        loads.append(len(nc.stream))
+        nc.issue(Op.DMA_COPY, dst=t, src=nc.hbm_tensor((128, 2048), "float32"))
+        for _ in range(4):
+            nc.issue(Op.ACTIVATION, dst=nc.tensor((128, 2048), "float32"), data=t, op="exp")
+        reads.append(len(nc.stream) - 1)
+    return loads, reads
+
+
+def test_reused_bytes_of_a_dead_tile_add_no_wait():
+    """A tile placed in the bytes of a dead one does not wait for the dead tile's reader: the compiler
+    gives the new tile a free buffer, so only the data orders the load (it depends on nothing)."""
+    nc = NeuronCore("trn1", values=False)
+    loads, reads = _reuse_loop(nc)
+    evs = simulate(nc.stream, "trn1").events
+    at = [(o.memory, o.byte_lo) for o in (nc.stream[i].operands["dst"] for i in loads)]
+    reused = [j for j in range(len(loads)) if at[j] in at[:j]]
+    assert reused, "the allocator must reuse a dead tile's bytes for this test to mean anything"
+    for j in reused:
+        load = evs[loads[j]]
+        assert load.deps == ()
+        prior = [evs[reads[i]] for i in range(j) if at[i] == at[j]]
+        assert any(load.start < r.end for r in prior)  # it ran while the old tile was still being read
+
+
+def test_bytes_the_kernel_placed_keep_their_order():
+    """With address=, the kernel itself put every tile in the same bytes: each load waits for the
+    previous reader (write after read), as the hardware must."""
+    nc = NeuronCore("trn1", values=False)
+    loads, reads = _reuse_loop(nc, n=3, address=(0, 0))
+    evs = simulate(nc.stream, "trn1").events
+    for j in range(1, len(loads)):
+        assert reads[j - 1] in evs[loads[j]].deps
+        assert evs[loads[j]].start >= evs[reads[j - 1]].end + SEM

@@ -127,3 +127,50 @@ def test_small_dma_uses_one_engine():
         nc.issue(Op.DMA_COPY, dst=nc.tensor((4, 256), "float32"), src=nc.hbm_tensor((4, 256), "float32"))
     ev = run("trn1", build)[-1]
     assert len(ev.pieces) == 1
+
+
+def _transpose_ns(target, src_space, p=128, f=512, dtype="bfloat16"):
+    """One dma_transpose [f, p] -> [p, f] alone on the core: (latency ns, descriptor ns, byte ns) per engine."""
+    from trnsim.core import NeuronCore, Op
+    from trnsim.core.timing import simulate
+    from trnsim.specs import neuroncore
+    from trnsim.specs.timing import timing
+
+    nc = NeuronCore(target, values=False)
+    src = nc.hbm_tensor((f, p), dtype) if src_space == "hbm" else nc.tensor((f, p), dtype)
+    if src_space != "hbm":
+        nc.issue(Op.MEMSET, dst=src, value=0.0)
+    nc.issue(Op.DMA_TRANSPOSE, dst=nc.tensor((p, f), dtype), src=src)
+    ev = simulate(nc.stream, target).events[-1]
+    spec, t = neuroncore(target), timing(target)
+    rate = min(spec.dma_engine_bandwidth, spec.hbm_bandwidth / spec.dma_engines)
+    per_engine_bytes = (p // spec.dma_engines) * f * 2
+    return max(e - s for _, s, e in ev.pieces), t.dma_descriptor_latency, per_engine_bytes / rate * 1e9
+
+
+@pytest.mark.parametrize("target", ["trn1", "trn2"])
+def test_dma_transpose_costs_one_descriptor_per_16_element_block(target):
+    """trainium2_arch.rst (DMA Transpose): the engines write [128, 16] blocks, one descriptor each, at 90% of
+    the copy rate from HBM and 50% SBUF to SBUF; not one descriptor per element."""
+    busy, desc, data = _transpose_ns(target, "hbm")
+    assert busy == pytest.approx(data / 0.9 + (512 // 16) * desc)
+    busy, desc, data = _transpose_ns(target, "sbuf", f=128)
+    assert busy == pytest.approx(data / 0.5 + (128 // 16) * desc)
+
+
+def test_dma_transpose_partial_block_costs_a_whole_descriptor():
+    """A free size off the 16-element grid pays for the partial block (the doc's multiple-of-16 advice)."""
+    busy, desc, data = _transpose_ns("trn1", "hbm", f=520)
+    assert busy == pytest.approx(data / 0.9 + 33 * desc)
+
+
+@pytest.mark.parametrize("step, slower", [(2, 1.0), (4, 1.0), (8, 2.0)])
+def test_minor_stride_over_16_bytes_halves_vector_rate(step, slower):
+    """trainium_inferentia2_arch.rst (access pattern): fp32 with an innermost stride of 2 or 4 elements
+    (8, 16 B) streams at full rate; 8 elements (32 B) at half."""
+    def build(nc):
+        a, out = nc.tensor((128, 512 * step), "float32"), nc.tensor((128, 512), "float32")
+        nc.issue(Op.MEMSET, dst=a, value=1.0)
+        nc.issue(Op.TENSOR_COPY, dst=out, src=a[:, ::step])
+    ev = run("trn1", build)[-1]
+    assert ev.end - ev.start == pytest.approx(slower * 512 / 1.12)

@@ -57,7 +57,10 @@ class Allocation:
         self.name, self.kind, self.location = name, kind, location
         self.id = next(Allocation._ids)
         # Where it lies, without a reference to the memory: what an instruction record keeps (View.placement).
-        self.place = (memory.space.value, id(memory), p0, b0, nbytes)
+        # The last item names the tile for the timing model: a compiler-placed tile whose bytes another one
+        # reused is a different buffer to it (-1 where the kernel placed or shared the bytes itself).
+        tile = next(memory.tiles) if memory.space is not Space.HBM else -1  # counted per memory: reproducible
+        self.place = (memory.space.value, id(memory), p0, b0, nbytes, tile)
         self.clean = False  # known to hold no never-written byte (a cache; see View.poisoned)
         self.source = None  # the HBM bytes an on-chip tensor holds unchanged (see View.remember_source)
         self.pending = None  # bytes owed, written when first touched: FILL or a deferred load (see settle)
@@ -90,6 +93,7 @@ class Memory:
         self.space, self.partitions, self.row_bytes = space, partitions, row_bytes
         self.usable_bytes, self.bank_bytes = usable_bytes, bank_bytes
         self.refill = refill
+        self.tiles = itertools.count()  # numbers the tensors placed here (Allocation.place)
         shape = (partitions, row_bytes)
         if refill:  # each tensor's bytes are filled as never-written when first touched (Allocation.settle)
             self.data, self.poison = np.empty(shape, np.uint8), np.empty(shape, np.uint8)
@@ -208,12 +212,14 @@ class Memory:
         if self.bank_bytes and b0 % self.bank_bytes:
             raise PSUMBankError(f"PSUM address {b0} of {name!r} is not on a bank boundary (multiple of {self.bank_bytes} B)")
         alloc = Allocation(self, p0, partitions, b0, nbytes, name, kind, location)
+        alloc.place = alloc.place[:5] + (-1,)  # the kernel chose these bytes: their reuse is the kernel's order
         shared = self._overlaps(p0, partitions, b0, nbytes)
         self._fresh(alloc)
         if shared:  # the bytes of live tensors under it are shared; only the rest is fresh
             alloc.pending, alloc.shared = None, True
             for a in shared:
                 a.shared = True
+                a.place = a.place[:5] + (-1,)
                 if a.pending is not None:
                     a.settle()
             if self.refill:

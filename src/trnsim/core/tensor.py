@@ -36,6 +36,7 @@ class Region(NamedTuple):
     shape: tuple
     dtype: str
     contiguous: int = 0  # bytes per contiguous run of the free dims (what one DMA descriptor can move)
+    tile: int = -1  # the compiler-placed tile these bytes belong to (-1: HBM, or placed by the kernel)
 
 
 class View:
@@ -507,11 +508,11 @@ class View:
 
 def region_at(place, dtype, shape, strides, offset, poff, on_chip, indirect, span) -> Region:
     """The Region of a view from its placement (View.placement)."""
-    space, memory, p0, b0, nbytes = place
+    space, memory, p0, b0, nbytes, tile = place
     isz = dtype.itemsize
     lo, hi, run = (0, nbytes // isz - 1, 1) if indirect else span or _span(shape, strides, offset, on_chip)
     return Region(space, memory, p0 + poff if on_chip else 0, shape[0] if on_chip else 1,
-                  b0 + lo * isz, b0 + (hi + 1) * isz, shape, dtype.name, run * isz)
+                  b0 + lo * isz, b0 + (hi + 1) * isz, shape, dtype.name, run * isz, tile if on_chip else -1)
 
 
 def _span(shape, strides, offset, on_chip) -> tuple[int, int, int]:

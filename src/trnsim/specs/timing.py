@@ -24,6 +24,8 @@ class TimingSpec:
     tensor_warmup_start: float  # TensorE rate fraction when the dI/dt throttle engages (1.0: none)
     tensor_warmup_latency: float  # ns to ramp from that fraction to full rate
     vector_perf_modes: Mapping[str, float]  # v3+ speedups: copy_sbuf, copy_psum, tensor_tensor
+    strided_access: Mapping[str, float]  # bytes: most-minor free stride above which SBUF/PSUM give `rate`
+    dma_transpose: Mapping[str, float]  # block: elements per partition one descriptor moves; hbm/sbuf: rate share
     sources: Mapping[str, str] = field(repr=False)
     notes: tuple[str, ...] = field(default=(), repr=False)
     alternatives: Mapping = field(default_factory=dict, repr=False)

@@ -71,9 +71,23 @@ class Rules:
             return modes["tensor_tensor"]
         return 1.0
 
+    def access_rate(self, rec) -> float:
+        """Share of SBUF/PSUM bandwidth an instruction's access patterns get: a most-minor free-dim stride
+        over 16 B halves an interface (trainium_inferentia2_arch.rst, access pattern), and the slowest
+        operand paces the stream."""
+        sa = self.t.strided_access
+        for place, dt, shape, strides, _o, _p, on_chip, indirect, _s in rec.placed.values():
+            if not on_chip or indirect:
+                continue
+            inner = next((s for n, s in zip(reversed(shape[1:]), reversed(strides[1:])) if n > 1), 1)
+            if abs(inner) * dt.itemsize > sa["bytes"]:
+                return sa["rate"]
+        return 1.0
+
     def stream(self, rec, w, dependent: bool) -> float:
         """ns of an instruction that streams N elements per partition through an engine's lanes."""
         work = w.get("elements", 0) * max(1, w.get("inputs", 1)) * w.get("factor", 1.0) / self.perf_mode(rec)
+        work /= self.access_rate(rec)
         cycles = max(self.min_ii, work)
         if dependent:  # a small or serially dependent instruction pays the static overhead
             cycles += self.overhead
@@ -90,11 +104,24 @@ class Rules:
         per_part = w["bytes"] / parts
         chunks = math.ceil(per_part / max(1, w.get("chunk_bytes") or per_part))
         ns_part = per_part * self.dma_ns_per_byte + chunks * self.t.dma_descriptor_latency
-        per = self.partitions_per_dma
+        per, blocks = self.partitions_per_dma, 0.0
+        if rec.op is Op.DMA_TRANSPOSE:
+            ns_part, blocks = self._transpose(rec, per_part)
         out, p = [], first
         while p < first + parts:
             e = p // per
             take = min((e + 1) * per, first + parts) - p
-            out.append((e % self.dma_engines, take * ns_part))
+            out.append((e % self.dma_engines, take * ns_part + blocks))
             p += take
         return out
+
+    def _transpose(self, rec, per_part: float) -> tuple[float, float]:
+        """(ns per partition, ns per engine) of a dma_transpose: the engines write the destination in
+        blocks of 16 contiguous elements on each of their partitions, one descriptor per block, at 90% of
+        the copy rate from HBM and 50% from SBUF (trainium2_arch.rst, DMA Transpose)."""
+        tr = self.t.dma_transpose
+        src = rec.operands.get("src")
+        eff = tr["sbuf"] if src is not None and src.space != "hbm" else tr["hbm"]
+        dst = next(r for n, r in rec.operands.items() if n in rec.writes)
+        elems = per_part / numerics.dtype(dst.dtype).itemsize
+        return per_part * self.dma_ns_per_byte / eff, math.ceil(elems / tr["block"]) * self.t.dma_descriptor_latency

@@ -4,7 +4,8 @@ Every engine (Tensor, Vector, Scalar, GpSimd, Sync) runs its own stream in order
 DMA engines runs its share of every transfer in order. An instruction starts when its engine is free
 and its producers have finished plus a semaphore latency. Producers come from read/write sets: the
 last writer of every byte it reads (RAW), and the last writer and readers since of every byte it
-writes (WAW, WAR), tracked per memory and partition quadrant in interval maps. Engines are in order
+writes (WAW, WAR) while those bytes still hold the same tile, tracked per memory and partition quadrant
+in interval maps. Engines are in order
 and dependencies point back in program order, so one pass in program order places every instruction
 exactly as an event-driven simulation of the five queues and 16 DMA engines would: deterministic and
 O(n log n).
@@ -93,14 +94,20 @@ class Scheduler:
         return cells
 
     def _deps(self, rec, eng: str) -> dict[int, float]:
-        """{event index: end} of the events this instruction must wait for."""
+        """{event index: end} of the events this instruction must wait for.
+
+        A write into bytes that last belonged to another compiler-placed tile waits for nobody: that tile
+        is dead (the allocator reused its bytes), and the compiler gives a new tile a free buffer instead
+        of waiting for the old one's readers, so the reuse is an address coincidence, not a dependency."""
         deps: dict[int, float] = {}
         eng_of, end_of = self.eng_of, self.end_of
         dma = eng.startswith("dma")
         for name, r in rec.operands.items():
-            writes, lo, hi = name in rec.writes, r.byte_lo, r.byte_hi
+            writes, lo, hi, tile = name in rec.writes, r.byte_lo, r.byte_hi, r.tile
             for m in self._cells(r)[0]:
-                for writer, readers in m.overlapping(lo, hi):
+                for writer, readers, owner in m.overlapping(lo, hi):
+                    if writes and tile >= 0 and owner >= 0 and owner != tile:
+                        continue  # renamed: the old tile's readers and writer need not finish first
                     # In-order queues order same-engine work; a DMA queue also keeps its writes in order.
                     if writer is not None and (eng_of[writer] != eng or (dma and not writes)):
                         deps[writer] = end_of[writer]
@@ -115,16 +122,17 @@ class Scheduler:
         return deps
 
     def _record(self, rec, eng: str, index: int, reads) -> None:
-        def add_reader(v):
-            writer, readers = v if v is not None else (None, ())
-            return writer, tuple(x for x in readers if x[0] != eng) + ((eng, index),)
-
         for name, r in rec.operands.items():
             _, record, clear = self._cells(r)
-            lo, hi = r.byte_lo, r.byte_hi
+            lo, hi, tile = r.byte_lo, r.byte_hi, r.tile
+
+            def add_reader(v):
+                writer, readers, owner = v if v is not None else (None, (), tile)
+                return writer, tuple(x for x in readers if x[0] != eng) + ((eng, index),), owner
+
             if name in rec.writes:
                 for m in record:
-                    m.assign(lo, hi, (index, ()))
+                    m.assign(lo, hi, (index, (), tile))
                 for m in clear:
                     if len(m.bounds) > 1 or m.values[0] is not None:
                         m.assign(lo, hi, None)
