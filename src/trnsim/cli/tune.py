@@ -241,3 +241,56 @@ def tune(file, params, argv, name, target, lnc, workers, use_ray, out, as_json, 
     con.print(t)
     con.print(f"best: [bold]{label(best['config'])}[/] {best['latency_ns'] / 1e3:,.2f} us")
     con.print(f"chart: {png}\nreport: {page}\ntrace: {trace}")
+
+
+_RACY = '''
+import numpy as np
+import neuronxcc.nki as nki, neuronxcc.nki.language as nl
+
+@nki.jit
+def running_sum(x):
+    out = nl.ndarray(x.shape, x.dtype, buffer=nl.shared_hbm)
+    nl.store(out[:, 0:128], nl.load(x[:, 0:128]))
+    for j in nl.affine_range(1, x.shape[1] // 128):          # iterations promise independence...
+        prev = nl.load(out[:, (j - 1) * 128:j * 128])        # ...but read the previous one's result
+        nl.store(out[:, j * 128:(j + 1) * 128], nl.add(prev, nl.load(x[:, j * 128:(j + 1) * 128])))
+    return out
+'''
+
+
+def tour(console):
+    """What no hardware run shows: a loop-carried race, a what-if chip, and where tuning fits."""
+    import os
+    import tempfile
+
+    import numpy as np
+
+    import trnsim
+    from trnsim import shim
+    from trnsim.cli.profile import load_kernel
+    from trnsim.core.timing import benchmark
+    from trnsim.errors import TrnsimError
+
+    shim.install()
+    path = os.path.join(tempfile.mkdtemp(prefix="trnsim-race-"), "running_sum.py")
+    with open(path, "w") as f:
+        f.write(_RACY)
+    kernel, _ = load_kernel(path, "running_sum", need_inputs=False)
+    try:
+        kernel(np.ones((128, 512), np.float32))
+        console.print("race detector: no loop-carried dependency found")
+    except TrnsimError as e:
+        msg = str(e).replace(os.path.dirname(path) + os.sep, "")
+        console.print(f"[bold]race detector[/] ({path.rsplit(os.sep, 1)[-1]}, nl.affine_range) caught "
+                      f"{type(e).__name__}: {msg.split(': ', 1)[-1][:170]} ...")
+    file = Path(__file__).resolve().parents[3] / "examples" / "matmul_ladder.py"
+    if file.exists():
+        mm, inputs = load_kernel(str(file), "matmul_optimized")
+        args = inputs(M=2048, N=1024, K=1024)
+        base = benchmark(mm, *args, target="trn2", timing_only=True)
+        with trnsim.hardware(base="trn2", name="trn2, TensorE at 2x", core={"clocks": {"tensor": "5.6 GHz"}}):
+            fast = benchmark(mm, *args, target="trn2", timing_only=True)
+        console.print(f"[bold]what-if chip[/] (trnsim --hardware chip.toml): matmul_optimized (2048x1024x1024) {base.latency / 1e3:.1f} us "
+                      f"on trn2, {fast.latency / 1e3:.1f} us with TensorE at 2x clock (bound by {fast.bound})")
+    console.print("[bold]tuning[/]: trnsim tune kernel.py --param TILE_N=128,256,512 --arg a=bf16[4096,8192] "
+                  "ranks every configuration by simulated latency")
