@@ -167,3 +167,18 @@ def test_broadcast_to_over_partitions(rng, trn):
     x, row = rng.standard_normal((64, 40), np.float32), rng.standard_normal((1, 40), np.float32)
     np.testing.assert_array_equal(row_times(x, row), x * row)
     assert "nc_matmul" in ops(row_times)
+
+
+@nki.jit
+def int_rows(row):
+    out = nl.ndarray((100, row.shape[1]), row.dtype, buffer=nl.shared_hbm)
+    nl.store(out, nl.broadcast_to(nl.load(row), (100, row.shape[1])))
+    return out
+
+
+def test_broadcast_to_of_an_integer_row(rng, trn):
+    """An int32 [1, F] tile, which the tensor engine refuses, spreads over P partitions by DMA copies, bit-exact
+    past 2**24 (what an FP32 matmul could not carry)."""
+    row = rng.integers(-2**31, 2**31 - 1, (1, 24), dtype=np.int32)
+    np.testing.assert_array_equal(int_rows(row), np.repeat(row, 100, axis=0))
+    assert "nc_matmul" not in ops(int_rows) and ops(int_rows).count("dma_copy") == 1 + 1 + 7 + 1  # load, row 0, 7 doublings to 100, store

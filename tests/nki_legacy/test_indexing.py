@@ -4,6 +4,7 @@ import numpy as np
 import pytest
 
 import trnsim.nki.legacy as nki
+import trnsim.nki.legacy.isa as nisa
 import trnsim.nki.legacy.language as nl
 from trnsim.core.errors import KernelError
 
@@ -142,3 +143,20 @@ def test_predicates_joined_with_and_keep_python_meaning_with_a_warning():
         m = (ix < 2 and iy < 4)
     assert isinstance(m, Cond)
     np.testing.assert_array_equal(m.evaluate((4, 8)), np.arange(8)[None, :].repeat(4, 0) < 4)
+
+
+@nki.jit
+def window_positions(x):
+    """iota of 3*g.y + g.z over a dense [P, 2, 3, 3] mgrid: every partition gets the 0..8 window positions."""
+    out = nl.ndarray(x.shape, nl.float32, buffer=nl.shared_hbm)
+    g = nl.mgrid[0:x.shape[0], 0:2, 0:3, 0:3]
+    pos = nisa.iota(3 * g.y + g.z, dtype=nl.uint32)
+    nl.store(out, nl.add(nl.load(x), pos, dtype=nl.float32))
+    return out
+
+
+def test_mgrid_components_are_dense():
+    """nl.mgrid is dense as numpy's: an expression of some components keeps the whole grid's shape."""
+    x = np.zeros((16, 2, 3, 3), np.float32)
+    want = np.broadcast_to((3 * np.arange(3)[:, None] + np.arange(3)[None, :]).astype(np.float32), x.shape)
+    np.testing.assert_array_equal(window_positions(x), want)

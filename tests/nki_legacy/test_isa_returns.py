@@ -210,3 +210,20 @@ def test_activation_with_tile_scale_bias_and_reduce(rng):
     np.testing.assert_allclose(got[1], (b - x) * s, rtol=1e-6, atol=1e-6)
     np.testing.assert_allclose(got[2], np.broadcast_to(-x.max(1, keepdims=True) + y.sum(1, keepdims=True), x.shape),
                                rtol=1e-5, atol=1e-5)
+
+
+def exp_row_sums(x):
+    out = nl.ndarray((x.shape[0], 1), nl.float32, buffer=nl.shared_hbm)
+    total = nl.ndarray((x.shape[0], 1), nl.float32, buffer=nl.sbuf)
+    nisa.activation_reduce(np.exp, data=nl.load(x), reduce_op=np.sum, reduce_res=total, scale=1.0)
+    nl.store(out, total)
+    return out
+
+
+@pytest.mark.parametrize("target", ["trn1", "trn2"])
+def test_activation_reduce_with_np_sum(rng, target):
+    """np.sum as reduce_op is the addition the scalar engine reduces with, on every generation (beta
+    activation_reduce page: v2 reduces by addition only)."""
+    x = rng.standard_normal((64, 96), np.float32)
+    got = nki.jit(exp_row_sums, platform_target=target)(x)
+    np.testing.assert_allclose(got, np.exp(x).sum(1, keepdims=True), rtol=1e-5)

@@ -134,6 +134,31 @@ def test_direct_allocation_double_buffering(rng):
     np.testing.assert_array_equal(double_buffered(x), 2 * x)
 
 
+def _bank_of(table, idx, pdim_size, fdim_size):
+    return (table[idx], 0, 0)
+
+
+@nki.jit
+def psum_by_table(x):
+    """PSUM tiles placed by a functools.partial that binds its leading `table` argument by keyword."""
+    import functools
+    out = nl.ndarray((2,) + x.shape, nl.float32, buffer=nl.shared_hbm)
+    ps = nl.ndarray((2, nl.par_dim(x.shape[0]), x.shape[1]), nl.float32,
+                    buffer=ncc.psum.alloc(functools.partial(_bank_of, table={(0,): 3, (1,): 6})))
+    t = nl.load(x)
+    for i in nl.affine_range(2):
+        ps[i] = nl.multiply(t, float(i + 1))
+        nl.store(out[i], ps[i])
+    return out
+
+
+def test_allocation_function_is_called_with_its_documented_argument_names(rng):
+    """alloc(func) calls func(idx=, pdim_size=, fdim_size=), so a partial with a keyword-bound first argument
+    places its tiles."""
+    x = rng.standard_normal((32, 16), np.float32)
+    np.testing.assert_array_equal(psum_by_table(x), np.stack([x, 2 * x]))
+
+
 @ncc.skip_middle_end_transformations
 @ncc.enable_stack_allocator
 @nki.jit

@@ -155,3 +155,24 @@ def test_partition_broadcast_wider_than_psum():
     np.testing.assert_array_equal(add_broadcast_row(x, row), x + row)
     with pytest.raises(CapacityError, match=r"SBUF overflow"):  # x, the spread row and the sum: 3 x 72 KiB
         add_broadcast_row(np.zeros((128, 18432), np.float32), np.zeros((1, 18432), np.float32))
+
+
+@nki.jit
+def declared_outside_filled_inside(x):
+    """`acc` is declared in the outer iteration and first written in a nested loop (where it is allocated),
+    then read in a later nested loop whose 64 KiB tiles need the bytes of the finished iterations."""
+    out = nl.ndarray(x.shape, x.dtype, buffer=nl.shared_hbm)
+    for i in nl.affine_range(1):
+        acc = nl.ndarray(x.shape, x.dtype, buffer=nl.sbuf)
+        for h in nl.affine_range(2):
+            acc[h * 64:(h + 1) * 64, :] = nl.load(x[h * 64:(h + 1) * 64, :])
+        for j in nl.sequential_range(3):
+            t = nl.load(x)
+            nl.store(out, value=nl.add(acc, t))
+    return out
+
+
+def test_tile_lives_in_the_iteration_that_declared_it():
+    """A one-tile tensor belongs to the iteration of its nl.ndarray, not to the nested loop of its first write."""
+    x = np.random.default_rng(1).standard_normal((128, 16 * 1024)).astype(np.float32)
+    np.testing.assert_array_equal(declared_outside_filled_inside(x), 2 * x)

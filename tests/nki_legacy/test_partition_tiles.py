@@ -156,3 +156,17 @@ def test_double_row_matmul_beta(rng):
     np.testing.assert_array_equal(got, np.einsum("kli,klj->ij", a.astype(np.float32), b.astype(np.float32)))
     rec = next(r for r in double_row.last_cores[0].stream if r.op.value == "nc_matmul")
     assert rec.attrs["perf_mode"] == "double_row"
+
+
+@nki.jit
+def inv_row_sums(x):
+    out = nl.ndarray((x.shape[0], 8), nl.float32, buffer=nl.shared_hbm)
+    s = nisa.tensor_reduce(np.add, data=nl.load(x), axis=(1,))     # a [P] tile
+    nl.store(out, nl.copy((1.0 / s).broadcast_to((x.shape[0], 8))))
+    return out
+
+
+def test_partition_only_tile_broadcasts_along_free_dims(rng):
+    """Tile.broadcast_to of a [P] tile to [P, F]: the missing free axis counts as size 1."""
+    x = rng.uniform(1, 2, (64, 30)).astype(np.float32)
+    np.testing.assert_allclose(inv_row_sums(x), np.broadcast_to(1.0 / x.sum(1, keepdims=True), (64, 8)), rtol=1e-6)

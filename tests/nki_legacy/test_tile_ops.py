@@ -210,3 +210,16 @@ def test_softmax_and_broadcast_to(rng):
     e = np.exp(x - x.max(1, keepdims=True))
     np.testing.assert_allclose(got[0], e / e.sum(1, keepdims=True), rtol=1e-5, atol=1e-7)
     np.testing.assert_array_equal(got[1], np.broadcast_to(row, x.shape))
+
+
+@nki.jit
+def int_bcast(row):
+    out = nl.ndarray((128, row.shape[1]), row.dtype, buffer=nl.shared_hbm)
+    nl.store(out, nl.broadcast_to(nl.load(row), shape=(128, row.shape[1])))
+    return out
+
+
+def test_broadcast_to_of_an_integer_row(rng):
+    """An int32 [1, F] row over 128 partitions: exact (DMA copies; the tensor engine takes no integers)."""
+    row = rng.integers(-2**31, 2**31 - 1, (1, 64), dtype=np.int32)
+    np.testing.assert_array_equal(int_bcast(row), np.repeat(row, 128, axis=0))

@@ -360,8 +360,13 @@ def broadcast_to(x, shape, dtype=None) -> View:
 
 def _spread(x: View, p: int, dtype) -> View:
     """A [1, ...] tile over p partitions: ones[1, p].T @ x on the tensor engine, one PSUM bank at a time,
-    each copied out to SBUF so only one bank is held."""
+    each copied out to SBUF so only one bank is held. Integer tiles, which the tensor engine does not take
+    (and could not carry exactly past 2**24 through FP32), are spread by SBUF-to-SBUF DMAs instead."""
     f = x.free_size
+    if not numerics.dtype(x.dtype).is_float:
+        out = ndarray((p, f), x.dtype, sbuf)
+        spread_dma(out, x.reshape((1, f)))
+        return out if out.dtype == numerics.dtype(dtype) else copy(out, dtype)
     ones_ = full((1, p), 1.0, float32 if x.dtype.name in ("float32", "tfloat32") else bfloat16)
     out = ndarray((p, f), dtype, sbuf)
     flat = x.reshape((1, f))
@@ -372,6 +377,17 @@ def _spread(x: View, p: int, dtype) -> View:
         nisa.nc_matmul(ps, ones_, flat[:, lo:hi])
         nisa.tensor_copy(out[:, lo:hi], ps)
     return out
+
+
+def spread_dma(dst: View, row: View):
+    """Copy the one-partition `row` into every partition of `dst` with DMAs that double the filled
+    partitions each time (partition 0 -> 1, 0..1 -> 2..3, ...): log2(P) exact byte copies."""
+    nisa.dma_copy(dst[0:1], row)
+    done, p = 1, dst.shape[0]
+    while done < p:
+        n = builtins.min(done, p - done)
+        nisa.dma_copy(dst[done:done + n], dst[0:n])
+        done += n
 
 
 def expand_dims(x, axis) -> View:

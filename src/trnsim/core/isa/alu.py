@@ -82,11 +82,17 @@ def alu(name) -> AluOp:
     return ALU[name]
 
 
+# numpy's reductions name the ALU op they fold with: beta kernels pass np.sum as an activation or tensor_reduce
+# reduce_op (nki-samples' attention kernels do), which the compiler takes as the addition it is.
+_REDUCTIONS = {"sum": "add", "prod": "multiply", "amax": "max", "amin": "min"}
+
+
 def op_name(op) -> str:
-    """An operator's name from a string or an nki.language function (`nl.add` -> 'add')."""
+    """An operator's name from a string or an nki.language function (`nl.add` -> 'add', `np.sum` -> 'add')."""
     if op is None:
         return "bypass"
-    return getattr(op, "op_name", None) or getattr(op, "__name__", None) or str(op)
+    name = getattr(op, "op_name", None) or getattr(op, "__name__", None) or str(op)
+    return _REDUCTIONS.get(name, name)
 
 
 # -- activation functions --------------------------------------------------------------------------

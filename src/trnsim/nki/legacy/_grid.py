@@ -287,13 +287,15 @@ class _MGrid:
     def __getitem__(self, key):
         key = key if isinstance(key, tuple) else (key,)
         nd = len(key)
-        out = []
-        for a, s in enumerate(key):
+        ranges = []
+        for s in key:
             if not isinstance(s, slice):
                 raise ShapeError(f"nl.mgrid takes slices (nl.mgrid[0:128, 0:512]); got {s!r}")
-            r = range(s.start or 0, s.stop, s.step or 1)
-            out.append(Expr(r.start, {a: r.step}, {a: len(r)}, nd))
-        return Grid(out)
+            ranges.append(range(s.start or 0, s.stop, s.step or 1))
+        # a dense grid as numpy's mgrid: every component spans all axes, so an expression of some of them
+        # (nisa.iota(3 * g.y + g.z)) still has the grid's whole shape
+        sizes = {a: len(r) for a, r in enumerate(ranges)}
+        return Grid([Expr(r.start, {a: r.step}, sizes, nd) for a, r in enumerate(ranges)])
 
 
 mgrid = _MGrid()

@@ -128,6 +128,11 @@ class Tensor:
         self.nth = 0  # which new tile of the outermost front-end call made it (0: none)
         self.remake = None  # how to issue that call again straight into an assignment's destination
         self._blocks: dict[tuple, View] = {(): view} if view is not None else {}
+        # the loop iteration that declared a one-tile tensor: the compiler scopes it there, even when its first
+        # write (which allocates it here) happens in a nested loop; a tensor of blocks keeps each block to the
+        # iteration that first uses it (blocks used one per iteration share buffers)
+        self._scopes = (list(core().scopes) if self.on_chip and view is None and place is None
+                        and not self.block_shape else None)
         if self.on_chip and len(self.shape) <= self.pdim:
             raise ShapeError(f"on-chip tensor {name or ''} {list(self.shape)}: Insufficient rank; a tile needs a "
                              f"partition dim")
@@ -152,8 +157,19 @@ class Tensor:
         if self.place is not None:
             v = self.place.allocate(self, idx, tile, name)
         else:
-            v = _frontend.ndarray(tile, self.dtype, self.buffer, name=name)
+            v = self._allocate(tile, name)
         self._blocks[idx] = v
+        return v
+
+    def _allocate(self, tile, name) -> View:
+        nc, decl = core(), self._scopes
+        if decl is None or len(decl) >= len(nc.scopes) or nc.scopes[:len(decl)] != decl:
+            return _frontend.ndarray(tile, self.dtype, self.buffer, name=name)
+        inner, nc.scopes = nc.scopes, decl  # a nested loop's first write: scope it where it was declared
+        try:
+            v = _frontend.ndarray(tile, self.dtype, self.buffer, name=name)
+        finally:
+            nc.scopes = inner
         return v
 
 

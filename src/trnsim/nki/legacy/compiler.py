@@ -9,6 +9,7 @@ naming both (strict mode, the default) or a warning with the hardware's wrong va
 from __future__ import annotations
 
 import contextlib
+import inspect
 import math
 
 import numpy as np
@@ -26,7 +27,7 @@ class Placement:
 
     def allocate(self, tensor, idx, tile_shape, name):
         fbytes = math.prod(tile_shape[1:]) * tensor.dtype.itemsize
-        where_ = self.func(tuple(idx), tile_shape[0], fbytes)
+        where_ = _call(self.func, tuple(idx), tile_shape[0], fbytes)
         if self.space == "psum" and len(where_) == 3:  # (bank_id, start_partition, byte_addr): nki/api/nki/compiler/psum.py
             bank, p, b = where_
             b = int(bank) * core().bank_bytes + int(b)
@@ -35,6 +36,17 @@ class Placement:
         v = core().tensor(tile_shape, tensor.dtype, self.space, name=name, address=(int(p), int(b)))
         register_direct(instance().launch, v, f"{v.name!r} (from {where()})")
         return v
+
+
+def _call(func, idx, pdim_size, fdim_size):
+    """Call an allocation function by its documented argument names (nki/api/nki/compiler/sbuf.py: alloc),
+    so a functools.partial that binds an extra leading argument by keyword works; positionally otherwise."""
+    kw = {"idx": idx, "pdim_size": pdim_size, "fdim_size": fdim_size}
+    try:
+        inspect.signature(func).bind(**kw)
+    except (TypeError, ValueError):
+        return func(idx, pdim_size, fdim_size)
+    return func(**kw)
 
 
 def _flat(idx, tensor_blocks):

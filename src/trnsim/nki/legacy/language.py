@@ -352,6 +352,10 @@ def _spread(t: Tile, shape) -> Tile:
     if t.ndim != 2:
         raise ShapeError(f"partition broadcast of a {t.ndim}-d tile {list(t.shape)}: only [1, F] tiles broadcast")
     p, f = shape[0], t.shape[1]
+    if not t.dtype.is_float:  # the tensor engine takes no integers: DMA copies (see _cur_nl.spread_dma)
+        out = new_tile((p, f), t.dtype)
+        emit(_cur_nl.spread_dma, dst=out.view(), row=t.view())
+        return out
     ones_ = full((1, p), 1.0, float32 if t.dtype.name in ("float32", "tfloat32") else bfloat16)
     step = tile_size.psum_bank_fmax
     if f <= step:
@@ -548,8 +552,11 @@ def softmax(x, axis=-1, dtype=None, mask=None, **kwargs) -> Tile:
 
 
 def broadcast_to(x, shape, dtype=None, **kwargs) -> Tile:
-    """Size-1 dims broadcast: free dims by a zero stride, the partition dim by a ones-matmul into PSUM."""
+    """Size-1 dims broadcast: free dims by a zero stride, the partition dim by a ones-matmul into PSUM. Axes
+    align on the partition dim: a partition-only [P] tile is [P, 1, ...] here."""
     x, shape = as_tile(x), tuple(shape)
+    while x.ndim < len(shape):
+        x = expand_dims(x, x.ndim)
     if x.shape[0] == 1 and shape[0] > 1 and x.tensor.on_chip:
         x = _spread(x, (shape[0],) + x.shape[1:])
     coefs = [[c if x.shape[a] == shape[a] else 0 for a, c in enumerate(row)] for row in x.coefs]
