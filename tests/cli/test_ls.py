@@ -11,6 +11,12 @@ from trnsim.cli import cli
 GiB = 2**30
 
 
+@pytest.fixture(autouse=True)
+def _empty_runtime(tmp_path, monkeypatch):
+    """No simulating process is listed: kernels that other tests run in parallel publish theirs elsewhere."""
+    monkeypatch.setenv("TRNSIM_RUNTIME_DIR", str(tmp_path))
+
+
 def _ls(*args):
     return CliRunner().invoke(cli, ["ls", *args])
 
@@ -109,10 +115,9 @@ def test_tour_is_short():
     assert len(text.strip().splitlines()) <= 15 and "362,448 TFLOPS" in text
 
 
-def test_neuron_ls_columns_and_keys(tmp_path, monkeypatch):
+def test_neuron_ls_columns_and_keys():
     """-j gives neuron-ls's keys (instance type, BDF, CPU affinity, NUMA node, processes); the table shows them:
     two NUMA nodes per server, each with a quarter of the vCPUs and their hyperthread siblings."""
-    monkeypatch.setenv("TRNSIM_RUNTIME_DIR", str(tmp_path))  # no simulating process (other tests publish theirs)
     devs = json.loads(_ls("--instance", "trn2.48xlarge", "-j").output)
     assert {d["instance_type"] for d in devs} == {"trn2.48xlarge"} and all(d["neuron_processes"] == [] for d in devs)
     assert len({d["bdf"] for d in devs}) == 16 and all(re.fullmatch(r"0000:[0-9a-f]{2}:00\.0", d["bdf"]) for d in devs)
