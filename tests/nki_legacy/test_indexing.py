@@ -160,3 +160,44 @@ def test_mgrid_components_are_dense():
     x = np.zeros((16, 2, 3, 3), np.float32)
     want = np.broadcast_to((3 * np.arange(3)[:, None] + np.arange(3)[None, :]).astype(np.float32), x.shape)
     np.testing.assert_array_equal(window_positions(x), want)
+
+
+@nki.jit
+def gather_per_batch(data, idx):
+    """data[b, ids, i_f]: an int on the leading (batch) dim drops it, the index tile gathers along the next."""
+    B, _, C = data.shape
+    out = nl.ndarray((B, idx.shape[0], C), data.dtype, buffer=nl.shared_hbm)
+    ids = nl.load(idx)
+    i_p, i_f = nl.arange(idx.shape[0])[:, None], nl.arange(C)[None, :]
+    for b in nl.affine_range(B):
+        rows = nl.load(data[b, ids, i_f])
+        nl.store(out[b, i_p, i_f], nl.add(rows, 1.0))
+    return out
+
+
+def test_indirect_gather_after_int_index(rng):
+    """A gather whose index tile sits on dim 1 after an int batch index reads rows of that batch."""
+    data = rng.standard_normal((3, 40, 8), np.float32)
+    idx = rng.integers(0, 40, (16, 1)).astype(np.int32)
+    got = gather_per_batch(data, idx)
+    np.testing.assert_array_equal(got, data[:, idx[:, 0], :] + np.float32(1))
+
+
+@nki.jit
+def add_scalar_per_head(x, s):
+    """nl.load(s[b, h]) indexes every dim of an HBM tensor with an int: a [1, 1] tile, broadcast over rows."""
+    B, H, P, F = x.shape
+    out = nl.ndarray(x.shape, x.dtype, buffer=nl.shared_hbm)
+    for b in nl.affine_range(B):
+        for h in nl.affine_range(H):
+            sig = nl.load(s[b, h])
+            col = nl.add(nl.zeros((P, 1), dtype=nl.float32), sig)
+            nl.store(out[b, h], nl.add(nl.load(x[b, h]), col))
+    return out
+
+
+def test_all_int_index_loads_one_element(rng):
+    """Each (b, h) adds its own element of s to every entry of x[b, h]."""
+    x = rng.standard_normal((2, 3, 8, 4), np.float32)
+    s = rng.standard_normal((2, 3), np.float32)
+    np.testing.assert_array_equal(add_scalar_per_head(x, s), x + s[:, :, None, None])

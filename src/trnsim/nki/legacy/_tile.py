@@ -241,15 +241,18 @@ class Tile:
         pax = self._partition_axis()
         indirect = None
         if tiles:
-            if tiles != [0] or not (self.tensor.buffer.endswith("hbm")):
+            j = tiles[0]  # integer indices on the leading dims drop them (`data[b, idx, cols]`, a gather per b)
+            if (len(tiles) > 1 or not self.tensor.buffer.endswith("hbm")
+                    or not all(isinstance(k, (int, np.integer)) for k in key[:j])):
                 raise KernelError("err_indirect_indices_free_dim: a tile of indices may index only the first dim of an "
-                                  "HBM tensor (a DMA gather/scatter)")
-            indirect = key[0]
-            rest = [Expr.lift(k) if not isinstance(k, Expr) else k for k in key[1:]]
+                                  "HBM tensor not indexed by an int (a DMA gather/scatter)")
+            indirect = key[j]
+            rest = [Expr.lift(k) if not isinstance(k, Expr) else k for k in key[j + 1:]]
             nd = max([e.ndim for e in rest] + [1])
             grid = _broadcast([e.shape for e in rest], nd)
             shape = (indirect.shape[0],) + grid[1:]
-            sub = [(0, (1,) + (0,) * (nd - 1))] + [_expr_map(e, nd) for e in rest]
+            lead = [(int(k) + (self.shape[a] if int(k) < 0 else 0), (0,) * nd) for a, k in enumerate(key[:j])]
+            sub = lead + [(0, (1,) + (0,) * (nd - 1))] + [_expr_map(e, nd) for e in rest]
         elif grids:
             exprs = [Expr.lift(k) for k in key]
             nd = max(e.ndim for e in exprs)
@@ -274,6 +277,10 @@ class Tile:
                 j = max((a for a, k in enumerate(key) if a > pax and not isinstance(k, slice)), default=None)
                 if j is not None:  # is kept at size 1 (`t[:, i]` of [P, F] is [P, 1])
                     sub[j] = (sub[j][0], 1, 1)
+                    shape.append(1)
+            if pax is None and not shape and len(key) >= 2:  # every dim of an HBM tensor indexed by an int: the
+                for a in (len(key) - 2, len(key) - 1):      # element as a [1, 1] tile (`nl.load(sinks[b, h])`)
+                    sub[a] = (sub[a][0], len(shape), 1)
                     shape.append(1)
             nd = len(shape)
             sub = [(c, tuple(s if ax == r else 0 for ax in range(nd))) for c, r, s in sub]
@@ -306,8 +313,10 @@ class Tile:
             base = t.block(())
             strides = [sum(base.strides[d] * self.coefs[d][a] for d in range(len(const))) for a in range(len(shape))]
             offset = base.offset + sum(base.strides[d] * c for d, c in enumerate(const))
-            if self.indirect is not None:
-                return self._gather(base, box, shape, strides, offset - base.strides[0] * self.coefs[0][0] * box[0][0])
+            if self.indirect is not None:  # the gathered dim: the first one the tile's first axis runs along
+                d = next(d for d, row in enumerate(self.coefs) if row[0])
+                return self._gather(base, box, shape, strides, offset - base.strides[d] * self.coefs[d][0] * box[0][0],
+                                    base.strides[d])
             return base._derive(shape, strides, offset, 0)
         pd = t.pdim
         for d in range(pd):
@@ -328,11 +337,11 @@ class Tile:
             shape, strides = shape + [1], strides + [1]
         return base._derive(shape, strides, offset, poff)
 
-    def _gather(self, base, box, shape, strides, offset) -> View:
+    def _gather(self, base, box, shape, strides, offset, row_stride) -> View:
         """A DMA gather/scatter view: one HBM row per partition, read from the index tile."""
         idx = self.indirect.view(((box[0][0], box[0][1]),) + ((0, 1),) * (self.indirect.ndim - 1))
         # the DMA reads the rows from the index tile when it runs (View._indices)
-        return View(base.alloc, base.dtype, shape, [0] + strides[1:], offset, 0, indirect=(idx, base.strides[0]))
+        return View(base.alloc, base.dtype, shape, [0] + strides[1:], offset, 0, indirect=(idx, row_stride))
 
     # -- assignment and accumulation --------------------------------------------------------------------
     def __setitem__(self, key, value):
