@@ -182,3 +182,33 @@ def test_broadcast_to_of_an_integer_row(rng, trn):
     row = rng.integers(-2**31, 2**31 - 1, (1, 24), dtype=np.int32)
     np.testing.assert_array_equal(int_rows(row), np.repeat(row, 100, axis=0))
     assert "nc_matmul" not in ops(int_rows) and ops(int_rows).count("dma_copy") == 1 + 1 + 7 + 1  # load, row 0, 7 doublings to 100, store
+
+
+@nki.jit
+def psum_out_with_dtype(a_t, b, cast):
+    """A matmul whose PSUM result is copied out with `tensor_copy(..., dtype=)` (as the matmul tutorial writes)."""
+    K, M = a_t.shape
+    out = nl.ndarray((M, b.shape[1]), nl.bfloat16, buffer=nl.shared_hbm)
+    lhs, rhs = nl.ndarray(a_t.shape, a_t.dtype), nl.ndarray(b.shape, b.dtype)
+    nisa.dma_copy(dst=lhs, src=a_t)
+    nisa.dma_copy(dst=rhs, src=b)
+    acc = nl.ndarray(out.shape, nl.float32, buffer=nl.psum)
+    nisa.nc_matmul(acc, lhs, rhs)
+    res = nl.ndarray(out.shape, nl.bfloat16)
+    nisa.tensor_copy(dst=res, src=acc, dtype=cast)
+    nisa.dma_copy(dst=out, src=res)
+    return out
+
+
+def test_tensor_copy_dtype_naming_dst_dtype(rng, trn):
+    """`dtype=` equal to dst's dtype is accepted; the fp32 PSUM result is cast to bf16 (RNE)."""
+    a, b = rng.standard_normal((64, 32), np.float32), rng.standard_normal((64, 48), np.float32)
+    got = psum_out_with_dtype(a, b, nl.bfloat16)
+    np.testing.assert_allclose(got.astype(np.float32), (a.T @ b).astype(BF16).astype(np.float32), rtol=1e-2,
+                               atol=1e-2)
+
+
+def test_tensor_copy_dtype_other_than_dst_is_refused(rng, trn):
+    a, b = rng.standard_normal((64, 32), np.float32), rng.standard_normal((64, 48), np.float32)
+    with pytest.raises(DTypeError, match="tensor_copy dtype=float32 differs from dst dtype bfloat16"):
+        psum_out_with_dtype(a, b, nl.float32)

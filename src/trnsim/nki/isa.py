@@ -5,7 +5,8 @@ import enum
 
 from trnsim.core import Op, Register, View
 from trnsim.core.memory import Space
-from trnsim.core.errors import KernelError
+from trnsim import numerics
+from trnsim.core.errors import DTypeError, KernelError
 from trnsim.core.isa.registry import Instruction as NkiInstruction  # noqa: F401 - what an nki.isa call returns
 from trnsim.nki._frontend import core, issue
 
@@ -150,7 +151,12 @@ def scalar_tensor_tensor(dst, data, op0, operand0, op1, operand1, reverse0=False
                  reverse0=reverse0, reverse1=reverse1)
 
 
-def tensor_copy(dst, src, engine=engine.unknown, name=None):
+def tensor_copy(dst, src, engine=engine.unknown, name=None, dtype=None):
+    """The copy lands in dst's dtype. Published kernels (the nki-samples matmul tutorial) also pass
+    `dtype=dst.dtype`; that is accepted, a dtype that differs from dst's is refused (nothing could honour it)."""
+    if dtype is not None and numerics.dtype(dtype) != numerics.dtype(dst.dtype):
+        raise DTypeError(f"tensor_copy dtype={numerics.dtype(dtype).name} differs from dst dtype "
+                         f"{numerics.dtype(dst.dtype).name}; the copy is written in dst's dtype")
     return issue(Op.TENSOR_COPY, engine=_eng(engine), dst=dst, src=src)
 
 
