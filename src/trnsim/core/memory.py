@@ -27,6 +27,7 @@ import numpy as np
 from trnsim.core.errors import CapacityError, OutOfBoundsError, PartitionLimitError, PartitionStartError, PSUMBankError
 
 POISON_BYTE = 0xFF
+_SERIALS = itertools.count()  # names each memory for the timing model; never reused, unlike id()
 FILL = "fill"  # what a fresh tensor owes its bytes: the never-written fill
 
 
@@ -60,7 +61,7 @@ class Allocation:
         # The last item names the tile for the timing model: a compiler-placed tile whose bytes another one
         # reused is a different buffer to it (-1 where the kernel placed or shared the bytes itself).
         tile = next(memory.tiles) if memory.space is not Space.HBM else -1  # counted per memory: reproducible
-        self.place = (memory.space.value, id(memory), p0, b0, nbytes, tile)
+        self.place = (memory.space.value, memory.serial, p0, b0, nbytes, tile)
         self.clean = False  # known to hold no never-written byte (a cache; see View.poisoned)
         self.source = None  # the HBM bytes an on-chip tensor holds unchanged (see View.remember_source)
         self.pending = None  # bytes owed, written when first touched: FILL or a deferred load (see settle)
@@ -94,6 +95,7 @@ class Memory:
         self.usable_bytes, self.bank_bytes = usable_bytes, bank_bytes
         self.refill = refill
         self.tiles = itertools.count()  # numbers the tensors placed here (Allocation.place)
+        self.serial = next(_SERIALS)
         shape = (partitions, row_bytes)
         if refill:  # each tensor's bytes are filled as never-written when first touched (Allocation.settle)
             self.data, self.poison = np.empty(shape, np.uint8), np.empty(shape, np.uint8)
@@ -283,7 +285,7 @@ class _HBMBuffer:
     partitions = 1
 
     def __init__(self, nbytes: int, init: np.ndarray | None = None):
-        self.row_bytes = nbytes
+        self.row_bytes, self.serial = nbytes, next(_SERIALS)
         if init is None:
             self.data, self.poison = np.full((1, nbytes), POISON_BYTE, np.uint8), np.ones((1, nbytes), np.uint8)
         else:  # every byte written from `init`; a read-only `init` is borrowed until the tensor is written

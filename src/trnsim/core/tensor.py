@@ -28,7 +28,7 @@ class Region(NamedTuple):
     """What an instruction touches, for the timing model: memory, partitions, bytes per partition."""
 
     space: str
-    memory: int  # id of the SBUF/PSUM array or of the HBM tensor
+    memory: int  # serial number of the SBUF/PSUM array or of the HBM tensor's buffer
     partition: int
     partitions: int
     byte_lo: int
