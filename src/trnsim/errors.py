@@ -8,12 +8,18 @@ from __future__ import annotations
 
 import difflib
 import os
+import site
 import sys
 import sysconfig
 
 _PACKAGE_DIR = os.path.dirname(os.path.abspath(__file__))
-# Python's own library and installed packages (click, pytest, ...) are not the user's code either
-_LIBRARY_DIRS = tuple({os.path.abspath(sysconfig.get_paths()[k]) + os.sep for k in ("stdlib", "purelib", "platlib", "scripts")})
+# Python's own library and installed packages (click, pytest, ...) are not the user's code either, wherever
+# they are installed: this environment, the user's site, or a site directory another .pth file added
+_LIBRARY_DIRS = tuple({os.path.abspath(d) + os.sep for d in [
+    *(sysconfig.get_paths()[k] for k in ("stdlib", "purelib", "platlib", "scripts")),
+    *site.getsitepackages(), site.getusersitepackages(),
+    *(p for p in sys.path if os.path.basename(p.rstrip(os.sep)) in ("site-packages", "dist-packages")),
+]})
 
 
 class TrnsimError(Exception):
