@@ -6,7 +6,7 @@ the modes (comma-separated) and TRNSIM_REPLAY_OUT to the JSON file it writes at 
 - `values`: each launch with values on is run again on copies of its inputs in timing-only mode
   (values=False); both must record the same instruction stream and give the same latency.
 - `fast`: each launch is run again with the speed layer off (TRNSIM_FAST=0); outputs must match bit for
-  bit and the streams must be the same.
+  bit, the streams must be the same, and so must the latency the stream is scheduled to with the layer off.
 
 A launch is checked once per kernel, input shapes and target (the same kernel over many inputs adds nothing).
 """
@@ -130,14 +130,16 @@ def _slow(original, kernel, first, out, again, target):
     os.environ["TRNSIM_FAST"] = "0"
     try:
         slow = original(kernel, args, kwargs, target=target, values=True)
+        second = kernel.last_cores
+        slow_latency = latency(second)  # scheduled with the speed layer off too
     finally:
         os.environ.pop("TRNSIM_FAST") if old is None else os.environ.__setitem__("TRNSIM_FAST", old)
-    second = kernel.last_cores
     if _bits(out) != _bits(slow):
         return "output bits differ with TRNSIM_FAST=0"
     if signature(first) != signature(second):
         return "TRNSIM_FAST=0: " + _first_difference(signature(first), signature(second))
-    return None
+    fast_latency = latency(first)
+    return None if fast_latency == slow_latency else f"latency {fast_latency} ns, {slow_latency} ns with TRNSIM_FAST=0"
 
 
 _CHECKS = {"values": _timing_only, "fast": _slow}

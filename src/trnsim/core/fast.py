@@ -2,7 +2,8 @@
 
 Behind it: deferred DMA loads (a whole-tile load is copied when first read), matmul operands read from one
 FP32 conversion of their HBM source (with its thread pool) instead of the tile's own bytes, and the cache of
-widened stationary tiles. None of them changes a value or an instruction: tests/replay runs every kernel the
+widened stationary tiles, and the timing scheduler's sharing of one Region between records of the same
+placement (Record.regions). None of them changes a value or an instruction: tests/replay runs every kernel the
 tests launch both ways and compares output bits and streams.
 
 Not behind it: the lazy evaluation of PSUM accumulation groups (isa/psum.py), which joins the K tiles of a

@@ -67,6 +67,20 @@ class Record:
     def operands(self) -> dict[str, Region]:
         return {n: region_at(*p) for n, p in self.placed.items()}
 
+    def regions(self, shared: dict) -> dict[str, Region]:
+        """`operands`, taking each Region from `shared` (placement -> Region) when an earlier record of the
+        stream had the same placement: the speed layer's region cache (core/fast.py)."""
+        ops = self.__dict__.get("operands")
+        if ops is None:
+            ops = {}
+            for n, p in self.placed.items():
+                r = shared.get(p)
+                if r is None:
+                    r = shared[p] = region_at(*p)
+                ops[n] = r
+            self.__dict__["operands"] = ops
+        return ops
+
     @property
     def reads(self) -> tuple[str, ...]:
         """Operands read: the sources, and the destination of a matmul that accumulated into PSUM."""

@@ -16,6 +16,7 @@ from array import array
 from bisect import bisect_right
 from dataclasses import dataclass, field
 
+from trnsim.core import fast
 from trnsim.core.isa.opcodes import Engine, Op
 from trnsim.core.isa.registry import REGISTRY
 from trnsim.core.timing.intervals import IntervalMap
@@ -65,18 +66,22 @@ class Scheduler:
         self.queue_last: list[int] = [-1] * spec.dma_engines
         self.maps: dict[tuple, IntervalMap] = {}
         self.cells: dict = {}
+        self.narrow: set = set()  # memories with a narrow (partition-quadrant) access recorded
         self.eng_of: list[str] = []  # per event: its engine ("dma" for transfers)
         self.end_of: list[float] = []
         self.tl = Timeline(spec.target)
         self.high: dict[tuple, int] = {}  # (space, memory, partition, partitions) -> highest byte touched
         self.warm_since, self.tensor_end = None, 0.0
+        self.regions: dict | None = {} if fast.enabled() else None  # placement -> Region (Record.regions)
 
-    def _cells(self, r) -> tuple[list[IntervalMap], list[IntervalMap], list[IntervalMap]]:
-        """(maps to look up, maps to record in, maps a write clears) for a region.
+    def _cells(self, r) -> tuple:
+        """(maps to look up, maps to record in, maps a write clears, the lookup while the memory has seen no
+        narrow access, the memory if this access is narrow else None) for a region.
 
         Each memory has a map for accesses that span all its partitions (and HBM tensors) plus one
         per partition quadrant for narrower ones, so whole-tile accesses, the common case, touch one
-        map, while tiles on disjoint partitions stay independent.
+        map, while tiles on disjoint partitions stay independent. The quadrant maps of a memory stay
+        empty until a narrow access is recorded (`self.narrow`), so until then only its whole map is read.
         """
         whole = r.space == "hbm" or (r.partition == 0 and r.partitions == self.spec.partitions)
         key = r.memory if whole else (r.memory, r.partition, r.partitions)
@@ -84,64 +89,98 @@ class Scheduler:
         if cells is None:
             top = self.maps.setdefault((r.memory, -1), IntervalMap())
             if r.space == "hbm":
-                cells = ([top], [top], [])
+                cells = ([top], [top], [], [top], None)
             else:
                 n = self.spec.partitions // QUADRANT
                 qs = range(n) if whole else range(r.partition // QUADRANT, (r.partition + r.partitions - 1) // QUADRANT + 1)
                 quads = [self.maps.setdefault((r.memory, q), IntervalMap()) for q in qs]
-                cells = ([top] + quads, [top], quads) if whole else ([top] + quads, quads, [])
+                cells = (([top] + quads, [top], quads, [top], None) if whole
+                         else ([top] + quads, quads, [], [top] + quads, r.memory))
             self.cells[key] = cells
         return cells
 
-    def _deps(self, rec, eng: str) -> dict[int, float]:
-        """{event index: end} of the events this instruction must wait for.
+    def _deps(self, rec, eng: str):
+        """({event index: end} of the events this instruction must wait for, the accesses to record).
 
         A write into bytes that last belonged to another compiler-placed tile waits for nobody: that tile
         is dead (the allocator reused its bytes), and the compiler gives a new tile a free buffer instead
-        of waiting for the old one's readers, so the reuse is an address coincidence, not a dependency."""
+        of waiting for the old one's readers, so the reuse is an address coincidence, not a dependency.
+        The interval maps are walked inline (this runs once per instruction of every timed stream)."""
         deps: dict[int, float] = {}
-        eng_of, end_of = self.eng_of, self.end_of
+        eng_of, end_of, high, cells_of, writes, narrow = self.eng_of, self.end_of, self.high, self.cells, rec.writes, self.narrow
         dma = eng.startswith("dma")
+        accumulated = rec.attrs.get("accumulated")
+        accesses = []
         for name, r in rec.operands.items():
-            writes, lo, hi, tile = name in rec.writes, r.byte_lo, r.byte_hi, r.tile
-            for m in self._cells(r)[0]:
-                for writer, readers, owner in m.overlapping(lo, hi):
-                    if writes and tile >= 0 and owner >= 0 and owner != tile:
+            w, lo, hi, tile = name in writes, r.byte_lo, r.byte_hi, r.tile
+            hbm = r.space == "hbm"
+            cells = cells_of.get(r.memory if hbm or (r.partition == 0 and r.partitions == self.spec.partitions)
+                                 else (r.memory, r.partition, r.partitions)) or self._cells(r)
+            accesses.append((cells, r.memory, lo, hi, tile, w, not w or accumulated))
+            for m in (cells[0] if r.memory in narrow else cells[3]):
+                b, v = m.bounds, m.values
+                n = len(b)
+                if n == 1 and v[0] is None:
+                    continue  # nothing recorded in this map yet
+                i = bisect_right(b, lo) - 1
+                while i < n and b[i] < hi:
+                    val = v[i]
+                    i += 1
+                    if val is None:
+                        continue
+                    writer, readers, owner = val
+                    if w and tile >= 0 and owner >= 0 and owner != tile:
                         continue  # renamed: the old tile's readers and writer need not finish first
                     # In-order queues order same-engine work; a DMA queue also keeps its writes in order.
-                    if writer is not None and (eng_of[writer] != eng or (dma and not writes)):
+                    if writer is not None and (eng_of[writer] != eng or (dma and not w)):
                         deps[writer] = end_of[writer]
-                    if writes:
+                    if w:
                         for r_eng, idx in readers:
                             if r_eng != eng or dma:
                                 deps[idx] = end_of[idx]
-            if r.space != "hbm":
+            if not hbm:
                 key = (r.space, r.memory, r.partition, r.partitions)
-                if self.high.get(key, 0) < hi:
-                    self.high[key] = hi
-        return deps
+                if high.get(key, 0) < hi:
+                    high[key] = hi
+        return deps, accesses
 
-    def _record(self, rec, eng: str, index: int, reads) -> None:
-        for name, r in rec.operands.items():
-            _, record, clear = self._cells(r)
-            lo, hi, tile = r.byte_lo, r.byte_hi, r.tile
-
-            def add_reader(v):
-                writer, readers, owner = v if v is not None else (None, (), tile)
-                return writer, tuple(x for x in readers if x[0] != eng) + ((eng, index),), owner
-
-            if name in rec.writes:
+    def _record(self, accesses, eng: str, index: int) -> None:
+        """Note this instruction as the writer or a reader of the bytes it touched (the maps' `assign` and
+        `update`, inline: a segment's readers keep one reader per engine, the latest)."""
+        me, narrow = (eng, index), self.narrow
+        for (_, record, clear, _, mem), memory, lo, hi, tile, w, rd in accesses:
+            if mem is not None:
+                narrow.add(mem)
+            if w:
+                val = (index, (), tile)
                 for m in record:
-                    m.assign(lo, hi, (index, (), tile))
-                for m in clear:
+                    m.assign(lo, hi, val)
+                for m in (clear if memory in narrow else ()):
                     if len(m.bounds) > 1 or m.values[0] is not None:
                         m.assign(lo, hi, None)
-            if name in reads:
+            if rd:
                 for m in record:
-                    m.update(lo, hi, add_reader)
+                    i, j = m._split(lo), m._split(hi)
+                    v = m.values
+                    last = new = None
+                    for k in range(i, j):
+                        x = v[k]
+                        if x is not last or new is None:
+                            last = x
+                            if x is None:
+                                new = (None, (me,), tile)
+                            else:
+                                writer, readers, owner = x
+                                if readers:
+                                    new = (writer, tuple([y for y in readers if y[0] != eng]) + (me,), owner)
+                                else:
+                                    new = (writer, (me,), owner)
+                        v[k] = new
 
     def step(self, rec) -> Event:
-        index = len(self.tl.events)
+        index = len(self.end_of)
+        if self.regions is not None:
+            rec.regions(self.regions)
         w = REGISTRY[rec.op].cost(rec, self.spec)
         q = -1
         if rec.engine is Engine.DMA:
@@ -149,8 +188,7 @@ class Scheduler:
             eng = f"dma{q}"
         else:
             eng = rec.engine.value
-        reads = rec.reads
-        deps = self._deps(rec, eng)
+        deps, accesses = self._deps(rec, eng)
         sem = self.t.semaphore_latency
         ready, blocker = 0.0, -1
         for idx, end in deps.items():
@@ -160,11 +198,12 @@ class Scheduler:
             ev = self._dma(rec, w, index, ready, blocker, q)
         else:
             ev = self._compute(rec, w, eng, index, ready, blocker)
-        ev.deps = tuple(sorted(deps))
+        if deps:
+            ev.deps = tuple(sorted(deps))
         self.tl.events.append(ev)
         self.eng_of.append(eng)
         self.end_of.append(ev.end)
-        self._record(rec, eng, index, reads)
+        self._record(accesses, eng, index)
         return ev
 
     def _compute(self, rec, w, eng, index, ready, blocker) -> Event:

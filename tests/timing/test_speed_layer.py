@@ -1,0 +1,44 @@
+"""The scheduler's shortcuts: skipping a memory's partition-quadrant maps until a narrow access is recorded,
+and the speed layer's shared Regions (TRNSIM_FAST), change no event."""
+from trnsim.core import NeuronCore, Op
+from trnsim.core.timing import simulate
+
+
+def stream(target="trn2"):
+    """Whole-tile work, then a narrow (quadrant) write and read of the same tile, then whole work again."""
+    nc = NeuronCore(target, values=False)
+    t, u = nc.tensor((128, 256), "float32"), nc.tensor((128, 256), "float32")
+    src = nc.hbm_tensor((128, 256), "float32")
+    for _ in range(3):
+        nc.issue(Op.DMA_COPY, dst=t, src=src)
+        nc.issue(Op.TENSOR_COPY, dst=u, src=t)
+    nc.issue(Op.DMA_COPY, dst=t[32:64, :], src=src[0:32, :])  # narrow write
+    nc.issue(Op.ACTIVATION, dst=u[64:96, :], data=t[64:96, :], op="copy")  # narrow, other quadrant
+    nc.issue(Op.TENSOR_COPY, dst=u, src=t)  # whole read: must see the narrow write
+    nc.issue(Op.MEMSET, dst=t, value=0.0)  # whole write over narrow readers
+    nc.issue(Op.TENSOR_COPY, dst=u[32:64, :], src=t[32:64, :])
+    return nc.stream
+
+
+def events(recs, target="trn2"):
+    tl = simulate(recs, target)
+    return [(e.index, e.track, e.start, e.end, e.deps, e.blocker, e.pieces) for e in tl.events], tl.memory_peak
+
+
+def test_a_narrow_write_after_whole_accesses_is_waited_for():
+    """The first narrow access of a memory starts its quadrant maps: the next whole read depends on it."""
+    evs = simulate(stream(), "trn2").events
+    narrow_dma, whole_read, whole_write = evs[6], evs[8], evs[9]
+    assert narrow_dma.index in whole_read.deps
+    assert whole_read.start >= narrow_dma.end
+    assert evs[7].index in whole_write.deps  # ScalarE read t[64:96] before the VectorE memset overwrites it
+
+
+def test_speed_layer_changes_no_event(monkeypatch):
+    """The same stream scheduled with the speed layer on and off: the same events, deps and blockers."""
+    recs = stream()
+    on = events(recs)
+    for r in recs:
+        r.__dict__.pop("operands", None)  # regions made again, not shared
+    monkeypatch.setenv("TRNSIM_FAST", "0")
+    assert events(recs) == on
