@@ -7,9 +7,18 @@ latency and HFU (reference/calibration.md 1.1), and the trn2 engine-active share
 prints every kernel figure of calibration.md (1.1 both ladders: the current-API ladder and its beta twin;
 the trn2 shares; 1.3 the fused Mamba sweep) simulated against published, with the error and the wall
 seconds each timing-only run took; `--quick` leaves out the Mamba points above seq 2048.
+
+`--compare` measures the same kernels several ways in one run, each in its own process, and prints them
+side by side with the speed-ups: the speed layer off (TRNSIM_FAST=0) and on, plus, with `--against REV`,
+the source tree of git revision REV (before) against this one. `--all` compares every ladder step, not
+only the optimised one; `--repeat N` keeps each way's fastest of N runs. The simulated figures (latency,
+instructions) of every way must be the same: `same_figures` says whether they are.
 """
 import json
+import os
+import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -94,9 +103,68 @@ def calibration():
     print(json.dumps({"figures": len(rows), "within_15pct": sum(e <= 0.15 for e in errs), "max_abs_error": max(errs)}))
 
 
+def _arg(flag, default=None):
+    return sys.argv[sys.argv.index(flag) + 1] if flag in sys.argv else default
+
+
+def measure(names, repeat):
+    """Per kernel: its fastest of `repeat` timing-only runs (wall and CPU seconds, front end and schedule)."""
+    target, base = "trn1", specs.neuroncore("trn1").clocks["base"]
+    out = []
+    for name in names:
+        best = None
+        for _ in range(repeat):
+            r, n, front, sched = run(getattr(ladder, name), target)
+            if best is None or front[0] + sched[0] < best[2][0] + best[3][0]:
+                best = (r, n, front, sched)
+        r, n, front, sched = best
+        wall, cpu = front[0] + sched[0], front[1] + sched[1]
+        out.append({"kernel": name, "instructions": n, "simulated_latency_ms": r.latency / 1e6,
+                    "wall_s": round(wall, 3), "wall_frontend_s": round(front[0], 3), "wall_schedule_s": round(sched[0], 3),
+                    "cpu_s": round(cpu, 3), "cpu_frontend_s": round(front[1], 3), "cpu_schedule_s": round(sched[1], 3),
+                    "instructions_per_s": round(n / wall), "instructions_per_cpu_s": round(n / cpu),
+                    "simulated_cycles_per_s": round(r.latency * 1e-9 * base / wall)})
+    return out
+
+
+def compare():
+    """The kernels measured each way in a fresh process (speed layer off/on, and a git revision's source)."""
+    names = [k.__name__ for k in ladder.LADDER] if "--all" in sys.argv else ["matmul_optimized"]
+    repeat, against = int(_arg("--repeat", 1)), _arg("--against")
+    root = Path(__file__).resolve().parents[1]
+    ways = [("fast off", {"TRNSIM_FAST": "0"}, None), ("fast on", {"TRNSIM_FAST": "1"}, None)]
+    with tempfile.TemporaryDirectory() as tmp:
+        if against:
+            tree = subprocess.run(["git", "-C", str(root), "archive", against, "src"], check=True, capture_output=True).stdout
+            subprocess.run(["tar", "-x", "-C", tmp], input=tree, check=True)
+            ways.insert(0, (f"before ({against})", {"TRNSIM_FAST": "1"}, str(Path(tmp) / "src")))
+        rows = {}
+        for label, env, src in ways:
+            env = dict(os.environ, **env)
+            if src:
+                env["PYTHONPATH"] = os.pathsep.join([src, env.get("PYTHONPATH", "")])
+            p = subprocess.run([sys.executable, __file__, "--one", ",".join(names), str(repeat)], env=env,
+                               capture_output=True, text=True, check=True)
+            rows[label] = json.loads(p.stdout)
+    first, last = ways[0][0], ways[-1][0]
+    out = []
+    for i, name in enumerate(names):
+        per = {label: rows[label][i] for label, _, _ in ways}
+        figures = {(x["instructions"], x["simulated_latency_ms"]) for x in per.values()}
+        out.append({"kernel": name, "ways": per, "same_figures": len(figures) == 1,
+                    "speedup_wall": round(per[first]["wall_s"] / per[last]["wall_s"], 2),
+                    "speedup_cpu": round(per[first]["cpu_s"] / per[last]["cpu_s"], 2)})
+    print(json.dumps({"target": "trn1", "shape": ladder.SHAPE, "repeat": repeat, "speedup_of": f"{last} over {first}",
+                      "kernels": out}, indent=2))
+
+
 def main():
     if "--calibration" in sys.argv:
         return calibration()
+    if "--one" in sys.argv:
+        return print(json.dumps(measure(_arg("--one").split(","), int(sys.argv[sys.argv.index("--one") + 2]))))
+    if "--compare" in sys.argv or "--against" in sys.argv:
+        return compare()
     target = "trn1"
     r, n, front, sched = run(ladder.matmul_optimized, target)
     base = specs.neuroncore(target).clocks["base"]
