@@ -77,3 +77,25 @@ def test_live_tiles_that_cannot_fit_are_refused_by_name():
 def test_rebound_zeros_keep_one_alive():
     x = np.arange(128 * 8, dtype=np.float32).reshape(128, 8)
     np.testing.assert_array_equal(rebound(x), x)
+
+
+@nki.jit
+def _double_into(dst, src):
+    """A jit helper a kernel calls: traced into the caller, on the caller's core."""
+    nisa.tensor_scalar(dst=dst, data=src, op0=nl.multiply, operand0=2.0)
+
+
+@nki.jit
+def calls_a_jit_helper(x):
+    out = nl.ndarray(x.shape, x.dtype, buffer=nl.shared_hbm)
+    t = nl.ndarray(x.shape, x.dtype, buffer=nl.sbuf)
+    nisa.dma_copy(dst=t, src=x)
+    _double_into(t, t)
+    nisa.dma_copy(dst=out, src=t)
+    return out
+
+
+def test_a_jit_function_called_by_a_kernel_runs_on_its_core():
+    x = np.arange(128 * 8, dtype=np.float32).reshape(128, 8)
+    np.testing.assert_array_equal(calls_a_jit_helper(x), x * 2)
+    assert [r.op.value for r in calls_a_jit_helper.last_cores[0].stream] == ["dma_copy", "tensor_scalar", "dma_copy"]

@@ -107,3 +107,27 @@ def test_direct_allocation_in_a_loop_body_is_traced_once():
 def test_direct_allocation_past_sbuf_is_refused():
     with pytest.raises(OutOfBoundsError, match=r"address=\(0, \d+\) .* exceeds SBUF"):
         counter_unrolled(np.zeros((16, 128, TILE), F32))
+
+
+@nki.jit(mode="trace")
+def _scale_into(dst, src, factor):
+    """A jit helper a kernel calls (flash attention's pattern): traced into the caller."""
+    dst[...] = nl.multiply(src, factor)
+
+
+@nki.jit
+def calls_a_jit_helper(x):
+    out = nl.ndarray(x.shape, x.dtype, buffer=nl.shared_hbm)
+    t = nl.load(x)
+    u = nl.ndarray(x.shape, x.dtype, buffer=nl.sbuf)
+    _scale_into(u, t, 3.0)
+    nl.store(out, value=u)
+    return out
+
+
+def test_a_jit_function_called_by_a_kernel_runs_on_its_core():
+    x = np.arange(128 * 8, dtype=F32).reshape(128, 8)
+    np.testing.assert_array_equal(calls_a_jit_helper(x), x * F32(3))
+    assert len(calls_a_jit_helper.last_cores) == 1
+    ops = [r.op for r in calls_a_jit_helper.last_cores[0].stream]
+    assert len(ops) == 3 and ops[0] is Op.DMA_COPY and ops[-1] is Op.DMA_COPY
