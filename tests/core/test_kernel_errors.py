@@ -36,10 +36,11 @@ def test_free_size_over_limit():
 
 
 def test_sbuf_overflow_lists_live_tensors():
-    """Allocating past SBUF capacity names the request, the usable bytes and the live tensors."""
+    """Allocating past SBUF capacity names the request, the usable bytes and the live tensors (used later)."""
     def k(x):
-        keep = [nl.ndarray((128, 40 * 1024), nl.uint8, name=f"big{i}") for i in range(5)]  # noqa: F841
+        keep = [nl.ndarray((128, 40 * 1024), nl.uint8, name=f"big{i}") for i in range(5)]
         nl.ndarray((128, 40 * 1024), nl.uint8, name="one_too_many")
+        return keep
     with pytest.raises(CapacityError, match=r"SBUF overflow: tensor 'one_too_many' needs 40960 B .* 212984 usable B") as e:
         run(k, X)
     assert "'big0'" in str(e.value) and "'big4'" in str(e.value)
@@ -49,8 +50,9 @@ def test_sbuf_overflow_lists_live_tensors():
 def test_psum_overflow():
     """A ninth 2 KiB-per-partition PSUM tile does not fit the 8 banks."""
     def k(x):
-        keep = [nl.ndarray((128, 512), nl.float32, buffer=nl.psum) for _ in range(8)]  # noqa: F841
+        keep = [nl.ndarray((128, 512), nl.float32, buffer=nl.psum) for _ in range(8)]
         nl.ndarray((128, 512), nl.float32, buffer=nl.psum)
+        return keep
     with pytest.raises(CapacityError, match=r"PSUM overflow: tensor 'psum9' needs 2048 B .* 16384 usable B"):
         run(k, X)
 

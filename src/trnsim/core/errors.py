@@ -23,13 +23,18 @@ def where() -> str:
     frame = sys._getframe(1)
     while frame is not None:
         name = frame.f_code.co_filename
-        inside = _inside.get(name)
-        if inside is None:
-            inside = _inside[name] = os.path.abspath(name).startswith(_PACKAGE_DIR) or name.startswith("<frozen")
-        if not inside:
+        if not inside(name):
             return f"{name}:{frame.f_lineno}"
         frame = frame.f_back
     return "<unknown>"
+
+
+def inside(filename: str) -> bool:
+    """Whether code from `filename` is trnsim's own (or Python's frozen modules), not the user's."""
+    known = _inside.get(filename)
+    if known is None:
+        known = _inside[filename] = os.path.abspath(filename).startswith(_PACKAGE_DIR) or filename.startswith("<frozen")
+    return known
 
 
 class KernelError(TrnsimError):

@@ -10,7 +10,8 @@ the start rule allows (P in (64,128] at 0; (32,64] at 0/64; (0,32] at 0/32/64/96
 range in each; PSUM tensors never cross a 2 KiB bank unless they start on a bank and span whole banks.
 `address=` placement skips the allocator: tensors placed over each other share bytes, as on hardware.
 Tensors are freed when the last view of them is dropped (CPython reference counting keeps this exact),
-or earlier, as the compiler frees them: a tensor made in a loop iteration is dead once that iteration
+or earlier, as the compiler frees them: when an allocation does not fit, names the kernel never reads
+again let go of their tiles (core/liveness.py: drop_dead_names), and a tensor made in a loop iteration is dead once that iteration
 ends (see core/liveness.py). Such an expired tensor keeps its bytes while they are not needed, so the
 next iterations take other addresses (the compiler's multiple buffers); when an allocation does not fit,
 expired tensors give their bytes back, oldest first, down to one buffer. Only the live data decides
@@ -24,6 +25,7 @@ import weakref
 
 import numpy as np
 
+from trnsim.core.liveness import drop_dead_names
 from trnsim.core.errors import CapacityError, OutOfBoundsError, PartitionLimitError, PartitionStartError, PSUMBankError
 
 POISON_BYTE = 0xFF
@@ -142,6 +144,8 @@ class Memory:
         if address is not None:
             return self._place(partitions, nbytes, name, kind, location, address, pmax)
         best = self._fit(partitions, nbytes, align, pmax)
+        if best is None and drop_dead_names():  # tiles past their last use are dead to the compiler
+            best = self._fit(partitions, nbytes, align, pmax)
         while best is None and self._reclaim():
             best = self._fit(partitions, nbytes, align, pmax)
         if best is None:

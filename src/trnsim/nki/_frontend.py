@@ -107,6 +107,9 @@ class Kernel:
         return self
 
     def __call__(self, *args, **kwargs):
+        if getattr(getattr(_state, "core", None), "in_launch", False):
+            # a kernel calling another jit function: the compiler traces it into the caller, on the same core
+            return self.fn(*args, **kwargs)
         return self._run(args, kwargs)
 
     def trace(self, *args, target=None, values=True, **kwargs) -> list[NeuronCore]:
@@ -182,7 +185,7 @@ def launch(kernel: Kernel, args, kwargs, target=None, values=True, reverse=False
     def run(i):
         turns.start(i)
         _state.core = cores[i]
-        cores[i].lazy_psum = True
+        cores[i].lazy_psum = cores[i].in_launch = True
         try:
             results[i] = kernel.fn(*converted, **kwconv)
             cores[i].sync()

@@ -59,6 +59,7 @@ def launch(kernel: Kernel, args, kwargs, target=None, values=True, reverse=False
                     budget=_frontend.launch_budget(kernel.options))
     nc.reverse_affine = reverse
     nc.lazy_psum = True  # accumulation groups evaluated as the current front end evaluates them
+    nc.in_launch = True  # a jit function the kernel calls runs inline on this core (_frontend.Kernel.__call__)
     grid = kernel.grid
     shared = Launch(grid, strict)
     backs, kind = [], "numpy"

@@ -23,6 +23,7 @@ import numpy as np
 from trnsim import numerics
 from trnsim.core import View
 from trnsim.core.errors import KernelError, OutOfBoundsError, ShapeError, where
+from trnsim.core.liveness import releasers
 from trnsim.nki import _frontend
 from trnsim.nki.legacy._grid import Cond, Expr, Mask, MaskExpressionError
 
@@ -126,7 +127,6 @@ class Tensor:
         self.place = place
         self.zeroed = None  # a deferred zero fill (PSUM `nl.zeros`): run before any other use
         self.nth = 0  # which new tile of the outermost front-end call made it (0: none)
-        self.remake = None  # how to issue that call again straight into an assignment's destination
         self._blocks: dict[tuple, View] = {(): view} if view is not None else {}
         # the loop iteration that declared a one-tile tensor: the compiler scopes it there, even when its first
         # write (which allocates it here) happens in a nested loop; a tensor of blocks keeps each block to the
@@ -445,9 +445,13 @@ class _Direct(threading.local):
     depth = 0  # nesting of front-end calls (only the outermost one is re-issued)
     made = 0  # new tiles the outermost call made so far
     into = None  # (nth new tile, destination Tile) while a call is re-issued into an assignment
+    # (tensor, how to issue the call again) for the latest outermost call only: a later call makes it stale,
+    # and holding its arguments longer would keep their tiles alive past their last use
+    last = None
 
 
 _direct = _Direct()
+releasers.append(lambda: setattr(_direct, "last", None))  # under memory pressure: its arguments may be dead
 
 
 def direct_result(fn):
@@ -458,21 +462,21 @@ def direct_result(fn):
         if d.depth:
             return fn(*args, **kwargs)
         stream = core().stream
-        mark, d.depth, d.made = len(stream), 1, 0
+        mark, d.depth, d.made, d.last = len(stream), 1, 0, None
         try:
             out = fn(*args, **kwargs)
         finally:
             d.depth, d.into = 0, None
         if isinstance(out, Tile) and out.tensor is not None and out.tensor.nth:
-            out.tensor.remake = (call, args, kwargs, mark, len(stream), out.tensor.nth)
+            d.last = (out.tensor, (call, args, kwargs, mark, len(stream), out.tensor.nth))
         return out
     return call
 
 
 def redirect(dst: Tile, value: Tile) -> bool:
     """Issue the call that made `value` again with `dst` as its result tile; False if it cannot be."""
-    t = value.tensor
-    r = t.remake if t is not None else None
+    t, d = value.tensor, _direct
+    r = d.last[1] if d.last is not None and t is not None and d.last[0] is t else None
     if r is None or value.pending is not None or not dst.tensor.on_chip:
         return False
     call, args, kwargs, mark, end, nth = r
@@ -483,9 +487,8 @@ def redirect(dst: Tile, value: Tile) -> bool:
         return False
     if any(isinstance(a, Tile) and a.tensor is dst.tensor for a in (*args, *kwargs.values())):
         return False
-    t.remake = None
+    d.last = None
     del stream[mark:]
-    d = _direct
     d.depth, d.made, d.into = 1, 0, (nth, dst)
     try:
         call.__wrapped__(*args, **kwargs)

@@ -17,6 +17,7 @@ from trnsim import numerics
 from trnsim.core import View
 from trnsim.core.errors import KernelError, ShapeError
 from trnsim.core.errors import where as _location
+from trnsim.core.liveness import traced
 from trnsim.nki import isa as cur
 from trnsim.nki import language as _cur_nl
 from trnsim.nki.legacy._grid import arange, mgrid  # noqa: F401
@@ -64,7 +65,8 @@ def ndarray(shape, dtype, buffer=sbuf, name="", **kwargs) -> Tile:
     from trnsim.nki.legacy._tile import Tensor
     from trnsim.nki.legacy.compiler import Placement
     shape = (shape,) if isinstance(shape, (int, np.integer)) else tuple(shape)
-    if isinstance(buffer, Placement):
+    if isinstance(buffer, Placement):  # one tensor per declaration, placed as the loop body's one trace placed it
+        buffer = traced(core(), _location(), lambda: buffer)
         return Tile.whole(Tensor(shape, dtype, buffer.space, name or None, place=buffer))
     kind = getattr(buffer, "value", buffer) or "sbuf"
     if kind == "shared_hbm":
@@ -692,4 +694,5 @@ _INTERNAL = {"annotations", "builtins", "math", "np", "numerics", "View", "Kerne
              "Tile", "as_tile", "core", "each_box", "emit", "instance", "new_tile", "part", "promote", "assign", "accumulate",
              "pending_matmul", "redirect", "wrap_results"}
 __all__ = [n for n in dir() if not n.startswith("_") and n not in _INTERNAL]
-wrap_results(globals(), skip={"ndarray", "zeros", "zeros_like", "empty_like", "ones", "full", "dropout", "store"})
+# assign writes its own dst and redirects the call that made its value: it must see that call as the latest
+wrap_results(globals(), skip={"assign", "ndarray", "zeros", "zeros_like", "empty_like", "ones", "full", "dropout", "store"})
