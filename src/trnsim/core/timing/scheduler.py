@@ -70,6 +70,9 @@ class Scheduler:
         self.tl = Timeline(spec.target)
         self.high: dict[tuple, int] = {}  # (space, memory, partition, partitions) -> highest byte touched
         self.warm_since, self.tensor_end = None, 0.0
+        self.psum_tiles: dict[tuple, list[int]] = {}  # PSUM (memory, partition, byte) -> tiles placed there, in order
+        self.tile_last: dict[int, tuple[float, int]] = {}  # PSUM tile -> (end, event) of its last access so far
+        self.psum_high = 0  # highest PSUM byte per partition touched: the footprint the compiler rotates
 
     def _cells(self, r) -> tuple[list[IntervalMap], list[IntervalMap], list[IntervalMap]]:
         """(maps to look up, maps to record in, maps a write clears) for a region.
@@ -104,6 +107,8 @@ class Scheduler:
         dma = eng.startswith("dma")
         for name, r in rec.operands.items():
             writes, lo, hi, tile = name in rec.writes, r.byte_lo, r.byte_hi, r.tile
+            if writes and tile >= 0 and r.space == "psum" and tile not in self.tile_last:
+                self._psum_buffer(r, deps)
             for m in self._cells(r)[0]:
                 for writer, readers, owner in m.overlapping(lo, hi):
                     if writes and tile >= 0 and owner >= 0 and owner != tile:
@@ -119,7 +124,22 @@ class Scheduler:
                 key = (r.space, r.memory, r.partition, r.partitions)
                 if self.high.get(key, 0) < hi:
                     self.high[key] = hi
+                    if r.space == "psum" and hi > self.psum_high:
+                        self.psum_high = hi
         return deps
+
+    def _psum_buffer(self, r, deps) -> None:
+        """A new PSUM tile of a loop gets one of the buffers its banks hold, not a free one every time: the
+        compiler rotates the loop's PSUM footprint (rounded up to whole 2 KiB banks) over the 8 banks, so
+        with `depth` copies of it the tile placed at an address waits for the last access of the tile
+        placed there `depth` tiles before (reference 1.4: up to 8 accumulation groups outstanding)."""
+        placed = self.psum_tiles.setdefault((r.memory, r.partition, r.byte_lo), [])
+        bank = self.spec.psum_bank_bytes
+        depth = max(1, self.spec.psum_banks // -(-max(self.psum_high, r.byte_hi) // bank))
+        if len(placed) >= depth and placed[-depth] in self.tile_last:
+            end, idx = self.tile_last[placed[-depth]]
+            deps[idx] = end
+        placed.append(r.tile)
 
     def _record(self, rec, eng: str, index: int, reads) -> None:
         for name, r in rec.operands.items():
@@ -165,6 +185,9 @@ class Scheduler:
         self.eng_of.append(eng)
         self.end_of.append(ev.end)
         self._record(rec, eng, index, reads)
+        for r in rec.operands.values():
+            if r.space == "psum" and r.tile >= 0 and ev.end >= self.tile_last.get(r.tile, (-1.0,))[0]:
+                self.tile_last[r.tile] = (ev.end, index)
         return ev
 
     def _compute(self, rec, w, eng, index, ready, blocker) -> Event:
@@ -203,8 +226,10 @@ class Scheduler:
         free stretch of their DMA engines (engines serve all queues, so a transfer waiting for its data
         does not hold back another queue's)."""
         go = ready + self.spec.dma_fixed_latency  # descriptor setup and semaphore to start
-        if self.queue_end[q] > go:
-            go, blocker = self.queue_end[q], self.queue_last[q]
+        # A queue starts its next transfer once the last one's completion writes are in (turnaround).
+        turn = self.queue_end[q] + self.t.dma_turnaround_latency if self.queue_last[q] >= 0 else 0.0
+        if turn > go:
+            go, blocker = turn, self.queue_last[q]
         pieces, tl = [], self.tl
         end, bound = -1.0, blocker
         for e, dur in self.rules.dma_pieces(rec, w):
