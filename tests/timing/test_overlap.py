@@ -161,3 +161,47 @@ def test_bytes_the_kernel_placed_keep_their_order():
     for j in range(1, len(loads)):
         assert reads[j - 1] in evs[loads[j]].deps
         assert evs[loads[j]].start >= evs[reads[j - 1]].end + SEM
+
+
+def _psum_loop(nc, n, per_iteration):
+    """A loop whose matmuls (183 ns) outrun the ScalarE reads that evict their PSUM tiles (4 x 366 ns);
+    returns, per PSUM tile, the stream positions of its matmul and of its last reader."""
+    st, mv, _ = ready_tiles(nc)
+    mms, reads = [], []
+    for _ in nc.loop(range(n)):
+        for _ in range(per_iteration):
+            acc = nc.tensor((128, 512), "float32", "psum")
+            mms.append(len(nc.stream))
+            nc.issue(Op.NC_MATMUL, dst=acc, stationary=st, moving=mv)
+            for _ in range(4):
+                nc.issue(Op.ACTIVATION, dst=nc.tensor((128, 512), "float32"), data=acc, op="exp")
+            reads.append(len(nc.stream) - 1)
+    return mms, reads
+
+
+@pytest.mark.parametrize("per_iteration", [1, 2])
+def test_psum_buffers_rotate_over_the_eight_banks(per_iteration):
+    """A loop's one-bank PSUM tiles get the 8 banks as buffers, not a free one every time: the first 8
+    run ahead of their evictions, and each later tile waits for the tile 8 before it to be read out."""
+    nc = NeuronCore("trn1", values=False)
+    mms, reads = _psum_loop(nc, 16 // per_iteration, per_iteration)
+    evs = simulate(nc.stream, "trn1").events
+    for j, i in enumerate(mms):
+        waited = [k for k in range(j) if reads[k] in evs[i].deps]
+        if j < 8:
+            assert waited == []
+            assert j == 0 or evs[i].start < evs[reads[j - 1]].end  # ran ahead of the evictions
+        else:
+            assert waited == [j - 8]
+            assert evs[i].start >= evs[reads[j - 8]].end + SEM
+
+
+def test_a_queue_turns_around_between_transfers():
+    """Two transfers of one DMA statement run on one queue: the second starts once the first is done and
+    its completion is in, a turnaround later (trn1)."""
+    def build(nc):
+        for _ in range(2):
+            nc.issue(Op.DMA_COPY, dst=nc.tensor((128, 512), "float32"), src=nc.hbm_tensor((128, 512), "float32"))
+    one, two = schedule(build)
+    assert one.track == two.track
+    assert two.start == pytest.approx(one.end + timing("trn1").dma_turnaround_latency)

@@ -74,6 +74,22 @@ def test_vector_streams_n_or_2n_cycles(op, inputs):
     assert ev.end - ev.start == pytest.approx(inputs * 1024 / 1.12)
 
 
+def test_tensor_tensor_with_one_input_in_psum_streams_n_cycles():
+    """SBUF and PSUM have separate read interfaces: an SBUF + PSUM tensor_tensor costs ~N cycles, two SBUF
+    inputs ~2N (fp32, N=512, 1.12 GHz)."""
+    def build(space):
+        def b(nc):
+            a, out = nc.tensor((128, 512), "float32"), nc.tensor((128, 512), "float32")
+            p = nc.tensor((128, 512), "float32", space)
+            nc.issue(Op.MEMSET, dst=a, value=1.0)
+            nc.issue(Op.MEMSET, dst=p, value=1.0)
+            nc.issue(Op.TENSOR_TENSOR, dst=out, data1=a, data2=p, op="add")
+        return b
+    psum, sbuf = run("trn1", build("psum"))[-1], run("trn1", build("sbuf"))[-1]
+    assert psum.end - psum.start == pytest.approx(512 / 1.12)
+    assert sbuf.end - sbuf.start == pytest.approx(2 * 512 / 1.12)
+
+
 def test_tiny_vector_instruction_pays_min_ii():
     """A 16-element copy still costs MIN_II = 64 VectorE cycles."""
     def build(nc):

@@ -2,7 +2,7 @@
 
     >>> from trnsim.specs.timing import timing
     >>> timing("trn1").dma_descriptor_latency   # ns per DMA descriptor, fitted to the matmul ladder
-    70.0
+    60.0
 """
 from __future__ import annotations
 
@@ -21,6 +21,7 @@ class TimingSpec:
     key: str  # "v2"
     semaphore_latency: float  # ns from a producer's end to a waiting engine's start (cross-engine)
     dma_descriptor_latency: float  # ns a DMA engine spends per descriptor (one contiguous run)
+    dma_turnaround_latency: float  # ns from a transfer's end until its queue can start the next one
     tensor_warmup_start: float  # TensorE rate fraction when the dI/dt throttle engages (1.0: none)
     tensor_warmup_latency: float  # ns to ramp from that fraction to full rate
     vector_perf_modes: Mapping[str, float]  # v3+ speedups: copy_sbuf, copy_psum, tensor_tensor

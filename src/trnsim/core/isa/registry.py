@@ -240,10 +240,16 @@ def masks(shape, *views) -> np.ndarray | None:
 
 
 # -- shared cost helpers ---------------------------------------------------------------------------
-def stream_cost(rec: Record, spec, inputs=None, factor=1.0) -> dict:
-    """Work of an engine instruction that streams its input through the lanes (reference 1.12)."""
+def stream_cost(rec: Record, spec, inputs=None, factor=1.0, per_memory=False) -> dict:
+    """Work of an engine instruction that streams its input through the lanes (reference 1.12).
+
+    With `per_memory`, inputs read from different memories stream side by side: SBUF and PSUM each
+    have their own read interface, so a two-input op with one input in PSUM costs ~N, not ~2N cycles
+    (nki.isa tensor_tensor cost note, reference 1.12)."""
     srcs = [r for n, r in rec.operands.items() if n not in rec.writes] or list(rec.operands.values())
     first = srcs[0]
     n = math.prod(first.shape[1:]) if first.space != "hbm" else math.prod(first.shape)
+    if inputs is not None and per_memory and len(srcs) > 1:
+        inputs = max(sum(r.space == s for r in srcs) for s in {r.space for r in srcs})
     return {"engine": rec.engine.value, "partitions": first.partitions, "elements": n,
             "inputs": len(srcs) if inputs is None else inputs, "factor": factor, "dtype": first.dtype}

@@ -92,7 +92,7 @@ def _mask_for(shape, dst, *views):
 
 
 define(Op.TENSOR_TENSOR, (Engine.VECTOR, Engine.GPSIMD), _tensor_tensor_check, _tensor_tensor_semantics,
-       lambda rec, spec: stream_cost(rec, spec, inputs=2), pick=_tensor_tensor_pick)
+       lambda rec, spec: stream_cost(rec, spec, inputs=2, per_memory=True), pick=_tensor_tensor_pick)
 
 
 # -- tensor_scalar: (data op0 operand0) op1 operand1 ----------------------------------------------------------

@@ -73,6 +73,9 @@ class Scheduler:
         self.high: dict[tuple, int] = {}  # (space, memory, partition, partitions) -> highest byte touched
         self.warm_since, self.tensor_end = None, 0.0
         self.regions: dict | None = {} if fast.enabled() else None  # placement -> Region (Record.regions)
+        self.psum_tiles: dict[tuple, list[int]] = {}  # PSUM (memory, partition, byte) -> tiles placed there, in order
+        self.tile_last: dict[int, tuple[float, int]] = {}  # PSUM tile -> (end, event) of its last access so far
+        self.psum_high = 0  # highest PSUM byte per partition touched: the footprint the compiler rotates
 
     def _cells(self, r) -> tuple:
         """(maps to look up, maps to record in, maps a write clears, the lookup while the memory has seen no
@@ -116,6 +119,8 @@ class Scheduler:
             hbm = r.space == "hbm"
             cells = cells_of.get(r.memory if hbm or (r.partition == 0 and r.partitions == self.spec.partitions)
                                  else (r.memory, r.partition, r.partitions)) or self._cells(r)
+            if w and tile >= 0 and r.space == "psum" and tile not in self.tile_last:
+                self._psum_buffer(r, deps)
             accesses.append((cells, r.memory, lo, hi, tile, w, not w or accumulated))
             for m in (cells[0] if r.memory in narrow else cells[3]):
                 b, v = m.bounds, m.values
@@ -142,7 +147,22 @@ class Scheduler:
                 key = (r.space, r.memory, r.partition, r.partitions)
                 if high.get(key, 0) < hi:
                     high[key] = hi
+                    if r.space == "psum" and hi > self.psum_high:
+                        self.psum_high = hi
         return deps, accesses
+
+    def _psum_buffer(self, r, deps) -> None:
+        """A new PSUM tile of a loop gets one of the buffers its banks hold, not a free one every time: the
+        compiler rotates the loop's PSUM footprint (rounded up to whole 2 KiB banks) over the 8 banks, so
+        with `depth` copies of it the tile placed at an address waits for the last access of the tile
+        placed there `depth` tiles before (reference 1.4: up to 8 accumulation groups outstanding)."""
+        placed = self.psum_tiles.setdefault((r.memory, r.partition, r.byte_lo), [])
+        bank = self.spec.psum_bank_bytes
+        depth = max(1, self.spec.psum_banks // -(-max(self.psum_high, r.byte_hi) // bank))
+        if len(placed) >= depth and placed[-depth] in self.tile_last:
+            end, idx = self.tile_last[placed[-depth]]
+            deps[idx] = end
+        placed.append(r.tile)
 
     def _record(self, accesses, eng: str, index: int) -> None:
         """Note this instruction as the writer or a reader of the bytes it touched (the maps' `assign` and
@@ -204,6 +224,9 @@ class Scheduler:
         self.eng_of.append(eng)
         self.end_of.append(ev.end)
         self._record(accesses, eng, index)
+        for r in rec.operands.values():
+            if r.space == "psum" and r.tile >= 0 and ev.end >= self.tile_last.get(r.tile, (-1.0,))[0]:
+                self.tile_last[r.tile] = (ev.end, index)
         return ev
 
     def _compute(self, rec, w, eng, index, ready, blocker) -> Event:
@@ -242,8 +265,10 @@ class Scheduler:
         free stretch of their DMA engines (engines serve all queues, so a transfer waiting for its data
         does not hold back another queue's)."""
         go = ready + self.spec.dma_fixed_latency  # descriptor setup and semaphore to start
-        if self.queue_end[q] > go:
-            go, blocker = self.queue_end[q], self.queue_last[q]
+        # A queue starts its next transfer once the last one's completion writes are in (turnaround).
+        turn = self.queue_end[q] + self.t.dma_turnaround_latency if self.queue_last[q] >= 0 else 0.0
+        if turn > go:
+            go, blocker = turn, self.queue_last[q]
         pieces, tl = [], self.tl
         end, bound = -1.0, blocker
         for e, dur in self.rules.dma_pieces(rec, w):
