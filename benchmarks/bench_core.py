@@ -5,8 +5,9 @@
 - instructions per second on a small-tile elementwise kernel.
 
 Wall times are the headline; CPU times (all threads) are printed too, since a busy machine stretches
-wall time. numpy's matmul is multi-threaded BLAS; the emulator spends its time in BLAS as well (one GEMM
-per PSUM accumulation group, see trnsim/core/isa/psum.py) plus per-instruction bookkeeping.
+wall time. numpy's matmul is multi-threaded BLAS; the emulator spends its time in BLAS as well (each
+matmul's product, batched per PSUM accumulation group and summed in issue order, see
+trnsim/core/isa/psum.py) plus per-instruction bookkeeping.
 
     .venv/bin/python benchmarks/bench_core.py [--size 4096] [--repeat 5]
 """

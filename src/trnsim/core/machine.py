@@ -67,7 +67,7 @@ class NeuronCore:
                  budget: Budget | None = None):
         self.target = resolve_target(target)
         self.spec = specs.neuroncore(self.target)
-        self.gen = int(self.spec.key.removeprefix("v"))
+        self.gen = self.spec.version  # for messages; what the core can do is `can(name)`
         self.lnc_configs = specs.chip(self.target).lnc_configs  # logical-core sizes the chip supports
         s = self.spec
         # Timing only: no instruction writes SBUF or PSUM, so their bytes stay as created (never-written).
@@ -104,6 +104,10 @@ class NeuronCore:
 
     def limit(self, name: str) -> int:
         return self.spec.limits[name]
+
+    def can(self, name: str):
+        """A capability of this generation from the catalog (specs NeuronCoreSpec.capabilities)."""
+        return self.spec.capabilities[name]
 
     @property
     def bank_bytes(self) -> int:

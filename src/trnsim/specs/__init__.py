@@ -37,6 +37,17 @@ def neuroncore(generation: str) -> NeuronCoreSpec:
     return hw.neuroncore(cores[g]) if hw else cores[g]
 
 
+def having(capability: str) -> str:
+    """The generations with `capability` (catalog `capabilities`), for messages: "NeuronCore-v3 or newer"."""
+    cores = sorted(catalog.neuroncores().values(), key=lambda c: c.version)
+    have = [c for c in cores if c.capabilities[capability]]
+    if not have:
+        return "a NeuronCore generation the catalog does not list"
+    if have == cores[cores.index(have[0]):]:
+        return f"{have[0].name} or newer"
+    return " or ".join(c.name for c in have)
+
+
 def chip(name: str) -> ChipSpec:
     """A device by name: `"Trainium2"`, or an NKI target (`"trn2"`)."""
     by_target = {c.core.target: c for c in catalog.chips().values() if c.core}

@@ -76,6 +76,7 @@ class NeuronCoreSpec(_Published):
     hbm_bandwidth: float  # bytes/s, this core's share
     limits: Mapping[str, int]  # nl.tile_size-style limits (pmax, gemm_moving_fmax, ...)
     cycles: Mapping[str, float]  # documented fixed costs in engine cycles (min_ii, ...)
+    capabilities: Mapping[str, object]  # what its instructions can do: name -> true/false or the allowed values
     sources: Mapping[str, str] = field(repr=False)
     notes: tuple[str, ...] = field(default=(), repr=False)
     alternatives: Mapping[str, Mapping[str, float]] = field(default_factory=lambda: _NONE, repr=False)
@@ -83,6 +84,10 @@ class NeuronCoreSpec(_Published):
     @property
     def version(self) -> int:
         return int(self.key[1:])
+
+    def can(self, name: str):
+        """Capability `name` of this generation (catalog `capabilities`): false, true, or the values allowed."""
+        return self.capabilities[name]
 
     @property
     def sbuf_bytes(self) -> int:

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from trnsim import numerics
+from trnsim import numerics, specs
 from trnsim.core.errors import DTypeError, GenerationError, KernelError, OutOfBoundsError, ShapeError
 from trnsim.core.isa.alu import op_name
 from trnsim.core.isa.opcodes import Engine, Op
@@ -73,8 +73,8 @@ def _dma_copy_check(ins, nc):
     if mode not in DGE_MODES:
         raise ShapeError(f"dma_copy: dge_mode {mode!r} is not one of {', '.join(DGE_MODES)}")
     if mode == "hwdge":
-        if nc.gen < 3:
-            raise GenerationError(f"dma_copy: dge_mode=hwdge needs NeuronCore-v3 or newer; this core is v{nc.gen}")
+        if not nc.can("hwdge"):
+            raise GenerationError(f"dma_copy: dge_mode=hwdge needs {specs.having('hwdge')}; this core is v{nc.gen}")
         if src.dtype != dst.dtype:
             raise DTypeError(f"dma_copy with dge_mode=hwdge copies raw bytes: src {src.dtype.name} and dst "
                              f"{dst.dtype.name} must match")
@@ -237,4 +237,4 @@ def _sendrecv_semantics(ins, nc):
     ins.dst.store(values, mask if mask.any() else None)
 
 
-define(Op.SENDRECV, (Engine.DMA, Engine.GPSIMD), _sendrecv_check, _sendrecv_semantics, _dma_cost, min_gen=3)
+define(Op.SENDRECV, (Engine.DMA, Engine.GPSIMD), _sendrecv_check, _sendrecv_semantics, _dma_cost, needs="sendrecv")

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from trnsim import specs
 from trnsim.core.errors import FreeSizeError, GenerationError, MemorySpaceError, OutOfBoundsError, ShapeError
 from trnsim.core.isa.alu import alu, op_name
 from trnsim.core.isa.opcodes import Engine, Op
@@ -234,8 +235,9 @@ define(Op.DROPOUT, Engine.VECTOR, _dropout_check, _dropout_semantics, stream_cos
 # resumes exactly there; other words seed a new stream deterministically.
 def _rng_state_check(ins, nc):
     v = ins.operands.get("src_seeds", ins.operands.get("dst"))
-    if ins.engine is Engine.VECTOR and nc.gen < 4:
-        raise GenerationError(f"{ins.op.value} on the vector engine needs NeuronCore-v4 or newer; this core is v{nc.gen}")
+    if ins.engine is Engine.VECTOR and not nc.can("vector_rng_state"):
+        raise GenerationError(f"{ins.op.value} on the vector engine needs {specs.having('vector_rng_state')}; this "
+                              f"core is v{nc.gen}")
     if v.dtype.name != "uint32":
         raise ShapeError(f"{ins.op.value}: the state tensor {v.name!r} must be uint32; got {v.dtype.name}")
     words = nc.limit(f"rng_state_words_{ins.engine.value}")
@@ -274,9 +276,9 @@ def _rand_set_state_semantics(ins, nc):
 
 
 define(Op.RAND_SET_STATE, (Engine.GPSIMD, Engine.VECTOR), _rng_state_check, _rand_set_state_semantics,
-       lambda r, s: stream_cost(r, s, inputs=1), writes=(), min_gen=3)
+       lambda r, s: stream_cost(r, s, inputs=1), writes=(), needs="rng_state")
 define(Op.RAND_GET_STATE, (Engine.GPSIMD, Engine.VECTOR), _rng_state_check, _rand_get_state_semantics,
-       lambda r, s: stream_cost(r, s, inputs=0), min_gen=3)
+       lambda r, s: stream_cost(r, s, inputs=0), needs="rng_state")
 
 
 # -- nc_n_gather: a gather inside each partition ------------------------------------------------------------------
@@ -375,7 +377,7 @@ def _nonzero_semantics(ins, nc):
     dst.store(out.astype(np.int32).reshape(dst.shape), om.reshape(dst.shape) if om.any() else None)
 
 
-define(Op.NONZERO_WITH_COUNT, Engine.GPSIMD, _nonzero_check, _nonzero_semantics, stream_cost, min_gen=3)
+define(Op.NONZERO_WITH_COUNT, Engine.GPSIMD, _nonzero_check, _nonzero_semantics, stream_cost, needs="nonzero_with_count")
 
 
 # -- topk: the K largest of a 16-partition snake, ascending, with their indices -------------------------------------

@@ -17,27 +17,29 @@ from trnsim.core.isa.psum import matmul_into, open_group
 from trnsim.core.isa.tensor_engine import _bank_check, _matmul_cost
 
 
-def scale_rows(partitions: int) -> np.ndarray:
-    """The scale-tensor partition of each group of 8 data partitions."""
-    g = np.arange(partitions // 8)
-    return 32 * (g // 4) + g % 4
+def scale_rows(nc, partitions: int) -> np.ndarray:
+    """The scale-tensor partition of each group of data partitions (catalog limits mx_group_partitions, 8, and
+    quadrant_partitions, 32: four groups' scales at the start of each quadrant)."""
+    group, quadrant = nc.limit("mx_group_partitions"), nc.limit("quadrant_partitions")
+    g, per = np.arange(partitions // group), quadrant // group
+    return quadrant * (g // per) + g % per
 
 
-def _check_scale(what, data, scale):
+def _check_scale(nc, what, data, scale):
     if scale.dtype.name not in ("float8_e8m0fnu", "uint8"):
         raise DTypeError(f"{what} scale must be float8_e8m0fnu or uint8; got {scale.dtype.name}")
-    need = int(scale_rows(data.partitions)[-1]) + 1 if data.partitions >= 8 else 1
+    need = int(scale_rows(nc, data.partitions)[-1]) + 1 if data.partitions >= nc.limit("mx_group_partitions") else 1
     if scale.partitions < need or scale.free_size != data.free_size:
         raise ShapeError(f"{what} scale {list(scale.shape)} must have >= {need} partitions and {data.free_size} "
                          f"elements per partition for data {list(data.shape)}")
 
 
-def dequantize(data, scale) -> np.ndarray:
+def dequantize(nc, data, scale) -> np.ndarray:
     """[4P, F] FP32 values of an x4 operand (K along rows)."""
     p, f = data.partitions, data.free_size
     elems = numerics.unpack(data.array().reshape(p, f), data.dtype).astype(np.float32).reshape(p, f, 4)
-    sbits = scale.array().reshape(scale.partitions, f).view(np.uint8)[scale_rows(p)].astype(np.int32)
-    s = np.repeat(sbits, 8, axis=0)[:, :, None]
+    sbits = scale.array().reshape(scale.partitions, f).view(np.uint8)[scale_rows(nc, p)].astype(np.int32)
+    s = np.repeat(sbits, nc.limit("mx_group_partitions"), axis=0)[:, :, None]
     with np.errstate(over="ignore"):
         vals = np.ldexp(elems, s - 127)
     vals[np.broadcast_to(s == 255, vals.shape)] = np.nan
@@ -52,9 +54,10 @@ def _nc_matmul_mx_check(ins, nc):
         if not v.dtype.is_packed:
             raise DTypeError(f"nc_matmul_mx {name} must be an x4 MX dtype (float8_e4m3fn_x4, float8_e5m2_x4, "
                              f"float4_e2m1fn_x4); got {v.dtype.name}")
-        if v.partitions % 32:
-            raise ShapeError(f"nc_matmul_mx: {name} partition dim {v.partitions} must be a multiple of 32")
-        _check_scale(f"nc_matmul_mx {name}", v, ins.operands[name + "_scale"])
+        if v.partitions % nc.limit("quadrant_partitions"):
+            raise ShapeError(f"nc_matmul_mx: {name} partition dim {v.partitions} must be a multiple of "
+                             f"{nc.limit('quadrant_partitions')}")
+        _check_scale(nc, f"nc_matmul_mx {name}", v, ins.operands[name + "_scale"])
     if st.partitions != mv.partitions:
         raise ShapeError(f"nc_matmul_mx: contraction partitions differ: {st.partitions} vs {mv.partitions}")
     if st.free_size > nc.limit("gemm_stationary_fmax") or st.free_size % 2:
@@ -72,11 +75,11 @@ def _nc_matmul_mx_check(ins, nc):
 def _nc_matmul_mx_semantics(ins, nc):
     st, mv = ins.stationary, ins.moving
     sm, mm = st.mask().reshape(st.partitions, -1), mv.mask().reshape(mv.partitions, -1)
-    matmul_into(ins, nc, dequantize(st, ins.stationary_scale), dequantize(mv, ins.moving_scale),
+    matmul_into(ins, nc, dequantize(nc, st, ins.stationary_scale), dequantize(nc, mv, ins.moving_scale),
                 sm.any(0) if sm.any() else None, mm.any(0) if mm.any() else None)
 
 
-define(Op.NC_MATMUL_MX, Engine.TENSOR, _nc_matmul_mx_check, _nc_matmul_mx_semantics, _matmul_cost, min_gen=4)
+define(Op.NC_MATMUL_MX, Engine.TENSOR, _nc_matmul_mx_check, _nc_matmul_mx_semantics, _matmul_cost, needs="mx")
 
 
 # -- quantize_mx: BF16/FP16 [P, 4F] -> x4 [P, F] + E8M0 scales -----------------------------------------------------
@@ -86,27 +89,28 @@ def _quantize_mx_check(ins, nc):
         raise DTypeError(f"quantize_mx reads bfloat16 or float16; src is {src.dtype.name}")
     if dst.dtype.name not in ("float8_e4m3fn_x4", "float8_e5m2_x4"):
         raise DTypeError(f"quantize_mx writes float8_e4m3fn_x4 or float8_e5m2_x4; dst is {dst.dtype.name}")
-    if src.partitions % 32 or src.partitions != dst.partitions or src.free_size != 4 * dst.free_size:
-        raise ShapeError(f"quantize_mx: src {list(src.shape)} must be [P, 4F] with P a multiple of 32 and dst "
+    q = nc.limit("quadrant_partitions")
+    if src.partitions % q or src.partitions != dst.partitions or src.free_size != 4 * dst.free_size:
+        raise ShapeError(f"quantize_mx: src {list(src.shape)} must be [P, 4F] with P a multiple of {q} and dst "
                          f"[P, F]; dst is {list(dst.shape)}")
-    _check_scale("quantize_mx dst", dst, ins.dst_scale)
+    _check_scale(nc, "quantize_mx dst", dst, ins.dst_scale)
 
 
 def _quantize_mx_semantics(ins, nc):
     src, dst, scale = ins.src, ins.dst, ins.dst_scale
-    p, f = dst.partitions, dst.free_size
-    groups = src.array().reshape(p // 8, 8, f, 4).transpose(0, 2, 1, 3).reshape(p // 8, f, 32)
-    packed, scales = numerics.quantize_mx(groups, dst.dtype, axis=-1, block=32, scale="trainium")
-    m = src.mask().reshape(p // 8, 8, f, 4).any(axis=(1, 3))
-    dst.store(packed.reshape(p // 8, f, 8).transpose(0, 2, 1).reshape(dst.shape),
-              np.repeat(m, 8, axis=0).reshape(dst.shape) if m.any() else None)
-    rows = scale_rows(p)
+    p, f, gp = dst.partitions, dst.free_size, nc.limit("mx_group_partitions")
+    groups = src.array().reshape(p // gp, gp, f, 4).transpose(0, 2, 1, 3).reshape(p // gp, f, 4 * gp)
+    packed, scales = numerics.quantize_mx(groups, dst.dtype, axis=-1, block=4 * gp, scale="trainium")
+    m = src.mask().reshape(p // gp, gp, f, 4).any(axis=(1, 3))
+    dst.store(packed.reshape(p // gp, f, gp).transpose(0, 2, 1).reshape(dst.shape),
+              np.repeat(m, gp, axis=0).reshape(dst.shape) if m.any() else None)
+    rows = scale_rows(nc, p)
     full = scale.array().reshape(scale.partitions, f).copy()
     full_mask = scale.mask().reshape(scale.partitions, f).copy()
-    full[rows] = scales.reshape(p // 8, f).view(np.uint8).view(full.dtype)
+    full[rows] = scales.reshape(p // gp, f).view(np.uint8).view(full.dtype)
     full_mask[rows] = m
     scale.store(full.reshape(scale.shape), full_mask.reshape(scale.shape) if full_mask.any() else None)
 
 
 define(Op.QUANTIZE_MX, Engine.VECTOR, _quantize_mx_check, _quantize_mx_semantics, stream_cost,
-       writes=("dst", "dst_scale"), min_gen=4)
+       writes=("dst", "dst_scale"), needs="mx")

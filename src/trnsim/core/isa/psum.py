@@ -3,12 +3,13 @@
 With `accumulate=None` the first matmul into a region overwrites and later ones accumulate in FP32
 (read-accumulate-write); a region's group closes when another engine reads or writes it (the eviction).
 
-A kernel run evaluates a group lazily: the matmuls of one group are kept (their inputs widened to FP32
-or copied at issue time) and computed as one GEMM over the concatenated K when anything next touches
-PSUM, or when the kernel ends. Nothing can observe PSUM in between, so the values are those of the eager
-order except for FP32 rounding: the sum over K runs in FP32 in BLAS order either way (the PE array's own
-order is undocumented). A 4096-deep accumulation then costs one BLAS call instead of 32, and groups
-that share their stationary tiles (one row block accumulating into several banks) share one call.
+The hardware's order defines the bits: each matmul adds its own FP32 product into PSUM as it is issued,
+so a group holds (((prior + P1) + P2) + ...), where Pk is that one matmul's product (the sum over its K
+partitions runs in FP32 in BLAS order; the PE array's own order is undocumented). With the speed layer
+on (core/fast.py), a kernel launch keeps a group pending until anything next touches PSUM or the kernel
+ends, then computes all its products in one batched call and adds them in issue order; groups that share
+their stationary tiles (one row block accumulating into several banks) share that call. Nothing can
+observe PSUM in between, and the bits are those of computing each matmul as issued.
 
 A moving tile that a plain DMA loaded from an HBM tensor, unchanged since on both sides, is read from
 one FP32 conversion of that tensor (see View.remember_source) rather than copied and converted at every
@@ -57,7 +58,7 @@ def close(nc, v) -> None:
 
 
 class Group:
-    """Matmuls accumulating into one PSUM region, waiting to be computed as one GEMM."""
+    """Matmuls accumulating into one PSUM region, in issue order, waiting to be computed."""
 
     def __init__(self, dst, onto: bool):
         self.dst, self.onto = dst, onto  # onto: add to the PSUM contents present when the group opened
@@ -75,47 +76,105 @@ class Group:
             self.amask = (self.amask if self.amask is not None else np.zeros(m[0], bool)) | (am if am is not None else False)
             self.bmask = (self.bmask if self.bmask is not None else np.zeros(m[1], bool)) | (bm if bm is not None else False)
 
-    def finish(self, out):
+    def start(self, first):
+        """The running sum after the group's first product `first` [N, M]: the product itself, or added to
+        the PSUM contents the group opened onto."""
+        if not self.onto:
+            return first.copy()
+        return first + self.dst.array().reshape(first.shape[1], first.shape[0]).T.astype(np.float32)
+
+    def finish(self, acc_t):
+        """Store the running sum [N, M] into PSUM; never-written inputs mark the columns and rows they reach."""
         mask = None
         if self.amask is not None:
             mask = self.amask[:, None] | self.bmask[None, :]
-        write(self.dst, out, mask, self.onto)
+        if self.onto and self.dst.poisoned():
+            pm = self.dst.mask().reshape(acc_t.shape[1], acc_t.shape[0])
+            mask = pm if mask is None else (mask | pm)
+        dst = self.dst
+        out = acc_t.T.reshape(dst.shape)
+        dst.store(out if dst.dtype.name == "float32" else numerics.cast(out, dst.dtype),
+                  None if mask is None else mask.reshape(dst.shape))
 
     def compute(self):
         compute_together([self])
 
 
+# Products computed by one np.matmul call, at most (elements): bounds the memory a deep group takes at once.
+_CHUNK = 1 << 23
+
+
 def compute_together(groups):
-    """Groups with the same stationary tiles: one GEMM over their moving tiles side by side.
+    """Compute groups that share their stationary tiles, in issue order.
 
-    Tiles that are adjacent blocks of one HBM tensor's FP32 conversion are read in place; others are
-    laid out transposed, [N, K] row-major, which is the operand order in which BLAS runs a 128-column
-    product as fast as a square one.
+    The bits are those of the hardware's order: each matmul adds its own FP32 product into PSUM, so a
+    group's result is (((prior + P1) + P2) + ...), each Pk = moving_k.T @ stationary_k computed as one
+    matmul on its own, transposed ([N, M]): BLAS's sum over K depends on the call's shapes, so the same
+    shapes are used whether a matmul is computed eagerly or here. The speed comes from batching: the
+    products of every tile and group go through one np.matmul over stacked operands (a call per slice,
+    each bit-identical to the single call), moving tiles read in place when they are adjacent blocks of
+    one HBM tensor's FP32 conversion, laid out [N, K] row-major otherwise.
     """
-    a = groups[0].a[0] if len(groups[0].a) == 1 else np.concatenate(groups[0].a)
-    b = _joined([_joined(g.b, 0) for g in groups], 1)
-    if b is not None:
-        _finish_all(groups, b.array().T @ a)
+    a, t_n = groups[0].a, len(groups[0].a)
+    shapes = {x.shape for x in a}
+    n_set = {g.b[0].shape[1] for g in groups}
+    if len(shapes) != 1 or len(n_set) != 1 or any(p.shape[1] != g.b[0].shape[1] for g in groups for p in g.b):
+        for g in groups:  # ragged tiles: one call per matmul
+            acc = g.start(_moving_t(g.b[0]) @ np.ascontiguousarray(a[0]))
+            for x, piece in zip(a[1:], g.b[1:]):
+                acc += _moving_t(piece) @ np.ascontiguousarray(x)
+            g.finish(acc)
         return
-    n_total = sum(g.b[0].shape[1] for g in groups)
-    bt = np.empty((n_total, a.shape[0]), np.float32)
-    col = 0
-    for g in groups:
-        n, k0 = g.b[0].shape[1], 0
-        for piece in g.b:
-            _widen_into(bt[col:col + n, k0:k0 + piece.shape[0]], _array(piece).T)
-            k0 += piece.shape[0]
-        col += n
-    _finish_all(groups, bt @ a)
+    (k, m), n, g_n = shapes.pop(), n_set.pop(), len(groups)
+    bt = _grid(groups)
+    if bt is None:
+        bt = np.empty((t_n, g_n, n, k), np.float32)
+        for j, g in enumerate(groups):
+            for i, piece in enumerate(g.b):
+                _widen_into(bt[i, j], _array(piece).T)
+    at = np.stack(a)[:, None]  # [T, 1, K, M]: each stationary tile serves every group
+    step = max(1, _CHUNK // (g_n * n * m))
+    acc = None
+    for t0 in range(0, t_n, step):
+        prods = np.matmul(bt[t0:t0 + step], at[t0:t0 + step])  # [t, G, N, M]
+        for p in prods:
+            if acc is None:
+                acc = np.stack([g.start(p[j]) for j, g in enumerate(groups)]) if any(g.onto for g in groups) \
+                    else p.copy()
+            else:
+                acc += p
+    for j, g in enumerate(groups):
+        g.finish(acc[j])
 
 
-def _finish_all(groups, out_t):
-    """Write each group's columns of the transposed result [N, M] into PSUM."""
-    col = 0
-    for g in groups:
-        n = g.b[0].shape[1]
-        g.finish(out_t[col:col + n].T)
-        col += n
+def _moving_t(piece) -> np.ndarray:
+    """A moving tile as FP32 [N, K] with unit stride along K (the operand layout every product uses)."""
+    if isinstance(piece, Piece):
+        return piece.array().T
+    x = _array(piece)
+    out = np.empty((x.shape[1], x.shape[0]), np.float32)
+    _widen_into(out, x.T)
+    return out
+
+
+def _grid(groups):
+    """The moving tiles of `groups` as one [T, G, N, K] view of an FP32 conversion when they sit on a regular
+    grid in it (tile t of group g at offset o + t * dt + g * dg, same strides); else None."""
+    first = groups[0].b[0]
+    if not isinstance(first, Piece):
+        return None
+    t_n, g_n = len(groups[0].b), len(groups)
+    dt = groups[0].b[1].offset - first.offset if t_n > 1 and isinstance(groups[0].b[1], Piece) else 0
+    dg = groups[1].b[0].offset - first.offset if g_n > 1 and isinstance(groups[1].b[0], Piece) else 0
+    for j, g in enumerate(groups):
+        for i, p in enumerate(g.b):
+            if (p.__class__ is not Piece or p.table is not first.table or p.strides != first.strides
+                    or p.shape != first.shape or p.offset != first.offset + i * dt + j * dg):
+                return None
+    (k, n), (sk, sn) = first.shape, first.strides
+    if min(dt, dg) < 0:
+        return None
+    return np.ndarray((t_n, g_n, n, k), np.float32, first.table, first.offset * 4, (dt * 4, dg * 4, sn * 4, sk * 4))
 
 
 class Piece(NamedTuple):
@@ -135,40 +194,12 @@ def _array(x) -> np.ndarray:
     return x.array() if isinstance(x, Piece) else x
 
 
-def _joined(parts, axis):
-    """The pieces `parts` as one Piece along `axis` when they are adjacent blocks of one table with the same
-    strides (always for a single piece); else None."""
-    first = parts[0]
-    if not isinstance(first, Piece):
-        return None
-    other, total = 1 - axis, 0
-    for p in parts:
-        if (p.__class__ is not Piece or p.table is not first.table or p.strides != first.strides
-                or p.shape[other] != first.shape[other] or p.offset != first.offset + total * first.strides[axis]):
-            return None
-        total += p.shape[axis]
-    shape = (total, first.shape[1]) if axis == 0 else (first.shape[0], total)
-    return Piece(first.table, first.offset, shape, first.strides)
-
-
 def _widen_into(out: np.ndarray, x: np.ndarray) -> None:
     """Write x (any storage) into the FP32 array `out` exactly."""
     if x.dtype == numerics.bfloat16.np:  # bf16 is the top half of fp32: a shift widens it exactly
         np.left_shift(x.view(np.uint16), 16, out=out.view(np.uint32), dtype=np.uint32)
     else:
         np.copyto(out, x, casting="unsafe")
-
-
-def write(dst, out, mask, accumulate: bool):
-    """Overwrite, or FP32 read-accumulate-write, a matmul result into PSUM."""
-    if accumulate:
-        out = out + dst.array().reshape(out.shape).astype(np.float32)
-        if dst.poisoned():
-            pm = dst.mask().reshape(out.shape)
-            mask = pm if mask is None else (mask | pm)
-    out = out.reshape(dst.shape)
-    dst.store(out if dst.dtype.name == "float32" else numerics.cast(out, dst.dtype),
-              None if mask is None else mask.reshape(dst.shape))
 
 
 def stationary_key(v, rows: int) -> tuple:
@@ -319,22 +350,28 @@ def open_group(ins, nc) -> None:
 
 def matmul_into(ins, nc, a, b, am, bm, akey=None):
     """Add a.T @ b (a[K, M] FP32 from the bytes `akey` names, b[K, N] any storage; owned or read-only; column
-    masks or None) to dst."""
+    masks or None) to dst.
+
+    With the speed layer on, a kernel launch keeps an FP32 group pending until something next touches PSUM
+    (compute_together gives the bits of computing each matmul as issued). A narrower dst rounds its sum
+    at every matmul, so it is computed as issued.
+    """
     dst, key, accumulate = ins.dst, _key(ins.dst), ins.attrs["accumulated"]
-    if not nc.lazy_psum:
-        g = Group(dst, accumulate)
-        g.add(a, b, am, bm, akey)
-        g.compute()
-        return
-    g = nc.psum_pending.get(key)
+    lazy = nc.lazy_psum and nc.fast and dst.dtype.name == "float32"
+    g = nc.psum_pending.get(key) if lazy else None
     if g is None:  # pending regions never overlap each other, so only a new one can overlap any
         for k in [k for k in nc.psum_pending if _overlap(k, key)]:
             nc.psum_pending.pop(k).compute()
-    if g is None or not accumulate:
-        if g is not None:
-            g.compute()
-        g = nc.psum_pending[key] = Group(dst, accumulate)
+    elif not accumulate:
+        nc.psum_pending.pop(key).compute()
+        g = None
+    if g is None:
+        g = Group(dst, accumulate)
+        if lazy:
+            nc.psum_pending[key] = g
     g.add(a, b, am, bm, akey)
+    if not lazy:
+        g.compute()
 
 
 def flush(nc):

@@ -19,7 +19,7 @@ from typing import Callable
 
 import numpy as np
 
-from trnsim import numerics
+from trnsim import numerics, specs
 from trnsim.core.errors import (DTypeError, FreeSizeError, GenerationError, MemorySpaceError, OutOfScopeError,
                                 PartitionLimitError, ShapeError)
 from trnsim.core.isa.opcodes import Engine, Op
@@ -39,15 +39,15 @@ _MX = {"float8_e4m3fn", "float8_e8m0fnu", "float8_e4m3fn_x4", "float8_e5m2_x4", 
 
 
 @functools.cache
-def engine_dtypes(engine: Engine, gen: int) -> frozenset[str]:
-    """Dtypes an engine reads and writes on a generation (reference 1.10); DMA moves any bytes."""
+def engine_dtypes(engine: Engine, mx: bool) -> frozenset[str]:
+    """Dtypes an engine reads and writes (reference 1.10), `mx` on a core with MX data paths; DMA moves any bytes."""
     if engine is Engine.GPSIMD:
         return frozenset({"float32", "bfloat16", "float16"} | _INTS)
     if engine in (Engine.VECTOR, Engine.SCALAR):
-        return frozenset(_FLOAT_COMPUTE | _INTS | (_MX if gen >= 4 else set()))
+        return frozenset(_FLOAT_COMPUTE | _INTS | (_MX if mx else set()))
     if engine is Engine.TENSOR:
         return frozenset({"float32", "tfloat32", "bfloat16", "float16", "float8_e4m3", "float8_e5m2"}
-                         | (_MX | {"uint8"} if gen >= 4 else set()))
+                         | (_MX | {"uint8"} if mx else set()))
     return frozenset(t.name for t in numerics.ALL)
 
 
@@ -121,7 +121,7 @@ class OpDef:
     semantics: Callable
     cost: Callable
     writes: tuple[str, ...] = ("dst",)
-    min_gen: int = 2
+    needs: str | None = None  # the catalog capability the instruction needs
     pick: Callable | None = None  # chooses the default engine from the operands, when it depends on them
     control: bool = False  # sequencer state (registers): its semantics run in timing-only mode too
 
@@ -129,10 +129,10 @@ class OpDef:
 REGISTRY: dict[Op, OpDef] = {}
 
 
-def define(op: Op, engines, check, semantics, cost, writes=("dst",), min_gen=2, pick=None, control=False) -> OpDef:
+def define(op: Op, engines, check, semantics, cost, writes=("dst",), needs=None, pick=None, control=False) -> OpDef:
     """Register an instruction's rules together; the first engine is its default."""
     engines = tuple(engines) if isinstance(engines, (tuple, list)) else (engines,)
-    REGISTRY[op] = OpDef(op, engines, check, semantics, cost, tuple(writes), min_gen, pick, control)
+    REGISTRY[op] = OpDef(op, engines, check, semantics, cost, tuple(writes), needs, pick, control)
     return REGISTRY[op]
 
 
@@ -140,13 +140,13 @@ def define(op: Op, engines, check, semantics, cost, writes=("dst",), min_gen=2, 
 def generic_check(d: OpDef, ins: Instruction, nc) -> bool:
     """Rules every instruction obeys: generation, engine, partitions, engine-memory wiring, dtypes, free sizes.
     Returns whether an operand is in PSUM."""
-    if nc.gen < d.min_gen:
-        raise GenerationError(f"{d.op.value} needs NeuronCore-v{d.min_gen} or newer; this core is v{nc.gen} ({nc.spec.target})")
+    if d.needs and not nc.can(d.needs):
+        raise GenerationError(f"{d.op.value} needs {specs.having(d.needs)}; this core is v{nc.gen} ({nc.spec.target})")
     if ins.engine not in d.engines:
         raise MemorySpaceError(f"{d.op.value} runs on {'/'.join(e.value for e in d.engines)}, not on engine {ins.engine.value}")
     limits, eng = nc.spec.limits, ins.engine
     pmax = limits["pmax"]
-    dtypes = engine_dtypes(eng, nc.gen)
+    dtypes = engine_dtypes(eng, bool(nc.can("mx")))
     lanes, psum = eng in _LANE_ENGINES, False
     for name, v in ins.operands.items():
         if v.alloc.evicted:

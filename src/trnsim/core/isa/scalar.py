@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from trnsim import specs
 from trnsim.core.errors import DTypeError, GenerationError, ShapeError
 from trnsim.core.isa.alu import activation_fn, alu, op_name, reduce_ufunc
 from trnsim.core.isa.opcodes import Engine, Op
@@ -63,8 +64,9 @@ def _activation_check(ins, nc):
     check_scalar_operand(ins, "scale", p)
     check_scalar_operand(ins, "bias", p)
     bias = ins.attrs.get("bias")
-    if bias is not None and not isinstance(bias, View) and nc.gen < 3:
-        raise GenerationError(f"activation: an immediate bias needs NeuronCore-v3 or newer; on v{nc.gen} pass a [{p}, 1] tensor")
+    if bias is not None and not isinstance(bias, View) and not nc.can("activation_immediate_bias"):
+        raise GenerationError(f"activation: an immediate bias needs {specs.having('activation_immediate_bias')}; on "
+                              f"v{nc.gen} pass a [{p}, 1] tensor")
     b = ins.operands.get("bias")
     if b is not None and b.dtype.name == "tfloat32":
         raise DTypeError("activation bias cannot be tfloat32")
@@ -72,8 +74,9 @@ def _activation_check(ins, nc):
     if s is not None and s.dtype.name != "float32":
         raise DTypeError(f"activation scale must be float32 (an immediate or a [P, 1] tensor); got {s.dtype.name}")
     red = ins.attrs.get("reduce_op")
-    if red is not None and op_name(red) != "add" and nc.gen < 4:
-        raise GenerationError(f"activation reduces with add only on v{nc.gen}; {op_name(red)} needs activate2 on v4")
+    if red is not None and op_name(red) != "add" and not nc.can("activation_reduce_any_op"):
+        raise GenerationError(f"activation reduces with add only on v{nc.gen}; {op_name(red)} needs "
+                              f"{specs.having('activation_reduce_any_op')} (activate2)")
 
 
 def _activation_semantics(ins, nc):
@@ -131,4 +134,4 @@ def _activate2_semantics(ins, nc):
 
 
 define(Op.ACTIVATE2, Engine.SCALAR, _activate2_check, _activate2_semantics, _activation_cost,
-       writes=("dst", "reduce_res"), min_gen=4)
+       writes=("dst", "reduce_res"), needs="activate2")

@@ -172,7 +172,7 @@ def _range_select_semantics(ins, nc):
     accumulate(nc, Engine.VECTOR, ins, src, out, m, ins.attrs.get("reduce_op") or "maximum")
 
 
-define(Op.RANGE_SELECT, Engine.VECTOR, _range_select_check, _range_select_semantics, stream_cost, writes=_RED, min_gen=3)
+define(Op.RANGE_SELECT, Engine.VECTOR, _range_select_check, _range_select_semantics, stream_cost, writes=_RED, needs="range_select")
 
 
 # -- exponential (v4): exp(src - max_value), optional sum --------------------------------------------------------
@@ -190,7 +190,7 @@ def _exponential_semantics(ins, nc):
     accumulate(nc, Engine.VECTOR, ins, src, out, m, "add", ins.attrs.get("reduce_init"))
 
 
-define(Op.EXPONENTIAL, Engine.VECTOR, _exponential_check, _exponential_semantics, stream_cost, writes=_RED, min_gen=4)
+define(Op.EXPONENTIAL, Engine.VECTOR, _exponential_check, _exponential_semantics, stream_cost, writes=_RED, needs="exponential")
 
 
 # -- bn_stats / bn_aggr: per-partition mean and variance in chunks ------------------------------------------------

@@ -9,14 +9,13 @@ import math
 
 import numpy as np
 
-from trnsim import numerics
+from trnsim import numerics, specs
 from trnsim.core.errors import DTypeError, FreeSizeError, GenerationError, PSUMBankError, ShapeError
 from trnsim.core.isa.opcodes import Engine, Op
 from trnsim.core.isa.psum import flush, matmul_into, moving, open_group, pe_matmul, stationary_key, widened
 from trnsim.core.isa.registry import define
 from trnsim.core.memory import Space
 
-_FP8 = {"float8_e4m3", "float8_e5m2"}
 _WIDE = {"float32", "tfloat32"}
 
 
@@ -31,7 +30,7 @@ def _bank_check(nc, dst, what):
     bank = nc.bank_bytes
     lo, hi = r.byte_lo, r.byte_hi - 1
     if lo // bank != hi // bank:
-        if nc.gen < 4:
+        if not nc.can("matmul_multibank_output"):
             raise PSUMBankError(f"{what}: output {dst.name!r} spans PSUM bytes {lo}..{hi}, crossing a {bank} B bank; "
                                 f"a matmul output must fit one bank on v{nc.gen}")
         if lo % bank:
@@ -43,7 +42,7 @@ def _tile_check(nc, ins, k, m):
     if len(pos) != 2 or len(size) != 2:
         raise ShapeError(f"nc_matmul: tile_position {pos} and tile_size {size} must both be (row, column) pairs")
     pe = nc.spec.pe_rows  # the array splits in 2 (v2+) or 4 (v3+) along rows and columns
-    sizes = (pe // 4, pe // 2, pe) if nc.gen >= 3 else (pe // 2, pe)
+    sizes = tuple(sorted(pe // s for s in nc.can("pe_tile_splits")))
     for what, p, s in (("row", pos[0], size[0]), ("column", pos[1], size[1])):
         if s not in sizes or p % s or p + s > pe:
             raise ShapeError(f"nc_matmul: {what} tile size {s} at {p}: sizes {sizes} on v{nc.gen}, start a multiple of the size")
@@ -61,9 +60,10 @@ def _nc_matmul_check(ins, nc):
     if k != mv.partitions:
         raise ShapeError(f"nc_matmul: contraction dims differ: stationary {st.name!r} K={k}, moving {mv.name!r} K={mv.partitions}")
     if perf == "double_row":
-        if nc.gen < 3:
-            raise GenerationError(f"nc_matmul perf_mode=double_row needs NeuronCore-v3 or newer; this core is v{nc.gen}")
-        fp8 = _FP8 | ({"float8_e4m3fn"} if nc.gen >= 4 else set())
+        fp8 = set(nc.can("double_row_dtypes"))
+        if not fp8:
+            raise GenerationError(f"nc_matmul perf_mode=double_row needs {specs.having('double_row_dtypes')}; this "
+                                  f"core is v{nc.gen}")
         if st.dtype.name not in fp8 or mv.dtype.name not in fp8:
             raise DTypeError(f"nc_matmul double_row needs FP8 inputs ({', '.join(sorted(fp8))}); got stationary "
                              f"{st.dtype.name}, moving {mv.dtype.name}")
@@ -75,7 +75,7 @@ def _nc_matmul_check(ins, nc):
         m, n = st.free_size, mv.free_size
     # nki/api/nki/isa/__init__.py: nc_matmul: on v2 is_transpose only marks the instruction as a transpose for
     # profiling; it stays a plain matmul (FP32 PSUM result, not bit-accurate with NaN/Inf).
-    if attrs.get("is_transpose") and nc.gen >= 3:
+    if attrs.get("is_transpose") and nc.can("matmul_transpose_mode"):
         if dst.dtype is not st.dtype:
             raise DTypeError(f"nc_matmul is_transpose writes the input dtype {st.dtype.name}; dst is {dst.dtype.name}")
         if dst.partitions != m or dst.free_size != k:
@@ -84,16 +84,16 @@ def _nc_matmul_check(ins, nc):
     if m > lim["gemm_stationary_fmax"]:
         raise FreeSizeError(f"nc_matmul: stationary free size M={m} exceeds gemm_stationary_fmax {lim['gemm_stationary_fmax']}")
     out = dst.dtype.name
-    nmax = lim["gemm_moving_fmax"] if nc.gen < 4 else \
+    nmax = lim["gemm_moving_fmax"] if not nc.can("matmul_multibank_output") else \
         lim["gemm_moving_fmax_bf16_multibank" if out == "bfloat16" else "gemm_moving_fmax_fp32_multibank"]
     if n > nmax:
         raise FreeSizeError(f"nc_matmul: moving free size N={n} exceeds {nmax} on v{nc.gen} (one PSUM bank of "
                             f"{lim['psum_bank_fmax']} FP32 on v2/v3)")
     if (st.dtype.name in _WIDE) != (mv.dtype.name in _WIDE):
         raise DTypeError(f"nc_matmul: fp32/tf32 inputs pair only with fp32/tf32; got stationary {st.dtype.name}, moving {mv.dtype.name}")
-    if out != "float32" and (out != "bfloat16" or nc.gen < 4):
-        outs = "float32" + (" or bfloat16" if nc.gen >= 4 else "")
-        raise DTypeError(f"nc_matmul dst dtype must be {outs} on v{nc.gen}; got {out}")
+    outs = nc.can("matmul_dst_dtypes")
+    if out not in outs:
+        raise DTypeError(f"nc_matmul dst dtype must be {' or '.join(outs)} on v{nc.gen}; got {out}")
     if dst.partitions != m or dst.free_size != n:
         raise ShapeError(f"nc_matmul: dst {dst.name!r} {list(dst.shape)} must be [M={m}, N={n}] for stationary "
                          f"{list(st.shape)} and moving {list(mv.shape)}")
@@ -105,7 +105,7 @@ def _nc_matmul_check(ins, nc):
 
 def _nc_matmul_semantics(ins, nc):
     st, mv, dst = ins.stationary, ins.moving, ins.dst
-    if ins.attrs.get("is_transpose") and nc.gen >= 3:  # v3+ transpose mode: bit-exact, NaN/Inf safe
+    if ins.attrs.get("is_transpose") and nc.can("matmul_transpose_mode"):  # bit-exact, NaN/Inf safe
         flush(nc)
         a = st.array().reshape(st.partitions, -1)
         m = st.mask().reshape(st.partitions, -1).T if st.poisoned() else None
@@ -141,7 +141,7 @@ def _nc_transpose_semantics(ins, nc):
     data, dst = ins.data, ins.dst
     a = data.array().reshape(data.partitions, -1)
     m = data.mask().reshape(data.partitions, -1)
-    if ins.engine is Engine.TENSOR and nc.gen < 3:
+    if ins.engine is Engine.TENSOR and not nc.can("matmul_transpose_mode"):
         # v2: a real matmul with the identity: a NaN or Inf in column f smears over row f of the output.
         out = pe_matmul(a, np.eye(a.shape[0], dtype=np.float32))
         dst.store(numerics.cast(out, dst.dtype).reshape(dst.shape),

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from trnsim import numerics
+from trnsim import numerics, specs
 from trnsim.core.errors import DTypeError, GenerationError, KernelError, MemorySpaceError, ShapeError
 from trnsim.core.isa.alu import alu, op_name, reduce_ufunc
 from trnsim.core.isa.opcodes import Engine, Op
@@ -107,12 +107,14 @@ def _tensor_scalar_check(ins, nc):
     if len(kinds) > 1:
         raise DTypeError(f"tensor_scalar: op0 {ops[0].name} and op1 {ops[1].name} must both be arithmetic or both bitvec")
     if ins.engine is Engine.SCALAR:
-        if nc.gen < 3:
-            raise GenerationError(f"tensor_scalar on the scalar engine needs NeuronCore-v3 or newer; this core is v{nc.gen}")
+        allowed = nc.can("scalar_tensor_scalar")  # false, true, or the (op0, op1) pairs it takes
+        if not allowed:
+            raise GenerationError(f"tensor_scalar on the scalar engine needs {specs.having('scalar_tensor_scalar')}; "
+                                  f"this core is v{nc.gen}")
         pair = (ops[0].name, ops[1].name)
-        if nc.gen == 3 and pair not in (("multiply", "add"), ("multiply", "bypass"), ("add", "bypass")):
-            raise KernelError(f"tensor_scalar on the v3 scalar engine supports (multiply, add), (multiply, None), "
-                              f"(add, None); got {pair}")
+        if allowed is not True and list(pair) not in [list(x) for x in allowed]:
+            raise KernelError(f"tensor_scalar on the v{nc.gen} scalar engine supports "
+                              f"{', '.join(str(tuple(x)).replace('bypass', 'None') for x in allowed)}; got {pair}")
 
 
 def _tensor_scalar_semantics(ins, nc):
@@ -163,8 +165,8 @@ define(Op.SCALAR_TENSOR_TENSOR, (Engine.VECTOR, Engine.GPSIMD), _stt_check, _stt
 def _tensor_copy_check(ins, nc):
     same_partitions(ins, "dst", "src")
     same_free(ins, "dst", "src")
-    if ins.engine is Engine.SCALAR and nc.gen < 3:
-        raise GenerationError("tensor_copy on the scalar engine is not supported on NeuronCore-v2; "
+    if ins.engine is Engine.SCALAR and not nc.can("scalar_tensor_copy"):
+        raise GenerationError(f"tensor_copy on the scalar engine is not supported on {nc.spec.name}; "
                               "use activation(op=copy)")
 
 

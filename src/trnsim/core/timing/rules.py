@@ -57,7 +57,7 @@ class Rules:
     # -- Vector / Scalar / GpSimd -----------------------------------------------------------------
     def perf_mode(self, rec) -> float:
         """v3+ VectorE speedups for 16-bit data (reference 1.6); 1 elsewhere."""
-        if rec.engine is not Engine.VECTOR or self.gen < 3:
+        if rec.engine is not Engine.VECTOR:  # the catalog's modes are 1 where a generation has none
             return 1.0
         ops = rec.operands.values()
         if not all(r.dtype in _HALF for r in ops):

@@ -41,10 +41,11 @@ def nc_matmul(stationary, moving, is_stationary_onezero=False, is_moving_onezero
 
 
 def nc_transpose(data, mask=None, dtype=None, engine=None, **kwargs) -> Tile:
-    """Partition <-> free transpose: tensor engine (into PSUM) or, for <= 32x32, the vector engine."""
+    """Partition <-> free transpose: tensor engine (into PSUM) or, within vector_transpose_max (32x32), the vector engine."""
     data = as_tile(data)
     p, f = data.shape[0], int(np.prod(data.shape[1:]))
-    on_vector = engine == cur.engine.vector or (engine in (None, cur.engine.unknown) and p <= 32 and f <= 32)
+    cap = cur.core().limit("vector_transpose_max")
+    on_vector = engine == cur.engine.vector or (engine in (None, cur.engine.unknown) and p <= cap and f <= cap)
     out = new_tile((f, p), data.dtype, "sbuf" if on_vector else "psum")
     emit(cur.nc_transpose, dst=out.view(), data=data.view(),
          engine=cur.engine.vector if on_vector else cur.engine.tensor)
