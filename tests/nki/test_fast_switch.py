@@ -108,3 +108,18 @@ def test_random_stream_same_bits_on_and_off(monkeypatch, trn):
     monkeypatch.setenv("TRNSIM_FAST", "0")
     slow = k_stream(a_t, b)
     np.testing.assert_array_equal(fast.view(np.uint32), slow.view(np.uint32))
+
+
+def test_bits_do_not_depend_on_the_hosts_blas_threads(trn):
+    """OpenBLAS sums differently on one thread and on several; trnsim's products run on one, so a kernel's
+    bits are the same whatever thread count the host's BLAS is set to."""
+    from threadpoolctl import threadpool_limits
+
+    rng = np.random.default_rng(5)
+    a_t = rng.standard_normal((512, 256)).astype(ml_dtypes.bfloat16)
+    b = rng.standard_normal((512, 1024)).astype(ml_dtypes.bfloat16)
+    with threadpool_limits(limits=1, user_api="blas"):
+        one = blocks(a_t, b)
+    with threadpool_limits(limits=4, user_api="blas"):
+        four = blocks(a_t, b)
+    np.testing.assert_array_equal(one.view(np.uint32), four.view(np.uint32))

@@ -5,7 +5,9 @@ With `accumulate=None` the first matmul into a region overwrites and later ones 
 
 The hardware's order defines the bits: each matmul adds its own FP32 product into PSUM as it is issued,
 so a group holds (((prior + P1) + P2) + ...), where Pk is that one matmul's product (the sum over its K
-partitions runs in FP32 in BLAS order; the PE array's own order is undocumented). With the speed layer
+partitions runs in FP32 in BLAS order; the PE array's own order is undocumented). Products are computed
+by single-threaded BLAS: OpenBLAS's sums depend on its thread count, so bits would otherwise depend on
+how many CPU cores the host has. With the speed layer
 on (core/fast.py), a kernel launch keeps a group pending until anything next touches PSUM or the kernel
 ends, then computes all its products in one batched call and adds them in issue order; groups that share
 their stationary tiles (one row block accumulating into several banks) share that call. Nothing can
@@ -25,8 +27,19 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import NamedTuple
 
 import numpy as np
+from threadpoolctl import ThreadpoolController
 
 from trnsim import numerics
+
+
+@functools.cache
+def _blas() -> ThreadpoolController:
+    return ThreadpoolController()
+
+
+def one_blas_thread():
+    """A context in which BLAS runs on one thread: the products' bits are then the same on every host."""
+    return _blas().limit(limits=1, user_api="blas")
 
 
 def pe_matmul(a, b) -> np.ndarray:
@@ -102,6 +115,7 @@ class Group:
 
 # Products computed by one np.matmul call, at most (elements): bounds the memory a deep group takes at once.
 _CHUNK = 1 << 23
+_CACHED = 1 << 19  # per group and thread: products summed while still in the CPU's cache
 
 
 def compute_together(groups):
@@ -111,19 +125,20 @@ def compute_together(groups):
     group's result is (((prior + P1) + P2) + ...), each Pk = moving_k.T @ stationary_k computed as one
     matmul on its own, transposed ([N, M]): BLAS's sum over K depends on the call's shapes, so the same
     shapes are used whether a matmul is computed eagerly or here. The speed comes from batching: the
-    products of every tile and group go through one np.matmul over stacked operands (a call per slice,
-    each bit-identical to the single call), moving tiles read in place when they are adjacent blocks of
-    one HBM tensor's FP32 conversion, laid out [N, K] row-major otherwise.
+    products go through np.matmul over stacked operands (a call per slice, each bit-identical to the
+    single call), shared out over the CPU cores, moving tiles read in place when they are adjacent blocks
+    of one HBM tensor's FP32 conversion, laid out [N, K] row-major otherwise.
     """
     a, t_n = groups[0].a, len(groups[0].a)
     shapes = {x.shape for x in a}
     n_set = {g.b[0].shape[1] for g in groups}
     if len(shapes) != 1 or len(n_set) != 1 or any(p.shape[1] != g.b[0].shape[1] for g in groups for p in g.b):
-        for g in groups:  # ragged tiles: one call per matmul
-            acc = g.start(_moving_t(g.b[0]) @ np.ascontiguousarray(a[0]))
-            for x, piece in zip(a[1:], g.b[1:]):
-                acc += _moving_t(piece) @ np.ascontiguousarray(x)
-            g.finish(acc)
+        with one_blas_thread():
+            for g in groups:  # ragged tiles: one call per matmul
+                acc = g.start(_moving_t(g.b[0]) @ np.ascontiguousarray(a[0]))
+                for x, piece in zip(a[1:], g.b[1:]):
+                    acc += _moving_t(piece) @ np.ascontiguousarray(x)
+                g.finish(acc)
         return
     (k, m), n, g_n = shapes.pop(), n_set.pop(), len(groups)
     bt = _grid(groups)
@@ -132,17 +147,35 @@ def compute_together(groups):
         for j, g in enumerate(groups):
             for i, piece in enumerate(g.b):
                 _widen_into(bt[i, j], _array(piece).T)
-    at = np.stack(a)[:, None]  # [T, 1, K, M]: each stationary tile serves every group
-    step = max(1, _CHUNK // (g_n * n * m))
-    acc = None
-    for t0 in range(0, t_n, step):
-        prods = np.matmul(bt[t0:t0 + step], at[t0:t0 + step])  # [t, G, N, M]
+    at = np.stack(a)  # [T, K, M]: each stationary tile serves every group
+    acc = np.empty((g_n, n, m), np.float32)
+
+    def add_in_order(j, t0, prods):
+        """Add group j's products of tiles t0, t0 + 1, ... to its running sum, in issue order."""
+        if t0 == 0:
+            acc[j], prods = groups[j].start(prods[0]), prods[1:]
         for p in prods:
-            if acc is None:
-                acc = np.stack([g.start(p[j]) for j, g in enumerate(groups)]) if any(g.onto for g in groups) \
-                    else p.copy()
-            else:
-                acc += p
+            acc[j] += p
+
+    with one_blas_thread():
+        if g_n == 1:  # the products side by side on the CPU cores, then the sum
+            step = max(1, _CHUNK // (n * m))
+            prods = np.empty((min(step, t_n), n, m), np.float32)
+            for t0 in range(0, t_n, step):
+                t1 = min(t_n, t0 + step)
+                _on_all_cores(lambda lo, hi: np.matmul(bt[t0 + lo:t0 + hi, 0], at[t0 + lo:t0 + hi],
+                                                       out=prods[lo:hi]), t1 - t0, 1)
+                add_in_order(0, t0, prods[:t1 - t0])
+        else:  # the groups shared out over the CPU cores, each summed while its products are in cache
+            step = max(1, _CACHED // (n * m))
+
+            def run(lo, hi):
+                prods = np.empty((min(step, t_n), n, m), np.float32)
+                for j in range(lo, hi):
+                    for t0 in range(0, t_n, step):
+                        t1 = min(t_n, t0 + step)
+                        add_in_order(j, t0, np.matmul(bt[t0:t1, j], at[t0:t1], out=prods[:t1 - t0]))
+            _on_all_cores(run, g_n, 1)
     for j, g in enumerate(groups):
         g.finish(acc[j])
 
@@ -310,7 +343,7 @@ def _hbm_f32(nc, mem, dtype, pitch: int, rows: int, need: int):
 
 @functools.cache
 def _pool() -> ThreadPoolExecutor:
-    return ThreadPoolExecutor(4, thread_name_prefix="trnsim-convert")
+    return ThreadPoolExecutor(4, thread_name_prefix="trnsim")
 
 
 def _on_all_cores(fn, n: int, step: int) -> None:
