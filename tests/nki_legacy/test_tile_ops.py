@@ -223,3 +223,28 @@ def test_broadcast_to_of_an_integer_row(rng):
     """An int32 [1, F] row over 128 partitions: exact (DMA copies; the tensor engine takes no integers)."""
     row = rng.integers(-2**31, 2**31 - 1, (1, 64), dtype=np.int32)
     np.testing.assert_array_equal(int_bcast(row), np.repeat(row, 128, axis=0))
+
+
+@nki.jit
+def int_division(x, d):
+    """x, d int32 [P, F]: quotient by `/` (true division), its floor as int32, and nl.divide of two tiles."""
+    out = nl.ndarray((3,) + x.shape, nl.float32, buffer=nl.shared_hbm)
+    xt, dt = nl.load(x), nl.load(d)
+    q = xt / 7
+    assert q.dtype == nl.float32
+    nl.store(out[0], q)
+    nl.store(out[1], nl.copy(nl.floor(q, dtype=nl.int32), dtype=nl.float32))
+    nl.store(out[2], nl.divide(xt, dt))
+    return out
+
+
+def test_integer_division_is_true_division(rng):
+    """int32 / int gives a float32 tile (numpy.divide's rule), so floor() of it is the integer quotient;
+    rounding the quotient back to int32 would give 59 for 2241 / 38."""
+    x = np.concatenate([np.arange(2176, 2240, dtype=np.int32), rng.integers(-500, 500, 64, dtype=np.int32)])
+    x = x.reshape(8, 16)
+    d = rng.integers(1, 40, (8, 16), dtype=np.int32)
+    got = int_division(x, d)
+    np.testing.assert_array_equal(got[0], x.astype(np.float32) / np.float32(7))
+    np.testing.assert_array_equal(got[1], np.floor(x / 7))
+    np.testing.assert_array_equal(got[2], x.astype(np.float32) / d.astype(np.float32))

@@ -422,6 +422,8 @@ def _shape_of(*xs):
 def _binary(name):
     def fn(x, y, dtype=None, mask=None, **kwargs):
         dt = numerics.dtype(dtype) if dtype is not None else promote(x, y)
+        if name == "divide" and dtype is None and not dt.is_float:
+            dt = numerics.float32  # true division, as numpy.divide (the documented model): int / int is a float
         return _binary_into(new_tile(_shape_of(x, y), dt), name, x, y, mask)
     fn.__name__ = fn.op_name = name
     return fn
