@@ -285,6 +285,9 @@ def pending_matmul(stationary, moving, mask=None, **attrs) -> Tile:
     (k0, k1), (m0, m1) = _rect(st)[0], _rect(st)[-1 if mid else 1]
     (j0, j1), (n0, n1) = _rect(mv)[0], _rect(mv)[-1 if mid else 1]
     k0, k1 = builtins.max(k0, j0), builtins.min(k1, j1)
+    # the PE array reads SBUF only (nki/api/nki/isa/__init__.py: nc_matmul); an operand in PSUM (an
+    # nc_transpose result) is copied out first, as the compiler legalises it
+    st, mv = (copy(v) if v.tensor.buffer == "psum" else v for v in (st, mv))
 
     def run(dst: Tile, acc: bool):
         if dst.shape != (m, n):
@@ -330,9 +333,7 @@ def matmul(x, y, transpose_x=False, mask=None, **kwargs) -> Tile:
     x, y = as_tile(x), as_tile(y)
     if not transpose_x:
         x = copy(transpose(x))  # the stationary operand is x.T: a PE transpose, evicted to SBUF
-    x, y = (copy(v) if v.tensor.buffer == "psum" else v for v in (x, y))  # the PE array reads SBUF: the copy
-    # out of PSUM that the compiler inserts
-    return pending_matmul(x, y, mask)
+    return pending_matmul(x, y, mask)  # an operand in PSUM is copied out there
 
 
 def transpose(x, mask=None, dtype=None, **kwargs) -> Tile:
