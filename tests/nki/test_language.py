@@ -189,3 +189,25 @@ def test_tensor_copy_predicated_keeps_what_a_comparison_selects(rng):
 
     x, y = rng.standard_normal((64, 96)).astype(np.float32), rng.standard_normal((64, 96)).astype(np.float32)
     np.testing.assert_array_equal(k(x, y), np.where(x > 0, x, y))
+
+
+def test_integer_division_is_true_division(rng):
+    """nl.divide of int32 tiles (or an int32 tile and an int) is a float32 tile, as numpy.divide is; floor of
+    it is the integer quotient."""
+    x = np.arange(2176, 2304, dtype=np.int32).reshape(8, 16)
+    d = rng.integers(1, 40, (8, 16), dtype=np.int32)
+
+    def k(a, b):
+        out = nl.ndarray((3,) + a.shape, nl.float32, buffer=nl.shared_hbm)
+        ta, tb = nl.load(a), nl.load(b)
+        q = nl.divide(ta, 38)
+        assert q.dtype == nl.float32
+        nl.store(out[0], q)
+        nl.store(out[1], nl.copy(nl.floor(q, dtype=nl.int32), nl.float32))
+        nl.store(out[2], nl.divide(ta, tb))
+        return out
+
+    got = run(k, x, d)
+    np.testing.assert_array_equal(got[0], x.astype(np.float32) / np.float32(38))
+    np.testing.assert_array_equal(got[1], x // 38)
+    np.testing.assert_array_equal(got[2], x.astype(np.float32) / d.astype(np.float32))

@@ -75,3 +75,22 @@ def test_optional_tensor_argument_and_enum_ints(rng):
     np.testing.assert_allclose(optional_bias(x, b), x + b, rtol=1e-6)
     rec = next(r for r in optional_bias.last_cores[0].stream if r.op.value == "dma_copy")
     assert rec.attrs["dge_mode"] == "swdge"
+
+
+@nki.jit
+def transposed_stationary(a, b):
+    """a [M, K], b [K, N]: a.T lands in PSUM (nc_transpose on the PE array) and is the matmul's stationary."""
+    out = nl.ndarray((a.shape[0], b.shape[1]), nl.float32, buffer=nl.shared_hbm)
+    at = nisa.nc_transpose(nl.load(a))                       # [K, M] in PSUM
+    acc = nl.zeros((a.shape[0], b.shape[1]), nl.float32, buffer=nl.psum)
+    acc += nisa.nc_matmul(at, nl.load(b))
+    nl.store(out, nl.copy(acc))
+    return out
+
+
+def test_nc_matmul_operand_in_psum_is_copied_out(rng):
+    """nc_matmul(stationary=<PSUM transpose>) runs with a tensor_copy out of PSUM just before it."""
+    a, b = rng.standard_normal((48, 64), np.float32), rng.standard_normal((64, 40), np.float32)
+    np.testing.assert_allclose(transposed_stationary(a, b), a @ b, rtol=1e-4, atol=1e-4)
+    seq = ops(transposed_stationary)
+    assert seq[seq.index("nc_matmul") - 1] == "tensor_copy"

@@ -223,3 +223,79 @@ def test_broadcast_to_of_an_integer_row(rng):
     """An int32 [1, F] row over 128 partitions: exact (DMA copies; the tensor engine takes no integers)."""
     row = rng.integers(-2**31, 2**31 - 1, (1, 64), dtype=np.int32)
     np.testing.assert_array_equal(int_bcast(row), np.repeat(row, 128, axis=0))
+
+
+@nki.jit
+def int_division(x, d):
+    """x, d int32 [P, F]: quotient by `/` (true division), its floor as int32, and nl.divide of two tiles."""
+    out = nl.ndarray((3,) + x.shape, nl.float32, buffer=nl.shared_hbm)
+    xt, dt = nl.load(x), nl.load(d)
+    q = xt / 7
+    assert q.dtype == nl.float32
+    nl.store(out[0], q)
+    nl.store(out[1], nl.copy(nl.floor(q, dtype=nl.int32), dtype=nl.float32))
+    nl.store(out[2], nl.divide(xt, dt))
+    return out
+
+
+def test_integer_division_is_true_division(rng):
+    """int32 / int gives a float32 tile (numpy.divide's rule), so floor() of it is the integer quotient;
+    rounding the quotient back to int32 would give 59 for 2241 / 38."""
+    x = np.concatenate([np.arange(2176, 2240, dtype=np.int32), rng.integers(-500, 500, 64, dtype=np.int32)])
+    x = x.reshape(8, 16)
+    d = rng.integers(1, 40, (8, 16), dtype=np.int32)
+    got = int_division(x, d)
+    np.testing.assert_array_equal(got[0], x.astype(np.float32) / np.float32(7))
+    np.testing.assert_array_equal(got[1], np.floor(x / 7))
+    np.testing.assert_array_equal(got[2], x.astype(np.float32) / d.astype(np.float32))
+
+
+@nki.jit
+def reduce_outer_loop(x):
+    """x [K, Q, P, F]: the reduction loop (k) runs outside the loop over q; each q keeps its own sum."""
+    K, Q, P, F = x.shape
+    out = nl.ndarray((2, Q, P, F), nl.float32, buffer=nl.shared_hbm)
+    sums = nl.zeros((Q, nl.par_dim(P), F), nl.float32)
+    maxes = nl.zeros((Q, nl.par_dim(P), F), nl.float32)
+    for k in nl.sequential_range(K):
+        for q in nl.affine_range(Q):
+            t = nl.load(x[k, q])
+            sums[q, :, :] = nl.loop_reduce(t, op=np.add, loop_indices=(k,), dtype=nl.float32)
+            maxes[q, :, :] = nl.loop_reduce(t, op=np.maximum, loop_indices=[k], dtype=nl.float32)
+    for q in nl.affine_range(Q):
+        nl.store(out[0, q], sums[q])
+        nl.store(out[1, q], maxes[q])
+    return out
+
+
+def test_loop_reduce_keeps_one_accumulator_per_outer_iteration(rng):
+    """loop_reduce over k inside a loop over q: one accumulator per q, as `dst = op(dst, x)` each k."""
+    x = rng.standard_normal((3, 4, 16, 8), np.float32)
+    got = reduce_outer_loop(x)
+    np.testing.assert_allclose(got[0], x.sum(0), rtol=1e-6, atol=1e-6)
+    np.testing.assert_array_equal(got[1], x.max(0))
+
+
+@nki.jit
+def masked_off_select(x, keep):
+    """A causal select, then a banded select into the same tile whose mask is the Python bool `keep`."""
+    out = nl.ndarray(x.shape, nl.float32, buffer=nl.shared_hbm)
+    buf = nl.ndarray(x.shape, nl.float32)
+    i_p, i_f = nl.mgrid[0:x.shape[0], 0:x.shape[1]]
+    buf[:, :] = nisa.affine_select(pred=(i_p >= i_f), on_true_tile=nl.load(x), on_false_value=-9.0)
+    buf[:, :] = nisa.affine_select(pred=(i_f > i_p - 3), on_true_tile=buf[:, :], on_false_value=-9.0, mask=keep)
+    buf[:, :] = nl.add(buf, 100.0, mask=keep)
+    nl.store(out, buf)
+    return out
+
+
+@pytest.mark.parametrize("keep", [True, False])
+def test_a_masked_off_call_leaves_its_destination(rng, keep):
+    """`buf[...] = op(..., mask=False)` issues nothing and buf keeps its values (the result is written
+    straight into buf); with mask=True the op applies."""
+    x = rng.standard_normal((8, 8), np.float32)
+    p, f = np.arange(8)[:, None], np.arange(8)[None, :]
+    want = np.where(p >= f, x, np.float32(-9))
+    if keep:
+        want = np.where(f > p - 3, want, np.float32(-9)) + np.float32(100)
+    np.testing.assert_array_equal(masked_off_select(x, keep), want)

@@ -165,15 +165,20 @@ def _out_dtype(dtype, *xs):
 
 
 def _binary(name):
+    def out_dtype(dtype, *xs):
+        dt = _out_dtype(dtype, *xs)
+        # true division, as numpy.divide (nki/api/nki/language/__init__.py: divide): int / int is a float
+        return float32 if name == "divide" and dtype is None and not dt.is_float else dt
+
     def fn(x, y, dtype=None):
         if isinstance(x, View) and isinstance(y, View):
             if x.shape != y.shape:
                 raise ShapeError(f"nl.{name}: shapes {list(x.shape)} and {list(y.shape)} differ (no broadcasting)")
-            t = ndarray(x.shape, _out_dtype(dtype, x, y))
+            t = ndarray(x.shape, out_dtype(dtype, x, y))
             nisa.tensor_tensor(t, x, y, name)
             return t
         data, scalar, rev = (x, y, False) if isinstance(x, View) else (y, x, True)
-        t = ndarray(data.shape, _out_dtype(dtype, data))
+        t = ndarray(data.shape, out_dtype(dtype, data))
         nisa.tensor_scalar(t, data, name, scalar, reverse0=rev)
         return t
     fn.__name__ = fn.op_name = name

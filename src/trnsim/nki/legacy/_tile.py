@@ -57,6 +57,7 @@ class Instance:
         self.launch, self.index = launch, tuple(index)
         self.nshared = 0
         self.reducers: dict = {}
+        self.loops: list = []  # (loop, index) of each kernel loop running now, outermost first
 
 
 def instance() -> Instance:
@@ -471,6 +472,17 @@ def direct_result(fn):
             d.last = (out.tensor, (call, args, kwargs, mark, len(stream), out.tensor.nth))
         return out
     return call
+
+
+def masked_off(value: Tile) -> bool:
+    """Whether `value` came from a call whose mask was False: it issued nothing, and since the compiler
+    writes an instruction's result straight into the tile it is assigned to, `dst[...] = value` leaves
+    dst as it was."""
+    r = value.tensor.remake if value.pending is None and value.tensor is not None else None
+    if r is None:
+        return False
+    mask = r[2].get("mask")
+    return isinstance(mask, (bool, np.bool_)) and not mask and r[3] == r[4] == len(core().stream)
 
 
 def redirect(dst: Tile, value: Tile) -> bool:

@@ -21,7 +21,7 @@ from trnsim.core.liveness import traced
 from trnsim.nki import isa as cur
 from trnsim.nki import language as _cur_nl
 from trnsim.nki.legacy._grid import arange, mgrid  # noqa: F401
-from trnsim.nki.legacy._tile import ParDim, Tile, as_tile, core, each_box, emit, instance, new_tile, part, promote, redirect, wrap_results
+from trnsim.nki.legacy._tile import ParDim, Tile, as_tile, core, each_box, emit, instance, masked_off, new_tile, part, promote, redirect, wrap_results
 
 # -- dtypes: numpy's own, as the beta API's are (nki/api/nki/language/__init__.py at SDK 2.26: float32 is np.float32,
 # bfloat16 np.dtype('bfloat16'), tfloat32 the 4-byte void dtype), so host code uses them with numpy directly --
@@ -129,12 +129,33 @@ def affine_range(start, stop=None, step=1, **kwargs):
     """A loop whose tiles die with the iteration that made them, as the compiler scopes them; the compiler
     picks how many iterations' buffers stay resident (core/liveness.py). Its iterations must be independent
     (associative reductions aside): a loop-carried dependency is a LoopCarriedError (core/races.py)."""
-    return core().loop(range(start, stop, step) if stop is not None else range(start), affine="error")
+    return _indexed(core().loop(range(start, stop, step) if stop is not None else range(start), affine="error"))
 
 
 def sequential_range(start, stop=None, step=1, **kwargs):
     """A loop whose iterations may depend on each other: run in order, never reordered."""
-    return core().loop(range(start, stop, step) if stop is not None else range(start))
+    return _indexed(core().loop(range(start, stop, step) if stop is not None else range(start)))
+
+
+class LoopIndex(int):
+    """A kernel loop's index: an int that also names its loop, so nl.loop_reduce knows which loops it
+    reduces over and which ones pick its accumulator."""
+
+
+def _indexed(iters):
+    """Yield the loop's indices as LoopIndex, keeping the running loops on the instance."""
+    running, loop = instance().loops, object()
+    try:
+        for i in iters:
+            idx = LoopIndex(i)
+            idx.loop = loop
+            running.append((loop, int(i)))
+            try:
+                yield idx
+            finally:
+                running.pop()
+    finally:
+        iters.close()
 
 
 def static_range(start, stop=None, step=1, **kwargs):
@@ -237,7 +258,7 @@ def assign(dst: Tile, value):
     if not isinstance(value, (Tile, View)):
         each_box(dst, None, [], lambda b: emit(cur.memset, dst=dst.view(b), value=value))
         return
-    if isinstance(value, Tile) and redirect(dst, value):
+    if isinstance(value, Tile) and (masked_off(value) or redirect(dst, value)):
         return
     v = as_tile(value)
     if not dst.tensor.on_chip:
@@ -287,6 +308,9 @@ def pending_matmul(stationary, moving, mask=None, **attrs) -> Tile:
     (k0, k1), (m0, m1) = _rect(st)[0], _rect(st)[-1 if mid else 1]
     (j0, j1), (n0, n1) = _rect(mv)[0], _rect(mv)[-1 if mid else 1]
     k0, k1 = builtins.max(k0, j0), builtins.min(k1, j1)
+    # the PE array reads SBUF only (nki/api/nki/isa/__init__.py: nc_matmul); an operand in PSUM (an
+    # nc_transpose result) is copied out first, as the compiler legalises it
+    st, mv = (copy(v) if v.tensor.buffer == "psum" else v for v in (st, mv))
 
     def run(dst: Tile, acc: bool):
         if dst.shape != (m, n):
@@ -332,9 +356,7 @@ def matmul(x, y, transpose_x=False, mask=None, **kwargs) -> Tile:
     x, y = as_tile(x), as_tile(y)
     if not transpose_x:
         x = copy(transpose(x))  # the stationary operand is x.T: a PE transpose, evicted to SBUF
-    x, y = (copy(v) if v.tensor.buffer == "psum" else v for v in (x, y))  # the PE array reads SBUF: the copy
-    # out of PSUM that the compiler inserts
-    return pending_matmul(x, y, mask)
+    return pending_matmul(x, y, mask)  # an operand in PSUM is copied out there
 
 
 def transpose(x, mask=None, dtype=None, **kwargs) -> Tile:
@@ -424,6 +446,8 @@ def _shape_of(*xs):
 def _binary(name):
     def fn(x, y, dtype=None, mask=None, **kwargs):
         dt = numerics.dtype(dtype) if dtype is not None else promote(x, y)
+        if name == "divide" and dtype is None and not dt.is_float:
+            dt = numerics.float32  # true division, as numpy.divide (the documented model): int / int is a float
         return _binary_into(new_tile(_shape_of(x, y), dt), name, x, y, mask)
     fn.__name__ = fn.op_name = name
     return fn
@@ -578,11 +602,17 @@ def expand_dims(x, axis) -> Tile:
 
 def loop_reduce(x, op, loop_indices, mask=None, dtype=None, **kwargs) -> Tile:
     """Reduce `x` across the iterations of the loops `loop_indices`: the first iteration starts the
-    accumulator tile of this call site, later ones combine into it in place."""
+    accumulator tile of this call site, later ones combine into it in place. Each iteration of the other
+    loops running around the call has its own accumulator (a reduction over k inside a loop over q tiles
+    keeps one per q tile)."""
     x = as_tile(x)
-    key = _location()
-    reducers = instance().reducers
     idx = loop_indices if isinstance(loop_indices, (tuple, list)) else (loop_indices,)
+    inst = instance()
+    key = _location()
+    if builtins.all(isinstance(i, LoopIndex) for i in idx):  # else (plain ints) one accumulator per call site
+        reduced = {id(i.loop) for i in idx}
+        key = (key, tuple(i for loop, i in inst.loops if id(loop) not in reduced))
+    reducers = inst.reducers
     acc = reducers.get(key)
     if acc is None or builtins.all(int(i) == 0 for i in idx):
         acc = reducers[key] = copy(x, mask=mask, dtype=dtype)
