@@ -478,7 +478,8 @@ def masked_off(value: Tile) -> bool:
     """Whether `value` came from a call whose mask was False: it issued nothing, and since the compiler
     writes an instruction's result straight into the tile it is assigned to, `dst[...] = value` leaves
     dst as it was."""
-    r = value.tensor.remake if value.pending is None and value.tensor is not None else None
+    t, d = value.tensor, _direct
+    r = d.last[1] if d.last is not None and t is not None and d.last[0] is t and value.pending is None else None
     if r is None:
         return False
     mask = r[2].get("mask")
