@@ -148,3 +148,20 @@ def test_current_api_sequential_range_is_quiet():
         warnings.simplefilter("error", LoopCarriedWarning)
         out = shift_left_sequential(x)
     np.testing.assert_array_equal(out[:, :192], x[:, 64:])
+
+
+@nki.jit
+def loop_reduce_over_affine(x):
+    """nl.loop_reduce across an affine loop, assigned into a tile made before it: the documented reduction."""
+    K, P, F = x.shape
+    out = nl.ndarray((P, F), nl.float32, buffer=nl.shared_hbm)
+    acc = nl.zeros((nl.par_dim(P), F), nl.float32)
+    for i in nl.affine_range(K):
+        acc[...] = nl.loop_reduce(nl.load(x[i]), op=np.add, loop_indices=[i], dtype=nl.float32)
+    nl.store(out, acc)
+    return out
+
+
+def test_loop_reduce_over_an_affine_loop_is_no_race(rng):
+    x = rng.standard_normal((4, 16, 8)).astype(np.float32)
+    np.testing.assert_allclose(loop_reduce_over_affine(x), x.sum(0), rtol=1e-6, atol=1e-6)

@@ -128,6 +128,7 @@ class Watch:
         self.accesses: dict[int, list[Access]] = {}  # allocation id -> accesses
         self.written: set[int] = set()
         self.reads: dict = {}  # (allocation id, box) -> this iteration's read of it
+        self.reducing: set[str] = set()  # source lines of loop reductions (nl.loop_reduce): their writes accumulate
 
     def next(self) -> None:
         self.iteration += 1
@@ -146,7 +147,8 @@ class Watch:
                 earlier = self.reads.pop((alloc.id, b), None)
                 if earlier is not None:
                     earlier.kind = "accumulates into"
-                acc = same or earlier is not None or (ins.op in MATMUL and view.space is Space.PSUM)
+                acc = (same or earlier is not None or ins.location in self.reducing
+                       or (ins.op in MATMUL and view.space is Space.PSUM))
                 kind = "accumulates into" if acc else "writes"
                 self.written.add(alloc.id)
             else:
@@ -199,6 +201,13 @@ def report(watch: Watch, how: str) -> None:
         warnings.warn(msg, LoopCarriedWarning, stacklevel=4)
         return
     raise LoopCarriedError(msg, watch.location)
+
+
+def reduction(nc, location: str) -> None:
+    """Every write from `location` in the open affine loops is part of a loop reduction (nl.loop_reduce: the
+    first iteration starts the accumulator, later ones combine into it), an accumulation, not a race."""
+    for w in nc.races:
+        w.reducing.add(location)
 
 
 def watch(nc, loop, how: str):

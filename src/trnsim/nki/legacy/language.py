@@ -15,6 +15,7 @@ import numpy as np
 
 from trnsim import numerics
 from trnsim.core import View
+from trnsim.core import races as _races
 from trnsim.core.errors import KernelError, ShapeError
 from trnsim.core.errors import where as _location
 from trnsim.core.liveness import traced
@@ -613,6 +614,7 @@ def loop_reduce(x, op, loop_indices, mask=None, dtype=None, **kwargs) -> Tile:
         reduced = {id(i.loop) for i in idx}
         key = (key, tuple(i for loop, i in inst.loops if id(loop) not in reduced))
     reducers = inst.reducers
+    _races.reduction(core(), _location())
     acc = reducers.get(key)
     if acc is None or builtins.all(int(i) == 0 for i in idx):
         acc = reducers[key] = copy(x, mask=mask, dtype=dtype)
