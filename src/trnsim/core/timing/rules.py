@@ -25,7 +25,6 @@ class Rules:
 
     def __init__(self, spec, t):
         self.spec, self.t = spec, t
-        self.gen = spec.version
         c = spec.cycles
         self.min_ii, self.overhead = c["min_ii"], c["small_instruction_overhead"]
         self.mm_init, self.act_read = c["mm_init_latency"], c["act_read_accumulator"]
