@@ -151,7 +151,7 @@ class Rank:
         from trnsim.xla import hlo
         from trnsim.xla.cost import DeviceOutOfMemoryError
 
-        live = [o for o in gc.get_objects() if isinstance(o, self.torch.Tensor) and o.device.type == "xla"]
+        live = [o for o in gc.get_objects() if isinstance(o, self.torch.Tensor) and _on_xla(o)]
         if not live:
             return
         cost = self.ledger.model.cost(hlo.parse(torch_xla._XLAC._get_xla_tensors_hlo(live)))
@@ -204,6 +204,15 @@ class Rank:
                "graphs": len(led.priced), "error": error}
         with open(os.path.join(self.cfg["out"], "rank0.json"), "w") as f:
             json.dump(out, f)
+
+
+def _on_xla(t) -> bool:
+    """Whether tensor `t` lives on the XLA device; a tensor the garbage collector is tearing down has no
+    device any more (reading it raises) and holds no buffer."""
+    try:
+        return t.device.type == "xla"
+    except RuntimeError:
+        return False
 
 
 def _script_line() -> str | None:
