@@ -474,12 +474,20 @@ def direct_result(fn):
     return call
 
 
+def _made_by(value: Tile):
+    """(call, args, kwargs, stream mark, stream end, nth) of the front-end call that made `value`, if it was
+    the last call (the one record kept) and `value` is its whole result; else None."""
+    last = _direct.last
+    if last is None or value.tensor is None or last[0] is not value.tensor or value.pending is not None:
+        return None
+    return last[1]
+
+
 def masked_off(value: Tile) -> bool:
     """Whether `value` came from a call whose mask was False: it issued nothing, and since the compiler
     writes an instruction's result straight into the tile it is assigned to, `dst[...] = value` leaves
     dst as it was."""
-    t, d = value.tensor, _direct
-    r = d.last[1] if d.last is not None and t is not None and d.last[0] is t and value.pending is None else None
+    r = _made_by(value)
     if r is None:
         return False
     mask = r[2].get("mask")
@@ -488,9 +496,8 @@ def masked_off(value: Tile) -> bool:
 
 def redirect(dst: Tile, value: Tile) -> bool:
     """Issue the call that made `value` again with `dst` as its result tile; False if it cannot be."""
-    t, d = value.tensor, _direct
-    r = d.last[1] if d.last is not None and t is not None and d.last[0] is t else None
-    if r is None or value.pending is not None or not dst.tensor.on_chip:
+    t, d, r = value.tensor, _direct, _made_by(value)
+    if r is None or not dst.tensor.on_chip:
         return False
     call, args, kwargs, mark, end, nth = r
     stream = core().stream
