@@ -36,9 +36,10 @@ def test_free_size_over_limit():
 
 
 def test_sbuf_overflow_lists_live_tensors():
-    """Allocating past SBUF capacity names the request, the usable bytes and the live tensors (used later)."""
+    """Allocating past SBUF capacity names the request, the usable bytes and the live tensors (used later).
+    The kernel placed them (address=), so the compiler cannot spill them to make room."""
     def k(x):
-        keep = [nl.ndarray((128, 40 * 1024), nl.uint8, name=f"big{i}") for i in range(5)]
+        keep = [nl.ndarray((128, 40 * 1024), nl.uint8, name=f"big{i}", address=(0, i * 40 * 1024)) for i in range(5)]
         nl.ndarray((128, 40 * 1024), nl.uint8, name="one_too_many")
         return keep
     with pytest.raises(CapacityError, match=r"SBUF overflow: tensor 'one_too_many' needs 40960 B .* 212984 usable B") as e:

@@ -53,7 +53,8 @@ def two_big_at_once(x):
 
 
 def test_live_data_that_cannot_fit_is_refused_compactly():
-    with pytest.raises(CapacityError, match=r"SBUF overflow: tensor .* needs 122880 B") as e:
+    """a and b cannot both be in SBUF for the add that reads them, whatever is spilled."""
+    with pytest.raises(CapacityError, match=r"SBUF overflow: the operands of tensor_tensor .* need 245760 B") as e:
         two_big_at_once(np.zeros((128, 4), np.float32))
     msg = str(e.value)
     assert "1 x 'sbuf" in msg and "(128 partitions x 122880 B; 122880 B per partition)" in msg

@@ -6,7 +6,7 @@ import pytest
 
 import trnsim.nki.legacy as nki
 import trnsim.nki.legacy.language as nl
-from trnsim.core import CapacityError, OutOfScopeError
+from trnsim.core import CapacityError, OutOfScopeError, SpillWarning
 
 
 @nki.jit
@@ -39,12 +39,14 @@ def all_live_in_one_iteration(x):
     return out
 
 
-def test_live_tiles_that_cannot_fit_are_refused_compactly():
-    with pytest.raises(CapacityError, match=r"SBUF overflow: tensor .* needs 16384 B") as e:
-        all_live_in_one_iteration(np.zeros((128, 4096), np.float32))
-    msg = str(e.value)
-    assert "x 'sbuf" in msg and "(128 partitions x 16384 B;" in msg and "test_legacy_liveness.py:" in msg
-    assert len(msg) < 800
+def test_live_tiles_over_sbuf_are_spilled_not_refused():
+    """224 KiB live does not fit, but each add reads two tiles: the compiler spills the others to HBM."""
+    x = np.random.default_rng(4).standard_normal((128, 4096)).astype(np.float32)
+    want = x
+    for _ in range(13):
+        want = want + x
+    with pytest.warns(SpillWarning):
+        np.testing.assert_array_equal(all_live_in_one_iteration(x), want)
 
 
 @nki.jit

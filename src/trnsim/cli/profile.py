@@ -58,6 +58,8 @@ def schedule_of(result: BenchmarkResult, every: int = 1):
         if e.index % every and e.index != last:
             continue
         args = {"operands": _operands(e.rec), "source": e.rec.location, "instruction": e.index}
+        if "spill" in e.rec.attrs:  # inserted by the compiler, not written in the kernel
+            args["compiler"] = f"spill {e.rec.attrs['spill']}"
         if e.pieces:
             args["queues"] = len(e.pieces)
         deps = tuple(d for d in e.deps if d % every == 0)
@@ -348,6 +350,8 @@ def profile(file, argv, use_main, target, timing_only, name, lnc, grid, every, o
     con = Console()
     print_summary(schedule, con)
     con.print(f"HFU {result.hfu:.1%}, MFU {result.mfu:.1%}; bound by {result.bound}")
+    if result.spill_line:
+        con.print(result.spill_line)
     con.print(f"report: {page}\ntrace: {trace} (open at https://ui.perfetto.dev)")
 
 

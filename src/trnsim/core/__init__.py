@@ -5,7 +5,8 @@
 """
 from trnsim.core.errors import (CapacityError, DTypeError, FreeSizeError, GenerationError, KernelError,  # noqa: F401
                                 MemorySpaceError, OutOfBoundsError, OutOfScopeError, PartitionLimitError,
-                                PartitionStartError, PSUMBankError, ShapeError, UninitializedError, UninitializedWarning)
+                                PartitionStartError, PSUMBankError, ShapeError, SpillWarning, UninitializedError,
+                                UninitializedWarning)
 from trnsim.core.isa import REGISTRY, Engine, Op, Record  # noqa: F401
 from trnsim.core.machine import NeuronCore, Register, resolve_target  # noqa: F401
 from trnsim.core.memory import Space  # noqa: F401

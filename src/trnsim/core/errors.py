@@ -106,3 +106,9 @@ class DeadlockError(KernelError):
 class UninitializedWarning(UserWarning):
     """The non-strict form of UninitializedError."""
 
+
+
+class SpillWarning(UserWarning):
+    """SBUF could not hold a kernel's live tiles: the compiler spills some to HBM and reloads them, which
+    costs DMA time (issued once per core, at its first spill; `-W error::trnsim.core.SpillWarning` refuses
+    such kernels instead)."""

@@ -19,8 +19,8 @@ import numpy as np
 
 from trnsim import numerics, specs
 from trnsim.core import fast, isa as _isa  # noqa: F401  (registers every instruction)
-from trnsim.core.errors import (KernelError, ShapeError, UninitializedError, UninitializedWarning, ValueUnknownError,
-                                where)
+from trnsim.core.errors import (KernelError, ShapeError, SpillWarning, UninitializedError, UninitializedWarning,
+                                ValueUnknownError, where)
 from trnsim.core.isa.opcodes import MATMUL, Engine, Op
 from trnsim.core.isa.psum import close as close_psum, flush as flush_psum
 from trnsim.core.isa.registry import REGISTRY, Instruction, generic_check
@@ -28,7 +28,7 @@ from trnsim.core import races as _races
 from trnsim.core.liveness import iterations
 from trnsim.core.limits import Budget
 from trnsim.core.lnc import Mailbox
-from trnsim.core.memory import HBM, Memory, Space
+from trnsim.core.memory import HBM, TICK, Allocation, Memory, Space
 from trnsim.core.tensor import View
 
 TARGET_ENV = "NEURON_PLATFORM_TARGET_OVERRIDE"
@@ -76,6 +76,8 @@ class NeuronCore:
         self.psum = Memory(Space.PSUM, s.partitions, s.psum_partition_bytes, s.psum_partition_bytes,
                            bank_bytes=s.psum_partition_bytes // s.psum_banks, refill=values)
         self.hbm = hbm if hbm is not None else HBM(s.hbm_bytes)
+        self.sbuf.spiller = self.spill_save  # SBUF tiles that cannot stay are spilled to HBM (core/memory.py)
+        self.spills = 0  # tiles saved to HBM so far
         # PSUM bytes inside an open matmul accumulation group, and deferred groups (isa/psum.py).
         self.psum_groups = np.zeros_like(self.psum.poison)
         self.lazy_psum = False  # kernel launches evaluate accumulation groups lazily
@@ -164,11 +166,25 @@ class NeuronCore:
     def issue(self, op: Op, /, engine=None, **kw) -> Instruction:
         """Check one instruction, record it in the stream and (with values on) execute it."""
         d = REGISTRY[op]
-        operands, attrs = {}, {}
+        operands, attrs, spilled = {}, {}, None
         for k, v in kw.items():
-            (operands if isinstance(v, View) else attrs)[k] = v
+            if isinstance(v, View):
+                operands[k] = v
+                if v.alloc.spilled or (v.indirect is not None and isinstance(v.indirect[0], View)
+                                       and v.indirect[0].alloc.spilled):
+                    spilled = True
+            else:
+                attrs[k] = v
+        if spilled:
+            self._reload_operands(op.value, operands)
+        tick = next(TICK)
+        for k, v in operands.items():  # least recently used first, when tiles must be spilled
+            a = v.alloc
+            a.used = tick
+            if k in d.writes:
+                a.saved = False
         eng = _engine(engine) or (d.pick(operands, attrs, self) if d.pick else None) or d.engines[0]
-        ins = Instruction(op, eng, operands, attrs, where(), d.writes)
+        ins = Instruction(op, eng, operands, attrs, attrs.pop("_location", None) or where(), d.writes)
         self.budget.charge(ins.location)
         evicts = generic_check(d, ins, self) and op not in MATMUL  # another engine touching PSUM
         d.check(ins, self)
@@ -187,6 +203,39 @@ class NeuronCore:
                     close_psum(self, v)
         return ins
 
+    # -- spilling (core/memory.py) ------------------------------------------------------------------
+    def spill_save(self, a: Allocation) -> None:
+        """Save SBUF tile `a` to its HBM scratch copy before its bytes go to another tile: one DMA, issued as
+        the compiler would (attrs spill="save"); none when the copy is current or the tile was never written."""
+        if not self.spills:
+            at = where()
+            path, _, line = at.rpartition(":")
+            warnings.warn_explicit(f"SBUF cannot hold the live tiles at {at}: tiles are spilled to HBM and reloaded "
+                                   f"before their next use (first: {a.name!r} from {a.location}), costing DMA time; "
+                                   f"the profile counts the spills", SpillWarning, path, int(line) if line.isdigit() else 0)
+        self.spills += 1
+        if a.saved:
+            return
+        if a.scratch is None:
+            a.scratch = self.hbm_tensor((a.partitions, a.nbytes), "uint8", name=f"{a.name}.spill", kind="spill")
+        self.issue(Op.DMA_COPY, dst=a.scratch, src=_bytes(a), spill="save", _location=f"{where()} (spill)")
+        a.saved = True
+
+    def _reload_operands(self, what: str, operands: dict) -> None:
+        """Bring spilled operands of one instruction back into SBUF, each with a reload DMA; the other
+        operands stay (pinned), so the instruction is refused only if its operands cannot fit together."""
+        views = list(operands.values())
+        views += [v.indirect[0] for v in views if v.indirect is not None and isinstance(v.indirect[0], View)]
+        pinned = frozenset(v.alloc.id for v in views)
+        for v in views:
+            a = v.alloc
+            if not a.spilled:
+                continue
+            self.sbuf.restore(a, pinned, f"{what} ({', '.join(repr(x.name) for x in views)})")
+            if a.scratch is not None:
+                self.issue(Op.DMA_COPY, dst=_bytes(a), src=a.scratch, spill="reload", _location=f"{where()} (spill)")
+            a.saved = True  # the scratch copy holds its bytes (or it was never written)
+
     def sync(self) -> None:
         """Finish deferred work (pending PSUM accumulation groups) so memories hold final values; drop the
         cached FP32 conversions."""
@@ -198,6 +247,8 @@ class NeuronCore:
         """The values of `view` as the host sees them now (device_print): deferred work lands first."""
         if view.space is Space.PSUM and self.psum_pending:
             flush_psum(self)
+        if view.alloc.spilled:
+            self._reload_operands("a host read", {"src": view})
         return view.array()
 
     def never_written(self, what: str, src: View, mask: np.ndarray, ins_loc: str | None = None):
@@ -225,6 +276,11 @@ class NeuronCore:
                 warnings.warn(msg, UninitializedWarning, stacklevel=3)
             return reg.value
         return int(reg)
+
+
+def _bytes(a: Allocation) -> View:
+    """A tile's bytes as [partitions, bytes] of uint8: what a spill moves, whatever the tile's dtype."""
+    return View(a, "uint8", (a.partitions, a.nbytes), (1, 1))
 
 
 def _engine(engine):

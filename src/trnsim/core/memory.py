@@ -16,6 +16,13 @@ ends (see core/liveness.py). Such an expired tensor keeps its bytes while they a
 next iterations take other addresses (the compiler's multiple buffers); when an allocation does not fit,
 expired tensors give their bytes back, oldest first, down to one buffer. Only the live data decides
 whether a tensor fits.
+
+When even that leaves no room in SBUF, the compiler spills: live tiles are saved to HBM and reloaded
+before their next use (the profiler's spill save / spill reload traffic, nki_perf_guide.rst and
+fused_mamba.rst). The bytes move in DMA instructions that the core issues (NeuronCore.spill_save and
+NeuronCore.reload), so they are timed like any transfer. Only tiles the compiler placed are spilled;
+tensors placed with `address=` are the kernel's. A request is refused only when the tiles that must be
+in SBUF together (the operands of one instruction) cannot fit even with every other tile spilled.
 """
 from __future__ import annotations
 
@@ -30,6 +37,7 @@ from trnsim.core.errors import CapacityError, OutOfBoundsError, PartitionLimitEr
 
 POISON_BYTE = 0xFF
 _SERIALS = itertools.count()  # names each memory for the timing model; never reused, unlike id()
+TICK = itertools.count()  # orders tile uses, for the spill policy (least recently used first)
 FILL = "fill"  # what a fresh tensor owes its bytes: the never-written fill
 
 
@@ -70,6 +78,10 @@ class Allocation:
         self.shared = False  # placed over other live tensors (address=): their bytes are its bytes
         self.expired = False  # the loop iteration that made it has ended (core/liveness.py)
         self.evicted = False  # expired, and its bytes given to other tensors: any later use is an error
+        self.used = next(TICK)  # when an instruction last touched it (NeuronCore.issue), for the spill policy
+        self.spilled = False  # saved to HBM and out of SBUF: reloaded before its next use (Memory.restore)
+        self.scratch = None  # the HBM copy spills write (a View), made at the first save
+        self.saved = True  # nothing to save: never written, or unchanged since the last save or reload
 
     @property
     def space(self) -> Space:
@@ -110,15 +122,16 @@ class Memory:
         # current and last iteration resident where the program drops them (core/liveness.py).
         self.expired: weakref.WeakValueDictionary[int, Allocation] = weakref.WeakValueDictionary()
         self.held: dict[int, Allocation] = {}
+        self.spiller = None  # SBUF: the core's spill_save(alloc), which saves a tile to HBM before it is spilled
 
     # -- placement -------------------------------------------------------------------------------
     def _overlaps(self, p0, partitions, b0, nbytes, among=None):
         return [a for a in list((self.live if among is None else among).values())
                 if a.p0 < p0 + partitions and p0 < a.p0 + a.partitions and a.b0 < b0 + nbytes and b0 < a.b0 + a.nbytes]
 
-    def _first_fit(self, p0, partitions, nbytes, align):
+    def _first_fit(self, p0, partitions, nbytes, align, without=None):
         busy = sorted((a.b0, a.b0 + a.nbytes) for a in list(self.live.values())
-                      if a.p0 < p0 + partitions and p0 < a.p0 + a.partitions)
+                      if a.p0 < p0 + partitions and p0 < a.p0 + a.partitions and a is not without)
         b = 0
         for lo, hi in busy + [(self.usable_bytes, self.usable_bytes)]:
             b = self._fix(b, nbytes, align)
@@ -143,24 +156,71 @@ class Memory:
             raise PartitionLimitError(f"{self.space.value} tensor {name!r}: partition dim {partitions} exceeds pmax {pmax}")
         if address is not None:
             return self._place(partitions, nbytes, name, kind, location, address, pmax)
-        best = self._fit(partitions, nbytes, align, pmax)
-        if best is None and drop_dead_names():  # tiles past their last use are dead to the compiler
-            best = self._fit(partitions, nbytes, align, pmax)
-        while best is None and self._reclaim():
-            best = self._fit(partitions, nbytes, align, pmax)
+        best = self._room(partitions, nbytes, align, pmax)
         if best is None:
             raise CapacityError(
                 f"{self.space.value.upper()} overflow: tensor {name!r} needs {nbytes} B in each of {partitions} partitions "
                 f"but no free range of {self.usable_bytes} usable B per partition fits it; {self.live_summary()}")
         alloc = Allocation(self, best[0], partitions, best[1], nbytes, name, kind, location)
+        alloc.fit = (align, pmax)
         self._fresh(alloc)
         self.live[alloc.id] = alloc
         return alloc
 
-    def _fit(self, partitions, nbytes, align, pmax):
+    def _room(self, partitions, nbytes, align, pmax, pinned=frozenset()):
+        """Where a request fits, making room as the compiler does: names past their last use let go, then
+        loop tensors held or expired give their bytes back, then live tiles are spilled (`_spill`)."""
+        best = self._fit(partitions, nbytes, align, pmax)
+        if best is None and drop_dead_names():  # tiles past their last use are dead to the compiler
+            best = self._fit(partitions, nbytes, align, pmax)
+        while best is None and self._reclaim():
+            best = self._fit(partitions, nbytes, align, pmax)
+        while best is None and self._spill(partitions, nbytes, align, pmax, pinned):
+            best = self._fit(partitions, nbytes, align, pmax)
+        return best
+
+    def _spill(self, partitions, nbytes, align, pmax, pinned) -> bool:
+        """Spill one live tile to HBM to make room; False when no tile can go.
+
+        The victim is the least recently used tile whose bytes alone make the request fit, else the least
+        recently used tile (and the caller asks again). Least recently used, because the tile the optimal
+        policy evicts (the one whose next use is farthest, Belady's) needs the future, and an eager trace
+        has only the past; preferring a tile that alone makes room keeps small tiles that would not help
+        from moving."""
+        if self.spiller is None:
+            return False
+        tiles = sorted((a for a in list(self.live.values())
+                        if a.place[5] >= 0 and not a.shared and a.id not in pinned), key=lambda a: a.used)
+        if not tiles:
+            return False
+        victim = next((a for a in tiles if self._fit(partitions, nbytes, align, pmax, without=a) is not None), tiles[0])
+        self.spiller(victim)  # the save DMA reads its bytes where they are
+        victim.spilled, victim.pending, victim.source = True, None, None
+        for table in (self.live, self.sourced):
+            table.pop(victim.id, None)
+        return True
+
+    def restore(self, a: Allocation, pinned, what: str) -> None:
+        """Place spilled tile `a` in SBUF again (the caller reloads its bytes), spilling others except
+        `pinned` (ids of the tiles `what`, one instruction, needs together). Refused when they cannot fit."""
+        best = self._room(a.partitions, a.nbytes, *a.fit, pinned)
+        if best is None:
+            need = sum(t.nbytes for t in list(self.live.values()) if t.id in pinned) + a.nbytes
+            raise CapacityError(
+                f"{self.space.value.upper()} overflow: the operands of {what} need {need} B per partition together "
+                f"(tile {a.name!r}: {a.nbytes} B in each of {a.partitions} partitions, reloaded after a spill), more "
+                f"than fits in {self.usable_bytes} usable B per partition with every other tile spilled to HBM; "
+                f"{self.live_summary()}")
+        a.p0, a.b0 = best
+        a.place = (self.space.value, self.serial, a.p0, a.b0, a.nbytes, next(self.tiles))
+        a.spilled, a.clean = False, False
+        self._fresh(a)
+        self.live[a.id] = a
+
+    def _fit(self, partitions, nbytes, align, pmax, without=None):
         best = None
         for p0 in allowed_starts(partitions, pmax):
-            b = self._first_fit(p0, partitions, nbytes, align)
+            b = self._first_fit(p0, partitions, nbytes, align, without)
             if b is not None and (best is None or b < best[1]):
                 best = (p0, b)
         return best

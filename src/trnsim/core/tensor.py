@@ -50,7 +50,7 @@ class View:
         self.shape, self.strides = tuple(map(int, shape)), tuple(map(int, strides))
         self.offset, self.poff, self.indirect = int(offset), int(poff), indirect
         self.on_chip = alloc.memory.space is not Space.HBM
-        self._scanned = self._region = None  # caches: a view never changes
+        self._scanned = self._region = None  # caches: a view never changes (nor its tile's bytes, but by a spill)
 
     @classmethod
     def whole(cls, alloc: Allocation, dtype, shape) -> View:
@@ -264,9 +264,10 @@ class View:
 
     def region(self) -> Region:
         """The partitions and per-partition byte range this view touches."""
-        if self._region is None:
-            self._region = region_at(*self.placement())
-        return self._region
+        r = self._region
+        if r is None or r[0] is not self.alloc.place:  # a tile reloaded after a spill has new bytes
+            r = self._region = (self.alloc.place, region_at(*self.placement()))
+        return r[1]
 
     def placement(self) -> tuple:
         """What region() is computed from, holding no reference to the tensor: an instruction record keeps

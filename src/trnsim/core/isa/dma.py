@@ -32,8 +32,9 @@ def _dma_cost(rec, spec):
 
 
 def _moved(ins, nc, dst, src_mask, values, mask=None):
-    """Write `values` to dst; never-written values reaching HBM are an error (strict) or a warning."""
-    if src_mask is not None and dst.space is Space.HBM:
+    """Write `values` to dst; never-written values reaching HBM are an error (strict) or a warning, except in a
+    compiler's spill save, which moves a tile's bytes whatever they hold (their marks go with them)."""
+    if src_mask is not None and dst.space is Space.HBM and "spill" not in ins.attrs:
         nc.never_written(f"reach HBM tensor {dst.name!r} through {ins.op.value}", ins.operands.get("src", dst), src_mask, ins.location)
     mask = src_mask if mask is None else mask
     dst.store(values.reshape(dst.shape), None if mask is None else mask.reshape(dst.shape))

@@ -63,6 +63,12 @@ class BenchmarkResult:
     psum_peak_bytes: int
     critical_path: dict[str, float]  # ns each engine (or "DMA") spends on the critical path
     critical_waiting: float  # ns of the critical path spent waiting (semaphores, DMA fixed latency)
+    # Compiler-inserted spill traffic (core/memory.py), as the profiler's spill_save_bytes/spill_reload_bytes;
+    # the HBM read/write figures above leave it out, as the profiler's do.
+    spill_saves: int = 0
+    spill_reloads: int = 0
+    spill_save_bytes: int = 0
+    spill_reload_bytes: int = 0
     timelines: tuple[Timeline, ...] = field(default=(), repr=False, compare=False)
 
     @property
@@ -91,13 +97,25 @@ class BenchmarkResult:
         return {"flops": self.flops, "hardware_flops": self.hardware_flops, "mfu": self.mfu, "hfu": self.hfu,
                 "dma_bytes": self.dma_bytes, "hbm_read_bytes": self.hbm_read_bytes,
                 "hbm_write_bytes": self.hbm_write_bytes, "dma_bandwidth": self.dma_bandwidth,
-                "sbuf_peak_bytes": self.sbuf_peak_bytes, "psum_peak_bytes": self.psum_peak_bytes}
+                "sbuf_peak_bytes": self.sbuf_peak_bytes, "psum_peak_bytes": self.psum_peak_bytes,
+                **({"spill_save_bytes": self.spill_save_bytes, "spill_reload_bytes": self.spill_reload_bytes}
+                   if self.spill_saves or self.spill_reloads else {})}
+
+    @property
+    def spill_line(self) -> str | None:
+        """'N spills, X MiB moved': the tiles the compiler saved to HBM and reloaded; None without spills."""
+        if not (self.spill_saves or self.spill_reloads):
+            return None
+        moved = (self.spill_save_bytes + self.spill_reload_bytes) / 2**20
+        return (f"{self.spill_saves} spills, {moved:.1f} MiB moved ({self.spill_saves} saves to HBM, "
+                f"{self.spill_reloads} reloads): SBUF could not hold the live tiles")
 
     def to_dict(self) -> dict:
         return {"kernel": self.kernel, "target": self.target, "latency_ns": self.latency,
                 "active_ns": self.active, "share": self.share, "instructions": self.instructions,
                 **self.meta(), "bound": self.bound, "critical_path_ns": self.critical_path,
-                "critical_waiting_ns": self.critical_waiting}
+                "critical_waiting_ns": self.critical_waiting, "spill_saves": self.spill_saves,
+                "spill_reloads": self.spill_reloads}
 
 
 def critical_path(tl: Timeline) -> tuple[dict[str, float], float, float]:
@@ -122,6 +140,7 @@ def summarize(kernel: str, timelines: list[Timeline], spec) -> BenchmarkResult:
     counts: dict[str, int] = {}
     flops = hw_flops = 0.0
     dma = hbm_r = hbm_w = 0
+    spill = {"save": [0, 0], "reload": [0, 0]}  # transfers, bytes
     peaks: dict[str, int] = {}
     latency, path, waiting = 0.0, {}, 0.0
     for tl in timelines:
@@ -142,6 +161,11 @@ def summarize(kernel: str, timelines: list[Timeline], spec) -> BenchmarkResult:
                 src, dst = e.rec.operands.get("src"), next(r for n, r in e.rec.operands.items() if n in e.rec.writes)
                 nbytes = int(np.prod(dst.shape)) * numerics.dtype(dst.dtype).itemsize
                 dma += nbytes
+                kind = e.rec.attrs.get("spill")
+                if kind is not None:
+                    spill[kind][0] += 1
+                    spill[kind][1] += nbytes
+                    continue
                 hbm_r += nbytes if src is not None and src.space == "hbm" else 0
                 hbm_w += nbytes if dst.space == "hbm" else 0
         active["DMA"] = active.get("DMA", 0.0) + union_length(tl.piece_start, tl.piece_end)
@@ -158,4 +182,4 @@ def summarize(kernel: str, timelines: list[Timeline], spec) -> BenchmarkResult:
     active = {k: active[k] for k in sorted(active, key=lambda k: (order.index(k) if k in order else len(order), len(k), k))}
     return BenchmarkResult(kernel, spec.target, latency, active, counts, flops, hw_flops, spec.peak_flops("bf16"),
                            dma, hbm_r, hbm_w, peaks.get("sbuf", 0), peaks.get("psum", 0), path, waiting,
-                           tuple(timelines))
+                           spill["save"][0], spill["reload"][0], spill["save"][1], spill["reload"][1], tuple(timelines))

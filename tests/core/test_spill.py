@@ -1,0 +1,156 @@
+"""SBUF spilling: live tiles that do not fit are saved to HBM and reloaded by compiler-inserted DMAs, with
+the values unchanged; only the operands of one instruction that cannot fit together are refused.
+
+The SBUF is shrunk to 80 KiB per partition (64 KiB usable after the reserved bytes) so the tiles stay small:
+three tiles of 16 KiB per partition fit, four do not.
+"""
+import numpy as np
+import pytest
+
+import trnsim
+import trnsim.nki as nki
+import trnsim.nki.isa as nisa
+import trnsim.nki.language as nl
+from trnsim.core import CapacityError, Op, SpillWarning
+from trnsim.core.timing import benchmark
+
+COLS = 4096  # fp32 per partition: 16 KiB
+
+
+@pytest.fixture
+def small_sbuf():
+    with trnsim.hardware(base="trn2", core={"sbuf_partition_bytes": "80 KiB"}):
+        yield
+
+
+@nki.jit
+def weighted_sum(x):
+    """out = sum_i (i + 1) * x[i] over four tiles that are all live before the sum starts."""
+    out = nl.ndarray(x.shape[1:], nl.float32, buffer=nl.shared_hbm)
+    tiles = []
+    for i in range(x.shape[0]):
+        t = nl.ndarray(x.shape[1:], nl.float32, buffer=nl.sbuf)
+        nisa.dma_copy(dst=t, src=x[i])
+        nisa.tensor_scalar(dst=t, data=t, op0=nl.multiply, operand0=float(i + 1))  # changed: must be saved
+        tiles.append(t)
+    acc = nl.ndarray(x.shape[1:], nl.float32, buffer=nl.sbuf)
+    nisa.tensor_tensor(dst=acc, data1=tiles[0], data2=tiles[1], op=nl.add)
+    for t in tiles[2:]:
+        nisa.tensor_tensor(dst=acc, data1=acc, data2=t, op=nl.add)
+    nisa.dma_copy(dst=out, src=acc)
+    return out
+
+
+def _expected(x):
+    f = np.float32
+    acc = x[0] * f(1) + x[1] * f(2)
+    for i in range(2, x.shape[0]):
+        acc = acc + x[i] * f(i + 1)
+    return acc
+
+
+def test_live_tiles_over_sbuf_are_spilled_and_reloaded(small_sbuf):
+    x = np.random.default_rng(0).standard_normal((4, 128, COLS)).astype(np.float32)
+    with pytest.warns(SpillWarning, match=r"tiles are spilled to HBM .*test_spill.py:"):
+        out = weighted_sum(x)
+    np.testing.assert_array_equal(out, _expected(x))
+    stream = weighted_sum.trace(x)[0].stream
+    spills = [r for r in stream if "spill" in r.attrs]
+    assert {r.attrs["spill"] for r in spills} == {"save", "reload"}
+    assert all(r.op is Op.DMA_COPY and r.engine.value == "dma" for r in spills)
+    for r in spills:  # SBUF to HBM scratch and back, the tile's bytes whole
+        sbuf = r.operands["src" if r.attrs["spill"] == "save" else "dst"]
+        hbm = r.operands["dst" if r.attrs["spill"] == "save" else "src"]
+        assert (sbuf.space, hbm.space) == ("sbuf", "hbm")
+        assert sbuf.partitions == 128 and sbuf.byte_hi - sbuf.byte_lo == COLS * 4
+        assert r.location.endswith("(spill)") and "test_spill.py:" in r.location
+    # every reload reads what a save wrote, and the next kernel instruction (after any other spill DMAs) reads
+    # the reloaded bytes
+    saved = set()
+    for n, r in enumerate(stream):
+        if r.attrs.get("spill") == "save":
+            saved.add(r.placed["dst"][0][1])
+        elif r.attrs.get("spill") == "reload":
+            assert r.placed["src"][0][1] in saved
+            user = next(u for u in stream[n + 1:] if "spill" not in u.attrs)
+            assert r.placed["dst"][0] in [p[0] for p in user.placed.values()]
+
+
+def test_spills_are_timed_and_counted(small_sbuf):
+    x = np.zeros((4, 128, COLS), np.float32)
+    with pytest.warns(SpillWarning):
+        r = benchmark(weighted_sum, x, timing_only=True)
+    assert r.spill_saves >= 1 and r.spill_reloads >= 1
+    assert r.spill_save_bytes == r.spill_saves * 128 * COLS * 4
+    assert r.spill_reload_bytes == r.spill_reloads * 128 * COLS * 4
+    assert r.spill_line.startswith(f"{r.spill_saves} spills, ")
+    assert r.hbm_read_bytes == 4 * 128 * COLS * 4  # the kernel's own loads only
+    assert r.meta()["spill_save_bytes"] == r.spill_save_bytes
+    with trnsim.hardware(base="trn2", core={"sbuf_partition_bytes": "160 KiB"}):  # all five fit: no spill
+        big = benchmark(weighted_sum, x, timing_only=True)
+    assert big.spill_saves == big.spill_reloads == 0 and big.spill_line is None
+    assert r.latency > big.latency  # the spill traffic costs time
+
+
+@nki.jit
+def half_written(x):
+    """A tile written in its first half only is spilled: its never-written half stays never-written, and
+    reading the written half back is no error."""
+    out = nl.ndarray((128, COLS // 2), nl.float32, buffer=nl.shared_hbm)
+    half = nl.ndarray((128, COLS), nl.float32, buffer=nl.sbuf)
+    nisa.dma_copy(dst=half[:, 0:COLS // 2], src=x[0, :, 0:COLS // 2])
+    others = [nl.ndarray((128, COLS), nl.float32, buffer=nl.sbuf) for _ in range(3)]
+    for i, t in enumerate(others):
+        nisa.dma_copy(dst=t, src=x[i + 1])
+    nisa.tensor_tensor(dst=others[0], data1=others[0], data2=others[1], op=nl.add)
+    nisa.tensor_tensor(dst=others[0], data1=others[0], data2=others[2], op=nl.add)
+    res = nl.ndarray((128, COLS // 2), nl.float32, buffer=nl.sbuf)
+    nisa.tensor_tensor(dst=res, data1=half[:, 0:COLS // 2], data2=others[0][:, 0:COLS // 2], op=nl.add)
+    nisa.dma_copy(dst=out, src=res)
+    return out
+
+
+def test_a_partly_written_tile_keeps_its_marks_through_a_spill(small_sbuf):
+    x = np.random.default_rng(1).standard_normal((4, 128, COLS)).astype(np.float32)
+    with pytest.warns(SpillWarning):
+        out = half_written(x)
+    h = COLS // 2
+    np.testing.assert_array_equal(out, x[0, :, :h] + ((x[1, :, :h] + x[2, :, :h]) + x[3, :, :h]))
+    assert any(r.attrs.get("spill") == "save" for r in half_written.trace(x)[0].stream)
+
+
+@nki.jit
+def three_wide(x):
+    """One tensor_tensor whose three operands need 72 KiB per partition together."""
+    out = nl.ndarray((128, 6144), nl.float32, buffer=nl.shared_hbm)
+    a = nl.ndarray((128, 6144), nl.float32, buffer=nl.sbuf, name="a")
+    b = nl.ndarray((128, 6144), nl.float32, buffer=nl.sbuf, name="b")
+    nisa.dma_copy(dst=a, src=x)
+    nisa.dma_copy(dst=b, src=x)
+    c = nl.ndarray((128, 6144), nl.float32, buffer=nl.sbuf, name="c")
+    nisa.tensor_tensor(dst=c, data1=a, data2=b, op=nl.add)
+    nisa.dma_copy(dst=out, src=c)
+    return out
+
+
+def test_operands_of_one_instruction_that_cannot_fit_are_refused(small_sbuf):
+    with pytest.warns(SpillWarning), pytest.raises(CapacityError) as e:
+        three_wide(np.zeros((128, 6144), np.float32))
+    msg = str(e.value)
+    assert msg.startswith("SBUF overflow: the operands of tensor_tensor ('c', 'a', 'b') need 73728 B per partition")
+    assert "65528 usable B per partition" in msg and "'b'" in msg and "'c'" in msg
+    assert "test_spill.py:" in msg and len(msg) < 800
+
+
+@nki.jit
+def placed_then_one_more(x):
+    """Tiles the kernel placed itself (address=) are never spilled: the compiler leaves them where they are."""
+    a = nl.ndarray((128, 8192), nl.float32, buffer=nl.sbuf, name="placed", address=(0, 0))
+    nisa.dma_copy(dst=a[:, 0:8], src=x)
+    b = nl.ndarray((128, 8192), nl.float32, buffer=nl.sbuf, name="one_more")
+    nisa.tensor_copy(dst=b[:, 0:8], src=a[:, 0:8])
+
+
+def test_placed_tiles_are_not_spilled(small_sbuf):
+    with pytest.raises(CapacityError, match=r"tensor 'one_more' needs 32768 B .* 1 x 'placed'"):
+        placed_then_one_more(np.zeros((128, 8), np.float32))
