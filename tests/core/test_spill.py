@@ -4,6 +4,8 @@ the values unchanged; only the operands of one instruction that cannot fit toget
 The SBUF is shrunk to 80 KiB per partition (64 KiB usable after the reserved bytes) so the tiles stay small:
 three tiles of 16 KiB per partition fit, four do not.
 """
+import warnings
+
 import numpy as np
 import pytest
 
@@ -154,3 +156,36 @@ def placed_then_one_more(x):
 def test_placed_tiles_are_not_spilled(small_sbuf):
     with pytest.raises(CapacityError, match=r"tensor 'one_more' needs 32768 B .* 1 x 'placed'"):
         placed_then_one_more(np.zeros((128, 8), np.float32))
+
+
+@nki.jit
+def shared_in_affine_loop(x):
+    """A tile made before an affine loop is spilled and reloaded inside it: the loop stays free of
+    loop-carried dependencies (a spill moves the tile's bytes, never its values)."""
+    out = nl.ndarray((2, 128, COLS), nl.float32, buffer=nl.shared_hbm)
+    w = nl.ndarray((128, COLS), nl.float32, buffer=nl.sbuf)
+    nisa.dma_copy(dst=w, src=x[0])
+    for i in nl.affine_range(2):
+        ts = []
+        for k in range(3):
+            t = nl.ndarray((128, COLS), nl.float32, buffer=nl.sbuf)
+            nisa.dma_copy(dst=t, src=x[k + 1])
+            ts.append(t)
+            if k == 0:  # w is read, then spilled for the next tiles, then reloaded in the next iteration
+                nisa.tensor_tensor(dst=t, data1=t, data2=w, op=nl.add)
+        nisa.tensor_tensor(dst=ts[0], data1=ts[0], data2=ts[1], op=nl.add)
+        nisa.tensor_tensor(dst=ts[0], data1=ts[0], data2=ts[2], op=nl.add)
+        nisa.dma_copy(dst=out[i], src=ts[0])
+    return out
+
+
+def test_spills_inside_an_affine_loop_are_no_loop_carried_dependency(small_sbuf, monkeypatch):
+    monkeypatch.setenv("TRNSIM_RACE_CHECK", "error")  # watch the affine loop for loop-carried dependencies
+    x = np.random.default_rng(5).standard_normal((4, 128, COLS)).astype(np.float32)
+    with warnings.catch_warnings(record=True) as seen:
+        warnings.simplefilter("always")
+        out = shared_in_affine_loop(x)
+    assert seen and all(w.category is SpillWarning for w in seen)  # no LoopCarriedWarning
+    want = ((x[1] + x[0]) + x[2]) + x[3]
+    np.testing.assert_array_equal(out, np.stack([want, want]))
+    assert any(r.attrs.get("spill") == "reload" for r in shared_in_affine_loop.trace(x)[0].stream)

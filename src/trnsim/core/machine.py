@@ -189,7 +189,7 @@ class NeuronCore:
         evicts = generic_check(d, ins, self) and op not in MATMUL  # another engine touching PSUM
         d.check(ins, self)
         self.stream.append(ins.record(len(self.stream)))
-        if self.races:
+        if self.races and "spill" not in attrs:  # a spill moves a tile, not its values: no access of the kernel's
             boxes = {n: (v, _races.box(v)) for n, v in operands.items()}
             for w in self.races:
                 w.record(ins, boxes)
