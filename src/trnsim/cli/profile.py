@@ -59,7 +59,7 @@ def schedule_of(result: BenchmarkResult, every: int = 1):
             continue
         args = {"operands": _operands(e.rec), "source": e.rec.location, "instruction": e.index}
         if "spill" in e.rec.attrs:  # inserted by the compiler, not written in the kernel
-            args["compiler"] = f"spill {e.rec.attrs['spill']}"
+            args["compiler"] = f"spill {e.rec.attrs['spill']} for {e.rec.attrs.get('line')}"
         if e.pieces:
             args["queues"] = len(e.pieces)
         deps = tuple(d for d in e.deps if d % every == 0)

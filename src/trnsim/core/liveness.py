@@ -24,28 +24,36 @@ from trnsim.core.errors import inside
 
 
 class Loop:
-    """One kernel loop while it runs: whether it is in its first iteration, and (outermost loops) what
-    that iteration's trace decided (see `traced`)."""
+    """One kernel loop while it runs: whether it is in its first iteration, (outermost loops) what that
+    iteration's trace decided (see `traced`), and, once the core spills, when each SBUF tile was used in
+    the current and the previous iteration (see `next_use`)."""
 
-    __slots__ = ("first", "trace")
+    __slots__ = ("first", "trace", "uses", "last", "length")
 
     def __init__(self):
         self.first, self.trace = True, {}
+        self.uses: dict = {}  # tile key -> steps of this iteration that used it (NeuronCore.issue)
+        self.last: dict | None = None  # the same for the previous iteration
+        self.length = 0  # instructions in the previous iteration
 
 
 class Iteration:
     """The on-chip tensors made while one loop iteration runs (weak references: the memory holds them)."""
 
-    __slots__ = ("allocs", "loop", "counts")
+    __slots__ = ("allocs", "loop", "counts", "step", "made")
 
     def __init__(self, loop: Loop | None = None):
         self.allocs: list[weakref.ref] = []
         self.loop = loop or Loop()
         self.counts: dict = {}  # site -> how many times `traced` was asked there in this iteration
+        self.step = 0  # instructions issued in this iteration so far
+        self.made: dict = {}  # source line -> tiles allocated there in this iteration
 
     def add(self, a) -> None:
         self.allocs.append(weakref.ref(a))
         a.memory.held[a.id] = a
+        n = self.made[a.location] = self.made.get(a.location, 0) + 1
+        a.site, a.scope = (a.location, n), self  # the same tile of every iteration has the same site
 
     def expire(self) -> list:
         """Mark the tensors still live as expired; return them, for the loop to release after the next one."""
@@ -77,8 +85,36 @@ def iterations(nc, indices):
                     nc.scopes.remove(scope)
                 _release(prev)
                 prev = scope.expire()
+                if loop.uses:
+                    loop.last, loop.uses, loop.length = loop.uses, {}, scope.step
     finally:
         _release(prev)
+
+
+def note_uses(scope: Iteration, allocs) -> None:
+    """Record that the SBUF tiles `allocs` are used at this step of the innermost loop iteration."""
+    uses, step = scope.loop.uses, scope.step
+    for a in allocs:
+        key = a.site if getattr(a, "scope", None) is scope else a.id
+        uses.setdefault(key, []).append(step)
+
+
+def next_use(scope: Iteration, a) -> float | None:
+    """Instructions until tile `a` is used next, predicted from the previous iteration of the innermost loop:
+    the compiler sees a loop body whole, and iterations repeat it. A tile made in this iteration stands for
+    the one made at the same site in the last; once its uses there are past, it is dead (inf). None: no
+    previous iteration to go by."""
+    loop = scope.loop
+    if loop.last is None:
+        return None
+    mine = getattr(a, "scope", None) is scope
+    steps = loop.last.get(a.site if mine else a.id)
+    if not steps:
+        return float("inf")
+    i = bisect.bisect_right(steps, scope.step)
+    if i < len(steps):
+        return steps[i] - scope.step
+    return float("inf") if mine else steps[0] + loop.length - scope.step
 
 
 def _release(allocs) -> None:

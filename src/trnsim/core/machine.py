@@ -25,13 +25,18 @@ from trnsim.core.isa.opcodes import MATMUL, Engine, Op
 from trnsim.core.isa.psum import close as close_psum, flush as flush_psum
 from trnsim.core.isa.registry import REGISTRY, Instruction, generic_check
 from trnsim.core import races as _races
-from trnsim.core.liveness import iterations
+from trnsim.core.liveness import iterations, next_use, note_uses
 from trnsim.core.limits import Budget
 from trnsim.core.lnc import Mailbox
 from trnsim.core.memory import HBM, TICK, Allocation, Memory, Space
 from trnsim.core.tensor import View
 
 TARGET_ENV = "NEURON_PLATFORM_TARGET_OVERRIDE"
+# Where spill DMAs come from: the timing model gives each source line a DMA queue, and the compiler's spill
+# traffic has queues of its own (the profiler shows two, qSyncSpillReload0 and qVectorSpillReload0), whichever
+# kernel line needed it (the instruction's `line` attribute): saves on one, reloads on the other, so a reload
+# never waits in line behind the save of another tile.
+SPILL_QUEUES = {"save": "spill save (compiler)", "reload": "spill reload (compiler)"}
 
 
 def resolve_target(target: str | None = None) -> str:
@@ -77,6 +82,7 @@ class NeuronCore:
                            bank_bytes=s.psum_partition_bytes // s.psum_banks, refill=values)
         self.hbm = hbm if hbm is not None else HBM(s.hbm_bytes)
         self.sbuf.spiller = self.spill_save  # SBUF tiles that cannot stay are spilled to HBM (core/memory.py)
+        self.sbuf.next_use = lambda a: next_use(self.scopes[-1], a) if self.scopes else None
         self.spills = 0  # tiles saved to HBM so far
         # PSUM bytes inside an open matmul accumulation group, and deferred groups (isa/psum.py).
         self.psum_groups = np.zeros_like(self.psum.poison)
@@ -183,6 +189,11 @@ class NeuronCore:
             a.used = tick
             if k in d.writes:
                 a.saved = False
+        if self.scopes and "spill" not in attrs:
+            scope = self.scopes[-1]
+            scope.step += 1
+            if self.spills:  # when tiles were used, for the spill policy's next-use prediction
+                note_uses(scope, [v.alloc for v in operands.values() if v.alloc.memory is self.sbuf])
         eng = _engine(engine) or (d.pick(operands, attrs, self) if d.pick else None) or d.engines[0]
         ins = Instruction(op, eng, operands, attrs, attrs.pop("_location", None) or where(), d.writes)
         self.budget.charge(ins.location)
@@ -218,7 +229,8 @@ class NeuronCore:
             return
         if a.scratch is None:
             a.scratch = self.hbm_tensor((a.partitions, a.nbytes), "uint8", name=f"{a.name}.spill", kind="spill")
-        self.issue(Op.DMA_COPY, dst=a.scratch, src=_bytes(a), spill="save", _location=f"{where()} (spill)")
+        self.issue(Op.DMA_COPY, dst=a.scratch, src=_bytes(a), spill="save", line=where(),
+                   _location=SPILL_QUEUES["save"])
         a.saved = True
 
     def _reload_operands(self, what: str, operands: dict) -> None:
@@ -233,7 +245,8 @@ class NeuronCore:
                 continue
             self.sbuf.restore(a, pinned, f"{what} ({', '.join(repr(x.name) for x in views)})")
             if a.scratch is not None:
-                self.issue(Op.DMA_COPY, dst=_bytes(a), src=a.scratch, spill="reload", _location=f"{where()} (spill)")
+                self.issue(Op.DMA_COPY, dst=_bytes(a), src=a.scratch, spill="reload", line=where(),
+                           _location=SPILL_QUEUES["reload"])
             a.saved = True  # the scratch copy holds its bytes (or it was never written)
 
     def sync(self) -> None:

@@ -123,6 +123,7 @@ class Memory:
         self.expired: weakref.WeakValueDictionary[int, Allocation] = weakref.WeakValueDictionary()
         self.held: dict[int, Allocation] = {}
         self.spiller = None  # SBUF: the core's spill_save(alloc), which saves a tile to HBM before it is spilled
+        self.next_use = None  # SBUF: the core's prediction of a tile's next use (liveness.next_use), or None
 
     # -- placement -------------------------------------------------------------------------------
     def _overlaps(self, p0, partitions, b0, nbytes, among=None):
@@ -182,17 +183,23 @@ class Memory:
     def _spill(self, partitions, nbytes, align, pmax, pinned) -> bool:
         """Spill one live tile to HBM to make room; False when no tile can go.
 
-        The victim is the least recently used tile whose bytes alone make the request fit, else the least
-        recently used tile (and the caller asks again). Least recently used, because the tile the optimal
-        policy evicts (the one whose next use is farthest, Belady's) needs the future, and an eager trace
-        has only the past; preferring a tile that alone makes room keeps small tiles that would not help
-        from moving."""
+        The victim is the tile whose next use is farthest (Belady's optimal policy, which a compiler can
+        follow since it sees the whole loop body): an eager trace predicts it from the previous iteration
+        of the innermost loop (liveness.next_use), preferring, at equal distance, a tile that needs no
+        save. Without that history (straight-line code, a loop's first iteration) it is the least recently
+        used tile. In that order, the first tile whose bytes alone make the request fit goes, else the
+        first (and the caller asks again): small tiles that would not help stay."""
         if self.spiller is None:
             return False
-        tiles = sorted((a for a in list(self.live.values())
-                        if a.place[5] >= 0 and not a.shared and a.id not in pinned), key=lambda a: a.used)
+        tiles = [a for a in list(self.live.values()) if a.place[5] >= 0 and not a.shared and a.id not in pinned]
         if not tiles:
             return False
+        far = [self.next_use(a) for a in tiles] if self.next_use is not None else [None]
+        if None in far:
+            tiles.sort(key=lambda a: a.used)
+        else:
+            order = sorted(range(len(tiles)), key=lambda i: (-far[i], not tiles[i].saved, tiles[i].used))
+            tiles = [tiles[i] for i in order]
         victim = next((a for a in tiles if self._fit(partitions, nbytes, align, pmax, without=a) is not None), tiles[0])
         self.spiller(victim)  # the save DMA reads its bytes where they are
         victim.spilled, victim.pending, victim.source = True, None, None
