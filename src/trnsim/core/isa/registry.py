@@ -62,6 +62,7 @@ class Record:
     writes: tuple[str, ...]
     attrs: dict
     location: str
+    sig: tuple | None = None  # what fixes its check verdict and its cost (the speed layer's memo key), or None
 
     @functools.cached_property
     def operands(self) -> dict[str, Region]:
@@ -108,9 +109,12 @@ class Instruction:
             return attrs[name]
         raise AttributeError(name)
 
-    def record(self, index: int) -> Record:
+    def record(self, index: int, sig: tuple | None = None) -> Record:
+        """The stream's record; with a signature (whose attributes all hash, so none is an array) the
+        attributes are copied as they are."""
+        attrs = dict(self.attrs) if sig is not None else {k: v for k, v in self.attrs.items() if not isinstance(v, np.ndarray)}
         return Record(index, self.op, self.engine, {n: v.placement() for n, v in self.operands.items()},
-                      self.writes, {k: v for k, v in self.attrs.items() if not isinstance(v, np.ndarray)}, self.location)
+                      self.writes, attrs, self.location, sig)
 
 
 @dataclass(frozen=True)
@@ -124,15 +128,21 @@ class OpDef:
     needs: str | None = None  # the catalog capability the instruction needs
     pick: Callable | None = None  # chooses the default engine from the operands, when it depends on them
     control: bool = False  # sequencer state (registers): its semantics run in timing-only mode too
+    # `check` reads only the operands' layouts (placement, dtype, shape, strides), the attributes and the core's
+    # catalog facts, so its verdict can be memoised (core/fast.py); `state` is the part of checking that
+    # changes the core's state (PSUM accumulation groups) and runs at every issue.
+    pure: bool = False
+    state: Callable | None = None
 
 
 REGISTRY: dict[Op, OpDef] = {}
 
 
-def define(op: Op, engines, check, semantics, cost, writes=("dst",), needs=None, pick=None, control=False) -> OpDef:
+def define(op: Op, engines, check, semantics, cost, writes=("dst",), needs=None, pick=None, control=False,
+           pure=False, state=None) -> OpDef:
     """Register an instruction's rules together; the first engine is its default."""
     engines = tuple(engines) if isinstance(engines, (tuple, list)) else (engines,)
-    REGISTRY[op] = OpDef(op, engines, check, semantics, cost, tuple(writes), needs, pick, control)
+    REGISTRY[op] = OpDef(op, engines, check, semantics, cost, tuple(writes), needs, pick, control, pure, state)
     return REGISTRY[op]
 
 

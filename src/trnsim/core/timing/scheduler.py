@@ -73,6 +73,9 @@ class Scheduler:
         self.high: dict[tuple, int] = {}  # (space, memory, partition, partitions) -> highest byte touched
         self.warm_since, self.tensor_end = None, 0.0
         self.regions: dict | None = {} if fast.enabled() else None  # placement -> Region (Record.regions)
+        # Costs and durations by instruction signature (Record.sig: the same layouts and attributes give the
+        # same work), each rule asked once per signature: the speed layer's cost cache (core/fast.py).
+        self.memo: dict | None = {} if fast.enabled() else None
         self.psum_tiles: dict[tuple, list[int]] = {}  # PSUM (memory, partition, byte) -> tiles placed there, in order
         self.tile_last: dict[int, tuple[float, int]] = {}  # PSUM tile -> (end, event) of its last access so far
         self.psum_high = 0  # highest PSUM byte per partition touched: the footprint the compiler rotates
@@ -201,7 +204,7 @@ class Scheduler:
         index = len(self.end_of)
         if self.regions is not None:
             rec.regions(self.regions)
-        w = REGISTRY[rec.op].cost(rec, self.spec)
+        w = self._memo(rec, "cost", REGISTRY[rec.op].cost, rec, self.spec)
         q = -1
         if rec.engine is Engine.DMA:
             q = self.queue_of.setdefault(rec.location, len(self.queue_of) % self.spec.dma_engines)
@@ -235,12 +238,13 @@ class Scheduler:
         flops = 0.0
         if eng == "tensor":
             if rec.op is Op.NC_TRANSPOSE:
-                dur, flops = self.rules.pe_transpose(w)
+                dur, flops = self._memo(rec, "pe", self.rules.pe_transpose, w)
             else:
-                dur, flops = self.rules.matmul(rec, w)
+                dur, flops = self._memo(rec, "pe", self.rules.matmul, rec, w)
             dur /= self._throttle(start)
         else:
-            dur = self.rules.stream(rec, w, dependent=ready > free)
+            dependent = ready > free
+            dur = self._memo(rec, dependent, self.rules.stream, rec, w, dependent)
         if start == free or blocker < 0:
             blocker = self.last[eng]
         end = start + dur
@@ -248,6 +252,16 @@ class Scheduler:
         if eng == "tensor":
             self.tensor_end = end
         return Event(index, rec, TRACKS[eng], start, end, blocker=blocker, flops=flops)
+
+    def _memo(self, rec, what, rule, *args):
+        """`rule(*args)`, from the memo when an instruction of the same signature asked it before."""
+        if rec.sig is None or self.memo is None:
+            return rule(*args)
+        key = (what, rec.sig)
+        out = self.memo.get(key)
+        if out is None:
+            out = self.memo[key] = rule(*args)
+        return out
 
     def _throttle(self, start: float) -> float:
         """TensorE rate under the dI/dt limit: from `tensor_warmup_start` up to 1 over the warm-up time."""
@@ -271,7 +285,7 @@ class Scheduler:
             go, blocker = turn, self.queue_last[q]
         pieces, tl = [], self.tl
         end, bound = -1.0, blocker
-        for e, dur in self.rules.dma_pieces(rec, w):
+        for e, dur in self._memo(rec, "dma", self.rules.dma_pieces, rec, w):
             s, f, before = self._place(e, go, dur, index)
             pieces.append((e, s, f))
             tl.piece_engine.append(e)
