@@ -87,6 +87,7 @@ class NeuronCore:
         # out the same way passes the same checks; only their stateful part (OpDef.state) runs again.
         self.verdicts: dict | None = {} if self.fast else None
         self.verdicts_spec = self.spec  # the catalog entry they were reached under
+        self.signatures = 0  # signatures numbered so far (Record.sig), never reused within the core's stream
         self.hbm_f32: dict = {}  # FP32 conversions of whole HBM tensors that matmuls read (isa/psum.py)
         self.strict, self.values = strict, values
         self.program_id, self.num_programs = program_id, num_programs
@@ -137,9 +138,12 @@ class NeuronCore:
         alloc.shape = shape
         if address is None and self.scopes:  # placed tensors (address=) are the program's to manage
             self.scopes[-1].add(alloc)
+        v = View.whole(alloc, dt, shape)
         if mem is self.psum:
-            close_psum(self, View.whole(alloc, dt, shape))
-        return View.whole(alloc, dt, shape)
+            close_psum(self, v)
+        if self.fast:
+            v.keep_parts()
+        return v
 
     def hbm_tensor(self, init, dtype=None, name: str | None = None, kind="hbm", location=None) -> View:
         """An HBM tensor: from a numpy array (its values, written) or a shape (never-written)."""
@@ -151,7 +155,10 @@ class NeuronCore:
         nbytes = max(1, math.prod(shape)) * dt.itemsize
         alloc = self.hbm.allocate(nbytes, name or self._name("hbm"), kind, location or where(), data)
         alloc.shape = shape
-        return View.whole(alloc, dt, shape)
+        v = View.whole(alloc, dt, shape)
+        if self.fast:
+            v.keep_parts()
+        return v
 
     def loop(self, indices, affine: str | None = None):
         """Iterate `indices` as a kernel loop: tensors made in an iteration die with it (core/liveness.py).
@@ -171,10 +178,14 @@ class NeuronCore:
         operands, attrs = {}, {}
         for k, v in kw.items():
             (operands if isinstance(v, View) else attrs)[k] = v
-        sig = _signature(op, engine, operands, attrs) if d.pure and self.verdicts is not None else None
-        if sig is not None and self.verdicts_spec is not self.spec:  # the catalog entry changed (a what-if chip)
-            self.verdicts, self.verdicts_spec = {}, self.spec
-        hit = self.verdicts.get(sig) if sig is not None else None
+        sig = hit = _signature(op, engine, operands, attrs) if d.pure and self.verdicts is not None else None
+        if sig is not None:
+            if self.verdicts_spec is not self.spec:  # the catalog entry changed (a what-if chip)
+                self.verdicts, self.verdicts_spec = {}, self.spec
+            try:
+                hit = self.verdicts.get(sig)
+            except TypeError:  # an unhashable attribute
+                sig = None
         if hit is None:
             eng = _engine(engine) or (d.pick(operands, attrs, self) if d.pick else None) or d.engines[0]
             ins = Instruction(op, eng, operands, attrs, where(), d.writes)
@@ -182,10 +193,12 @@ class NeuronCore:
             before = dict(attrs) if sig is not None else None
             psum = generic_check(d, ins, self)
             d.check(ins, self)
-            if sig is not None:  # the verdict, with what the check set in the attributes
-                self.verdicts[sig] = (eng, psum, {k: v for k, v in attrs.items() if before.get(k, before) is not v})
+            if sig is not None:  # the verdict, with what the check set in the attributes, numbered
+                changed = {k: v for k, v in attrs.items() if before.get(k, before) is not v}
+                self.verdicts[sig] = (eng, psum, changed, self.signatures)
+                sig, self.signatures = self.signatures, self.signatures + 1
         else:
-            eng, psum, changed = hit
+            eng, psum, changed, sig = hit
             if changed:
                 attrs.update(changed)
             ins = Instruction(op, eng, operands, attrs, where(), d.writes)
@@ -254,8 +267,8 @@ class NeuronCore:
 def _signature(op, engine, operands, attrs) -> tuple | None:
     """What a pure check's verdict and an instruction's cost depend on: the opcode, the engine asked for, each
     operand's layout (its allocation's place but not which tile it is, dtype, shape, strides, offsets) and the
-    attributes with their types (1 and 1.0 compare equal but may check differently). None when it cannot be
-    a key (an indirect operand, an unhashable attribute)."""
+    attributes with their types (1 and 1.0 compare equal but may check differently). None for an indirect
+    operand; an unhashable attribute shows when it is looked up."""
     key = [op, engine]
     for n, v in operands.items():
         if v.indirect is not None:
@@ -264,12 +277,7 @@ def _signature(op, engine, operands, attrs) -> tuple | None:
         key.append((n, a.place[:5], a.partitions, a.kind, v.dtype, v.shape, v.strides, v.offset, v.poff))
     for k, x in attrs.items():
         key.append((k, x.__class__, x))
-    key = tuple(key)
-    try:
-        hash(key)
-    except TypeError:
-        return None
-    return key
+    return tuple(key)
 
 
 def _engine(engine):

@@ -62,7 +62,9 @@ class Record:
     writes: tuple[str, ...]
     attrs: dict
     location: str
-    sig: tuple | None = None  # what fixes its check verdict and its cost (the speed layer's memo key), or None
+    # The number of its signature in its core (machine._signature: the same number, the same layouts and
+    # attributes, so the same check verdict and cost), or None: the speed layer's memo key (core/fast.py).
+    sig: int | None = None
 
     @functools.cached_property
     def operands(self) -> dict[str, Region]:
@@ -109,7 +111,7 @@ class Instruction:
             return attrs[name]
         raise AttributeError(name)
 
-    def record(self, index: int, sig: tuple | None = None) -> Record:
+    def record(self, index: int, sig: int | None = None) -> Record:
         """The stream's record; with a signature (whose attributes all hash, so none is an array) the
         attributes are copied as they are."""
         attrs = dict(self.attrs) if sig is not None else {k: v for k, v in self.attrs.items() if not isinstance(v, np.ndarray)}

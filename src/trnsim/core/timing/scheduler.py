@@ -23,6 +23,7 @@ from trnsim.core.timing.intervals import IntervalMap
 from trnsim.core.timing.rules import TRACKS, Rules
 
 QUADRANT = 32  # partitions per dependence-tracking group (the partition start rule's finest step)
+_NAME = {e: e.value for e in Engine}  # an engine's track key (Enum.value is a Python-level descriptor)
 
 
 @dataclass(slots=True)
@@ -183,8 +184,17 @@ class Scheduler:
                         m.assign(lo, hi, None)
             if rd:
                 for m in record:
-                    i, j = m._split(lo), m._split(hi)
-                    v = m.values
+                    b, v = m.bounds, m.values
+                    i = bisect_right(b, lo) - 1  # IntervalMap._split(lo) and (hi), inline
+                    if b[i] != lo:
+                        i += 1
+                        b.insert(i, lo)
+                        v.insert(i, v[i - 1])
+                    j = bisect_right(b, hi) - 1
+                    if b[j] != hi:
+                        j += 1
+                        b.insert(j, hi)
+                        v.insert(j, v[j - 1])
                     last = new = None
                     for k in range(i, j):
                         x = v[k]
@@ -210,7 +220,7 @@ class Scheduler:
             q = self.queue_of.setdefault(rec.location, len(self.queue_of) % self.spec.dma_engines)
             eng = f"dma{q}"
         else:
-            eng = rec.engine.value
+            eng = _NAME[rec.engine]
         deps, accesses = self._deps(rec, eng)
         sem = self.t.semaphore_latency
         ready, blocker = 0.0, -1
