@@ -77,6 +77,7 @@ class Scheduler:
         # Costs and durations by instruction signature (Record.sig: the same layouts and attributes give the
         # same work), each rule asked once per signature: the speed layer's cost cache (core/fast.py).
         self.memo: dict | None = {} if fast.enabled() else None
+        self.plans: dict | None = {} if fast.enabled() else None  # signature -> its operands' plan (_plan)
         self.psum_tiles: dict[tuple, list[int]] = {}  # PSUM (memory, partition, byte) -> tiles placed there, in order
         self.tile_last: dict[int, tuple[float, int]] = {}  # PSUM tile -> (end, event) of its last access so far
         self.psum_high = 0  # highest PSUM byte per partition touched: the footprint the compiler rotates
@@ -106,27 +107,39 @@ class Scheduler:
             self.cells[key] = cells
         return cells
 
-    def _deps(self, rec, eng: str):
+    def _plan(self, rec) -> tuple:
+        """Per operand, what dependence tracking needs of its region: (maps (see _cells), memory, byte_lo,
+        byte_hi, written, PSUM (memory, partition, byte_lo) when written into PSUM else None, high-water key
+        or None for HBM). Records of one signature (Record.sig) share it, and need no Region of their own."""
+        ops = rec.regions(self.regions) if self.regions is not None else rec.operands
+        plan, cells_of, writes, whole = [], self.cells, rec.writes, self.spec.partitions
+        for name, r in ops.items():
+            hbm, w = r.space == "hbm", name in writes
+            cells = cells_of.get(r.memory if hbm or (r.partition == 0 and r.partitions == whole)
+                                 else (r.memory, r.partition, r.partitions)) or self._cells(r)
+            plan.append((cells, r.memory, r.byte_lo, r.byte_hi, w,
+                         (r.memory, r.partition, r.byte_lo) if w and r.space == "psum" else None,
+                         None if hbm else (r.space, r.memory, r.partition, r.partitions)))
+        return tuple(plan)
+
+    def _deps(self, rec, eng: str, plan, tiles, fresh: bool):
         """({event index: end} of the events this instruction must wait for, the accesses to record).
 
         A write into bytes that last belonged to another compiler-placed tile waits for nobody: that tile
         is dead (the allocator reused its bytes), and the compiler gives a new tile a free buffer instead
         of waiting for the old one's readers, so the reuse is an address coincidence, not a dependency.
-        The interval maps are walked inline (this runs once per instruction of every timed stream)."""
+        The interval maps are walked inline (this runs once per instruction of every timed stream). The
+        high-water marks move only on a `fresh` plan: a plan seen before reached the same bytes already."""
         deps: dict[int, float] = {}
-        eng_of, end_of, high, cells_of, writes, narrow = self.eng_of, self.end_of, self.high, self.cells, rec.writes, self.narrow
+        eng_of, end_of, high, narrow = self.eng_of, self.end_of, self.high, self.narrow
         dma = eng.startswith("dma")
         accumulated = rec.attrs.get("accumulated")
         accesses = []
-        for name, r in rec.operands.items():
-            w, lo, hi, tile = name in writes, r.byte_lo, r.byte_hi, r.tile
-            hbm = r.space == "hbm"
-            cells = cells_of.get(r.memory if hbm or (r.partition == 0 and r.partitions == self.spec.partitions)
-                                 else (r.memory, r.partition, r.partitions)) or self._cells(r)
-            if w and tile >= 0 and r.space == "psum" and tile not in self.tile_last:
-                self._psum_buffer(r, deps)
-            accesses.append((cells, r.memory, lo, hi, tile, w, not w or accumulated))
-            for m in (cells[0] if r.memory in narrow else cells[3]):
+        for (cells, memory, lo, hi, w, buffer, key), tile in zip(plan, tiles):
+            if buffer is not None and tile >= 0 and tile not in self.tile_last:
+                self._psum_buffer(buffer, hi, tile, deps)
+            accesses.append((cells, memory, lo, hi, tile, w, not w or accumulated))
+            for m in (cells[0] if memory in narrow else cells[3]):
                 b, v = m.bounds, m.values
                 n = len(b)
                 if n == 1 and v[0] is None:
@@ -147,26 +160,24 @@ class Scheduler:
                         for r_eng, idx in readers:
                             if r_eng != eng or dma:
                                 deps[idx] = end_of[idx]
-            if not hbm:
-                key = (r.space, r.memory, r.partition, r.partitions)
-                if high.get(key, 0) < hi:
-                    high[key] = hi
-                    if r.space == "psum" and hi > self.psum_high:
-                        self.psum_high = hi
+            if fresh and key is not None and high.get(key, 0) < hi:
+                high[key] = hi
+                if key[0] == "psum" and hi > self.psum_high:
+                    self.psum_high = hi
         return deps, accesses
 
-    def _psum_buffer(self, r, deps) -> None:
+    def _psum_buffer(self, at, byte_hi, tile, deps) -> None:
         """A new PSUM tile of a loop gets one of the buffers its banks hold, not a free one every time: the
         compiler rotates the loop's PSUM footprint (rounded up to whole 2 KiB banks) over the 8 banks, so
         with `depth` copies of it the tile placed at an address waits for the last access of the tile
         placed there `depth` tiles before (reference 1.4: up to 8 accumulation groups outstanding)."""
-        placed = self.psum_tiles.setdefault((r.memory, r.partition, r.byte_lo), [])
+        placed = self.psum_tiles.setdefault(at, [])  # at: (memory, partition, byte_lo)
         bank = self.spec.psum_bank_bytes
-        depth = max(1, self.spec.psum_banks // -(-max(self.psum_high, r.byte_hi) // bank))
+        depth = max(1, self.spec.psum_banks // -(-max(self.psum_high, byte_hi) // bank))
         if len(placed) >= depth and placed[-depth] in self.tile_last:
             end, idx = self.tile_last[placed[-depth]]
             deps[idx] = end
-        placed.append(r.tile)
+        placed.append(tile)
 
     def _record(self, accesses, eng: str, index: int) -> None:
         """Note this instruction as the writer or a reader of the bytes it touched (the maps' `assign` and
@@ -212,8 +223,14 @@ class Scheduler:
 
     def step(self, rec) -> Event:
         index = len(self.end_of)
-        if self.regions is not None:
-            rec.regions(self.regions)
+        sig, plans = rec.sig, self.plans
+        plan = plans.get(sig) if sig is not None and plans is not None else None
+        fresh = plan is None
+        if fresh:
+            plan = self._plan(rec)
+            if sig is not None and plans is not None:
+                plans[sig] = plan
+        tiles = [p[0][5] for p in rec.placed.values()]  # the tile each operand belongs to (Region.tile)
         w = self._memo(rec, "cost", REGISTRY[rec.op].cost, rec, self.spec)
         q = -1
         if rec.engine is Engine.DMA:
@@ -221,7 +238,7 @@ class Scheduler:
             eng = f"dma{q}"
         else:
             eng = _NAME[rec.engine]
-        deps, accesses = self._deps(rec, eng)
+        deps, accesses = self._deps(rec, eng, plan, tiles, fresh)
         sem = self.t.semaphore_latency
         ready, blocker = 0.0, -1
         for idx, end in deps.items():
@@ -237,9 +254,9 @@ class Scheduler:
         self.eng_of.append(eng)
         self.end_of.append(ev.end)
         self._record(accesses, eng, index)
-        for r in rec.operands.values():
-            if r.space == "psum" and r.tile >= 0 and ev.end >= self.tile_last.get(r.tile, (-1.0,))[0]:
-                self.tile_last[r.tile] = (ev.end, index)
+        for (_, _, _, _, _, _, key), tile in zip(plan, tiles):
+            if tile >= 0 and key is not None and key[0] == "psum" and ev.end >= self.tile_last.get(tile, (-1.0,))[0]:
+                self.tile_last[tile] = (ev.end, index)
         return ev
 
     def _compute(self, rec, w, eng, index, ready, blocker) -> Event:
