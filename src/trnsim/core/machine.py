@@ -174,6 +174,10 @@ class NeuronCore:
     # -- execution -------------------------------------------------------------------------------
     def issue(self, op: Op, /, engine=None, **kw) -> Instruction:
         """Check one instruction, record it in the stream and (with values on) execute it."""
+        return self.submit(op, engine, kw)
+
+    def submit(self, op: Op, engine, kw: dict) -> Instruction:
+        """`issue` with the operands and attributes in one dict (front ends pass theirs on, not repacked)."""
         d = REGISTRY[op]
         operands, attrs = {}, {}
         for k, v in kw.items():
