@@ -7,6 +7,12 @@ from trnsim.core import NeuronCore, Op
 from trnsim.core.errors import DTypeError, OutOfScopeError
 
 
+@pytest.fixture(autouse=True)
+def speed_layer_on(monkeypatch):
+    """These tests look at the speed layer itself, whatever TRNSIM_FAST the suite runs under."""
+    monkeypatch.setenv("TRNSIM_FAST", "1")
+
+
 def test_the_same_layout_has_the_same_signature():
     nc = NeuronCore("trn2", values=False)
     t, u = nc.tensor((128, 256), "float32"), nc.tensor((128, 256), "float32")
