@@ -5,7 +5,10 @@ products computed in one batched call when something next touches PSUM, then add
 deferred DMA loads (a whole-tile load is copied when first read), matmul operands read from one FP32
 conversion of their HBM source (with its thread pool) instead of the tile's own bytes, and the cache of
 widened stationary tiles, and the timing scheduler's sharing of one Region between records of the same
-placement (Record.regions). With it off, each matmul adds its product into PSUM as it is issued, which
+placement (Record.regions). For timing-only speed: check verdicts kept by instruction signature (an
+instruction whose check is pure, issued again on operands laid out the same way, skips the checks but not
+their stateful part), each cost rule asked once per signature in the scheduler, views shared by index
+(View.keep_parts), and never-written memory made when first read. With it off, each matmul adds its product into PSUM as it is issued, which
 defines the bits. None of them changes a value or an instruction: tests/replay runs every kernel the
 tests launch both ways and compares output bits and streams.
 """

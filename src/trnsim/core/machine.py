@@ -85,12 +85,17 @@ class NeuronCore:
         self.sbuf.next_use = lambda a: next_use(self.scopes[-1], a) if self.scopes else None
         self.spills = 0  # tiles saved to HBM so far
         # PSUM bytes inside an open matmul accumulation group, and deferred groups (isa/psum.py).
-        self.psum_groups = np.zeros_like(self.psum.poison)
+        self.psum_groups = np.zeros((self.psum.partitions, self.psum.row_bytes), np.uint8)
         self.lazy_psum = False  # kernel launches evaluate accumulation groups lazily
         self.psum_pending: dict = {}
         self.psum_open: set = set()
         self.fast = fast.enabled()  # the speed layer (core/fast.py): off changes no value, only the time taken
         self.widen_cache: dict = {}
+        # Check verdicts by instruction signature (_signature): an instruction issued again on operands laid
+        # out the same way passes the same checks; only their stateful part (OpDef.state) runs again.
+        self.verdicts: dict | None = {} if self.fast else None
+        self.verdicts_spec = self.spec  # the catalog entry they were reached under
+        self.signatures = 0  # signatures numbered so far (Record.sig), never reused within the core's stream
         self.hbm_f32: dict = {}  # FP32 conversions of whole HBM tensors that matmuls read (isa/psum.py)
         self.strict, self.values = strict, values
         self.program_id, self.num_programs = program_id, num_programs
@@ -141,9 +146,12 @@ class NeuronCore:
         alloc.shape = shape
         if address is None and self.scopes:  # placed tensors (address=) are the program's to manage
             self.scopes[-1].add(alloc)
+        v = View.whole(alloc, dt, shape)
         if mem is self.psum:
-            close_psum(self, View.whole(alloc, dt, shape))
-        return View.whole(alloc, dt, shape)
+            close_psum(self, v)
+        if self.fast:
+            v.keep_parts()
+        return v
 
     def hbm_tensor(self, init, dtype=None, name: str | None = None, kind="hbm", location=None) -> View:
         """An HBM tensor: from a numpy array (its values, written) or a shape (never-written)."""
@@ -155,7 +163,10 @@ class NeuronCore:
         nbytes = max(1, math.prod(shape)) * dt.itemsize
         alloc = self.hbm.allocate(nbytes, name or self._name("hbm"), kind, location or where(), data)
         alloc.shape = shape
-        return View.whole(alloc, dt, shape)
+        v = View.whole(alloc, dt, shape)
+        if self.fast:
+            v.keep_parts()
+        return v
 
     def loop(self, indices, affine: str | None = None):
         """Iterate `indices` as a kernel loop: tensors made in an iteration die with it (core/liveness.py).
@@ -171,6 +182,10 @@ class NeuronCore:
     # -- execution -------------------------------------------------------------------------------
     def issue(self, op: Op, /, engine=None, **kw) -> Instruction:
         """Check one instruction, record it in the stream and (with values on) execute it."""
+        return self.submit(op, engine, kw)
+
+    def submit(self, op: Op, engine, kw: dict) -> Instruction:
+        """`issue` with the operands and attributes in one dict (front ends pass theirs on, not repacked)."""
         d = REGISTRY[op]
         operands, attrs, spilled = {}, {}, None
         for k, v in kw.items():
@@ -194,12 +209,39 @@ class NeuronCore:
             scope.step += 1
             if self.spills:  # when tiles were used, for the spill policy's next-use prediction
                 note_uses(scope, [v.alloc for v in operands.values() if v.alloc.memory is self.sbuf])
-        eng = _engine(engine) or (d.pick(operands, attrs, self) if d.pick else None) or d.engines[0]
-        ins = Instruction(op, eng, operands, attrs, attrs.pop("_location", None) or where(), d.writes)
-        self.budget.charge(ins.location)
-        evicts = generic_check(d, ins, self) and op not in MATMUL  # another engine touching PSUM
-        d.check(ins, self)
-        self.stream.append(ins.record(len(self.stream)))
+        location = attrs.pop("_location", None) or where()
+        sig = hit = _signature(op, engine, operands, attrs) if d.pure and self.verdicts is not None else None
+        if sig is not None:
+            if self.verdicts_spec is not self.spec:  # the catalog entry changed (a what-if chip)
+                self.verdicts, self.verdicts_spec = {}, self.spec
+            try:
+                hit = self.verdicts.get(sig)
+            except TypeError:  # an unhashable attribute
+                sig = None
+        if hit is None:
+            eng = _engine(engine) or (d.pick(operands, attrs, self) if d.pick else None) or d.engines[0]
+            ins = Instruction(op, eng, operands, attrs, location, d.writes)
+            self.budget.charge(ins.location)
+            before = dict(attrs) if sig is not None else None
+            psum = generic_check(d, ins, self)
+            d.check(ins, self)
+            if sig is not None:  # the verdict, with what the check set in the attributes, numbered
+                changed = {k: v for k, v in attrs.items() if before.get(k, before) is not v}
+                self.verdicts[sig] = (eng, psum, changed, self.signatures)
+                sig, self.signatures = self.signatures, self.signatures + 1
+        else:
+            eng, psum, changed, sig = hit
+            if changed:
+                attrs.update(changed)
+            ins = Instruction(op, eng, operands, attrs, location, d.writes)
+            self.budget.charge(ins.location)
+            for v in operands.values():
+                if v.alloc.evicted:  # the one fact of the generic check that changes over a run
+                    generic_check(d, ins, self)
+        if d.state is not None:
+            d.state(ins, self)
+        evicts = psum and op not in MATMUL  # another engine touching PSUM
+        self.stream.append(ins.record(len(self.stream), sig))
         if self.races and "spill" not in attrs:  # a spill moves a tile, not its values: no access of the kernel's
             boxes = {n: (v, _races.box(v)) for n, v in operands.items()}
             for w in self.races:
@@ -294,6 +336,22 @@ class NeuronCore:
 def _bytes(a: Allocation) -> View:
     """A tile's bytes as [partitions, bytes] of uint8: what a spill moves, whatever the tile's dtype."""
     return View(a, "uint8", (a.partitions, a.nbytes), (1, 1))
+
+
+def _signature(op, engine, operands, attrs) -> tuple | None:
+    """What a pure check's verdict and an instruction's cost depend on: the opcode, the engine asked for, each
+    operand's layout (its allocation's place but not which tile it is, dtype, shape, strides, offsets) and the
+    attributes with their types (1 and 1.0 compare equal but may check differently). None for an indirect
+    operand; an unhashable attribute shows when it is looked up."""
+    key = [op, engine]
+    for n, v in operands.items():
+        if v.indirect is not None:
+            return None
+        a = v.alloc
+        key.append((n, a.place[:5], a.partitions, a.kind, v.dtype, v.shape, v.strides, v.offset, v.poff))
+    for k, x in attrs.items():
+        key.append((k, x.__class__, x))
+    return tuple(key)
 
 
 def _engine(engine):

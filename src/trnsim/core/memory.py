@@ -32,6 +32,7 @@ import weakref
 
 import numpy as np
 
+from trnsim.core import fast
 from trnsim.core.liveness import drop_dead_names
 from trnsim.core.errors import CapacityError, OutOfBoundsError, PartitionLimitError, PartitionStartError, PSUMBankError
 
@@ -113,8 +114,9 @@ class Memory:
         shape = (partitions, row_bytes)
         if refill:  # each tensor's bytes are filled as never-written when first touched (Allocation.settle)
             self.data, self.poison = np.empty(shape, np.uint8), np.empty(shape, np.uint8)
-        else:  # nothing will ever write (timing only): every byte is never-written from the start
+        elif not fast.enabled():  # nothing will ever write (timing only): every byte is never-written from the start
             self.data, self.poison = np.full(shape, POISON_BYTE, np.uint8), np.ones(shape, np.uint8)
+        # else: the same bytes, made when first asked for (__getattr__); a timing-only run mostly never asks
         self.version = 0  # counts writes, so cached conversions of its bytes know when they are stale
         self.live: weakref.WeakValueDictionary[int, Allocation] = weakref.WeakValueDictionary()
         self.sourced: weakref.WeakValueDictionary[int, Allocation] = weakref.WeakValueDictionary()  # with a source
@@ -124,6 +126,13 @@ class Memory:
         self.held: dict[int, Allocation] = {}
         self.spiller = None  # SBUF: the core's spill_save(alloc), which saves a tile to HBM before it is spilled
         self.next_use = None  # SBUF: the core's prediction of a tile's next use (liveness.next_use), or None
+
+    def __getattr__(self, name):
+        """`data` and `poison` of a memory made never-written (timing only) with the speed layer on (core/fast.py):
+        filled when first read, as they would have been at creation."""
+        if name not in ("data", "poison"):
+            raise AttributeError(name)
+        return _never_written(self, (self.partitions, self.row_bytes), name)
 
     # -- placement -------------------------------------------------------------------------------
     def _overlaps(self, p0, partitions, b0, nbytes, among=None):
@@ -358,7 +367,8 @@ class _HBMBuffer:
     def __init__(self, nbytes: int, init: np.ndarray | None = None):
         self.row_bytes, self.serial = nbytes, next(_SERIALS)
         if init is None:
-            self.data, self.poison = np.full((1, nbytes), POISON_BYTE, np.uint8), np.ones((1, nbytes), np.uint8)
+            if not fast.enabled():  # else made when first asked for (__getattr__)
+                self.data, self.poison = np.full((1, nbytes), POISON_BYTE, np.uint8), np.ones((1, nbytes), np.uint8)
         else:  # every byte written from `init`; a read-only `init` is borrowed until the tensor is written
             self.poison = np.zeros((1, nbytes), np.uint8)
             self.data = init.reshape(1, -1).view(np.uint8)
@@ -366,6 +376,13 @@ class _HBMBuffer:
                 self.data = self.data.copy()
         self.version = 0
         self.readers: weakref.WeakValueDictionary[int, Allocation] = weakref.WeakValueDictionary()  # deferred loads
+
+    def __getattr__(self, name):
+        """`data` and `poison` of a never-written tensor with the speed layer on: filled when first asked for
+        (a timing-only run never writes its outputs)."""
+        if name not in ("data", "poison"):
+            raise AttributeError(name)
+        return _never_written(self, (1, self.row_bytes), name)
 
     def settle_readers(self) -> None:
         """The tensor is about to be written: tiles whose load from it is deferred take their bytes now."""
@@ -376,3 +393,9 @@ class _HBMBuffer:
 
     def dirty(self, *region) -> None:
         """One tensor per buffer: its own `clean` flag is the only one to reset (the caller does)."""
+
+
+def _never_written(mem, shape, name: str) -> np.ndarray:
+    """Give `mem` its never-written bytes (0xFF data, poison 1) now; return the one asked for."""
+    mem.data, mem.poison = np.full(shape, POISON_BYTE, np.uint8), np.ones(shape, np.uint8)
+    return getattr(mem, name)

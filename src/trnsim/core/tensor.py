@@ -43,14 +43,14 @@ class View:
     """A strided view of a tensor in SBUF, PSUM or HBM (what NKI calls an NkiTensor)."""
 
     __slots__ = ("alloc", "dtype", "shape", "strides", "poff", "offset", "indirect", "on_chip", "_scanned", "_region",
-                 "__weakref__")
+                 "_parts", "__weakref__")
 
     def __init__(self, alloc: Allocation, dtype, shape, strides, offset=0, poff=0, indirect=None):
         self.alloc, self.dtype = alloc, numerics.dtype(dtype)
         self.shape, self.strides = tuple(map(int, shape)), tuple(map(int, strides))
         self.offset, self.poff, self.indirect = int(offset), int(poff), indirect
         self.on_chip = alloc.memory.space is not Space.HBM
-        self._scanned = self._region = None  # caches: a view never changes (nor its tile's bytes, but by a spill)
+        self._scanned = self._region = self._parts = None  # caches: a view never changes (nor its tile's bytes, but by a spill)
 
     @classmethod
     def whole(cls, alloc: Allocation, dtype, shape) -> View:
@@ -293,7 +293,7 @@ class View:
     def _sub(self, shape: tuple, strides: tuple, offset: int, poff: int, dtype, indirect) -> View:
         """A view of the same tensor from settled arguments (skips __init__'s conversions)."""
         v = View.__new__(View)
-        v.alloc, v.on_chip, v._scanned, v._region = self.alloc, self.on_chip, None, None
+        v.alloc, v.on_chip, v._scanned, v._region, v._parts = self.alloc, self.on_chip, None, None, None
         v.dtype, v.shape, v.strides, v.offset, v.poff, v.indirect = dtype, shape, strides, offset, poff, indirect
         return v
 
@@ -310,7 +310,26 @@ class View:
                 raise OutOfBoundsError(f"view of {self.name!r} reaches partitions {self.poff}..{last} of a tensor "
                                        f"of {self.alloc.partitions} partitions")
 
+    def keep_parts(self) -> None:
+        """Remember the views that indexing this one gives, by index, and give the same view for the same index
+        again (the speed layer, core/fast.py: a kernel slices its tiles the same way in every iteration, and a
+        view shared keeps its computed layout). A view never changes, so sharing one is safe."""
+        self._parts = {}
+
     def __getitem__(self, key) -> View:
+        parts = self._parts
+        if parts is not None:
+            k = _hashable(key)
+            if k is not None:
+                v = parts.get(k)
+                if v is None:
+                    if len(parts) >= _PARTS:
+                        parts.clear()
+                    v = parts[k] = self._index(key)
+                return v
+        return self._index(key)
+
+    def _index(self, key) -> View:
         key = key if key.__class__ is tuple else (key,)
         nd = len(self.shape)
         if Ellipsis in key:
@@ -568,6 +587,27 @@ def _reshaped_strides(shape, strides, new_shape) -> list[int] | None:
 def _groups(pattern: str) -> list[list[str]]:
     import re
     return [m[0].split() if m[0] else [m[1]] for m in re.findall(r"\(([^)]*)\)|(\S+)", pattern)]
+
+
+_PARTS = 1024  # views a tensor remembers by index (keep_parts) before it starts again
+
+
+def _hashable(key):
+    """An index made only of ints and step-less int slices as a hashable tuple (slices do not hash before
+    Python 3.12), else None."""
+    out = []
+    for k in (key if key.__class__ is tuple else (key,)):
+        c = k.__class__
+        if c is int:
+            out.append(k)
+        elif c is slice and k.step is None and k.start.__class__ in _BOUND and k.stop.__class__ in _BOUND:
+            out.append((k.start, k.stop))
+        else:
+            return None
+    return tuple(out)
+
+
+_BOUND = (int, type(None))
 
 
 def _as_index(k):

@@ -37,7 +37,7 @@ def core() -> NeuronCore:
 
 
 def issue(opcode: Op, /, engine=None, **kw):
-    return core().issue(opcode, engine=engine, **kw)
+    return core().submit(opcode, engine, kw)
 
 
 def buffer_name(buffer) -> str:

@@ -122,7 +122,7 @@ def _dma_copy_semantics(ins, nc):
         dst.remember_source(src)
 
 
-define(Op.DMA_COPY, Engine.DMA, _dma_copy_check, _dma_copy_semantics, _dma_cost)
+define(Op.DMA_COPY, Engine.DMA, _dma_copy_check, _dma_copy_semantics, _dma_cost, pure=True)
 
 
 # -- read-modify-write DMA: dma_copy(dst_rmw_op=add) and dma_compute ------------------------------------------

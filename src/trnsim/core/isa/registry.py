@@ -62,6 +62,9 @@ class Record:
     writes: tuple[str, ...]
     attrs: dict
     location: str
+    # The number of its signature in its core (machine._signature: the same number, the same layouts and
+    # attributes, so the same check verdict and cost), or None: the speed layer's memo key (core/fast.py).
+    sig: int | None = None
 
     @functools.cached_property
     def operands(self) -> dict[str, Region]:
@@ -108,9 +111,12 @@ class Instruction:
             return attrs[name]
         raise AttributeError(name)
 
-    def record(self, index: int) -> Record:
+    def record(self, index: int, sig: int | None = None) -> Record:
+        """The stream's record; with a signature (whose attributes all hash, so none is an array) the
+        attributes are copied as they are."""
+        attrs = dict(self.attrs) if sig is not None else {k: v for k, v in self.attrs.items() if not isinstance(v, np.ndarray)}
         return Record(index, self.op, self.engine, {n: v.placement() for n, v in self.operands.items()},
-                      self.writes, {k: v for k, v in self.attrs.items() if not isinstance(v, np.ndarray)}, self.location)
+                      self.writes, attrs, self.location, sig)
 
 
 @dataclass(frozen=True)
@@ -124,15 +130,21 @@ class OpDef:
     needs: str | None = None  # the catalog capability the instruction needs
     pick: Callable | None = None  # chooses the default engine from the operands, when it depends on them
     control: bool = False  # sequencer state (registers): its semantics run in timing-only mode too
+    # `check` reads only the operands' layouts (placement, dtype, shape, strides), the attributes and the core's
+    # catalog facts, so its verdict can be memoised (core/fast.py); `state` is the part of checking that
+    # changes the core's state (PSUM accumulation groups) and runs at every issue.
+    pure: bool = False
+    state: Callable | None = None
 
 
 REGISTRY: dict[Op, OpDef] = {}
 
 
-def define(op: Op, engines, check, semantics, cost, writes=("dst",), needs=None, pick=None, control=False) -> OpDef:
+def define(op: Op, engines, check, semantics, cost, writes=("dst",), needs=None, pick=None, control=False,
+           pure=False, state=None) -> OpDef:
     """Register an instruction's rules together; the first engine is its default."""
     engines = tuple(engines) if isinstance(engines, (tuple, list)) else (engines,)
-    REGISTRY[op] = OpDef(op, engines, check, semantics, cost, tuple(writes), needs, pick, control)
+    REGISTRY[op] = OpDef(op, engines, check, semantics, cost, tuple(writes), needs, pick, control, pure, state)
     return REGISTRY[op]
 
 

@@ -100,7 +100,12 @@ def _nc_matmul_check(ins, nc):
     _bank_check(nc, dst, "nc_matmul")
     if attrs.get("tile_position") or attrs.get("tile_size"):
         _tile_check(nc, ins, k, m)
-    open_group(ins, nc)
+
+
+def _nc_matmul_state(ins, nc):
+    """A matmul into PSUM opens or extends an accumulation group (a transpose-mode one writes plainly)."""
+    if not (ins.attrs.get("is_transpose") and nc.can("matmul_transpose_mode")):
+        open_group(ins, nc)
 
 
 def _nc_matmul_semantics(ins, nc):
@@ -118,7 +123,8 @@ def _nc_matmul_semantics(ins, nc):
     matmul_into(ins, nc, widened(nc, st, k), moving(nc, mv, k), am, bm, stationary_key(st, k))
 
 
-define(Op.NC_MATMUL, Engine.TENSOR, _nc_matmul_check, _nc_matmul_semantics, _matmul_cost)
+define(Op.NC_MATMUL, Engine.TENSOR, _nc_matmul_check, _nc_matmul_semantics, _matmul_cost, pure=True,
+       state=_nc_matmul_state)
 
 
 # -- nc_transpose: PE (<=128x128, SBUF->PSUM) or Vector (<=32x32) -----------------------------------------
@@ -155,4 +161,5 @@ def _transpose_cost(rec, spec):
     return {"engine": rec.engine.value, "partitions": d.partitions, "elements": math.prod(d.shape[1:]), "dtype": d.dtype}
 
 
-define(Op.NC_TRANSPOSE, (Engine.TENSOR, Engine.VECTOR), _nc_transpose_check, _nc_transpose_semantics, _transpose_cost)
+define(Op.NC_TRANSPOSE, (Engine.TENSOR, Engine.VECTOR), _nc_transpose_check, _nc_transpose_semantics, _transpose_cost,
+       pure=True)

@@ -92,7 +92,8 @@ def _mask_for(shape, dst, *views):
 
 
 define(Op.TENSOR_TENSOR, (Engine.VECTOR, Engine.GPSIMD), _tensor_tensor_check, _tensor_tensor_semantics,
-       lambda rec, spec: stream_cost(rec, spec, inputs=2, per_memory=True), pick=_tensor_tensor_pick)
+       lambda rec, spec: stream_cost(rec, spec, inputs=2, per_memory=True), pick=_tensor_tensor_pick,
+       pure=True)
 
 
 # -- tensor_scalar: (data op0 operand0) op1 operand1 ----------------------------------------------------------
@@ -138,7 +139,7 @@ def _tensor_scalar_semantics(ins, nc):
 
 
 define(Op.TENSOR_SCALAR, (Engine.VECTOR, Engine.SCALAR, Engine.GPSIMD), _tensor_scalar_check, _tensor_scalar_semantics,
-       stream_cost)
+       stream_cost, pure=True)
 
 
 # -- scalar_tensor_tensor: (data op0 operand0) op1 operand1-tile ------------------------------------------------
@@ -158,7 +159,7 @@ def _stt_semantics(ins, nc):
 
 
 define(Op.SCALAR_TENSOR_TENSOR, (Engine.VECTOR, Engine.GPSIMD), _stt_check, _stt_semantics,
-       lambda rec, spec: stream_cost(rec, spec, inputs=2))
+       lambda rec, spec: stream_cost(rec, spec, inputs=2), pure=True)
 
 
 # -- tensor_copy -----------------------------------------------------------------------------------------------
@@ -183,7 +184,7 @@ def _tensor_copy_semantics(ins, nc):
 
 
 define(Op.TENSOR_COPY, (Engine.VECTOR, Engine.SCALAR, Engine.GPSIMD), _tensor_copy_check, _tensor_copy_semantics,
-       stream_cost)
+       stream_cost, pure=True)
 
 
 # -- tensor_copy_predicated ---------------------------------------------------------------------------------------
@@ -259,7 +260,7 @@ def _memset_semantics(ins, nc):
 
 
 define(Op.MEMSET, (Engine.VECTOR, Engine.GPSIMD, Engine.SCALAR), _memset_check, _memset_semantics,
-       lambda rec, spec: stream_cost(rec, spec, inputs=0))
+       lambda rec, spec: stream_cost(rec, spec, inputs=0), pure=True)
 
 
 # -- reciprocal (Vector, FP32 divide: more precise than ScalarE's approximation) -----------------------------------
@@ -276,7 +277,7 @@ def _reciprocal_semantics(ins, nc):
 
 
 define(Op.RECIPROCAL, Engine.VECTOR, _reciprocal_check, _reciprocal_semantics,
-       lambda rec, spec: stream_cost(rec, spec, factor=8.0))
+       lambda rec, spec: stream_cost(rec, spec, factor=8.0), pure=True)
 
 
 # -- tensor_reduce: reduce trailing free axes ---------------------------------------------------------------------
@@ -313,4 +314,5 @@ def _tensor_reduce_semantics(ins, nc):
     put(dst, np.asarray(out).reshape(dst.shape), m.any(axis=axes).reshape(dst.shape) if m.any() else None)
 
 
-define(Op.TENSOR_REDUCE, (Engine.VECTOR, Engine.GPSIMD), _tensor_reduce_check, _tensor_reduce_semantics, stream_cost)
+define(Op.TENSOR_REDUCE, (Engine.VECTOR, Engine.GPSIMD), _tensor_reduce_check, _tensor_reduce_semantics, stream_cost,
+       pure=True)

@@ -23,6 +23,7 @@ from trnsim.core.timing.intervals import IntervalMap
 from trnsim.core.timing.rules import TRACKS, Rules
 
 QUADRANT = 32  # partitions per dependence-tracking group (the partition start rule's finest step)
+_NAME = {e: e.value for e in Engine}  # an engine's track key (Enum.value is a Python-level descriptor)
 
 
 @dataclass(slots=True)
@@ -73,6 +74,10 @@ class Scheduler:
         self.high: dict[tuple, int] = {}  # (space, memory, partition, partitions) -> highest byte touched
         self.warm_since, self.tensor_end = None, 0.0
         self.regions: dict | None = {} if fast.enabled() else None  # placement -> Region (Record.regions)
+        # Costs and durations by instruction signature (Record.sig: the same layouts and attributes give the
+        # same work), each rule asked once per signature: the speed layer's cost cache (core/fast.py).
+        self.memo: dict | None = {} if fast.enabled() else None
+        self.plans: dict | None = {} if fast.enabled() else None  # signature -> its operands' plan (_plan)
         self.psum_tiles: dict[tuple, list[int]] = {}  # PSUM (memory, partition, byte) -> tiles placed there, in order
         self.tile_last: dict[int, tuple[float, int]] = {}  # PSUM tile -> (end, event) of its last access so far
         self.psum_high = 0  # highest PSUM byte per partition touched: the footprint the compiler rotates
@@ -102,27 +107,39 @@ class Scheduler:
             self.cells[key] = cells
         return cells
 
-    def _deps(self, rec, eng: str):
+    def _plan(self, rec) -> tuple:
+        """Per operand, what dependence tracking needs of its region: (maps (see _cells), memory, byte_lo,
+        byte_hi, written, PSUM (memory, partition, byte_lo) when written into PSUM else None, high-water key
+        or None for HBM). Records of one signature (Record.sig) share it, and need no Region of their own."""
+        ops = rec.regions(self.regions) if self.regions is not None else rec.operands
+        plan, cells_of, writes, whole = [], self.cells, rec.writes, self.spec.partitions
+        for name, r in ops.items():
+            hbm, w = r.space == "hbm", name in writes
+            cells = cells_of.get(r.memory if hbm or (r.partition == 0 and r.partitions == whole)
+                                 else (r.memory, r.partition, r.partitions)) or self._cells(r)
+            plan.append((cells, r.memory, r.byte_lo, r.byte_hi, w,
+                         (r.memory, r.partition, r.byte_lo) if w and r.space == "psum" else None,
+                         None if hbm else (r.space, r.memory, r.partition, r.partitions)))
+        return tuple(plan)
+
+    def _deps(self, rec, eng: str, plan, tiles, fresh: bool):
         """({event index: end} of the events this instruction must wait for, the accesses to record).
 
         A write into bytes that last belonged to another compiler-placed tile waits for nobody: that tile
         is dead (the allocator reused its bytes), and the compiler gives a new tile a free buffer instead
         of waiting for the old one's readers, so the reuse is an address coincidence, not a dependency.
-        The interval maps are walked inline (this runs once per instruction of every timed stream)."""
+        The interval maps are walked inline (this runs once per instruction of every timed stream). The
+        high-water marks move only on a `fresh` plan: a plan seen before reached the same bytes already."""
         deps: dict[int, float] = {}
-        eng_of, end_of, high, cells_of, writes, narrow = self.eng_of, self.end_of, self.high, self.cells, rec.writes, self.narrow
+        eng_of, end_of, high, narrow = self.eng_of, self.end_of, self.high, self.narrow
         dma = eng.startswith("dma")
         accumulated = rec.attrs.get("accumulated")
         accesses = []
-        for name, r in rec.operands.items():
-            w, lo, hi, tile = name in writes, r.byte_lo, r.byte_hi, r.tile
-            hbm = r.space == "hbm"
-            cells = cells_of.get(r.memory if hbm or (r.partition == 0 and r.partitions == self.spec.partitions)
-                                 else (r.memory, r.partition, r.partitions)) or self._cells(r)
-            if w and tile >= 0 and r.space == "psum" and tile not in self.tile_last:
-                self._psum_buffer(r, deps)
-            accesses.append((cells, r.memory, lo, hi, tile, w, not w or accumulated))
-            for m in (cells[0] if r.memory in narrow else cells[3]):
+        for (cells, memory, lo, hi, w, buffer, key), tile in zip(plan, tiles):
+            if buffer is not None and tile >= 0 and tile not in self.tile_last:
+                self._psum_buffer(buffer, hi, tile, deps)
+            accesses.append((cells, memory, lo, hi, tile, w, not w or accumulated))
+            for m in (cells[0] if memory in narrow else cells[3]):
                 b, v = m.bounds, m.values
                 n = len(b)
                 if n == 1 and v[0] is None:
@@ -143,26 +160,24 @@ class Scheduler:
                         for r_eng, idx in readers:
                             if r_eng != eng or dma:
                                 deps[idx] = end_of[idx]
-            if not hbm:
-                key = (r.space, r.memory, r.partition, r.partitions)
-                if high.get(key, 0) < hi:
-                    high[key] = hi
-                    if r.space == "psum" and hi > self.psum_high:
-                        self.psum_high = hi
+            if fresh and key is not None and high.get(key, 0) < hi:
+                high[key] = hi
+                if key[0] == "psum" and hi > self.psum_high:
+                    self.psum_high = hi
         return deps, accesses
 
-    def _psum_buffer(self, r, deps) -> None:
+    def _psum_buffer(self, at, byte_hi, tile, deps) -> None:
         """A new PSUM tile of a loop gets one of the buffers its banks hold, not a free one every time: the
         compiler rotates the loop's PSUM footprint (rounded up to whole 2 KiB banks) over the 8 banks, so
         with `depth` copies of it the tile placed at an address waits for the last access of the tile
         placed there `depth` tiles before (reference 1.4: up to 8 accumulation groups outstanding)."""
-        placed = self.psum_tiles.setdefault((r.memory, r.partition, r.byte_lo), [])
+        placed = self.psum_tiles.setdefault(at, [])  # at: (memory, partition, byte_lo)
         bank = self.spec.psum_bank_bytes
-        depth = max(1, self.spec.psum_banks // -(-max(self.psum_high, r.byte_hi) // bank))
+        depth = max(1, self.spec.psum_banks // -(-max(self.psum_high, byte_hi) // bank))
         if len(placed) >= depth and placed[-depth] in self.tile_last:
             end, idx = self.tile_last[placed[-depth]]
             deps[idx] = end
-        placed.append(r.tile)
+        placed.append(tile)
 
     def _record(self, accesses, eng: str, index: int) -> None:
         """Note this instruction as the writer or a reader of the bytes it touched (the maps' `assign` and
@@ -180,8 +195,17 @@ class Scheduler:
                         m.assign(lo, hi, None)
             if rd:
                 for m in record:
-                    i, j = m._split(lo), m._split(hi)
-                    v = m.values
+                    b, v = m.bounds, m.values
+                    i = bisect_right(b, lo) - 1  # IntervalMap._split(lo) and (hi), inline
+                    if b[i] != lo:
+                        i += 1
+                        b.insert(i, lo)
+                        v.insert(i, v[i - 1])
+                    j = bisect_right(b, hi) - 1
+                    if b[j] != hi:
+                        j += 1
+                        b.insert(j, hi)
+                        v.insert(j, v[j - 1])
                     last = new = None
                     for k in range(i, j):
                         x = v[k]
@@ -199,16 +223,22 @@ class Scheduler:
 
     def step(self, rec) -> Event:
         index = len(self.end_of)
-        if self.regions is not None:
-            rec.regions(self.regions)
-        w = REGISTRY[rec.op].cost(rec, self.spec)
+        sig, plans = rec.sig, self.plans
+        plan = plans.get(sig) if sig is not None and plans is not None else None
+        fresh = plan is None
+        if fresh:
+            plan = self._plan(rec)
+            if sig is not None and plans is not None:
+                plans[sig] = plan
+        tiles = [p[0][5] for p in rec.placed.values()]  # the tile each operand belongs to (Region.tile)
+        w = self._memo(rec, "cost", REGISTRY[rec.op].cost, rec, self.spec)
         q = -1
         if rec.engine is Engine.DMA:
             q = self.queue_of.setdefault(rec.location, len(self.queue_of) % self.spec.dma_engines)
             eng = f"dma{q}"
         else:
-            eng = rec.engine.value
-        deps, accesses = self._deps(rec, eng)
+            eng = _NAME[rec.engine]
+        deps, accesses = self._deps(rec, eng, plan, tiles, fresh)
         sem = self.t.semaphore_latency
         ready, blocker = 0.0, -1
         for idx, end in deps.items():
@@ -224,9 +254,9 @@ class Scheduler:
         self.eng_of.append(eng)
         self.end_of.append(ev.end)
         self._record(accesses, eng, index)
-        for r in rec.operands.values():
-            if r.space == "psum" and r.tile >= 0 and ev.end >= self.tile_last.get(r.tile, (-1.0,))[0]:
-                self.tile_last[r.tile] = (ev.end, index)
+        for (_, _, _, _, _, _, key), tile in zip(plan, tiles):
+            if tile >= 0 and key is not None and key[0] == "psum" and ev.end >= self.tile_last.get(tile, (-1.0,))[0]:
+                self.tile_last[tile] = (ev.end, index)
         return ev
 
     def _compute(self, rec, w, eng, index, ready, blocker) -> Event:
@@ -235,12 +265,13 @@ class Scheduler:
         flops = 0.0
         if eng == "tensor":
             if rec.op is Op.NC_TRANSPOSE:
-                dur, flops = self.rules.pe_transpose(w)
+                dur, flops = self._memo(rec, "pe", self.rules.pe_transpose, w)
             else:
-                dur, flops = self.rules.matmul(rec, w)
+                dur, flops = self._memo(rec, "pe", self.rules.matmul, rec, w)
             dur /= self._throttle(start)
         else:
-            dur = self.rules.stream(rec, w, dependent=ready > free)
+            dependent = ready > free
+            dur = self._memo(rec, dependent, self.rules.stream, rec, w, dependent)
         if start == free or blocker < 0:
             blocker = self.last[eng]
         end = start + dur
@@ -248,6 +279,16 @@ class Scheduler:
         if eng == "tensor":
             self.tensor_end = end
         return Event(index, rec, TRACKS[eng], start, end, blocker=blocker, flops=flops)
+
+    def _memo(self, rec, what, rule, *args):
+        """`rule(*args)`, from the memo when an instruction of the same signature asked it before."""
+        if rec.sig is None or self.memo is None:
+            return rule(*args)
+        key = (what, rec.sig)
+        out = self.memo.get(key)
+        if out is None:
+            out = self.memo[key] = rule(*args)
+        return out
 
     def _throttle(self, start: float) -> float:
         """TensorE rate under the dI/dt limit: from `tensor_warmup_start` up to 1 over the warm-up time."""
@@ -271,7 +312,7 @@ class Scheduler:
             go, blocker = turn, self.queue_last[q]
         pieces, tl = [], self.tl
         end, bound = -1.0, blocker
-        for e, dur in self.rules.dma_pieces(rec, w):
+        for e, dur in self._memo(rec, "dma", self.rules.dma_pieces, rec, w):
             s, f, before = self._place(e, go, dur, index)
             pieces.append((e, s, f))
             tl.piece_engine.append(e)

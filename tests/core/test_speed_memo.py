@@ -1,0 +1,98 @@
+"""The front end's speed layer (core/fast.py): check verdicts by instruction signature, views shared by index,
+never-written memory made when first read. Each must give what the long way gives."""
+import numpy as np
+import pytest
+
+from trnsim.core import NeuronCore, Op
+from trnsim.core.errors import DTypeError, OutOfScopeError
+
+
+@pytest.fixture(autouse=True)
+def speed_layer_on(monkeypatch):
+    """These tests look at the speed layer itself, whatever TRNSIM_FAST the suite runs under."""
+    monkeypatch.setenv("TRNSIM_FAST", "1")
+
+
+def test_the_same_layout_has_the_same_signature():
+    nc = NeuronCore("trn2", values=False)
+    t, u = nc.tensor((128, 256), "float32"), nc.tensor((128, 256), "float32")
+    nc.issue(Op.TENSOR_COPY, dst=u, src=t)
+    nc.issue(Op.TENSOR_COPY, dst=u, src=t)
+    nc.issue(Op.TENSOR_COPY, dst=u[:, 0:128], src=t[:, 128:256])
+    sigs = [r.sig for r in nc.stream]
+    assert sigs[0] == sigs[1] is not None and sigs[2] not in (None, sigs[0])
+    assert len(nc.verdicts) == 2
+
+
+def test_without_the_speed_layer_nothing_is_memoised(monkeypatch):
+    monkeypatch.setenv("TRNSIM_FAST", "0")
+    nc = NeuronCore("trn2", values=False)
+    t, u = nc.tensor((128, 256), "float32"), nc.tensor((128, 256), "float32")
+    nc.issue(Op.TENSOR_COPY, dst=u, src=t)
+    assert nc.stream[0].sig is None and nc.verdicts is None
+    assert t[:, 0:64] is not t[:, 0:64]
+
+
+def test_a_memoised_verdict_does_not_pass_another_attribute():
+    """memset of an int32 tile: 3 passes; 3.5 on the same tile is refused though the layout is the same."""
+    nc = NeuronCore("trn2", values=False)
+    t = nc.tensor((128, 64), "int32")
+    nc.issue(Op.MEMSET, dst=t, value=3)
+    nc.issue(Op.MEMSET, dst=t, value=3)
+    with pytest.raises(DTypeError, match="3.5"):
+        nc.issue(Op.MEMSET, dst=t, value=3.5)
+
+
+def test_a_memoised_verdict_still_refuses_an_evicted_tile():
+    """Eviction is state, not layout: a tile whose bytes were given away is refused even on a verdict hit."""
+    nc = NeuronCore("trn2", values=False)
+    t, u = nc.tensor((128, 64), "float32"), nc.tensor((128, 64), "float32")
+    nc.issue(Op.TENSOR_COPY, dst=u, src=t)
+    t.alloc.evicted = True  # what Memory.evict sets when an expired tile's bytes go to another tensor
+    with pytest.raises(OutOfScopeError):
+        nc.issue(Op.TENSOR_COPY, dst=u, src=t)
+
+
+def test_the_accumulation_group_opens_on_every_issue():
+    """The second matmul into a PSUM tile accumulates; the third, after another engine read the tile, does not,
+    though all three share one verdict."""
+    nc = NeuronCore("trn2", values=False)
+    a, b = nc.tensor((128, 128), "bfloat16"), nc.tensor((128, 512), "bfloat16")
+    acc, out = nc.tensor((128, 512), "float32", "psum"), nc.tensor((128, 512), "float32")
+    nc.issue(Op.NC_MATMUL, dst=acc, stationary=a, moving=b)
+    nc.issue(Op.NC_MATMUL, dst=acc, stationary=a, moving=b)
+    nc.issue(Op.TENSOR_COPY, dst=out, src=acc)
+    nc.issue(Op.NC_MATMUL, dst=acc, stationary=a, moving=b)
+    mm = [r for r in nc.stream if r.op is Op.NC_MATMUL]
+    assert [r.attrs["accumulated"] for r in mm] == [False, True, False]
+    assert len({r.sig for r in mm}) == 1
+
+
+def test_a_view_is_shared_by_index():
+    nc = NeuronCore("trn2", values=False)
+    t = nc.tensor((128, 4, 256), "float32")
+    assert t[:, 1, 0:128] is t[:, 1, 0:128]
+    assert t[:, 1, 0:128] is not t[:, 2, 0:128]
+    assert t[:, 1, 0:128:2] is not t[:, 1, 0:128:2]  # stepped slices are not remembered
+    v = t[:, 1, 64:192]
+    assert (v.shape, v.strides, v.offset) == ((128, 128), (1, 1), 256 + 64)
+
+
+def test_values_read_through_shared_views():
+    """Shared views read and write the memory like fresh ones (values on)."""
+    nc = NeuronCore("trn2")
+    src = nc.hbm_tensor(np.arange(128 * 64, dtype=np.float32).reshape(128, 64))
+    t = nc.tensor((128, 64), "float32")
+    for j in range(2):
+        nc.issue(Op.DMA_COPY, dst=t[:, j * 32:(j + 1) * 32], src=src[:, j * 32:(j + 1) * 32])
+    np.testing.assert_array_equal(t[:, 0:32].array(), np.arange(128 * 64, dtype=np.float32).reshape(128, 64)[:, :32])
+    np.testing.assert_array_equal(t.array(), src.array())
+
+
+def test_timing_only_memory_is_made_when_first_read():
+    nc = NeuronCore("trn2", values=False)
+    assert "data" not in vars(nc.sbuf) and "poison" not in vars(nc.sbuf)
+    out = nc.hbm_tensor((64, 32), "bfloat16")
+    assert "data" not in vars(out.alloc.memory)
+    assert (nc.sbuf.data == 0xFF).all() and (nc.sbuf.poison == 1).all()
+    assert out.mask().all() and np.isnan(out.array().astype(np.float32)).all()
