@@ -517,6 +517,16 @@ def redirect(dst: Tile, value: Tile) -> bool:
     return True
 
 
+def reissue_destination():
+    """The tile an assignment is re-issuing the current call into, taken for the caller to write itself
+    (a call whose result reads its destination, as nl.loop_reduce does); None outside a re-issue."""
+    d = _direct
+    if d.into is None or d.into[0] != d.made + 1:
+        return None
+    dst, d.into = d.into[1], None
+    return dst
+
+
 def wrap_results(namespace: dict, skip=()) -> None:
     """Make every public function of a front-end module redirectable (random draws excepted: a second
     draw would differ)."""

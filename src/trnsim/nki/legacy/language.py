@@ -22,7 +22,7 @@ from trnsim.core.liveness import traced
 from trnsim.nki import isa as cur
 from trnsim.nki import language as _cur_nl
 from trnsim.nki.legacy._grid import arange, mgrid  # noqa: F401
-from trnsim.nki.legacy._tile import ParDim, Tile, as_tile, core, each_box, emit, instance, masked_off, new_tile, part, promote, redirect, wrap_results
+from trnsim.nki.legacy._tile import ParDim, Tile, as_tile, core, each_box, emit, instance, masked_off, new_tile, part, promote, redirect, reissue_destination, wrap_results
 
 # -- dtypes: numpy's own, as the beta API's are (nki/api/nki/language/__init__.py at SDK 2.26: float32 is np.float32,
 # bfloat16 np.dtype('bfloat16'), tfloat32 the 4-byte void dtype), so host code uses them with numpy directly --
@@ -602,11 +602,15 @@ def expand_dims(x, axis) -> Tile:
 
 
 def loop_reduce(x, op, loop_indices, mask=None, dtype=None, **kwargs) -> Tile:
-    """Reduce `x` across the iterations of the loops `loop_indices`: the first iteration starts the
-    accumulator tile of this call site, later ones combine into it in place. Each iteration of the other
-    loops running around the call has its own accumulator (a reduction over k inside a loop over q tiles
-    keeps one per q tile)."""
+    """Reduce `x` across the iterations of the loops `loop_indices`. The tile the result is assigned to is
+    also op's other input (nki.language.loop_reduce, 2.2x API pages): `dst[...] = nl.loop_reduce(x, op, ...)`
+    is `dst = op(dst, x)` in place, in every iteration, whichever iterations a kernel skips. A result bound
+    to a name (`b = nl.loop_reduce(...)`) has no destination the front end can see, so the call site keeps
+    its own accumulator: the first iteration starts it, later ones combine into it. Each iteration of the
+    other loops running around the call has its own (a reduction over k inside a loop over q tiles keeps
+    one per q tile)."""
     x = as_tile(x)
+    name = getattr(op, "op_name", None) or getattr(op, "__name__", op)
     idx = loop_indices if isinstance(loop_indices, (tuple, list)) else (loop_indices,)
     inst = instance()
     key = _location()
@@ -615,11 +619,17 @@ def loop_reduce(x, op, loop_indices, mask=None, dtype=None, **kwargs) -> Tile:
         key = (key, tuple(i for loop, i in inst.loops if id(loop) not in reduced))
     reducers = inst.reducers
     _races.reduction(core(), _location())
+    dst = reissue_destination()
+    if dst is not None:  # `dst[...] = nl.loop_reduce(...)`, issued again with dst as its result
+        reducers[key] = _binary_into(dst, name, dst, x, mask)
+        return dst
     acc = reducers.get(key)
     if acc is None or builtins.all(int(i) == 0 for i in idx):
         acc = reducers[key] = copy(x, mask=mask, dtype=dtype)
         return acc
-    return _binary_into(acc, getattr(op, "op_name", None) or getattr(op, "__name__", op), acc, x, mask)
+    out = new_tile(acc.shape, acc.dtype)  # a fresh result, so that an assignment can re-issue the call
+    reducers[key] = _binary_into(out, name, acc, x, mask)
+    return out
 
 
 def device_print(prefix, x, **kwargs):
@@ -724,7 +734,7 @@ def atomic_rmw(dst, value, op, *, mask=None, **kwargs):
 
 _INTERNAL = {"annotations", "builtins", "math", "np", "numerics", "View", "KernelError", "ShapeError", "cur", "ParDim",
              "Tile", "as_tile", "core", "each_box", "emit", "instance", "new_tile", "part", "promote", "assign", "accumulate",
-             "pending_matmul", "redirect", "wrap_results"}
+             "pending_matmul", "redirect", "wrap_results", "reissue_destination"}
 __all__ = [n for n in dir() if not n.startswith("_") and n not in _INTERNAL]
 # assign writes its own dst and redirects the call that made its value: it must see that call as the latest
 wrap_results(globals(), skip={"assign", "ndarray", "zeros", "zeros_like", "empty_like", "ones", "full", "dropout", "store"})
