@@ -22,7 +22,7 @@ from trnsim.core.liveness import traced
 from trnsim.nki import isa as cur
 from trnsim.nki import language as _cur_nl
 from trnsim.nki.legacy._grid import arange, mgrid  # noqa: F401
-from trnsim.nki.legacy._tile import ParDim, Tile, as_tile, core, each_box, emit, instance, masked_off, new_tile, part, promote, redirect, reissue_destination, wrap_results
+from trnsim.nki.legacy._tile import Abandoned, ParDim, Tile, as_tile, core, each_box, emit, instance, masked_off, new_tile, part, promote, redirect, reissue_destination, wrap_results
 
 # -- dtypes: numpy's own, as the beta API's are (nki/api/nki/language/__init__.py at SDK 2.26: float32 is np.float32,
 # bfloat16 np.dtype('bfloat16'), tfloat32 the 4-byte void dtype), so host code uses them with numpy directly --
@@ -638,8 +638,56 @@ def device_print(prefix, x, **kwargs):
     print(prefix, np.array(nc.host_read(v)) if nc.values else f"{v!r} (timing only: no values)")
 
 
-def all_reduce(x, op, program_axes, **kwargs):
-    raise NotImplementedError("nl.all_reduce across SPMD programs is not supported in trnsim")
+def all_reduce(x, op, program_axes, dtype=None, mask=None, parallel_reduce=True, asynchronous=False, **kwargs):
+    """op over the x of the programs of the launch grid whose indices differ only along `program_axes`
+    (nki.language.all_reduce, 2.2x API pages); each of them gets the result, combined in program order, so
+    all hold the same bits. The programs run in turn on one core: each waits here until the others of its
+    group have arrived, then combines their tiles (tensor_copy, then one tensor_tensor per other program),
+    and waits again until all have read them. The result is complete on return (`asynchronous` only lets
+    the compiler overlap it)."""
+    x = as_tile(x)
+    inst = instance()
+    grid, index = inst.launch.grid or (1,), inst.index or (0,)  # a launch without a grid is one program
+    axes = {int(a) for a in (program_axes if isinstance(program_axes, (tuple, list)) else (program_axes,))}
+    if not axes or builtins.any(not 0 <= a < len(grid) for a in axes):
+        raise KernelError(f"nl.all_reduce(program_axes={program_axes}): the launch grid {list(grid)} has axes "
+                          f"0..{len(grid) - 1}")
+    group = [i for i in np.ndindex(*grid) if builtins.all(i[d] == index[d] for d in range(len(grid)) if d not in axes)]
+    if len(group) == 1:
+        return copy(x, mask=mask, dtype=dtype)
+    site = _location()
+    nth = inst.calls[site] = inst.calls.get(site, 0) + 1
+    key = (site, nth, tuple(group))
+    meeting = inst.launch.meetings.setdefault(key, {"tiles": {}, "done": 0})
+    meeting["tiles"][index] = x
+    _wait_for_programs(inst, lambda: len(meeting["tiles"]) == len(group),
+                       f"programs {group} of the launch grid to reach nl.all_reduce at {site}")
+    tiles = [meeting["tiles"][i] for i in group]
+    out = copy(tiles[0], mask=mask, dtype=dtype)
+    name = getattr(op, "op_name", None) or getattr(op, "__name__", op)
+    for t in tiles[1:]:
+        _binary_into(out, name, out, t, mask)
+    meeting["done"] += 1
+    _wait_for_programs(inst, lambda: meeting["done"] == len(group),
+                       f"programs {group} of the launch grid to read each other's tiles in nl.all_reduce at {site}")
+    inst.launch.meetings.pop(key, None)
+    return out
+
+
+def _wait_for_programs(inst, ready, what):
+    """Let the launch's other programs run until `ready()`. The core's open loops (their tile scopes and race
+    watches) belong to the program that runs, so this program's are set aside while it waits."""
+    nc, launch = core(), inst.launch
+    saved = nc.scopes, nc.races
+    nc.scopes, nc.races = [], []
+    if not ready():
+        launch.spawn()
+    try:
+        launch.turns.wait(inst.turn, lambda: ready() or launch.failed, what)
+    finally:
+        nc.scopes, nc.races = saved
+    if launch.failed:
+        raise Abandoned()
 
 
 # -- creation of constants and random tiles, rounding, logical not, gather, finfo (nki/api/nki/language/__init__.py
@@ -734,7 +782,7 @@ def atomic_rmw(dst, value, op, *, mask=None, **kwargs):
 
 _INTERNAL = {"annotations", "builtins", "math", "np", "numerics", "View", "KernelError", "ShapeError", "cur", "ParDim",
              "Tile", "as_tile", "core", "each_box", "emit", "instance", "new_tile", "part", "promote", "assign", "accumulate",
-             "pending_matmul", "redirect", "wrap_results", "reissue_destination"}
+             "pending_matmul", "redirect", "wrap_results", "Abandoned", "reissue_destination"}
 __all__ = [n for n in dir() if not n.startswith("_") and n not in _INTERNAL]
 # assign writes its own dst and redirects the call that made its value: it must see that call as the latest
-wrap_results(globals(), skip={"assign", "ndarray", "zeros", "zeros_like", "empty_like", "ones", "full", "dropout", "store"})
+wrap_results(globals(), skip={"all_reduce", "assign", "ndarray", "zeros", "zeros_like", "empty_like", "ones", "full", "dropout", "store"})
