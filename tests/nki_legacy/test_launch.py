@@ -1,5 +1,6 @@
 """Launch: nki.jit (mode=, platform_target=), simulate_kernel, baremetal, benchmark, profile, SPMD
 grids, both output conventions, direct allocation (mod_alloc, alloc) and get_nc_version."""
+import ml_dtypes
 import numpy as np
 import pytest
 
@@ -7,7 +8,7 @@ import trnsim.nki.legacy as nki
 import trnsim.nki.legacy.compiler as ncc
 import trnsim.nki.legacy.isa as nisa
 import trnsim.nki.legacy.language as nl
-from trnsim.core.errors import GenerationError
+from trnsim.core.errors import DeadlockError, GenerationError, KernelError
 
 
 def scale_rows(in_tensor, out_tensor):
@@ -212,3 +213,79 @@ def test_psum_mod_alloc_places_blocks_in_banks(rng):
     np.testing.assert_allclose(psum_banks(a_t, b), a_t.T @ b, rtol=1e-5, atol=1e-4)
     banks = {r.operands["dst"].byte_lo // 2048 for r in psum_banks.last_cores[0].stream if r.op.value == "nc_matmul"}
     assert banks == {2, 3}
+
+
+@nki.jit
+def head_all_reduce(x, op_name):
+    """x [B, H, P, F]: program (b, h) loads its block, all_reduces it over the h axis inside an affine loop
+    (the waits happen with the loop open), scales it and stores it."""
+    B, H, P, F = x.shape
+    out = nl.ndarray((B, H, P, F), nl.float32, buffer=nl.shared_hbm)
+    b, h = nl.program_id(0), nl.program_id(1)
+    for j in nl.affine_range(2):
+        t = nl.load(x[b, h, :, j * (F // 2):(j + 1) * (F // 2)])
+        r = nl.all_reduce(t, op=getattr(np, op_name), program_axes=[1], dtype=nl.float32)
+        nl.store(out[b, h, :, j * (F // 2):(j + 1) * (F // 2)], nl.multiply(r, 2.0))
+    return out
+
+
+@pytest.mark.parametrize("op_name", ["add", "maximum"])
+def test_all_reduce_over_one_axis_of_the_grid(rng, op_name):
+    """nl.all_reduce(program_axes=[1]) on a [2, 3] grid: each program gets op over the 3 programs of its b."""
+    x = rng.standard_normal((2, 3, 16, 8), np.float32)
+    red = getattr(np, op_name).reduce(x, axis=1, keepdims=True)
+    got = head_all_reduce[2, 3](x, op_name)
+    np.testing.assert_allclose(got, np.broadcast_to(2 * red, x.shape), rtol=1e-6, atol=1e-6)
+
+
+@nki.jit
+def bf16_all_reduce(x):
+    """Every program of a 1-d grid all_reduces its bf16 row block over the whole grid (program_axes=0)."""
+    n = nl.num_programs(0)
+    out = nl.ndarray((n,) + x.shape[1:], nl.bfloat16, buffer=nl.shared_hbm)
+    i = nl.program_id(0)
+    nl.store(out[i], nl.all_reduce(nl.load(x[i]), op=np.add, program_axes=0))
+    return out
+
+
+def test_all_reduce_gives_every_program_the_same_bits(rng):
+    """A bf16 sum over 4 programs, combined in program order: equal bits in every program, and the
+    program-order bf16 rounding of each partial sum."""
+    x = rng.standard_normal((4, 8, 16), np.float32).astype(ml_dtypes.bfloat16)
+    got = bf16_all_reduce[4](x)
+    want = x[0]
+    for k in range(1, 4):
+        want = (want.astype(np.float32) + x[k].astype(np.float32)).astype(ml_dtypes.bfloat16)
+    for p in range(4):
+        np.testing.assert_array_equal(got[p].view(np.uint16), want.view(np.uint16))
+    # a launch without a grid is one program: the reduction is its own tile
+    np.testing.assert_array_equal(bf16_all_reduce(x[:1]).view(np.uint16), x[:1].view(np.uint16))
+
+
+@nki.jit
+def partial_all_reduce(x):
+    """Program 1 of the grid never reaches the all_reduce that program 0 waits in."""
+    out = nl.ndarray(x.shape[1:], nl.float32, buffer=nl.shared_hbm)
+    if nl.program_id(0) == 0:
+        nl.store(out, nl.all_reduce(nl.load(x[0]), op=np.add, program_axes=0))
+    return out
+
+
+def test_all_reduce_that_a_program_never_reaches_is_a_deadlock(rng):
+    """A program of the group ends without the all_reduce: the others would wait forever (a named error)."""
+    x = rng.standard_normal((2, 8, 16), np.float32)
+    with pytest.raises(DeadlockError, match="nl.all_reduce"):
+        partial_all_reduce[2](x)
+
+
+@nki.jit
+def all_reduce_axis_one(x):
+    out = nl.ndarray(x.shape, nl.float32, buffer=nl.shared_hbm)
+    nl.store(out, nl.all_reduce(nl.load(x), op=np.add, program_axes=1))
+    return out
+
+
+def test_all_reduce_program_axes_must_name_grid_axes(rng):
+    """A 1-d grid has no axis 1 to reduce over."""
+    with pytest.raises(KernelError, match=r"program_axes=1.*grid \[2\]"):
+        all_reduce_axis_one[2](rng.standard_normal((8, 4)).astype(np.float32))

@@ -19,7 +19,8 @@ _READY, _RUNNING, _WAITING, _DONE = "ready", "running", "waiting", "done"
 class Turns:
     """The turn-taking of the cores of one launch (core 0 starts)."""
 
-    def __init__(self, cores: int):
+    def __init__(self, cores: int, who: str = "core"):
+        self.who = who  # what takes turns, as messages name it: the cores of a launch, or its programs
         self.cond = threading.Condition()
         self.turn = 0
         self.state = [_READY] * cores
@@ -37,8 +38,8 @@ class Turns:
             while not ready():
                 nxt = self._next(i)
                 if nxt is None:
-                    others = ", ".join(f"core {j} {s}" for j, s in enumerate(self.state) if j != i)
-                    raise DeadlockError(f"core {i} waits for {what}, which can never happen ({others})")
+                    others = ", ".join(f"{self.who} {j} {s}" for j, s in enumerate(self.state) if j != i)
+                    raise DeadlockError(f"{self.who} {i} waits for {what}, which can never happen ({others})")
                 self.state[i], self.until[i], self.turn = _WAITING, ready, nxt
                 self.cond.notify_all()
                 self.cond.wait_for(lambda: self.turn == i)

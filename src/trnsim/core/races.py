@@ -204,8 +204,8 @@ def report(watch: Watch, how: str) -> None:
 
 
 def reduction(nc, location: str) -> None:
-    """Every write from `location` in the open affine loops is part of a loop reduction (nl.loop_reduce: the
-    first iteration starts the accumulator, later ones combine into it), an accumulation, not a race."""
+    """Every write from `location` in the open affine loops is part of a loop reduction (nl.loop_reduce: each
+    iteration combines into the accumulator), an accumulation, not a race."""
     for w in nc.races:
         w.reducing.add(location)
 

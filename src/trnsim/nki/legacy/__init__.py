@@ -10,21 +10,23 @@
 
 The kernel's Python runs eagerly; every call lowers to the same core instructions the current API
 issues (`trnsim.nki.isa`). `kernel[b, h](...)` runs each program of an SPMD grid in turn on one
-NeuronCore. `nki.benchmark` and `trnsim.benchmark` time a beta kernel with the timing model.
-See docs/legacy-nki.md.
+NeuronCore (the programs of an `nl.all_reduce` wait there for each other). `nki.benchmark` and
+`trnsim.benchmark` time a beta kernel with the timing model. See docs/legacy-nki.md.
 """
 from __future__ import annotations
 
 import os
+import threading
 
 import numpy as np
 
 from trnsim import live
 from trnsim.core import NeuronCore
+from trnsim.core.lnc import Turns
 from trnsim.errors import TrnsimError
 from trnsim.nki import _frontend
 from trnsim.nki.legacy import compiler, isa, language, typing  # noqa: F401
-from trnsim.nki.legacy._tile import Instance, Launch, Tile, _ctx, wrap
+from trnsim.nki.legacy._tile import Abandoned, Instance, Launch, Tile, _ctx, wrap
 
 tensor = Tile
 
@@ -80,12 +82,53 @@ def launch(kernel: Kernel, args, kwargs, target=None, values=True, reverse=False
     live.publish(kind="kernel", name=kernel.fn.__name__, cores=[0], target=nc.target, phase="running",
                  memory={"hbm": sum(a.nbytes for a in list(nc.hbm.live.values()))})
     saved = (getattr(_frontend._state, "core", None), getattr(_ctx, "instance", None))
-    result, ok = None, False
+    programs = list(np.ndindex(*grid)) if grid else [()]
+    results, errors = [None], []
+    turns = shared.turns = Turns(len(programs), "program") if len(programs) > 1 else None
+
+    threads, unclaimed = [], iter(range(len(programs)))  # programs no thread has taken yet, in order
+
+    def worker():
+        for n in unclaimed:  # a program that ends frees its thread for the next one
+            run(n, programs[n])
+
+    def spawn():
+        """Another thread for the programs after one that is about to wait (nl.all_reduce)."""
+        threads.append(threading.Thread(target=worker))
+        threads[-1].start()
+
+    shared.spawn = spawn
+
+    def run(n, idx):
+        if turns:
+            turns.start(n)
+        _frontend._state.core, _ctx.instance = nc, Instance(shared, idx, n)
+        try:
+            if not shared.failed:
+                res = kernel.fn(*targs, **tkw)
+                results[0] = res if n == 0 else results[0]
+        except Abandoned:
+            pass
+        except BaseException as e:  # noqa: BLE001 - re-raised in the caller's thread
+            shared.failed = True
+            errors.append(e)
+        finally:
+            if turns:
+                turns.finish(n)
+
+    ok = False
     try:
-        for n, idx in enumerate(np.ndindex(*grid) if grid else [()]):
-            _frontend._state.core, _ctx.instance = nc, Instance(shared, idx)
-            res = kernel.fn(*targs, **tkw)
-            result = res if n == 0 else result
+        if turns is None:
+            run(0, programs[0])
+        else:
+            # The programs take turns (core/lnc.py): one runs at a time, in program order, and the turn passes
+            # only where a program waits for the others (nl.all_reduce) or ends. One thread runs them in turn;
+            # a program that waits leaves its thread waiting and another thread takes the next programs.
+            spawn()
+            for t in threads:  # a thread adds the one it spawns before it waits, so before it ends
+                t.join()
+        if errors:
+            raise errors[0]
         nc.sync()
         ok = True
     finally:
@@ -101,7 +144,7 @@ def launch(kernel: Kernel, args, kwargs, target=None, values=True, reverse=False
             np.copyto(orig, v.array().reshape(orig.shape))
         elif k == "torch":
             orig.copy_(_frontend._from_numpy(v.array().copy(), "torch").reshape(orig.shape))
-    return _frontend._outputs(_unwrap(result), kind, hbm_ok=True, unwritten=kernel.options.get("unwritten_output"))
+    return _frontend._outputs(_unwrap(results[0]), kind, hbm_ok=True, unwritten=kernel.options.get("unwritten_output"))
 
 
 def _unwrap(res):

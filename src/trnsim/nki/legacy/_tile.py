@@ -48,13 +48,22 @@ class Launch:
         self.labels: dict[int, str] = {}
         self.written: dict[int, tuple] = {}  # alloc id -> (stamp, partition lo, hi, byte lo, hi)
         self.stamp = itertools.count(1)
+        self.turns = None  # the programs' turns on the core (core/lnc.py) when the grid has several
+        self.spawn = None  # starts a thread for the next programs, before a program waits
+        self.meetings: dict = {}  # (call site, nth call, programs) -> the nl.all_reduce they meet at
+        self.failed = False  # a program raised: the others stop where they wait
+
+
+class Abandoned(BaseException):
+    """A program stops because another program of its launch failed (that one's error is the one raised)."""
 
 
 class Instance:
     """One program of an SPMD grid: its grid index and its own per-call-site state."""
 
-    def __init__(self, launch: Launch, index=()):
-        self.launch, self.index = launch, tuple(index)
+    def __init__(self, launch: Launch, index=(), turn=0):
+        self.launch, self.index, self.turn = launch, tuple(index), turn
+        self.calls: dict = {}  # call site -> how many times this program made the call there
         self.nshared = 0
         self.reducers: dict = {}
         self.loops: list = []  # (loop, index) of each kernel loop running now, outermost first
@@ -515,6 +524,16 @@ def redirect(dst: Tile, value: Tile) -> bool:
     finally:
         d.depth, d.into = 0, None
     return True
+
+
+def reissue_destination():
+    """The tile an assignment is re-issuing the current call into, taken for the caller to write itself
+    (a call whose result reads its destination, as nl.loop_reduce does); None outside a re-issue."""
+    d = _direct
+    if d.into is None or d.into[0] != d.made + 1:
+        return None
+    dst, d.into = d.into[1], None
+    return dst
 
 
 def wrap_results(namespace: dict, skip=()) -> None:

@@ -22,7 +22,7 @@ from trnsim.core.liveness import traced
 from trnsim.nki import isa as cur
 from trnsim.nki import language as _cur_nl
 from trnsim.nki.legacy._grid import arange, mgrid  # noqa: F401
-from trnsim.nki.legacy._tile import ParDim, Tile, as_tile, core, each_box, emit, instance, masked_off, new_tile, part, promote, redirect, wrap_results
+from trnsim.nki.legacy._tile import Abandoned, ParDim, Tile, as_tile, core, each_box, emit, instance, masked_off, new_tile, part, promote, redirect, reissue_destination, wrap_results
 
 # -- dtypes: numpy's own, as the beta API's are (nki/api/nki/language/__init__.py at SDK 2.26: float32 is np.float32,
 # bfloat16 np.dtype('bfloat16'), tfloat32 the 4-byte void dtype), so host code uses them with numpy directly --
@@ -602,11 +602,15 @@ def expand_dims(x, axis) -> Tile:
 
 
 def loop_reduce(x, op, loop_indices, mask=None, dtype=None, **kwargs) -> Tile:
-    """Reduce `x` across the iterations of the loops `loop_indices`: the first iteration starts the
-    accumulator tile of this call site, later ones combine into it in place. Each iteration of the other
-    loops running around the call has its own accumulator (a reduction over k inside a loop over q tiles
-    keeps one per q tile)."""
+    """Reduce `x` across the iterations of the loops `loop_indices`. The tile the result is assigned to is
+    also op's other input (nki.language.loop_reduce, 2.2x API pages): `dst[...] = nl.loop_reduce(x, op, ...)`
+    is `dst = op(dst, x)` in place, in every iteration, whichever iterations a kernel skips. A result bound
+    to a name (`b = nl.loop_reduce(...)`) has no destination the front end can see, so the call site keeps
+    its own accumulator: the first iteration starts it, later ones combine into it. Each iteration of the
+    other loops running around the call has its own (a reduction over k inside a loop over q tiles keeps
+    one per q tile)."""
     x = as_tile(x)
+    name = getattr(op, "op_name", None) or getattr(op, "__name__", op)
     idx = loop_indices if isinstance(loop_indices, (tuple, list)) else (loop_indices,)
     inst = instance()
     key = _location()
@@ -615,11 +619,17 @@ def loop_reduce(x, op, loop_indices, mask=None, dtype=None, **kwargs) -> Tile:
         key = (key, tuple(i for loop, i in inst.loops if id(loop) not in reduced))
     reducers = inst.reducers
     _races.reduction(core(), _location())
+    dst = reissue_destination()
+    if dst is not None:  # `dst[...] = nl.loop_reduce(...)`, issued again with dst as its result
+        reducers[key] = _binary_into(dst, name, dst, x, mask)
+        return dst
     acc = reducers.get(key)
     if acc is None or builtins.all(int(i) == 0 for i in idx):
         acc = reducers[key] = copy(x, mask=mask, dtype=dtype)
         return acc
-    return _binary_into(acc, getattr(op, "op_name", None) or getattr(op, "__name__", op), acc, x, mask)
+    out = new_tile(acc.shape, acc.dtype)  # a fresh result, so that an assignment can re-issue the call
+    reducers[key] = _binary_into(out, name, acc, x, mask)
+    return out
 
 
 def device_print(prefix, x, **kwargs):
@@ -628,8 +638,56 @@ def device_print(prefix, x, **kwargs):
     print(prefix, np.array(nc.host_read(v)) if nc.values else f"{v!r} (timing only: no values)")
 
 
-def all_reduce(x, op, program_axes, **kwargs):
-    raise NotImplementedError("nl.all_reduce across SPMD programs is not supported in trnsim")
+def all_reduce(x, op, program_axes, dtype=None, mask=None, parallel_reduce=True, asynchronous=False, **kwargs):
+    """op over the x of the programs of the launch grid whose indices differ only along `program_axes`
+    (nki.language.all_reduce, 2.2x API pages); each of them gets the result, combined in program order, so
+    all hold the same bits. The programs run in turn on one core: each waits here until the others of its
+    group have arrived, then combines their tiles (tensor_copy, then one tensor_tensor per other program),
+    and waits again until all have read them. The result is complete on return (`asynchronous` only lets
+    the compiler overlap it)."""
+    x = as_tile(x)
+    inst = instance()
+    grid, index = inst.launch.grid or (1,), inst.index or (0,)  # a launch without a grid is one program
+    axes = {int(a) for a in (program_axes if isinstance(program_axes, (tuple, list)) else (program_axes,))}
+    if not axes or builtins.any(not 0 <= a < len(grid) for a in axes):
+        raise KernelError(f"nl.all_reduce(program_axes={program_axes}): the launch grid {list(grid)} has axes "
+                          f"0..{len(grid) - 1}")
+    group = [i for i in np.ndindex(*grid) if builtins.all(i[d] == index[d] for d in range(len(grid)) if d not in axes)]
+    if len(group) == 1:
+        return copy(x, mask=mask, dtype=dtype)
+    site = _location()
+    nth = inst.calls[site] = inst.calls.get(site, 0) + 1
+    key = (site, nth, tuple(group))
+    meeting = inst.launch.meetings.setdefault(key, {"tiles": {}, "done": 0})
+    meeting["tiles"][index] = x
+    _wait_for_programs(inst, lambda: len(meeting["tiles"]) == len(group),
+                       f"programs {group} of the launch grid to reach nl.all_reduce at {site}")
+    tiles = [meeting["tiles"][i] for i in group]
+    out = copy(tiles[0], mask=mask, dtype=dtype)
+    name = getattr(op, "op_name", None) or getattr(op, "__name__", op)
+    for t in tiles[1:]:
+        _binary_into(out, name, out, t, mask)
+    meeting["done"] += 1
+    _wait_for_programs(inst, lambda: meeting["done"] == len(group),
+                       f"programs {group} of the launch grid to read each other's tiles in nl.all_reduce at {site}")
+    inst.launch.meetings.pop(key, None)
+    return out
+
+
+def _wait_for_programs(inst, ready, what):
+    """Let the launch's other programs run until `ready()`. The core's open loops (their tile scopes and race
+    watches) belong to the program that runs, so this program's are set aside while it waits."""
+    nc, launch = core(), inst.launch
+    saved = nc.scopes, nc.races
+    nc.scopes, nc.races = [], []
+    if not ready():
+        launch.spawn()
+    try:
+        launch.turns.wait(inst.turn, lambda: ready() or launch.failed, what)
+    finally:
+        nc.scopes, nc.races = saved
+    if launch.failed:
+        raise Abandoned()
 
 
 # -- creation of constants and random tiles, rounding, logical not, gather, finfo (nki/api/nki/language/__init__.py
@@ -724,7 +782,7 @@ def atomic_rmw(dst, value, op, *, mask=None, **kwargs):
 
 _INTERNAL = {"annotations", "builtins", "math", "np", "numerics", "View", "KernelError", "ShapeError", "cur", "ParDim",
              "Tile", "as_tile", "core", "each_box", "emit", "instance", "new_tile", "part", "promote", "assign", "accumulate",
-             "pending_matmul", "redirect", "wrap_results"}
+             "pending_matmul", "redirect", "wrap_results", "Abandoned", "reissue_destination"}
 __all__ = [n for n in dir() if not n.startswith("_") and n not in _INTERNAL]
 # assign writes its own dst and redirects the call that made its value: it must see that call as the latest
-wrap_results(globals(), skip={"assign", "ndarray", "zeros", "zeros_like", "empty_like", "ones", "full", "dropout", "store"})
+wrap_results(globals(), skip={"all_reduce", "assign", "ndarray", "zeros", "zeros_like", "empty_like", "ones", "full", "dropout", "store"})
