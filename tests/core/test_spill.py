@@ -145,6 +145,40 @@ def test_operands_of_one_instruction_that_cannot_fit_are_refused(small_sbuf):
 
 
 @nki.jit
+def fragmented(x):
+    """a and b sit between two small tiles, so once c takes a's place after a spill, a's 16 KiB come back
+    to no free range of 16 KiB, though a, b and c (48 KiB) fit the 64 KiB together."""
+    small, big = (128, COLS // 2), (128, COLS)
+    s1 = nl.ndarray(small, nl.float32, buffer=nl.sbuf, name="s1")
+    a = nl.ndarray(big, nl.float32, buffer=nl.sbuf, name="a")
+    s2 = nl.ndarray(small, nl.float32, buffer=nl.sbuf, name="s2")
+    b = nl.ndarray(big, nl.float32, buffer=nl.sbuf, name="b")
+    nisa.dma_copy(dst=s1, src=x[0, :, 0:COLS // 2])
+    nisa.dma_copy(dst=a, src=x[1])
+    nisa.dma_copy(dst=s2, src=x[2, :, 0:COLS // 2])
+    nisa.dma_copy(dst=b, src=x[3])
+    c = nl.ndarray(big, nl.float32, buffer=nl.sbuf, name="c")
+    nisa.tensor_tensor(dst=c, data1=a, data2=b, op=nl.add)
+    nisa.tensor_tensor(dst=s1, data1=s1, data2=s2, op=nl.multiply)
+    out = nl.ndarray((2, 128, COLS), nl.float32, buffer=nl.shared_hbm)
+    nisa.dma_copy(dst=out[0], src=c)
+    nisa.dma_copy(dst=out[1, :, 0:COLS // 2], src=s1)
+    nisa.dma_copy(dst=out[1, :, COLS // 2:], src=s1)
+    return out
+
+
+def test_operands_that_fit_together_are_placed_afresh(small_sbuf):
+    """Not refused: the operands of one instruction that fit SBUF together are spilled and placed again
+    where they fit, whatever the order the other tiles left the free bytes in."""
+    x = np.random.default_rng(3).standard_normal((4, 128, COLS)).astype(np.float32)
+    with pytest.warns(SpillWarning):
+        out = fragmented(x)
+    np.testing.assert_array_equal(out[0], x[1] + x[3])
+    prod = x[0, :, :COLS // 2] * x[2, :, :COLS // 2]
+    np.testing.assert_array_equal(out[1], np.concatenate([prod, prod], axis=1))
+
+
+@nki.jit
 def placed_then_one_more(x):
     """Tiles the kernel placed itself (address=) are never spilled: the compiler leaves them where they are."""
     a = nl.ndarray((128, 8192), nl.float32, buffer=nl.sbuf, name="placed", address=(0, 0))

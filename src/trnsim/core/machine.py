@@ -276,16 +276,19 @@ class NeuronCore:
         a.saved = True
 
     def _reload_operands(self, what: str, operands: dict) -> None:
-        """Bring spilled operands of one instruction back into SBUF, each with a reload DMA; the other
-        operands stay (pinned), so the instruction is refused only if its operands cannot fit together."""
+        """Bring spilled operands of one instruction back into SBUF, each with a reload DMA, largest first;
+        the other operands stay (pinned), so the instruction is refused only if its operands cannot fit
+        together. An operand spilled to place another afresh (core/memory.py: Memory.restore) comes back
+        too; one brought back is kept, so each comes back once."""
         views = list(operands.values())
         views += [v.indirect[0] for v in views if v.indirect is not None and isinstance(v.indirect[0], View)]
-        pinned = frozenset(v.alloc.id for v in views)
-        for v in views:
-            a = v.alloc
-            if not a.spilled:
-                continue
-            self.sbuf.restore(a, pinned, f"{what} ({', '.join(repr(x.name) for x in views)})")
+        allocs = list({id(v.alloc): v.alloc for v in views}.values())
+        pinned, kept = frozenset(a.id for a in allocs), set()
+        what = f"{what} ({', '.join(repr(x.name) for x in views)})"
+        while todo := [a for a in allocs if a.spilled]:
+            a = max(todo, key=lambda t: t.nbytes)
+            self.sbuf.restore(a, pinned, what, frozenset(kept))
+            kept.add(a.id)
             if a.scratch is not None:
                 self.issue(Op.DMA_COPY, dst=_bytes(a), src=a.scratch, spill="reload", line=where(),
                            _location=SPILL_QUEUES["reload"])

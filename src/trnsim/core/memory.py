@@ -216,12 +216,16 @@ class Memory:
             table.pop(victim.id, None)
         return True
 
-    def restore(self, a: Allocation, pinned, what: str) -> None:
+    def restore(self, a: Allocation, pinned, what: str, keep=frozenset()) -> None:
         """Place spilled tile `a` in SBUF again (the caller reloads its bytes), spilling others except
-        `pinned` (ids of the tiles `what`, one instruction, needs together). Refused when they cannot fit."""
+        `pinned` (ids of the tiles `what`, one instruction, needs together). When they would fit together
+        but not around where the others sit, those not in `keep` are spilled too, to be placed afresh.
+        Refused when they cannot fit."""
         best = self._room(a.partitions, a.nbytes, *a.fit, pinned)
+        need = sum(t.nbytes for t in list(self.live.values()) if t.id in pinned) + a.nbytes
+        if best is None and need <= self.usable_bytes:
+            best = self._room(a.partitions, a.nbytes, *a.fit, keep)
         if best is None:
-            need = sum(t.nbytes for t in list(self.live.values()) if t.id in pinned) + a.nbytes
             raise CapacityError(
                 f"{self.space.value.upper()} overflow: the operands of {what} need {need} B per partition together "
                 f"(tile {a.name!r}: {a.nbytes} B in each of {a.partitions} partitions, reloaded after a spill), more "
