@@ -110,6 +110,7 @@ class Scheduler:
         of waiting for the old one's readers, so the reuse is an address coincidence, not a dependency.
         The interval maps are walked inline (this runs once per instruction of every timed stream)."""
         deps: dict[int, float] = {}
+        self.chained = False
         eng_of, end_of, high, cells_of, writes, narrow = self.eng_of, self.end_of, self.high, self.cells, rec.writes, self.narrow
         dma = eng.startswith("dma")
         accumulated = rec.attrs.get("accumulated")
@@ -139,6 +140,8 @@ class Scheduler:
                     # In-order queues order same-engine work; a DMA queue also keeps its writes in order.
                     if writer is not None and (eng_of[writer] != eng or (dma and not w)):
                         deps[writer] = end_of[writer]
+                    elif writer is not None and not w and writer == self.last[eng]:
+                        self.chained = True  # reads the tile its engine's previous instruction wrote
                     if w:
                         for r_eng, idx in readers:
                             if r_eng != eng or dma:
@@ -240,7 +243,10 @@ class Scheduler:
                 dur, flops = self.rules.matmul(rec, w)
             dur /= self._throttle(start)
         else:
-            dur = self.rules.stream(rec, w, dependent=ready > free)
+            # The static overhead: the instruction waited for a producer, or reads what the engine's previous
+            # instruction wrote (trainium_inferentia2_arch.rst, Vector engine: back-to-back instructions each
+            # depending on the output tile of the previous one add ~100 cycles).
+            dur = self.rules.stream(rec, w, dependent=ready > free or self.chained)
         if start == free or blocker < 0:
             blocker = self.last[eng]
         end = start + dur
