@@ -60,6 +60,8 @@ def schedule_of(result: BenchmarkResult, every: int = 1):
         args = {"operands": _operands(e.rec), "source": e.rec.location, "instruction": e.index}
         if e.pieces:
             args["queues"] = len(e.pieces)
+        if e.rec.attrs.get("hoisted") is not None:
+            args["lowering"] = f"loop-invariant, hoisted by the compiler: computed once by instruction {e.rec.attrs['hoisted']}"
         deps = tuple(d for d in e.deps if d % every == 0)
         spans.append(Span(e.index, "DMA" if e.pieces else e.track, e.rec.op.value, e.start, e.end - e.start, args,
                           deps))

@@ -233,6 +233,8 @@ class Scheduler:
         return ev
 
     def _compute(self, rec, w, eng, index, ready, blocker) -> Event:
+        if rec.attrs.get("hoisted") is not None:  # computed once, by an earlier instance (core/hoist.py)
+            return Event(index, rec, TRACKS[eng], ready, ready, blocker=blocker)
         free = self.free[eng]
         start = max(free, ready)
         flops = 0.0
