@@ -28,3 +28,14 @@ def test_a_step_is_five_vector_instructions_two_reading_psum():
     assert len(vector) == 5 * steps
     assert sum(any(o.space == "psum" for n, o in r.operands.items() if n not in r.writes) for r in vector) == 2 * steps
     assert sum(r.op.value == "nc_matmul" for r in stream) == 2 * steps
+
+
+@pytest.mark.parametrize("kernel, hoisted", [(mamba.mamba_v1, 0), (mamba.mamba_v2, 3)], ids=["v1", "v2"])
+def test_delta_times_u_is_hoisted_where_delta_and_u_are_loaded_outside_the_state_loop(kernel, hoisted):
+    """v2 loads delta and u once per channel tile, so delta * u repeats unchanged in states 2..4 of each
+    tile and the compiler computes it once; v1 reloads them every step, so nothing repeats."""
+    args = [np.zeros(x.shape, np.float32) for x in mamba.inputs(channels=256, seq=512, state=4)]
+    kernel(*args)
+    stream = kernel.last_cores[0].stream
+    assert sum(r.attrs.get("hoisted") is not None for r in stream) == 2 * hoisted
+    assert all(r.op.value == "tensor_tensor" for r in stream if r.attrs.get("hoisted") is not None)
