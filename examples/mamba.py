@@ -5,15 +5,18 @@
 
 delta, u: [batch, channels, seq]; A: [channels, state]; B, C: [batch, state, seq]; fp32. Channels go on
 partitions (128 per tile) and the sequence on the free axis. Per (batch, state, channel tile) a step is:
-exp(delta * A) on ScalarE (the scale folds the multiply in), delta * u and then * B on VectorE (B broadcast
-over partitions by a DMA), the recurrence as one tensor_tensor_scan, * C, and a sum over states.
-The algorithm follows the description of the AWS NKI fused Mamba tutorial
-(nki/guides/tutorials/fused_mamba.rst); the code is this project's own.
+exp(delta * A) on ScalarE (the scale folds the multiply in), delta * u and then * B on VectorE, the
+recurrence as one tensor_tensor_scan, * C, and a sum over states. B and C rows are loaded to one partition
+and spread over the 128 partitions by a ones-matmul on TensorE (the tutorial's partition broadcast), which
+lands in PSUM: the multiplies that read them have one input in PSUM.
+The algorithm and loop structure follow the AWS NKI fused Mamba tutorial (nki/guides/tutorials/fused_mamba.rst
+and its kernels); the code is this project's own.
 
     v1  loops batch, state, channel tile: delta and u are loaded again for every state
     v2  loops batch, channel tile, state: delta and u are loaded once per channel tile, and the state sum
         of one tile is stored when its state loop ends
-    v3  v2 with the sequence tiled (512 per tile), the scan carried across tiles through its initial value
+    v3  v2 with the sequence tiled (512 per tile) inside the state loop, the scan carried across tiles
+        through its initial value
 
 `python examples/mamba.py [trn1|trn2|trn3]` times the published sweep in timing-only mode.
 """
@@ -30,25 +33,45 @@ P = 128  # channels per tile (partitions)
 SEQ_TILE = 512  # v3's sequence tile
 
 
-def _bcast(row_hbm):
-    """A [1, n] row of HBM on all partitions: one DMA whose source steps 0 bytes per partition (the
-    engines stay free for the math)."""
-    t = nl.ndarray((P, row_hbm.shape[1]), nl.float32, buffer=nl.sbuf)
-    nisa.dma_copy(dst=t, src=nl.broadcast_to(row_hbm, (P, row_hbm.shape[1])))
+def _ones():
+    """The [1, P] stationary of the broadcast matmuls, made once per kernel."""
+    t = nl.ndarray((1, P), nl.float32, buffer=nl.sbuf)
+    nisa.memset(dst=t, value=1.0)
     return t
 
 
-def _step(delta_t, u_t, a_col, b_bc, c_bc, acc, n, initial=0.0):
+def _spread(row_hbm, ones):
+    """A [1, n] row of HBM on all P partitions: loaded to one partition, then ones.T @ row on TensorE. Up
+    to a PSUM bank it stays in PSUM; a longer row is spread bank by bank into SBUF."""
+    n = row_hbm.shape[1]
+    row = nl.ndarray((1, n), nl.float32, buffer=nl.sbuf)
+    nisa.dma_copy(dst=row, src=row_hbm)
+    bank = nl.tile_size.psum_bank_fmax
+    if n <= bank:
+        t = nl.ndarray((P, n), nl.float32, buffer=nl.psum)
+        nisa.nc_matmul(dst=t, stationary=ones, moving=row)
+        return t
+    t = nl.ndarray((P, n), nl.float32, buffer=nl.sbuf)
+    for lo in range(0, n, bank):
+        ps = nl.ndarray((P, bank), nl.float32, buffer=nl.psum)
+        nisa.nc_matmul(dst=ps, stationary=ones, moving=row[:, lo:lo + bank])
+        nisa.tensor_copy(dst=t[:, lo:lo + bank], src=ps)
+    return t
+
+
+def _step(delta_t, u_t, a_col, b_row, c_row, ones, acc, initial=0.0):
     """One state for one channel tile: acc += C * scan(exp(delta * A), delta * u * B). Returns the scan."""
+    n = delta_t.shape[1]
     dA = nl.ndarray((P, n), nl.float32, buffer=nl.sbuf)
     nisa.activation(dst=dA, op=nl.exp, data=delta_t, scale=a_col)
+    dU = nl.ndarray((P, n), nl.float32, buffer=nl.sbuf)
+    nisa.tensor_tensor(dst=dU, data1=delta_t, data2=u_t, op=nl.multiply)
     dBu = nl.ndarray((P, n), nl.float32, buffer=nl.sbuf)
-    nisa.tensor_tensor(dst=dBu, data1=delta_t, data2=u_t, op=nl.multiply)
-    nisa.tensor_tensor(dst=dBu, data1=dBu, data2=b_bc, op=nl.multiply)
+    nisa.tensor_tensor(dst=dBu, data1=dU, data2=_spread(b_row, ones), op=nl.multiply)
     h = nl.ndarray((P, n), nl.float32, buffer=nl.sbuf)
     nisa.tensor_tensor_scan(dst=h, data0=dA, data1=dBu, initial=initial, op0=nl.multiply, op1=nl.add)
     hc = nl.ndarray((P, n), nl.float32, buffer=nl.sbuf)
-    nisa.tensor_tensor(dst=hc, data1=h, data2=c_bc, op=nl.multiply)
+    nisa.tensor_tensor(dst=hc, data1=h, data2=_spread(c_row, ones), op=nl.multiply)
     nisa.tensor_tensor(dst=acc, data1=acc, data2=hc, op=nl.add)
     return h
 
@@ -59,24 +82,26 @@ def _load(src):
     return t
 
 
+def _zeros(n):
+    t = nl.ndarray((P, n), nl.float32, buffer=nl.sbuf)
+    nisa.memset(dst=t, value=0.0)
+    return t
+
+
 @nki.jit
 def mamba_v1(delta, u, A, B, C):
     batch, channels, seq = delta.shape
     state = A.shape[1]
     tiles = channels // P
     out = nl.ndarray(delta.shape, nl.float32, buffer=nl.shared_hbm)
+    ones = _ones()
     for b in nl.affine_range(batch):
-        acc = [nl.ndarray((P, seq), nl.float32, buffer=nl.sbuf) for _ in range(tiles)]  # every tile's state sum
-        for c in nl.affine_range(tiles):
-            nisa.memset(dst=acc[c], value=0.0)
-        for s in nl.sequential_range(state):  # the state sum is carried in acc
-            b_bc = _bcast(B[b, s:s + 1, :])
-            c_bc = _bcast(C[b, s:s + 1, :])
+        acc = [_zeros(seq) for _ in range(tiles)]  # every tile's state sum
+        for s in nl.affine_range(state):  # acc sums over it: a reduction
             for c in nl.affine_range(tiles):
                 rows = slice(c * P, (c + 1) * P)
-                delta_t, u_t = _load(delta[b, rows, :]), _load(u[b, rows, :])
-                a_col = _load(A[rows, s:s + 1])
-                _step(delta_t, u_t, a_col, b_bc, c_bc, acc[c], seq)
+                delta_t, a_col, u_t = _load(delta[b, rows, :]), _load(A[rows, s:s + 1]), _load(u[b, rows, :])
+                _step(delta_t, u_t, a_col, B[b, s:s + 1, :], C[b, s:s + 1, :], ones, acc[c])
         for c in nl.affine_range(tiles):
             nisa.dma_copy(dst=out[b, c * P:(c + 1) * P, :], src=acc[c])
     return out
@@ -87,14 +112,14 @@ def mamba_v2(delta, u, A, B, C):
     batch, channels, seq = delta.shape
     state = A.shape[1]
     out = nl.ndarray(delta.shape, nl.float32, buffer=nl.shared_hbm)
+    ones = _ones()
     for b in nl.affine_range(batch):
         for c in nl.affine_range(channels // P):
             rows = slice(c * P, (c + 1) * P)
-            delta_t, u_t, a_t = _load(delta[b, rows, :]), _load(u[b, rows, :]), _load(A[rows, :])
-            acc = nl.ndarray((P, seq), nl.float32, buffer=nl.sbuf)
-            nisa.memset(dst=acc, value=0.0)
-            for s in nl.sequential_range(state):
-                _step(delta_t, u_t, a_t[:, s:s + 1], _bcast(B[b, s:s + 1, :]), _bcast(C[b, s:s + 1, :]), acc, seq)
+            acc = _zeros(seq)
+            delta_t, u_t = _load(delta[b, rows, :]), _load(u[b, rows, :])
+            for s in nl.affine_range(state):
+                _step(delta_t, u_t, _load(A[rows, s:s + 1]), B[b, s:s + 1, :], C[b, s:s + 1, :], ones, acc)
             nisa.dma_copy(dst=out[b, rows, :], src=acc)
     return out
 
@@ -105,22 +130,21 @@ def mamba_v3(delta, u, A, B, C):
     state = A.shape[1]
     n = min(SEQ_TILE, seq)
     out = nl.ndarray(delta.shape, nl.float32, buffer=nl.shared_hbm)
+    ones = _ones()
     for b in nl.affine_range(batch):
         for c in nl.affine_range(channels // P):
             rows = slice(c * P, (c + 1) * P)
-            a_t = _load(A[rows, :])
-            carry = nl.ndarray((P, state), nl.float32, buffer=nl.sbuf)  # each state's scan value so far
-            nisa.memset(dst=carry, value=0.0)
-            for t in nl.sequential_range(seq // n):
-                cols = slice(t * n, (t + 1) * n)
-                delta_t, u_t = _load(delta[b, rows, cols]), _load(u[b, rows, cols])
-                acc = nl.ndarray((P, n), nl.float32, buffer=nl.sbuf)
-                nisa.memset(dst=acc, value=0.0)
-                for s in nl.sequential_range(state):
-                    h = _step(delta_t, u_t, a_t[:, s:s + 1], _bcast(B[b, s:s + 1, cols]), _bcast(C[b, s:s + 1, cols]),
-                              acc, n, initial=carry[:, s:s + 1])
-                    nisa.tensor_copy(dst=carry[:, s:s + 1], src=h[:, n - 1:n])
-                nisa.dma_copy(dst=out[b, rows, cols], src=acc)
+            acc = _zeros(seq)
+            delta_t, u_t = _load(delta[b, rows, :]), _load(u[b, rows, :])
+            for s in nl.affine_range(state):
+                a_col = _load(A[rows, s:s + 1])
+                carry = _zeros(1)  # the scan value at the end of the last sequence tile
+                for t in nl.sequential_range(seq // n):
+                    cols = slice(t * n, (t + 1) * n)
+                    h = _step(delta_t[:, cols], u_t[:, cols], a_col, B[b, s:s + 1, cols], C[b, s:s + 1, cols], ones,
+                              acc[:, cols], initial=carry)
+                    nisa.tensor_copy(dst=carry, src=h[:, n - 1:n])
+            nisa.dma_copy(dst=out[b, rows, :], src=acc)
     return out
 
 

@@ -169,6 +169,17 @@ def test_broadcast_to_over_partitions(rng, trn):
     assert "nc_matmul" in ops(row_times)
 
 
+def test_broadcast_ones_operand_is_filled_off_the_vector_stream(rng, trn):
+    """The ones operand of the broadcast matmul is a constant of the compiler's: its fill runs on GpSimd, so
+    the Vector engine, which reads the broadcast, issues no memset for it."""
+    x, row = rng.standard_normal((64, 40), np.float32), rng.standard_normal((1, 40), np.float32)
+    row_times(x, row)
+    stream = row_times.last_cores[0].stream
+    matmul = next(r for r in stream if r.op.value == "nc_matmul")
+    fill = [r for r in stream if r.op.value == "memset"]
+    assert [r.engine.value for r in fill] == ["gpsimd"] and matmul.operands["stationary"].shape == (1, 64)
+
+
 @nki.jit
 def int_rows(row):
     out = nl.ndarray((100, row.shape[1]), row.dtype, buffer=nl.shared_hbm)

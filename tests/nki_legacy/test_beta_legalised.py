@@ -94,3 +94,25 @@ def test_nc_matmul_operand_in_psum_is_copied_out(rng):
     np.testing.assert_allclose(transposed_stationary(a, b), a @ b, rtol=1e-4, atol=1e-4)
     seq = ops(transposed_stationary)
     assert seq[seq.index("nc_matmul") - 1] == "tensor_copy"
+
+
+@nki.jit
+def scaled_rows(x, row):
+    """x * row for each of 4 row blocks: a [1, F] tile broadcast over the partitions in a loop, as the fused
+    Mamba tutorial's kernels do with B and C."""
+    out = nl.ndarray(x.shape, dtype=x.dtype, buffer=nl.shared_hbm)
+    r = nl.load(row)
+    for i in nl.affine_range(x.shape[0] // 32):
+        t = nl.load(x[i * 32:(i + 1) * 32, :])
+        nl.store(out[i * 32:(i + 1) * 32, :], nisa.tensor_tensor(t, r.broadcast_to((32, x.shape[1])), op=nl.multiply))
+    return out
+
+
+def test_broadcast_ones_operand_is_filled_off_the_vector_stream(rng):
+    """Each broadcast is a ones-matmul into PSUM read by the Vector engine; the ones operand's fill, a constant
+    of the compiler's, runs on GpSimd, so Vector runs only the multiplies."""
+    x, row = rng.standard_normal((128, 48), np.float32), rng.standard_normal((1, 48), np.float32)
+    np.testing.assert_allclose(scaled_rows(x, row), x * row, rtol=1e-6)
+    stream = scaled_rows.last_cores[0].stream
+    assert [r.op.value for r in stream if r.engine.value == "vector"] == ["tensor_tensor"] * 4
+    assert [r.engine.value for r in stream if r.op.value == "memset"] == ["gpsimd"] * 4

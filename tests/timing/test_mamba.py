@@ -1,4 +1,5 @@
-"""The fused Mamba example kernels compute the selective scan (numpy recurrence), and time in order."""
+"""The fused Mamba example kernels compute the selective scan (numpy recurrence), and issue what the
+tutorial's kernels issue."""
 import sys
 from pathlib import Path
 
@@ -14,3 +15,27 @@ def test_mamba_matches_the_recurrence(kernel, monkeypatch):
     monkeypatch.setattr(mamba, "SEQ_TILE", 32)  # v3: two sequence tiles, the scan carried across them
     args = mamba.inputs(channels=256, seq=64, state=4, rng=np.random.default_rng(1))
     np.testing.assert_allclose(kernel(*args), mamba.reference(*args), rtol=2e-4, atol=2e-5)
+
+
+def test_a_step_is_five_vector_instructions_two_reading_psum():
+    """Per (state, channel tile) step, as the tutorial's kernels lower: B and C spread by ones-matmuls on
+    TensorE into PSUM, so of the five Vector instructions the two multiplies by B and C read PSUM."""
+    args = [np.zeros(x.shape, np.float32) for x in mamba.inputs(channels=256, seq=512, state=4)]
+    mamba.mamba_v2(*args)
+    stream = mamba.mamba_v2.last_cores[0].stream
+    steps = 2 * 4
+    vector = [r for r in stream if r.engine.value == "vector" and r.op.value != "memset"]
+    assert len(vector) == 5 * steps
+    assert sum(any(o.space == "psum" for n, o in r.operands.items() if n not in r.writes) for r in vector) == 2 * steps
+    assert sum(r.op.value == "nc_matmul" for r in stream) == 2 * steps
+
+
+@pytest.mark.parametrize("kernel, hoisted", [(mamba.mamba_v1, 0), (mamba.mamba_v2, 3)], ids=["v1", "v2"])
+def test_delta_times_u_is_hoisted_where_delta_and_u_are_loaded_outside_the_state_loop(kernel, hoisted):
+    """v2 loads delta and u once per channel tile, so delta * u repeats unchanged in states 2..4 of each
+    tile and the compiler computes it once; v1 reloads them every step, so nothing repeats."""
+    args = [np.zeros(x.shape, np.float32) for x in mamba.inputs(channels=256, seq=512, state=4)]
+    kernel(*args)
+    stream = kernel.last_cores[0].stream
+    assert sum(r.attrs.get("hoisted") is not None for r in stream) == 2 * hoisted
+    assert all(r.op.value == "tensor_tensor" for r in stream if r.attrs.get("hoisted") is not None)

@@ -92,6 +92,24 @@ def test_psum_accumulation_group_then_eviction():
     assert copy.end - copy.start == pytest.approx((512 + 100) / 1.12)
 
 
+def test_a_vector_chain_pays_the_static_overhead():
+    """Back-to-back Vector instructions, each reading the tile the one before wrote, pay the static
+    overhead of 100 cycles (trainium_inferentia2_arch.rst, Vector engine); one that reads other tiles
+    follows at once, without it."""
+    def build(nc):
+        a, b, c, d, e = (nc.tensor((128, 512), "float32") for _ in range(5))
+        for t in (a, b, e):
+            nc.issue(Op.MEMSET, dst=t, value=1.0)
+        nc.issue(Op.TENSOR_TENSOR, dst=c, data1=a, data2=b, op="multiply")  # independent of the memset before
+        nc.issue(Op.TENSOR_TENSOR, dst=d, data1=c, data2=a, op="add")  # reads what the one before wrote
+        nc.issue(Op.TENSOR_TENSOR, dst=a, data1=b, data2=b, op="add")  # reads neither c nor d
+    *_, first, chained, other = schedule(build)
+    assert first.end - first.start == pytest.approx(2 * 512 / 1.12)
+    assert chained.start == pytest.approx(first.end)
+    assert chained.end - chained.start == pytest.approx((2 * 512 + 100) / 1.12)
+    assert other.end - other.start == pytest.approx(2 * 512 / 1.12)
+
+
 def test_pipelined_loads_run_ahead_of_stores():
     """load -> compute -> store in a loop: each DMA statement gets its own in-order queue, so the next
     load does not wait behind the previous store (which waits on the compute), and loads overlap compute."""

@@ -25,6 +25,7 @@ from trnsim.core.isa.opcodes import MATMUL, Engine, Op
 from trnsim.core.isa.psum import close as close_psum, flush as flush_psum
 from trnsim.core.isa.registry import REGISTRY, Instruction, generic_check
 from trnsim.core import races as _races
+from trnsim.core.hoist import Invariants
 from trnsim.core.liveness import iterations, next_use, note_uses
 from trnsim.core.limits import Budget
 from trnsim.core.lnc import Mailbox
@@ -114,6 +115,7 @@ class NeuronCore:
         self.race_check = _races.mode(race_check)  # auto | off | warn | error | order (core/races.py)
         self.races: list = []  # the open affine loops being watched for loop-carried dependencies
         self.reverse_affine = False  # run affine loops last iteration first (race check `order`)
+        self.invariants = Invariants()  # loop-invariant instructions the compiler hoists (core/hoist.py)
 
     def limit(self, name: str) -> int:
         return self.spec.limits[name]
@@ -240,6 +242,10 @@ class NeuronCore:
                     generic_check(d, ins, self)
         if d.state is not None:
             d.state(ins, self)
+        first = self.invariants.check(ins, self.scopes, len(self.stream))
+        if first is not None:
+            ins.attrs["hoisted"] = first  # the compiler computes it once, at stream index `first` (core/hoist.py)
+        self.invariants.wrote(ins)
         evicts = psum and op not in MATMUL  # another engine touching PSUM
         self.stream.append(ins.record(len(self.stream), sig))
         if self.races and "spill" not in attrs:  # a spill moves a tile, not its values: no access of the kernel's

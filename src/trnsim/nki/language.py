@@ -372,7 +372,7 @@ def _spread(x: View, p: int, dtype) -> View:
         out = ndarray((p, f), x.dtype, sbuf)
         spread_dma(out, x.reshape((1, f)))
         return out if out.dtype == numerics.dtype(dtype) else copy(out, dtype)
-    ones_ = full((1, p), 1.0, float32 if x.dtype.name in ("float32", "tfloat32") else bfloat16)
+    ones_ = ones_row(p, x.dtype)
     out = ndarray((p, f), dtype, sbuf)
     flat = x.reshape((1, f))
     step = tile_size.psum_bank_fmax
@@ -382,6 +382,17 @@ def _spread(x: View, p: int, dtype) -> View:
         nisa.nc_matmul(ps, ones_, flat[:, lo:hi])
         nisa.tensor_copy(out[:, lo:hi], ps)
     return out
+
+
+def ones_row(p: int, dtype) -> View:
+    """The [1, p] ones operand of a partition broadcast's matmul, filled on GpSimd.
+
+    It is a constant of the compiler's own, built ahead of the loop that uses it, never between the
+    Vector instructions that read the broadcast: a memset on the Vector stream would put the fill and the
+    fp32 matmul (4x a bf16 one) in series in front of every consumer."""
+    t = ndarray((1, p), float32 if numerics.dtype(dtype).name in ("float32", "tfloat32") else bfloat16, sbuf)
+    nisa.memset(t, 1.0, engine=nisa.engine.gpsimd)
+    return t
 
 
 def spread_dma(dst: View, row: View):

@@ -131,6 +131,7 @@ class Scheduler:
         The interval maps are walked inline (this runs once per instruction of every timed stream). The
         high-water marks move only on a `fresh` plan: a plan seen before reached the same bytes already."""
         deps: dict[int, float] = {}
+        self.chained = False
         eng_of, end_of, high, narrow = self.eng_of, self.end_of, self.high, self.narrow
         dma = eng.startswith("dma")
         accumulated = rec.attrs.get("accumulated")
@@ -156,6 +157,8 @@ class Scheduler:
                     # In-order queues order same-engine work; a DMA queue also keeps its writes in order.
                     if writer is not None and (eng_of[writer] != eng or (dma and not w)):
                         deps[writer] = end_of[writer]
+                    elif writer is not None and not w and writer == self.last[eng]:
+                        self.chained = True  # reads the tile its engine's previous instruction wrote
                     if w:
                         for r_eng, idx in readers:
                             if r_eng != eng or dma:
@@ -260,6 +263,8 @@ class Scheduler:
         return ev
 
     def _compute(self, rec, w, eng, index, ready, blocker) -> Event:
+        if rec.attrs.get("hoisted") is not None:  # computed once, by an earlier instance (core/hoist.py)
+            return Event(index, rec, TRACKS[eng], ready, ready, blocker=blocker)
         free = self.free[eng]
         start = max(free, ready)
         flops = 0.0
@@ -270,7 +275,10 @@ class Scheduler:
                 dur, flops = self._memo(rec, "pe", self.rules.matmul, rec, w)
             dur /= self._throttle(start)
         else:
-            dependent = ready > free
+            # The static overhead: the instruction waited for a producer, or reads what the engine's previous
+            # instruction wrote (trainium_inferentia2_arch.rst, Vector engine: back-to-back instructions each
+            # depending on the output tile of the previous one add ~100 cycles).
+            dependent = ready > free or self.chained
             dur = self._memo(rec, dependent, self.rules.stream, rec, w, dependent)
         if start == free or blocker < 0:
             blocker = self.last[eng]

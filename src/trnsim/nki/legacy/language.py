@@ -381,7 +381,8 @@ def _spread(t: Tile, shape) -> Tile:
         out = new_tile((p, f), t.dtype)
         emit(_cur_nl.spread_dma, dst=out.view(), row=t.view())
         return out
-    ones_ = full((1, p), 1.0, float32 if t.dtype.name in ("float32", "tfloat32") else bfloat16)
+    ones_ = new_tile((1, p), float32 if t.dtype.name in ("float32", "tfloat32") else bfloat16)
+    emit(cur.memset, dst=ones_.view(), value=1.0, engine=cur.engine.gpsimd)  # off the Vector stream: _cur_nl.ones_row
     step = tile_size.psum_bank_fmax
     if f <= step:
         out = new_tile((p, f), float32, "psum")
