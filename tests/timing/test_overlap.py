@@ -223,3 +223,30 @@ def test_a_queue_turns_around_between_transfers():
     one, two = schedule(build)
     assert one.track == two.track
     assert two.start == pytest.approx(one.end + timing("trn1").dma_turnaround_latency)
+
+
+def test_psum_tiles_made_one_at_a_time_rotate_over_the_banks():
+    """A PSUM tile made right after the previous one died takes the next bank, as the compiler rotates PSUM
+    tiles over the banks, also after an earlier phase filled all eight: each matmul runs ahead of the
+    eviction of the tile before it instead of waiting to reuse its bank."""
+    nc = NeuronCore("trn1", values=False)
+    st, mv, _ = ready_tiles(nc)
+    bank = nc.spec.psum_partition_bytes // nc.spec.psum_banks
+    full = [nc.tensor((128, 512), "float32", "psum") for _ in range(nc.spec.psum_banks)]
+    for t in full:
+        nc.issue(Op.NC_MATMUL, dst=t, stationary=st, moving=mv)
+    del full, t
+    banks, mms, reads = [], [], []
+    for _ in range(nc.spec.psum_banks):
+        acc = nc.tensor((128, 512), "float32", "psum")
+        banks.append(acc.alloc.b0 // bank)
+        mms.append(len(nc.stream))
+        nc.issue(Op.NC_MATMUL, dst=acc, stationary=st, moving=mv)
+        for _ in range(4):
+            nc.issue(Op.ACTIVATION, dst=nc.tensor((128, 512), "float32"), data=acc, op="exp")
+        reads.append(len(nc.stream) - 1)
+        del acc
+    assert banks == [(banks[0] + k) % nc.spec.psum_banks for k in range(nc.spec.psum_banks)]
+    evs = simulate(nc.stream, "trn1").events
+    for j in range(1, len(mms)):
+        assert evs[mms[j]].start < evs[reads[j - 1]].end  # ran ahead of the previous tile's eviction

@@ -108,6 +108,7 @@ class Memory:
                  refill: bool = True):
         self.space, self.partitions, self.row_bytes = space, partitions, row_bytes
         self.usable_bytes, self.bank_bytes = usable_bytes, bank_bytes
+        self.cursor = 0  # PSUM: where the last placed tile ended, where the next placement starts looking
         self.refill = refill
         self.tiles = itertools.count()  # numbers the tensors placed here (Allocation.place)
         self.serial = next(_SERIALS)
@@ -139,17 +140,22 @@ class Memory:
         return [a for a in list((self.live if among is None else among).values())
                 if a.p0 < p0 + partitions and p0 < a.p0 + a.partitions and a.b0 < b0 + nbytes and b0 < a.b0 + a.nbytes]
 
-    def _first_fit(self, p0, partitions, nbytes, align, without=None):
+    def _first_fit(self, p0, partitions, nbytes, align, without=None, wrap=True):
+        """The lowest free offset that fits; in PSUM the first one from where the last tile ended (then,
+        with `wrap`, from 0): the compiler rotates PSUM tiles over the banks, so a tile made right after
+        another one was freed takes the next bank, not the bank the other one still drains from."""
         busy = sorted((a.b0, a.b0 + a.nbytes) for a in list(self.live.values())
                       if a.p0 < p0 + partitions and p0 < a.p0 + a.partitions and a is not without)
-        b = 0
-        for lo, hi in busy + [(self.usable_bytes, self.usable_bytes)]:
+        for b in ((self.cursor, 0) if self.cursor and wrap else (self.cursor,)):
+            for lo, hi in busy + [(self.usable_bytes, self.usable_bytes)]:
+                b = self._fix(b, nbytes, align)
+                if b + nbytes <= lo:
+                    return b
+                b = max(b, hi)
             b = self._fix(b, nbytes, align)
-            if b + nbytes <= lo:
+            if b + nbytes <= self.usable_bytes:
                 return b
-            b = max(b, hi)
-        b = self._fix(b, nbytes, align)
-        return b if b + nbytes <= self.usable_bytes else None
+        return None
 
     def _fix(self, b, nbytes, align):
         b = -(-b // align) * align
@@ -173,6 +179,8 @@ class Memory:
                 f"but no free range of {self.usable_bytes} usable B per partition fits it; {self.live_summary()}")
         alloc = Allocation(self, best[0], partitions, best[1], nbytes, name, kind, location)
         alloc.fit = (align, pmax)
+        if self.bank_bytes:
+            self.cursor = (best[1] + nbytes) % self.usable_bytes
         self._fresh(alloc)
         self.live[alloc.id] = alloc
         return alloc
@@ -180,7 +188,13 @@ class Memory:
     def _room(self, partitions, nbytes, align, pmax, pinned=frozenset()):
         """Where a request fits, making room as the compiler does: names past their last use let go, then
         loop tensors held or expired give their bytes back, then live tiles are spilled (`_spill`)."""
-        best = self._fit(partitions, nbytes, align, pmax)
+        best = None
+        if self.cursor:  # PSUM: the banks after the last tile first, loop tiles held or expired taken back
+            best = self._fit(partitions, nbytes, align, pmax, wrap=False)
+            while best is None and self._reclaim():
+                best = self._fit(partitions, nbytes, align, pmax, wrap=False)
+        if best is None:
+            best = self._fit(partitions, nbytes, align, pmax)
         if best is None and drop_dead_names():  # tiles past their last use are dead to the compiler
             best = self._fit(partitions, nbytes, align, pmax)
         while best is None and self._reclaim():
@@ -237,10 +251,10 @@ class Memory:
         self._fresh(a)
         self.live[a.id] = a
 
-    def _fit(self, partitions, nbytes, align, pmax, without=None):
+    def _fit(self, partitions, nbytes, align, pmax, without=None, wrap=True):
         best = None
         for p0 in allowed_starts(partitions, pmax):
-            b = self._first_fit(p0, partitions, nbytes, align, without)
+            b = self._first_fit(p0, partitions, nbytes, align, without, wrap)
             if b is not None and (best is None or b < best[1]):
                 best = (p0, b)
         return best
