@@ -1,8 +1,8 @@
 """The command line shell: help, version, python -m, and errors without tracebacks."""
+import re
 import subprocess
 import sys
 
-import click
 from click.testing import CliRunner
 
 from trnsim.cli import cli
@@ -41,3 +41,4 @@ def test_demo_runs_every_section():
     for title, _ in SECTIONS:
         assert title in r.output
     assert "tour done" in r.output
+    assert re.search(r"the compiler spills \(\d+ spills, [\d.]+ MiB moved\)", r.output.replace("\n", " "))

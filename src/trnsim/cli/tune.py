@@ -20,7 +20,6 @@ from __future__ import annotations
 import ast
 import itertools
 import os
-import sys
 import time
 from pathlib import Path
 
@@ -292,5 +291,29 @@ def tour(console):
             fast = benchmark(mm, *args, target="trn2", timing_only=True)
         console.print(f"[bold]what-if chip[/] (trnsim --hardware chip.toml): matmul_optimized (2048x1024x1024) {base.latency / 1e3:.1f} us "
                       f"on trn2, {fast.latency / 1e3:.1f} us with TensorE at 2x clock (bound by {fast.bound})")
+        _spill_line(console, file.with_name("mamba.py"))
     console.print("[bold]tuning[/]: trnsim tune kernel.py --param TILE_N=128,256,512 --arg a=bf16[4096,8192] "
                   "ranks every configuration by simulated latency")
+
+
+def _spill_line(console, file) -> None:
+    """The compiler's answer to a kernel whose tiles outgrow SBUF, shown on a what-if chip with less of it."""
+    import warnings
+
+    import trnsim
+    from trnsim.cli.profile import load_kernel
+    from trnsim.core.timing import benchmark
+
+    if not file.exists():
+        return
+    kernel, inputs = load_kernel(str(file), "mamba_v2")
+    args = inputs(channels=256, seq=2048)
+    full = benchmark(kernel, *args, target="trn1", timing_only=True)
+    with warnings.catch_warnings(), trnsim.hardware(base="trn1", name="trn1, 48 KiB SBUF",
+                                                     core={"sbuf_partition_bytes": "48 KiB"}):
+        warnings.simplefilter("ignore")  # the SpillWarning: the line below says it
+        small = benchmark(kernel, *args, target="trn1", timing_only=True)
+    console.print(f"[bold]spills[/]: mamba_v2 (256 x 2048) {full.latency / 1e3:.0f} us on trn1; with 48 KiB of SBUF a "
+                  f"partition the compiler spills ({small.spill_line.split(' (')[0]}): {small.latency / 1e3:.0f} us, "
+                  f"bound by {small.bound}")
+
