@@ -7,7 +7,7 @@ import pytest
 import trnsim.nki as nki
 import trnsim.nki.isa as nisa
 import trnsim.nki.language as nl
-from trnsim.core import DTypeError
+from trnsim.core import DTypeError, DTypeWarning
 
 BF16 = ml_dtypes.bfloat16
 
@@ -219,7 +219,13 @@ def test_tensor_copy_dtype_naming_dst_dtype(rng, trn):
                                atol=1e-2)
 
 
-def test_tensor_copy_dtype_other_than_dst_is_refused(rng, trn):
+def test_tensor_copy_dtype_other_than_dst_is_ignored_with_a_warning(rng, trn):
+    """A dtype other than dst's cannot be honoured: the copy is written in dst's dtype (bf16 here), and a
+    DTypeWarning at the kernel's line says so."""
     a, b = rng.standard_normal((64, 32), np.float32), rng.standard_normal((64, 48), np.float32)
-    with pytest.raises(DTypeError, match="tensor_copy dtype=float32 differs from dst dtype bfloat16"):
-        psum_out_with_dtype(a, b, nl.float32)
+    with pytest.warns(DTypeWarning, match="tensor_copy dtype=float32 differs from dst dtype bfloat16") as w:
+        got = psum_out_with_dtype(a, b, nl.float32)
+    assert w[0].filename.endswith("test_legalised.py")
+    assert got.dtype == BF16
+    np.testing.assert_allclose(got.astype(np.float32), (a.T @ b).astype(BF16).astype(np.float32), rtol=1e-2,
+                               atol=1e-2)

@@ -3,8 +3,8 @@
     >>> from trnsim.core import NeuronCore, Op
     >>> nc = NeuronCore("trn2")
 """
-from trnsim.core.errors import (CapacityError, DTypeError, FreeSizeError, GenerationError, KernelError,  # noqa: F401
-                                MemorySpaceError, OutOfBoundsError, OutOfScopeError, PartitionLimitError,
+from trnsim.core.errors import (CapacityError, DTypeError, DTypeWarning, FreeSizeError, GenerationError,  # noqa: F401
+                                KernelError, MemorySpaceError, OutOfBoundsError, OutOfScopeError, PartitionLimitError,
                                 PartitionStartError, PSUMBankError, ShapeError, SpillWarning, UninitializedError,
                                 UninitializedWarning)
 from trnsim.core.isa import REGISTRY, Engine, Op, Record  # noqa: F401

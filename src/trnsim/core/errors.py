@@ -107,6 +107,9 @@ class UninitializedWarning(UserWarning):
     """The non-strict form of UninitializedError."""
 
 
+class DTypeWarning(UserWarning):
+    """A dtype argument the instruction cannot honour, ignored: the result keeps the dtype its destination has."""
+
 
 class SpillWarning(UserWarning):
     """SBUF could not hold a kernel's live tiles: the compiler spills some to HBM and reloads them, which

@@ -2,11 +2,12 @@
 from __future__ import annotations
 
 import enum
+import warnings
 
 from trnsim.core import Op, Register, View
 from trnsim.core.memory import Space
 from trnsim import numerics
-from trnsim.core.errors import DTypeError, KernelError
+from trnsim.core.errors import DTypeWarning, KernelError, where
 from trnsim.core.isa.registry import Instruction as NkiInstruction  # noqa: F401 - what an nki.isa call returns
 from trnsim.nki._frontend import core, issue
 
@@ -151,12 +152,19 @@ def scalar_tensor_tensor(dst, data, op0, operand0, op1, operand1, reverse0=False
                  reverse0=reverse0, reverse1=reverse1)
 
 
+_WARNED: dict = {}  # warnings already shown, once per kernel line (warnings.warn_explicit's registry)
+
+
 def tensor_copy(dst, src, engine=engine.unknown, name=None, dtype=None):
-    """The copy lands in dst's dtype. Published kernels (the nki-samples matmul tutorial) also pass
-    `dtype=dst.dtype`; that is accepted, a dtype that differs from dst's is refused (nothing could honour it)."""
+    """The copy lands in dst's dtype (nki/api/nki/isa/__init__.py: tensor_copy has no dtype). Published kernels
+    pass `dtype=` anyway (the nki-samples matmul tutorial: the output's dtype, in one kernel with an fp32 dst)
+    and run on hardware; a dtype other than dst's cannot be honoured, so it is ignored with a DTypeWarning."""
     if dtype is not None and numerics.dtype(dtype) != numerics.dtype(dst.dtype):
-        raise DTypeError(f"tensor_copy dtype={numerics.dtype(dtype).name} differs from dst dtype "
-                         f"{numerics.dtype(dst.dtype).name}; the copy is written in dst's dtype")
+        at = where()
+        path, _, line = at.rpartition(":")
+        warnings.warn_explicit(f"tensor_copy dtype={numerics.dtype(dtype).name} differs from dst dtype "
+                               f"{numerics.dtype(dst.dtype).name}; the copy is written in dst's dtype", DTypeWarning,
+                               path, int(line) if line.isdigit() else 0, registry=_WARNED)
     return issue(Op.TENSOR_COPY, engine=_eng(engine), dst=dst, src=src)
 
 
