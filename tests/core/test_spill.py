@@ -256,3 +256,34 @@ def test_the_spill_victim_is_the_tile_needed_last(small_sbuf):
     stream = round_robin.trace(x, 8, values=False)[0].stream
     reloads = [n for n, r in enumerate(stream) if r.attrs.get("spill") == "reload"]
     assert len(reloads) <= 20  # least recently used: 36
+
+
+@nki.jit
+def declared_ahead(x):
+    """c is declared before d but first written after d's last-but-one use: four 16 KiB tiles are declared,
+    but at most three hold data at once (a, b, d; then d, c)."""
+    a = nl.ndarray((128, COLS), nl.float32, buffer=nl.sbuf, name="a")
+    b = nl.ndarray((128, COLS), nl.float32, buffer=nl.sbuf, name="b")
+    nisa.dma_copy(dst=a, src=x[0])
+    nisa.dma_copy(dst=b, src=x[1])
+    c = nl.ndarray((128, COLS), nl.float32, buffer=nl.sbuf, name="c")
+    d = nl.ndarray((128, COLS), nl.float32, buffer=nl.sbuf, name="d")
+    nisa.tensor_tensor(dst=d, data1=a, data2=b, op=nl.add)
+    nisa.tensor_scalar(dst=c, data=d, op0=nl.multiply, operand0=2.0)
+    out = nl.ndarray((128, COLS), nl.float32, buffer=nl.shared_hbm)
+    nisa.dma_copy(dst=out, src=c)
+    return out
+
+
+def test_a_tile_holds_no_bytes_before_its_first_write(small_sbuf):
+    """The compiler's buffer lives from its first write to its last read: c, declared ahead, takes no room
+    while a, b and d are live, so nothing is spilled; c is placed where the dead a or b was."""
+    x = np.random.default_rng(7).standard_normal((2, 128, COLS)).astype(np.float32)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", SpillWarning)
+        out = declared_ahead(x)
+    np.testing.assert_array_equal(out, (x[0] + x[1]) * np.float32(2))
+    stream = declared_ahead.trace(x, values=False)[0].stream
+    assert not any("spill" in r.attrs for r in stream)
+    offset = [r.placed["dst"][0][3] for r in stream[:4]]  # the byte offset of a, b, d and c
+    assert offset[3] in offset[:2] and offset[2] not in offset[:2]

@@ -1,10 +1,13 @@
 """The fused Mamba example kernels compute the selective scan (numpy recurrence), and issue what the
 tutorial's kernels issue."""
 import sys
+import warnings
 from pathlib import Path
 
 import numpy as np
 import pytest
+
+from trnsim.core import SpillWarning
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "examples"))
 import mamba  # noqa: E402
@@ -39,3 +42,17 @@ def test_delta_times_u_is_hoisted_where_delta_and_u_are_loaded_outside_the_state
     stream = kernel.last_cores[0].stream
     assert sum(r.attrs.get("hoisted") is not None for r in stream) == 2 * hoisted
     assert all(r.op.value == "tensor_tensor" for r in stream if r.attrs.get("hoisted") is not None)
+
+
+@pytest.mark.parametrize("seq, spills", [(6144, False), (7168, True)])
+def test_v2_spills_from_the_seq_where_its_peak_tiles_outgrow_sbuf(seq, spills):
+    """At its peak v2 holds seven [128, seq] fp32 tiles (the state sum, delta, u, delta * u, exp(delta * A),
+    a spread B or C row and the product written from it) beside the 512 B ones row and the 4 B A column:
+    28 * seq + 516 B per partition against trn1's 176 KiB usable (180,224 B). That fits at 6144 (172,548 B)
+    and not at 7168 (201,220 B); the published v2 slows down at 7168 (calibration.md 1.3). A tile declared before the
+    spread but written after it takes no room until then, so 6144 does not spill."""
+    args = [np.zeros(x.shape, np.float32) for x in mamba.inputs(channels=128, seq=seq, state=2)]
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", SpillWarning)
+        stream = mamba.mamba_v2.trace(*args, target="trn1", values=False)[0].stream
+    assert any(r.attrs.get("spill") for r in stream) is spills

@@ -80,7 +80,8 @@ class Allocation:
         self.expired = False  # the loop iteration that made it has ended (core/liveness.py)
         self.evicted = False  # expired, and its bytes given to other tensors: any later use is an error
         self.used = next(TICK)  # when an instruction last touched it (NeuronCore.issue), for the spill policy
-        self.spilled = False  # saved to HBM and out of SBUF: reloaded before its next use (Memory.restore)
+        self.spilled = False  # out of SBUF, placed again before its next use (Memory.restore): saved to HBM and
+        # reloaded then, or never written yet (Memory._undefined_out)
         self.scratch = None  # the HBM copy spills write (a View), made at the first save
         self.saved = True  # nothing to save: never written, or unchanged since the last save or reload
 
@@ -199,9 +200,28 @@ class Memory:
             best = self._fit(partitions, nbytes, align, pmax)
         while best is None and self._reclaim():
             best = self._fit(partitions, nbytes, align, pmax)
+        if best is None and self._undefined_out(pinned):
+            best = self._fit(partitions, nbytes, align, pmax)
         while best is None and self._spill(partitions, nbytes, align, pmax, pinned):
             best = self._fit(partitions, nbytes, align, pmax)
         return best
+
+    def _undefined_out(self, pinned) -> bool:
+        """Take their bytes from the tiles declared but not written yet; False when there are none.
+
+        A compiler's buffer lives from the instruction that first writes it to its last read, not from
+        its declaration: a tile declared ahead of the instruction that fills it (`nl.ndarray` then
+        `dst=`) holds no bytes before that. Such a tile leaves SBUF as a spilled one does, with nothing to
+        save or reload, and is placed again when an instruction first touches it (Memory.restore)."""
+        if self.spiller is None:
+            return False
+        out = [a for a in list(self.live.values())
+               if a.place[5] >= 0 and not a.shared and a.id not in pinned and a.saved and a.scratch is None]
+        for a in out:
+            a.spilled, a.pending, a.source = True, None, None
+            for table in (self.live, self.sourced):
+                table.pop(a.id, None)
+        return bool(out)
 
     def _spill(self, partitions, nbytes, align, pmax, pinned) -> bool:
         """Spill one live tile to HBM to make room; False when no tile can go.
