@@ -2,7 +2,7 @@
 import pytest
 
 from trnsim.core import NeuronCore, Op
-from trnsim.core.timing import simulate
+from trnsim.core.timing import simulate, summarize
 from trnsim.specs.timing import timing
 
 SEM = timing("trn1").semaphore_latency
@@ -223,6 +223,34 @@ def test_a_queue_turns_around_between_transfers():
     one, two = schedule(build)
     assert one.track == two.track
     assert two.start == pytest.approx(one.end + timing("trn1").dma_turnaround_latency)
+
+
+def test_two_dma_calls_on_one_line_get_two_queues():
+    """Each DMA statement gets its own queue, also two calls written on one line (the compiler sees two
+    statements): the second transfer takes the engines as the first leaves them, with no turnaround."""
+    def build(nc):
+        a, b = (nc.tensor((128, 512), "float32") for _ in "ab")
+        x, y = (nc.hbm_tensor((128, 512), "float32") for _ in "xy")
+        nc.issue(Op.DMA_COPY, dst=a, src=x), nc.issue(Op.DMA_COPY, dst=b, src=y)  # one line, two statements
+    one, two = schedule(build)
+    assert one.track != two.track and two.start == pytest.approx(one.end)
+
+
+@pytest.mark.parametrize("target", ["trn1", "trn2"])
+def test_a_turnaround_counts_as_dma_active(target):
+    """The completion writes of a transfer (each of the 16 engines writes a 4 B semaphore update) are DMA
+    packets: the profiler's DMA-active time covers a queue's turnaround, so two transfers streamed through
+    one queue keep DMA active from the first piece to the last, while the pieces alone leave the gap."""
+    nc = NeuronCore(target, values=False)
+    for _ in range(2):
+        nc.issue(Op.DMA_COPY, dst=nc.tensor((128, 512), "float32"), src=nc.hbm_tensor((128, 512), "float32"))
+    tl = simulate(nc.stream, target)
+    one, two = tl.events
+    turn = timing(target).dma_turnaround_latency
+    assert turn > 0 and two.start == pytest.approx(one.end + turn)
+    r = summarize("two", [tl], nc.spec)
+    assert r.latency == pytest.approx(two.end - one.start)
+    assert r.active["DMA"] == pytest.approx(r.latency)  # pieces alone: latency - turn
 
 
 def test_psum_tiles_made_one_at_a_time_rotate_over_the_banks():

@@ -29,6 +29,25 @@ def where() -> str:
     return "<unknown>"
 
 
+def where_call() -> tuple[str, int]:
+    """`where()` and the column of the call being executed on that line: two calls on one line are two
+    statements to the compiler (two DMA queues), though they share `path:line`."""
+    frame = sys._getframe(1)
+    while frame is not None:
+        code = frame.f_code
+        if not inside(code.co_filename):
+            cols = _columns.get(code)
+            if cols is None:
+                cols = _columns[code] = [p[2] for p in code.co_positions()]
+            i = frame.f_lasti // 2
+            return f"{code.co_filename}:{frame.f_lineno}", (cols[i] if i < len(cols) and cols[i] is not None else -1)
+        frame = frame.f_back
+    return "<unknown>", -1
+
+
+_columns: dict = {}  # code object -> the start column of each of its instructions
+
+
 def inside(filename: str) -> bool:
     """Whether code from `filename` is trnsim's own (or Python's frozen modules), not the user's."""
     known = _inside.get(filename)

@@ -20,7 +20,7 @@ import numpy as np
 from trnsim import numerics, specs
 from trnsim.core import fast, isa as _isa  # noqa: F401  (registers every instruction)
 from trnsim.core.errors import (KernelError, ShapeError, SpillWarning, UninitializedError, UninitializedWarning,
-                                ValueUnknownError, where)
+                                ValueUnknownError, where, where_call)
 from trnsim.core.isa.opcodes import MATMUL, Engine, Op
 from trnsim.core.isa.psum import close as close_psum, flush as flush_psum
 from trnsim.core.isa.registry import REGISTRY, Instruction, generic_check
@@ -211,7 +211,12 @@ class NeuronCore:
             scope.step += 1
             if self.spills:  # when tiles were used, for the spill policy's next-use prediction
                 note_uses(scope, [v.alloc for v in operands.values() if v.alloc.memory is self.sbuf])
-        location = attrs.pop("_location", None) or where()
+        location = attrs.pop("_location", None)
+        if location is None:
+            if d.engines[0] is Engine.DMA:  # its queue follows its call site (core/timing/scheduler.py)
+                location, attrs["site"] = where_call()
+            else:
+                location = where()
         sig = hit = _signature(op, engine, operands, attrs) if d.pure and self.verdicts is not None else None
         if sig is not None:
             if self.verdicts_spec is not self.spec:  # the catalog entry changed (a what-if chip)

@@ -10,6 +10,7 @@ from trnsim import numerics
 from trnsim.core.isa.opcodes import Op
 from trnsim.core.timing.rules import TRACKS
 from trnsim.core.timing.scheduler import Timeline
+from trnsim.specs.timing import timing
 
 
 def union_length(starts, ends) -> float:
@@ -168,7 +169,12 @@ def summarize(kernel: str, timelines: list[Timeline], spec) -> BenchmarkResult:
                     continue
                 hbm_r += nbytes if src is not None and src.space == "hbm" else 0
                 hbm_w += nbytes if dst.space == "hbm" else 0
-        active["DMA"] = active.get("DMA", 0.0) + union_length(tl.piece_start, tl.piece_end)
+        # A DMA packet is moving while a piece is, and while a transfer's completion writes are (its queue's
+        # turnaround: every engine writes a 4 B semaphore update, nki-dma-overview.rst).
+        ends = np.array([e.end for e in tl.events if e.pieces])
+        done = np.minimum(ends + timing(spec.target).dma_turnaround_latency, begin + lat)
+        active["DMA"] = active.get("DMA", 0.0) + union_length(np.concatenate([np.frombuffer(tl.piece_start), ends]),
+                                                              np.concatenate([np.frombuffer(tl.piece_end), done]))
         eng = np.frombuffer(tl.piece_engine, np.int32)
         s, f = np.frombuffer(tl.piece_start), np.frombuffer(tl.piece_end)
         for q in np.unique(eng):

@@ -62,7 +62,7 @@ class Scheduler:
         self.last = {e: -1 for e in TRACKS}
         # Per DMA engine, its busy stretches (sorted, disjoint): starts, ends and the transfer of each.
         self.dma_busy = [([], [], []) for _ in range(spec.dma_engines)]
-        self.queue_of: dict[str, int] = {}  # kernel line -> the DMA queue the compiler gave its transfers
+        self.queue_of: dict[tuple, int] = {}  # kernel call site -> the DMA queue the compiler gave its transfers
         self.queue_end: list[float] = [0.0] * spec.dma_engines
         self.queue_last: list[int] = [-1] * spec.dma_engines
         self.maps: dict[tuple, IntervalMap] = {}
@@ -237,7 +237,8 @@ class Scheduler:
         w = self._memo(rec, "cost", REGISTRY[rec.op].cost, rec, self.spec)
         q = -1
         if rec.engine is Engine.DMA:
-            q = self.queue_of.setdefault(rec.location, len(self.queue_of) % self.spec.dma_engines)
+            site = (rec.location, rec.attrs.get("site"))  # a DMA statement: two calls on one line are two
+            q = self.queue_of.setdefault(site, len(self.queue_of) % self.spec.dma_engines)
             eng = f"dma{q}"
         else:
             eng = _NAME[rec.engine]
