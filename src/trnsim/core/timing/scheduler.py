@@ -124,21 +124,56 @@ class Scheduler:
                          None if hbm else (r.space, r.memory, r.partition, r.partitions)))
         return tuple(plan)
 
-    def _deps(self, eng: str, plan, tiles, fresh: bool) -> dict[int, float]:
-        """{event index: end} of the events this instruction must wait for.
+    def _deps(self, eng: str, plan, tiles, fresh: bool, index: int, accumulated):
+        """({event index: end} of the events this instruction must wait for, the (position, plan entry) of
+        the operands still to record).
 
         A write into bytes that last belonged to another compiler-placed tile waits for nobody: that tile
         is dead (the allocator reused its bytes), and the compiler gives a new tile a free buffer instead
         of waiting for the old one's readers, so the reuse is an address coincidence, not a dependency.
         The interval maps are walked inline (this runs once per instruction of every timed stream). The
-        high-water marks move only on a `fresh` plan: a plan seen before reached the same bytes already."""
+        high-water marks move only on a `fresh` plan: a plan seen before reached the same bytes already.
+
+        With `index` >= 0 (the operands touch disjoint bytes, so recording one changes no other's lookup), an
+        access of a whole memory's map that covers exactly one segment is recorded here, in the same walk."""
         deps: dict[int, float] = {}
+        rest = []
         self.chained = False
         eng_of, end_of, high, narrow = self.eng_of, self.end_of, self.high, self.narrow
         dma = eng.startswith("dma")
-        for (cells, memory, lo, hi, w, buffer, key), tile in zip(plan, tiles):
+        for at, ((cells, memory, lo, hi, w, buffer, key), tile) in enumerate(zip(plan, tiles)):
             if buffer is not None and tile >= 0 and tile not in self.tile_last:
                 self._psum_buffer(buffer, hi, tile, deps)
+            if index >= 0 and cells[4] is None and memory not in narrow:
+                b, v = cells[1][0].bounds, cells[1][0].values  # the memory's whole map: looked up, recorded in
+                i = bisect_right(b, lo) - 1
+                if b[i] == lo and i + 1 < len(b) and b[i + 1] == hi:
+                    val = v[i]
+                    if val is None:
+                        v[i] = [index, {eng: index} if accumulated else {}, tile] if w else [None, {eng: index}, tile]
+                    else:
+                        writer, readers, owner = val
+                        if not (w and tile >= 0 and owner >= 0 and owner != tile):  # as below
+                            if writer is not None and (eng_of[writer] != eng or (dma and not w)):
+                                deps[writer] = end_of[writer]
+                            elif writer is not None and not w and writer == self.last[eng]:
+                                self.chained = True
+                            if w:
+                                for r_eng, idx in readers.items():
+                                    if r_eng != eng or dma:
+                                        deps[idx] = end_of[idx]
+                        if w:
+                            v[i] = [index, {eng: index} if accumulated else {}, tile]
+                        else:
+                            if eng in readers:
+                                del readers[eng]
+                            readers[eng] = index
+                    if fresh and key is not None and high.get(key, 0) < hi:
+                        high[key] = hi
+                        if key[0] == "psum" and hi > self.psum_high:
+                            self.psum_high = hi
+                    continue
+            rest.append((at, plan[at]))
             for m in (cells[0] if memory in narrow else cells[3]):
                 b, v = m.bounds, m.values
                 n = len(b)
@@ -166,7 +201,7 @@ class Scheduler:
                 high[key] = hi
                 if key[0] == "psum" and hi > self.psum_high:
                     self.psum_high = hi
-        return deps
+        return deps, rest
 
     def _psum_buffer(self, at, byte_hi, tile, deps) -> None:
         """A new PSUM tile of a loop gets one of the buffers its banks hold, not a free one every time: the
@@ -181,13 +216,14 @@ class Scheduler:
             deps[idx] = end
         placed.append(tile)
 
-    def _record(self, plan, tiles, eng: str, index: int, accumulated) -> None:
+    def _record(self, accesses, tiles, eng: str, index: int, accumulated) -> None:
         """Note this instruction as the writer or a reader of the bytes it touched. Each segment owns its cell
         [writer, {engine: reader}, owner] (intervals.own), so a read changes it in place: a segment's readers
         keep one reader per engine, the latest, in the order they read. An access of exactly one segment, the
         common case of a kernel reusing its tiles, splits and merges nothing."""
         narrow = self.narrow
-        for (cells, memory, lo, hi, w, _, _), tile in zip(plan, tiles):
+        for at, (cells, memory, lo, hi, w, _, _) in accesses:
+            tile = tiles[at]
             _, record, clear, _, mem = cells
             if mem is not None:
                 narrow.add(mem)
@@ -234,10 +270,10 @@ class Scheduler:
         if fresh:  # the operands' plan, which of them are PSUM tiles, the cost
             plan = self._plan(rec)
             got = (plan, tuple(k for k, p in enumerate(plan) if p[6] is not None and p[6][0] == "psum"),
-                   REGISTRY[rec.op].cost(rec, self.spec))
+                   REGISTRY[rec.op].cost(rec, self.spec), _apart(plan))
             if sig is not None and plans is not None:
                 plans[sig] = got
-        plan, psum, w = got
+        plan, psum, w, solo = got
         tiles = [p[0][5] for p in rec.placed.values()]  # the tile each operand belongs to (Region.tile)
         q = -1
         if rec.engine is Engine.DMA:
@@ -245,7 +281,8 @@ class Scheduler:
             eng = f"dma{q}"
         else:
             eng = _NAME[rec.engine]
-        deps = self._deps(eng, plan, tiles, fresh)
+        accumulated = rec.attrs.get("accumulated")
+        deps, rest = self._deps(eng, plan, tiles, fresh, index if solo else -1, accumulated)
         sem = self.t.semaphore_latency
         ready, blocker = 0.0, -1
         for idx, end in deps.items():
@@ -260,7 +297,8 @@ class Scheduler:
         self.tl.events.append(ev)
         self.eng_of.append(eng)
         self.end_of.append(ev.end)
-        self._record(plan, tiles, eng, index, rec.attrs.get("accumulated"))
+        if rest:
+            self._record(rest, tiles, eng, index, accumulated)
         if psum:
             end, last = ev.end, self.tile_last
             for k in psum:
@@ -293,7 +331,7 @@ class Scheduler:
         self.free[eng], self.last[eng] = end, index
         if eng == "tensor":
             self.tensor_end = end
-        return Event(index, rec, TRACKS[eng], start, end, blocker=blocker, flops=flops)
+        return Event(index, rec, TRACKS[eng], start, end, (), blocker, flops)
 
     def _memo(self, rec, what, rule, *args):
         """`rule(*args)`, from the memo when an instruction of the same signature asked it before."""
@@ -402,6 +440,11 @@ class Scheduler:
                 row[p] = max(row[p], hi)
         self.tl.memory_peak = {space: sum(row) for space, row in marks.items()}
         return self.tl
+
+
+def _apart(plan) -> bool:
+    """Whether no two operands of a plan touch the same bytes of one memory."""
+    return not any(a[1] == b[1] and a[2] < b[3] and b[2] < a[3] for k, a in enumerate(plan) for b in plan[k + 1:])
 
 
 CHUNK = 4096  # instructions between two calls of replay's `on_chunk`
