@@ -45,3 +45,14 @@ def test_memory_peaks_are_high_water_marks():
             high[p] = max(high[p], reg.byte_hi)
     assert r.sbuf_peak_bytes == sum(high) > 128 * 4096
     assert r.psum_peak_bytes == 128 * 2048
+
+
+def test_split_cells_are_owned_by_their_segment():
+    """A cell (list) value split in two becomes two cells: changing one side in place leaves the other alone."""
+    m = IntervalMap()
+    m.assign(0, 10, [1, {"vector": 1}, -1])
+    m.assign(3, 5, None)  # [0, 3) and [5, 10) keep the old cell's contents
+    left, right = m.values[m.bounds.index(0)], m.values[m.bounds.index(5)]
+    assert left == right == [1, {"vector": 1}, -1] and left is not right and left[1] is not right[1]
+    right[1]["tensor"] = 2
+    assert left == [1, {"vector": 1}, -1]

@@ -42,3 +42,28 @@ def test_speed_layer_changes_no_event(monkeypatch):
         r.__dict__.pop("operands", None)  # regions made again, not shared
     monkeypatch.setenv("TRNSIM_FAST", "0")
     assert events(recs) == on
+
+
+def test_views_laid_out_alike_share_a_layout_number():
+    """Signature parts (View.keyed): the same place, dtype, shape and offsets give one number; any other, another."""
+    nc = NeuronCore("trn2", values=False)
+    t = nc.tensor((128, 512), "float32")
+    same, other = t._index((slice(None), slice(0, 128))), t._index((slice(None), slice(128, 256)))
+    assert t[:, 0:128].keyed()[1] == same.keyed()[1] != other.keyed()[1]
+    assert same.keyed()[2] == same.placement()
+
+
+def test_operands_sharing_bytes_wait_as_separate_accesses():
+    """An instruction that reads and writes one tile (recorded after all its lookups) and one whose operands
+    touch disjoint bytes (each looked up and recorded in one walk) both wait for their producers and readers."""
+    nc = NeuronCore("trn2", values=False)
+    t, u, v = (nc.tensor((128, 256), "float32") for _ in range(3))
+    nc.issue(Op.MEMSET, dst=t, value=0.0, engine="gpsimd")
+    nc.issue(Op.ACTIVATION, dst=u, data=t, op="copy")  # ScalarE reads t
+    nc.issue(Op.TENSOR_TENSOR, dst=t, data1=t, data2=u, op="add")  # VectorE: after the read of t, reads u
+    nc.issue(Op.ACTIVATION, dst=v, data=t, op="copy")  # ScalarE: reads the sum, one walk
+    nc.issue(Op.ACTIVATION, dst=t, data=v, op="copy")  # ScalarE writes t, which VectorE wrote
+    evs = simulate(nc.stream, "trn2").events
+    assert evs[0].index in evs[1].deps and evs[1].index in evs[2].deps
+    assert evs[2].index in evs[3].deps and evs[3].start >= evs[2].end
+    assert evs[2].index in evs[4].deps

@@ -20,10 +20,11 @@ def where() -> str:
 
     Every instruction asks, so whether a file is inside trnsim is cached per file name.
     """
-    frame = sys._getframe(1)
+    frame, known = sys._getframe(1), _inside
     while frame is not None:
         name = frame.f_code.co_filename
-        if not inside(name):
+        k = known.get(name)
+        if not (inside(name) if k is None else k):
             return f"{name}:{frame.f_lineno}"
         frame = frame.f_back
     return "<unknown>"

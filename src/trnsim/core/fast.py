@@ -7,8 +7,9 @@ conversion of their HBM source (with its thread pool) instead of the tile's own 
 widened stationary tiles, and the timing scheduler's sharing of one Region between records of the same
 placement (Record.regions). For timing-only speed: check verdicts kept by instruction signature (an
 instruction whose check is pure, issued again on operands laid out the same way, skips the checks but not
-their stateful part), each cost rule asked once per signature in the scheduler, views shared by index
-(View.keep_parts), and never-written memory made when first read. With it off, each matmul adds its product into PSUM as it is issued, which
+their stateful part), each cost rule asked once per signature in the scheduler, signatures built from
+layout numbers kept on each view (View.keyed), views shared by index (View.keep_parts), and never-written
+memory made when first read. With it off, each matmul adds its product into PSUM as it is issued, which
 defines the bits. None of them changes a value or an instruction: tests/replay runs every kernel the
 tests launch both ways and compares output bits and streams.
 """

@@ -81,8 +81,11 @@ def iterations(nc, indices):
             try:
                 yield i
             finally:
-                if scope in nc.scopes:
-                    nc.scopes.remove(scope)
+                scopes = nc.scopes
+                if scopes and scopes[-1] is scope:  # the usual case: the innermost scope ends
+                    scopes.pop()
+                elif scope in scopes:
+                    scopes.remove(scope)
                 _release(prev)
                 prev = scope.expire()
                 if loop.uses:

@@ -217,7 +217,8 @@ class NeuronCore:
                 location, attrs["site"] = where_call()
             else:
                 location = where()
-        sig = hit = _signature(op, engine, operands, attrs) if d.pure and self.verdicts is not None else None
+        sig, placed = _signature(op, engine, operands, attrs) if d.pure and self.verdicts is not None else (None, None)
+        hit = sig
         if sig is not None:
             if self.verdicts_spec is not self.spec:  # the catalog entry changed (a what-if chip)
                 self.verdicts, self.verdicts_spec = {}, self.spec
@@ -252,7 +253,7 @@ class NeuronCore:
             ins.attrs["hoisted"] = first  # the compiler computes it once, at stream index `first` (core/hoist.py)
         self.invariants.wrote(ins)
         evicts = psum and op not in MATMUL  # another engine touching PSUM
-        self.stream.append(ins.record(len(self.stream), sig))
+        self.stream.append(ins.record(len(self.stream), sig, placed))
         if self.races and "spill" not in attrs:  # a spill moves a tile, not its values: no access of the kernel's
             boxes = {n: (v, _races.box(v)) for n, v in operands.items()}
             for w in self.races:
@@ -352,20 +353,28 @@ def _bytes(a: Allocation) -> View:
     return View(a, "uint8", (a.partitions, a.nbytes), (1, 1))
 
 
-def _signature(op, engine, operands, attrs) -> tuple | None:
-    """What a pure check's verdict and an instruction's cost depend on: the opcode, the engine asked for, each
-    operand's layout (its allocation's place but not which tile it is, dtype, shape, strides, offsets) and the
-    attributes with their types (1 and 1.0 compare equal but may check differently). None for an indirect
-    operand; an unhashable attribute shows when it is looked up."""
-    key = [op, engine]
+def _signature(op, engine, operands, attrs) -> tuple:
+    """(signature, placements) of an instruction. The signature is what a pure check's verdict and an
+    instruction's cost depend on: the opcode, the engine asked for, each operand's layout (its allocation's
+    place but not which tile it is, dtype, shape, strides, offsets: View.keyed numbers it) and the attributes
+    with their types (1 and 1.0 compare equal but may check differently), as one flat tuple: (name, layout
+    number) per operand, then the attributes' names, types and values (a layout number is an int, never a
+    name, so the tuple cannot be read two ways). (None, None) for an indirect operand; an unhashable
+    attribute shows when it is looked up."""
+    key, placed = [op, engine], {}
     for n, v in operands.items():
         if v.indirect is not None:
-            return None
-        a = v.alloc
-        key.append((n, a.place[:5], a.partitions, a.kind, v.dtype, v.shape, v.strides, v.offset, v.poff))
-    for k, x in attrs.items():
-        key.append((k, x.__class__, x))
-    return tuple(key)
+            return None, None
+        k = v._keyed
+        if k is None or k[0] is not v.alloc.place:
+            k = v.keyed()
+        key.append(n)
+        key.append(k[1])
+        placed[n] = k[2]
+    key += attrs  # the names, their types, their values
+    key += map(type, attrs.values())
+    key += attrs.values()
+    return tuple(key), placed
 
 
 def _engine(engine):

@@ -11,6 +11,7 @@ it element by element through those rows.
 """
 from __future__ import annotations
 
+import itertools
 import math
 from typing import NamedTuple
 
@@ -43,14 +44,15 @@ class View:
     """A strided view of a tensor in SBUF, PSUM or HBM (what NKI calls an NkiTensor)."""
 
     __slots__ = ("alloc", "dtype", "shape", "strides", "poff", "offset", "indirect", "on_chip", "_scanned", "_region",
-                 "_parts", "__weakref__")
+                 "_parts", "_keyed", "__weakref__")
 
     def __init__(self, alloc: Allocation, dtype, shape, strides, offset=0, poff=0, indirect=None):
         self.alloc, self.dtype = alloc, numerics.dtype(dtype)
         self.shape, self.strides = tuple(map(int, shape)), tuple(map(int, strides))
         self.offset, self.poff, self.indirect = int(offset), int(poff), indirect
         self.on_chip = alloc.memory.space is not Space.HBM
-        self._scanned = self._region = self._parts = None  # caches: a view never changes (nor its tile's bytes, but by a spill)
+        # caches: a view never changes (nor its tile's bytes, but by a spill)
+        self._scanned = self._region = self._parts = self._keyed = None
 
     @classmethod
     def whole(cls, alloc: Allocation, dtype, shape) -> View:
@@ -275,6 +277,21 @@ class View:
         return (self.alloc.place, self.dtype, self.shape, self.strides, self.offset, self.poff, self.on_chip,
                 self.indirect is not None, self._scanned)
 
+    def keyed(self) -> tuple:
+        """(layout number, placement) while the tile stays where it is: the speed layer's signature part
+        (core/machine.py: _signature) and the record's placement, computed once per view. Views laid out
+        the same way (the same place, dtype, shape, strides, offsets) share the number."""
+        k, a = self._keyed, self.alloc
+        if k is None or k[0] is not a.place:
+            layout = (a.place[:5], a.partitions, a.kind, self.dtype, self.shape, self.strides, self.offset, self.poff)
+            n = _LAYOUTS.get(layout)
+            if n is None:
+                if len(_LAYOUTS) >= _LAYOUTS_MAX:
+                    _LAYOUTS.clear()  # numbers are never reused, so views keeping theirs stay right
+                n = _LAYOUTS[layout] = next(_LAYOUT_NUMBERS)
+            k = self._keyed = (a.place, n, self.placement())
+        return k
+
     def _scan(self) -> tuple[int, int, int]:
         """Lowest and highest element offset, and elements in the innermost contiguous run (cached)."""
         if self._scanned is None:
@@ -293,7 +310,7 @@ class View:
     def _sub(self, shape: tuple, strides: tuple, offset: int, poff: int, dtype, indirect) -> View:
         """A view of the same tensor from settled arguments (skips __init__'s conversions)."""
         v = View.__new__(View)
-        v.alloc, v.on_chip, v._scanned, v._region, v._parts = self.alloc, self.on_chip, None, None, None
+        v.alloc, v.on_chip, v._scanned, v._region, v._parts, v._keyed = self.alloc, self.on_chip, None, None, None, None
         v.dtype, v.shape, v.strides, v.offset, v.poff, v.indirect = dtype, shape, strides, offset, poff, indirect
         return v
 
@@ -590,6 +607,9 @@ def _groups(pattern: str) -> list[list[str]]:
 
 
 _PARTS = 1024  # views a tensor remembers by index (keep_parts) before it starts again
+_LAYOUTS: dict = {}  # view layout -> its number (View.keyed)
+_LAYOUT_NUMBERS = itertools.count()
+_LAYOUTS_MAX = 1 << 16
 
 
 def _hashable(key):

@@ -66,8 +66,9 @@ def close(nc, v) -> None:
     """Another engine touched PSUM region `v`: the accumulation groups over it close."""
     r = v.region()
     nc.psum_groups[r.partition:r.partition + r.partitions, r.byte_lo:r.byte_hi] = 0
-    key = _key(v)
-    nc.psum_open -= {k for k in nc.psum_open if _overlap(k, key)}
+    if nc.psum_open:
+        key = (r.partition, r.partitions, r.byte_lo, r.byte_hi)  # _key(v)
+        nc.psum_open -= {k for k in nc.psum_open if _overlap(k, key)}
 
 
 class Group:

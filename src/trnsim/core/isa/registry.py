@@ -111,12 +111,13 @@ class Instruction:
             return attrs[name]
         raise AttributeError(name)
 
-    def record(self, index: int, sig: int | None = None) -> Record:
+    def record(self, index: int, sig: int | None = None, placed: dict | None = None) -> Record:
         """The stream's record; with a signature (whose attributes all hash, so none is an array) the
-        attributes are copied as they are."""
+        attributes are copied as they are. `placed`: the operands' placements, when the caller has them."""
         attrs = dict(self.attrs) if sig is not None else {k: v for k, v in self.attrs.items() if not isinstance(v, np.ndarray)}
-        return Record(index, self.op, self.engine, {n: v.placement() for n, v in self.operands.items()},
-                      self.writes, attrs, self.location, sig)
+        if placed is None:
+            placed = {n: v.placement() for n, v in self.operands.items()}
+        return Record(index, self.op, self.engine, placed, self.writes, attrs, self.location, sig)
 
 
 @dataclass(frozen=True)

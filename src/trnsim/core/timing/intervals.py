@@ -1,12 +1,21 @@
 """An interval map over byte offsets: who last wrote and who has read each byte range since.
 
 Segments are kept as sorted boundaries with one value each, so a lookup costs a bisection plus the
-segments it overlaps; buffers a kernel reuses keep the map small. This is what makes dependence
+segments it overlaps; buffers a kernel reuses keep the map small. A list value is a mutable cell that
+its segment owns (the scheduler's [writer, {engine: reader}, owner], changed in place as it is read):
+splitting a segment gives the new side its own copy. This is what makes dependence
 tracking O(n log n) over a stream instead of comparing every pair of instructions.
 """
 from __future__ import annotations
 
 from bisect import bisect_right
+
+
+def own(x):
+    """A segment's own copy of value `x`: a cell list (and any dict in it) copied, anything else shared."""
+    if x.__class__ is not list:
+        return x
+    return [y.copy() if y.__class__ is dict else y for y in x]
 
 
 class IntervalMap:
@@ -23,7 +32,7 @@ class IntervalMap:
         if self.bounds[i] != x:
             i += 1
             self.bounds.insert(i, x)
-            self.values.insert(i, self.values[i - 1])
+            self.values.insert(i, own(self.values[i - 1]))
         return i
 
     def overlapping(self, lo: int, hi: int):

@@ -12,6 +12,7 @@ O(n log n).
 """
 from __future__ import annotations
 
+import gc
 from array import array
 from bisect import bisect_right
 from dataclasses import dataclass, field
@@ -19,7 +20,7 @@ from dataclasses import dataclass, field
 from trnsim.core import fast
 from trnsim.core.isa.opcodes import Engine, Op
 from trnsim.core.isa.registry import REGISTRY
-from trnsim.core.timing.intervals import IntervalMap
+from trnsim.core.timing.intervals import IntervalMap, own
 from trnsim.core.timing.rules import TRACKS, Rules
 
 QUADRANT = 32  # partitions per dependence-tracking group (the partition start rule's finest step)
@@ -77,7 +78,8 @@ class Scheduler:
         # Costs and durations by instruction signature (Record.sig: the same layouts and attributes give the
         # same work), each rule asked once per signature: the speed layer's cost cache (core/fast.py).
         self.memo: dict | None = {} if fast.enabled() else None
-        self.plans: dict | None = {} if fast.enabled() else None  # signature -> its operands' plan (_plan)
+        # signature -> its operands' plan (_plan), the positions of its PSUM operands, its cost
+        self.plans: dict | None = {} if fast.enabled() else None
         self.psum_tiles: dict[tuple, list[int]] = {}  # PSUM (memory, partition, byte) -> tiles placed there, in order
         self.tile_last: dict[int, tuple[float, int]] = {}  # PSUM tile -> (end, event) of its last access so far
         self.psum_high = 0  # highest PSUM byte per partition touched: the footprint the compiler rotates
@@ -122,24 +124,56 @@ class Scheduler:
                          None if hbm else (r.space, r.memory, r.partition, r.partitions)))
         return tuple(plan)
 
-    def _deps(self, rec, eng: str, plan, tiles, fresh: bool):
-        """({event index: end} of the events this instruction must wait for, the accesses to record).
+    def _deps(self, eng: str, plan, tiles, fresh: bool, index: int, accumulated):
+        """({event index: end} of the events this instruction must wait for, the (position, plan entry) of
+        the operands still to record).
 
         A write into bytes that last belonged to another compiler-placed tile waits for nobody: that tile
         is dead (the allocator reused its bytes), and the compiler gives a new tile a free buffer instead
         of waiting for the old one's readers, so the reuse is an address coincidence, not a dependency.
         The interval maps are walked inline (this runs once per instruction of every timed stream). The
-        high-water marks move only on a `fresh` plan: a plan seen before reached the same bytes already."""
+        high-water marks move only on a `fresh` plan: a plan seen before reached the same bytes already.
+
+        With `index` >= 0 (the operands touch disjoint bytes, so recording one changes no other's lookup), an
+        access of a whole memory's map that covers exactly one segment is recorded here, in the same walk."""
         deps: dict[int, float] = {}
+        rest = []
         self.chained = False
         eng_of, end_of, high, narrow = self.eng_of, self.end_of, self.high, self.narrow
         dma = eng.startswith("dma")
-        accumulated = rec.attrs.get("accumulated")
-        accesses = []
-        for (cells, memory, lo, hi, w, buffer, key), tile in zip(plan, tiles):
+        for at, ((cells, memory, lo, hi, w, buffer, key), tile) in enumerate(zip(plan, tiles)):
             if buffer is not None and tile >= 0 and tile not in self.tile_last:
                 self._psum_buffer(buffer, hi, tile, deps)
-            accesses.append((cells, memory, lo, hi, tile, w, not w or accumulated))
+            if index >= 0 and cells[4] is None and memory not in narrow:
+                b, v = cells[1][0].bounds, cells[1][0].values  # the memory's whole map: looked up, recorded in
+                i = bisect_right(b, lo) - 1
+                if b[i] == lo and i + 1 < len(b) and b[i + 1] == hi:
+                    val = v[i]
+                    if val is None:
+                        v[i] = [index, {eng: index} if accumulated else {}, tile] if w else [None, {eng: index}, tile]
+                    else:
+                        writer, readers, owner = val
+                        if not (w and tile >= 0 and owner >= 0 and owner != tile):  # as below
+                            if writer is not None and (eng_of[writer] != eng or (dma and not w)):
+                                deps[writer] = end_of[writer]
+                            elif writer is not None and not w and writer == self.last[eng]:
+                                self.chained = True
+                            if w:
+                                for r_eng, idx in readers.items():
+                                    if r_eng != eng or dma:
+                                        deps[idx] = end_of[idx]
+                        if w:
+                            v[i] = [index, {eng: index} if accumulated else {}, tile]
+                        else:
+                            if eng in readers:
+                                del readers[eng]
+                            readers[eng] = index
+                    if fresh and key is not None and high.get(key, 0) < hi:
+                        high[key] = hi
+                        if key[0] == "psum" and hi > self.psum_high:
+                            self.psum_high = hi
+                    continue
+            rest.append((at, plan[at]))
             for m in (cells[0] if memory in narrow else cells[3]):
                 b, v = m.bounds, m.values
                 n = len(b)
@@ -160,14 +194,14 @@ class Scheduler:
                     elif writer is not None and not w and writer == self.last[eng]:
                         self.chained = True  # reads the tile its engine's previous instruction wrote
                     if w:
-                        for r_eng, idx in readers:
+                        for r_eng, idx in readers.items():
                             if r_eng != eng or dma:
                                 deps[idx] = end_of[idx]
             if fresh and key is not None and high.get(key, 0) < hi:
                 high[key] = hi
                 if key[0] == "psum" and hi > self.psum_high:
                     self.psum_high = hi
-        return deps, accesses
+        return deps, rest
 
     def _psum_buffer(self, at, byte_hi, tile, deps) -> None:
         """A new PSUM tile of a loop gets one of the buffers its banks hold, not a free one every time: the
@@ -182,59 +216,65 @@ class Scheduler:
             deps[idx] = end
         placed.append(tile)
 
-    def _record(self, accesses, eng: str, index: int) -> None:
-        """Note this instruction as the writer or a reader of the bytes it touched (the maps' `assign` and
-        `update`, inline: a segment's readers keep one reader per engine, the latest)."""
-        me, narrow = (eng, index), self.narrow
-        for (_, record, clear, _, mem), memory, lo, hi, tile, w, rd in accesses:
+    def _record(self, accesses, tiles, eng: str, index: int, accumulated) -> None:
+        """Note this instruction as the writer or a reader of the bytes it touched. Each segment owns its cell
+        [writer, {engine: reader}, owner] (intervals.own), so a read changes it in place: a segment's readers
+        keep one reader per engine, the latest, in the order they read. An access of exactly one segment, the
+        common case of a kernel reusing its tiles, splits and merges nothing."""
+        narrow = self.narrow
+        for at, (cells, memory, lo, hi, w, _, _) in accesses:
+            tile = tiles[at]
+            _, record, clear, _, mem = cells
             if mem is not None:
                 narrow.add(mem)
-            if w:
-                val = (index, (), tile)
-                for m in record:
-                    m.assign(lo, hi, val)
-                for m in (clear if memory in narrow else ()):
+            if w and memory in narrow:
+                for m in clear:
                     if len(m.bounds) > 1 or m.values[0] is not None:
                         m.assign(lo, hi, None)
-            if rd:
-                for m in record:
-                    b, v = m.bounds, m.values
-                    i = bisect_right(b, lo) - 1  # IntervalMap._split(lo) and (hi), inline
+            for m in record:
+                b, v = m.bounds, m.values
+                i = bisect_right(b, lo) - 1
+                if b[i] == lo and i + 1 < len(b) and b[i + 1] == hi:
+                    j = i + 1  # exactly one segment
+                else:  # make lo and hi boundaries, each new segment with its own cell (IntervalMap._split)
                     if b[i] != lo:
                         i += 1
                         b.insert(i, lo)
-                        v.insert(i, v[i - 1])
+                        v.insert(i, own(v[i - 1]))
                     j = bisect_right(b, hi) - 1
                     if b[j] != hi:
                         j += 1
                         b.insert(j, hi)
-                        v.insert(j, v[j - 1])
-                    last = new = None
-                    for k in range(i, j):
-                        x = v[k]
-                        if x is not last or new is None:
-                            last = x
-                            if x is None:
-                                new = (None, (me,), tile)
-                            else:
-                                writer, readers, owner = x
-                                if readers:
-                                    new = (writer, tuple([y for y in readers if y[0] != eng]) + (me,), owner)
-                                else:
-                                    new = (writer, (me,), owner)
-                        v[k] = new
+                        v.insert(j, own(v[j - 1]))
+                    if w and j > i + 1:
+                        del b[i + 1:j], v[i + 1:j]
+                        j = i + 1
+                if w:  # the new writer; a matmul accumulating into PSUM also read what it added to
+                    v[i] = [index, {eng: index} if accumulated else {}, tile]
+                    continue
+                for k in range(i, j):
+                    x = v[k]
+                    if x is None:
+                        v[k] = [None, {eng: index}, tile]
+                    else:
+                        r = x[1]
+                        if eng in r:
+                            del r[eng]
+                        r[eng] = index
 
     def step(self, rec) -> Event:
         index = len(self.end_of)
         sig, plans = rec.sig, self.plans
-        plan = plans.get(sig) if sig is not None and plans is not None else None
-        fresh = plan is None
-        if fresh:
+        got = plans.get(sig) if sig is not None and plans is not None else None
+        fresh = got is None
+        if fresh:  # the operands' plan, which of them are PSUM tiles, the cost
             plan = self._plan(rec)
+            got = (plan, tuple(k for k, p in enumerate(plan) if p[6] is not None and p[6][0] == "psum"),
+                   REGISTRY[rec.op].cost(rec, self.spec), _apart(plan))
             if sig is not None and plans is not None:
-                plans[sig] = plan
+                plans[sig] = got
+        plan, psum, w, solo = got
         tiles = [p[0][5] for p in rec.placed.values()]  # the tile each operand belongs to (Region.tile)
-        w = self._memo(rec, "cost", REGISTRY[rec.op].cost, rec, self.spec)
         q = -1
         if rec.engine is Engine.DMA:
             site = (rec.location, rec.attrs.get("site"))  # a DMA statement: two calls on one line are two
@@ -242,7 +282,8 @@ class Scheduler:
             eng = f"dma{q}"
         else:
             eng = _NAME[rec.engine]
-        deps, accesses = self._deps(rec, eng, plan, tiles, fresh)
+        accumulated = rec.attrs.get("accumulated")
+        deps, rest = self._deps(eng, plan, tiles, fresh, index if solo else -1, accumulated)
         sem = self.t.semaphore_latency
         ready, blocker = 0.0, -1
         for idx, end in deps.items():
@@ -257,10 +298,14 @@ class Scheduler:
         self.tl.events.append(ev)
         self.eng_of.append(eng)
         self.end_of.append(ev.end)
-        self._record(accesses, eng, index)
-        for (_, _, _, _, _, _, key), tile in zip(plan, tiles):
-            if tile >= 0 and key is not None and key[0] == "psum" and ev.end >= self.tile_last.get(tile, (-1.0,))[0]:
-                self.tile_last[tile] = (ev.end, index)
+        if rest:
+            self._record(rest, tiles, eng, index, accumulated)
+        if psum:
+            end, last = ev.end, self.tile_last
+            for k in psum:
+                tile = tiles[k]
+                if tile >= 0 and end >= last.get(tile, (-1.0,))[0]:
+                    last[tile] = (end, index)
         return ev
 
     def _compute(self, rec, w, eng, index, ready, blocker) -> Event:
@@ -287,7 +332,7 @@ class Scheduler:
         self.free[eng], self.last[eng] = end, index
         if eng == "tensor":
             self.tensor_end = end
-        return Event(index, rec, TRACKS[eng], start, end, blocker=blocker, flops=flops)
+        return Event(index, rec, TRACKS[eng], start, end, (), blocker, flops)
 
     def _memo(self, rec, what, rule, *args):
         """`rule(*args)`, from the memo when an instruction of the same signature asked it before."""
@@ -340,7 +385,25 @@ class Scheduler:
         Returns (start, end, the transfer that last held the engine before the end; -1 if none)."""
         starts, ends, owner = self.dma_busy[e]
         i = bisect_right(ends, at)  # the first busy stretch ending after `at`
-        t, left, before, segs = at, dur, -1, []
+        t, before, n = at, -1, len(starts)
+        while i < n and starts[i] <= t:  # no gap before stretch i: wait for its end (as the loop below does)
+            t, before = max(t, ends[i]), owner[i]
+            i += 1
+        take = min(dur, starts[i] - t) if i < n else dur
+        if dur - take <= 1e-9:  # it fits the first gap: the loop below and _book, inline
+            f = t + take
+            if i > 0 and ends[i - 1] >= t:  # stretches are disjoint, so bisect_right(starts, t) == i
+                i -= 1
+                ends[i], owner[i] = max(ends[i], f), index
+            else:
+                starts.insert(i, t)
+                ends.insert(i, f)
+                owner.insert(i, index)
+            if i + 1 < len(starts) and starts[i + 1] <= ends[i]:
+                ends[i] = max(ends[i], ends[i + 1])
+                del starts[i + 1], ends[i + 1], owner[i + 1]
+            return t, f, before
+        left, segs = dur, []  # from the first gap on
         while left > 1e-9:
             gap_end = starts[i] if i < len(starts) else float("inf")
             if gap_end > t:
@@ -380,6 +443,11 @@ class Scheduler:
         return self.tl
 
 
+def _apart(plan) -> bool:
+    """Whether no two operands of a plan touch the same bytes of one memory."""
+    return not any(a[1] == b[1] and a[2] < b[3] and b[2] < a[3] for k, a in enumerate(plan) for b in plan[k + 1:])
+
+
 CHUNK = 4096  # instructions between two calls of replay's `on_chunk`
 
 
@@ -387,14 +455,22 @@ def replay(stream, spec, tspec, on_chunk=None) -> Timeline:
     """Schedule a whole instruction stream; the Timeline holds every event.
 
     `on_chunk(timeline, lo, hi)`, if given, is called after events lo..hi-1 are placed, every CHUNK
-    instructions and at the end (progress bars and the live state `trnsim top` reads)."""
+    instructions and at the end (progress bars and the live state `trnsim top` reads). The cyclic garbage
+    collector is off meanwhile, as in a kernel launch: scheduling makes an event and a few cells per
+    instruction and frees no cycles, so its passes over the growing timeline would find nothing."""
     s = Scheduler(spec, tspec)
     step, lo = s.step, 0
-    for i, rec in enumerate(stream, 1):
-        step(rec)
-        if on_chunk is not None and i - lo == CHUNK:
-            on_chunk(s.tl, lo, i)
-            lo = i
+    collecting = gc.isenabled()
+    gc.disable()
+    try:
+        for i, rec in enumerate(stream, 1):
+            step(rec)
+            if on_chunk is not None and i - lo == CHUNK:
+                on_chunk(s.tl, lo, i)
+                lo = i
+    finally:
+        if collecting:
+            gc.enable()
     if on_chunk is not None and len(s.tl.events) > lo:
         on_chunk(s.tl, lo, len(s.tl.events))
     return s.finish()
