@@ -73,7 +73,7 @@ def launch(kernel: Kernel, args, kwargs, target=None, values=True, reverse=False
         if a is None:
             return x
         kind = k
-        v = nc.hbm_tensor(np.ascontiguousarray(a), name=name, kind="shared_hbm")
+        v = nc.hbm_tensor(_frontend._read_only(a), name=name, kind="shared_hbm")  # read in place until written
         backs.append((x, v, k))
         return wrap(v)
 
@@ -140,6 +140,8 @@ def launch(kernel: Kernel, args, kwargs, target=None, values=True, reverse=False
     if not values:
         return None
     for orig, v, k in backs:  # outputs passed in as arguments (SDK 2.20 style) go back to the caller's arrays
+        if v.alloc.memory.version == 0:
+            continue  # never written
         if isinstance(orig, np.ndarray) and orig.flags.writeable:
             np.copyto(orig, v.array().reshape(orig.shape))
         elif k == "torch":
