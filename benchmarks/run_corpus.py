@@ -9,6 +9,8 @@ Corpora (each extracted from one commit into a scratch folder):
 - sdk-tests: every test file of aws-neuron-sdk nki/test (the newest commit that has them), run by pytest;
 - samples-unit: nki-samples test/unit with --simulation-only, at the last commit with the reference kernels;
 - samples-tutorials: each tutorial kernel file of nki-samples (newest commit) run as a script (its __main__);
+- samples-contributed: each contributed kernel file of nki-samples (newest commit that has them) run as a script
+  (its __main__ builds inputs, runs the kernel, compares or benchmarks);
 - sdk-examples: each aws-neuron-sdk nki/examples script run as a script.
 
 Every file runs in its own process with the trnsim shim installed (`import nki` and `import neuronxcc.nki`
@@ -168,6 +170,11 @@ def main():
         root = extract(args.samples, commit, args.work / "samples")
         files = list((root / "src" / "nki_samples" / "tutorials").rglob("*_nki_kernels.py"))
         report["samples-tutorials"] = {"commit": commit, **run_scripts(pick(files), root, env, args.timeout)}
+    if args.samples and want("samples-contributed"):
+        commit = newest_with(args.samples, "contributed")
+        root = extract(args.samples, commit, args.work / "samples")
+        files = list((root / "contributed").glob("*.py"))
+        report["samples-contributed"] = {"commit": commit, **run_scripts(pick(files), root, env, args.timeout)}
     summary = {k: f"{v['passed']} passed, {v['failed']} failed" for k, v in report.items()}
     print(json.dumps({"summary": summary, **report}, indent=1))
 

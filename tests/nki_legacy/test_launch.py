@@ -9,6 +9,7 @@ import trnsim.nki.legacy.compiler as ncc
 import trnsim.nki.legacy.isa as nisa
 import trnsim.nki.legacy.language as nl
 from trnsim.core.errors import DeadlockError, GenerationError, KernelError
+from trnsim.errors import TrnsimError
 
 
 def scale_rows(in_tensor, out_tensor):
@@ -289,3 +290,59 @@ def test_all_reduce_program_axes_must_name_grid_axes(rng):
     """A 1-d grid has no axis 1 to reduce over."""
     with pytest.raises(KernelError, match=r"program_axes=1.*grid \[2\]"):
         all_reduce_axis_one[2](rng.standard_normal((8, 4)).astype(np.float32))
+
+
+def test_memory_budget_leaves_out_inputs_and_outputs(monkeypatch, rng):
+    """A beta kernel on a 64 MiB input with a 64 MiB output runs under a 32 MiB budget read at every
+    instruction: the input is read in place (not copied) until written and the tensors' bytes are not charged."""
+    import trnsim.core.limits as limits
+    monkeypatch.setattr(limits, "_CHECK_EVERY", 1)
+
+    @nki.jit(max_memory_mb=32)
+    def copy_wide(x):
+        out = nl.ndarray(x.shape, x.dtype, buffer=nl.hbm)
+        for j in nl.affine_range(x.shape[1] // 2048):
+            i_p, i_f = nl.mgrid[0:128, 0:2048]
+            nl.store(out[i_p, j * 2048 + i_f], nl.load(x[i_p, j * 2048 + i_f]))
+        return out
+
+    x = rng.standard_normal((128, 1 << 17), np.float32)
+    before = x.copy()
+    np.testing.assert_array_equal(copy_wide(x), before)
+    np.testing.assert_array_equal(x, before)  # the caller's array is untouched
+
+
+def test_written_input_goes_back_but_a_read_one_is_left_alone(rng):
+    """Inputs are borrowed in place: an argument the kernel writes (SDK 2.20 output) gets the result, the
+    other is not written, and the kernel's write never lands in an input it only reads."""
+    def add_into(a, b, out):
+        i_p, i_f = nl.mgrid[0:128, 0:64]
+        nl.store(out[i_p, i_f], nl.add(nl.load(a[i_p, i_f]), nl.load(b[i_p, i_f])))
+
+    a, b = rng.standard_normal((2, 128, 64), np.float32)
+    a0, b0, out = a.copy(), b.copy(), np.zeros((128, 64), np.float32)
+    nki.jit(add_into)(a, b, out)
+    np.testing.assert_array_equal(out, a0 + b0)
+    np.testing.assert_array_equal(a, a0)
+    np.testing.assert_array_equal(b, b0)
+
+
+def test_a_grid_dim_of_0_runs_one_program(rng):
+    """kernel[0](...) runs the kernel once as program 0 of a one-program grid, with a GridWarning; a negative
+    dim is refused."""
+    from trnsim.core import GridWarning
+
+    @nki.jit
+    def scaled(x):
+        out = nl.ndarray(x.shape, x.dtype, buffer=nl.shared_hbm)
+        i_p, i_f = nl.mgrid[0:128, 0:16]
+        factor = float(nl.program_id(0) + 10 * nl.num_programs(0) + 100 * nl.program_ndim())
+        nl.store(out[i_p, i_f], nl.multiply(nl.load(x[i_p, i_f]), factor))
+        return out
+
+    x = rng.standard_normal((128, 16), np.float32)
+    with pytest.warns(GridWarning, match=r"kernel\[0\]: a launch grid dim of 0 runs as one program"):
+        k = scaled[0]
+    np.testing.assert_allclose(k(x), x * 110.0, rtol=1e-6)
+    with pytest.raises(TrnsimError, match="cannot be negative"):
+        scaled[2, -1]

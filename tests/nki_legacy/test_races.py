@@ -165,3 +165,21 @@ def loop_reduce_over_affine(x):
 def test_loop_reduce_over_an_affine_loop_is_no_race(rng):
     x = rng.standard_normal((4, 16, 8)).astype(np.float32)
     np.testing.assert_allclose(loop_reduce_over_affine(x), x.sum(0), rtol=1e-6, atol=1e-6)
+
+
+@pytest.mark.parametrize("outside", [True, False], ids=["over-jit", "under-jit"])
+def test_a_kernel_that_skips_the_middle_end_keeps_its_affine_loops_in_order(outside, monkeypatch):
+    """Skipping the compiler's middle-end transformations leaves no pass that reorders affine iterations: the
+    prefix sum in an affine_range loop runs in order (either decorator order), and the race check reports it
+    only when asked for, as a warning."""
+    import trnsim.nki.legacy.compiler as ncc
+    fn = _prefix_sum(nl.affine_range).fn
+    k = ncc.skip_middle_end_transformations(nki.jit(fn)) if outside else nki.jit(
+        ncc.skip_middle_end_transformations(fn))
+    x = np.random.default_rng(1).standard_normal((128, 256)).astype(np.float32)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        np.testing.assert_allclose(k(x), _cumsum(x), rtol=1e-5)
+    monkeypatch.setenv("TRNSIM_RACE_CHECK", "warn")
+    with pytest.warns(LoopCarriedWarning):
+        k(x)

@@ -4,6 +4,7 @@
     >>> nc = NeuronCore("trn2")
 """
 from trnsim.core.errors import (CapacityError, DTypeError, DTypeWarning, FreeSizeError, GenerationError,  # noqa: F401
+                                GridWarning,
                                 KernelError, MemorySpaceError, OutOfBoundsError, OutOfScopeError, PartitionLimitError,
                                 PartitionStartError, PSUMBankError, ShapeError, SpillWarning, UninitializedError,
                                 UninitializedWarning)

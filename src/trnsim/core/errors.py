@@ -135,3 +135,8 @@ class SpillWarning(UserWarning):
     """SBUF could not hold a kernel's live tiles: the compiler spills some to HBM and reloads them, which
     costs DMA time (issued once per core, at its first spill; `-W error::trnsim.core.SpillWarning` refuses
     such kernels instead)."""
+
+
+class GridWarning(UserWarning):
+    """A launch grid with a dim of 0, run as one program along that dim (the beta front end, see
+    nki/legacy Kernel.__getitem__)."""

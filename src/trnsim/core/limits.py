@@ -5,6 +5,10 @@ machine runs out of memory, since the core keeps every instruction it issues. Bo
 set per launch with `@nki.jit(max_instructions=..., max_memory_mb=...)` or the environment variables
 TRNSIM_MAX_INSTRUCTIONS and TRNSIM_MAX_MEMORY_MB, and stop the launch with a named error that names the
 loop the last instruction was issued from.
+
+The memory budget counts what the run accumulates (instruction records, caches), not the bytes of the core's
+memories: SBUF and PSUM have a fixed size, and the HBM tensors are the kernel's real inputs and outputs (a
+2 GiB output is 2 GiB on the device too), bounded by the HBM capacity rule.
 """
 from __future__ import annotations
 
@@ -34,6 +38,16 @@ class Budget:
         self.max_bytes = int(_setting(memory_mb, MEMORY_ENV, DEFAULT_MEMORY_MB)) << 20
         self.issued = 0
         self.rss0 = _rss()
+        self.held: list = []  # memories whose tensors' bytes are not charged (core/memory.HBM)
+
+    def exempt(self, memory) -> None:
+        """Leave the host bytes of `memory`'s live tensors (its `host_bytes()`) out of the memory reading."""
+        if not any(m is memory for m in self.held):
+            self.held.append(memory)
+
+    def grown(self) -> int:
+        """Bytes this process grew by since the launch began, less what the exempt memories hold."""
+        return _rss() - self.rss0 - sum(m.host_bytes() for m in self.held)
 
     def charge(self, location: str) -> None:
         """Count one instruction issued at `location` (the user's file:line)."""
@@ -43,7 +57,7 @@ class Budget:
             raise BudgetError(f"the launch issued more than {self.max_instructions:,} instructions ({INSTRUCTIONS_ENV}"
                               f" or @nki.jit(max_instructions=N) raises the budget){note}", at)
         if not self.issued % _CHECK_EVERY:
-            grown = _rss() - self.rss0
+            grown = self.grown()
             if grown > self.max_bytes:
                 note, at = _where(location)
                 raise BudgetError(f"the launch took {grown >> 20} MiB of memory after {self.issued:,} instructions, "

@@ -102,6 +102,8 @@ class NeuronCore:
         self.program_id, self.num_programs = program_id, num_programs
         self.stream: list = []
         self.budget = budget or Budget()  # bounds the launch (core/limits.py)
+        for m in (self.sbuf, self.psum, self.hbm):  # the machine's memories are bounded by their capacity
+            self.budget.exempt(m)
         self.rng = np.random.Generator(np.random.Philox(seed))
         self.rng_states: dict = {}  # generator states that rand_get_state wrote out, by their words
         # Lane accumulator registers of ScalarE (activation reduce) and VectorE (exponential, *_reduce).

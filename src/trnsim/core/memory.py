@@ -136,6 +136,10 @@ class Memory:
             raise AttributeError(name)
         return _never_written(self, (self.partitions, self.row_bytes), name)
 
+    def host_bytes(self) -> int:
+        """Host memory this memory's bytes take (fixed by its size; the launch budget leaves it out)."""
+        return sum(a.nbytes for a in (vars(self).get("data"), vars(self).get("poison")) if a is not None)
+
     # -- placement -------------------------------------------------------------------------------
     def _overlaps(self, p0, partitions, b0, nbytes, among=None):
         return [a for a in list((self.live if among is None else among).values())
@@ -391,6 +395,13 @@ class HBM:
         self.live[alloc.id] = alloc
         return alloc
 
+    def host_bytes(self) -> int:
+        """Host memory the live tensors' bytes take: the data and poison arrays they own (a borrowed input,
+        read in place, takes none); the launch budget leaves these out (core/limits.py)."""
+        bufs = {id(a.memory): a.memory for a in list(self.live.values())}
+        return sum(arr.nbytes for m in bufs.values() for arr in (vars(m).get("data"), vars(m).get("poison"))
+                   if arr is not None and arr.base is None)
+
 
 class _HBMBuffer:
     """One HBM tensor's bytes, addressed as a single row.
@@ -407,8 +418,8 @@ class _HBMBuffer:
         if init is None:
             if not fast.enabled():  # else made when first asked for (__getattr__)
                 self.data, self.poison = np.full((1, nbytes), POISON_BYTE, np.uint8), np.ones((1, nbytes), np.uint8)
-        else:  # every byte written from `init`; a read-only `init` is borrowed until the tensor is written
-            self.poison = np.zeros((1, nbytes), np.uint8)
+        else:  # every byte written from `init` (poison all 0, made when asked for); a read-only `init` is
+            # borrowed until the tensor is written
             self.data = init.reshape(1, -1).view(np.uint8)
             if init.flags.writeable or not init.flags.c_contiguous:
                 self.data = self.data.copy()
@@ -417,9 +428,12 @@ class _HBMBuffer:
 
     def __getattr__(self, name):
         """`data` and `poison` of a never-written tensor with the speed layer on: filled when first asked for
-        (a timing-only run never writes its outputs)."""
+        (a timing-only run never writes its outputs); the all-0 `poison` of one made from `init`, likewise."""
         if name not in ("data", "poison"):
             raise AttributeError(name)
+        if name == "poison" and "data" in vars(self):  # made from `init`: every byte written
+            self.poison = np.zeros((1, self.row_bytes), np.uint8)
+            return self.poison
         return _never_written(self, (1, self.row_bytes), name)
 
     def settle_readers(self) -> None:

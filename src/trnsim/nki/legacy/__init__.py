@@ -17,11 +17,12 @@ from __future__ import annotations
 
 import os
 import threading
+import warnings
 
 import numpy as np
 
 from trnsim import live
-from trnsim.core import NeuronCore
+from trnsim.core import GridWarning, NeuronCore
 from trnsim.core.lnc import Turns
 from trnsim.errors import TrnsimError
 from trnsim.nki import _frontend
@@ -44,8 +45,16 @@ class Kernel(_frontend.Kernel):
 
     def __getitem__(self, grid):
         grid = tuple(int(g) for g in (grid if isinstance(grid, tuple) else (grid,)))
-        if any(g < 1 for g in grid):
-            raise TrnsimError(f"kernel[{', '.join(map(str, grid))}]: every launch grid dim must be >= 1")
+        shown = f"kernel[{', '.join(map(str, grid))}]"
+        if any(g < 0 for g in grid):
+            raise TrnsimError(f"{shown}: a launch grid dim cannot be negative")
+        if 0 in grid:
+            # The beta docs put no limit on the size of a grid dim and say nothing of 0 (general/nki/
+            # programming_model.rst, the SPMD section). A kernel AWS published (nki-samples
+            # contributed/pipelined_attention.py) launches `flash_fwd[0](...)` and checks the output it
+            # returns, so a 0 dim runs one program, not none.
+            grid = tuple(max(g, 1) for g in grid)
+            warnings.warn(f"{shown}: a launch grid dim of 0 runs as one program along it", GridWarning, stacklevel=2)
         return type(self)(self.fn, grid, **self.options)
 
     def _launch(self, args, kwargs, target=None, values=True, reverse=False):
@@ -64,6 +73,8 @@ def launch(kernel: Kernel, args, kwargs, target=None, values=True, reverse=False
     nc.in_launch = True  # a jit function the kernel calls runs inline on this core (_frontend.Kernel.__call__)
     grid = kernel.grid
     shared = Launch(grid, strict)
+    if getattr(kernel.fn, "skip_middle_end_transformations", False):  # its loops keep their order (nki/compiler.py)
+        shared.affine = "warn"
     backs, kind = [], "numpy"
     names = list(kernel.fn.__code__.co_varnames[: kernel.fn.__code__.co_argcount])
 
@@ -73,7 +84,7 @@ def launch(kernel: Kernel, args, kwargs, target=None, values=True, reverse=False
         if a is None:
             return x
         kind = k
-        v = nc.hbm_tensor(np.ascontiguousarray(a), name=name, kind="shared_hbm")
+        v = nc.hbm_tensor(_frontend._read_only(a), name=name, kind="shared_hbm")  # read in place until written
         backs.append((x, v, k))
         return wrap(v)
 
@@ -140,6 +151,8 @@ def launch(kernel: Kernel, args, kwargs, target=None, values=True, reverse=False
     if not values:
         return None
     for orig, v, k in backs:  # outputs passed in as arguments (SDK 2.20 style) go back to the caller's arrays
+        if v.alloc.memory.version == 0:
+            continue  # never written
         if isinstance(orig, np.ndarray) and orig.flags.writeable:
             np.copyto(orig, v.array().reshape(orig.shape))
         elif k == "torch":

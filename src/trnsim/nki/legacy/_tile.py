@@ -52,6 +52,7 @@ class Launch:
         self.spawn = None  # starts a thread for the next programs, before a program waits
         self.meetings: dict = {}  # (call site, nth call, programs) -> the nl.all_reduce they meet at
         self.failed = False  # a program raised: the others stop where they wait
+        self.affine = "error"  # how a loop-carried dependency in an affine_range loop is reported (core/races.py)
 
 
 class Abandoned(BaseException):

@@ -129,8 +129,11 @@ def ds(start, size) -> slice:
 def affine_range(start, stop=None, step=1, **kwargs):
     """A loop whose tiles die with the iteration that made them, as the compiler scopes them; the compiler
     picks how many iterations' buffers stay resident (core/liveness.py). Its iterations must be independent
-    (associative reductions aside): a loop-carried dependency is a LoopCarriedError (core/races.py)."""
-    return _indexed(core().loop(range(start, stop, step) if stop is not None else range(start), affine="error"))
+    (associative reductions aside): a loop-carried dependency is a LoopCarriedError (core/races.py), unless
+    the kernel skips the compiler's middle-end transformations, which are what reorder iterations
+    (nki/compiler.py: skip_middle_end_transformations)."""
+    return _indexed(core().loop(range(start, stop, step) if stop is not None else range(start),
+                                affine=instance().launch.affine))
 
 
 def sequential_range(start, stop=None, step=1, **kwargs):
