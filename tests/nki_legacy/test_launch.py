@@ -10,6 +10,7 @@ import trnsim.nki.legacy.isa as nisa
 import trnsim.nki.legacy.language as nl
 from trnsim.core.errors import DeadlockError, GenerationError, KernelError
 from trnsim.errors import TrnsimError
+from trnsim.specs.timing import timing
 
 
 def scale_rows(in_tensor, out_tensor):
@@ -100,6 +101,8 @@ def test_benchmark_latency_from_the_timing_model(rng):
     assert 0 < t_small < t_big
     same = trnsim.benchmark(nki.jit(copy_kernel), big, timing_only=True)  # the same model, shapes only
     assert abs(same.latency / 1000 - t_big) < 1e-9
+    r = k.benchmark_result.timing  # a measured latency: the timeline plus the execution's start-up and tear-down
+    assert t_big * 1000 == pytest.approx(r.period + timing(r.target).execution_overhead) and r.period > 0
 
 
 def test_profile_runs_and_keeps_the_stream(rng, tmp_path):

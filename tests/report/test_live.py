@@ -87,7 +87,7 @@ def test_timing_a_kernel_publishes_engine_shares(rundir):
     busy = p["busy"]["0"]
     assert busy["VectorE"] > 0 and busy["DMA"] > 0
     assert 0 < p["utilisation"]["0"] <= 1
-    assert p["sim_time_ns"] == pytest.approx(r.latency + min(e.start for e in r.timelines[0].events))
+    assert p["sim_time_ns"] == pytest.approx(r.period + min(e.start for e in r.timelines[0].events))
     assert seen[-1] == (4, 4)
 
 

@@ -35,6 +35,16 @@ def test_print_summary_shows_tracks_bound_and_meta():
     assert "note" in out and "tiled" in out
 
 
+def test_headline_adds_the_execution_overhead_to_the_timeline():
+    """With an execution overhead in meta the headline reads latency = timeline + overhead; the tracks'
+    shares stay over the timeline (4600 ns), as a profile's do."""
+    con = Console(record=True, width=160)
+    d = print_summary(pipeline_schedule({"overhead_ns": 38_900.0}), con)
+    out = con.export_text()
+    assert "43.5 µs latency = 4.6 µs timeline + 38.9 µs start-up and tear-down" in out
+    assert "32.6 %" in out and d["latency_ns"] == 4600.0  # q0: 1500 of 4600 ns
+
+
 def test_summary_without_meta_has_no_meta_rows():
     """Meta figures appear only when the timing model supplied them."""
     con = Console(record=True, width=120)

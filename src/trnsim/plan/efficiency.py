@@ -5,7 +5,9 @@
 
 Each op is rounded to a bucket (`matmul_bucket`, `attention_bucket`, `elementwise_bucket`), the bucket's representative
 kernel (trnsim.plan.kernels) is timed on one core of the generation with the core timing model, and
-the achieved rate over the core's peak is the efficiency:
+the achieved rate over the core's peak is the efficiency. "latency" here is the kernel's execution period
+(`BenchmarkResult.period`): an op runs inside a step's graph, one NEFF execution, so a kernel execution's own
+start-up and tear-down (`execution_overhead`) is not the op's:
 
     matmul     FLOPs / latency over the core's dense peak for the dtype
     attention  QK^T and PV FLOPs (4 Sq S D) / latency over the same peak
@@ -131,6 +133,6 @@ def simulate(target: str, kernel: str, shape: tuple[int, ...], dtype: str = "bf1
         x = np.zeros((per_partition // free, core.partitions, free), np_dtype)
         r = benchmark(getattr(kernels, kernel), x, target=target, timing_only=True)
         done = r.hbm_read_bytes + r.hbm_write_bytes if kernel == "stream" else x.size
-    eff = done / (r.latency * 1e-9) / peak(core, kernel, dtype)
-    return {"target": target, "kernel": kernel, "dtype": dtype, "shape": list(shape), "latency_ns": round(r.latency, 3),
+    eff = done / (r.period * 1e-9) / peak(core, kernel, dtype)
+    return {"target": target, "kernel": kernel, "dtype": dtype, "shape": list(shape), "latency_ns": round(r.period, 3),
             "efficiency": round(eff, 6), "bound": r.bound}

@@ -38,6 +38,7 @@ def _si(unit: str) -> Callable[[float], str]:
 # Figures the timing model may put in `meta`, in display order: key -> (label, formatter).
 # Units are the house's: FLOPs, bytes, bytes per second, fractions (0..1) for shares.
 META_FIELDS: dict[str, tuple[str, Callable[[Any], str]]] = {
+    "overhead_ns": ("execution overhead (start-up, tear-down)", format_time),
     "flops": ("FLOPs", _si("FLOP")),
     "mfu": ("MFU (TensorE)", lambda x: f"{100 * x:.1f} %"),
     "dma_bytes": ("DMA bytes", format_bytes),
@@ -74,9 +75,13 @@ def summary_dict(schedule: Schedule) -> dict:
 
 
 def headline(d: dict) -> list[str]:
-    """The lines above the table: latency and what bound it."""
+    """The lines above the table: latency (with the execution's start-up and tear-down, when the timing
+    model gives one: the timeline and its shares leave it out, as a profile does) and what bound it."""
     cp = d["critical_path"]
-    lines = [f"{d['kernel']} on {d['target']}: {format_time(d['latency_ns'])} "
+    over = d["meta"].get("overhead_ns")
+    total = (f"{format_time(d['latency_ns'] + over)} latency = {format_time(d['latency_ns'])} timeline + "
+             f"{format_time(over)} start-up and tear-down " if over else f"{format_time(d['latency_ns'])} ")
+    lines = [f"{d['kernel']} on {d['target']}: {total}"
              f"({d['spans']:,} spans; some engine or queue busy {format_time(d['active_ns'])})"]
     if cp["bound"] is not None:
         share = cp["bound_ns"] / cp["length_ns"] if cp["length_ns"] > 0 else 0.0

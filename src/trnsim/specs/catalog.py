@@ -22,7 +22,7 @@ def dimension(field: str) -> str | None:
         return "bytes"
     if "bandwidth" in field:
         return "bytes/s"
-    if field.endswith("latency"):
+    if field.endswith(("latency", "overhead")):
         return "ns"
     return {"clocks": "Hz", "ratings": "FLOP/s"}.get(field)
 

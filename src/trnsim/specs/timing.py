@@ -27,6 +27,7 @@ class TimingSpec:
     vector_perf_modes: Mapping[str, float]  # v3+ speedups: copy_sbuf, copy_psum, tensor_tensor
     strided_access: Mapping[str, float]  # bytes: most-minor free stride above which SBUF/PSUM give `rate`
     dma_transpose: Mapping[str, float]  # block: elements per partition one descriptor moves; hbm/sbuf: rate share
+    execution_overhead: float  # ns of start-up and tear-down per kernel (NEFF) execution, outside its profile
     sources: Mapping[str, str] = field(repr=False)
     notes: tuple[str, ...] = field(default=(), repr=False)
     alternatives: Mapping = field(default_factory=dict, repr=False)
