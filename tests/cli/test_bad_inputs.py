@@ -100,6 +100,20 @@ def test_sweep_workers_ignore_ctrl_c():
         signal.signal(signal.SIGINT, old)
 
 
+def _group(pgid: int) -> list[int]:
+    """The live processes of process group `pgid` (Linux /proc)."""
+    import os
+
+    pids = []
+    for d in os.listdir("/proc"):
+        try:
+            if d.isdigit() and int(open(f"/proc/{d}/stat").read().rsplit(")", 1)[1].split()[2]) == pgid:
+                pids.append(int(d))
+        except (OSError, IndexError, ValueError):
+            continue
+    return pids
+
+
 def test_ctrl_c_to_a_sweep_with_workers_prints_no_traceback():
     """SIGINT to the whole process group (what a terminal's Ctrl-C sends) while two workers run:
     exit 130 and one line, nothing from the workers."""
@@ -112,7 +126,10 @@ def test_ctrl_c_to_a_sweep_with_workers_prints_no_traceback():
     p = subprocess.Popen([sys.executable, "-m", "trnsim", "plan", "sweep", "llama3-70b", "--instances", "trn1.32xlarge",
                           "--nodes", "8,16", "--workers", "2", "--dtype", "fp32", "--no-progress"],
                          stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
-    time.sleep(4)
+    deadline = time.monotonic() + 60  # interrupt once the pool's workers run, however loaded the machine
+    while len(_group(p.pid)) < 3 and p.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.2)
+    time.sleep(0.5)
     os.killpg(p.pid, signal.SIGINT)
     out, err = p.communicate(timeout=120)
     assert p.returncode == 130 and "Traceback" not in out + err and "Error" not in err
