@@ -125,7 +125,8 @@ def test_ctrl_c_to_a_sweep_with_workers_prints_no_traceback():
 
     p = subprocess.Popen([sys.executable, "-m", "trnsim", "plan", "sweep", "llama3-70b", "--instances", "trn1.32xlarge",
                           "--nodes", "8,16", "--workers", "2", "--dtype", "fp32", "--no-progress"],
-                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True,
+                         preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))  # a terminal's, not pytest's
     deadline = time.monotonic() + 60  # interrupt once the pool's workers run, however loaded the machine
     while len(_group(p.pid)) < 3 and p.poll() is None and time.monotonic() < deadline:
         time.sleep(0.2)
