@@ -390,19 +390,9 @@ class Scheduler:
             t, before = max(t, ends[i]), owner[i]
             i += 1
         take = min(dur, starts[i] - t) if i < n else dur
-        if dur - take <= 1e-9:  # it fits the first gap: the loop below and _book, inline
-            f = t + take
-            if i > 0 and ends[i - 1] >= t:  # stretches are disjoint, so bisect_right(starts, t) == i
-                i -= 1
-                ends[i], owner[i] = max(ends[i], f), index
-            else:
-                starts.insert(i, t)
-                ends.insert(i, f)
-                owner.insert(i, index)
-            if i + 1 < len(starts) and starts[i + 1] <= ends[i]:
-                ends[i] = max(ends[i], ends[i + 1])
-                del starts[i + 1], ends[i + 1], owner[i + 1]
-            return t, f, before
+        if dur - take <= 1e-9:  # it fits the first gap
+            self._book(starts, ends, owner, t, t + take, index)
+            return t, t + take, before
         left, segs = dur, []  # from the first gap on
         while left > 1e-9:
             gap_end = starts[i] if i < len(starts) else float("inf")
