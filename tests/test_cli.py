@@ -42,3 +42,8 @@ def test_demo_runs_every_section():
         assert title in r.output
     assert "tour done" in r.output
     assert re.search(r"the compiler spills \(\d+ spills, [\d.]+ MiB moved\)", r.output.replace("\n", " "))
+    # the profiled latency, then its split: the timeline plus the execution's start-up and tear-down
+    lat, period, over = map(float, re.search(r"timing only: ([\d.]+) us, HFU.*?latency = ([\d.]+) us timeline \+ "
+                                              r"([\d.]+) us start-up", r.output.replace("\n", " ")).groups())
+    assert over > 0 and abs(period + over - lat) <= 0.11
+

@@ -369,6 +369,8 @@ def tour(console):
     r, _, trace, page = run_profile(kernel, inputs(M=512, N=2048, K=2048), {}, "trn2", True, out)
     console.print(f"[bold]{r.kernel}[/] (M=512, N=2048, K=2048, bf16) on trn2, timing only: "
                   f"[bold]{r.latency / 1e3:.1f} us[/], HFU {r.hfu:.1%}, bound by [bold]{r.bound}[/]")
+    console.print(f"latency = {r.period / 1e3:.1f} us timeline + {r.overhead / 1e3:.1f} us start-up and tear-down "
+                  f"(every NEFF execution's; the shares below cover the timeline)")
     shares = ", ".join(f"{k} {v:.0%}" for k, v in r.share.items() if not k.startswith("DMA q"))
     console.print(f"engine active: {shares}")
     console.print(f"DMA moved {r.dma_bytes / 2**20:.1f} MiB at {r.dma_bandwidth / 1e9:.0f} GB/s; "
