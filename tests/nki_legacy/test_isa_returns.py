@@ -56,8 +56,11 @@ def unmasked_overrun(x):
 
 
 def test_bounds_are_checked_on_what_is_touched(rng):
-    """Without a mask, rows 128..255 of a 200-row tensor are out of bounds: a named error."""
+    """Without a mask, rows 128..255 of a 200-row tensor are out of bounds: a named error, which code that
+    catches Python's IndexError catches too."""
     with pytest.raises(OutOfBoundsError):
+        unmasked_overrun(rng.standard_normal((200, 8), np.float32))
+    with pytest.raises(IndexError, match=r"reaches elements .* holding 1600 float32 elements"):
         unmasked_overrun(rng.standard_normal((200, 8), np.float32))
 
 

@@ -106,8 +106,8 @@ class ShapeError(KernelError):
     """Operand shapes that do not match as the instruction requires."""
 
 
-class OutOfBoundsError(KernelError):
-    """A view or access pattern outside its tensor."""
+class OutOfBoundsError(KernelError, IndexError):
+    """A view or access pattern outside its tensor (an IndexError too, as Python's own out-of-range index is)."""
 
 
 class UninitializedError(KernelError):
