@@ -178,3 +178,37 @@ def test_tile_lives_in_the_iteration_that_declared_it():
     """A one-tile tensor belongs to the iteration of its nl.ndarray, not to the nested loop of its first write."""
     x = np.random.default_rng(1).standard_normal((128, 16 * 1024)).astype(np.float32)
     np.testing.assert_array_equal(declared_outside_filled_inside(x), 2 * x)
+
+
+
+@nki.jit
+def blocks_filled_then_read_later(x, y):
+    """A tensor of 4 blocks of 32 KiB per partition filled one block per iteration, then, after the 64 KiB
+    tiles of a second loop needed the bytes of the finished iterations, read again and summed."""
+    out = nl.ndarray(x.shape[1:], x.dtype, buffer=nl.shared_hbm)
+    twice = nl.ndarray(y.shape, y.dtype, buffer=nl.shared_hbm)
+    for i in nl.affine_range(1):
+        blocks = nl.ndarray((4, nl.par_dim(128), x.shape[2]), dtype=x.dtype, buffer=nl.sbuf)
+        for b in nl.affine_range(4):
+            blocks[b] = nl.multiply(nl.load(x[b]), float(b + 1))
+        for j in nl.sequential_range(2):
+            t = nl.load(y)
+            nl.store(twice, value=nl.add(t, t))
+        acc = nl.add(blocks[0], blocks[1])
+        nl.store(out, value=nl.add(acc, nl.add(blocks[2], blocks[3])))
+    return out, twice
+
+
+def test_blocks_used_after_their_first_loop_come_back():
+    """Blocks of a tensor of blocks are scoped to the iteration that first used them (blocks used one per
+    iteration share buffers), so a later loop may take their bytes; used again, they come back from HBM, as
+    a compiler-spilled tile does, with their values (4 x 32 KiB of blocks and 2 x 64 KiB of tiles overflow
+    trn2's SBUF)."""
+    rng = np.random.default_rng(3)
+    x = rng.standard_normal((4, 128, 8 * 1024)).astype(np.float32)
+    y = rng.standard_normal((128, 16 * 1024)).astype(np.float32)
+    with pytest.warns(SpillWarning):
+        got, twice = blocks_filled_then_read_later(x, y)
+    f = np.float32
+    np.testing.assert_array_equal(got, (x[0] * f(1) + x[1] * f(2)) + (x[2] * f(3) + x[3] * f(4)))
+    np.testing.assert_array_equal(twice, y + y)

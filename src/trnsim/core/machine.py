@@ -84,7 +84,9 @@ class NeuronCore:
         self.hbm = hbm if hbm is not None else HBM(s.hbm_bytes)
         self.sbuf.spiller = self.spill_save  # SBUF tiles that cannot stay are spilled to HBM (core/memory.py)
         self.sbuf.next_use = lambda a: next_use(self.scopes[-1], a) if self.scopes else None
+        self.sbuf.keeper = self.set_aside
         self.spills = 0  # tiles saved to HBM so far
+        self.aside: set[int] = set()  # ids of the expired blocks set aside in HBM (set_aside), not yet back
         # PSUM bytes inside an open matmul accumulation group, and deferred groups (isa/psum.py).
         self.psum_groups = np.zeros((self.psum.partitions, self.psum.row_bytes), np.uint8)
         self.lazy_psum = False  # kernel launches evaluate accumulation groups lazily
@@ -274,13 +276,7 @@ class NeuronCore:
     def spill_save(self, a: Allocation) -> None:
         """Save SBUF tile `a` to its HBM scratch copy before its bytes go to another tile: one DMA, issued as
         the compiler would (attrs spill="save"); none when the copy is current or the tile was never written."""
-        if not self.spills:
-            at = where()
-            path, _, line = at.rpartition(":")
-            warnings.warn_explicit(f"SBUF cannot hold the live tiles at {at}: tiles are spilled to HBM and reloaded "
-                                   f"before their next use (first: {a.name!r} from {a.location}), costing DMA time; "
-                                   f"the profile counts the spills", SpillWarning, path, int(line) if line.isdigit() else 0)
-        self.spills += 1
+        self._count_spill(a)
         if a.saved:
             return
         if a.scratch is None:
@@ -288,6 +284,29 @@ class NeuronCore:
         self.issue(Op.DMA_COPY, dst=a.scratch, src=_bytes(a), spill="save", line=where(),
                    _location=SPILL_QUEUES["save"])
         a.saved = True
+
+    def set_aside(self, a: Allocation) -> None:
+        """Keep the bytes of expired block `a` (Memory._reclaim) in its HBM scratch copy, with no DMA: the
+        compiler, seeing the later use an eager trace cannot, keeps such a block in SBUF, so only the reload
+        before that use (if any) stands for the traffic, and counts as a spill. Its never-written bytes stay
+        never-written."""
+        self.aside.add(a.id)
+        if a.saved:
+            return
+        tile = _bytes(a)
+        a.scratch = self.hbm_tensor((a.partitions, a.nbytes), "uint8", name=f"{a.name}.spill", kind="spill")
+        if self.values:
+            a.scratch.store(tile.array().copy(), mask=tile.mask())
+        a.saved = True
+
+    def _count_spill(self, a: Allocation) -> None:
+        if not self.spills:
+            at = where()
+            path, _, line = at.rpartition(":")
+            warnings.warn_explicit(f"SBUF cannot hold the live tiles at {at}: tiles are spilled to HBM and reloaded "
+                                   f"before their next use (first: {a.name!r} from {a.location}), costing DMA time; "
+                                   f"the profile counts the spills", SpillWarning, path, int(line) if line.isdigit() else 0)
+        self.spills += 1
 
     def _reload_operands(self, what: str, operands: dict) -> None:
         """Bring spilled operands of one instruction back into SBUF, each with a reload DMA, largest first;
@@ -303,6 +322,9 @@ class NeuronCore:
             a = max(todo, key=lambda t: t.nbytes)
             self.sbuf.restore(a, pinned, what, frozenset(kept))
             kept.add(a.id)
+            if a.id in self.aside:  # an expired block set aside (set_aside), used again
+                self.aside.discard(a.id)
+                self._count_spill(a)
             if a.scratch is not None:
                 self.issue(Op.DMA_COPY, dst=_bytes(a), src=a.scratch, spill="reload", line=where(),
                            _location=SPILL_QUEUES["reload"])

@@ -79,6 +79,9 @@ class Allocation:
         self.shared = False  # placed over other live tensors (address=): their bytes are its bytes
         self.expired = False  # the loop iteration that made it has ended (core/liveness.py)
         self.evicted = False  # expired, and its bytes given to other tensors: any later use is an error
+        # a block of a tensor of blocks, scoped to the iteration that first used it: the program may use it again
+        # later, which the compiler sees and an eager trace cannot, so it is set aside, not evicted (_reclaim)
+        self.block = False
         self.used = next(TICK)  # when an instruction last touched it (NeuronCore.issue), for the spill policy
         self.spilled = False  # out of SBUF, placed again before its next use (Memory.restore): saved to HBM and
         # reloaded then, or never written yet (Memory._undefined_out)
@@ -128,6 +131,7 @@ class Memory:
         self.held: dict[int, Allocation] = {}
         self.spiller = None  # SBUF: the core's spill_save(alloc), which saves a tile to HBM before it is spilled
         self.next_use = None  # SBUF: the core's prediction of a tile's next use (liveness.next_use), or None
+        self.keeper = None  # SBUF: the core's set_aside(alloc), which keeps an expired block's bytes in HBM
 
     def __getattr__(self, name):
         """`data` and `poison` of a memory made never-written (timing only) with the speed layer on (core/fast.py):
@@ -285,12 +289,19 @@ class Memory:
 
     def _reclaim(self) -> bool:
         """Take bytes back, oldest first: first release a tensor held for its loop (freed by reference
-        counting if the program dropped it), then evict an expired one. False: nothing left to take."""
+        counting if the program dropped it), then evict an expired one (or set an expired block aside: it
+        leaves as a spilled tile does, and a later use brings it back). False: nothing left to take."""
         if self.held:
             del self.held[next(iter(self.held))]
             return True
         for a in self.expired.values():
-            self.evict(a)
+            if a.block and self.keeper is not None:
+                self.keeper(a)
+                a.spilled, a.pending, a.source = True, None, None
+                for table in (self.live, self.expired, self.sourced):
+                    table.pop(a.id, None)
+            else:
+                self.evict(a)
             return True
         return False
 

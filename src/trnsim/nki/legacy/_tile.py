@@ -169,6 +169,7 @@ class Tensor:
             v = self.place.allocate(self, idx, tile, name)
         else:
             v = self._allocate(tile, name)
+            v.alloc.block = bool(idx)
         self._blocks[idx] = v
         return v
 
