@@ -7,7 +7,8 @@ directories (or work trees) with --sdk and --samples:
 
 Corpora (each extracted from one commit into a scratch folder):
 - sdk-tests: every test file of aws-neuron-sdk nki/test (the newest commit that has them), run by pytest;
-- samples-unit: nki-samples test/unit with --simulation-only, at the last commit with the reference kernels;
+- samples-unit: nki-samples test/unit with --simulation-only, at the last commit with the reference kernels
+  (tests that read the host's instance name see `--instance`, trn2.48xlarge unless told);
 - samples-tutorials: each tutorial kernel file of nki-samples (newest commit) run as a script (its __main__);
 - samples-contributed: each contributed kernel file of nki-samples (newest commit that has them) run as a script
   (its __main__ builds inputs, runs the kernel, compares or benchmarks);
@@ -30,7 +31,12 @@ import io
 import tempfile
 from pathlib import Path
 
-PYTEST = ("import sys, trnsim.shim; trnsim.shim.install(); import pytest; "
+# The EC2 instance name a test reads to decide what it runs on (nki-samples' double-row matmul tests read the
+# DMI product name, and skip unless it names a trn2): the instance trnsim emulates, as `--instance` says.
+DMI = "/sys/devices/virtual/dmi/id/product_name"
+INSTANCE = ("import builtins, io, os; _open = builtins.open; name = os.environ.get('TRNSIM_CORPUS_INSTANCE'); "
+            "builtins.open = lambda f, *a, **k: io.StringIO(name + '\\n') if name and f == %r else _open(f, *a, **k); " % DMI)
+PYTEST = (INSTANCE + "import sys, trnsim.shim; trnsim.shim.install(); import pytest; "
           "sys.exit(pytest.main(sys.argv[1:]))")
 SCRIPT = ("import sys, runpy, trnsim.shim; trnsim.shim.install(); p = sys.argv[1]; sys.argv = sys.argv[1:]; "
           "sys.path.insert(0, __import__('os').path.dirname(p)); runpy.run_path(p, run_name='__main__')")
@@ -142,10 +148,12 @@ def main():
     ap.add_argument("--work", type=Path, default=Path(tempfile.gettempdir()) / "trnsim-corpus")
     ap.add_argument("--timeout", type=int, default=600)
     ap.add_argument("--jobs", type=int, default=2)
+    ap.add_argument("--instance", default="trn2.48xlarge",
+                    help=f"the instance name tests read from {DMI} (empty: the host's own)")
     args = ap.parse_args()
     want = lambda name: not args.only or name in args.only
     pick = lambda fs: sorted(f for f in fs if args.filter in f.name)
-    env = dict(os.environ, PYTHONUNBUFFERED="1")
+    env = dict(os.environ, PYTHONUNBUFFERED="1", TRNSIM_CORPUS_INSTANCE=args.instance)
     report = {}
     if args.sdk and want("sdk-tests"):
         commit = newest_with(args.sdk, "nki/test")
