@@ -37,3 +37,19 @@ def test_torch_in_torch_out(dtype):
     want = (x_np.astype(np.float32) * 2 + 1).astype(ref_dtype).astype(np.float32)
     np.testing.assert_array_equal(got.float().numpy(), want)
     np.testing.assert_array_equal(side.float().numpy(), (x_np.astype(np.float32) + 1).astype(ref_dtype).astype(np.float32))
+
+
+def test_torch_call_compiles_for_the_target_in_neuron_cc_flags(monkeypatch):
+    """A framework call compiles with NEURON_CC_FLAGS (`--target trn3`, as torch-neuronx passes the compiler);
+    NEURON_PLATFORM_TARGET_OVERRIDE still decides when set, and a numpy (baremetal) call ignores the flags."""
+    monkeypatch.delenv("NEURON_PLATFORM_TARGET_OVERRIDE", raising=False)
+    monkeypatch.setenv("NEURON_CC_FLAGS", "--model-type transformer --target trn3 --pipeline compile")
+    x_np = np.arange(128 * 8, dtype=np.float32).reshape(128, 8)
+    got = scale_rows(torch.from_numpy(x_np.copy()), torch.zeros(128, 8))
+    np.testing.assert_array_equal(got.numpy(), x_np * 2 + 1)
+    assert scale_rows.last_cores[0].target == "trn3"
+    scale_rows(x_np, np.zeros((128, 8), np.float32))
+    assert scale_rows.last_cores[0].target == "trn2"
+    monkeypatch.setenv("NEURON_PLATFORM_TARGET_OVERRIDE", "trn1")
+    scale_rows(torch.from_numpy(x_np.copy()), torch.zeros(128, 8))
+    assert scale_rows.last_cores[0].target == "trn1"

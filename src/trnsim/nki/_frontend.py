@@ -10,6 +10,7 @@ import functools
 import gc
 import math
 import os
+import re
 import threading
 import warnings
 
@@ -17,6 +18,7 @@ import numpy as np
 
 from trnsim import live, numerics
 from trnsim.core import NeuronCore, Op, View
+from trnsim.core.machine import TARGET_ENV
 from trnsim.core import races as _races
 from trnsim.core.errors import KernelError, MemorySpaceError, UninitializedError, UninitializedWarning
 from trnsim.core.limits import Budget
@@ -141,12 +143,22 @@ def _copy(x):
     return x.copy() if isinstance(x, np.ndarray) else (x.clone() if type(x).__module__.startswith("torch") else x)
 
 
+def compile_target() -> str | None:
+    """The target a framework call compiles for: `--target` in NEURON_CC_FLAGS (what torch-neuronx passes the
+    compiler), unless NEURON_PLATFORM_TARGET_OVERRIDE says; None: the default."""
+    flags = os.environ.get("NEURON_CC_FLAGS", "")
+    found = re.search(r"--target[=\s]+(\w+)", flags)
+    return None if os.environ.get(TARGET_ENV) or not found else found.group(1)
+
+
 def launch(kernel: Kernel, args, kwargs, target=None, values=True, reverse=False):
     """Run a kernel on fresh cores: inputs become HBM tensors, returned tensors come back as arrays.
 
     With `values=False` (timing only) no instruction computes and nothing is returned; the cores, with
     their instruction streams, are left in `kernel.last_cores` either way."""
     budget = launch_budget(kernel.options)
+    if target is None and any(_to_numpy(a)[1] == "torch" for a in (*args, *kwargs.values())):
+        target = compile_target()
     nc0 = NeuronCore(target, strict=os.environ.get("TRNSIM_STRICT", "1") != "0", values=values, budget=budget,
                      race_check=kernel.options.get("race_check"))
     if kernel.lnc not in nc0.lnc_configs:
