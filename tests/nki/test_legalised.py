@@ -86,6 +86,22 @@ def test_matmul_with_a_transposed_operand_in_psum(rng, trn):
 
 
 @nki.jit
+def mixed_matmul(s, v):
+    """s [K, M] fp32 and v [K, N] bf16: nl.matmul of a mixed pair."""
+    out = nl.ndarray((s.shape[1], v.shape[1]), nl.float32, buffer=nl.shared_hbm)
+    nl.store(out, nl.copy(nl.matmul(nl.load(s), nl.load(v), transpose_x=True)))
+    return out
+
+
+def test_matmul_of_fp32_and_bf16_promotes_to_fp32(rng, trn):
+    """The PE array multiplies fp32 only by fp32: the bf16 operand is cast to fp32 (a tensor_copy) first."""
+    s, v = rng.standard_normal((64, 32), np.float32), rng.standard_normal((64, 48), np.float32).astype(ml_dtypes.bfloat16)
+    np.testing.assert_allclose(mixed_matmul(s, v), s.T @ v.astype(np.float32), rtol=1e-4, atol=1e-4)
+    mm = next(r for r in mixed_matmul.last_cores[0].stream if r.op.value == "nc_matmul")
+    assert [str(mm.placed[k][1]) for k in ("stationary", "moving")] == ["float32", "float32"]
+
+
+@nki.jit
 def max_13(x):
     out = nl.ndarray((x.shape[0], x.shape[2]), nl.float32, buffer=nl.shared_hbm)
     nl.store(out, nl.max(nl.load(x), axis=[1, 3]))

@@ -116,3 +116,20 @@ def test_broadcast_ones_operand_is_filled_off_the_vector_stream(rng):
     stream = scaled_rows.last_cores[0].stream
     assert [r.op.value for r in stream if r.engine.value == "vector"] == ["tensor_tensor"] * 4
     assert [r.engine.value for r in stream if r.op.value == "memset"] == ["gpsimd"] * 4
+
+
+@nki.jit
+def mixed_matmul(s, v):
+    out = nl.ndarray((s.shape[1], v.shape[1]), nl.float32, buffer=nl.shared_hbm)
+    nl.store(out, nl.matmul(nl.load(s), nl.load(v), transpose_x=True))
+    return out
+
+
+def test_matmul_of_fp32_and_bf16_promotes_to_fp32(rng):
+    """nl.matmul of an fp32 and a bf16 tile (an attention kernel's fp32 scores times bf16 values) runs in fp32: the
+    compiler casts the bf16 operand (mixed float types promote to the wider), since the PE array multiplies fp32
+    only by fp32."""
+    s, v = rng.standard_normal((64, 32), np.float32), rng.standard_normal((64, 48), np.float32).astype(BF16)
+    np.testing.assert_allclose(mixed_matmul(s, v), s.T @ v.astype(np.float32), rtol=1e-4, atol=1e-4)
+    mm = next(r for r in mixed_matmul.last_cores[0].stream if r.op.value == "nc_matmul")
+    assert [str(mm.placed[k][1]) for k in ("stationary", "moving")] == ["float32", "float32"]

@@ -1,6 +1,8 @@
 """Tile lifetimes follow the compiler's (beta API): tiles are scoped to the loop iteration that made them,
 loops keep as many iterations' buffers as fit, PSUM blocks used one at a time share banks, and a partition
 broadcast wider than PSUM goes bank by bank. Only live data that cannot fit is refused."""
+import warnings
+
 import numpy as np
 import pytest
 
@@ -212,3 +214,65 @@ def test_blocks_used_after_their_first_loop_come_back():
     f = np.float32
     np.testing.assert_array_equal(got, (x[0] * f(1) + x[1] * f(2)) + (x[2] * f(3) + x[3] * f(4)))
     np.testing.assert_array_equal(twice, y + y)
+
+
+@nki.jit
+def psum_blocks_written_then_read(a, b):
+    """16 PSUM blocks of one bank each (twice PSUM) written one per iteration, then read in a later loop."""
+    out = nl.ndarray((16, 128, 512), nl.float32, buffer=nl.shared_hbm)
+    ps = nl.ndarray((16, nl.par_dim(128), 512), nl.float32, buffer=nl.psum)
+    lhs, rhs = nl.load(a), nl.load(b)
+    for i in nl.affine_range(16):
+        ps[i] = nl.matmul(nl.multiply(lhs, float(i)), rhs, transpose_x=True)
+    for i in nl.affine_range(16):
+        nl.store(out[i], value=nl.copy(ps[i]))
+    return out
+
+
+def test_psum_blocks_read_after_their_loop_come_back_through_sbuf():
+    """The blocks of finished iterations leave PSUM for HBM when later blocks need their banks, and come back
+    when read: a DMA into an SBUF tile, then a copy into PSUM (no DMA reaches PSUM), with their values."""
+    rng = np.random.default_rng(4)
+    a, b = rng.standard_normal((128, 128)).astype(np.float32), rng.standard_normal((128, 512)).astype(np.float32)
+    with pytest.warns(SpillWarning):
+        got = psum_blocks_written_then_read(a, b)
+    ref = a.T @ b
+    for i in range(16):
+        np.testing.assert_allclose(got[i], i * ref, rtol=1e-4, atol=1e-3)
+    stream = psum_blocks_written_then_read.trace(a, b)[0].stream
+    reloads = [r for r in stream if r.attrs.get("spill") == "reload"]
+    into_psum = [r for r in reloads if r.op.value == "tensor_copy" and r.placed["dst"][0][0] == "psum"]
+    assert len(into_psum) >= 8 and len(reloads) == 2 * len(into_psum)
+
+
+
+@nki.jit
+def psum_blocks_per_iteration(a, b):
+    """In each of three iterations, 8 PSUM blocks (all 8 banks) written in one loop and read in the next, then
+    PSUM transposes: the banks of tiles past their iteration are taken back, not the blocks'."""
+    out = nl.ndarray((3, 8, 128, 512), nl.float32, buffer=nl.shared_hbm)
+    lhs, rhs = nl.load(a), nl.load(b)
+    lhs_t = nl.ndarray((4, nl.par_dim(128), 128), nl.float32, buffer=nl.sbuf)
+    for i in nl.affine_range(4):
+        lhs_t[i] = nl.copy(nl.transpose(nl.multiply(lhs, float(i + 1))))
+    for q in nl.sequential_range(3):
+        ps = nl.ndarray((8, nl.par_dim(128), 512), nl.float32, buffer=nl.psum)
+        for j in nl.affine_range(8):
+            ps[j] = nl.matmul(lhs_t[(j + q) % 4], rhs, transpose_x=True)
+        for j in nl.affine_range(8):
+            nl.store(out[q, j], value=nl.copy(ps[j]))
+        for i in nl.affine_range(4):  # small PSUM tiles after the blocks' last use, as an attention kernel's
+            lhs_t[i] = nl.copy(nl.transpose(lhs_t[i]))  # transposes of its scores
+    return out
+
+
+def test_psum_blocks_that_fit_keep_their_banks():
+    rng = np.random.default_rng(5)
+    a, b = rng.standard_normal((128, 128)).astype(np.float32), rng.standard_normal((128, 512)).astype(np.float32)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", SpillWarning)
+        got = psum_blocks_per_iteration(a, b)
+    for q in range(3):
+        for j in range(8):
+            x = ((j + q) % 4 + 1) * a  # lhs_t holds x.T in iterations 0 and 2, x in iteration 1 (transposed back)
+            np.testing.assert_allclose(got[q, j], (x if q % 2 == 0 else x.T) @ b, rtol=1e-4, atol=1e-3)

@@ -84,7 +84,7 @@ class NeuronCore:
         self.hbm = hbm if hbm is not None else HBM(s.hbm_bytes)
         self.sbuf.spiller = self.spill_save  # SBUF tiles that cannot stay are spilled to HBM (core/memory.py)
         self.sbuf.next_use = lambda a: next_use(self.scopes[-1], a) if self.scopes else None
-        self.sbuf.keeper = self.set_aside
+        self.sbuf.keeper = self.psum.keeper = self.set_aside
         self.spills = 0  # tiles saved to HBM so far
         self.aside: set[int] = set()  # ids of the expired blocks set aside in HBM (set_aside), not yet back
         # PSUM bytes inside an open matmul accumulation group, and deferred groups (isa/psum.py).
@@ -293,6 +293,8 @@ class NeuronCore:
         self.aside.add(a.id)
         if a.saved:
             return
+        if a.memory is self.psum and self.psum_pending:  # matmul products owed to PSUM land first
+            flush_psum(self)
         tile = _bytes(a)
         a.scratch = self.hbm_tensor((a.partitions, a.nbytes), "uint8", name=f"{a.name}.spill", kind="spill")
         if self.values:
@@ -320,12 +322,19 @@ class NeuronCore:
         what = f"{what} ({', '.join(repr(x.name) for x in views)})"
         while todo := [a for a in allocs if a.spilled]:
             a = max(todo, key=lambda t: t.nbytes)
-            self.sbuf.restore(a, pinned, what, frozenset(kept))
+            a.memory.restore(a, pinned, what, frozenset(kept))
             kept.add(a.id)
             if a.id in self.aside:  # an expired block set aside (set_aside), used again
                 self.aside.discard(a.id)
                 self._count_spill(a)
-            if a.scratch is not None:
+            if a.scratch is not None and a.memory is self.psum:  # no DMA reaches PSUM: through SBUF, then a copy
+                # (in uint16 words where they fit, which the engines copy exactly)
+                word = "uint16" if a.nbytes % 2 == 0 else "uint8"
+                bounce = self.tensor(_bytes(a, word).shape, word, "sbuf", name=f"{a.name}.reload", kind="spill")
+                self.issue(Op.DMA_COPY, dst=bounce, src=_bytes(a.scratch.alloc, word, a.partitions), spill="reload",
+                           line=where(), _location=SPILL_QUEUES["reload"])
+                self.issue(Op.TENSOR_COPY, dst=_bytes(a, word), src=bounce, spill="reload", line=where())
+            elif a.scratch is not None:
                 self.issue(Op.DMA_COPY, dst=_bytes(a), src=a.scratch, spill="reload", line=where(),
                            _location=SPILL_QUEUES["reload"])
             a.saved = True  # the scratch copy holds its bytes (or it was never written)
@@ -372,9 +381,11 @@ class NeuronCore:
         return int(reg)
 
 
-def _bytes(a: Allocation) -> View:
-    """A tile's bytes as [partitions, bytes] of uint8: what a spill moves, whatever the tile's dtype."""
-    return View(a, "uint8", (a.partitions, a.nbytes), (1, 1))
+def _bytes(a: Allocation, word="uint8", partitions=None) -> View:
+    """A tile's bytes as [partitions, words] of uint8 (or `word`): what a spill moves, whatever the tile's
+    dtype; `partitions` rows of an HBM scratch copy."""
+    rows = partitions or a.partitions
+    return View.whole(a, word, (rows, a.partitions * a.nbytes // rows // numerics.dtype(word).itemsize))
 
 
 def _signature(op, engine, operands, attrs) -> tuple:

@@ -199,8 +199,9 @@ class Memory:
         loop tensors held or expired give their bytes back, then live tiles are spilled (`_spill`)."""
         best = None
         if self.cursor:  # PSUM: the banks after the last tile first, loop tiles held or expired taken back
+            # (blocks of a tensor of blocks only once no free bank is left: they may be read again)
             best = self._fit(partitions, nbytes, align, pmax, wrap=False)
-            while best is None and self._reclaim():
+            while best is None and self._reclaim(blocks=False):
                 best = self._fit(partitions, nbytes, align, pmax, wrap=False)
         if best is None:
             best = self._fit(partitions, nbytes, align, pmax)
@@ -278,6 +279,8 @@ class Memory:
         a.spilled, a.clean = False, False
         self._fresh(a)
         self.live[a.id] = a
+        if a.expired:  # a block set aside and used again: its bytes may be taken back again
+            self.expired[a.id] = a
 
     def _fit(self, partitions, nbytes, align, pmax, without=None, wrap=True):
         best = None
@@ -287,14 +290,17 @@ class Memory:
                 best = (p0, b)
         return best
 
-    def _reclaim(self) -> bool:
+    def _reclaim(self, blocks=True) -> bool:
         """Take bytes back, oldest first: first release a tensor held for its loop (freed by reference
         counting if the program dropped it), then evict an expired one (or set an expired block aside: it
-        leaves as a spilled tile does, and a later use brings it back). False: nothing left to take."""
+        leaves as a spilled tile does, and a later use brings it back); not a block unless `blocks`. False:
+        nothing left to take."""
         if self.held:
             del self.held[next(iter(self.held))]
             return True
         for a in self.expired.values():
+            if a.block and not blocks:
+                continue
             if a.block and self.keeper is not None:
                 self.keeper(a)
                 a.spilled, a.pending, a.source = True, None, None

@@ -61,6 +61,15 @@ def ndarray(shape, dtype, buffer=None, name=None, address=None) -> View:
     return nc.tensor(shape, numerics.dtype(dtype), space, name=name or None, address=address, kind=kind)
 
 
+def matmul_cast(*dtypes):
+    """The dtype the operands of a language-level matmul (`nl.matmul`) are cast to when they mix fp32 (or
+    tf32) with a narrower float, else None: the tensor engine multiplies fp32 only by fp32, and the compiler
+    promotes the pair to the wider type with a copy, as mixed arithmetic promotes (beta type promotion)."""
+    names = {numerics.dtype(d).name for d in dtypes}
+    wide = names & {"float32", "tfloat32"}
+    return numerics.float32 if wide and names - wide else None
+
+
 # -- arguments and results -------------------------------------------------------------------------------
 def _to_numpy(x):
     """A numpy array from a numpy array or a torch tensor (bf16 kept bit-exact); None if neither."""

@@ -19,7 +19,7 @@ from trnsim.core.errors import ShapeError
 from trnsim.core.machine import Register
 from trnsim.core.memory import Space
 from trnsim.nki import isa as nisa
-from trnsim.nki._frontend import core, ndarray as _ndarray
+from trnsim.nki._frontend import core, matmul_cast, ndarray as _ndarray
 
 # -- dtypes --------------------------------------------------------------------------------------------------
 bool_, int8, int16, int32 = numerics.bool_, numerics.int8, numerics.int16, numerics.int32
@@ -151,6 +151,9 @@ def matmul(x, y, transpose_x=False) -> View:
         xt = transpose(x)
         x = copy(xt, x.dtype)
     x, y = (copy(v) if v.space is Space.PSUM else v for v in (x, y))  # PE reads SBUF: the compiler's copy out of PSUM
+    wide = matmul_cast(x.dtype, y.dtype)
+    if wide is not None:
+        x, y = (v if v.dtype == wide else copy(v, wide) for v in (x, y))
     out = ndarray((x.free_size, y.free_size), float32, psum)
     nisa.nc_matmul(out, x, y)
     return out

@@ -21,6 +21,7 @@ from trnsim.core.errors import where as _location
 from trnsim.core.liveness import traced
 from trnsim.nki import isa as cur
 from trnsim.nki import language as _cur_nl
+from trnsim.nki._frontend import matmul_cast
 from trnsim.nki.legacy._grid import arange, mgrid  # noqa: F401
 from trnsim.nki.legacy._tile import Abandoned, ParDim, Tile, as_tile, core, each_box, emit, instance, masked_off, new_tile, part, promote, redirect, reissue_destination, wrap_results
 
@@ -360,6 +361,9 @@ def matmul(x, y, transpose_x=False, mask=None, **kwargs) -> Tile:
     x, y = as_tile(x), as_tile(y)
     if not transpose_x:
         x = copy(transpose(x))  # the stationary operand is x.T: a PE transpose, evicted to SBUF
+    wide = matmul_cast(x.dtype, y.dtype)
+    if wide is not None:
+        x, y = (v if numerics.dtype(v.dtype) == wide else copy(v, dtype=wide) for v in (x, y))
     return pending_matmul(x, y, mask)  # an operand in PSUM is copied out there
 
 
