@@ -133,3 +133,25 @@ def test_matmul_of_fp32_and_bf16_promotes_to_fp32(rng):
     np.testing.assert_allclose(mixed_matmul(s, v), s.T @ v.astype(np.float32), rtol=1e-4, atol=1e-4)
     mm = next(r for r in mixed_matmul.last_cores[0].stream if r.op.value == "nc_matmul")
     assert [str(mm.placed[k][1]) for k in ("stationary", "moving")] == ["float32", "float32"]
+
+
+@nki.jit
+def transpose_into_fp32(x, eye):
+    out = nl.ndarray(x.shape[::-1], nl.float32, buffer=nl.shared_hbm)
+    ps = nl.ndarray((nl.par_dim(x.shape[1]), x.shape[0]), nl.float32, buffer=nl.psum)
+    ps[...] = nisa.nc_matmul(nl.load(x), nl.load(eye), is_transpose=True, is_moving_onezero=True)
+    nl.store(out, nl.copy(ps))
+    return out
+
+
+def test_transpose_mode_matmul_assigned_to_an_fp32_tile(rng):
+    """On trn2 a transpose-mode nc_matmul writes its input's dtype (bf16): assigned to an fp32 PSUM tile, it goes
+    through a bf16 PSUM tile and a casting copy, bit-exact."""
+    x = rng.standard_normal((128, 96), np.float32).astype(BF16)
+    got = transpose_into_fp32(x, np.eye(128, dtype=BF16))
+    np.testing.assert_array_equal(got, x.T.astype(np.float32))
+    stream = transpose_into_fp32.last_cores[0].stream
+    at = next(i for i, r in enumerate(stream) if r.op.value == "nc_matmul")
+    cast = stream[at + 1]
+    assert str(stream[at].placed["dst"][1]) == "bfloat16" and cast.op.value == "tensor_copy"
+    assert (cast.placed["dst"][0][0], str(cast.placed["dst"][1])) == ("psum", "float32")

@@ -320,6 +320,13 @@ def pending_matmul(stationary, moving, mask=None, **attrs) -> Tile:
     def run(dst: Tile, acc: bool):
         if dst.shape != (m, n):
             raise ShapeError(f"matmul result [{m}, {n}] assigned to a tile of shape {list(dst.shape)}")
+        if attrs.get("is_transpose") and dst.dtype != st.dtype and core().can("matmul_transpose_mode"):
+            # the transpose mode writes its input's dtype (nc_matmul): into a PSUM tile of it, then a casting copy
+            tmp = new_tile((m, n), st.dtype, "psum")
+            run(tmp, False)
+            each_box(dst, mask, [], lambda b: emit(cur.tensor_copy, dst=part(dst, b, dst.shape),
+                                                   src=part(tmp, b, dst.shape)))
+            return
         from trnsim.nki.legacy._grid import boxes, evaluate
         if acc and dst.tensor.zeroed is not None and mask is None and _whole(dst) and (k0, m0, n0, m1, n1) == (
                 0, 0, 0, m, n):
