@@ -323,10 +323,13 @@ def pending_matmul(stationary, moving, mask=None, **attrs) -> Tile:
         if attrs.get("is_transpose") and dst.dtype != st.dtype and core().can("matmul_transpose_mode"):
             # the transpose mode writes its input's dtype (nc_matmul): into a PSUM tile of it, then a casting copy
             tmp = new_tile((m, n), st.dtype, "psum")
-            run(tmp, False)
+            matmuls(tmp, False)
             each_box(dst, mask, [], lambda b: emit(cur.tensor_copy, dst=part(dst, b, dst.shape),
                                                    src=part(tmp, b, dst.shape)))
-            return
+        else:
+            matmuls(dst, acc)
+
+    def matmuls(dst: Tile, acc: bool):  # not `run` itself: a closure calling itself would hold its tiles in a cycle
         from trnsim.nki.legacy._grid import boxes, evaluate
         if acc and dst.tensor.zeroed is not None and mask is None and _whole(dst) and (k0, m0, n0, m1, n1) == (
                 0, 0, 0, m, n):
