@@ -287,9 +287,9 @@ class NeuronCore:
 
     def set_aside(self, a: Allocation) -> None:
         """Keep the bytes of expired block `a` (Memory._reclaim) in its HBM scratch copy, with no DMA: the
-        compiler, seeing the later use an eager trace cannot, keeps such a block in SBUF, so only the reload
-        before that use (if any) stands for the traffic, and counts as a spill. Its never-written bytes stay
-        never-written."""
+        compiler, seeing the later use an eager trace cannot, keeps such a block where it is (or spills it),
+        so only the reload before that use (if any) stands for the traffic, and counts as a spill. Its
+        never-written bytes stay never-written."""
         self.aside.add(a.id)
         if a.saved:
             return
@@ -302,6 +302,7 @@ class NeuronCore:
         a.saved = True
 
     def _count_spill(self, a: Allocation) -> None:
+        """One more spill; the first one warns (SpillWarning), at the kernel line that needed the room."""
         if not self.spills:
             at = where()
             path, _, line = at.rpartition(":")

@@ -131,7 +131,7 @@ class Memory:
         self.held: dict[int, Allocation] = {}
         self.spiller = None  # SBUF: the core's spill_save(alloc), which saves a tile to HBM before it is spilled
         self.next_use = None  # SBUF: the core's prediction of a tile's next use (liveness.next_use), or None
-        self.keeper = None  # SBUF: the core's set_aside(alloc), which keeps an expired block's bytes in HBM
+        self.keeper = None  # the core's set_aside(alloc), which keeps an expired block's bytes in HBM (_reclaim)
 
     def __getattr__(self, name):
         """`data` and `poison` of a memory made never-written (timing only) with the speed layer on (core/fast.py):
