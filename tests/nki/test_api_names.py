@@ -63,6 +63,25 @@ class Shape(nl.NKIObject):
     cols: int = 64
 
 
+@dataclasses.dataclass
+class Section(nl.NKIObject):
+    index = None  # fields without a type, as the NKI library's kernel dataclasses declare them
+    offset = 0
+    size: int = 128
+
+    def end(self):
+        return self.offset + self.size
+
+
+def test_nkiobject_dataclass_fields_without_types():
+    """A dataclass NKIObject takes its untyped class attributes as keywords (methods stay methods)."""
+    sec = Section(index=2, offset=256)
+    assert (sec.index, sec.offset, sec.size, sec.end()) == (2, 256, 128, 384)
+    assert Section().index is None
+    with pytest.raises(TypeError):
+        Section(end=3)
+
+
 def test_nkiobject_config_classes(rng):
     """Class-attribute and dataclass configs are built with keywords and passed to a kernel."""
     cfg = Tiling(bufs=3)

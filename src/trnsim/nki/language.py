@@ -502,6 +502,16 @@ class NKIObject:
     """Base of kernel dataclasses and config objects (nki/api/nki/language: NKIObject): a subclass declaring
     fields as class attributes (or as a dataclass) is built with keywords, `Cfg(tile=128)`."""
 
+    def __init_subclass__(cls, **kwargs):
+        """Plain class attributes are fields too, so a `@dataclass` subclass that declares them without a type
+        (`idx = None`, as the NKI library's kernels do) takes them as keywords."""
+        super().__init_subclass__(**kwargs)
+        own = cls.__dict__.get("__annotations__", {})
+        plain = {k: object for k, v in cls.__dict__.items() if not k.startswith("_") and k not in own
+                 and not callable(v) and not isinstance(v, (staticmethod, classmethod, property, list, dict, set))}
+        if plain:
+            cls.__annotations__ = {**own, **plain}
+
     def __init__(self, **kwargs):
         for k, v in kwargs.items():
             if not hasattr(type(self), k) and k not in getattr(type(self), "__annotations__", {}):
