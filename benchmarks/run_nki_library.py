@@ -86,7 +86,36 @@ def attention_cte():
     return np.abs(out - want).max() / np.abs(want).max(), 0.02  # bf16 output
 
 
-CHECKS = [cumsum, cascaded_max, rope, topk, rmsnorm_quant, attention_cte]
+def _qkv(seqlen):
+    from nkilib.core.qkv.qkv import qkv
+    hidden, fused = 1024, (8 + 2 * 2) * 128  # 8 query heads and 2 key-value heads of 128
+    x = (RNG.standard_normal((1, seqlen, hidden)) * 0.5).astype(BF16)
+    w = (RNG.standard_normal((hidden, fused)) / 32).astype(BF16)
+    want = x.astype(np.float32) @ w.astype(np.float32)
+    return np.abs(np.asarray(qkv(x, w), np.float32).reshape(want.shape) - want).max() / np.abs(want).max(), 0.02
+
+
+def qkv_token_generation():
+    return _qkv(4)
+
+
+def qkv_context_encoding():
+    return _qkv(512)
+
+
+def output_projection_cte():
+    from nkilib.core.output_projection.output_projection_cte.output_projection_cte import output_projection_cte
+    b, n, d, s, h = 1, 4, 128, 512, 1024
+    attention = (RNG.standard_normal((b, n, d, s)) * 0.5).astype(BF16)
+    weight = (RNG.standard_normal((n * d, h)) / 24).astype(BF16)
+    out = np.asarray(output_projection_cte(attention, weight), np.float32)
+    a = attention.astype(np.float32).transpose(0, 3, 1, 2).reshape(b, s, n * d)
+    want = a @ weight.astype(np.float32)
+    return np.abs(out - want).max() / np.abs(want).max(), 0.02
+
+
+CHECKS = [cumsum, cascaded_max, rope, topk, rmsnorm_quant, attention_cte, qkv_token_generation, qkv_context_encoding,
+          output_projection_cte]
 
 
 def one(name: str, lib: str) -> None:
