@@ -227,9 +227,7 @@ class Memory:
         out = [a for a in list(self.live.values())
                if a.place[5] >= 0 and not a.shared and a.id not in pinned and a.saved and a.scratch is None]
         for a in out:
-            a.spilled, a.pending, a.source = True, None, None
-            for table in (self.live, self.sourced):
-                table.pop(a.id, None)
+            self._leave(a)
         return bool(out)
 
     def _spill(self, partitions, nbytes, align, pmax, pinned) -> bool:
@@ -254,10 +252,15 @@ class Memory:
             tiles = [tiles[i] for i in order]
         victim = next((a for a in tiles if self._fit(partitions, nbytes, align, pmax, without=a) is not None), tiles[0])
         self.spiller(victim)  # the save DMA reads its bytes where they are
-        victim.spilled, victim.pending, victim.source = True, None, None
-        for table in (self.live, self.sourced):
-            table.pop(victim.id, None)
+        self._leave(victim)
         return True
+
+    def _leave(self, a: Allocation, *tables) -> None:
+        """Tile `a` leaves the memory as a spilled one does (placed again before its next use, Memory.restore);
+        also dropped from `tables`."""
+        a.spilled, a.pending, a.source = True, None, None
+        for table in (self.live, self.sourced, *tables):
+            table.pop(a.id, None)
 
     def restore(self, a: Allocation, pinned, what: str, keep=frozenset()) -> None:
         """Place spilled tile `a` in SBUF again (the caller reloads its bytes), spilling others except
@@ -303,9 +306,7 @@ class Memory:
                 continue
             if a.block and self.keeper is not None:
                 self.keeper(a)
-                a.spilled, a.pending, a.source = True, None, None
-                for table in (self.live, self.expired, self.sourced):
-                    table.pop(a.id, None)
+                self._leave(a, self.expired)
             else:
                 self.evict(a)
             return True
