@@ -94,6 +94,11 @@ def publish(kind: str, name: str, *, cores: Iterable[int] | None = None,
             _write()
 
 
+def due() -> bool:
+    """Whether a publish now would reach the file: callers skip computing what only the file shows."""
+    return enabled() and time.monotonic() - _last_write >= INTERVAL_S
+
+
 def idle() -> None:
     """The process finished its work: it stays listed, running nothing, with no utilisation."""
     if _state:

@@ -6,6 +6,7 @@ Each message states the rule, the numbers involved and the user's file:line, e.g
 """
 from __future__ import annotations
 
+import itertools
 import os
 import sys
 
@@ -18,14 +19,14 @@ _inside: dict[str, bool] = {}
 def where() -> str:
     """`path:line` of the innermost frame outside trnsim: the user's kernel line being executed.
 
-    Every instruction asks, so whether a file is inside trnsim is cached per file name.
-    """
+    Every instruction asks, so whether a file is inside trnsim is cached per file name, and the answer per
+    code position (_site)."""
     frame, known = sys._getframe(1), _inside
     while frame is not None:
         name = frame.f_code.co_filename
         k = known.get(name)
         if not (inside(name) if k is None else k):
-            return f"{name}:{frame.f_lineno}"
+            return _site(frame)[1]
         frame = frame.f_back
     return "<unknown>"
 
@@ -35,18 +36,30 @@ def where_call() -> tuple[str, int]:
     statements to the compiler (two DMA queues), though they share `path:line`."""
     frame = sys._getframe(1)
     while frame is not None:
-        code = frame.f_code
-        if not inside(code.co_filename):
-            cols = _columns.get(code)
-            if cols is None:
-                cols = _columns[code] = [p[2] for p in code.co_positions()]
-            i = frame.f_lasti // 2
-            return f"{code.co_filename}:{frame.f_lineno}", (cols[i] if i < len(cols) and cols[i] is not None else -1)
+        if not inside(frame.f_code.co_filename):
+            _, at, column = _site(frame)
+            return at, column
         frame = frame.f_back
     return "<unknown>", -1
 
 
-_columns: dict = {}  # code object -> the start column of each of its instructions
+def _site(frame) -> tuple:
+    """(code, `path:line`, column) of the instruction `frame` executes, cached by code object and offset:
+    finding a line number scans the code's line table, which is long in a long kernel. The code object is
+    kept with its entry, so its id cannot stand for another one's."""
+    code = frame.f_code
+    key = (id(code), frame.f_lasti)
+    hit = _sites.get(key)
+    if hit is None or hit[0] is not code:
+        if len(_sites) >= 1 << 16:
+            _sites.clear()
+        i = frame.f_lasti // 2
+        column = next(itertools.islice(code.co_positions(), i, None), (None, None, None, None))[2]
+        hit = _sites[key] = (code, f"{code.co_filename}:{frame.f_lineno}", -1 if column is None else column)
+    return hit
+
+
+_sites: dict = {}  # (id(code), offset) -> (code, "path:line", column)
 
 
 def inside(filename: str) -> bool:

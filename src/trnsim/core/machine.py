@@ -87,11 +87,11 @@ class NeuronCore:
         self.sbuf.keeper = self.psum.keeper = self.set_aside
         self.spills = 0  # tiles saved to HBM so far
         self.aside: set[int] = set()  # ids of the expired blocks set aside in HBM (set_aside), not yet back
-        # PSUM bytes inside an open matmul accumulation group, and deferred groups (isa/psum.py).
-        self.psum_groups = np.zeros((self.psum.partitions, self.psum.row_bytes), np.uint8)
+        # PSUM bytes inside an open matmul accumulation group, as disjoint rectangles (partition, partitions,
+        # byte_lo, byte_hi), and deferred groups (isa/psum.py).
+        self.psum_open: set = set()
         self.lazy_psum = False  # kernel launches evaluate accumulation groups lazily
         self.psum_pending: dict = {}
-        self.psum_open: set = set()
         self.fast = fast.enabled()  # the speed layer (core/fast.py): off changes no value, only the time taken
         self.widen_cache: dict = {}
         # Check verdicts by instruction signature (_signature): an instruction issued again on operands laid

@@ -47,28 +47,56 @@ def pe_matmul(a, b) -> np.ndarray:
     return np.matmul(numerics.widen(a).T, numerics.widen(b))
 
 
-def group_flags(nc, v):
-    """The PSUM bytes of `v` that are inside an open accumulation group (1) or not (0)."""
-    r = v.region()
-    return nc.psum_groups[r.partition:r.partition + r.partitions, r.byte_lo:r.byte_hi]
-
-
 def _key(v):
-    r = v.region()
-    return (r.partition, r.partitions, r.byte_lo, r.byte_hi)
+    """The PSUM bytes a view reaches: (partition, partitions, byte_lo, byte_hi), a rectangle."""
+    return v.region()[2:6]  # a Region's partition, partitions, byte_lo, byte_hi
 
 
 def _overlap(k1, k2):
     return k1[0] < k2[0] + k2[1] and k2[0] < k1[0] + k1[1] and k1[2] < k2[3] and k2[2] < k1[3]
 
 
+def _minus(a, b):
+    """The parts of rectangle `a` outside rectangle `b` (which overlaps it): at most four rectangles."""
+    a_end, b_end = a[0] + a[1], b[0] + b[1]
+    lo, hi = max(a[0], b[0]), min(a_end, b_end)
+    out = []
+    if a[0] < lo:
+        out.append((a[0], lo - a[0], a[2], a[3]))
+    if hi < a_end:
+        out.append((hi, a_end - hi, a[2], a[3]))
+    if a[2] < b[2]:
+        out.append((lo, hi - lo, a[2], b[2]))
+    if b[3] < a[3]:
+        out.append((lo, hi - lo, b[3], a[3]))
+    return out
+
+
+def _clear(nc, key) -> None:
+    """The bytes of `key` leave every open group: each open rectangle keeps only its parts outside them."""
+    hit = [k for k in nc.psum_open if _overlap(k, key)]
+    for k in hit:
+        nc.psum_open.discard(k)
+        nc.psum_open.update(_minus(k, key))
+
+
+def _covered(nc, key) -> bool:
+    """Whether every byte of `key` is inside an open group (the open rectangles are disjoint, so their
+    overlaps with `key` cover it exactly when their areas add up to its own)."""
+    if key[1] == 0 or key[2] == key[3]:
+        return True
+    area = 0
+    for k in nc.psum_open:
+        if _overlap(k, key):
+            area += ((min(k[0] + k[1], key[0] + key[1]) - max(k[0], key[0]))
+                     * (min(k[3], key[3]) - max(k[2], key[2])))
+    return area == key[1] * (key[3] - key[2])
+
+
 def close(nc, v) -> None:
     """Another engine touched PSUM region `v`: the accumulation groups over it close."""
-    r = v.region()
-    nc.psum_groups[r.partition:r.partition + r.partitions, r.byte_lo:r.byte_hi] = 0
     if nc.psum_open:
-        key = (r.partition, r.partitions, r.byte_lo, r.byte_hi)  # _key(v)
-        nc.psum_open -= {k for k in nc.psum_open if _overlap(k, key)}
+        _clear(nc, _key(v))
 
 
 class Group:
@@ -358,26 +386,20 @@ def _on_all_cores(fn, n: int, step: int) -> None:
     list(_pool().map(lambda p: fn(cuts[p], cuts[p + 1]), range(parts)))
 
 
-def _all_set(flags) -> bool:
-    """Whether every flag is set; the first flag alone answers for a region no group covers (the usual miss)."""
-    return flags.size == 0 or bool(flags[0, 0] and flags.all())
-
-
 def open_group(ins, nc) -> None:
     """Decide whether this matmul overwrites or accumulates (attribute `accumulated`) and open its group.
 
     Group state depends on the program, not on values, so this runs with the checks (also when a
     timing-only run computes no values) and the record says whether the instruction read PSUM.
     """
-    dst = ins.dst
-    key = _key(dst)
+    key = _key(ins.dst)
     acc = ins.attrs.get("accumulate")
-    if acc is None:  # open groups are remembered by region, so the byte flags need a scan only on a miss
-        accumulate = key in nc.psum_open or _all_set(group_flags(nc, dst))
+    if acc is None:  # the bytes inside open groups are kept as disjoint rectangles (nc.psum_open)
+        accumulate = key in nc.psum_open or _covered(nc, key)
     else:
         accumulate = bool(acc)
     if key not in nc.psum_open:
-        group_flags(nc, dst)[...] = 1
+        _clear(nc, key)
         nc.psum_open.add(key)
     ins.attrs["accumulated"] = accumulate
 

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import functools
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Callable
 
 import numpy as np
@@ -51,7 +51,7 @@ def engine_dtypes(engine: Engine, mx: bool) -> frozenset[str]:
     return frozenset(t.name for t in numerics.ALL)
 
 
-@dataclass
+@dataclass(slots=True)
 class Record:
     """One instruction in the core's stream, as the timing model replays it."""
 
@@ -65,15 +65,19 @@ class Record:
     # The number of its signature in its core (machine._signature: the same number, the same layouts and
     # attributes, so the same check verdict and cost), or None: the speed layer's memo key (core/fast.py).
     sig: int | None = None
+    _regions: dict | None = field(default=None, repr=False, compare=False)
 
-    @functools.cached_property
+    @property
     def operands(self) -> dict[str, Region]:
-        return {n: region_at(*p) for n, p in self.placed.items()}
+        ops = self._regions
+        if ops is None:
+            ops = self._regions = {n: region_at(*p) for n, p in self.placed.items()}
+        return ops
 
     def regions(self, shared: dict) -> dict[str, Region]:
         """`operands`, taking each Region from `shared` (placement -> Region) when an earlier record of the
         stream had the same placement: the speed layer's region cache (core/fast.py)."""
-        ops = self.__dict__.get("operands")
+        ops = self._regions
         if ops is None:
             ops = {}
             for n, p in self.placed.items():
@@ -81,7 +85,7 @@ class Record:
                 if r is None:
                     r = shared[p] = region_at(*p)
                 ops[n] = r
-            self.__dict__["operands"] = ops
+            self._regions = ops
         return ops
 
     @property
