@@ -75,10 +75,9 @@ class Scheduler:
         self.high: dict[tuple, int] = {}  # (space, memory, partition, partitions) -> highest byte touched
         self.warm_since, self.tensor_end = None, 0.0
         self.regions: dict | None = {} if fast.enabled() else None  # placement -> Region (Record.regions)
-        # Costs and durations by instruction signature (Record.sig: the same layouts and attributes give the
-        # same work), each rule asked once per signature: the speed layer's cost cache (core/fast.py).
-        self.memo: dict | None = {} if fast.enabled() else None
-        # signature -> its operands' plan (_plan), the positions of its PSUM operands, its cost
+        # signature -> its operands' plan (_plan), the positions of its PSUM operands, its cost, _apart, and its
+        # durations by kind (Record.sig: the same layouts and attributes give the same work, so each cost rule
+        # is asked once per signature): the speed layer's cost cache (core/fast.py)
         self.plans: dict | None = {} if fast.enabled() else None
         self.psum_tiles: dict[tuple, list[int]] = {}  # PSUM (memory, partition, byte) -> tiles placed there, in order
         self.tile_last: dict[int, tuple[float, int]] = {}  # PSUM tile -> (end, event) of its last access so far
@@ -267,13 +266,13 @@ class Scheduler:
         sig, plans = rec.sig, self.plans
         got = plans.get(sig) if sig is not None and plans is not None else None
         fresh = got is None
-        if fresh:  # the operands' plan, which of them are PSUM tiles, the cost
+        if fresh:  # the operands' plan, which of them are PSUM tiles, the cost, its durations so far
             plan = self._plan(rec)
             got = (plan, tuple(k for k, p in enumerate(plan) if p[6] is not None and p[6][0] == "psum"),
-                   REGISTRY[rec.op].cost(rec, self.spec), _apart(plan))
-            if sig is not None and plans is not None:
+                   REGISTRY[rec.op].cost(rec, self.spec), _apart(plan), {} if sig is not None and plans is not None else None)
+            if got[4] is not None:
                 plans[sig] = got
-        plan, psum, w, solo = got
+        plan, psum, w, solo, memo = got
         tiles = [p[0][5] for p in rec.placed.values()]  # the tile each operand belongs to (Region.tile)
         q = -1
         if rec.engine is Engine.DMA:
@@ -284,15 +283,16 @@ class Scheduler:
             eng = _NAME[rec.engine]
         accumulated = rec.attrs.get("accumulated")
         deps, rest = self._deps(eng, plan, tiles, fresh, index if solo else -1, accumulated)
-        sem = self.t.semaphore_latency
         ready, blocker = 0.0, -1
-        for idx, end in deps.items():
-            if end + sem > ready:
-                ready, blocker = end + sem, idx
+        if deps:
+            sem = self.t.semaphore_latency
+            for idx, end in deps.items():
+                if end + sem > ready:
+                    ready, blocker = end + sem, idx
         if q >= 0:
-            ev = self._dma(rec, w, index, ready, blocker, q)
+            ev = self._dma(rec, w, index, ready, blocker, q, memo)
         else:
-            ev = self._compute(rec, w, eng, index, ready, blocker)
+            ev = self._compute(rec, w, eng, index, ready, blocker, memo)
         if deps:
             ev.deps = tuple(sorted(deps))
         self.tl.events.append(ev)
@@ -308,24 +308,33 @@ class Scheduler:
                     last[tile] = (end, index)
         return ev
 
-    def _compute(self, rec, w, eng, index, ready, blocker) -> Event:
+    def _compute(self, rec, w, eng, index, ready, blocker, memo) -> Event:
+        """An instruction on a compute engine's in-order queue. `memo`: the durations its signature's records
+        were given so far (by kind), or None."""
         if rec.attrs.get("hoisted") is not None:  # computed once, by an earlier instance (core/hoist.py)
             return Event(index, rec, TRACKS[eng], ready, ready, blocker=blocker)
         free = self.free[eng]
-        start = max(free, ready)
+        start = free if free > ready else ready
         flops = 0.0
         if eng == "tensor":
-            if rec.op is Op.NC_TRANSPOSE:
-                dur, flops = self._memo(rec, "pe", self.rules.pe_transpose, w)
-            else:
-                dur, flops = self._memo(rec, "pe", self.rules.matmul, rec, w)
-            dur /= self._throttle(start)
+            got = memo.get("pe") if memo is not None else None
+            if got is None:
+                got = (self.rules.pe_transpose(w) if rec.op is Op.NC_TRANSPOSE else self.rules.matmul(rec, w))
+                if memo is not None:
+                    memo["pe"] = got
+            dur, flops = got
+            if self.t.tensor_warmup_start < 1.0:
+                dur /= self._throttle(start)
         else:
             # The static overhead: the instruction waited for a producer, or reads what the engine's previous
             # instruction wrote (trainium_inferentia2_arch.rst, Vector engine: back-to-back instructions each
             # depending on the output tile of the previous one add ~100 cycles).
             dependent = ready > free or self.chained
-            dur = self._memo(rec, dependent, self.rules.stream, rec, w, dependent)
+            dur = memo.get(dependent) if memo is not None else None
+            if dur is None:
+                dur = self.rules.stream(rec, w, dependent)
+                if memo is not None:
+                    memo[dependent] = dur
         if start == free or blocker < 0:
             blocker = self.last[eng]
         end = start + dur
@@ -334,28 +343,16 @@ class Scheduler:
             self.tensor_end = end
         return Event(index, rec, TRACKS[eng], start, end, (), blocker, flops)
 
-    def _memo(self, rec, what, rule, *args):
-        """`rule(*args)`, from the memo when an instruction of the same signature asked it before."""
-        if rec.sig is None or self.memo is None:
-            return rule(*args)
-        key = (what, rec.sig)
-        out = self.memo.get(key)
-        if out is None:
-            out = self.memo[key] = rule(*args)
-        return out
-
     def _throttle(self, start: float) -> float:
         """TensorE rate under the dI/dt limit: from `tensor_warmup_start` up to 1 over the warm-up time."""
         t = self.t
-        if t.tensor_warmup_start >= 1.0:
-            return 1.0
         # Below 50% use over a window re-engages the throttle: an idle stretch of half the window.
         if self.warm_since is None or start - self.tensor_end > 0.5 * t.tensor_warmup_latency:
             self.warm_since = start
         ramp = min(1.0, (start - self.warm_since) / t.tensor_warmup_latency)
         return t.tensor_warmup_start + (1.0 - t.tensor_warmup_start) * ramp
 
-    def _dma(self, rec, w, index, ready, blocker, q) -> Event:
+    def _dma(self, rec, w, index, ready, blocker, q, memo) -> Event:
         """A transfer on DMA queue `q`: after the previous transfer of its queue, its pieces take the first
         free stretch of their DMA engines (engines serve all queues, so a transfer waiting for its data
         does not hold back another queue's)."""
@@ -366,7 +363,12 @@ class Scheduler:
             go, blocker = turn, self.queue_last[q]
         pieces, tl = [], self.tl
         end, bound = -1.0, blocker
-        for e, dur in self._memo(rec, "dma", self.rules.dma_pieces, rec, w):
+        split = memo.get("dma") if memo is not None else None
+        if split is None:
+            split = self.rules.dma_pieces(rec, w)
+            if memo is not None:
+                memo["dma"] = split
+        for e, dur in split:
             s, f, before = self._place(e, go, dur, index)
             pieces.append((e, s, f))
             tl.piece_engine.append(e)
