@@ -139,16 +139,18 @@ class NeuronCore:
 
     def tensor(self, shape, dtype, space="sbuf", name: str | None = None, address=None, kind: str | None = None) -> View:
         """Allocate an on-chip (SBUF/PSUM) tensor, or an HBM one, filled as never-written."""
-        dt, shape, space = numerics.dtype(dtype), tuple(int(x) for x in shape), Space(getattr(space, "value", space))
+        dt, shape = numerics.dtype(dtype), tuple(map(int, shape))
+        if space.__class__ is not Space:
+            space = _SPACES.get(getattr(space, "value", space)) or Space(getattr(space, "value", space))
         loc = where()
-        name = name or self._name(space.value)
+        name = name or self._name(space._value_)
         if space is Space.HBM:
             return self.hbm_tensor(shape, dt, name=name, kind=kind or "hbm", location=loc)
         if len(shape) < 2:
             raise ShapeError(f"on-chip tensor {name!r} {list(shape)}: needs at least 2 dims (partition dim first)")
         mem = self.sbuf if space is Space.SBUF else self.psum
         nbytes = math.prod(shape[1:]) * dt.itemsize
-        alloc = mem.allocate(shape[0], nbytes, dt.itemsize, name, kind or space.value, loc, address, self.limit("pmax"))
+        alloc = mem.allocate(shape[0], nbytes, dt.itemsize, name, kind or space._value_, loc, address, self.spec.limits["pmax"])
         alloc.shape = shape
         if address is None and self.scopes:  # placed tensors (address=) are the program's to manage
             self.scopes[-1].add(alloc)
@@ -380,6 +382,9 @@ class NeuronCore:
                 warnings.warn(msg, UninitializedWarning, stacklevel=3)
             return reg.value
         return int(reg)
+
+
+_SPACES = {s.value: s for s in Space}  # Space(name) runs Enum's lookup in Python; tensors are made often
 
 
 def _bytes(a: Allocation, word="uint8", partitions=None) -> View:

@@ -140,20 +140,24 @@ class Memory:
             raise AttributeError(name)
         return _never_written(self, (self.partitions, self.row_bytes), name)
 
+    def tensors(self) -> list:
+        """The live tensors (a list: reference counting may free one while the caller walks them)."""
+        return [a for r in self.live.valuerefs() if (a := r()) is not None]
+
     def host_bytes(self) -> int:
         """Host memory this memory's bytes take (fixed by its size; the launch budget leaves it out)."""
         return sum(a.nbytes for a in (vars(self).get("data"), vars(self).get("poison")) if a is not None)
 
     # -- placement -------------------------------------------------------------------------------
     def _overlaps(self, p0, partitions, b0, nbytes, among=None):
-        return [a for a in list((self.live if among is None else among).values())
+        return [a for a in (self.tensors() if among is None else list(among.values()))
                 if a.p0 < p0 + partitions and p0 < a.p0 + a.partitions and a.b0 < b0 + nbytes and b0 < a.b0 + a.nbytes]
 
     def _first_fit(self, p0, partitions, nbytes, align, without=None, wrap=True):
         """The lowest free offset that fits; in PSUM the first one from where the last tile ended (then,
         with `wrap`, from 0): the compiler rotates PSUM tiles over the banks, so a tile made right after
         another one was freed takes the next bank, not the bank the other one still drains from."""
-        busy = sorted((a.b0, a.b0 + a.nbytes) for a in list(self.live.values())
+        busy = sorted((a.b0, a.b0 + a.nbytes) for a in self.tensors()
                       if a.p0 < p0 + partitions and p0 < a.p0 + a.partitions and a is not without)
         for b in ((self.cursor, 0) if self.cursor and wrap else (self.cursor,)):
             for lo, hi in busy + [(self.usable_bytes, self.usable_bytes)]:
@@ -224,7 +228,7 @@ class Memory:
         save or reload, and is placed again when an instruction first touches it (Memory.restore)."""
         if self.spiller is None:
             return False
-        out = [a for a in list(self.live.values())
+        out = [a for a in self.tensors()
                if a.place[5] >= 0 and not a.shared and a.id not in pinned and a.saved and a.scratch is None]
         for a in out:
             self._leave(a)
@@ -241,7 +245,7 @@ class Memory:
         first (and the caller asks again): small tiles that would not help stay."""
         if self.spiller is None:
             return False
-        tiles = [a for a in list(self.live.values()) if a.place[5] >= 0 and not a.shared and a.id not in pinned]
+        tiles = [a for a in self.tensors() if a.place[5] >= 0 and not a.shared and a.id not in pinned]
         if not tiles:
             return False
         far = [self.next_use(a) for a in tiles] if self.next_use is not None else [None]
@@ -268,7 +272,7 @@ class Memory:
         but not around where the others sit, those not in `keep` are spilled too, to be placed afresh.
         Refused when they cannot fit."""
         best = self._room(a.partitions, a.nbytes, *a.fit, pinned)
-        need = sum(t.nbytes for t in list(self.live.values()) if t.id in pinned) + a.nbytes
+        need = sum(t.nbytes for t in self.tensors() if t.id in pinned) + a.nbytes
         if best is None and need <= self.usable_bytes:
             best = self._room(a.partitions, a.nbytes, *a.fit, keep)
         if best is None:
@@ -389,7 +393,7 @@ class Memory:
             del self.sourced[a.id]
 
     def used_bytes(self) -> int:
-        return sum(a.partitions * a.nbytes for a in list(self.live.values()))
+        return sum(a.partitions * a.nbytes for a in self.tensors())
 
 
 class HBM:
@@ -397,13 +401,15 @@ class HBM:
 
     space = Space.HBM
 
+    tensors = Memory.tensors
+
     def __init__(self, capacity: int):
         self.capacity = capacity
         self.live: weakref.WeakValueDictionary[int, Allocation] = weakref.WeakValueDictionary()
         self.shared: dict[int, object] = {}  # n-th shared_hbm allocation of an LNC pair -> tensor
 
     def allocate(self, nbytes: int, name: str, kind: str, location: str | None, init: np.ndarray | None = None) -> Allocation:
-        used = sum(a.nbytes for a in list(self.live.values()))
+        used = sum(a.nbytes for a in self.tensors())
         if used + nbytes > self.capacity:
             raise CapacityError(f"HBM overflow: tensor {name!r} needs {nbytes} B, {self.capacity - used} of "
                                 f"{self.capacity} B free")
@@ -416,7 +422,7 @@ class HBM:
     def host_bytes(self) -> int:
         """Host memory the live tensors' bytes take: the data and poison arrays they own (a borrowed input,
         read in place, takes none); the launch budget leaves these out (core/limits.py)."""
-        bufs = {id(a.memory): a.memory for a in list(self.live.values())}
+        bufs = {id(a.memory): a.memory for a in self.tensors()}
         return sum(arr.nbytes for m in bufs.values() for arr in (vars(m).get("data"), vars(m).get("poison"))
                    if arr is not None and arr.base is None)
 

@@ -217,7 +217,7 @@ def launch(kernel: Kernel, args, kwargs, target=None, values=True, reverse=False
             turns.finish(i)
 
     live.publish(kind="kernel", name=kernel.fn.__name__, cores=range(kernel.lnc), target=nc0.target, phase="running",
-                 memory={"hbm": sum(a.nbytes for a in list(nc0.hbm.live.values()))})
+                 memory={"hbm": sum(a.nbytes for a in nc0.hbm.tensors())})
     saved, collecting = getattr(_state, "core", None), gc.isenabled()
     # A run makes a few objects per instruction and keeps its stream: the cyclic collector would walk
     # the growing stream again and again for nothing (views and records form no cycles). Reference

@@ -91,7 +91,7 @@ def launch(kernel: Kernel, args, kwargs, target=None, values=True, reverse=False
     targs = [conv(a, names[i] if i < len(names) else f"arg{i}") for i, a in enumerate(args)]
     tkw = {k: conv(v, k) for k, v in kwargs.items()}
     live.publish(kind="kernel", name=kernel.fn.__name__, cores=[0], target=nc.target, phase="running",
-                 memory={"hbm": sum(a.nbytes for a in list(nc.hbm.live.values()))})
+                 memory={"hbm": sum(a.nbytes for a in nc.hbm.tensors())})
     saved = (getattr(_frontend._state, "core", None), getattr(_ctx, "instance", None))
     programs = list(np.ndindex(*grid)) if grid else [()]
     results, errors = [None], []
