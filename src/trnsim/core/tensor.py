@@ -620,8 +620,11 @@ def _hashable(key):
         c = k.__class__
         if c is int:
             out.append(k)
-        elif c is slice and k.step is None and k.start.__class__ in _BOUND and k.stop.__class__ in _BOUND:
-            out.append((k.start, k.stop))
+        elif c is slice:
+            start, stop = k.start, k.stop
+            if k.step is not None or start.__class__ not in _BOUND or stop.__class__ not in _BOUND:
+                return None
+            out.append((start, stop))
         else:
             return None
     return tuple(out)

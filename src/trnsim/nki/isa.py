@@ -103,7 +103,7 @@ def nc_matmul(dst, stationary, moving, is_stationary_onezero=False, is_moving_on
               accumulate=None, tile_position=(), tile_size=(), perf_mode=matmul_perf_mode.none, name=None):
     return issue(Op.NC_MATMUL, dst=dst, stationary=stationary, moving=moving, is_transpose=is_transpose,
                  accumulate=accumulate, tile_position=tuple(tile_position or ()), tile_size=tuple(tile_size or ()),
-                 perf_mode=getattr(perf_mode, "value", perf_mode) or "none",
+                 perf_mode=getattr(perf_mode, "_value_", perf_mode) or "none",
                  is_stationary_onezero=is_stationary_onezero, is_moving_onezero=is_moving_onezero)
 
 
