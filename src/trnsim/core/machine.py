@@ -141,7 +141,8 @@ class NeuronCore:
         """Allocate an on-chip (SBUF/PSUM) tensor, or an HBM one, filled as never-written."""
         dt, shape = numerics.dtype(dtype), tuple(map(int, shape))
         if space.__class__ is not Space:
-            space = _SPACES.get(getattr(space, "value", space)) or Space(getattr(space, "value", space))
+            space = getattr(space, "value", space)
+            space = _SPACES.get(space) or Space(space)  # Space() refuses a name that is no memory
         loc = where()
         name = name or self._name(space._value_)
         if space is Space.HBM:

@@ -269,8 +269,8 @@ class Scheduler:
         if fresh:  # the operands' plan, which of them are PSUM tiles, the cost, its durations so far
             plan = self._plan(rec)
             got = (plan, tuple(k for k, p in enumerate(plan) if p[6] is not None and p[6][0] == "psum"),
-                   REGISTRY[rec.op].cost(rec, self.spec), _apart(plan), {} if sig is not None and plans is not None else None)
-            if got[4] is not None:
+                   REGISTRY[rec.op].cost(rec, self.spec), _apart(plan), {})
+            if sig is not None and plans is not None:
                 plans[sig] = got
         plan, psum, w, solo, memo = got
         tiles = [p[0][5] for p in rec.placed.values()]  # the tile each operand belongs to (Region.tile)
@@ -310,19 +310,17 @@ class Scheduler:
 
     def _compute(self, rec, w, eng, index, ready, blocker, memo) -> Event:
         """An instruction on a compute engine's in-order queue. `memo`: the durations its signature's records
-        were given so far (by kind), or None."""
+        were given so far, by kind."""
         if rec.attrs.get("hoisted") is not None:  # computed once, by an earlier instance (core/hoist.py)
             return Event(index, rec, TRACKS[eng], ready, ready, blocker=blocker)
         free = self.free[eng]
         start = free if free > ready else ready
         flops = 0.0
         if eng == "tensor":
-            got = memo.get("pe") if memo is not None else None
-            if got is None:
-                got = (self.rules.pe_transpose(w) if rec.op is Op.NC_TRANSPOSE else self.rules.matmul(rec, w))
-                if memo is not None:
-                    memo["pe"] = got
-            dur, flops = got
+            if rec.op is Op.NC_TRANSPOSE:
+                dur, flops = _memo(memo, "pe", self.rules.pe_transpose, w)
+            else:
+                dur, flops = _memo(memo, "pe", self.rules.matmul, rec, w)
             if self.t.tensor_warmup_start < 1.0:
                 dur /= self._throttle(start)
         else:
@@ -330,11 +328,7 @@ class Scheduler:
             # instruction wrote (trainium_inferentia2_arch.rst, Vector engine: back-to-back instructions each
             # depending on the output tile of the previous one add ~100 cycles).
             dependent = ready > free or self.chained
-            dur = memo.get(dependent) if memo is not None else None
-            if dur is None:
-                dur = self.rules.stream(rec, w, dependent)
-                if memo is not None:
-                    memo[dependent] = dur
+            dur = _memo(memo, dependent, self.rules.stream, rec, w, dependent)
         if start == free or blocker < 0:
             blocker = self.last[eng]
         end = start + dur
@@ -363,12 +357,7 @@ class Scheduler:
             go, blocker = turn, self.queue_last[q]
         pieces, tl = [], self.tl
         end, bound = -1.0, blocker
-        split = memo.get("dma") if memo is not None else None
-        if split is None:
-            split = self.rules.dma_pieces(rec, w)
-            if memo is not None:
-                memo["dma"] = split
-        for e, dur in split:
+        for e, dur in _memo(memo, "dma", self.rules.dma_pieces, rec, w):
             s, f, before = self._place(e, go, dur, index)
             pieces.append((e, s, f))
             tl.piece_engine.append(e)
@@ -433,6 +422,14 @@ class Scheduler:
                 row[p] = max(row[p], hi)
         self.tl.memory_peak = {space: sum(row) for space, row in marks.items()}
         return self.tl
+
+
+def _memo(memo: dict, kind, rule, *args):
+    """`rule(*args)`, from `memo` when a record of the same signature asked it before (core/fast.py)."""
+    out = memo.get(kind)
+    if out is None:
+        out = memo[kind] = rule(*args)
+    return out
 
 
 def _apart(plan) -> bool:
