@@ -317,10 +317,11 @@ class Scheduler:
         start = free if free > ready else ready
         flops = 0.0
         if eng == "tensor":
-            if rec.op is Op.NC_TRANSPOSE:
-                dur, flops = _memo(memo, "pe", self.rules.pe_transpose, w)
-            else:
-                dur, flops = _memo(memo, "pe", self.rules.matmul, rec, w)
+            got = memo.get("pe")
+            if got is None:
+                rules = self.rules
+                got = memo["pe"] = rules.pe_transpose(w) if rec.op is Op.NC_TRANSPOSE else rules.matmul(rec, w)
+            dur, flops = got
             if self.t.tensor_warmup_start < 1.0:
                 dur /= self._throttle(start)
         else:
@@ -328,7 +329,9 @@ class Scheduler:
             # instruction wrote (trainium_inferentia2_arch.rst, Vector engine: back-to-back instructions each
             # depending on the output tile of the previous one add ~100 cycles).
             dependent = ready > free or self.chained
-            dur = _memo(memo, dependent, self.rules.stream, rec, w, dependent)
+            dur = memo.get(dependent)
+            if dur is None:
+                dur = memo[dependent] = self.rules.stream(rec, w, dependent)
         if start == free or blocker < 0:
             blocker = self.last[eng]
         end = start + dur
@@ -357,7 +360,10 @@ class Scheduler:
             go, blocker = turn, self.queue_last[q]
         pieces, tl = [], self.tl
         end, bound = -1.0, blocker
-        for e, dur in _memo(memo, "dma", self.rules.dma_pieces, rec, w):
+        split = memo.get("dma")
+        if split is None:
+            split = memo["dma"] = self.rules.dma_pieces(rec, w)
+        for e, dur in split:
             s, f, before = self._place(e, go, dur, index)
             pieces.append((e, s, f))
             tl.piece_engine.append(e)
@@ -422,14 +428,6 @@ class Scheduler:
                 row[p] = max(row[p], hi)
         self.tl.memory_peak = {space: sum(row) for space, row in marks.items()}
         return self.tl
-
-
-def _memo(memo: dict, kind, rule, *args):
-    """`rule(*args)`, from `memo` when a record of the same signature asked it before (core/fast.py)."""
-    out = memo.get(kind)
-    if out is None:
-        out = memo[kind] = rule(*args)
-    return out
 
 
 def _apart(plan) -> bool:
