@@ -13,10 +13,14 @@ adds the table docs/timing.md quotes.
 side by side with the speed-ups: the speed layer off (TRNSIM_FAST=0) and on, plus, with `--against REV`,
 the source tree of git revision REV (before) against this one. `--all` compares every ladder step, not
 only the optimised one; `--repeat N` keeps each way's fastest of N runs. The simulated figures (latency,
-instructions) of every way must be the same: `same_figures` says whether they are.
+instructions) of every way must be the same: `same_figures` says whether they are. `--instructions` adds each
+way's count of CPU instructions for one run (trace and schedule) under valgrind's callgrind, which, unlike
+seconds, does not move with the machine's load (`speedup_instructions`); it needs valgrind and takes minutes.
 """
 import json
 import os
+import re
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -144,6 +148,27 @@ def measure(names, repeat):
     return out
 
 
+def count(name):
+    """One timing-only run of ladder kernel `name` (its trace and schedule, nothing else), or nothing when
+    `name` is empty: what `--instructions` counts under callgrind, the second run being the part to subtract."""
+    if name:
+        kernel = getattr(ladder, name)
+        lhsT, rhs = (np.zeros((ladder.SHAPE["K"], ladder.SHAPE[d]), ladder.nl.bfloat16.np) for d in "MN")
+        simulate(kernel.trace(lhsT, rhs, target="trn1", values=False)[0].stream, "trn1")
+
+
+def instructions(name, env) -> int:
+    """CPU instructions (callgrind's Ir) that one run of `name` takes in a fresh process with `env`."""
+    if shutil.which("valgrind") is None:
+        sys.exit("--instructions needs valgrind (Debian: apt-get install valgrind)")
+    counts = []
+    for what in (name, ""):
+        p = subprocess.run(["valgrind", "--tool=callgrind", "--callgrind-out-file=/dev/null", sys.executable, __file__,
+                            "--count", what], env=env, capture_output=True, text=True, check=True)
+        counts.append(int(re.search(r"Collected : (\d+)", p.stderr).group(1)))
+    return counts[0] - counts[1]
+
+
 def compare():
     """The kernels measured each way in a fresh process (speed layer off/on, and a git revision's source)."""
     names = [k.__name__ for k in ladder.LADDER] if "--all" in sys.argv else ["matmul_optimized"]
@@ -163,6 +188,9 @@ def compare():
             p = subprocess.run([sys.executable, __file__, "--one", ",".join(names), str(repeat)], env=env,
                                capture_output=True, text=True, check=True)
             rows[label] = json.loads(p.stdout)
+            if "--instructions" in sys.argv:
+                for row, name in zip(rows[label], names):
+                    row["cpu_instructions"] = instructions(name, env)
     first, last = ways[0][0], ways[-1][0]
     out = []
     for i, name in enumerate(names):
@@ -171,6 +199,8 @@ def compare():
         out.append({"kernel": name, "ways": per, "same_figures": len(figures) == 1,
                     "speedup_wall": round(per[first]["wall_s"] / per[last]["wall_s"], 2),
                     "speedup_cpu": round(per[first]["cpu_s"] / per[last]["cpu_s"], 2)})
+        if "--instructions" in sys.argv:
+            out[-1]["speedup_instructions"] = round(per[first]["cpu_instructions"] / per[last]["cpu_instructions"], 2)
     print(json.dumps({"target": "trn1", "shape": ladder.SHAPE, "repeat": repeat, "speedup_of": f"{last} over {first}",
                       "kernels": out}, indent=2))
 
@@ -178,6 +208,8 @@ def compare():
 def main():
     if "--calibration" in sys.argv:
         return calibration()
+    if "--count" in sys.argv:
+        return count(_arg("--count"))
     if "--one" in sys.argv:
         return print(json.dumps(measure(_arg("--one").split(","), int(sys.argv[sys.argv.index("--one") + 2]))))
     if "--compare" in sys.argv or "--against" in sys.argv:
