@@ -86,8 +86,9 @@ def iterations(nc, indices):
                     scopes.pop()
                 elif scope in scopes:
                     scopes.remove(scope)
-                _release(prev)
-                prev = scope.expire()
+                if prev:
+                    _release(prev)
+                prev = scope.expire() if scope.allocs else []
                 if loop.uses:
                     loop.last, loop.uses, loop.length = loop.uses, {}, scope.step
     finally:

@@ -161,6 +161,8 @@ class Memory:
                       if a.p0 < p0 + partitions and p0 < a.p0 + a.partitions and a is not without)
         for b in ((self.cursor, 0) if self.cursor and wrap else (self.cursor,)):
             for lo, hi in busy + [(self.usable_bytes, self.usable_bytes)]:
+                if hi <= b:
+                    continue  # busy below the start: nothing to skip past
                 b = self._fix(b, nbytes, align)
                 if b + nbytes <= lo:
                     return b

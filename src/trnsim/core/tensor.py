@@ -57,12 +57,13 @@ class View:
     @classmethod
     def whole(cls, alloc: Allocation, dtype, shape) -> View:
         """The contiguous view of a fresh allocation."""
-        shape = tuple(int(s) for s in shape)
-        dims = shape[1:] if alloc.space is not Space.HBM else shape
+        shape = tuple(map(int, shape))
+        on_chip = alloc.memory.space is not Space.HBM
+        dims = shape[1:] if on_chip else shape
         strides = [1] * len(dims)
         for k in range(len(dims) - 2, -1, -1):
             strides[k] = strides[k + 1] * dims[k + 1]
-        return cls(alloc, dtype, shape, ([1] if alloc.space is not Space.HBM else []) + strides)
+        return cls(alloc, dtype, shape, [1] + strides if on_chip else strides)
 
     # -- facts -------------------------------------------------------------------------------------
     @property
