@@ -14,6 +14,7 @@ from __future__ import annotations
 import math
 import os
 import warnings
+import weakref
 
 import numpy as np
 
@@ -82,9 +83,9 @@ class NeuronCore:
         self.psum = Memory(Space.PSUM, s.partitions, s.psum_partition_bytes, s.psum_partition_bytes,
                            bank_bytes=s.psum_partition_bytes // s.psum_banks, refill=values)
         self.hbm = hbm if hbm is not None else HBM(s.hbm_bytes)
-        self.sbuf.spiller = self.spill_save  # SBUF tiles that cannot stay are spilled to HBM (core/memory.py)
-        self.sbuf.next_use = lambda a: next_use(self.scopes[-1], a) if self.scopes else None
-        self.sbuf.keeper = self.psum.keeper = self.set_aside
+        # The memories call back into the core (core/memory.py): SBUF tiles that cannot stay are spilled to HBM.
+        self.sbuf.spiller, self.sbuf.next_use = _weak(self.spill_save), _weak(self._next_use)
+        self.sbuf.keeper = self.psum.keeper = _weak(self.set_aside)
         self.spills = 0  # tiles saved to HBM so far
         self.aside: set[int] = set()  # ids of the expired blocks set aside in HBM (set_aside), not yet back
         # PSUM bytes inside an open matmul accumulation group, as disjoint rectangles (partition, partitions,
@@ -111,7 +112,7 @@ class NeuronCore:
         # Lane accumulator registers of ScalarE (activation reduce) and VectorE (exponential, *_reduce).
         self.accumulators = {e: np.zeros(s.partitions, np.float32) for e in (Engine.SCALAR, Engine.VECTOR)}
         self.accumulator_poison = {e: np.zeros(s.partitions, bool) for e in (Engine.SCALAR, Engine.VECTOR)}
-        self.peer = None  # the other core of an LNC 2 pair
+        self._peer = None  # the other core of an LNC 2 pair (peer), weakly
         self.turns = self.barrier = None  # the pair's turn-taking and core barrier (core/lnc.py)
         self.mailbox = Mailbox()
         self._counts: dict[str, int] = {}
@@ -120,6 +121,18 @@ class NeuronCore:
         self.races: list = []  # the open affine loops being watched for loop-carried dependencies
         self.reverse_affine = False  # run affine loops last iteration first (race check `order`)
         self.invariants = Invariants()  # loop-invariant instructions the compiler hoists (core/hoist.py)
+
+    @property
+    def peer(self) -> NeuronCore | None:
+        """The other core of an LNC 2 pair, or None. Held weakly, so a pair is no reference cycle."""
+        return self._peer() if self._peer is not None else None
+
+    @peer.setter
+    def peer(self, nc: NeuronCore | None) -> None:
+        self._peer = weakref.ref(nc) if nc is not None else None
+
+    def _next_use(self, a: Allocation):
+        return next_use(self.scopes[-1], a) if self.scopes else None
 
     def limit(self, name: str) -> int:
         return self.spec.limits[name]
@@ -393,6 +406,13 @@ def _bytes(a: Allocation, word="uint8", partitions=None) -> View:
     dtype; `partitions` rows of an HBM scratch copy."""
     rows = partitions or a.partitions
     return View.whole(a, word, (rows, a.partitions * a.nbytes // rows // numerics.dtype(word).itemsize))
+
+
+def _weak(method):
+    """A core's `method` as a callback that does not keep the core alive: a finished launch is then freed by
+    reference counting alone, with no cycle for the collector to find."""
+    ref = weakref.WeakMethod(method)
+    return lambda *args: ref()(*args)
 
 
 def _signature(op, engine, operands, attrs) -> tuple:
