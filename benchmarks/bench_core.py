@@ -2,14 +2,16 @@
 
 - a bf16 [4096 x 4096] x [4096 x 4096] tiled-matmul NKI kernel on the emulator against numpy's own fp32
   matmul of the same size (target: the kernel within 3x of numpy);
-- instructions per second on a small-tile elementwise kernel.
+- instructions per second on a small-tile elementwise kernel;
+- many launches of a one-tile kernel in one process (a test suite, a sweep): launches per second and how far
+  the process's resident memory rose above where it started (each launch is freed when the next replaces it).
 
 Wall times are the headline; CPU times (all threads) are printed too, since a busy machine stretches
 wall time. numpy's matmul is multi-threaded BLAS; the emulator spends its time in BLAS as well (each
 matmul's product, batched per PSUM accumulation group and summed in issue order, see
 trnsim/core/isa/psum.py) plus per-instruction bookkeeping.
 
-    .venv/bin/python benchmarks/bench_core.py [--size 4096] [--repeat 5]
+    .venv/bin/python benchmarks/bench_core.py [--size 4096] [--repeat 5] [--launches 1000]
 """
 from __future__ import annotations
 
@@ -20,6 +22,8 @@ import time
 
 import ml_dtypes
 import numpy as np
+
+from trnsim.core.limits import _rss
 
 import trnsim.nki as nki
 import trnsim.nki.isa as nisa
@@ -65,11 +69,36 @@ def small_tiles(x):
     return out
 
 
+@nki.jit
+def one_tile(x):
+    """out = 2x + 1 on one [128, 512] tile."""
+    out = nl.ndarray(x.shape, x.dtype, buffer=nl.shared_hbm)
+    t = nl.ndarray(x.shape, x.dtype, buffer=nl.sbuf)
+    nisa.dma_copy(dst=t, src=x)
+    nisa.tensor_scalar(dst=t, data=t, op0=nl.multiply, operand0=2.0, op1=nl.add, operand1=1.0)
+    nisa.dma_copy(dst=out, src=t)
+    return out
+
+
+def launches(n: int) -> dict:
+    """`n` launches of one_tile, one after another: their rate and the highest rise of resident memory."""
+    x = np.ones((128, 512), np.float32)
+    start, top = _rss(), 0
+    t, c = time.perf_counter(), time.process_time()
+    for _ in range(n):
+        one_tile(x)
+        top = max(top, _rss() - start)
+    wall, cpu = time.perf_counter() - t, time.process_time() - c
+    return {"launches": n, "per_s": round(n / wall), "cpu_s": round(cpu, 3), "memory_rise_mib": round(top / 2**20)}
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--size", type=int, default=4096)
     ap.add_argument("--repeat", type=int, default=5)
+    ap.add_argument("--launches", type=int, default=1000)
     args = ap.parse_args()
+    many = launches(args.launches)  # first: the large matmul's memory would hide the rise
     n = args.size
     rng = np.random.default_rng(0)
     a_t = rng.standard_normal((n, n), np.float32).astype(ml_dtypes.bfloat16)
@@ -104,6 +133,7 @@ def main():
                    "max_rel_error_vs_fp32": rel},
         "elementwise": {"tile": [128, 64], "instructions": n_ew, "seconds": round(ew_s, 3),
                         "instructions_per_s": round(n_ew / ew_s)},
+        "many_launches": many,
     }))
 
 
