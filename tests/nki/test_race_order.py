@@ -1,5 +1,6 @@
-"""The value-based race check (`race_check="order"`): affine iterations run last to first must give the
-outputs bit for bit; an order-dependent kernel is caught, independent ones (PSUM accumulation included) pass."""
+"""The value-based race check (`race_check="order"`): affine iterations run last to first, and interleaved,
+must give the outputs bit for bit; an order-dependent kernel is caught, independent ones (PSUM accumulation
+included) pass."""
 import numpy as np
 import pytest
 
@@ -8,7 +9,7 @@ import trnsim.nki.isa as nisa
 import trnsim.nki.language as nl
 import trnsim.nki.legacy as legacy
 import trnsim.nki.legacy.language as lnl
-from trnsim.core.races import LoopCarriedError
+from trnsim.core.races import LoopCarriedError, reorder
 
 T = 64  # columns per tile
 
@@ -97,3 +98,19 @@ def test_order_catches_an_hbm_round_trip_in_the_beta_api():
 
     with pytest.raises(LoopCarriedError, match="race check order"):
         prefix(_x())
+
+
+def test_the_interleaved_run_catches_what_reversal_misses():
+    """Blocks x0, x1, x0 read the same both ways, so the recurrence gives 5*x0 + 2*x1 in order and reversed;
+    run even-numbered blocks first (0, 2, 1) it gives 6*x0 + x1."""
+    x0, x1 = _x(T), _x(T) + 1
+    x = np.concatenate([x0, x1, x0], axis=1)
+    np.testing.assert_array_equal(_horner(race_check="error")(x), 5 * x0 + 2 * x1)
+    with pytest.raises(LoopCarriedError, match=r"the even-numbered first, then the odd-numbered") as e:
+        _horner(race_check="order")(x)
+    assert "interleaved" in str(e.value)
+
+
+def test_the_orders():
+    assert reorder(range(5), "reversed") == [4, 3, 2, 1, 0]
+    assert reorder(range(5), "interleaved") == [0, 2, 4, 1, 3]

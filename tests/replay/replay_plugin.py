@@ -77,9 +77,9 @@ def _bits(x):
 def _checked(original):
     seen = set()
 
-    def launch(kernel, args, kwargs, target=None, values=True, reverse=False):
-        if not values or reverse:
-            return original(kernel, args, kwargs, target=target, values=values, reverse=reverse)
+    def launch(kernel, args, kwargs, target=None, values=True, order=None):
+        if not values or order:
+            return original(kernel, args, kwargs, target=target, values=values, order=order)
         key = _key(kernel, args, kwargs)
         again = None if key in seen else ([_copy(a) for a in args], {k: _copy(v) for k, v in kwargs.items()})
         out = original(kernel, args, kwargs, target=target, values=values)  # an error here is the test's business

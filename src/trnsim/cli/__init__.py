@@ -53,7 +53,7 @@ class _Group(click.Group):
               help="Run every command on a what-if chip: a catalog chip (base = \"trn2\") with changed figures.")
 @click.option("--race-check", type=click.Choice(["auto", "off", "warn", "error", "order"]), envvar="TRNSIM_RACE_CHECK",
               help="Loop-carried dependencies in affine_range loops: auto (default) refuses them where the "
-                   "compiler would reorder the loop (beta API); warn or error checks every affine loop; order reruns the launch with affine iterations reversed and compares the outputs bit for bit.")
+                   "compiler would reorder the loop (beta API); warn or error checks every affine loop; order reruns the launch with affine iterations reversed, then interleaved, and compares the outputs bit for bit.")
 def cli(hardware, race_check):
     """trnsim: a software Trainium. Run NKI kernels, time them, simulate collectives, plan training."""
     if hardware:

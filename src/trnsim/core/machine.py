@@ -119,7 +119,7 @@ class NeuronCore:
         self.scopes: list = []  # the open loop iterations, innermost last (core/liveness.py)
         self.race_check = _races.mode(race_check)  # auto | off | warn | error | order (core/races.py)
         self.races: list = []  # the open affine loops being watched for loop-carried dependencies
-        self.reverse_affine = False  # run affine loops last iteration first (race check `order`)
+        self.affine_order = None  # affine loops' iterations in one of races.ORDERS (race check `order`)
         self.invariants = Invariants()  # loop-invariant instructions the compiler hoists (core/hoist.py)
 
     @property
@@ -194,8 +194,8 @@ class NeuronCore:
         """Iterate `indices` as a kernel loop: tensors made in an iteration die with it (core/liveness.py).
         An `affine` loop promises independent iterations: it is watched for loop-carried dependencies
         (core/races.py), reported as `affine` says at most ("error" or "warn")."""
-        if affine and self.reverse_affine:
-            indices = list(indices)[::-1]
+        if affine and self.affine_order:
+            indices = _races.reorder(indices, self.affine_order)
         if not affine or self.race_check in ("off", "order") or (self.race_check == "auto" and affine == "warn"):
             return iterations(self, indices)
         how = "warn" if "warn" in (self.race_check, affine) else "error"

@@ -8,10 +8,13 @@ are that iteration's own); when the loop ends, a write of one iteration that ove
 another is reported as LoopCarriedError (or a LoopCarriedWarning, by option).
 
 The value-based check (mode `order`) asks the question from the other side: it runs the launch with every
-affine loop's iterations reversed, then in order, and compares the outputs bit for bit (floating-point
-values may differ by the rounding of a reordered accumulation, no more). It catches what
-the recorded sets let through, such as an in-place recurrence (`acc = acc * 2 + x` in one instruction,
-which looks like an accumulation) whose value depends on the order of the iterations.
+affine loop's iterations reversed, then interleaved (the even-numbered ones first, then the odd-numbered),
+then in order, and compares the outputs bit for bit (floating-point values may differ by the rounding of a
+reordered accumulation, no more). It catches what the recorded sets let through, such as an in-place
+recurrence (`acc = acc * 2 + x` in one instruction, which looks like an accumulation) whose value depends
+on the order of the iterations. Reversal swaps every pair of iterations, so an order-dependent result that
+is symmetric end to end (the recurrence over inputs that read the same both ways) survives it; the
+interleaved run swaps only some pairs.
 
 Associative reductions are not loop-carried dependencies (the matrix multiplication tutorial,
 nki/guides/tutorials/matrix_multiplication.rst, affine_range note): every matmul into PSUM, and an
@@ -228,8 +231,18 @@ def watch(nc, loop, how: str):
         report(w, how)
 
 
+# The orders of race check `order`, each with how its messages say it.
+ORDERS = {"reversed": "last to first", "interleaved": "the even-numbered first, then the odd-numbered"}
+
+
+def reorder(indices, order: str) -> list:
+    """An affine loop's iterations in one of the ORDERS."""
+    indices = list(indices)
+    return indices[::-1] if order == "reversed" else indices[::2] + indices[1::2]
+
+
 def _leaves(name, a, b):
-    """(name, in-order value, reversed value) for each array in two results of the same structure."""
+    """(name, in-order value, reordered value) for each array in two results of the same structure."""
     if isinstance(a, (tuple, list)):
         return [x for i, (p, q) in enumerate(zip(a, b)) for x in _leaves(f"{name}[{i}]", p, q)]
     if isinstance(a, dict):
@@ -250,34 +263,38 @@ def _rounding(a, b):
     return finite & (np.abs(x - y) <= ROUNDING_ULPS * eps * scale)
 
 
-def in_both_orders(launch, args, kwargs, names, as_array, copy, location: str):
-    """Race check `order`: `launch(args, kwargs, reverse)` with affine loops reversed (on copies of the
-    arguments, `copy`), then in order; every output (the returned arrays and the arguments the kernel wrote,
-    made numpy by `as_array`) must match bit for bit, else LoopCarriedError. Floating-point differences no larger
-    than reordered sums give (`_rounding`) are let through. Returns the in-order result."""
-    r_args, r_kwargs = [copy(a) for a in args], {k: copy(v) for k, v in kwargs.items()}
-    try:
-        reversed_result = launch(r_args, r_kwargs, True)
-    except UninitializedError as e:  # reversed, an iteration reads what a later one writes
-        raise LoopCarriedError(f"race check order: with every affine_range loop run last to first, {e.rule}; an "
-                               f"iteration reads what another iteration writes", e.location) from None
-    result = launch(args, kwargs, False)
-    pairs = _leaves("the returned tensor", result, reversed_result)
-    pairs += [(f"argument {n!r}", a, b) for n, a, b in zip(names, args, r_args)]
-    pairs += [(f"argument {k!r}", kwargs[k], r_kwargs[k]) for k in kwargs]
-    for what, a, b in pairs:
-        a, b = as_array(a), as_array(b)
-        if a is None or b is None:
-            continue
-        uint = np.dtype(f"u{a.dtype.itemsize}") if a.dtype.itemsize in (1, 2, 4, 8) else None
-        differ = (a.view(uint) != b.view(uint)) if uint is not None else (a != b)
-        if differ.any() and (a.dtype.kind == "f" or a.dtype.name.startswith(("bfloat", "float"))):
-            differ &= ~_rounding(a, b)
-        if differ.any():
-            first = tuple(int(i) for i in np.argwhere(differ)[0]) if differ.ndim else ()
-            raise LoopCarriedError(
-                f"race check order: {what} differs in {int(differ.sum())} of {differ.size} elements when every "
-                f"affine_range loop runs its iterations last to first (at {list(first)}: {a[first]} in order, "
-                f"{b[first]} reversed); the iterations are not independent, so the compiler may reorder them "
-                f"and the hardware compute either", location)
+def in_every_order(launch, args, kwargs, names, as_array, copy, location: str):
+    """Race check `order`: `launch(args, kwargs, order)` with affine loops in each of the ORDERS (on copies
+    of the arguments, `copy`), then in order (order None); every output (the returned arrays and the
+    arguments the kernel wrote, made numpy by `as_array`) must match the in-order one bit for bit, else
+    LoopCarriedError. Floating-point differences no larger than reordered sums give (`_rounding`) are let
+    through. Returns the in-order result."""
+    runs = []
+    for order, how in ORDERS.items():
+        r_args, r_kwargs = [copy(a) for a in args], {k: copy(v) for k, v in kwargs.items()}
+        try:
+            runs.append((order, how, launch(r_args, r_kwargs, order), r_args, r_kwargs))
+        except UninitializedError as e:  # reordered, an iteration reads what a later one writes
+            raise LoopCarriedError(f"race check order: with every affine_range loop run {how}, {e.rule}; an "
+                                   f"iteration reads what another iteration writes", e.location) from None
+    result = launch(args, kwargs, None)
+    for order, how, other, r_args, r_kwargs in runs:
+        pairs = _leaves("the returned tensor", result, other)
+        pairs += [(f"argument {n!r}", a, b) for n, a, b in zip(names, args, r_args)]
+        pairs += [(f"argument {k!r}", kwargs[k], r_kwargs[k]) for k in kwargs]
+        for what, a, b in pairs:
+            a, b = as_array(a), as_array(b)
+            if a is None or b is None:
+                continue
+            uint = np.dtype(f"u{a.dtype.itemsize}") if a.dtype.itemsize in (1, 2, 4, 8) else None
+            differ = (a.view(uint) != b.view(uint)) if uint is not None else (a != b)
+            if differ.any() and (a.dtype.kind == "f" or a.dtype.name.startswith(("bfloat", "float"))):
+                differ &= ~_rounding(a, b)
+            if differ.any():
+                first = tuple(int(i) for i in np.argwhere(differ)[0]) if differ.ndim else ()
+                raise LoopCarriedError(
+                    f"race check order: {what} differs in {int(differ.sum())} of {differ.size} elements when "
+                    f"every affine_range loop runs its iterations {how} (at {list(first)}: {a[first]} in order, "
+                    f"{b[first]} {order}); the iterations are not independent, so the compiler may reorder "
+                    f"them and the hardware compute either", location)
     return result

@@ -129,17 +129,17 @@ class Kernel:
         return self.last_cores
 
     def _run(self, args, kwargs, target=None, values=True):
-        """One launch; with the race check `order` (and values), two compared ones (core/races.py)."""
+        """One launch; with the race check `order` (and values), three compared ones (core/races.py: in_every_order)."""
         if not values or _races.mode(self.options.get("race_check")) != "order":
             return self._launch(args, kwargs, target=target, values=values)
         code = self.fn.__code__
-        return _races.in_both_orders(
-            lambda a, k, rev: self._launch(a, k, target=target, values=values, reverse=rev), args, kwargs,
+        return _races.in_every_order(
+            lambda a, k, order: self._launch(a, k, target=target, values=values, order=order), args, kwargs,
             code.co_varnames[:code.co_argcount], lambda x: _to_numpy(x)[0], _copy, f"{code.co_filename}:{code.co_firstlineno}")
 
-    def _launch(self, args, kwargs, target=None, values=True, reverse=False):
+    def _launch(self, args, kwargs, target=None, values=True, order=None):
         """How this kind of kernel runs (the beta API's grid launch overrides it)."""
-        return launch(self, args, kwargs, target=target, values=values, reverse=reverse)
+        return launch(self, args, kwargs, target=target, values=values, order=order)
 
 
 def launch_budget(options: dict) -> Budget:
@@ -148,7 +148,7 @@ def launch_budget(options: dict) -> Budget:
 
 
 def _copy(x):
-    """An argument's private copy for the reversed run of the race check `order`."""
+    """An argument's private copy for a reordered run of the race check `order`."""
     return x.copy() if isinstance(x, np.ndarray) else (x.clone() if type(x).__module__.startswith("torch") else x)
 
 
@@ -160,7 +160,7 @@ def compile_target() -> str | None:
     return None if os.environ.get(TARGET_ENV) or not found else found.group(1)
 
 
-def launch(kernel: Kernel, args, kwargs, target=None, values=True, reverse=False):
+def launch(kernel: Kernel, args, kwargs, target=None, values=True, order=None):
     """Run a kernel on fresh cores: inputs become HBM tensors, returned tensors come back as arrays.
 
     With `values=False` (timing only) no instruction computes and nothing is returned; the cores, with
@@ -179,7 +179,7 @@ def launch(kernel: Kernel, args, kwargs, target=None, values=True, reverse=False
     nc0.num_programs = kernel.lnc
     turns = Turns(kernel.lnc)
     for c in cores:
-        c.reverse_affine = reverse
+        c.affine_order = order
     if kernel.lnc == 2:
         cores[0].peer, cores[1].peer = cores[1], cores[0]
         barrier = Barrier(turns)

@@ -57,18 +57,18 @@ class Kernel(_frontend.Kernel):
             warnings.warn(f"{shown}: a launch grid dim of 0 runs as one program along it", GridWarning, stacklevel=2)
         return type(self)(self.fn, grid, **self.options)
 
-    def _launch(self, args, kwargs, target=None, values=True, reverse=False):
-        return launch(self, args, kwargs, target=target, values=values, reverse=reverse)
+    def _launch(self, args, kwargs, target=None, values=True, order=None):
+        return launch(self, args, kwargs, target=target, values=values, order=order)
 
 
-def launch(kernel: Kernel, args, kwargs, target=None, values=True, reverse=False):
+def launch(kernel: Kernel, args, kwargs, target=None, values=True, order=None):
     """Run every program of the grid in turn on one NeuronCore, as the beta runtime did without `nl.nc`;
     returned tensors come back as arrays (nothing with `values=False`)."""
     strict = os.environ.get("TRNSIM_STRICT", "1") != "0"
     nc = NeuronCore(target or kernel.options.get("platform_target"), strict=strict, values=values,
                     race_check=kernel.options.get("race_check"),
                     budget=_frontend.launch_budget(kernel.options))
-    nc.reverse_affine = reverse
+    nc.affine_order = order
     nc.lazy_psum = True  # accumulation groups evaluated as the current front end evaluates them
     nc.in_launch = True  # a jit function the kernel calls runs inline on this core (_frontend.Kernel.__call__)
     grid = kernel.grid
