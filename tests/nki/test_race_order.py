@@ -106,7 +106,7 @@ def test_the_interleaved_run_catches_what_reversal_misses():
     x0, x1 = _x(T), _x(T) + 1
     x = np.concatenate([x0, x1, x0], axis=1)
     np.testing.assert_array_equal(_horner(race_check="error")(x), 5 * x0 + 2 * x1)
-    with pytest.raises(LoopCarriedError, match=r"the even-numbered first, then the odd-numbered") as e:
+    with pytest.raises(LoopCarriedError, match=r"runs its iterations even-numbered first, then odd-numbered") as e:
         _horner(race_check="order")(x)
     assert "interleaved" in str(e.value)
 

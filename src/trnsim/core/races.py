@@ -232,7 +232,7 @@ def watch(nc, loop, how: str):
 
 
 # The orders of race check `order`, each with how its messages say it.
-ORDERS = {"reversed": "last to first", "interleaved": "the even-numbered first, then the odd-numbered"}
+ORDERS = {"reversed": "last to first", "interleaved": "even-numbered first, then odd-numbered"}
 
 
 def reorder(indices, order: str) -> list:
