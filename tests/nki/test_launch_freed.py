@@ -55,6 +55,7 @@ def _freed_without_collector(launch) -> list:
     try:
         kernel, out = launch()
         refs = [weakref.ref(o) for nc in kernel.last_cores for o in (nc, nc.sbuf, nc.psum)]
+        assert len(refs) == 3 * len(kernel.last_cores) > 0
         kernel.last_cores = None
         _frontend.LAST.clear()
         return out, [r for r in refs if r() is not None]
@@ -73,7 +74,8 @@ def test_a_spilling_launch_is_freed_by_reference_counting(tmp_path):
 
 def test_an_lnc2_pair_is_freed_by_reference_counting():
     x = np.arange(256 * 64, dtype=np.float32).reshape(256, 64)
-    out, alive = _freed_without_collector(lambda: (halves, halves[2](x)))
+    pair = halves[2]  # a kernel of its own, with its own last_cores
+    out, alive = _freed_without_collector(lambda: (pair, pair(x)))
     np.testing.assert_array_equal(out, -x)
     assert alive == []
 
