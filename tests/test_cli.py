@@ -42,6 +42,8 @@ def test_demo_runs_every_section():
         assert title in r.output
     assert "tour done" in r.output
     assert re.search(r"the compiler spills \(\d+ spills, [\d.]+ MiB moved\)", r.output.replace("\n", " "))
+    # 2*(2*(2*0 + 1) + 2) + 1 = 9 in order and reversed; interleaved (x0, x0, x1): 2*(2*1 + 1) + 2 = 8
+    assert "even-numbered first, then odd-numbered (at [0, 0]: 9.0 in order, 8.0 interleaved)" in " ".join(r.output.split())
     # the profiled latency, then its split: the timeline plus the execution's start-up and tear-down
     lat, period, over = map(float, re.search(r"timing only: ([\d.]+) us, HFU.*?latency = ([\d.]+) us timeline \+ "
                                               r"([\d.]+) us start-up", r.output.replace("\n", " ")).groups())

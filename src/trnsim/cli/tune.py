@@ -282,6 +282,7 @@ def tour(console):
         msg = str(e).replace(os.path.dirname(path) + os.sep, "")
         console.print(f"[bold]race detector[/] ({path.rsplit(os.sep, 1)[-1]}, nl.affine_range) caught "
                       f"{type(e).__name__}: {msg.split(': ', 1)[-1][:170]} ...")
+    _order_line(console)
     file = Path(__file__).resolve().parents[3] / "examples" / "matmul_ladder.py"
     if file.exists():
         mm, inputs = load_kernel(str(file), "matmul_optimized")
@@ -294,6 +295,37 @@ def tour(console):
         _spill_line(console, file.with_name("mamba.py"))
     console.print("[bold]tuning[/]: trnsim tune kernel.py --param TILE_N=128,256,512 --arg a=bf16[4096,8192] "
                   "ranks every configuration by simulated latency")
+
+
+def _order_line(console) -> None:
+    """The value-based race check on a recurrence that reads the same reversed: only the interleaved run differs."""
+    import numpy as np
+
+    import trnsim.nki as nki
+    import trnsim.nki.isa as nisa
+    import trnsim.nki.language as nl
+    from trnsim.core.races import LoopCarriedError
+
+    @nki.jit(race_check="order")
+    def horner(x):
+        acc = nl.ndarray((128, 64), dtype=nl.float32, buffer=nl.sbuf)
+        nisa.memset(dst=acc, value=0.0)
+        for j in nl.affine_range(x.shape[1] // 64):  # acc = 2 * acc + x_j, in one instruction
+            t = nl.ndarray((128, 64), dtype=x.dtype, buffer=nl.sbuf)
+            nisa.dma_copy(dst=t, src=x[:, j * 64:(j + 1) * 64])
+            nisa.scalar_tensor_tensor(dst=acc, data=acc, op0=nl.multiply, operand0=2.0, op1=nl.add, operand1=t)
+        out = nl.ndarray((128, 64), dtype=nl.float32, buffer=nl.shared_hbm)
+        nisa.dma_copy(dst=out, src=acc)
+        return out
+
+    x0 = np.ones((128, 64), np.float32)
+    try:
+        horner(np.concatenate([x0, 2 * x0, x0], axis=1))
+        console.print("race check order: the iterations gave the same result in every order")
+    except LoopCarriedError as e:
+        how = str(e).split(" when ", 1)[-1].split(";", 1)[0]
+        console.print(f"[bold]race check order[/]: acc = 2*acc + x_j over blocks x0, x1, x0 reads the same reversed, "
+                      f"yet differs when {how}")
 
 
 def _spill_line(console, file) -> None:
