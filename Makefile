@@ -32,11 +32,14 @@ tools:
 	  else echo "missing $$missing: install them (apt-get install -y $$missing) or their tests fail"; fi; \
 	fi
 
+# The hottest modules compiled by Cython (trnsim/compiled.py), rebuilt when their sources change; without a C
+# compiler the build says why and trnsim runs them as Python.
 test: $(VENV)/.dev tools
+	-$(PY) -c 'import sys, trnsim.compiled as c; sys.exit(c.main())'
 	TRNSIM_REQUIRE_TOOLS=$${CI:+1} $(PY) -m pytest -n 2
 
 bench: $(VENV)/.dev
 	@for b in benchmarks/bench_*.py; do $(PY) $$b; done
 
 clean:
-	rm -rf $(VENV) build src/*.egg-info .pytest_cache
+	rm -rf $(VENV) build src/*.egg-info .pytest_cache src/trnsim/_compiled

@@ -10,7 +10,8 @@ seconds each timing-only run took; `--quick` leaves out the Mamba points above s
 adds the table docs/timing.md quotes.
 
 `--compare` measures the same kernels several ways in one run, each in its own process, and prints them
-side by side with the speed-ups: the speed layer off (TRNSIM_FAST=0) and on, plus, with `--against REV`,
+side by side with the speed-ups: the speed layer off (TRNSIM_FAST=0) and on (with the modules trnsim/compiled.py
+built, when they are: `compiled_modules` counts them), plus, with `--against REV`,
 the source tree of git revision REV (before) against this one. `--all` compares every ladder step, not
 only the optimised one; `--repeat N` keeps each way's fastest of N runs. The simulated figures (latency,
 instructions) of every way must be the same: `same_figures` says whether they are. `--instructions` adds each
@@ -144,8 +145,14 @@ def measure(names, repeat):
                     "wall_s": round(wall, 3), "wall_frontend_s": round(front[0], 3), "wall_schedule_s": round(sched[0], 3),
                     "cpu_s": round(cpu, 3), "cpu_frontend_s": round(front[1], 3), "cpu_schedule_s": round(sched[1], 3),
                     "instructions_per_s": round(n / wall), "instructions_per_cpu_s": round(n / cpu),
-                    "simulated_cycles_per_s": round(r.latency * 1e-9 * base / wall)})
+                    "simulated_cycles_per_s": round(r.latency * 1e-9 * base / wall), "compiled_modules": _compiled()})
     return out
+
+
+def _compiled() -> int:
+    """How many modules this process runs compiled (trnsim/compiled.py; a tree from before it has none)."""
+    mod = sys.modules.get("trnsim.compiled")
+    return len(mod.loaded()) if mod is not None else 0
 
 
 def count(name):
@@ -222,7 +229,8 @@ def main():
            "simulated_latency_ms": r.latency / 1e6, "hfu": r.hfu,
            "wall_s": wall, "wall_frontend_s": front[0], "wall_schedule_s": sched[0],
            "cpu_s": front[1] + sched[1], "cpu_frontend_s": front[1], "cpu_schedule_s": sched[1],
-           "instructions_per_s": n / wall, "simulated_cycles_per_s": r.latency * 1e-9 * base / wall}
+           "instructions_per_s": n / wall, "simulated_cycles_per_s": r.latency * 1e-9 * base / wall,
+           "compiled_modules": _compiled()}
     if "--ladder" in sys.argv:
         rows = []
         for k in ladder.LADDER:

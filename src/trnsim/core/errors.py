@@ -9,10 +9,11 @@ from __future__ import annotations
 import itertools
 import os
 import sys
+import warnings
 
 from trnsim.errors import TrnsimError
 
-_PACKAGE_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+_PACKAGE_DIR = os.path.dirname(os.path.abspath(sys.modules["trnsim"].__file__))  # this module may be a build's
 _inside: dict[str, bool] = {}
 
 
@@ -20,8 +21,8 @@ def where() -> str:
     """`path:line` of the innermost frame outside trnsim: the user's kernel line being executed.
 
     Every instruction asks, so whether a file is inside trnsim is cached per file name, and the answer per
-    code position (_site)."""
-    frame, known = sys._getframe(1), _inside
+    code position (_site). The walk starts at the innermost frame: compiled modules have none."""
+    frame, known = sys._getframe(0), _inside
     while frame is not None:
         name = frame.f_code.co_filename
         k = known.get(name)
@@ -34,7 +35,7 @@ def where() -> str:
 def where_call() -> tuple[str, int]:
     """`where()` and the column of the call being executed on that line: two calls on one line are two
     statements to the compiler (two DMA queues), though they share `path:line`."""
-    frame = sys._getframe(1)
+    frame = sys._getframe(0)
     while frame is not None:
         if not inside(frame.f_code.co_filename):
             _, at, column = _site(frame)
@@ -60,6 +61,13 @@ def _site(frame) -> tuple:
 
 
 _sites: dict = {}  # (id(code), offset) -> (code, "path:line", column)
+
+
+def warn(message: str, category: type[Warning], at: str | None = None, registry: dict | None = None) -> None:
+    """Warn at the user's `path:line` (`at`, else where()): found by walking frames, not by a stack depth,
+    which compiled modules (trnsim/compiled.py) would change. `registry`: show each once per line."""
+    path, _, line = (at or where()).rpartition(":")
+    warnings.warn_explicit(message, category, path, int(line) if line.isdigit() else 0, registry=registry)
 
 
 def inside(filename: str) -> bool:

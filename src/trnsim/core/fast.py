@@ -9,17 +9,12 @@ placement (Record.regions). For timing-only speed: check verdicts kept by instru
 instruction whose check is pure, issued again on operands laid out the same way, skips the checks but not
 their stateful part), each cost rule asked once per signature in the scheduler, signatures built from
 layout numbers kept on each view (View.keyed), views shared by index (View.keep_parts), and never-written
-memory made when first read. With it off, each matmul adds its product into PSUM as it is issued, which
+memory made when first read. And the hottest modules run compiled by Cython from their own sources, when
+built (trnsim/compiled.py). With it off, each matmul adds its product into PSUM as it is issued, which
 defines the bits. None of them changes a value or an instruction: tests/replay runs every kernel the
-tests launch both ways and compares output bits and streams.
+tests launch both ways and compares output bits and streams, and tests/core/test_compiled.py compares the
+compiled modules' runs with a process running them all as Python.
 """
 from __future__ import annotations
 
-import os
-
-ENV = "TRNSIM_FAST"
-
-
-def enabled() -> bool:
-    """Whether the speed layer is on (default) for a core made now."""
-    return os.environ.get(ENV, "1") != "0"
+from trnsim.compiled import ENV, enabled  # noqa: F401  read when a core is made (compiled modules: at import)

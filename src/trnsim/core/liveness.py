@@ -209,10 +209,10 @@ def drop_dead_names() -> bool:
     have been freed."""
     for release in releasers:
         release()
-    frame, seen, dropped = sys._getframe(1), False, bool(releasers)
+    frame, seen, dropped = sys._getframe(0), False, bool(releasers)
     while frame is not None:
         if inside(frame.f_code.co_filename) and seen:
-            break  # the launch that called the kernel: frames beyond it are the caller's, not the kernel's
+            break  # the launch that called the kernel (front ends run as Python): beyond it is the caller's
         if not inside(frame.f_code.co_filename):
             seen = True
             dropped |= _drop(frame)

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import math
 import os
-import warnings
 import weakref
 
 import numpy as np
@@ -21,7 +20,7 @@ import numpy as np
 from trnsim import numerics, specs
 from trnsim.core import fast, isa as _isa  # noqa: F401  (registers every instruction)
 from trnsim.core.errors import (KernelError, ShapeError, SpillWarning, UninitializedError, UninitializedWarning,
-                                ValueUnknownError, where, where_call)
+                                ValueUnknownError, warn, where, where_call)
 from trnsim.core.isa.opcodes import MATMUL, Engine, Op
 from trnsim.core.isa.psum import close as close_psum, flush as flush_psum
 from trnsim.core.isa.registry import REGISTRY, Instruction, generic_check
@@ -321,10 +320,9 @@ class NeuronCore:
         """One more spill; the first one warns (SpillWarning), at the kernel line that needed the room."""
         if not self.spills:
             at = where()
-            path, _, line = at.rpartition(":")
-            warnings.warn_explicit(f"SBUF cannot hold the live tiles at {at}: tiles are spilled to HBM and reloaded "
-                                   f"before their next use (first: {a.name!r} from {a.location}), costing DMA time; "
-                                   f"the profile counts the spills", SpillWarning, path, int(line) if line.isdigit() else 0)
+            warn(f"SBUF cannot hold the live tiles at {at}: tiles are spilled to HBM and reloaded before their next "
+                 f"use (first: {a.name!r} from {a.location}), costing DMA time; the profile counts the spills",
+                 SpillWarning, at)
         self.spills += 1
 
     def _reload_operands(self, what: str, operands: dict) -> None:
@@ -381,7 +379,8 @@ class NeuronCore:
                f"{dim} {_ranges(rows)} (e.g. {sample})")
         if self.strict:
             raise UninitializedError(msg, ins_loc)
-        warnings.warn(f"{msg} at {ins_loc or where()}", UninitializedWarning, stacklevel=3)
+        at = ins_loc or where()
+        warn(f"{msg} at {at}", UninitializedWarning, at)
 
     def read_register(self, reg, what: str) -> int:
         """A register's value for control flow (loop bounds, conditions); never-written values are errors."""
@@ -393,7 +392,7 @@ class NeuronCore:
                 msg = f"register {reg.name or ''} holds a never-written value and decides {what}"
                 if self.strict:
                     raise UninitializedError(msg)
-                warnings.warn(msg, UninitializedWarning, stacklevel=3)
+                warn(msg, UninitializedWarning)
             return reg.value
         return int(reg)
 

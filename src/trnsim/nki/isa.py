@@ -2,12 +2,11 @@
 from __future__ import annotations
 
 import enum
-import warnings
 
 from trnsim.core import Op, Register, View
 from trnsim.core.memory import Space
 from trnsim import numerics
-from trnsim.core.errors import DTypeWarning, KernelError, where
+from trnsim.core.errors import DTypeWarning, KernelError, warn, where
 from trnsim.core.isa.registry import Instruction as NkiInstruction  # noqa: F401 - what an nki.isa call returns
 from trnsim.nki._frontend import core, issue
 
@@ -152,7 +151,7 @@ def scalar_tensor_tensor(dst, data, op0, operand0, op1, operand1, reverse0=False
                  reverse0=reverse0, reverse1=reverse1)
 
 
-_WARNED: dict = {}  # warnings already shown, once per kernel line (warnings.warn_explicit's registry)
+_WARNED: dict = {}  # warnings already shown, once per kernel line (errors.warn)
 
 
 def tensor_copy(dst, src, engine=engine.unknown, name=None, dtype=None):
@@ -160,11 +159,8 @@ def tensor_copy(dst, src, engine=engine.unknown, name=None, dtype=None):
     pass `dtype=` anyway (the nki-samples matmul tutorial: the output's dtype, in one kernel with an fp32 dst)
     and run on hardware; a dtype other than dst's cannot be honoured, so it is ignored with a DTypeWarning."""
     if dtype is not None and numerics.dtype(dtype) != numerics.dtype(dst.dtype):
-        at = where()
-        path, _, line = at.rpartition(":")
-        warnings.warn_explicit(f"tensor_copy dtype={numerics.dtype(dtype).name} differs from dst dtype "
-                               f"{numerics.dtype(dst.dtype).name}; the copy is written in dst's dtype", DTypeWarning,
-                               path, int(line) if line.isdigit() else 0, registry=_WARNED)
+        warn(f"tensor_copy dtype={numerics.dtype(dtype).name} differs from dst dtype {numerics.dtype(dst.dtype).name}; "
+             f"the copy is written in dst's dtype", DTypeWarning, registry=_WARNED)
     return issue(Op.TENSOR_COPY, engine=_eng(engine), dst=dst, src=src)
 
 

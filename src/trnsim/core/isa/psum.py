@@ -179,13 +179,6 @@ def compute_together(groups):
     at = np.stack(a)  # [T, K, M]: each stationary tile serves every group
     acc = np.empty((g_n, n, m), np.float32)
 
-    def add_in_order(j, t0, prods):
-        """Add group j's products of tiles t0, t0 + 1, ... to its running sum, in issue order."""
-        if t0 == 0:
-            acc[j], prods = groups[j].start(prods[0]), prods[1:]
-        for p in prods:
-            acc[j] += p
-
     with one_blas_thread():
         if g_n == 1:  # the products side by side on the CPU cores, then the sum
             step = max(1, _CHUNK // (n * m))
@@ -194,7 +187,7 @@ def compute_together(groups):
                 t1 = min(t_n, t0 + step)
                 _on_all_cores(lambda lo, hi: np.matmul(bt[t0 + lo:t0 + hi, 0], at[t0 + lo:t0 + hi],
                                                        out=prods[lo:hi]), t1 - t0, 1)
-                add_in_order(0, t0, prods[:t1 - t0])
+                _add_in_order(acc, groups, 0, t0, prods[:t1 - t0])
         else:  # the groups shared out over the CPU cores, each summed while its products are in cache
             step = max(1, _CACHED // (n * m))
 
@@ -203,10 +196,18 @@ def compute_together(groups):
                 for j in range(lo, hi):
                     for t0 in range(0, t_n, step):
                         t1 = min(t_n, t0 + step)
-                        add_in_order(j, t0, np.matmul(bt[t0:t1, j], at[t0:t1], out=prods[:t1 - t0]))
+                        _add_in_order(acc, groups, j, t0, np.matmul(bt[t0:t1, j], at[t0:t1], out=prods[:t1 - t0]))
             _on_all_cores(run, g_n, 1)
     for j, g in enumerate(groups):
         g.finish(acc[j])
+
+
+def _add_in_order(acc, groups, j, t0, prods) -> None:
+    """Add group j's products of tiles t0, t0 + 1, ... to its running sum acc[j], in issue order."""
+    if t0 == 0:
+        acc[j], prods = groups[j].start(prods[0]), prods[1:]
+    for p in prods:
+        acc[j] += p
 
 
 def _moving_t(piece) -> np.ndarray:
