@@ -6,7 +6,7 @@ import enum
 from trnsim.core import Op, Register, View
 from trnsim.core.memory import Space
 from trnsim import numerics
-from trnsim.core.errors import DTypeWarning, KernelError, warn, where
+from trnsim.core.errors import DTypeWarning, KernelError, warn
 from trnsim.core.isa.registry import Instruction as NkiInstruction  # noqa: F401 - what an nki.isa call returns
 from trnsim.nki._frontend import core, issue
 
