@@ -5,8 +5,12 @@ and only if it was built from that source as it is now: an edited module runs as
 build. Nothing needs them: without Cython or a C compiler trnsim runs the same code as Python, slower.
 `trnsim.compiled.main()` builds what is missing or stale (`make test` calls it).
 
-Cython keeps Python's meaning for this code (annotations are not taken as C types), with two differences
-the compiled modules are written to respect (tests/core/test_compiled.py):
+Cython keeps Python's meaning for this code (annotations are not taken as C types). A `.pxd` beside a
+module declares what its compiled build may assume and the source cannot say: its hottest classes as
+extension types with their attributes, and the C types of some locals and arguments (a count, a float,
+a list). The source stays the meaning; the declarations change only how fast it runs (the tests compare
+the two). Two differences remain, which the compiled modules are written to respect
+(tests/core/test_compiled.py):
 - a compiled function has no frame, so trnsim finds the user's line by walking out to the first frame
   outside trnsim (core/errors.py: where), never by a fixed depth;
 - a function's closure cells share one object, so a nested function another nested function calls makes
@@ -44,7 +48,12 @@ def source(module: str) -> Path:
 
 
 def digest(module: str) -> str:
-    return hashlib.sha256(source(module).read_bytes()).hexdigest()
+    """The sha256 of a module's source and of its declarations (a .pxd beside it), if it has them."""
+    h = hashlib.sha256(source(module).read_bytes())
+    pxd = source(module).with_suffix(".pxd")
+    if pxd.exists():
+        h.update(pxd.read_bytes())
+    return h.hexdigest()
 
 
 def current() -> dict[str, Path]:

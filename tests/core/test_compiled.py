@@ -81,6 +81,17 @@ def test_a_stale_build_is_not_loaded(tmp_path, monkeypatch):
     assert compiled.current() == {}
 
 
+def test_a_modules_declarations_are_part_of_its_build(tmp_path, monkeypatch):
+    """Editing a module's .pxd makes its build stale, as editing its source does."""
+    monkeypatch.setattr(compiled, "ROOT", tmp_path)
+    (tmp_path / "m.py").write_text("class C:\n    pass\n")
+    alone = compiled.digest("m")
+    (tmp_path / "m.pxd").write_text("cdef class C:\n    pass\n")
+    declared = compiled.digest("m")
+    (tmp_path / "m.pxd").write_text("cdef class C:\n    cdef public object x\n")
+    assert len({alone, declared, compiled.digest("m")}) == 3
+
+
 def test_no_compiled_function_keeps_a_nested_function_in_its_closure():
     """Compiled closures share one cell object, so a nested function that another nested function calls
     would make a cycle, which a launch (collector off) never frees: the tiles it holds would stay live."""

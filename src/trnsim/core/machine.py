@@ -152,7 +152,7 @@ class NeuronCore:
     def tensor(self, shape, dtype, space="sbuf", name: str | None = None, address=None, kind: str | None = None) -> View:
         """Allocate an on-chip (SBUF/PSUM) tensor, or an HBM one, filled as never-written."""
         dt, shape = numerics.dtype(dtype), tuple(map(int, shape))
-        if space.__class__ is not Space:
+        if type(space) is not Space:
             space = getattr(space, "value", space)
             space = _SPACES.get(space) or Space(space)  # Space() refuses a name that is no memory
         loc = where()
@@ -220,8 +220,8 @@ class NeuronCore:
         if spilled:
             self._reload_operands(op.value, operands)
         tick = next(TICK)
-        for k, v in operands.items():  # least recently used first, when tiles must be spilled
-            a = v.alloc
+        for k, t in operands.items():  # least recently used first, when tiles must be spilled
+            a = t.alloc
             a.used = tick
             if k in d.writes:
                 a.saved = False
@@ -262,8 +262,8 @@ class NeuronCore:
                 attrs.update(changed)
             ins = Instruction(op, eng, operands, attrs, location, d.writes)
             self.budget.charge(ins.location)
-            for v in operands.values():
-                if v.alloc.evicted:  # the one fact of the generic check that changes over a run
+            for t in operands.values():
+                if t.alloc.evicted:  # the one fact of the generic check that changes over a run
                     generic_check(d, ins, self)
         if d.state is not None:
             d.state(ins, self)
@@ -282,9 +282,9 @@ class NeuronCore:
                 flush_psum(self)
             d.semantics(ins, self)
         if evicts:  # closes the accumulation groups of the regions it touches
-            for v in operands.values():
-                if v.space is Space.PSUM:
-                    close_psum(self, v)
+            for t in operands.values():
+                if t.space is Space.PSUM:
+                    close_psum(self, t)
         return ins
 
     # -- spilling (core/memory.py) ------------------------------------------------------------------

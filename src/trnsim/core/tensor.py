@@ -348,7 +348,7 @@ class View:
         return self._index(key)
 
     def _index(self, key) -> View:
-        key = key if key.__class__ is tuple else (key,)
+        key = key if type(key) is tuple else (key,)
         nd = len(self.shape)
         if Ellipsis in key:
             i = key.index(Ellipsis)
@@ -358,14 +358,14 @@ class View:
         shape, strides, offset, poff, drop = list(self.shape), list(self.strides), self.offset, self.poff, None
         on_chip = self.on_chip
         for d, k in enumerate(key):
-            if k.__class__ is not slice and k.__class__ is not int:
+            if type(k) is not slice and type(k) is not int:
                 k = _as_index(k)
             n, s = shape[d], strides[d]
-            if k.__class__ is slice:
+            if type(k) is slice:
                 start, stop, step = k.start, k.stop, k.step
                 if start is None and stop is None and step is None:
                     continue  # the whole dim
-                if step is None and start.__class__ is int and stop.__class__ is int and 0 <= start <= stop <= n:
+                if step is None and type(start) is int and type(stop) is int and 0 <= start <= stop <= n:
                     shape[d] = stop - start  # the usual a[i:j]
                 else:
                     start, stop, step = _slice_bounds(k, n, self, d)
@@ -617,13 +617,13 @@ def _hashable(key):
     """An index made only of ints and step-less int slices as a hashable tuple (slices do not hash before
     Python 3.12), else None."""
     out = []
-    for k in (key if key.__class__ is tuple else (key,)):
-        c = k.__class__
+    for k in (key if type(key) is tuple else (key,)):
+        c = type(k)
         if c is int:
             out.append(k)
         elif c is slice:
             start, stop = k.start, k.stop
-            if k.step is not None or start.__class__ not in _BOUND or stop.__class__ not in _BOUND:
+            if k.step is not None or type(start) not in _BOUND or type(stop) not in _BOUND:
                 return None
             out.append((start, stop))
         else:

@@ -89,7 +89,7 @@ def _eng(e):
 def _on_sbuf(x, engine=None):
     """`x` where a GpSimd or Tensor engine can read it: a PSUM tile is first copied to SBUF (the copy the
     compiler inserts, timed as one)."""
-    if x.__class__ is not View or x.space is not Space.PSUM:
+    if type(x) is not View or x.space is not Space.PSUM:
         return x
     from trnsim.nki._frontend import ndarray
     t = ndarray(x.shape, x.dtype, "sbuf")
@@ -192,7 +192,7 @@ def dma_transpose(dst, src, axes=None, priority=None, dge_mode=dge_mode.unknown,
     """A DMA transpose; into a dst of another dtype it transposes in the src dtype, then casts with a
     tensor_copy (the cast the compiler inserts)."""
     mode = _name(_DGE, dge_mode)
-    if dst.__class__ is View and src.__class__ is View and dst.dtype != src.dtype:
+    if type(dst) is View and type(src) is View and dst.dtype != src.dtype:
         from trnsim.nki._frontend import ndarray
         t = ndarray(dst.shape, src.dtype, "sbuf")
         issue(Op.DMA_TRANSPOSE, dst=t, src=src, axes=axes, dge_mode=mode)

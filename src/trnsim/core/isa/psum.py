@@ -231,7 +231,7 @@ def _grid(groups):
     dg = groups[1].b[0].offset - first.offset if g_n > 1 and isinstance(groups[1].b[0], Piece) else 0
     for j, g in enumerate(groups):
         for i, p in enumerate(g.b):
-            if (p.__class__ is not Piece or p.table is not first.table or p.strides != first.strides
+            if (type(p) is not Piece or p.table is not first.table or p.strides != first.strides
                     or p.shape != first.shape or p.offset != first.offset + i * dt + j * dg):
                 return None
     (k, n), (sk, sn) = first.shape, first.strides

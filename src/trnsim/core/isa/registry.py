@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import functools
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Callable
 
 import numpy as np
@@ -51,21 +51,23 @@ def engine_dtypes(engine: Engine, mx: bool) -> frozenset[str]:
     return frozenset(t.name for t in numerics.ALL)
 
 
-@dataclass(slots=True)
 class Record:
-    """One instruction in the core's stream, as the timing model replays it."""
+    """One instruction in the core's stream, as the timing model replays it.
 
-    index: int
-    op: Op
-    engine: Engine
-    placed: dict[str, tuple]  # operand -> View.placement(); regions are made when first asked for
-    writes: tuple[str, ...]
-    attrs: dict
-    location: str
-    # The number of its signature in its core (machine._signature: the same number, the same layouts and
-    # attributes, so the same check verdict and cost), or None: the speed layer's memo key (core/fast.py).
-    sig: int | None = None
-    _regions: dict | None = field(default=None, repr=False, compare=False)
+    index: its position in the stream; placed: operand -> View.placement(), whose regions are made when
+    first asked for; sig: the number of its signature in its core (machine._signature: the same number, the
+    same layouts and attributes, so the same check verdict and cost), or None: the speed layer's memo key
+    (core/fast.py)."""
+
+    __slots__ = ("index", "op", "engine", "placed", "writes", "attrs", "location", "sig", "_regions")
+
+    def __init__(self, index: int, op: Op, engine: Engine, placed: dict[str, tuple], writes: tuple[str, ...],
+                 attrs: dict, location: str, sig: int | None = None):
+        self.index, self.op, self.engine, self.placed, self.writes = index, op, engine, placed, writes
+        self.attrs, self.location, self.sig, self._regions = attrs, location, sig, None
+
+    def __repr__(self):
+        return f"Record({self.index}, {self.op.value} on {self.engine.value}, {self.location})"
 
     @property
     def operands(self) -> dict[str, Region]:

@@ -55,7 +55,7 @@ def _tile_check(nc, ins, k, m):
 def _nc_matmul_check(ins, nc):
     st, mv, dst, attrs = ins.stationary, ins.moving, ins.dst, ins.attrs
     perf = attrs.get("perf_mode")
-    perf = attrs["perf_mode"] = perf if perf.__class__ is str else str(getattr(perf, "name", perf) or "none")
+    perf = attrs["perf_mode"] = perf if type(perf) is str else str(getattr(perf, "name", perf) or "none")
     lim, k = nc.spec.limits, st.partitions
     if k != mv.partitions:
         raise ShapeError(f"nc_matmul: contraction dims differ: stationary {st.name!r} K={k}, moving {mv.name!r} K={mv.partitions}")

@@ -13,9 +13,9 @@ from bisect import bisect_right
 
 def own(x):
     """A segment's own copy of value `x`: a cell list (and any dict in it) copied, anything else shared."""
-    if x.__class__ is not list:
+    if type(x) is not list:
         return x
-    return [y.copy() if y.__class__ is dict else y for y in x]
+    return [y.copy() if type(y) is dict else y for y in x]
 
 
 class IntervalMap:

@@ -27,19 +27,20 @@ QUADRANT = 32  # partitions per dependence-tracking group (the partition start r
 _NAME = {e: e.value for e in Engine}  # an engine's track key (Enum.value is a Python-level descriptor)
 
 
-@dataclass(slots=True)
 class Event:
-    """One instruction as scheduled: [start, end) on `track`, `deps` are the events it waited on."""
+    """One instruction as scheduled: [start, end) on `track` ("TensorE", ... or "DMA q<j>" of its last piece),
+    `deps` the events it waited on, `blocker` the event whose end set its start (-1: none) and, for a DMA,
+    `pieces` (engine, start, end) per DMA engine."""
 
-    index: int  # position in the stream
-    rec: object
-    track: str  # "TensorE", ... or "DMA q<j>" of its last piece
-    start: float
-    end: float
-    deps: tuple[int, ...] = ()
-    blocker: int = -1  # the event whose end set this one's start (-1: none)
-    flops: float = 0.0
-    pieces: tuple[tuple[int, float, float], ...] = ()  # DMA: (engine, start, end) per DMA engine
+    __slots__ = ("index", "rec", "track", "start", "end", "deps", "blocker", "flops", "pieces")
+
+    def __init__(self, index: int, rec, track: str, start: float, end: float, deps: tuple[int, ...] = (),
+                 blocker: int = -1, flops: float = 0.0, pieces: tuple[tuple[int, float, float], ...] = ()):
+        self.index, self.rec, self.track, self.start, self.end = index, rec, track, start, end
+        self.deps, self.blocker, self.flops, self.pieces = deps, blocker, flops, pieces
+
+    def __repr__(self):
+        return f"Event({self.index}, {self.track}, {self.start:.1f}..{self.end:.1f} ns)"
 
 
 @dataclass
@@ -268,7 +269,7 @@ class Scheduler:
         fresh = got is None
         if fresh:  # the operands' plan, which of them are PSUM tiles, the cost, its durations so far
             plan = self._plan(rec)
-            got = (plan, tuple(k for k, p in enumerate(plan) if p[6] is not None and p[6][0] == "psum"),
+            got = (plan, _psum_positions(plan),
                    REGISTRY[rec.op].cost(rec, self.spec), _apart(plan), {})
             if sig is not None and plans is not None:
                 plans[sig] = got
@@ -428,6 +429,11 @@ class Scheduler:
                 row[p] = max(row[p], hi)
         self.tl.memory_peak = {space: sum(row) for space, row in marks.items()}
         return self.tl
+
+
+def _psum_positions(plan) -> tuple[int, ...]:
+    """The positions of a plan's PSUM operands."""
+    return tuple(k for k, p in enumerate(plan) if p[6] is not None and p[6][0] == "psum")
 
 
 def _apart(plan) -> bool:

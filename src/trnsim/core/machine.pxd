@@ -1,0 +1,21 @@
+# Declarations for the compiled build of machine.py (trnsim/compiled.py): the source is the meaning, these
+# only let Cython make its hot classes extension types and type some locals. A __dict__ keeps a class open
+# to attributes set elsewhere.
+import cython
+from trnsim.core.memory cimport Allocation
+from trnsim.core.tensor cimport View
+
+cdef class NeuronCore:
+    cdef dict __dict__
+    cdef object __weakref__
+    cdef public object target, spec, gen, lnc_configs, sbuf, psum, hbm, spills, aside, psum_open, lazy_psum
+    cdef public object psum_pending, fast, widen_cache, verdicts, verdicts_spec, signatures, hbm_f32, strict, values
+    cdef public object program_id, num_programs, stream, budget, rng, rng_states, accumulators, accumulator_poison
+    cdef public object _peer, turns, barrier, mailbox, _counts, scopes, race_check, races, affine_order, invariants
+
+    @cython.locals(operands=dict, attrs=dict, t=View, a=Allocation)
+    cpdef submit(self, op, engine, dict kw)
+
+
+@cython.locals(key=list, placed=dict, v=View, k=tuple)
+cpdef tuple _signature(op, engine, dict operands, dict attrs)

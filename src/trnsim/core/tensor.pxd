@@ -1,0 +1,11 @@
+# Declarations for the compiled build of tensor.py (trnsim/compiled.py): the source is the meaning, these
+# only let Cython make its hot classes extension types and type some locals.
+import cython
+
+cdef class View:
+    cdef public object alloc, dtype, shape, strides, poff, offset, indirect, on_chip, _scanned, _region, _parts, _keyed
+    cdef object __weakref__
+
+
+@cython.locals(out=list)
+cpdef _hashable(key)

@@ -1,0 +1,34 @@
+# Declarations for the compiled build of scheduler.py (trnsim/compiled.py): the source is the meaning, these
+# only let Cython make its hot classes extension types and type some locals.
+import cython
+from trnsim.core.isa.registry cimport Record
+from trnsim.core.timing.intervals cimport IntervalMap
+
+cdef class Event:
+    cdef public object index, rec, track, start, end, deps, blocker, flops, pieces
+
+
+cdef class Scheduler:
+    cdef public object spec, t, rules, tl, warm_since, regions, plans
+    cdef public dict free, last, queue_of, maps, cells, high, psum_tiles, tile_last
+    cdef public list dma_busy, queue_end, queue_last, eng_of, end_of
+    cdef public set narrow
+    cdef public double tensor_end
+    cdef public object psum_high
+    cdef public bint chained
+
+    @cython.locals(deps=dict, rest=list, eng_of=list, end_of=list, high=dict, narrow=set, dma=bint,
+                   at=Py_ssize_t, i=Py_ssize_t, n=Py_ssize_t, b=list, v=list, m=IntervalMap, readers=dict,
+                   cells=tuple, w=bint)
+    cpdef tuple _deps(self, str eng, tuple plan, list tiles, bint fresh, Py_ssize_t index, object accumulated)
+
+    @cython.locals(narrow=set, i=Py_ssize_t, j=Py_ssize_t, k=Py_ssize_t, b=list, v=list, m=IntervalMap, cells=tuple,
+                   w=bint, r=dict)
+    cpdef _record(self, list accesses, list tiles, str eng, Py_ssize_t index, object accumulated)
+
+    @cython.locals(index=Py_ssize_t, q=Py_ssize_t, deps=dict, rest=list, plans=dict, ready=double, sem=double,
+                   blocker=Py_ssize_t, end=double, tiles=list, psum=tuple, memo=dict, last=dict, k=object, ev=Event)
+    cpdef step(self, Record rec)
+
+    @cython.locals(free=double, start=double, end=double, flops=double)
+    cpdef _compute(self, Record rec, w, str eng, Py_ssize_t index, double ready, Py_ssize_t blocker, dict memo)
