@@ -48,10 +48,11 @@ def source(module: str) -> Path:
 
 
 def digest(module: str) -> str:
-    """The sha256 of a module's source and of its declarations (a .pxd beside it), if it has them."""
+    """The sha256 of a module's source and of every module's declarations (the .pxd files): a module may call
+    another's declared functions directly, so a change to any declaration rebuilds them all."""
     h = hashlib.sha256(source(module).read_bytes())
-    pxd = source(module).with_suffix(".pxd")
-    if pxd.exists():
+    own = source(module).with_suffix(".pxd")
+    for pxd in sorted(set((ROOT / "trnsim").rglob("*.pxd")) | ({own} if own.exists() else set())):
         h.update(pxd.read_bytes())
     return h.hexdigest()
 

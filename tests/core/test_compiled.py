@@ -92,6 +92,17 @@ def test_a_modules_declarations_are_part_of_its_build(tmp_path, monkeypatch):
     assert len({alone, declared, compiled.digest("m")}) == 3
 
 
+def test_another_modules_declarations_are_part_of_its_build(tmp_path, monkeypatch):
+    """A module may call what another module's .pxd declares at C level, so editing any .pxd makes every
+    build stale."""
+    monkeypatch.setattr(compiled, "ROOT", tmp_path)
+    (tmp_path / "trnsim" / "core").mkdir(parents=True)
+    (tmp_path / "trnsim" / "a.py").write_text("def f():\n    return 1\n")
+    before = compiled.digest("trnsim.a")
+    (tmp_path / "trnsim" / "core" / "b.pxd").write_text("cpdef int g()\n")
+    assert compiled.digest("trnsim.a") != before
+
+
 def test_no_compiled_function_keeps_a_nested_function_in_its_closure():
     """Compiled closures share one cell object, so a nested function that another nested function calls
     would make a cycle, which a launch (collector off) never frees: the tiles it holds would stay live."""

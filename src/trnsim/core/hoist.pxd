@@ -1,4 +1,6 @@
 # Declarations for the compiled build of hoist.py (trnsim/compiled.py): the source is the meaning, these
 # only let Cython make its hot classes extension types and type some locals.
 cdef class Invariants:
-    cdef public object first, readers
+    cdef public dict first, readers
+
+    cpdef wrote(self, ins)

@@ -4,6 +4,10 @@
 import cython
 from trnsim.core.memory cimport Allocation
 from trnsim.core.tensor cimport View
+from trnsim.core.errors cimport where
+from trnsim.core.isa.registry cimport Instruction, OpDef
+from trnsim.core.hoist cimport Invariants
+from trnsim.core.liveness cimport Iteration
 
 cdef class NeuronCore:
     cdef dict __dict__
@@ -11,9 +15,10 @@ cdef class NeuronCore:
     cdef public object target, spec, gen, lnc_configs, sbuf, psum, hbm, spills, aside, psum_open, lazy_psum
     cdef public object psum_pending, fast, widen_cache, verdicts, verdicts_spec, signatures, hbm_f32, strict, values
     cdef public object program_id, num_programs, stream, budget, rng, rng_states, accumulators, accumulator_poison
-    cdef public object _peer, turns, barrier, mailbox, _counts, scopes, race_check, races, affine_order, invariants
+    cdef public object _peer, turns, barrier, mailbox, _counts, scopes, race_check, races, affine_order
+    cdef public Invariants invariants
 
-    @cython.locals(operands=dict, attrs=dict, t=View, a=Allocation)
+    @cython.locals(operands=dict, attrs=dict, t=View, a=Allocation, d=OpDef, ins=Instruction, scope=Iteration)
     cpdef submit(self, op, engine, dict kw)
 
 

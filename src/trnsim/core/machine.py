@@ -419,9 +419,9 @@ def _signature(op, engine, operands, attrs) -> tuple:
     instruction's cost depend on: the opcode, the engine asked for, each operand's layout (its allocation's
     place but not which tile it is, dtype, shape, strides, offsets: View.keyed numbers it) and the attributes
     with their types (1 and 1.0 compare equal but may check differently), as one flat tuple: (name, layout
-    number) per operand, then the attributes' names, types and values (a layout number is an int, never a
-    name, so the tuple cannot be read two ways). (None, None) for an indirect operand; an unhashable
-    attribute shows when it is looked up."""
+    number) per operand, then (name, type, value) per attribute (a layout number is an int, never a name or a
+    type, so the tuple cannot be read two ways). (None, None) for an indirect operand;
+    an unhashable attribute shows when it is looked up."""
     key, placed = [op, engine], {}
     for n, v in operands.items():
         if v.indirect is not None:
@@ -432,9 +432,10 @@ def _signature(op, engine, operands, attrs) -> tuple:
         key.append(n)
         key.append(k[1])
         placed[n] = k[2]
-    key += attrs  # the names, their types, their values
-    key += map(type, attrs.values())
-    key += attrs.values()
+    for n, x in attrs.items():  # name, type, value
+        key.append(n)
+        key.append(type(x))
+        key.append(x)
     return tuple(key), placed
 
 

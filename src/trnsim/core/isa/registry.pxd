@@ -1,4 +1,17 @@
 # Declarations for the compiled build of registry.py (trnsim/compiled.py): the source is the meaning, these
-# only let Cython make its hot classes extension types and type some locals.
+# only let Cython make its hot classes extension types and type some locals. A __dict__ keeps a class open
+# to attributes set elsewhere.
 cdef class Record:
     cdef public object index, op, engine, placed, writes, attrs, location, sig, _regions
+
+
+cdef class Instruction:
+    cdef dict __dict__
+    cdef public object op, engine, location, writes
+    cdef public dict operands, attrs
+
+    cpdef Record record(self, index, sig=*, placed=*)
+
+
+cdef class OpDef:
+    cdef public object op, engines, check, semantics, cost, writes, needs, pick, control, pure, state

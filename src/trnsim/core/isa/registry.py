@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import functools
 import math
-from dataclasses import dataclass
 from typing import Callable
 
 import numpy as np
@@ -105,16 +104,14 @@ class Instruction:
 
     def __init__(self, op: Op, engine: Engine, operands: dict[str, View], attrs: dict, location: str,
                  writes: tuple[str, ...] = ("dst",)):
-        self.__dict__.update(operands)
+        vars(self).update(operands)
         self.op, self.engine, self.operands, self.attrs, self.location, self.writes = op, engine, operands, attrs, location, writes
 
-    def __getattr__(self, name):  # attributes (and operands, before __init__ has set them)
-        ops = self.__dict__.get("operands", {})
-        if name in ops:
-            return ops[name]
-        attrs = self.__dict__.get("attrs", {})
-        if name in attrs:
-            return attrs[name]
+    def __getattr__(self, name):  # the attributes (operands are in the instance's dict)
+        if name != "attrs":
+            attrs = self.attrs
+            if attrs is not None and name in attrs:
+                return attrs[name]
         raise AttributeError(name)
 
     def record(self, index: int, sig: int | None = None, placed: dict | None = None) -> Record:
@@ -126,22 +123,25 @@ class Instruction:
         return Record(index, self.op, self.engine, placed, self.writes, attrs, self.location, sig)
 
 
-@dataclass(frozen=True)
 class OpDef:
-    op: Op
-    engines: tuple[Engine, ...]
-    check: Callable
-    semantics: Callable
-    cost: Callable
-    writes: tuple[str, ...] = ("dst",)
-    needs: str | None = None  # the catalog capability the instruction needs
-    pick: Callable | None = None  # chooses the default engine from the operands, when it depends on them
-    control: bool = False  # sequencer state (registers): its semantics run in timing-only mode too
-    # `check` reads only the operands' layouts (placement, dtype, shape, strides), the attributes and the core's
-    # catalog facts, so its verdict can be memoised (core/fast.py); `state` is the part of checking that
-    # changes the core's state (PSUM accumulation groups) and runs at every issue.
-    pure: bool = False
-    state: Callable | None = None
+    """One instruction's rules, as `define` registers them.
+
+    needs: the catalog capability the instruction needs; pick: chooses the default engine from the operands,
+    when it depends on them; control: sequencer state (registers), whose semantics run in timing-only mode
+    too. `check` reads only the operands' layouts (placement, dtype, shape, strides), the attributes and the
+    core's catalog facts, so with `pure` its verdict can be memoised (core/fast.py); `state` is the part of
+    checking that changes the core's state (PSUM accumulation groups) and runs at every issue."""
+
+    __slots__ = ("op", "engines", "check", "semantics", "cost", "writes", "needs", "pick", "control", "pure", "state")
+
+    def __init__(self, op: Op, engines: tuple[Engine, ...], check: Callable, semantics: Callable, cost: Callable,
+                 writes: tuple[str, ...] = ("dst",), needs: str | None = None, pick: Callable | None = None,
+                 control: bool = False, pure: bool = False, state: Callable | None = None):
+        self.op, self.engines, self.check, self.semantics, self.cost = op, engines, check, semantics, cost
+        self.writes, self.needs, self.pick, self.control, self.pure, self.state = writes, needs, pick, control, pure, state
+
+    def __repr__(self):
+        return f"OpDef({self.op.value})"
 
 
 REGISTRY: dict[Op, OpDef] = {}

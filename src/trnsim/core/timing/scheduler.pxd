@@ -32,3 +32,16 @@ cdef class Scheduler:
 
     @cython.locals(free=double, start=double, end=double, flops=double)
     cpdef _compute(self, Record rec, w, str eng, Py_ssize_t index, double ready, Py_ssize_t blocker, dict memo)
+
+    @cython.locals(go=double, turn=double, end=double, start=double, pieces=list, busy=list, s=double, f=double,
+                   dur=double, e=Py_ssize_t, tl=object)
+    cpdef _dma(self, Record rec, w, Py_ssize_t index, double ready, object blocker, Py_ssize_t q, dict memo)
+
+
+@cython.locals(starts=list, ends=list, owner=list, i=Py_ssize_t, n=Py_ssize_t, t=double, take=double, left=double,
+               gap_end=double, segs=list, s=double, f=double)
+cpdef tuple _place(tuple busy, double at, double dur, Py_ssize_t index)
+
+
+@cython.locals(i=Py_ssize_t)
+cpdef _book(list starts, list ends, list owner, double s, double f, Py_ssize_t index)

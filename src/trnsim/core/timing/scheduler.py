@@ -359,66 +359,27 @@ class Scheduler:
         turn = self.queue_end[q] + self.t.dma_turnaround_latency if self.queue_last[q] >= 0 else 0.0
         if turn > go:
             go, blocker = turn, self.queue_last[q]
-        pieces, tl = [], self.tl
-        end, bound = -1.0, blocker
+        pieces = []
+        end, start, bound = -1.0, -1.0, blocker
         split = memo.get("dma")
         if split is None:
             split = memo["dma"] = self.rules.dma_pieces(rec, w)
+        busy = self.dma_busy
         for e, dur in split:
-            s, f, before = self._place(e, go, dur, index)
+            s, f, before = _place(busy[e], go, dur, index)
             pieces.append((e, s, f))
-            tl.piece_engine.append(e)
-            tl.piece_start.append(s)
-            tl.piece_end.append(f)
+            if start < 0.0 or s < start:
+                start = s
             if f > end:
                 end = f
                 bound = blocker if s == go else before
+        tl = self.tl
+        for e, s, f in pieces:
+            tl.piece_engine.append(e)
+            tl.piece_start.append(s)
+            tl.piece_end.append(f)
         self.queue_end[q], self.queue_last[q] = end, index
-        start = min(p[1] for p in pieces)
         return Event(index, rec, f"DMA q{q}", start, end, blocker=bound, pieces=tuple(pieces))
-
-    def _place(self, e: int, at: float, dur: float, index: int) -> tuple[float, float, int]:
-        """Book `dur` ns of DMA engine `e` from `at` on, in its free stretches: an engine interleaves the
-        descriptors of its queues, so a transfer fills the gaps other queues' transfers leave.
-        Returns (start, end, the transfer that last held the engine before the end; -1 if none)."""
-        starts, ends, owner = self.dma_busy[e]
-        i = bisect_right(ends, at)  # the first busy stretch ending after `at`
-        t, before, n = at, -1, len(starts)
-        while i < n and starts[i] <= t:  # no gap before stretch i: wait for its end (as the loop below does)
-            t, before = max(t, ends[i]), owner[i]
-            i += 1
-        take = min(dur, starts[i] - t) if i < n else dur
-        if dur - take <= 1e-9:  # it fits the first gap
-            self._book(starts, ends, owner, t, t + take, index)
-            return t, t + take, before
-        left, segs = dur, []  # from the first gap on
-        while left > 1e-9:
-            gap_end = starts[i] if i < len(starts) else float("inf")
-            if gap_end > t:
-                take = min(left, gap_end - t)
-                segs.append((t, t + take))
-                t, left = t + take, left - take
-            if left > 1e-9:
-                t, before = max(t, ends[i]), owner[i]
-                i += 1
-        for s, f in segs:
-            self._book(starts, ends, owner, s, f, index)
-        return segs[0][0], segs[-1][1], before
-
-    @staticmethod
-    def _book(starts, ends, owner, s, f, index) -> None:
-        """Mark [s, f) busy, merging with the stretches it touches."""
-        i = bisect_right(starts, s)
-        if i > 0 and ends[i - 1] >= s:
-            ends[i - 1], owner[i - 1] = max(ends[i - 1], f), index
-            i -= 1
-        else:
-            starts.insert(i, s)
-            ends.insert(i, f)
-            owner.insert(i, index)
-        if i + 1 < len(starts) and starts[i + 1] <= ends[i]:
-            ends[i] = max(ends[i], ends[i + 1])
-            del starts[i + 1], ends[i + 1], owner[i + 1]
 
     def finish(self) -> Timeline:
         """The timeline, with the SBUF/PSUM high-water mark: per partition, the highest byte touched."""
@@ -429,6 +390,57 @@ class Scheduler:
                 row[p] = max(row[p], hi)
         self.tl.memory_peak = {space: sum(row) for space, row in marks.items()}
         return self.tl
+
+
+def _place(busy, at: float, dur: float, index: int) -> tuple[float, float, int]:
+    """Book `dur` ns of a DMA engine (`busy`: its stretches' starts, ends and owners) from `at` on, in its free
+    stretches: an engine interleaves the descriptors of its queues, so a transfer fills the gaps other queues'
+    transfers leave. Returns (start, end, the transfer that last held the engine before the end; -1 if none)."""
+    starts, ends, owner = busy
+    i = bisect_right(ends, at)  # the first busy stretch ending after `at`
+    t, before, n = at, -1, len(starts)
+    while i < n and starts[i] <= t:  # no gap before stretch i: wait for its end (as the loop below does)
+        if ends[i] > t:
+            t = ends[i]
+        before = owner[i]
+        i += 1
+    take = min(dur, starts[i] - t) if i < n else dur
+    if dur - take <= 1e-9:  # it fits the first gap
+        _book(starts, ends, owner, t, t + take, index)
+        return t, t + take, before
+    left, segs = dur, []  # from the first gap on
+    while left > 1e-9:
+        gap_end = starts[i] if i < len(starts) else float("inf")
+        if gap_end > t:
+            take = min(left, gap_end - t)
+            segs.append((t, t + take))
+            t, left = t + take, left - take
+        if left > 1e-9:
+            if ends[i] > t:
+                t = ends[i]
+            before = owner[i]
+            i += 1
+    for s, f in segs:
+        _book(starts, ends, owner, s, f, index)
+    return segs[0][0], segs[-1][1], before
+
+
+def _book(starts, ends, owner, s: float, f: float, index: int) -> None:
+    """Mark [s, f) busy, merging with the stretches it touches."""
+    i = bisect_right(starts, s)
+    if i > 0 and ends[i - 1] >= s:
+        if f > ends[i - 1]:
+            ends[i - 1] = f
+        owner[i - 1] = index
+        i -= 1
+    else:
+        starts.insert(i, s)
+        ends.insert(i, f)
+        owner.insert(i, index)
+    if i + 1 < len(starts) and starts[i + 1] <= ends[i]:
+        if ends[i + 1] > ends[i]:
+            ends[i] = ends[i + 1]
+        del starts[i + 1], ends[i + 1], owner[i + 1]
 
 
 def _psum_positions(plan) -> tuple[int, ...]:
