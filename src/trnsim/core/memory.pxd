@@ -7,3 +7,12 @@ cdef class Allocation:
     cdef public object memory, p0, partitions, b0, nbytes, name, kind, location, id, place, clean, source, pending
     cdef public object shared, expired, evicted, block, used, spilled, scratch, saved
 
+
+
+cdef class WeakTable:
+    cdef public dict refs
+    cdef object __weakref__
+
+    cpdef pop(self, key, default=*)
+
+    cpdef list values(self)

@@ -27,6 +27,7 @@ in SBUF together (the operands of one instruction) cannot fit even with every ot
 from __future__ import annotations
 
 import enum
+import functools
 import itertools
 import weakref
 
@@ -105,6 +106,45 @@ class Allocation:
             m.poison[rows, cols] = 0
 
 
+class WeakTable:
+    """allocation id -> allocation, held weakly (an entry leaves when its allocation is freed), in insertion
+    order: what the memories need of weakref.WeakValueDictionary, with no Python-level bookkeeping per entry."""
+
+    __slots__ = ("refs", "__weakref__")
+
+    def __init__(self):
+        self.refs: dict[int, weakref.ref] = {}
+
+    def __setitem__(self, key: int, value) -> None:
+        self.refs[key] = weakref.ref(value, functools.partial(_drop, weakref.ref(self), key))
+
+    def __delitem__(self, key: int) -> None:
+        del self.refs[key]
+
+    def __contains__(self, key: int) -> bool:
+        r = self.refs.get(key)
+        return r is not None and r() is not None
+
+    def __len__(self) -> int:
+        return len(self.refs)
+
+    def pop(self, key: int, default=None):
+        r = self.refs.pop(key, None)
+        a = None if r is None else r()
+        return default if a is None else a
+
+    def values(self) -> list:
+        """The live allocations, oldest entry first (a list: reference counting may free one meanwhile)."""
+        return [a for r in self.refs.values() if (a := r()) is not None]
+
+
+def _drop(table, key: int, ref) -> None:
+    """A table's entry `key` leaves when its allocation (`ref`) is freed, unless the key holds another one now."""
+    t = table()
+    if t is not None and t.refs.get(key) is ref:
+        del t.refs[key]
+
+
 class Memory:
     """An on-chip memory (SBUF or PSUM): `data` and `poison` are uint8[partitions, row_bytes]."""
 
@@ -123,11 +163,11 @@ class Memory:
             self.data, self.poison = np.full(shape, POISON_BYTE, np.uint8), np.ones(shape, np.uint8)
         # else: the same bytes, made when first asked for (__getattr__); a timing-only run mostly never asks
         self.version = 0  # counts writes, so cached conversions of its bytes know when they are stale
-        self.live: weakref.WeakValueDictionary[int, Allocation] = weakref.WeakValueDictionary()
-        self.sourced: weakref.WeakValueDictionary[int, Allocation] = weakref.WeakValueDictionary()  # with a source
+        self.live = WeakTable()
+        self.sourced = WeakTable()  # with a source
         # Expired tensors still holding their bytes, oldest first; `held` keeps the tensors of each loop's
         # current and last iteration resident where the program drops them (core/liveness.py).
-        self.expired: weakref.WeakValueDictionary[int, Allocation] = weakref.WeakValueDictionary()
+        self.expired = WeakTable()
         self.held: dict[int, Allocation] = {}
         self.spiller = None  # SBUF: the core's spill_save(alloc), which saves a tile to HBM before it is spilled
         self.next_use = None  # SBUF: the core's prediction of a tile's next use (liveness.next_use), or None
@@ -142,7 +182,7 @@ class Memory:
 
     def tensors(self) -> list:
         """The live tensors (a list: reference counting may free one while the caller walks them)."""
-        return [a for r in self.live.valuerefs() if (a := r()) is not None]
+        return self.live.values()
 
     def host_bytes(self) -> int:
         """Host memory this memory's bytes take (fixed by its size; the launch budget leaves it out)."""
@@ -407,7 +447,7 @@ class HBM:
 
     def __init__(self, capacity: int):
         self.capacity = capacity
-        self.live: weakref.WeakValueDictionary[int, Allocation] = weakref.WeakValueDictionary()
+        self.live = WeakTable()
         self.shared: dict[int, object] = {}  # n-th shared_hbm allocation of an LNC pair -> tensor
 
     def allocate(self, nbytes: int, name: str, kind: str, location: str | None, init: np.ndarray | None = None) -> Allocation:
