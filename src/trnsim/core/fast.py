@@ -13,8 +13,34 @@ memory made when first read. And the hottest modules run compiled by Cython from
 built (trnsim/compiled.py). With it off, each matmul adds its product into PSUM as it is issued, which
 defines the bits. None of them changes a value or an instruction: tests/replay runs every kernel the
 tests launch both ways and compares output bits and streams, and tests/core/test_compiled.py compares the
-compiled modules' runs with a process running them all as Python.
+compiled modules' runs with a process running them all as Python. Also behind it: what a launch or a
+replay made goes straight to the cyclic collector's oldest generation (`collector_off`).
 """
 from __future__ import annotations
 
+import contextlib
+import gc
+
 from trnsim.compiled import ENV, enabled  # noqa: F401  read when a core is made (compiled modules: at import)
+
+
+@contextlib.contextmanager
+def collector_off():
+    """The cyclic collector off while a kernel runs or its stream is replayed: they make a few objects per
+    instruction and free them by reference counting (nothing they make forms a cycle), so its passes over
+    the growing stream would find nothing.
+
+    With the speed layer on, every object it tracks then moves to its oldest generation (gc.freeze and
+    gc.unfreeze, each O(1)): the young collection that would follow would walk the whole stream once to
+    find nothing again. Garbage that was in a cycle before is then collected by the next full collection
+    instead of a young one."""
+    collecting = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if enabled():
+            gc.freeze()
+            gc.unfreeze()
+        if collecting:
+            gc.enable()

@@ -7,7 +7,6 @@ Front ends never compute values: they only allocate tensors and issue instructio
 from __future__ import annotations
 
 import functools
-import gc
 import math
 import os
 import re
@@ -19,7 +18,7 @@ import numpy as np
 from trnsim import live, numerics
 from trnsim.core import NeuronCore, Op, View
 from trnsim.core.machine import TARGET_ENV
-from trnsim.core import races as _races
+from trnsim.core import fast, races as _races
 from trnsim.core.errors import KernelError, MemorySpaceError, UninitializedError, UninitializedWarning
 from trnsim.core.limits import Budget
 from trnsim.core.lnc import Barrier, Turns
@@ -218,12 +217,10 @@ def launch(kernel: Kernel, args, kwargs, target=None, values=True, order=None):
 
     live.publish(kind="kernel", name=kernel.fn.__name__, cores=range(kernel.lnc), target=nc0.target, phase="running",
                  memory={"hbm": sum(a.nbytes for a in nc0.hbm.tensors())})
-    saved, collecting = getattr(_state, "core", None), gc.isenabled()
-    # A run makes a few objects per instruction and keeps its stream: the cyclic collector would walk
-    # the growing stream again and again for nothing (views and records form no cycles). Reference
-    # counting still frees every tensor at once, which is all the allocator relies on.
-    gc.disable()
-    try:
+    saved = getattr(_state, "core", None)
+    # Views and records form no cycles: reference counting frees every tensor at once, which is all the
+    # allocator relies on, and the cyclic collector stays off (core/fast.py).
+    with fast.collector_off():
         if kernel.lnc == 1:
             run(0)
         else:
@@ -232,9 +229,6 @@ def launch(kernel: Kernel, args, kwargs, target=None, values=True, order=None):
                 t.start()
             for t in threads:
                 t.join()
-    finally:
-        if collecting:
-            gc.enable()
     _state.core = saved
     kernel.last_cores = cores
     LAST.update(kernel=kernel.fn.__name__, cores=cores)

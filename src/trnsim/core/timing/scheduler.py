@@ -12,7 +12,6 @@ O(n log n).
 """
 from __future__ import annotations
 
-import gc
 from array import array
 from bisect import bisect_right
 from dataclasses import dataclass, field
@@ -461,21 +460,16 @@ def replay(stream, spec, tspec, on_chunk=None) -> Timeline:
 
     `on_chunk(timeline, lo, hi)`, if given, is called after events lo..hi-1 are placed, every CHUNK
     instructions and at the end (progress bars and the live state `trnsim top` reads). The cyclic garbage
-    collector is off meanwhile, as in a kernel launch: scheduling makes an event and a few cells per
-    instruction and frees no cycles, so its passes over the growing timeline would find nothing."""
+    collector is off meanwhile, as in a kernel launch (core/fast.py): scheduling makes an event and a few
+    cells per instruction and frees no cycles, so its passes over the growing timeline would find nothing."""
     s = Scheduler(spec, tspec)
     step, lo = s.step, 0
-    collecting = gc.isenabled()
-    gc.disable()
-    try:
+    with fast.collector_off():
         for i, rec in enumerate(stream, 1):
             step(rec)
             if on_chunk is not None and i - lo == CHUNK:
                 on_chunk(s.tl, lo, i)
                 lo = i
-    finally:
-        if collecting:
-            gc.enable()
     if on_chunk is not None and len(s.tl.events) > lo:
         on_chunk(s.tl, lo, len(s.tl.events))
     return s.finish()
