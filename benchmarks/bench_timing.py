@@ -13,7 +13,8 @@ adds the table docs/timing.md quotes.
 side by side with the speed-ups: the speed layer off (TRNSIM_FAST=0) and on (with the modules trnsim/compiled.py
 built, when they are: `compiled_modules` counts them), plus, with `--against REV`,
 the source tree of git revision REV (before) against this one. `--all` compares every ladder step, not
-only the optimised one; `--repeat N` keeps each way's fastest of N runs. The simulated figures (latency,
+only the optimised one; `--repeat N` runs N rounds in which the ways take turns (a fresh process each, the faster of
+two runs) and keeps each way's fastest. The simulated figures (latency,
 instructions) of every way must be the same: `same_figures` says whether they are. `--instructions` adds each
 way's count of CPU instructions for one run (trace and schedule) under valgrind's callgrind, which, unlike
 seconds, does not move with the machine's load (`speedup_instructions`); it needs valgrind and takes minutes.
@@ -187,17 +188,26 @@ def compare():
             tree = subprocess.run(["git", "-C", str(root), "archive", against, "src"], check=True, capture_output=True).stdout
             subprocess.run(["tar", "-x", "-C", tmp], input=tree, check=True)
             ways.insert(0, (f"before ({against})", {"TRNSIM_FAST": "1"}, str(Path(tmp) / "src")))
-        rows = {}
+        envs = {}
         for label, env, src in ways:
-            env = dict(os.environ, **env)
+            envs[label] = dict(os.environ, **env)
             if src:
-                env["PYTHONPATH"] = os.pathsep.join([src, env.get("PYTHONPATH", "")])
-            p = subprocess.run([sys.executable, __file__, "--one", ",".join(names), str(repeat)], env=env,
-                               capture_output=True, text=True, check=True)
-            rows[label] = json.loads(p.stdout)
-            if "--instructions" in sys.argv:
+                envs[label]["PYTHONPATH"] = os.pathsep.join([src, envs[label].get("PYTHONPATH", "")])
+        # The ways take turns, a fresh process each per round (its faster of two runs: the first one also
+        # pays the one-time costs), so a machine that slows down or speeds up meanwhile moves every way
+        # alike; each way keeps its fastest round, kernel by kernel.
+        rows = {}
+        for _ in range(repeat):
+            for label, _, _ in ways:
+                p = subprocess.run([sys.executable, __file__, "--one", ",".join(names), "2"], env=envs[label],
+                                   capture_output=True, text=True, check=True)
+                got = json.loads(p.stdout)
+                rows[label] = [new if old is None or new["wall_s"] < old["wall_s"] else old
+                               for old, new in zip(rows.get(label, [None] * len(got)), got)]
+        if "--instructions" in sys.argv:
+            for label, _, _ in ways:
                 for row, name in zip(rows[label], names):
-                    row["cpu_instructions"] = instructions(name, env)
+                    row["cpu_instructions"] = instructions(name, envs[label])
     first, last = ways[0][0], ways[-1][0]
     out = []
     for i, name in enumerate(names):

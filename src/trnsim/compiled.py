@@ -32,7 +32,7 @@ ENV = "TRNSIM_FAST"  # the speed layer's one switch: 0 turns it off, compiled mo
 MODULES = ("trnsim.core.errors", "trnsim.core.tensor", "trnsim.core.memory", "trnsim.core.liveness",
            "trnsim.core.hoist", "trnsim.core.machine", "trnsim.core.isa.registry", "trnsim.core.isa.psum",
            "trnsim.core.isa.tensor_engine", "trnsim.core.timing.intervals", "trnsim.core.timing.scheduler",
-           "trnsim.core.timing.result", "trnsim.nki.isa")
+           "trnsim.core.timing.result", "trnsim.nki._current", "trnsim.nki.isa")
 ROOT = Path(__file__).resolve().parent.parent  # the directory holding the trnsim package
 BUILT = Path(__file__).resolve().parent / "_compiled"  # one extension per module, and sources.json
 SUFFIX = sysconfig.get_config_var("EXT_SUFFIX")

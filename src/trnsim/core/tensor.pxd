@@ -6,6 +6,10 @@ cdef class View:
     cdef public object alloc, dtype, shape, strides, poff, offset, indirect, on_chip, _scanned, _region, _parts, _keyed
     cdef object __weakref__
 
+    @cython.locals(nd=Py_ssize_t, d=Py_ssize_t, n=Py_ssize_t, s=Py_ssize_t, shape=list, strides=list, sl=slice,
+                   on_chip=bint)
+    cpdef View _index(self, key)
 
-@cython.locals(out=list)
+
+@cython.locals(out=list, sl=slice)
 cpdef _hashable(key)

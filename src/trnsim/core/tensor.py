@@ -362,7 +362,8 @@ class View:
                 k = _as_index(k)
             n, s = shape[d], strides[d]
             if type(k) is slice:
-                start, stop, step = k.start, k.stop, k.step
+                sl = k  # (the compiled build reads a slice's bounds directly)
+                start, stop, step = sl.start, sl.stop, sl.step
                 if start is None and stop is None and step is None:
                     continue  # the whole dim
                 if step is None and type(start) is int and type(stop) is int and 0 <= start <= stop <= n:
@@ -622,16 +623,14 @@ def _hashable(key):
         if c is int:
             out.append(k)
         elif c is slice:
-            start, stop = k.start, k.stop
-            if k.step is not None or type(start) not in _BOUND or type(stop) not in _BOUND:
+            sl = k  # a slice (the compiled build reads its bounds directly)
+            start, stop = sl.start, sl.stop
+            if sl.step is not None or not (start is None or type(start) is int) or not (stop is None or type(stop) is int):
                 return None
             out.append((start, stop))
         else:
             return None
     return tuple(out)
-
-
-_BOUND = (int, type(None))
 
 
 def _as_index(k):

@@ -23,22 +23,10 @@ from trnsim.core.errors import KernelError, MemorySpaceError, UninitializedError
 from trnsim.core.limits import Budget
 from trnsim.core.lnc import Barrier, Turns
 from trnsim.errors import ConfigError
+from trnsim.nki._current import _state, core, issue  # noqa: F401  (the front ends' names for them)
 
-_state = threading.local()
 LAUNCHES: list[dict] = []  # one summary per kernel launch, for `trnsim run --json`
 LAST: dict = {}  # the latest launch: {"kernel": name, "cores": [...]} (`trnsim profile --main` times it)
-
-
-def core() -> NeuronCore:
-    """The core running the calling kernel; outside a kernel, a default one (so helpers work in a REPL)."""
-    nc = getattr(_state, "core", None)
-    if nc is None:
-        nc = _state.core = NeuronCore()
-    return nc
-
-
-def issue(opcode: Op, /, engine=None, **kw):
-    return core().submit(opcode, engine, kw)
 
 
 def buffer_name(buffer) -> str:

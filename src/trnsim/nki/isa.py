@@ -8,7 +8,7 @@ from trnsim.core.memory import Space
 from trnsim import numerics
 from trnsim.core.errors import DTypeWarning, KernelError, warn
 from trnsim.core.isa.registry import Instruction as NkiInstruction  # noqa: F401 - what an nki.isa call returns
-from trnsim.nki._frontend import core, issue
+from trnsim.nki._current import core, issue
 
 VirtualRegister = Register  # nki/api/nki/isa: VirtualRegister, the type register_alloc returns
 

@@ -29,17 +29,20 @@ def interval_shares(events, dma_engines: int) -> tuple[dict[str, float], float, 
     together as "DMA"), the share with any engine busy, and the interval's end (ns)."""
     if not events:
         return {}, 0.0, 0.0
-    lo, hi = min(e.start for e in events), max(e.end for e in events)
-    span = hi - lo
     busy: dict[str, float] = {}
     starts, ends = [], []
     for e in events:
         if e.pieces:
-            busy["DMA"] = busy.get("DMA", 0.0) + sum(f - s for _, s, f in e.pieces) / dma_engines
+            moved = 0.0
+            for _, s, f in e.pieces:
+                moved += f - s
+            busy["DMA"] = busy.get("DMA", 0.0) + moved / dma_engines
         else:
             busy[e.track] = busy.get(e.track, 0.0) + (e.end - e.start)
         starts.append(e.start)
         ends.append(e.end)
+    lo, hi = min(starts), max(ends)
+    span = hi - lo
     if span <= 0:
         return {k: 0.0 for k in busy}, 0.0, hi
     return {k: min(1.0, v / span) for k, v in busy.items()}, union_length(starts, ends) / span, hi

@@ -1,0 +1,25 @@
+"""The core the calling kernel runs on (per thread: an LNC 2 launch runs one thread per core) and `issue`,
+the call every front-end instruction goes through into it.
+
+Apart from _frontend, which stays Python (its launch frame is where liveness.drop_dead_names stops), so
+that these run compiled (trnsim/compiled.py).
+"""
+from __future__ import annotations
+
+import threading
+
+from trnsim.core import NeuronCore, Op
+
+_state = threading.local()
+
+
+def core() -> NeuronCore:
+    """The core running the calling kernel; outside a kernel, a default one (so helpers work in a REPL)."""
+    nc = getattr(_state, "core", None)
+    if nc is None:
+        nc = _state.core = NeuronCore()
+    return nc
+
+
+def issue(opcode: Op, /, engine=None, **kw):
+    return core().submit(opcode, engine, kw)
