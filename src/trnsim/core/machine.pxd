@@ -9,6 +9,7 @@ from trnsim.core.isa.registry cimport Instruction, OpDef
 from trnsim.core.hoist cimport Invariants
 from trnsim.core.liveness cimport Iteration
 
+@cython.final
 cdef class NeuronCore:
     cdef dict __dict__
     cdef object __weakref__

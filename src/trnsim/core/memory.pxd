@@ -1,6 +1,9 @@
 # Declarations for the compiled build of memory.py (trnsim/compiled.py): the source is the meaning, these
 # only let Cython make its hot classes extension types and type some locals. A __dict__ keeps a class open
 # to attributes set elsewhere.
+cimport cython
+
+@cython.final
 cdef class Allocation:
     cdef dict __dict__
     cdef object __weakref__
@@ -9,6 +12,7 @@ cdef class Allocation:
 
 
 
+@cython.final
 cdef class WeakTable:
     cdef public dict refs
     cdef object __weakref__

@@ -2,6 +2,7 @@
 # only let Cython make its hot classes extension types and type some locals.
 import cython
 
+@cython.final
 cdef class View:
     cdef public object alloc, dtype, shape, strides, poff, offset, indirect, on_chip, _scanned, _region, _parts, _keyed
     cdef object __weakref__

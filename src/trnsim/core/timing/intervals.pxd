@@ -1,4 +1,7 @@
 # Declarations for the compiled build of intervals.py (trnsim/compiled.py): the source is the meaning, these
 # only let Cython make its hot classes extension types and type some locals.
+cimport cython
+
+@cython.final
 cdef class IntervalMap:
     cdef public list bounds, values

@@ -4,10 +4,12 @@ import cython
 from trnsim.core.isa.registry cimport Record
 from trnsim.core.timing.intervals cimport IntervalMap
 
+@cython.final
 cdef class Event:
     cdef public object index, rec, track, start, end, deps, blocker, flops, pieces
 
 
+@cython.final
 cdef class Scheduler:
     cdef public object spec, t, rules, tl, warm_since, regions, plans
     cdef public dict free, last, queue_of, maps, cells, high, psum_tiles, tile_last
@@ -45,3 +47,7 @@ cpdef tuple _place(tuple busy, double at, double dur, Py_ssize_t index)
 
 @cython.locals(i=Py_ssize_t)
 cpdef _book(list starts, list ends, list owner, double s, double f, Py_ssize_t index)
+
+
+@cython.locals(lo=Py_ssize_t, hi=Py_ssize_t, mid=Py_ssize_t)
+cpdef Py_ssize_t _right(list a, x)

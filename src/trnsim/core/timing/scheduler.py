@@ -13,7 +13,6 @@ O(n log n).
 from __future__ import annotations
 
 from array import array
-from bisect import bisect_right
 from dataclasses import dataclass, field
 
 from trnsim.core import fast
@@ -145,7 +144,7 @@ class Scheduler:
                 self._psum_buffer(buffer, hi, tile, deps)
             if index >= 0 and cells[4] is None and memory not in narrow:
                 b, v = cells[1][0].bounds, cells[1][0].values  # the memory's whole map: looked up, recorded in
-                i = bisect_right(b, lo) - 1
+                i = _right(b, lo) - 1
                 if b[i] == lo and i + 1 < len(b) and b[i + 1] == hi:
                     val = v[i]
                     if val is None:
@@ -178,7 +177,7 @@ class Scheduler:
                 n = len(b)
                 if n == 1 and v[0] is None:
                     continue  # nothing recorded in this map yet
-                i = bisect_right(b, lo) - 1
+                i = _right(b, lo) - 1
                 while i < n and b[i] < hi:
                     val = v[i]
                     i += 1
@@ -232,7 +231,7 @@ class Scheduler:
                         m.assign(lo, hi, None)
             for m in record:
                 b, v = m.bounds, m.values
-                i = bisect_right(b, lo) - 1
+                i = _right(b, lo) - 1
                 if b[i] == lo and i + 1 < len(b) and b[i + 1] == hi:
                     j = i + 1  # exactly one segment
                 else:  # make lo and hi boundaries, each new segment with its own cell (IntervalMap._split)
@@ -240,7 +239,7 @@ class Scheduler:
                         i += 1
                         b.insert(i, lo)
                         v.insert(i, own(v[i - 1]))
-                    j = bisect_right(b, hi) - 1
+                    j = _right(b, hi) - 1
                     if b[j] != hi:
                         j += 1
                         b.insert(j, hi)
@@ -373,10 +372,9 @@ class Scheduler:
                 end = f
                 bound = blocker if s == go else before
         tl = self.tl
-        for e, s, f in pieces:
-            tl.piece_engine.append(e)
-            tl.piece_start.append(s)
-            tl.piece_end.append(f)
+        tl.piece_engine.extend([p[0] for p in pieces])
+        tl.piece_start.extend([p[1] for p in pieces])
+        tl.piece_end.extend([p[2] for p in pieces])
         self.queue_end[q], self.queue_last[q] = end, index
         return Event(index, rec, f"DMA q{q}", start, end, blocker=bound, pieces=tuple(pieces))
 
@@ -396,7 +394,7 @@ def _place(busy, at: float, dur: float, index: int) -> tuple[float, float, int]:
     stretches: an engine interleaves the descriptors of its queues, so a transfer fills the gaps other queues'
     transfers leave. Returns (start, end, the transfer that last held the engine before the end; -1 if none)."""
     starts, ends, owner = busy
-    i = bisect_right(ends, at)  # the first busy stretch ending after `at`
+    i = _right(ends, at)  # the first busy stretch ending after `at`
     t, before, n = at, -1, len(starts)
     while i < n and starts[i] <= t:  # no gap before stretch i: wait for its end (as the loop below does)
         if ends[i] > t:
@@ -426,7 +424,7 @@ def _place(busy, at: float, dur: float, index: int) -> tuple[float, float, int]:
 
 def _book(starts, ends, owner, s: float, f: float, index: int) -> None:
     """Mark [s, f) busy, merging with the stretches it touches."""
-    i = bisect_right(starts, s)
+    i = _right(starts, s)
     if i > 0 and ends[i - 1] >= s:
         if f > ends[i - 1]:
             ends[i - 1] = f
@@ -440,6 +438,20 @@ def _book(starts, ends, owner, s: float, f: float, index: int) -> None:
         if ends[i + 1] > ends[i]:
             ends[i] = ends[i + 1]
         del starts[i + 1], ends[i + 1], owner[i + 1]
+
+
+def _right(a, x) -> int:
+    """bisect.bisect_right(a, x): where `x` goes in the sorted list `a`, after any equal items. Written out so
+    that the compiled build searches in a C loop: calling bisect costs more than the search in the short
+    lists here."""
+    lo, hi = 0, len(a)
+    while lo < hi:
+        mid = (lo + hi) // 2
+        if x < a[mid]:
+            hi = mid
+        else:
+            lo = mid + 1
+    return lo
 
 
 def _psum_positions(plan) -> tuple[int, ...]:
