@@ -343,9 +343,27 @@ class View:
                 if v is None:
                     if len(parts) >= _PARTS:
                         parts.clear()
-                    v = parts[k] = self._index(key)
+                    v = parts[k] = self._part(key, k)
                 return v
         return self._index(key)
+
+    def _part(self, key, k) -> View:
+        """self[key], `k` its hashable form, already keyed (View.keyed): a part taken the same way from a tile
+        laid out the same way is laid out the same way, so its shape, strides, offsets and layout number are
+        remembered by (the tile's layout number, k) (the speed layer: a kernel slices each iteration's new
+        tiles as it sliced the last ones)."""
+        key_of = (self.keyed()[1], k)
+        got = _DERIVED.get(key_of)
+        if got is None:
+            v = self._index(key)
+            if len(_DERIVED) >= _LAYOUTS_MAX:
+                _DERIVED.clear()
+            _DERIVED[key_of] = (v.shape, v.strides, v.offset, v.poff, v.keyed()[1])
+            return v
+        shape, strides, offset, poff, n = got
+        v = self._sub(shape, strides, offset, poff, self.dtype, self.indirect)
+        v._keyed = (self.alloc.place, n, v.placement())
+        return v
 
     def _index(self, key) -> View:
         key = key if type(key) is tuple else (key,)
@@ -610,6 +628,7 @@ def _groups(pattern: str) -> list[list[str]]:
 
 _PARTS = 1024  # views a tensor remembers by index (keep_parts) before it starts again
 _LAYOUTS: dict = {}  # view layout -> its number (View.keyed)
+_DERIVED: dict = {}  # (a tile's layout number, hashable index) -> the part's shape, strides, offsets, number (View._part)
 _LAYOUT_NUMBERS = itertools.count()
 _LAYOUTS_MAX = 1 << 16
 
