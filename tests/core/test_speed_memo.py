@@ -96,3 +96,45 @@ def test_timing_only_memory_is_made_when_first_read():
     assert "data" not in vars(out.alloc.memory)
     assert (nc.sbuf.data == 0xFF).all() and (nc.sbuf.poison == 1).all()
     assert out.mask().all() and np.isnan(out.array().astype(np.float32)).all()
+
+
+def test_a_part_of_a_new_tile_laid_out_as_an_old_one_is_the_same_part():
+    """View._part: the second tile's part comes from the cache kept for the first tile's; it must be the part
+    numpy slicing gives, with the first part's layout number only where the layouts are the same."""
+    nc = NeuronCore("trn2")
+    a = nc.tensor((128, 4, 64), "float32")
+    first = a[:, 1, 8:24]
+    was = (first.shape, first.strides, first.offset, first.poff, first.keyed()[1], a.alloc.place[:5])
+    b = nc.tensor((128, 4, 64), "float32")  # laid out as `a`, at other bytes
+    del a, first
+    c = nc.tensor((128, 4, 64), "float32")  # at `a`'s bytes again
+    assert c.alloc.place[:5] == was[5] != b.alloc.place[:5]
+    src = np.arange(128 * 4 * 64, dtype=np.float32).reshape(128, 4, 64)
+    for t in (b, c):
+        nc.issue(Op.DMA_COPY, dst=t, src=nc.hbm_tensor(src))
+    part_b, part_c = b[:, 1, 8:24], c[:, 1, 8:24]
+    for part in (part_b, part_c):
+        assert (part.shape, part.strides, part.offset, part.poff) == was[:4]
+        np.testing.assert_array_equal(part.array(), src[:, 1, 8:24])
+    assert part_c.keyed()[1] == was[4] != part_b.keyed()[1]
+    assert part_b.keyed()[2] == part_b.placement()
+
+
+def test_the_collector_is_off_in_a_launch_and_what_it_made_is_settled():
+    """fast.collector_off restores the collector as it was; with the speed layer on, what was made meanwhile
+    waits for no young collection (the young generation's count starts again from 0)."""
+    import gc
+
+    from trnsim.core import fast
+    assert gc.isenabled()
+    with fast.collector_off():
+        assert not gc.isenabled()
+        made = [[i] for i in range(5000)]
+    assert gc.isenabled() and gc.get_count()[0] < 1000 and len(made) == 5000
+    gc.disable()
+    try:
+        with fast.collector_off():
+            pass
+        assert not gc.isenabled()
+    finally:
+        gc.enable()

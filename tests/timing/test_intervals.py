@@ -1,10 +1,13 @@
 """The interval map behind dependence tracking, against a byte-by-byte list kept in the test."""
+import bisect
+
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from trnsim.core import NeuronCore, Op
 from trnsim.core.timing import simulate
 from trnsim.core.timing.intervals import IntervalMap
+from trnsim.core.timing.scheduler import _right
 from trnsim.core.timing.result import summarize
 from trnsim import specs
 
@@ -56,3 +59,11 @@ def test_split_cells_are_owned_by_their_segment():
     assert left == right == [1, {"vector": 1}, -1] and left is not right and left[1] is not right[1]
     right[1]["tensor"] = 2
     assert left == [1, {"vector": 1}, -1]
+
+
+@given(st.lists(st.one_of(st.integers(-50, 50), st.floats(-50, 50, allow_nan=False)), max_size=30),
+       st.one_of(st.integers(-60, 60), st.floats(-60, 60, allow_nan=False)))
+def test_the_schedulers_bisection_is_bisect_right(items, x):
+    """The scheduler searches its sorted lists with its own bisection (compiled to a C loop): bisect's answer."""
+    items.sort()
+    assert _right(items, x) == bisect.bisect_right(items, x)
