@@ -45,20 +45,23 @@ def sim(tmp_path):
     script.write_text(LONG_KERNEL)
     env = {**os.environ, "TRNSIM_RUNTIME_DIR": str(rundir)}
     proc = subprocess.Popen([sys.executable, str(script)], env=env, stdout=subprocess.PIPE, text=True)
-    assert proc.stdout.readline().strip() == "ready"
-    deadline, state = time.monotonic() + 60, rundir / f"{proc.pid}.json"
+    state = rundir / f"{proc.pid}.json"
 
     def timed():  # the launch publishes first; the shares follow once the timing model has run
         try:
             return json.loads(state.read_text()).get("utilisation")
         except (OSError, ValueError):
             return None
-    while not timed():
-        assert time.monotonic() < deadline and proc.poll() is None, "the kernel process never published its shares"
-        time.sleep(0.1)
-    yield proc, rundir, env
-    proc.kill()
-    proc.wait()
+    try:  # the process never ends by itself: it goes whether the test passes, fails or errs
+        assert proc.stdout.readline().strip() == "ready"
+        deadline = time.monotonic() + 60
+        while not timed():
+            assert time.monotonic() < deadline and proc.poll() is None, "the kernel process never published its shares"
+            time.sleep(0.1)
+        yield proc, rundir, env
+    finally:
+        proc.kill()
+        proc.wait()
 
 
 def test_once_json_and_monitor_carry_the_same_figures(sim, monkeypatch):
