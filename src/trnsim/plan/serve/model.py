@@ -13,7 +13,6 @@ from __future__ import annotations
 import json
 import math
 import os
-import re
 from dataclasses import dataclass, field
 
 from trnsim.errors import ConfigError
@@ -156,19 +155,10 @@ MODEL_TYPES = ("llama", "mistral", "mixtral", "qwen2", "qwen3", "qwen2_moe", "qw
 EXPERT_KEYS = ("num_local_experts", "num_experts", "n_routed_experts")
 
 
-def _line(path: str, raw: str, key: str | None) -> str:
-    if key:
-        pattern = re.compile(rf'^\s*"{re.escape(key)}"\s*:')
-        for i, line in enumerate(raw.splitlines(), 1):
-            if pattern.search(line):
-                return f"{path}:{i}"
-    return path
-
-
 def from_hf(cfg: dict, path: str = "config.json", raw: str = "") -> LLM:
     """An LLM from a Hugging Face config; each field is checked where it is read."""
     def fail(key, rule):
-        raise ServeModelError(f"{_line(path, raw, key)}: field {key!r}: {rule}")
+        raise ServeModelError(f"{workload._line_of(path, raw, key)}: field {key!r}: {rule}")
 
     def get(key, default=None, required=False, minimum=1):
         v = cfg.get(key, default)
