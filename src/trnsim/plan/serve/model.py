@@ -206,7 +206,9 @@ def from_hf(cfg: dict, path: str = "config.json", raw: str = "") -> LLM:
                    v_head_dim=get("v_head_dim", required=True))
         head_dim = rope + nope
     act = cfg.get("hidden_act", "silu")
-    name = cfg.get("_name_or_path") or os.path.basename(os.path.dirname(os.path.abspath(path))) or kind
+    stem = os.path.splitext(os.path.basename(path))[0]
+    folder = os.path.basename(os.path.dirname(os.path.abspath(path)))
+    name = cfg.get("_name_or_path") or (folder if stem == "config" and folder else stem)
     return LLM(str(name), layers, hidden, heads, kv_heads, head_dim, ffn or expert_ffn, vocab,
                get("max_position_embeddings", 0, minimum=0), experts=experts, top_k=top_k, expert_ffn=expert_ffn,
                shared_ffn=shared, dense_layers=dense_layers, window=window, window_layers=window_layers,

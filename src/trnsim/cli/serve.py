@@ -1,0 +1,154 @@
+"""`trnsim plan serve`: TTFT, TPOT, memory and cost of a serving layout; `plan serve sweep` ranks layouts."""
+from __future__ import annotations
+
+import click
+
+from trnsim.cli import emit_json
+from trnsim.cli.plan import _PlanGroup, _console, _ints, _nonempty, _words, plan
+from trnsim.errors import OptionError
+
+GiB = 2.0**30
+WEIGHTS = ["bf16", "fp8", "int8", "mxfp8", "mxfp4"]
+
+
+def _serve_options(f):
+    opts = [
+        click.option("--ep", type=int, default=1, show_default=True, help="Expert parallel degree (inside the TP group)."),
+        click.option("--cp", type=int, default=1, show_default=True, help="Context parallel degree."),
+        click.option("--lnc", type=int, help="Logical NeuronCore size [2 on Trn2/Trn3, 1 on Trn1]."),
+        click.option("--input-len", type=int, default=1024, show_default=True, help="Prompt tokens per request."),
+        click.option("--output-len", type=int, default=256, show_default=True, help="Output tokens per request."),
+        click.option("--weights", type=click.Choice(WEIGHTS), default="bf16", show_default=True, help="Weight dtype."),
+        click.option("--kv-dtype", type=click.Choice(["bf16", "fp8"]), default="bf16", show_default=True,
+                     help="KV-cache dtype."),
+        click.option("--speculation", metavar="DRAFT:K:ACCEPT",
+                     help="Speculative decoding: eagle:5:0.74 (an EAGLE head) or a draft MODEL:K:ACCEPT."),
+        click.option("--prefix-hit", type=click.FloatRange(0, 1, max_open=True), default=0.0, show_default=True,
+                     help="Share of each prompt found in the prefix cache."),
+        click.option("--engine", type=click.Choice(["vllm-neuron", "transformers-neuronx"]), default="vllm-neuron",
+                     show_default=True, help="Serving engine whose fixed costs apply."),
+        click.option("--json", "as_json", is_flag=True, help="Print JSON."),
+    ]
+    for o in reversed(opts):
+        f = o(f)
+    return f
+
+
+def _knobs(ep, cp, lnc, input_len, output_len, weights, kv_dtype, speculation, prefix_hit, engine) -> dict:
+    from trnsim.plan.serve import Speculation
+
+    return dict(ep=ep, cp=cp, lnc=lnc, input_len=input_len, output_len=output_len, weights=weights, kv_dtype=kv_dtype,
+                speculation=Speculation.parse(speculation) if speculation else None, prefix_hit=prefix_hit,
+                engine=engine)
+
+
+@plan.group(cls=_PlanGroup)
+def serve():
+    """Plan inference serving: `trnsim plan serve MODEL --instance trn2.48xlarge --tp 8 --batch 4`.
+
+    MODEL is a preset (llama3-8b, llama3-70b, mixtral-8x7b, ...) or a Hugging Face config.json.
+    Prefill and decode are priced per op by the simulated kernels, the TP all-reduces and MoE
+    all-to-alls on the fabric (see docs/serving.md). `plan serve sweep` ranks layouts under SLOs.
+    """
+
+
+@serve.command("one", hidden=True)
+@click.argument("model")
+@click.option("--instance", default="trn2.48xlarge", show_default=True, help="Instance, UltraServer or GPU baseline.")
+@click.option("--tp", type=int, help="Tensor parallel degree [the lowest TPOT that fits].")
+@click.option("--dp", type=int, default=0, show_default=True, help="Model replicas (0: as many as the instance holds).")
+@click.option("--batch", type=int, default=1, show_default=True, help="Concurrent sequences per replica.")
+@click.option("--price", type=click.FloatRange(min=0, min_open=True), help="USD per node-hour instead of the catalog's.")
+@click.option("--ops", "show_ops", is_flag=True, help="Also list one decode step's ops per layer: shapes, bytes, times.")
+@_serve_options
+def one(model, instance, tp, dp, batch, price, show_ops, as_json, **knobs):
+    """One serving layout of MODEL: TTFT, TPOT, throughput, memory per rank, buckets, cost."""
+    from trnsim import specs
+    from trnsim.plan.step import with_price
+
+    system = with_price(specs.system(instance), price)
+    p = _best(model, system, tp, dp, batch, _knobs(**knobs))
+    if as_json:
+        click.echo(emit_json(p.to_dict()))
+        return
+    con = _console()
+    con.print(_table(p, chosen=tp is None))
+    if show_ops:
+        con.print(_ops_table(p))
+
+
+def _best(model, system, tp, dp, batch, knobs):
+    """The given TP degree, or the one with the lowest TPOT among those that fit."""
+    from trnsim.plan.layout import Cluster
+    from trnsim.plan.serve import ServeError, load
+    from trnsim.plan.serve import plan as run
+
+    m = load(model)
+    if tp is not None:
+        return run(m, system, tp=tp, dp=dp, batch=batch, **knobs)
+    R = Cluster(system, 1, knobs["lnc"]).ranks_per_node
+    best, last = None, None
+    for t in (d for d in range(1, R + 1) if R % d == 0):
+        try:
+            p = run(m, system, tp=t, dp=dp, batch=batch, **knobs)
+        except ServeError as e:
+            last = e  # the widest layout's reason is the one to show
+            continue
+        if best is None or p.tpot_ns < best.tpot_ns:
+            best = p
+    if best is None:
+        raise last
+    return best
+
+
+def _table(p, chosen: bool = False):
+    from rich.table import Table
+
+    s, d = p.setup, p.to_dict()
+    lay = f"TP{s.tp} DP{s.dp}" + (f" EP{s.ep}" if s.ep > 1 else "") + (f" CP{s.cp}" if s.cp > 1 else "")
+    t = Table(title=f"{p.model.name} served on {p.cluster.describe()}: {lay}" + (" (lowest TPOT that fits)" if chosen else ""),
+              show_header=False, box=None, pad_edge=False)
+    t.add_column(style="bold")
+    t.add_column()
+    spec = f", speculation {s.speculation.draft} x{s.speculation.tokens} at {s.speculation.acceptance:.0%} " \
+           f"({s.speculation.accepted_per_step:.2f} tokens/step)" if s.speculation else ""
+    t.add_row("requests", f"batch {s.batch}, {s.input_len} in / {s.output_len} out, {s.weights} weights, {s.kv_dtype} KV, "
+                          f"{s.engine}{spec}" + (f", prefix hit {s.prefix_hit:.0%}" if s.prefix_hit else ""))
+    parts = lambda k: ", ".join(f"{n} {v:.3g}" for n, v in d[k].items() if v > 0)
+    t.add_row("TTFT", f"{p.ttft_ms:.2f} ms  (prefill {parts('prefill_ms')} ms)")
+    t.add_row("TPOT", f"{p.tpot_ms:.2f} ms  (decode step at {d['buckets']['decode'][-1]} tokens: {parts('decode_ms')} ms)")
+    t.add_row("throughput", f"{p.output_tokens_per_s:,.0f} output tokens/s over {s.dp} replica(s); "
+                            f"request {p.request_ns * 1e-9:.2f} s end to end")
+    mem = ", ".join(f"{k} {v / GiB:.2f}" for k, v in p.memory.items())
+    t.add_row("memory/rank", f"{sum(p.memory.values()) / GiB:.2f} of {p.capacity / GiB:.1f} GiB usable ({mem}); "
+                             f"{p.kv_tokens:,} tokens of KV fit")
+    b = p.buckets
+    t.add_row("buckets", f"compiled {', '.join(map(str, b['compiled']))}; prompt padded to {b['prefill']} "
+                         f"({b['prefill_padding']:.0%} waste), decode KV padding {b['decode_padding']:.0%}")
+    if p.usd_per_hour:
+        t.add_row("cost", f"${p.usd_per_hour:,.2f}/h, ${p.usd_per_million_output_tokens:.3f} per million output tokens "
+                          f"(price: {p.cluster.system.price_status})")
+    else:
+        t.add_row("cost", f"no price for {p.cluster.system.name} in the catalog (--price USD gives one)")
+    return t
+
+
+def _ops_table(p):
+    from rich import box
+    from rich.table import Table
+
+    t = Table(title="one decode step at the largest bucket, one rank, per layer", box=box.SIMPLE_HEAD)
+    for col in ("op", "kind", "shape", "layers", "MB", "us"):
+        t.add_column(col, justify="left" if col in ("op", "kind", "shape") else "right", no_wrap=True)
+    for o in p.decode.ops:
+        batch = f"{o['batch']}x" if o["batch"] > 1 else ""
+        shape = f"{batch}[{o['m']},{o['k']}]x[{o['k']},{o['n']}]" if o["kind"] in ("matmul", "attention") else "-"
+        t.add_row(o["name"], o["kind"], shape, str(o["layers"]), f"{o['bytes'] / 1e6:,.2f}", f"{o['ns'] / 1e3:,.1f}")
+    return t
+
+
+def tour(console) -> None:
+    """One serving plan: Llama-3.1-8B on a trn2.48xlarge at TP8, as the vLLM Neuron tutorial serves it."""
+    from trnsim.plan.serve import plan as run
+
+    console.print(_table(run("llama3-8b", "trn2.48xlarge", tp=8, dp=0, batch=2, input_len=512, output_len=128)))
