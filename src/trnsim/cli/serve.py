@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import click
 
-from trnsim.cli import emit_json
+from trnsim.cli import cli, emit_json
 from trnsim.cli.plan import _PlanGroup, _console, _ints, _nonempty, _words, plan
 from trnsim.errors import OptionError
 
@@ -152,3 +152,82 @@ def tour(console) -> None:
     from trnsim.plan.serve import plan as run
 
     console.print(_table(run("llama3-8b", "trn2.48xlarge", tp=8, dp=0, batch=2, input_len=512, output_len=128)))
+
+
+def _lengths(text: str, option: str):
+    """`512` or `128:1024` (a uniform range)."""
+    lo, _, hi = str(text).partition(":")
+    try:
+        a, b = int(lo), int(hi or lo)
+    except ValueError:
+        raise OptionError(option, f"expected N or LOW:HIGH token counts, got {text!r}") from None
+    return a if a == b else (a, b)
+
+
+@cli.command("serve")
+@click.argument("model")
+@click.option("--instance", default="trn2.48xlarge", show_default=True, help="Instance, UltraServer or GPU baseline.")
+@click.option("--tp", type=int, default=8, show_default=True, help="Tensor parallel degree.")
+@click.option("--dp", type=int, default=1, show_default=True, help="Replicas (requests dealt round-robin).")
+@click.option("--max-num-seqs", type=click.IntRange(min=1), default=8, show_default=True,
+              help="Most sequences a replica runs at once (the compiled batch).")
+@click.option("--rate", type=click.FloatRange(min=0, min_open=True), default=1.0, show_default=True,
+              help="Arrivals per second (Poisson).")
+@click.option("--requests", "n", type=click.IntRange(min=1), default=200, show_default=True, help="Requests to send.")
+@click.option("--input-len", default="1024", show_default=True, help="Prompt tokens: N or LOW:HIGH (uniform).")
+@click.option("--output-len", default="256", show_default=True, help="Output tokens: N or LOW:HIGH (uniform).")
+@click.option("--trace", type=click.Path(dir_okay=False), help="CSV or JSONL of arrival_s,input_len,output_len instead.")
+@click.option("--seed", type=int, default=0, show_default=True, help="Seed of arrivals and lengths.")
+@click.option("--chunk", type=click.IntRange(min=0), default=0, show_default=True,
+              help="Chunked prefill: prompt tokens per step beside the decodes (0: whole prompts).")
+@click.option("--kv-blocks", type=click.IntRange(min=1), help="Cap the KV blocks per replica [all that fit].")
+@click.option("--ttft-slo", type=click.FloatRange(min=0, min_open=True), help="TTFT objective in ms, for goodput.")
+@click.option("--tpot-slo", type=click.FloatRange(min=0, min_open=True), help="TPOT objective in ms, for goodput.")
+@click.option("--lnc", type=int, help="Logical NeuronCore size [2 on Trn2/Trn3, 1 on Trn1].")
+@click.option("--weights", type=click.Choice(WEIGHTS), default="bf16", show_default=True, help="Weight dtype.")
+@click.option("--kv-dtype", type=click.Choice(["bf16", "fp8"]), default="bf16", show_default=True, help="KV dtype.")
+@click.option("--engine", type=click.Choice(["vllm-neuron", "transformers-neuronx"]), default="vllm-neuron",
+              show_default=True, help="Serving engine whose fixed costs apply.")
+@click.option("--progress/--no-progress", default=True, help="Show a progress bar.")
+@click.option("--json", "as_json", is_flag=True, help="Print JSON.")
+def serve_cmd(model, instance, tp, dp, max_num_seqs, rate, n, input_len, output_len, trace, seed, chunk, kv_blocks,
+              ttft_slo, tpot_slo, lnc, weights, kv_dtype, engine, progress, as_json):
+    """Simulate a vLLM-Neuron-style engine serving MODEL: TTFT, TPOT and end-to-end percentiles, throughput,
+    goodput under SLOs, from an arrival rate (seeded) or a request trace."""
+    from trnsim.plan.serve import engine as E
+
+    todo = E.read_trace(trace) if trace else E.requests(n, rate, _lengths(input_len, "--input-len"),
+                                                          _lengths(output_len, "--output-len"), seed)
+    knobs = dict(tp=tp, dp=dp, lnc=lnc, weights=weights, kv_dtype=kv_dtype, engine=engine)
+    run = lambda cb: E.simulate(model, instance, todo, max_num_seqs=max_num_seqs, chunk=chunk, kv_blocks=kv_blocks,
+                                progress=cb, **knobs)
+    if progress and not as_json:
+        from rich.progress import Progress
+
+        with Progress(transient=True) as bar:
+            job = bar.add_task(f"{len(todo)} requests", total=len(todo))
+            result = run(lambda k: bar.advance(job, k))
+    else:
+        result = run(None)
+    s = result.summary(ttft_slo, tpot_slo)
+    if as_json:
+        click.echo(emit_json({"model": model, "system": instance, "layout": {"tp": tp, "dp": dp},
+                              "rate": None if trace else rate, "seed": seed, **s}))
+        return
+    from rich import box
+    from rich.table import Table
+
+    t = Table(title=f"{model} on {instance} TP{tp} x{dp}: {s['requests']} requests, max {max_num_seqs} sequences, "
+                    f"{s['kv_blocks']:,} KV blocks per replica", box=box.SIMPLE_HEAD, title_justify="left")
+    for col in ("ms", "mean", "p50", "p90", "p99"):
+        t.add_column(col, justify="right")
+    for k in ("ttft_ms", "tpot_ms", "e2e_ms"):
+        t.add_row(k[:-3].upper(), *(f"{s[k][p]:,.2f}" for p in ("mean", "p50", "p90", "p99")))
+    con = _console()
+    con.print(t)
+    slo = " and ".join(x for x in (ttft_slo and f"TTFT <= {ttft_slo} ms", tpot_slo and f"TPOT <= {tpot_slo} ms") if x)
+    con.print(f"throughput {s['output_tokens_per_s']:,.0f} output tokens/s, {s['requests_per_s']:.2f} requests/s over "
+              f"{s['duration_s']:.1f} s; steps {s['steps']}, preemptions {s['preemptions']}")
+    if slo:
+        con.print(f"goodput ({slo}): {s['goodput_requests_per_s']:.2f} requests/s, "
+                  f"{s['goodput_tokens_per_s']:,.0f} tokens/s, {s['slo_attainment']:.0%} of requests")

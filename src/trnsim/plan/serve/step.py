@@ -462,7 +462,15 @@ def _speculative(m: LLM, s: Setup, cluster: Cluster, ctx: int) -> float:
     return verify + s.speculation.tokens * _own(step_time(d, ds, cluster, s.batch, 1, ctx, decode=True), s)
 
 
-def plan(model, system, *, step=None, **knobs) -> ServePlan:
+def kv_room(m: LLM, s: Setup, cluster: Cluster, mem: dict | None = None) -> tuple[float, float, float]:
+    """(usable HBM bytes per rank, KV bytes per token on a rank, bytes left for the KV cache)."""
+    mem = mem or memory(m, s, cluster)
+    capacity = cluster.hbm_per_rank * (1 - serving.defaults()["hbm_reserved"])
+    per_token = m.kv_bytes_per_token(KV_BYTES[s.kv_dtype], s.tp, s.context) / s.cp
+    return capacity, per_token, capacity - mem["weights"] - mem["activations"]
+
+
+def plan(model, system, **knobs) -> ServePlan:
     """Evaluate one serving layout: `plan("llama3-70b", "trn2.48xlarge", tp=64, batch=4, input_len=1024)`.
 
     `knobs` are Setup's fields; `dp=0` fills the instance with replicas.
@@ -475,9 +483,7 @@ def plan(model, system, *, step=None, **knobs) -> ServePlan:
     s = Setup(**knobs)
     cluster = validate(m, s, sysspec)
     mem = memory(m, s, cluster)
-    capacity = cluster.hbm_per_rank * (1 - serving.defaults()["hbm_reserved"])
-    per_token = m.kv_bytes_per_token(KV_BYTES[s.kv_dtype], s.tp, s.context) / s.cp
-    room = capacity - mem["weights"] - mem["activations"]
+    capacity, per_token, room = kv_room(m, s, cluster, mem)
     if room < mem["kv_cache"]:
         used = sum(mem.values())
         raise ServeError("batch", f"{used / GiB:.2f} GiB per rank (weights {mem['weights'] / GiB:.2f}, KV cache "
@@ -498,14 +504,14 @@ def plan(model, system, *, step=None, **knobs) -> ServePlan:
         ttft += _own(step_time(d, ds, cluster, 1 if sequential else s.batch, new_b, max(ctx_b, new_b), False), s)
     # decode: each output token's step runs at its context's bucket; speculation emits several per step
     accepted = s.speculation.accepted_per_step if s.speculation else 1.0
-    counts: dict[int, int] = {}
-    for length in range(s.input_len, s.input_len + s.output_len):
-        b = bucket_of(length + 1, compiled)
+    counts: dict[int, int] = {}  # decode steps per context bucket: the step emitting output token j + 1 holds
+    for j in range(1, max(s.output_len, 2)):  # the prompt, j tokens and itself
+        b = bucket_of(min(s.input_len + j + 1, s.context), compiled)
         counts[b] = counts.get(b, 0) + 1
     steps = {}
     for b in counts:
         steps[b] = _speculative(m, s, cluster, b) if s.speculation else step_time(m, s, cluster, s.batch, 1, b, True).ns
-    tpot = sum(counts[b] * steps[b] for b in counts) / s.output_len / accepted
+    tpot = sum(counts[b] * steps[b] for b in counts) / sum(counts.values()) / accepted
     top = step_time(m, s, cluster, s.batch, 1, max(counts), True)
     padded_prompt = (new_b - (s.input_len - cached)) / new_b
     padded_kv = sum((bucket_of(L, compiled) - L) / bucket_of(L, compiled)
