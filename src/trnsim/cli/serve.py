@@ -231,3 +231,76 @@ def serve_cmd(model, instance, tp, dp, max_num_seqs, rate, n, input_len, output_
     if slo:
         con.print(f"goodput ({slo}): {s['goodput_requests_per_s']:.2f} requests/s, "
                   f"{s['goodput_tokens_per_s']:,.0f} tokens/s, {s['slo_attainment']:.0%} of requests")
+
+
+@serve.command("sweep")
+@click.argument("model")
+@click.option("--instances", default="trn1.32xlarge,trn2.48xlarge,Trn3 Gen2 UltraServer,p5.48xlarge", show_default=True,
+              help="Comma-separated systems.")
+@click.option("--batches", default="1,2,4,8,16,32,64", show_default=True, help="Comma-separated batch sizes.")
+@click.option("--ttft-slo", type=click.FloatRange(min=0, min_open=True), help="Reject layouts whose TTFT exceeds this (ms).")
+@click.option("--tpot-slo", type=click.FloatRange(min=0, min_open=True), help="Reject layouts whose TPOT exceeds this (ms).")
+@click.option("--by", type=click.Choice(["dollar", "chip"]), default="dollar", show_default=True,
+              help="Rank by output tokens per dollar or per chip-second.")
+@click.option("--max-tp", type=click.IntRange(min=1), default=64, show_default=True, help="Largest TP degree tried.")
+@click.option("--top", type=int, default=10, show_default=True, help="Rows to print.")
+@click.option("--price", "prices", multiple=True, metavar="SYSTEM=USD", help="USD per node-hour for a system (repeatable).")
+@click.option("--csv", "csv_path", type=click.Path(dir_okay=False), help="Write every row to this CSV.")
+@click.option("--progress/--no-progress", default=True, help="Show a progress bar.")
+@_serve_options
+def serve_sweep(model, instances, batches, ttft_slo, tpot_slo, by, max_tp, top, prices, csv_path, progress, as_json,
+                ep, **knobs):
+    """Rank serving layouts and batches of MODEL over instance types under TTFT/TPOT objectives."""
+    from trnsim.cli import output_file
+    from trnsim.cli.plan import _prices
+    from trnsim.plan.serve import load
+    from trnsim.plan.serve import sweep as S
+
+    output_file("--csv", csv_path)
+    systems = _nonempty("--instances", _words(instances))
+    sizes = _nonempty("--batches", _ints(batches, "--batches"))
+    kw = {k: v for k, v in _knobs(ep=1, **knobs).items() if k != "ep"}
+    lnc = kw.pop("lnc")
+    m = load(model)
+    args = dict(ttft_slo=ttft_slo, tpot_slo=tpot_slo, by=by, max_tp=max_tp, lnc=lnc, prices=_prices(prices), **kw)
+    if progress and not as_json:
+        from rich.progress import Progress
+
+        total = len(S.candidates(m, systems, sizes, max_tp, lnc))
+        with Progress(transient=True) as bar:
+            job = bar.add_task(f"{total} layouts", total=total)
+            result = S.sweep(m, systems, sizes, progress=lambda n: bar.advance(job, n), **args)
+    else:
+        result = S.sweep(m, systems, sizes, **args)
+    if csv_path:
+        result.write_csv(csv_path)
+    if as_json:
+        click.echo(emit_json(result.to_dict()))
+        return
+    from rich import box
+    from rich.table import Table
+
+    slo = " and ".join(x for x in (ttft_slo and f"TTFT <= {ttft_slo:g} ms", tpot_slo and f"TPOT <= {tpot_slo:g} ms") if x)
+    t = Table(title=f"{m.name}: {len(result.ranked)} of {len(result.rows)} layouts" + (f" meet {slo}" if slo else " fit")
+                    + f", by tokens per {by}", box=box.SIMPLE_HEAD, title_justify="left")
+    for col in ("#", "system", "layout", "batch", "TTFT ms", "TPOT ms", "tokens/s", "tok/chip/s", "tokens/$", "$/Mtok"):
+        t.add_column(col, justify="left" if col in ("system", "layout") else "right", no_wrap=True)
+    shown = result.ranked[:top] + [r for r in result.best_per_system().values() if r["rank"] > top]
+    for r in shown:
+        lay = f"TP{r['tp']}" + (f" EP{r['ep']}" if r["ep"] > 1 else "") + f" x{r['dp']}"
+        usd = r["usd_per_million_output_tokens"]
+        t.add_row(str(r["rank"]), r["system"], lay, str(r["batch"]), f"{r['ttft_ms']:,.1f}", f"{r['tpot_ms']:.2f}",
+                  f"{r['output_tokens_per_s']:,.0f}", f"{r['output_tokens_per_chip_s']:,.1f}",
+                  f"{r['output_tokens_per_usd']:,.0f}" if usd else "-", f"{usd:.3f}" if usd else "-")
+    con = _console()
+    con.print(t)
+    for system in dict.fromkeys(r["system"] for r in shown):
+        status = next(r["price_status"] for r in result.ranked if r["system"] == system)
+        con.print(f"price of {system}: {status}")
+    missing = [s for s in systems if s not in result.best_per_system()]
+    for s in missing:
+        why = next((r["reason"] for r in result.rejected if r["system"] == s), "no candidate")
+        con.print(f"{s}: no layout qualifies; e.g. {why}")
+    if result.rejected:
+        con.print("rejected: " + ", ".join(f"{rule} {n}" for rule, n in result.rejections().items())
+                  + "  (--json or --csv for each layout's reason)")
