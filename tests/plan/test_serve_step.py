@@ -141,5 +141,17 @@ def test_fp8_weights_halve_the_decode_stream():
 def test_gpu_baseline_and_moe_plans_run():
     h = plan("llama3-8b", "p5.48xlarge", tp=8, batch=4, input_len=512, output_len=128)
     assert h.ttft_ms > 0 and h.tpot_ms > 0 and h.usd_per_million_output_tokens > 0
-    m = plan("mixtral-8x7b", "trn2.48xlarge", tp=16, ep=4, batch=4, input_len=512, output_len=128)
-    assert m.decode.parts["ep_comm"] > 0
+    inside = plan("mixtral-8x7b", "trn2.48xlarge", tp=16, ep=4, batch=4, input_len=512, output_len=128)
+    assert inside.decode.parts["ep_comm"] == 0  # EP inside the TP group: tokens are already on every rank
+    wide = plan("mixtral-8x7b", "trn2.48xlarge", tp=4, ep=8, batch=4, input_len=512, output_len=128)
+    assert wide.decode.parts["ep_comm"] > 0  # two attention groups exchange tokens around the experts
+    experts = 32 * 8 * 3 * 4096 * 14336 * 2  # every routed expert of every layer, bf16
+    assert wide.memory["weights"] - inside.memory["weights"] == pytest.approx(experts / 8 - experts / 16
+                                                                                + _attention_and_tables(4) - _attention_and_tables(16))
+
+
+def _attention_and_tables(tp):
+    """Mixtral's per-rank attention, norms, router, embedding and LM head bytes at TP tp (kv heads 8)."""
+    h, kv = 4096, max(8 // tp, 1) * 128
+    attn = h * (32 // tp) * 128 * 2 + 2 * h * kv
+    return 2 * (32 * (attn + 2 * h + h * 8) + 2 * math.ceil(32000 / tp) * h + h)

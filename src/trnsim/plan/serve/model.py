@@ -92,19 +92,20 @@ class LLM:
         kv = max(self.kv_heads // tp, 1) * hd
         return h * heads * hd * 2 + 2 * h * kv
 
-    def mlp_params(self, tp: int = 1, moe: bool = True) -> float:
-        """One layer's MLP weights on one rank: dense, or the router, the rank's share of the experts (split
-        over the TP group by experts, EP, or by width: the same bytes) and the shared ones."""
+    def mlp_params(self, tp: int = 1, moe: bool = True, ep: int = 1) -> float:
+        """One layer's MLP weights on one rank: dense, or the router, the rank's share of the routed experts
+        (over max(tp, ep) ranks: EP inside a TP group splits them by expert and width, the same bytes) and
+        the shared experts, split like a dense MLP."""
         if not (moe and self.moe):
             return self.mlp_matrices * self.hidden * self.ffn / tp
-        routed = self.mlp_matrices * self.hidden * self.expert_ffn * self.experts / tp
+        routed = self.mlp_matrices * self.hidden * self.expert_ffn * self.experts / max(tp, ep)
         return self.hidden * self.experts + routed + self.mlp_matrices * self.hidden * self.shared_ffn / tp
 
-    def weights(self, tp: int = 1) -> float:
+    def weights(self, tp: int = 1, ep: int = 1) -> float:
         """Parameters one rank holds: every layer's share, the embedding and LM head split over TP."""
         layers = self.layers * (self.attention_params(tp) + 2 * self.hidden)
         layers += (self.layers - self.moe_layers) * self.mlp_params(tp, moe=False)
-        layers += self.moe_layers * self.mlp_params(tp, moe=True)
+        layers += self.moe_layers * self.mlp_params(tp, moe=True, ep=ep)
         tables = (1 if self.tied_embeddings else 2) * math.ceil(self.vocab / tp) * self.hidden
         return layers + tables + self.hidden
 

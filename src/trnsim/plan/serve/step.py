@@ -229,8 +229,9 @@ def experts_hit(tokens: float, experts: int, top_k: int) -> float:
     return experts * (1 - (1 - top_k / experts) ** tokens)
 
 
-def layer_ops(m: LLM, s: Setup, seqs: int, new: int, ctx: int, moe: bool, decode: bool) -> list[Op]:
-    """One layer's ops on one rank: `seqs` sequences, each adding `new` tokens over `ctx` of context."""
+def layer_ops(m: LLM, s: Setup, seqs: int, new: int, ctx: int, moe: bool, decode: bool, groups: int = 1) -> list[Op]:
+    """One layer's ops on one rank: `seqs` sequences of its attention group, each adding `new` tokens over
+    `ctx` of context; the experts see the tokens of all `groups` attention groups of the EP group."""
     tp, wb = s.tp, WEIGHT_BYTES[s.weights]
     kvb = KV_BYTES[s.kv_dtype]
     T, h, hd = seqs * new, m.hidden, m.head_dim
@@ -261,10 +262,10 @@ def layer_ops(m: LLM, s: Setup, seqs: int, new: int, ctx: int, moe: bool, decode
     ops.append(_mm("o_proj", T, o_in, h, wb))
     ops.append(Op("norm_mlp", "elementwise", elems=2 * T * h, bytes=8.0 * T * h))
     if moe:
-        ep, etp = s.ep, tp // s.ep
-        f = m.expert_ffn // etp
-        hit = experts_hit(T, m.experts, m.top_k) / ep  # this rank's experts that receive tokens
-        rows = math.ceil(T * m.top_k / m.experts)  # tokens per expert, balanced routing
+        f = m.expert_ffn // max(1, tp // s.ep)  # EP inside TP splits each expert's width over tp / ep ranks
+        routed = T * groups
+        hit = experts_hit(routed, m.experts, m.top_k) / s.ep  # this rank's experts that receive tokens
+        rows = math.ceil(routed * m.top_k / m.experts)  # tokens per expert, balanced routing
         ops.append(_mm("router", T, h, m.experts, 2))
         ops.append(_mm("expert_up", rows, h, (m.mlp_matrices - 1) * f, wb, batch=max(1, round(hit))))
         ops.append(_mm("expert_down", rows, f, h, wb, batch=max(1, round(hit))))
@@ -291,12 +292,25 @@ class StepTime:
         return sum(self.parts.values())
 
 
+def attention_groups(s: Setup) -> int:
+    """TP groups that share one EP group: an EP group wider than TP spans several, each attending for its own
+    sequences (data-parallel attention), their tokens exchanged by all-to-alls around the experts."""
+    return max(1, s.ep // s.tp)
+
+
+def replica_ranks(s: Setup) -> int:
+    """Ranks of one model replica (before context parallelism)."""
+    return max(s.tp, s.ep)
+
+
 def step_time(m: LLM, s: Setup, cluster: Cluster, seqs: int, new: int, ctx: int, decode: bool) -> StepTime:
     """One forward of `seqs` sequences adding `new` tokens each over `ctx` tokens of (bucketed) context."""
     dtype = COMPUTE_DTYPE[s.weights]
+    groups = attention_groups(s)
+    seqs = math.ceil(seqs / groups)  # each attention group of an EP group wider than TP runs its share
     tp_ranks = tuple(range(s.tp))
-    ep_ranks = tuple(range(0, s.tp, s.tp // s.ep))
-    cp_ranks = tuple(range(0, s.tp * s.cp, s.tp))
+    ep_ranks = tuple(range(s.ep))
+    cp_ranks = tuple(range(0, replica_ranks(s) * s.cp, replica_ranks(s)))
     T = seqs * new
     # context parallelism: prefill splits the new tokens over cp groups, decode splits the cached context
     T_local, ctx_local = (T, math.ceil(ctx / s.cp)) if decode else (math.ceil(T / s.cp), ctx)
@@ -310,14 +324,14 @@ def step_time(m: LLM, s: Setup, cluster: Cluster, seqs: int, new: int, ctx: int,
     rows = []
     for n, windowed, moe in kinds:
         c = min(ctx_local, m.window) if windowed else ctx_local
-        ops = layer_ops(m, s, seqs, new_local, c, moe, decode)
+        ops = layer_ops(m, s, seqs, new_local, c, moe, decode, groups)
         times = [op_ns(op, cluster, dtype, decode) for op in ops]
         parts["compute"] += n * sum(times)
         act = T_local * m.hidden * 2
         ar = collective_ns("all_reduce", act, tp_ranks, cluster)
         parts["tp_comm"] += n * 2 * ar
-        if moe and s.ep > 1:
-            parts["ep_comm"] += n * 2 * collective_ns("all_to_all", act * m.top_k, ep_ranks, cluster)
+        if moe and groups > 1:  # dispatch and combine: each TP rank sends its 1/tp of its group's tokens
+            parts["ep_comm"] += n * 2 * collective_ns("all_to_all", act * m.top_k / s.tp, ep_ranks, cluster)
         if s.cp > 1:
             # decode gathers each group's partial attention outputs, prefill the other groups' K and V
             nbytes = (T * m.heads // s.tp * m.head_dim * 4) if decode else T * m.kv_width(s.tp) * KV_BYTES[s.kv_dtype]
@@ -348,30 +362,32 @@ def validate(m: LLM, s: Setup, system) -> Cluster:
         raise ServeError("tp", f"kv_heads {m.kv_heads} and tp {s.tp}: one must divide the other (KV heads are split, "
                                "or replicated when tp > kv_heads)")
     if m.moe:
-        if s.tp % s.ep or m.experts % s.ep:
-            raise ServeError("ep", f"ep {s.ep} must divide tp {s.tp} and the {m.experts} experts")
-        if m.expert_ffn % (s.tp // s.ep):
+        if (s.tp % s.ep if s.ep <= s.tp else s.ep % s.tp) or m.experts % s.ep:
+            raise ServeError("ep", f"ep {s.ep} and tp {s.tp}: one must divide the other, and ep the {m.experts} experts")
+        if s.ep < s.tp and m.expert_ffn % (s.tp // s.ep):
             raise ServeError("tp", f"expert width {m.expert_ffn} is not divisible by tp / ep = {s.tp // s.ep}")
     elif s.ep != 1:
         raise ServeError("ep", f"{m.name} is dense (no experts): ep must be 1, got {s.ep}")
     if m.ffn % s.tp and (not m.moe or m.dense_layers):
         raise ServeError("tp", f"ffn {m.ffn} is not divisible by tp {s.tp}")
-    R = probe.ranks_per_node
-    if R % s.tp:
-        raise ServeError("tp", f"a TP group stays inside one {system.name} ({R} ranks at LNC {probe.lnc}): tp {s.tp} "
-                               f"does not divide {R}")
-    return Cluster(system, math.ceil(s.tp * s.cp * s.dp / R), s.lnc)
+    R, width = probe.ranks_per_node, replica_ranks(s)
+    if R % width:
+        field = "tp" if width == s.tp else "ep"
+        raise ServeError(field, f"a TP or EP group stays inside one {system.name} ({R} ranks at LNC {probe.lnc}): "
+                                f"{field} {width} does not divide {R}")
+    return Cluster(system, math.ceil(width * s.cp * s.dp / R), s.lnc)
 
 
 def memory(m: LLM, s: Setup, cluster: Cluster) -> dict[str, float]:
     """Bytes per rank: weights, the KV cache of `batch` sequences at the largest compiled context, and the
     activations of the largest prefill (its hidden states, QKV, MLP intermediates and logits, bf16)."""
-    kv = s.batch * m.kv_bytes_per_token(KV_BYTES[s.kv_dtype], s.tp, s.context) * s.context / s.cp
-    T = s.batch * bucket_of(s.input_len, buckets(s.context)) / s.cp
+    seqs = math.ceil(s.batch / attention_groups(s))
+    kv = seqs * m.kv_bytes_per_token(KV_BYTES[s.kv_dtype], s.tp, s.context) * s.context / s.cp
+    T = seqs * bucket_of(s.input_len, buckets(s.context)) / s.cp
     width = 4 * m.hidden + (m.heads // s.tp + 2 * max(m.kv_heads // s.tp, 1)) * m.head_dim
     width += 3 * max(m.ffn, m.expert_ffn * m.top_k + m.shared_ffn) // s.tp
     act = 2.0 * T * width + 4.0 * s.batch * math.ceil(m.vocab / s.tp)
-    return {"weights": m.weights(s.tp) * WEIGHT_BYTES[s.weights], "kv_cache": kv, "activations": act}
+    return {"weights": m.weights(s.tp, s.ep) * WEIGHT_BYTES[s.weights], "kv_cache": kv, "activations": act}
 
 
 @dataclass(frozen=True)
@@ -479,7 +495,8 @@ def plan(model, system, **knobs) -> ServePlan:
     sysspec = specs.system(system) if isinstance(system, str) else system
     if knobs.get("dp", 1) == 0:
         probe = Cluster(sysspec, 1, knobs.get("lnc"))
-        knobs["dp"] = max(1, probe.ranks_per_node // (knobs.get("tp", 1) * knobs.get("cp", 1)))
+        width = max(knobs.get("tp", 1), knobs.get("ep", 1)) * knobs.get("cp", 1)
+        knobs["dp"] = max(1, probe.ranks_per_node // width)
     s = Setup(**knobs)
     cluster = validate(m, s, sysspec)
     mem = memory(m, s, cluster)
@@ -487,7 +504,8 @@ def plan(model, system, **knobs) -> ServePlan:
     if room < mem["kv_cache"]:
         used = sum(mem.values())
         raise ServeError("batch", f"{used / GiB:.2f} GiB per rank (weights {mem['weights'] / GiB:.2f}, KV cache "
-                                  f"{mem['kv_cache'] / GiB:.2f} for {s.batch} x {s.context} tokens, activations "
+                                  f"{mem['kv_cache'] / GiB:.2f} for {math.ceil(s.batch / attention_groups(s))} x "
+                                  f"{s.context} tokens, activations "
                                   f"{mem['activations'] / GiB:.2f}) exceeds the {capacity / GiB:.2f} GiB usable per rank "
                                   f"of {cluster.system.name}; {max(0, int(room / per_token)):,} tokens of KV fit "
                                   f"(batch {max(0, int(room / per_token) // s.context)} at this context): lower "
