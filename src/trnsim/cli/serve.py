@@ -292,7 +292,9 @@ def serve_sweep(model, instances, batches, ttft_slo, tpot_slo, by, max_tp, top, 
         t.add_row(str(r["rank"]), r["system"], lay, str(r["batch"]), f"{r['ttft_ms']:,.1f}", f"{r['tpot_ms']:.2f}",
                   f"{r['output_tokens_per_s']:,.0f}", f"{r['output_tokens_per_chip_s']:,.1f}",
                   f"{r['output_tokens_per_usd']:,.0f}" if usd else "-", f"{usd:.3f}" if usd else "-")
-    con = _console()
+    from rich.console import Console
+
+    con = Console(width=max(Console().width, 140))
     con.print(t)
     for system in dict.fromkeys(r["system"] for r in shown):
         status = next(r["price_status"] for r in result.ranked if r["system"] == system)
