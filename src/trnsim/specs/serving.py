@@ -43,7 +43,7 @@ def engines() -> list[str]:
 
 
 def engine(name: str) -> dict:
-    """An engine's figures: prefill_overhead and decode_overhead (ns), sequential_prefill."""
+    """An engine's figures: prefill_overhead and decode_overhead (ns)."""
     table = _data()["engines"]
     if name not in table:
         raise UnknownNameError("serving engine", name, list(table))

@@ -514,12 +514,11 @@ def plan(model, system, **knobs) -> ServePlan:
     # prefill: the uncached part of the prompt padded to a bucket, over the prompt's context bucket
     cached = int(s.input_len * s.prefix_hit)
     new_b, ctx_b = bucket_of(s.input_len - cached, compiled), bucket_of(s.input_len, compiled)
-    sequential = serving.engine(s.engine)["sequential_prefill"]
-    one = step_time(m, s, cluster, 1 if sequential else s.batch, new_b, max(ctx_b, new_b), decode=False)
-    ttft = one.ns * (s.batch if sequential else 1)
+    one = step_time(m, s, cluster, s.batch, new_b, max(ctx_b, new_b), decode=False)  # the batch's prompts together
+    ttft = one.ns
     if s.speculation:  # the drafter encodes the prompt too
         d, ds = drafter(m, s)
-        ttft += _own(step_time(d, ds, cluster, 1 if sequential else s.batch, new_b, max(ctx_b, new_b), False), s)
+        ttft += _own(step_time(d, ds, cluster, s.batch, new_b, max(ctx_b, new_b), False), s)
     # decode: each output token's step runs at its context's bucket; speculation emits several per step
     accepted = s.speculation.accepted_per_step if s.speculation else 1.0
     counts: dict[int, int] = {}  # decode steps per context bucket: the step emitting output token j + 1 holds
