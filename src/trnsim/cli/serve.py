@@ -34,6 +34,28 @@ def _serve_options(f):
     return f
 
 
+def tco_options(f):
+    """--tco and --tco-figures, shared by training and serving plans."""
+    f = click.option("--tco-figures", metavar="NAME=VALUE,...",
+                     help="Override TCO figures: capex_usd, power_w, pue, usd_per_kwh, lifetime_years.")(f)
+    return click.option("--tco", is_flag=True, help="Also cost the chips as owned: capex over their life, power x PUE.")(f)
+
+
+def _tco(cluster, wanted: bool, figures: str | None):
+    """The cluster's TCO when asked for (--tco, or any --tco-figures), else None."""
+    if not (wanted or figures):
+        return None
+    from trnsim.plan import tco
+
+    return tco.tco(cluster.system, cluster.nodes, tco.parse(figures))
+
+
+def tco_line(t, usd_per_million: float, what: str) -> str:
+    return (f"[bold]TCO[/bold]  ${t.usd_per_hour:,.2f}/h for {t.chips} chips owned (${t.capex_usd:,.0f} each over "
+            f"{t.lifetime_years:g} years, {t.power_w:g} W x PUE {t.pue:g} at ${t.usd_per_kwh:g}/kWh; chips only): "
+            f"${usd_per_million:.3f} per million {what}")
+
+
 def _knobs(ep, cp, lnc, input_len, output_len, weights, kv_dtype, speculation, prefix_hit, engine) -> dict:
     from trnsim.plan.serve import Speculation
 
@@ -60,19 +82,26 @@ def serve():
 @click.option("--batch", type=int, default=1, show_default=True, help="Concurrent sequences per replica.")
 @click.option("--price", type=click.FloatRange(min=0, min_open=True), help="USD per node-hour instead of the catalog's.")
 @click.option("--ops", "show_ops", is_flag=True, help="Also list one decode step's ops per layer: shapes, bytes, times.")
+@tco_options
 @_serve_options
-def one(model, instance, tp, dp, batch, price, show_ops, as_json, **knobs):
+def one(model, instance, tp, dp, batch, price, show_ops, tco, tco_figures, as_json, **knobs):
     """One serving layout of MODEL: TTFT, TPOT, throughput, memory per rank, buckets, cost."""
     from trnsim import specs
     from trnsim.plan.step import with_price
 
     system = with_price(specs.system(instance), price)
     p = _best(model, system, tp, dp, batch, _knobs(**knobs))
+    owned = _tco(p.cluster, tco, tco_figures)
     if as_json:
-        click.echo(emit_json(p.to_dict()))
+        d = p.to_dict()
+        if owned:
+            d["tco"] = {**owned.to_dict(), "usd_per_million_output_tokens": owned.usd_per_million(p.output_tokens_per_s)}
+        click.echo(emit_json(d))
         return
     con = _console()
     con.print(_table(p, chosen=tp is None))
+    if owned:
+        con.print(tco_line(owned, owned.usd_per_million(p.output_tokens_per_s), "output tokens"))
     if show_ops:
         con.print(_ops_table(p))
 
