@@ -63,7 +63,8 @@ def _recipe_options(f):
         click.option("--zero1/--no-zero1", default=None, help="Shard optimizer states over DP [on]."),
         click.option("--sp/--no-sp", default=None, help="Sequence parallelism [on]."),
         click.option("--lnc", type=int, help="Logical NeuronCore size [2 on Trn2/Trn3, 1 on Trn1]."),
-        click.option("--dtype", type=click.Choice(["bf16", "fp16", "fp8", "fp32"]), help="Compute dtype [bf16]."),
+        click.option("--dtype", type=click.Choice(["bf16", "fp16", "fp8", "fp32", "mxfp8", "mxfp4"]),
+                     help="Compute dtype [bf16]; MX formats on Trn3."),
         click.option("--json", "as_json", is_flag=True, help="Print JSON."),
     ]
     for o in reversed(opts):
