@@ -1,6 +1,7 @@
 """The serving step model: each mechanism against arithmetic done here, and the calibration rows."""
 import json
 import math
+import os
 from importlib import resources
 
 import pytest
@@ -10,6 +11,8 @@ from trnsim.plan.serve import ServeError, plan
 from trnsim.plan.serve.step import buckets, collective_ns
 from trnsim.plan.layout import Cluster
 from trnsim.specs import serving
+
+HERE = os.path.join(os.path.dirname(__file__), "hf_configs")
 
 # calibration.md section 5: (model, instance, knobs, TTFT ms, TPOT ms)
 ROWS = [
@@ -155,3 +158,15 @@ def _attention_and_tables(tp):
     h, kv = 4096, max(8 // tp, 1) * 128
     attn = h * (32 // tp) * 128 * 2 + 2 * h * kv
     return 2 * (32 * (attn + 2 * h + h * 8) + 2 * math.ceil(32000 / tp) * h + h)
+
+
+def test_causal_and_windowed_prefill_attends_the_keys_each_token_sees():
+    from trnsim.plan.serve.step import attended
+
+    for prefix, new, window in ((0, 8, 100), (5, 8, 100), (0, 10, 4), (3, 10, 6), (50, 10, 6)):
+        assert attended(prefix, new, window) == sum(min(window, prefix + i + 1) for i in range(new))
+    # a 4k prompt on a model with a 1k window: its window layers compute about a quarter of a full layer's scores
+    p = plan(os.path.join(HERE, "sliding.json"), "trn2.48xlarge", tp=4, batch=1, input_len=4096, output_len=1,
+             max_context=4097)
+    att = next(r for r in p.prefill.ops if r["name"] == "attention")
+    assert att["n"] == 1024 and att["flops"] == pytest.approx(4 * 4 * 4096 * 1024 * 64 * attended(0, 4096, 1024) / (4096 * 1024))

@@ -229,9 +229,23 @@ def experts_hit(tokens: float, experts: int, top_k: int) -> float:
     return experts * (1 - (1 - top_k / experts) ** tokens)
 
 
-def layer_ops(m: LLM, s: Setup, seqs: int, new: int, ctx: int, moe: bool, decode: bool, groups: int = 1) -> list[Op]:
+def attended(prefix: int, new: int, window: int) -> float:
+    """Keys the `new` tokens after `prefix` cached ones attend to in all, each seeing itself, the tokens before
+    it and nothing further back than `window`: the sum of min(window, prefix + i + 1) over i < new."""
+    lo, hi = prefix + 1, prefix + new
+    if hi <= window:
+        return (lo + hi) * new / 2
+    if lo >= window:
+        return float(window * new)
+    return (lo + window) * (window - lo + 1) / 2 + window * (hi - window)
+
+
+def layer_ops(m: LLM, s: Setup, seqs: int, new: int, ctx: int, moe: bool, decode: bool, groups: int = 1,
+              prefix: int | None = None) -> list[Op]:
     """One layer's ops on one rank: `seqs` sequences of its attention group, each adding `new` tokens over
-    `ctx` of context; the experts see the tokens of all `groups` attention groups of the EP group."""
+    `ctx` keys of context (the layer's window where it has one; `prefix` tokens were cached before the new
+    ones, default ctx - new); the experts see the tokens of all `groups` attention groups of the EP group."""
+    prefix = ctx - new if prefix is None else prefix
     tp, wb = s.tp, WEIGHT_BYTES[s.weights]
     kvb = KV_BYTES[s.kv_dtype]
     T, h, hd = seqs * new, m.hidden, m.head_dim
@@ -256,7 +270,7 @@ def layer_ops(m: LLM, s: Setup, seqs: int, new: int, ctx: int, moe: bool, decode
         ops.append(Op("attention", "attention", q_per * new, width, ctx, seqs * kv_groups,
                       float(seqs * attn_heads * new * ctx), kv_read + 4.0 * T * heads * hd))
     else:
-        share = min(1.0, (ctx - new + (new + 1) / 2) / ctx)  # causal: the new tokens see the prefix and half of themselves
+        share = attended(prefix, new, ctx) / (new * ctx)  # causal (and windowed): the keys each new token sees
         ops.append(Op("attention", "attention", new, width, ctx, seqs * attn_heads, float(seqs * attn_heads * new * ctx) * share,
                       kv_read + 4.0 * T * heads * hd, share))
     ops.append(_mm("o_proj", T, o_in, h, wb))
@@ -324,7 +338,7 @@ def step_time(m: LLM, s: Setup, cluster: Cluster, seqs: int, new: int, ctx: int,
     rows = []
     for n, windowed, moe in kinds:
         c = min(ctx_local, m.window) if windowed else ctx_local
-        ops = layer_ops(m, s, seqs, new_local, c, moe, decode, groups)
+        ops = layer_ops(m, s, seqs, new_local, c, moe, decode, groups, prefix=max(0, ctx_local - new_local))
         times = [op_ns(op, cluster, dtype, decode) for op in ops]
         parts["compute"] += n * sum(times)
         act = T_local * m.hidden * 2
