@@ -69,3 +69,16 @@ def test_serve_cli_json_and_goodput():
     assert d["goodput_requests_per_s"] == pytest.approx(d["slo_attainment"] * d["requests_per_s"])
     r = CliRunner().invoke(cli, ["serve", M, "--input-len", "12:4"])
     assert r.exit_code == 2 and "input_len" in r.output and "Traceback" not in r.output
+
+
+def test_serve_cli_runs_several_rates_and_charts_them(tmp_path):
+    png = tmp_path / "load.png"
+    r = CliRunner().invoke(cli, ["serve", M, "--tp", "8", "--rate", "0.5,50", "--requests", "30", "--input-len", "256",
+                                 "--output-len", "32", "--chart", str(png), "--json"])
+    assert r.exit_code == 0, r.output
+    runs = json.loads(r.output)["runs"]
+    assert [x["rate"] for x in runs] == [0.5, 50.0]
+    assert runs[1]["output_tokens_per_s"] > runs[0]["output_tokens_per_s"]
+    assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    r = CliRunner().invoke(cli, ["serve", M, "--rate", "2", "--chart", str(png)])
+    assert r.exit_code == 2 and "several --rate values" in r.output

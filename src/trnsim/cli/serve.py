@@ -183,6 +183,31 @@ def tour(console) -> None:
     console.print(_table(run("llama3-8b", "trn2.48xlarge", tp=8, dp=0, batch=2, input_len=512, output_len=128)))
 
 
+def _floats(text: str, option: str) -> list[float]:
+    try:
+        out = [float(x) for x in str(text).split(",") if x.strip()]
+    except ValueError:
+        raise OptionError(option, f"expected comma-separated numbers, got {text!r}") from None
+    if any(not x > 0 for x in out):
+        raise OptionError(option, f"rates must be positive, got {text!r}")
+    return out
+
+
+def _load_table(runs, model, instance, tp, max_num_seqs):
+    from rich import box
+    from rich.table import Table
+
+    t = Table(title=f"{model} on {instance} TP{tp}, max {max_num_seqs} sequences: throughput against load",
+              box=box.SIMPLE_HEAD, title_justify="left")
+    for col in ("arrivals/s", "tokens/s", "goodput tok/s", "TTFT p50", "TTFT p99", "TPOT p50", "TPOT p99", "E2E p50"):
+        t.add_column(col, justify="right")
+    for r in runs:
+        t.add_row(f"{r['rate']:g}", f"{r['output_tokens_per_s']:,.0f}", f"{r['goodput_tokens_per_s']:,.0f}",
+                  *(f"{r[k][p]:,.1f}" for k, p in (("ttft_ms", "p50"), ("ttft_ms", "p99"), ("tpot_ms", "p50"),
+                                                   ("tpot_ms", "p99"), ("e2e_ms", "p50"))))
+    return t
+
+
 def _lengths(text: str, option: str):
     """`512` or `128:1024` (a uniform range)."""
     lo, _, hi = str(text).partition(":")
@@ -200,8 +225,8 @@ def _lengths(text: str, option: str):
 @click.option("--dp", type=int, default=1, show_default=True, help="Replicas (requests dealt round-robin).")
 @click.option("--max-num-seqs", type=click.IntRange(min=1), default=8, show_default=True,
               help="Most sequences a replica runs at once (the compiled batch).")
-@click.option("--rate", type=click.FloatRange(min=0, min_open=True), default=1.0, show_default=True,
-              help="Arrivals per second (Poisson).")
+@click.option("--rate", "rates", default="1", show_default=True,
+              help="Arrivals per second (Poisson); several, comma-separated, for throughput against load.")
 @click.option("--requests", "n", type=click.IntRange(min=1), default=200, show_default=True, help="Requests to send.")
 @click.option("--input-len", default="1024", show_default=True, help="Prompt tokens: N or LOW:HIGH (uniform).")
 @click.option("--output-len", default="256", show_default=True, help="Output tokens: N or LOW:HIGH (uniform).")
@@ -217,32 +242,44 @@ def _lengths(text: str, option: str):
 @click.option("--kv-dtype", type=click.Choice(["bf16", "fp8"]), default="bf16", show_default=True, help="KV dtype.")
 @click.option("--engine", type=click.Choice(["vllm-neuron", "transformers-neuronx"]), default="vllm-neuron",
               show_default=True, help="Serving engine whose fixed costs apply.")
+@click.option("--chart", type=click.Path(dir_okay=False), help="Write a PNG of throughput and latency against load.")
 @click.option("--progress/--no-progress", default=True, help="Show a progress bar.")
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
-def serve_cmd(model, instance, tp, dp, max_num_seqs, rate, n, input_len, output_len, trace, seed, chunk, kv_blocks,
-              ttft_slo, tpot_slo, lnc, weights, kv_dtype, engine, progress, as_json):
+def serve_cmd(model, instance, tp, dp, max_num_seqs, rates, n, input_len, output_len, trace, seed, chunk, kv_blocks,
+              ttft_slo, tpot_slo, lnc, weights, kv_dtype, engine, chart, progress, as_json):
     """Simulate a vLLM-Neuron-style engine serving MODEL: TTFT, TPOT and end-to-end percentiles, throughput,
-    goodput under SLOs, from an arrival rate (seeded) or a request trace."""
+    goodput under SLOs, from arrival rates (seeded) or a request trace."""
+    from trnsim.cli import output_file
     from trnsim.plan.serve import engine as E
 
-    todo = E.read_trace(trace) if trace else E.requests(n, rate, _lengths(input_len, "--input-len"),
-                                                          _lengths(output_len, "--output-len"), seed)
+    output_file("--chart", chart)
+    loads = [None] if trace else _nonempty("--rate", _floats(rates, "--rate"))
+    if chart and len(loads) < 2:
+        raise OptionError("--chart", "plots throughput and latency against load: give several --rate values")
+    lengths = None if trace else (_lengths(input_len, "--input-len"), _lengths(output_len, "--output-len"))
+    todos = [E.read_trace(trace)] if trace else [E.requests(n, r, *lengths, seed) for r in loads]
     knobs = dict(tp=tp, dp=dp, lnc=lnc, weights=weights, kv_dtype=kv_dtype, engine=engine)
-    run = lambda cb: E.simulate(model, instance, todo, max_num_seqs=max_num_seqs, chunk=chunk, kv_blocks=kv_blocks,
-                                progress=cb, **knobs)
+    run = lambda todo, cb: E.simulate(model, instance, todo, max_num_seqs=max_num_seqs, chunk=chunk,
+                                      kv_blocks=kv_blocks, progress=cb, **knobs)
     if progress and not as_json:
         from rich.progress import Progress
 
         with Progress(transient=True) as bar:
-            job = bar.add_task(f"{len(todo)} requests", total=len(todo))
-            result = run(lambda k: bar.advance(job, k))
+            job = bar.add_task(f"{sum(map(len, todos))} requests", total=sum(map(len, todos)))
+            results = [run(todo, lambda k: bar.advance(job, k)) for todo in todos]
     else:
-        result = run(None)
-    s = result.summary(ttft_slo, tpot_slo)
+        results = [run(todo, None) for todo in todos]
+    runs = [{"rate": r, **res.summary(ttft_slo, tpot_slo)} for r, res in zip(loads, results)]
+    if chart:
+        E.chart(runs, chart, f"{model} on {instance} TP{tp}, max {max_num_seqs} sequences")
+    head = {"model": model, "system": instance, "layout": {"tp": tp, "dp": dp}, "seed": seed}
     if as_json:
-        click.echo(emit_json({"model": model, "system": instance, "layout": {"tp": tp, "dp": dp},
-                              "rate": None if trace else rate, "seed": seed, **s}))
+        click.echo(emit_json({**head, **runs[0]} if len(runs) == 1 else {**head, "runs": runs}))
         return
+    if len(runs) > 1:
+        _console().print(_load_table(runs, model, instance, tp, max_num_seqs))
+        return
+    s = runs[0]
     from rich import box
     from rich.table import Table
 

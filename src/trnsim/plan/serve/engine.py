@@ -254,3 +254,28 @@ def simulate(model, system, todo: list[Request], *, max_num_seqs: int = 8, chunk
     e = replicas[0]
     steps = {k: sum(r.steps[k] for r in replicas) for k in e.steps}
     return Result(sorted(done, key=lambda q: q.id), steps, sum(r.preemptions for r in replicas), e.blocks, max_num_seqs)
+
+
+def chart(runs: list[dict], path: str, title: str = "") -> None:
+    """PNG of output tokens/s, and TTFT and TPOT percentiles, against the arrival rate of each run."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    rates = [r["rate"] for r in runs]
+    fig, (a, b) = plt.subplots(1, 2, figsize=(10, 4), dpi=120)
+    a.plot(rates, [r["output_tokens_per_s"] for r in runs], "o-", label="throughput")
+    a.plot(rates, [r["goodput_tokens_per_s"] for r in runs], "s--", label="goodput (within SLOs)")
+    a.set(xlabel="arrivals per second", ylabel="output tokens/s", title="throughput against load")
+    a.legend(fontsize=7)
+    for key, style in (("ttft_ms", "o-"), ("tpot_ms", "s-")):
+        for p in ("p50", "p99"):
+            b.plot(rates, [r[key][p] for r in runs], style if p == "p50" else style.replace("-", ":"),
+                   label=f"{key[:4].upper()} {p}")
+    b.set(xlabel="arrivals per second", ylabel="ms", yscale="log", title="latency against load")
+    b.legend(fontsize=7)
+    fig.suptitle(title, fontsize=9)
+    fig.tight_layout()
+    fig.savefig(path)
+    plt.close(fig)
