@@ -82,3 +82,21 @@ def test_serve_cli_runs_several_rates_and_charts_them(tmp_path):
     assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     r = CliRunner().invoke(cli, ["serve", M, "--rate", "2", "--chart", str(png)])
     assert r.exit_code == 2 and "several --rate values" in r.output
+
+
+def test_chunked_prefill_spreads_a_prompt_over_steps_beside_the_decodes():
+    """One request alone: a 1000-token prompt in 256-token chunks takes four steps, each one launch."""
+    from trnsim import specs
+    from trnsim.plan.serve import step as S
+    from trnsim.specs import serving
+
+    r = simulate(M, SYS, requests(1, 1.0, 1000, 2, seed=0), tp=8, max_num_seqs=2, chunk=256)
+    q = r.done[0]
+    s = S.Setup(tp=8, batch=2, input_len=1000, output_len=2, max_context=1002)
+    cluster = S.validate(S.load(M), s, specs.system(SYS))
+    chunks = [S.step_time(S.load(M), s, cluster, 1, S.bucket_of(n, S.buckets(1002)), S.bucket_of(done, S.buckets(1002)), False)
+              for n, done in ((256, 256), (256, 512), (256, 768), (232, 1000))]
+    launch = serving.engine("vllm-neuron")["prefill_overhead"]
+    expected = sum(c.ns - c.parts["overhead"] + launch for c in chunks)
+    assert r.steps["prefill"] == 4
+    assert q.first_token - q.arrival == pytest.approx(expected)

@@ -144,8 +144,8 @@ class Engine:
         self.preemptions = 0
 
     @functools.lru_cache(maxsize=None)
-    def _time(self, seqs: int, new: int, ctx: int, decode: bool) -> float:
-        return S.step_time(self.m, self.s, self.cluster, seqs, new, ctx, decode).ns
+    def _time(self, seqs: int, new: int, ctx: int, decode: bool) -> S.StepTime:
+        return S.step_time(self.m, self.s, self.cluster, seqs, new, ctx, decode)
 
     def _bucket(self, n: int) -> int:
         return S.bucket_of(min(n, self.s.context), self.compiled)
@@ -173,7 +173,7 @@ class Engine:
                 admitted.append(waiting.popleft())
             if admitted and not self.chunk:
                 longest = self._bucket(max(q.input_len for q in admitted))
-                clock += self._time(len(admitted), longest, longest, False)
+                clock += self._time(len(admitted), longest, longest, False).ns
                 self.steps["prefill"] += 1
                 for q in admitted:
                     q.prefilled, q.generated, q.first_token = q.input_len, 1, clock
@@ -195,10 +195,10 @@ class Engine:
         """A decode step of the sequences past their prompt, with up to `chunk` prompt tokens of the others."""
         decoding = [q for q in running if q.prefilled >= q.input_len]
         filling = [q for q in running if q.prefilled < q.input_len]
-        t, overhead = 0.0, serving.engine(self.s.engine)["decode_overhead"]
+        pieces = []  # step times of the decode and each prompt chunk; the step launches one graph for them all
         if decoding:
             ctx = self._bucket(max(q.input_len + q.generated + 1 for q in decoding))
-            t += self._time(len(decoding), 1, ctx, True)
+            pieces.append(self._time(len(decoding), 1, ctx, True))
         budget = self.chunk
         finished = []
         for q in filling:
@@ -206,10 +206,13 @@ class Engine:
                 break
             take = min(budget, q.input_len - q.prefilled)
             budget -= take
-            t += self._time(1, self._bucket(take), self._bucket(q.prefilled + take), False) - (overhead if t else 0.0)
+            pieces.append(self._time(1, self._bucket(take), self._bucket(q.prefilled + take), False))
             q.prefilled += take
             if q.prefilled >= q.input_len:
                 finished.append(q)
+        launches = serving.engine(self.s.engine)
+        launch = launches["prefill_overhead"] if filling else launches["decode_overhead"]
+        t = sum(p.ns - p.parts["overhead"] for p in pieces) + launch
         self.steps["mixed" if filling and decoding else ("prefill" if filling else "decode")] += 1
         for q in decoding:
             q.generated += 1
