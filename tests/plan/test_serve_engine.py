@@ -100,3 +100,22 @@ def test_chunked_prefill_spreads_a_prompt_over_steps_beside_the_decodes():
     expected = sum(c.ns - c.parts["overhead"] + launch for c in chunks)
     assert r.steps["prefill"] == 4
     assert q.first_token - q.arrival == pytest.approx(expected)
+
+
+def test_disaggregated_prefill_hands_the_kv_cache_over_the_fabric():
+    """One request, one prefill and one decode replica: its end-to-end time is the prefill, the KV transfer
+    of its prompt between the replicas' chips, then its decode steps."""
+    from trnsim import specs
+    from trnsim.plan.layout import Cluster
+    from trnsim.plan.serve.step import collective_ns
+
+    one = requests(1, 1.0, 1000, 20, seed=0)
+    split = simulate(M, SYS, one, tp=8, dp=2, max_num_seqs=4, prefill_replicas=1).done[0]
+    joint = simulate(M, SYS, one, tp=8, dp=1, max_num_seqs=4).done[0]
+    kv = 1000 * 32 * 2 * 1 * 128 * 2  # the prompt's K and V on one rank: 32 layers, one KV head of 128, bf16
+    hop = collective_ns("send_recv", kv, (0, 8), Cluster(specs.system(SYS), 1, 2))
+    assert hop > 0
+    assert split.first_token == pytest.approx(joint.first_token)
+    assert split.finish - joint.finish == pytest.approx(hop)
+    with pytest.raises(ServeError, match="prefill_replicas"):
+        simulate(M, SYS, one, tp=8, dp=2, prefill_replicas=2)

@@ -235,6 +235,8 @@ def _lengths(text: str, option: str):
 @click.option("--chunk", type=click.IntRange(min=0), default=0, show_default=True,
               help="Chunked prefill: prompt tokens per step beside the decodes (0: whole prompts).")
 @click.option("--kv-blocks", type=click.IntRange(min=1), help="Cap the KV blocks per replica [all that fit].")
+@click.option("--prefill-replicas", type=click.IntRange(min=0), default=0, show_default=True,
+              help="Disaggregate: this many of the --dp replicas only encode prompts, the rest only decode.")
 @click.option("--ttft-slo", type=click.FloatRange(min=0, min_open=True), help="TTFT objective in ms, for goodput.")
 @click.option("--tpot-slo", type=click.FloatRange(min=0, min_open=True), help="TPOT objective in ms, for goodput.")
 @click.option("--lnc", type=int, help="Logical NeuronCore size [2 on Trn2/Trn3, 1 on Trn1].")
@@ -246,7 +248,7 @@ def _lengths(text: str, option: str):
 @click.option("--progress/--no-progress", default=True, help="Show a progress bar.")
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
 def serve_cmd(model, instance, tp, dp, max_num_seqs, rates, n, input_len, output_len, trace, seed, chunk, kv_blocks,
-              ttft_slo, tpot_slo, lnc, weights, kv_dtype, engine, chart, progress, as_json):
+              prefill_replicas, ttft_slo, tpot_slo, lnc, weights, kv_dtype, engine, chart, progress, as_json):
     """Simulate a vLLM-Neuron-style engine serving MODEL: TTFT, TPOT and end-to-end percentiles, throughput,
     goodput under SLOs, from arrival rates (seeded) or a request trace."""
     from trnsim.cli import output_file
@@ -260,7 +262,7 @@ def serve_cmd(model, instance, tp, dp, max_num_seqs, rates, n, input_len, output
     todos = [E.read_trace(trace)] if trace else [E.requests(n, r, *lengths, seed) for r in loads]
     knobs = dict(tp=tp, dp=dp, lnc=lnc, weights=weights, kv_dtype=kv_dtype, engine=engine)
     run = lambda todo, cb: E.simulate(model, instance, todo, max_num_seqs=max_num_seqs, chunk=chunk,
-                                      kv_blocks=kv_blocks, progress=cb, **knobs)
+                                      kv_blocks=kv_blocks, prefill_replicas=prefill_replicas, progress=cb, **knobs)
     if progress and not as_json:
         from rich.progress import Progress
 

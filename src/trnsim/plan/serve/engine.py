@@ -42,6 +42,12 @@ class Request:
     generated: int = 0
     prefilled: int = 0  # prompt tokens whose KV is cached (chunked prefill)
     blocks: int = 0
+    ready: float | None = None  # disaggregated serving: when its KV reaches the decode pool
+
+    @property
+    def enters(self) -> float:
+        """When the request reaches this engine's queue."""
+        return self.arrival if self.ready is None else self.ready
 
 
 def requests(n: int, rate: float, input_len, output_len, seed: int = 0) -> list[Request]:
@@ -125,11 +131,13 @@ class Result:
 
 
 class Engine:
-    """One replica's scheduler, KV-block pool and clock."""
+    """One replica's scheduler, KV-block pool and clock. A `prefill_only` engine hands each request on
+    after its prompt (disaggregated serving); a request that arrives prefilled goes straight to decode."""
 
-    def __init__(self, m: LLM, s: S.Setup, cluster, max_num_seqs: int, chunk: int = 0, kv_blocks: int | None = None):
+    def __init__(self, m: LLM, s: S.Setup, cluster, max_num_seqs: int, chunk: int = 0, kv_blocks: int | None = None,
+                 prefill_only: bool = False):
         self.m, self.s, self.cluster = m, s, cluster
-        self.max_seqs, self.chunk = max_num_seqs, chunk
+        self.max_seqs, self.chunk, self.prefill_only = max_num_seqs, chunk, prefill_only
         self.block = int(serving.defaults()["block_tokens"])
         _, per_token, room = S.kv_room(m, s, cluster)
         fit = int(room / per_token) // self.block
@@ -157,10 +165,10 @@ class Engine:
         arrivals, waiting, running, done = deque(todo), deque(), [], []
         clock = 0.0
         while arrivals or waiting or running:
-            while arrivals and arrivals[0].arrival <= clock:
+            while arrivals and arrivals[0].enters <= clock:
                 waiting.append(arrivals.popleft())
             if not waiting and not running:
-                clock = arrivals[0].arrival
+                clock = arrivals[0].enters
                 continue
             admitted = []
             while waiting and len(running) + len(admitted) < self.max_seqs:
@@ -171,13 +179,21 @@ class Engine:
                 self.free -= need
                 q.blocks = need
                 admitted.append(waiting.popleft())
-            if admitted and not self.chunk:
-                longest = self._bucket(max(q.input_len for q in admitted))
-                clock += self._time(len(admitted), longest, longest, False).ns
+            fresh = [q for q in admitted if q.prefilled < q.input_len]
+            if fresh and not self.chunk:
+                longest = self._bucket(max(q.input_len for q in fresh))
+                clock += self._time(len(fresh), longest, longest, False).ns
                 self.steps["prefill"] += 1
-                for q in admitted:
+                for q in fresh:
                     q.prefilled, q.generated, q.first_token = q.input_len, 1, clock
                 running += admitted
+                if self.prefill_only:  # the prompts' KV leaves for the decode pool
+                    for q in fresh:
+                        running.remove(q)
+                        self.free += q.blocks
+                        q.blocks = 0
+                        done.append(q)
+                    continue
             else:
                 running += admitted
                 clock += self._step(running, clock)
@@ -239,8 +255,11 @@ class Engine:
 
 
 def simulate(model, system, todo: list[Request], *, max_num_seqs: int = 8, chunk: int = 0, kv_blocks: int | None = None,
-             progress=None, **knobs) -> Result:
-    """Serve `todo` on `system` with `dp` replicas (requests dealt round-robin); knobs as plan's Setup."""
+             prefill_replicas: int = 0, progress=None, **knobs) -> Result:
+    """Serve `todo` on `system` with `dp` replicas (requests dealt round-robin); knobs as plan's Setup.
+
+    `prefill_replicas` > 0 disaggregates: that many replicas only encode prompts, the other dp - P only
+    decode, and each prompt's KV cache crosses the fabric from the one to the other in between."""
     m = load(model)
     if knobs.get("speculation"):
         raise S.ServeError("speculation", "trnsim serve does not simulate speculative decoding; plan serve prices it")
@@ -250,13 +269,28 @@ def simulate(model, system, todo: list[Request], *, max_num_seqs: int = 8, chunk
     sysspec = specs.system(system) if isinstance(system, str) else system
     s = S.Setup(**knobs)
     cluster = S.validate(m, s, sysspec)
-    replicas = [Engine(m, s, cluster, max_num_seqs, chunk, kv_blocks) for _ in range(s.dp)]
+    todo = [dataclasses.replace(q) for q in todo]
+    P = prefill_replicas
+    if P:
+        if not 0 < P < s.dp:
+            raise S.ServeError("prefill_replicas", f"disaggregated serving needs prefill replicas between 1 and "
+                                                   f"dp - 1 = {s.dp - 1}, got {P}")
+        pool = [Engine(m, s, cluster, max_num_seqs, 0, kv_blocks, prefill_only=True) for _ in range(P)]
+        for i, e in enumerate(pool):
+            e.run(todo[i::P])
+        first = S.replica_ranks(s) * s.cp  # rank 0 of the first decode replica
+        for q in todo:
+            kv = m.kv_bytes_per_token(S.KV_BYTES[s.kv_dtype], s.tp, q.input_len) * q.input_len / s.cp
+            q.ready = q.first_token + S.collective_ns("send_recv", kv, (0, first * P), cluster)
+        todo.sort(key=lambda q: q.ready)
+    replicas = [Engine(m, s, cluster, max_num_seqs, chunk, kv_blocks) for _ in range(s.dp - P)]
     done = []
     for i, e in enumerate(replicas):
-        done += e.run([dataclasses.replace(q) for q in todo[i::s.dp]], progress)
-    e = replicas[0]
-    steps = {k: sum(r.steps[k] for r in replicas) for k in e.steps}
-    return Result(sorted(done, key=lambda q: q.id), steps, sum(r.preemptions for r in replicas), e.blocks, max_num_seqs)
+        done += e.run(todo[i::len(replicas)], progress)
+    engines = replicas + (pool if P else [])
+    steps = {k: sum(r.steps[k] for r in engines) for k in replicas[0].steps}
+    return Result(sorted(done, key=lambda q: q.id), steps, sum(r.preemptions for r in engines), replicas[0].blocks,
+                  max_num_seqs)
 
 
 def chart(runs: list[dict], path: str, title: str = "") -> None:
