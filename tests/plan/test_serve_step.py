@@ -92,7 +92,7 @@ def test_buckets_pad_prompts_and_contexts():
     b = p.buckets
     assert b["compiled"] == [128, 256, 400] and b["prefill"] == 400
     assert b["prefill_padding"] == pytest.approx((400 - 300) / 400)
-    expected = sum((400 - L) / 400 for L in range(301, 401)) / 100
+    expected = sum((400 - L) / 400 for L in range(302, 401)) / 99  # the 99 decode steps hold 302..400 tokens
     assert b["decode_padding"] == pytest.approx(expected)
     # a padded prompt costs what its bucket costs
     q = plan("llama3-8b", "trn2.48xlarge", tp=8, batch=1, input_len=399, output_len=1, max_context=400)

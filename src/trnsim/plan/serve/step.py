@@ -7,14 +7,15 @@ memory per core, compiled buckets, and cost per million output tokens.
 Each op of a step runs on one rank of the TP group and is priced by the planner's per-op path
 (trnsim.plan.compute, simulated kernels of the rank's NeuronCore generation):
 
-    matmul     the TensorE time of the simulated bucket, its token rows padded to the PE array's 128 rows
-               (a matmul of 1 row takes the PE as long as one of 128), against its bytes (weights read
-               once per step) through the simulated HBM stream rate: the slower wins
-    attention  prefill: the simulated flash-attention bucket over the (causal) context; decode: the KV
-               cache read through the stream rate against the TensorE time of 128 padded queries
-    collective the TP all-reduces (two per layer) and MoE all-to-alls timed by trnsim.fabric on the
-               instance's topology with in-graph constants (specs/data/serving.toml): no launch, the
-               NeuronLink hop latency, the fabric's fitted bandwidths
+    matmul     up to 128 token rows (decode, small prefills): a weight stream, TensorE sweeping the weights
+               once at its peak (a matmul of 1 row takes the PE array as long as one of 128) against the
+               bytes through the simulated HBM stream rate; more rows: the simulated matmul bucket, or
+               the bytes through the stream rate if slower
+    attention  prefill: the simulated flash-attention bucket over the keys each new token sees (causal,
+               windowed); decode: the KV cache read through the stream rate against the TensorE time of
+               128 padded queries
+    collective the TP all-reduces (two per layer), MoE all-to-alls and the logits all-gather, timed by
+               trnsim.fabric on the instance's topology with in-graph constants (specs/data/serving.toml)
 
 A step adds the engine's fixed cost per model execution. GPUs have no NeuronCore: their ops keep the
 planner's roofline at a declared matmul efficiency, their collectives its alpha-beta model.
@@ -535,9 +536,11 @@ def plan(model, system, **knobs) -> ServePlan:
         ttft += _own(step_time(d, ds, cluster, s.batch, new_b, max(ctx_b, new_b), False), s)
     # decode: each output token's step runs at its context's bucket; speculation emits several per step
     accepted = s.speculation.accepted_per_step if s.speculation else 1.0
-    counts: dict[int, int] = {}  # decode steps per context bucket: the step emitting output token j + 1 holds
-    for j in range(1, max(s.output_len, 2)):  # the prompt, j tokens and itself
-        b = bucket_of(min(s.input_len + j + 1, s.context), compiled)
+    # the decode step emitting output token j + 1 holds the prompt, j tokens and itself
+    contexts = [min(s.input_len + j + 1, s.context) for j in range(1, max(s.output_len, 2))]
+    counts: dict[int, int] = {}  # decode steps per context bucket
+    for L in contexts:
+        b = bucket_of(L, compiled)
         counts[b] = counts.get(b, 0) + 1
     steps = {}
     for b in counts:
@@ -545,8 +548,7 @@ def plan(model, system, **knobs) -> ServePlan:
     tpot = sum(counts[b] * steps[b] for b in counts) / sum(counts.values()) / accepted
     top = step_time(m, s, cluster, s.batch, 1, max(counts), True)
     padded_prompt = (new_b - (s.input_len - cached)) / new_b
-    padded_kv = sum((bucket_of(L, compiled) - L) / bucket_of(L, compiled)
-                    for L in range(s.input_len + 1, s.input_len + s.output_len + 1)) / s.output_len
+    padded_kv = sum((bucket_of(L, compiled) - L) / bucket_of(L, compiled) for L in contexts) / len(contexts)
     bucket_info = {"compiled": list(compiled), "prefill": new_b, "prefill_padding": padded_prompt,
                    "decode": sorted(counts), "decode_padding": padded_kv}
     return ServePlan(m, cluster, s, ttft, tpot, one, top, mem, capacity, int(room / per_token), bucket_info)
