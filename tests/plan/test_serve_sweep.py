@@ -36,3 +36,8 @@ def test_sweep_cli_json_and_table():
     assert all(x["reason"] for x in d["rejected"])
     r = CliRunner().invoke(cli, args)
     assert r.exit_code == 0 and "tokens/$" in r.output and "rejected:" in r.output
+
+
+def test_sweep_refuses_a_fixed_ep():
+    r = CliRunner().invoke(cli, ["plan", "serve", "sweep", "mixtral-8x7b", "--ep", "2"])
+    assert r.exit_code == 2 and "--ep" in r.output and "every EP degree" in r.output

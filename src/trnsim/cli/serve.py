@@ -324,6 +324,8 @@ def serve_sweep(model, instances, batches, ttft_slo, tpot_slo, by, max_tp, top, 
     from trnsim.plan.serve import load
     from trnsim.plan.serve import sweep as S
 
+    if ep != 1:
+        raise OptionError("--ep", "the sweep tries every EP degree that divides the experts; leave --ep out")
     output_file("--csv", csv_path)
     systems = _nonempty("--instances", _words(instances))
     sizes = _nonempty("--batches", _ints(batches, "--batches"))
