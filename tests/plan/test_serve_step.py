@@ -144,6 +144,7 @@ def test_fp8_weights_halve_the_decode_stream():
 def test_gpu_baseline_and_moe_plans_run():
     h = plan("llama3-8b", "p5.48xlarge", tp=8, batch=4, input_len=512, output_len=128)
     assert h.ttft_ms > 0 and h.tpot_ms > 0 and h.usd_per_million_output_tokens > 0
+    assert "roofline" in h.timed_by["compute"] and "fitted on Neuron" in h.timed_by["engine"]
     inside = plan("mixtral-8x7b", "trn2.48xlarge", tp=16, ep=4, batch=4, input_len=512, output_len=128)
     assert inside.decode.parts["ep_comm"] == 0  # EP inside the TP group: tokens are already on every rank
     wide = plan("mixtral-8x7b", "trn2.48xlarge", tp=4, ep=8, batch=4, input_len=512, output_len=128)

@@ -159,6 +159,7 @@ def _table(p, chosen: bool = False):
                           f"(price: {p.cluster.system.price_status})")
     else:
         t.add_row("cost", f"no price for {p.cluster.system.name} in the catalog (--price USD gives one)")
+    t.add_row("timed by", ", ".join(f"{k}: {v}" for k, v in p.timed_by.items()))
     return t
 
 

@@ -452,6 +452,16 @@ class ServePlan:
     def usd_per_million_output_tokens(self) -> float | None:
         return self.usd_per_hour / 3600 / self.output_tokens_per_s * 1e6 if self.usd_per_hour else None
 
+    @property
+    def timed_by(self) -> dict[str, str]:
+        """Which models priced the plan: GPUs have no simulated core nor fabric, and the engine's launch
+        costs were fitted on Neuron."""
+        neuron = self.cluster.system.chip.is_neuron
+        return {"compute": "simulated kernels" if neuron else "roofline at a declared matmul efficiency",
+                "comm": "fabric, in-graph constants" if neuron else "alpha-beta",
+                "engine": self.setup.engine + ("" if neuron else " launch costs (fitted on Neuron; no GPU serving figure "
+                                                                 "is calibrated)")}
+
     def to_dict(self) -> dict:
         s = self.setup
         return {
@@ -468,7 +478,7 @@ class ServePlan:
             "kv_tokens_fit": self.kv_tokens, "buckets": self.buckets,
             "usd_per_hour": self.usd_per_hour, "price_status": self.cluster.system.price_status,
             "usd_per_million_output_tokens": self.usd_per_million_output_tokens,
-            "decode_ops": list(self.decode.ops),
+            "timed_by": self.timed_by, "decode_ops": list(self.decode.ops),
         }
 
 
