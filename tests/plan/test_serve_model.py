@@ -96,3 +96,15 @@ def test_presets_load_as_serving_models():
     m = load("llama3-8b")
     assert (m.layers, m.kv_heads, m.head_dim) == (32, 8, 128)
     assert load("mixtral-8x7b").moe
+
+
+def test_qwen_moe_counts_its_dense_layers():
+    from trnsim.plan.serve import from_hf
+
+    raw = {"model_type": "qwen2_moe", "hidden_size": 512, "num_hidden_layers": 8, "num_attention_heads": 8,
+           "num_key_value_heads": 2, "vocab_size": 1000, "intermediate_size": 1024, "moe_intermediate_size": 256,
+           "num_experts": 16, "num_experts_per_tok": 2, "shared_expert_intermediate_size": 512,
+           "decoder_sparse_step": 2, "mlp_only_layers": [1]}
+    m = from_hf(raw)
+    # layers 1, 3, 5, 7 route ((i + 1) % 2 == 0) but layer 1 is listed dense: 3 MoE layers, 5 dense
+    assert (m.moe_layers, m.dense_layers, m.shared_ffn) == (3, 5, 512)

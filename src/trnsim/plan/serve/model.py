@@ -199,6 +199,12 @@ def from_hf(cfg: dict, path: str = "config.json", raw: str = "") -> LLM:
     dense_layers = get("first_k_dense_replace", 0, minimum=0) if experts > 1 else 0
     if dense_layers > layers:
         fail("first_k_dense_replace", f"{dense_layers} dense layers in a {layers}-layer model")
+    if experts > 1 and ("decoder_sparse_step" in cfg or cfg.get("mlp_only_layers")):  # qwen MoE: which layers route
+        step = get("decoder_sparse_step", 1)
+        only = cfg.get("mlp_only_layers") or []
+        if not isinstance(only, list) or any(isinstance(i, bool) or not isinstance(i, int) for i in only):
+            fail("mlp_only_layers", f"must list layer indices, got {only!r:.80}")
+        dense_layers = sum(1 for i in range(layers) if i in only or (i + 1) % step)
     window, window_layers = _window(cfg, layers, get, fail)
     mla = {}
     if kind.startswith("deepseek") and cfg.get("kv_lora_rank"):
