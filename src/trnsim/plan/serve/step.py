@@ -29,6 +29,7 @@ from dataclasses import dataclass, field
 
 from trnsim import fabric, specs
 from trnsim.specs import serving
+from trnsim.specs.records import UnsupportedDTypeError
 from trnsim.plan import efficiency as eff
 from trnsim.plan.comm import AlphaBeta
 from trnsim.plan.compute import SimulatedCompute
@@ -143,12 +144,13 @@ def bucket_of(n: int, compiled: tuple[int, ...]) -> int:
 
 
 def _chip_ratio(chip, dtype: str) -> float:
-    """BF16 peak over `dtype`'s peak on the chip: how much faster TensorE runs this dtype."""
-    rates = chip.ratings[chip.rating]
-    if dtype not in rates:
-        raise ServeError("weights", f"{chip.name} has no {dtype} matmul rate (it rates "
-                                    f"{', '.join(k for k in rates if k not in ('sparse', 'fp32', 'tf32'))})")
-    return chip.peak_flops("bf16") / chip.peak_flops(dtype)
+    """BF16 peak over `dtype`'s peak: how much faster the matmul datapath runs this dtype (the NeuronCore's
+    MACs per PE-cycle on Trainium, the chip's rating on a GPU)."""
+    unit = chip.core or chip
+    try:
+        return unit.peak_flops("bf16") / unit.peak_flops(dtype)
+    except UnsupportedDTypeError as e:
+        raise ServeError("weights", str(e)) from None
 
 
 @functools.lru_cache(maxsize=16)
@@ -166,7 +168,7 @@ def op_ns(op: Op, cluster: Cluster, dtype: str = "bf16", decode: bool = False) -
     """Time of one op on one rank of `cluster` (see the module docstring)."""
     chip = cluster.system.chip
     if chip.core is None:
-        return _COMPUTE.op_time(op, cluster, dtype if dtype in chip.ratings[chip.rating] else "bf16")
+        return _COMPUTE.op_time(op, cluster, dtype)
     target, lnc = chip.core.target, cluster.lnc
     hbm = op.bytes / stream_rate(target, lnc) * 1e9
     peak = chip.core.peak_flops("bf16") * lnc / _chip_ratio(chip, dtype)
@@ -371,6 +373,7 @@ def step_time(m: LLM, s: Setup, cluster: Cluster, seqs: int, new: int, ctx: int,
 def validate(m: LLM, s: Setup, system) -> Cluster:
     """The cluster the layout needs, or ServeError naming the first rule it breaks."""
     probe = Cluster(system, 1, s.lnc)
+    _chip_ratio(system.chip, COMPUTE_DTYPE[s.weights])  # a weight format the chip cannot multiply is refused here
     if m.heads % s.tp:
         raise ServeError("tp", f"{m.name}'s {m.heads} attention heads are not divisible by tp {s.tp}")
     if not m.mla and (m.kv_heads % s.tp if m.kv_heads >= s.tp else s.tp % m.kv_heads):
