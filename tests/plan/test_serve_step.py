@@ -132,6 +132,8 @@ def test_bad_knobs_are_named():
         plan("llama3-8b", "trn2.48xlarge", tp=8, weights="mxfp8")
     with pytest.raises(ServeError, match="'weights'.*H100.*mxfp4"):
         plan("llama3-8b", "p5.48xlarge", tp=8, weights="mxfp4")
+    with pytest.raises(ServeError, match="'input_len'.*4096-token context"):
+        plan(os.path.join(HERE, "dense.json"), "trn2.48xlarge", tp=4, input_len=4000, output_len=100)
     with pytest.raises(ServeError, match="'ep'.*dense"):
         plan("llama3-8b", "trn2.48xlarge", tp=8, ep=2)
 

@@ -144,7 +144,7 @@ def load(name_or_path) -> LLM:
 def from_workload(m: workload.Model) -> LLM:
     if m.kind != "decoder":
         raise ServeModelError(f"model {m.name!r}: field 'kind': serving needs a decoder, got {m.kind!r}")
-    return LLM(m.name, m.layers, m.hidden, m.heads, m.kv_heads, m.head_dim, m.ffn, m.vocab, m.seq,
+    return LLM(m.name, m.layers, m.hidden, m.heads, m.kv_heads, m.head_dim, m.ffn, m.vocab, 0,  # seq: pretraining only
                experts=m.experts, top_k=m.top_k, expert_ffn=m.ffn if m.moe else 0, gated_mlp=m.gated_mlp,
                tied_embeddings=m.tied_embeddings, source=m.source)
 

@@ -374,6 +374,9 @@ def validate(m: LLM, s: Setup, system) -> Cluster:
     """The cluster the layout needs, or ServeError naming the first rule it breaks."""
     probe = Cluster(system, 1, s.lnc)
     _chip_ratio(system.chip, COMPUTE_DTYPE[s.weights])  # a weight format the chip cannot multiply is refused here
+    if m.max_context and s.context > m.max_context:
+        raise ServeError("input_len", f"input {s.input_len} + output {s.output_len} = {s.context} tokens exceed "
+                                      f"{m.name}'s {m.max_context}-token context (max_position_embeddings)")
     if m.heads % s.tp:
         raise ServeError("tp", f"{m.name}'s {m.heads} attention heads are not divisible by tp {s.tp}")
     if not m.mla and (m.kv_heads % s.tp if m.kv_heads >= s.tp else s.tp % m.kv_heads):
