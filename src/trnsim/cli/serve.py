@@ -224,6 +224,7 @@ def _lengths(text: str, option: str):
 @click.option("--instance", default="trn2.48xlarge", show_default=True, help="Instance, UltraServer or GPU baseline.")
 @click.option("--tp", type=int, default=8, show_default=True, help="Tensor parallel degree.")
 @click.option("--dp", type=int, default=1, show_default=True, help="Replicas (requests dealt round-robin).")
+@click.option("--ep", type=int, default=1, show_default=True, help="Expert parallel degree of MoE models.")
 @click.option("--max-num-seqs", type=click.IntRange(min=1), default=8, show_default=True,
               help="Most sequences a replica runs at once (the compiled batch).")
 @click.option("--rate", "rates", default="1", show_default=True,
@@ -248,7 +249,7 @@ def _lengths(text: str, option: str):
 @click.option("--chart", type=click.Path(dir_okay=False), help="Write a PNG of throughput and latency against load.")
 @click.option("--progress/--no-progress", default=True, help="Show a progress bar.")
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
-def serve_cmd(model, instance, tp, dp, max_num_seqs, rates, n, input_len, output_len, trace, seed, chunk, kv_blocks,
+def serve_cmd(model, instance, tp, dp, ep, max_num_seqs, rates, n, input_len, output_len, trace, seed, chunk, kv_blocks,
               prefill_replicas, ttft_slo, tpot_slo, lnc, weights, kv_dtype, engine, chart, progress, as_json):
     """Simulate a vLLM-Neuron-style engine serving MODEL: TTFT, TPOT and end-to-end percentiles, throughput,
     goodput under SLOs, from arrival rates (seeded) or a request trace."""
@@ -261,7 +262,7 @@ def serve_cmd(model, instance, tp, dp, max_num_seqs, rates, n, input_len, output
         raise OptionError("--chart", "plots throughput and latency against load: give several --rate values")
     lengths = None if trace else (_lengths(input_len, "--input-len"), _lengths(output_len, "--output-len"))
     todos = [E.read_trace(trace)] if trace else [E.requests(n, r, *lengths, seed) for r in loads]
-    knobs = dict(tp=tp, dp=dp, lnc=lnc, weights=weights, kv_dtype=kv_dtype, engine=engine)
+    knobs = dict(tp=tp, dp=dp, ep=ep, lnc=lnc, weights=weights, kv_dtype=kv_dtype, engine=engine)
     run = lambda todo, cb: E.simulate(model, instance, todo, max_num_seqs=max_num_seqs, chunk=chunk,
                                       kv_blocks=kv_blocks, prefill_replicas=prefill_replicas, progress=cb, **knobs)
     if progress and not as_json:
@@ -275,7 +276,7 @@ def serve_cmd(model, instance, tp, dp, max_num_seqs, rates, n, input_len, output
     runs = [{"rate": r, **res.summary(ttft_slo, tpot_slo)} for r, res in zip(loads, results)]
     if chart:
         E.chart(runs, chart, f"{model} on {instance} TP{tp}, max {max_num_seqs} sequences")
-    head = {"model": model, "system": instance, "layout": {"tp": tp, "dp": dp}, "seed": seed}
+    head = {"model": model, "system": instance, "layout": {"tp": tp, "dp": dp, "ep": ep}, "seed": seed}
     if as_json:
         click.echo(emit_json({**head, **runs[0]} if len(runs) == 1 else {**head, "runs": runs}))
         return
