@@ -119,3 +119,17 @@ def test_disaggregated_prefill_hands_the_kv_cache_over_the_fabric():
     assert split.finish - joint.finish == pytest.approx(hop)
     with pytest.raises(ServeError, match="prefill_replicas"):
         simulate(M, SYS, one, tp=8, dp=2, prefill_replicas=2)
+
+
+def test_a_closed_loop_of_users_runs_as_plan_serve_batches():
+    """Two users on max 2 sequences, as the vLLM tutorial's benchmark runs: every step holds both, so TTFT and
+    TPOT are plan serve's at batch 2, and the output rate is two requests' tokens per request time."""
+    p = plan(M, SYS, tp=8, batch=2, input_len=512, output_len=128)
+    todo = requests(10, 1.0, 512, 128, seed=0)
+    s = simulate(M, SYS, todo, tp=8, max_num_seqs=2, users=2).summary()
+    assert s["requests"] == 10
+    assert s["ttft_ms"]["p50"] == pytest.approx(p.ttft_ms, rel=0.02)
+    assert s["tpot_ms"]["p50"] == pytest.approx(p.tpot_ms, rel=0.02)
+    assert s["output_tokens_per_s"] == pytest.approx(2 * 128 / (p.request_ns * 1e-9), rel=0.02)
+    # one user over two replicas: the other idles, and every request is still served
+    assert simulate(M, SYS, todo, tp=8, dp=2, users=1).summary()["requests"] == 10

@@ -233,6 +233,9 @@ def _lengths(text: str, option: str):
 @click.option("--input-len", default="1024", show_default=True, help="Prompt tokens: N or LOW:HIGH (uniform).")
 @click.option("--output-len", default="256", show_default=True, help="Output tokens: N or LOW:HIGH (uniform).")
 @click.option("--trace", type=click.Path(dir_okay=False), help="CSV or JSONL of arrival_s,input_len,output_len instead.")
+@click.option("--concurrency", type=click.IntRange(min=1),
+              help="A closed loop of this many users instead of arrivals, each sending its next request when "
+                   "its last one finishes (as benchmark clients do).")
 @click.option("--seed", type=int, default=0, show_default=True, help="Seed of arrivals and lengths.")
 @click.option("--chunk", type=click.IntRange(min=0), default=0, show_default=True,
               help="Chunked prefill: prompt tokens per step beside the decodes (0: whole prompts).")
@@ -249,7 +252,8 @@ def _lengths(text: str, option: str):
 @click.option("--chart", type=click.Path(dir_okay=False), help="Write a PNG of throughput and latency against load.")
 @click.option("--progress/--no-progress", default=True, help="Show a progress bar.")
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
-def serve_cmd(model, instance, tp, dp, ep, max_num_seqs, rates, n, input_len, output_len, trace, seed, chunk, kv_blocks,
+def serve_cmd(model, instance, tp, dp, ep, max_num_seqs, rates, n, input_len, output_len, trace, concurrency, seed,
+              chunk, kv_blocks,
               prefill_replicas, ttft_slo, tpot_slo, lnc, weights, kv_dtype, engine, chart, progress, as_json):
     """Simulate a vLLM-Neuron-style engine serving MODEL: TTFT, TPOT and end-to-end percentiles, throughput,
     goodput under SLOs, from arrival rates (seeded) or a request trace."""
@@ -257,14 +261,17 @@ def serve_cmd(model, instance, tp, dp, ep, max_num_seqs, rates, n, input_len, ou
     from trnsim.plan.serve import engine as E
 
     output_file("--chart", chart)
-    loads = [None] if trace else _nonempty("--rate", _floats(rates, "--rate"))
+    if concurrency and trace:
+        raise OptionError("--concurrency", "a closed loop makes its own arrivals: give it or --trace, not both")
+    loads = [None] if trace or concurrency else _nonempty("--rate", _floats(rates, "--rate"))
     if chart and len(loads) < 2:
         raise OptionError("--chart", "plots throughput and latency against load: give several --rate values")
     lengths = None if trace else (_lengths(input_len, "--input-len"), _lengths(output_len, "--output-len"))
-    todos = [E.read_trace(trace)] if trace else [E.requests(n, r, *lengths, seed) for r in loads]
+    todos = [E.read_trace(trace)] if trace else [E.requests(n, r or 1.0, *lengths, seed) for r in loads]
     knobs = dict(tp=tp, dp=dp, ep=ep, lnc=lnc, weights=weights, kv_dtype=kv_dtype, engine=engine)
     run = lambda todo, cb: E.simulate(model, instance, todo, max_num_seqs=max_num_seqs, chunk=chunk,
-                                      kv_blocks=kv_blocks, prefill_replicas=prefill_replicas, progress=cb, **knobs)
+                                      kv_blocks=kv_blocks, prefill_replicas=prefill_replicas, users=concurrency or 0,
+                                      progress=cb, **knobs)
     if progress and not as_json:
         from rich.progress import Progress
 
@@ -276,7 +283,8 @@ def serve_cmd(model, instance, tp, dp, ep, max_num_seqs, rates, n, input_len, ou
     runs = [{"rate": r, **res.summary(ttft_slo, tpot_slo)} for r, res in zip(loads, results)]
     if chart:
         E.chart(runs, chart, f"{model} on {instance} TP{tp}, max {max_num_seqs} sequences")
-    head = {"model": model, "system": instance, "layout": {"tp": tp, "dp": dp, "ep": ep}, "seed": seed}
+    head = {"model": model, "system": instance, "layout": {"tp": tp, "dp": dp, "ep": ep}, "seed": seed,
+            "concurrency": concurrency}
     if as_json:
         click.echo(emit_json({**head, **runs[0]} if len(runs) == 1 else {**head, "runs": runs}))
         return

@@ -161,8 +161,14 @@ class Engine:
     def _blocks(self, tokens: int) -> int:
         return math.ceil(tokens / self.block)
 
-    def run(self, todo: list[Request], progress=None) -> list[Request]:
-        arrivals, waiting, running, done = deque(todo), deque(), [], []
+    def run(self, todo: list[Request], progress=None, users: int = 0) -> list[Request]:
+        """Serve `todo` in arrival order; with `users` > 0, a closed loop instead: that many users each send
+        their next request (the next of `todo`) the moment their last one finishes, the first ones at 0."""
+        later = deque(todo[users:]) if users else deque()
+        if users:
+            for q in todo[:users]:
+                q.arrival = 0.0
+        arrivals, waiting, running, done = deque(todo[:users] if users else todo), deque(), [], []
         clock = 0.0
         while arrivals or waiting or running:
             while arrivals and arrivals[0].enters <= clock:
@@ -202,6 +208,10 @@ class Engine:
                 self.free += q.blocks
                 q.finish = clock
                 done.append(q)
+                if later:  # its user's next request
+                    nxt = later.popleft()
+                    nxt.arrival = clock
+                    arrivals.append(nxt)
                 if progress:
                     progress(1)
             self._grow(running, waiting)
@@ -255,11 +265,13 @@ class Engine:
 
 
 def simulate(model, system, todo: list[Request], *, max_num_seqs: int = 8, chunk: int = 0, kv_blocks: int | None = None,
-             prefill_replicas: int = 0, progress=None, **knobs) -> Result:
+             prefill_replicas: int = 0, users: int = 0, progress=None, **knobs) -> Result:
     """Serve `todo` on `system` with `dp` replicas (requests dealt round-robin); knobs as plan's Setup.
 
-    `prefill_replicas` > 0 disaggregates: that many replicas only encode prompts, the other dp - P only
-    decode, and each prompt's KV cache crosses the fabric from the one to the other in between."""
+    `users` > 0 replaces the arrival times by a closed loop of that many users (a benchmark's concurrency),
+    dealt over the replicas like the requests. `prefill_replicas` > 0 disaggregates: that many replicas
+    only encode prompts, the other dp - P only decode, and each prompt's KV cache crosses the fabric from
+    the one to the other in between."""
     m = load(model)
     if knobs.get("speculation"):
         raise S.ServeError("speculation", "trnsim serve does not simulate speculative decoding; plan serve prices it")
@@ -271,6 +283,8 @@ def simulate(model, system, todo: list[Request], *, max_num_seqs: int = 8, chunk
     cluster = S.validate(m, s, sysspec)
     todo = [dataclasses.replace(q) for q in todo]
     P = prefill_replicas
+    if users and P:
+        raise S.ServeError("users", "a closed loop of users and disaggregated prefill are not simulated together")
     if P:
         if not 0 < P < s.dp:
             raise S.ServeError("prefill_replicas", f"disaggregated serving needs prefill replicas between 1 and "
@@ -285,8 +299,10 @@ def simulate(model, system, todo: list[Request], *, max_num_seqs: int = 8, chunk
         todo.sort(key=lambda q: q.ready)
     replicas = [Engine(m, s, cluster, max_num_seqs, chunk, kv_blocks) for _ in range(s.dp - P)]
     done = []
-    for i, e in enumerate(replicas):
-        done += e.run(todo[i::len(replicas)], progress)
+    active = replicas[:min(users, len(replicas))] if users else replicas  # a replica without users idles
+    for i, e in enumerate(active):
+        share = users // len(active) + (i < users % len(active)) if users else 0
+        done += e.run(todo[i::len(active)], progress, share)
     engines = replicas + (pool if P else [])
     steps = {k: sum(r.steps[k] for r in engines) for k in replicas[0].steps}
     return Result(sorted(done, key=lambda q: q.id), steps, sum(r.preemptions for r in engines), replicas[0].blocks,
