@@ -68,6 +68,10 @@ def commands(kernel_file, tmp_path):
         ["plan", "sweep", "llama2-7b", "--instances", "trn1.32xlarge", "--nodes", "1", "--workers", "1", "--json"],
         ["plan", "compare", "llama2-7b", "--systems", "trn1.32xlarge:4,p5.48xlarge:1", "--json"],
         ["plan", "models", "--json"],
+        ["plan", "serve", "llama3-8b", "--tp", "8", "--batch", "2", "--json"],
+        ["plan", "serve", "sweep", "llama3-8b", "--instances", "trn2.48xlarge,Trn3 Gen2 UltraServer", "--batches", "1",
+         "--max-tp", "8", "--tpot-slo", "12", "--json"],
+        ["serve", "llama3-8b", "--tp", "8", "--requests", "5", "--json"],
         ["demo", "--only", "Numerics", "--json"],
     ]
 

@@ -17,6 +17,7 @@ SECTIONS: list[tuple[str, str]] = [
     ("Profiling a kernel: trnsim profile", "trnsim.cli.profile"),
     ("Collectives: trnsim collective", "trnsim.cli.collective"),
     ("Training plans: trnsim plan", "trnsim.cli.plan"),
+    ("Serving plans: trnsim plan serve", "trnsim.cli.serve"),
     ("PyTorch and JAX graphs: trnsim torchrun", "trnsim.cli.torchrun"),
     ("Beyond the hardware: races, what-if chips, tuning", "trnsim.cli.tune"),
 ]

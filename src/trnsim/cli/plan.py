@@ -63,7 +63,8 @@ def _recipe_options(f):
         click.option("--zero1/--no-zero1", default=None, help="Shard optimizer states over DP [on]."),
         click.option("--sp/--no-sp", default=None, help="Sequence parallelism [on]."),
         click.option("--lnc", type=int, help="Logical NeuronCore size [2 on Trn2/Trn3, 1 on Trn1]."),
-        click.option("--dtype", type=click.Choice(["bf16", "fp16", "fp8", "fp32"]), help="Compute dtype [bf16]."),
+        click.option("--dtype", type=click.Choice(["bf16", "fp16", "fp8", "fp32", "mxfp8", "mxfp4"]),
+                     help="Compute dtype [bf16]; MX formats on Trn3."),
         click.option("--json", "as_json", is_flag=True, help="Print JSON."),
     ]
     for o in reversed(opts):
@@ -97,8 +98,12 @@ def plan():
               help="Tokens to train, for time and cost.")
 @click.option("--price", type=click.FloatRange(min=0, min_open=True), help="USD per node-hour instead of the catalog's.")
 @click.option("--ops", "show_ops", is_flag=True, help="Also list one layer's ops: shapes, FLOPs, bytes, times.")
+@click.option("--tco", is_flag=True, help="Also cost the chips as owned: capex over their life, power x PUE.")
+@click.option("--tco-figures", metavar="NAME=VALUE,...",
+              help="Override TCO figures: capex_usd, power_w, pue, usd_per_kwh, lifetime_years.")
 @_recipe_options
-def one(model, instance, nodes, tp, pp, vpp, cp, ep, tokens, price, show_ops, as_json, lnc, **recipe):
+def one(model, instance, nodes, tp, pp, vpp, cp, ep, tokens, price, show_ops, as_json, lnc, tco=False, tco_figures=None,
+        **recipe):
     """One layout of MODEL (`trnsim plan MODEL ...`): step time, throughput, MFU, memory, cost."""
     from trnsim import plan as P
     from trnsim import specs
@@ -108,11 +113,25 @@ def one(model, instance, nodes, tp, pp, vpp, cp, ep, tokens, price, show_ops, as
     cluster = P.Cluster(with_price(specs.system(instance), price), nodes, lnc)
     rec = P.Recipe.nxd(m, **recipe)
     p = _best(m, cluster, rec, tp, pp, vpp, cp, ep)
+    owned = None
+    if tco or tco_figures:
+        from trnsim.plan import tco as T
+
+        owned = T.tco(cluster.system, cluster.nodes, T.parse(tco_figures))
     if as_json:
-        click.echo(emit_json(p.to_dict(tokens)))
+        d = p.to_dict(tokens)
+        if owned:
+            d["tco"] = {**owned.to_dict(), "usd_per_million_tokens": owned.usd_per_million(p.tokens_per_s),
+                        "train_usd": owned.usd_per_hour * p.hours_to_train(tokens)}
+        click.echo(emit_json(d))
         return
     con = _console()
     con.print(_table(p, tokens, chosen=tp is None or pp is None))
+    if owned:
+        from trnsim.cli.serve import tco_line
+
+        con.print(tco_line(owned, owned.usd_per_million(p.tokens_per_s), "tokens")
+                  + f"; {tokens:.3g} tokens: ${owned.usd_per_hour * p.hours_to_train(tokens):,.0f}")
     if show_ops:
         con.print(_ops_table(p))
 

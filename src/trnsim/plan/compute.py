@@ -6,7 +6,8 @@ A ComputeModel answers `op_time(op, cluster, dtype)` in ns.
 rounded to a bucket whose representative kernel was simulated on that chip's NeuronCore generation
 (trnsim.plan.efficiency, shipped as efficiency.json), and the op runs at that bucket's efficiency:
 
-    matmul       FLOPs at the bucket's fraction of the rank's Tensor-engine peak
+    matmul       FLOPs at the bucket's fraction of the rank's Tensor-engine peak (MX formats: the bf16
+                 bucket's time at the MX datapath's rate, or the operands' bytes through DMA if slower)
     attention    QK^T, softmax exponentials and PV at the bucket's efficiency of a simulated
                  flash-attention head (TensorE and ScalarE overlapped, scores kept on chip), or its
                  Q, K, V, O traffic through DMA if that is slower
@@ -25,6 +26,9 @@ from trnsim.specs import training
 from trnsim.plan import efficiency as eff
 from trnsim.plan.layout import Cluster
 from trnsim.plan.workload import Op
+
+
+MX = ("mxfp8", "mxfp4")  # block-scaled formats: no simulated bucket of their own
 
 
 class ComputeModel(Protocol):
@@ -94,6 +98,12 @@ def _simulated_time(op: Op, target: str, lnc: int, dtype: str) -> float:
     # (or queries when there is one head), elementwise work evenly. Buckets are the per-core shapes.
     partitions = specs.neuroncore(target).partitions
     stream = op.bytes / _rate(target, "stream", eff.elementwise_bucket(op.bytes / lnc / 2, partitions), "bf16", lnc)
+    if op.kind == "matmul" and dtype in MX:
+        # MX matmuls: the bf16 bucket's TensorE schedule at the MX datapath's rate, the operands through DMA
+        core = specs.neuroncore(target)
+        bf16 = op.flops / _rate(target, "matmul", eff.matmul_bucket(op.m / lnc, op.n, op.k), "bf16", lnc)
+        return 1e9 * max(bf16 * core.peak_flops("bf16") / core.peak_flops(dtype), stream)
+    dtype = "bf16" if dtype in MX else dtype  # attention stays in bf16 beside MX matmuls
     if op.kind == "matmul":
         return 1e9 * op.flops / _rate(target, "matmul", eff.matmul_bucket(op.m / lnc, op.n, op.k), dtype, lnc)
     if op.kind == "attention":  # batch heads of QK^T [m, k] x [k, n] then PV, fused on chip

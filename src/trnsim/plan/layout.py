@@ -19,7 +19,8 @@ from trnsim.plan.workload import Model
 
 CHECKPOINTING = ("none", "selective", "full")
 SCHEDULES = ("1f1b", "interleaved")
-DTYPES = {"bf16": 2, "fp16": 2, "fp8": 1, "fp32": 4}  # bytes of a weight, activation or gradient
+DTYPES = {"bf16": 2, "fp16": 2, "fp8": 1, "fp32": 4, "mxfp8": 1, "mxfp4": 1}  # bytes of a weight, activation or
+# gradient; MXFP4 operands are widened to MXFP8 for the matmul (neuroncores.toml), so both move 8-bit elements
 
 
 class LayoutError(ConfigError):

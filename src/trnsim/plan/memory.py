@@ -43,7 +43,7 @@ def in_flight(layout: Layout, recipe: Recipe) -> float:
 def memory(model: Model, cluster: Cluster, layout: Layout, recipe: Recipe) -> dict[str, float]:
     """Bytes per rank on the fullest pipeline stage: weights, gradients, optimizer, activations."""
     d = training.recipe()
-    wb = recipe.dtype_bytes if recipe.dtype != "fp8" else d["weight_bytes"]  # FP8 training keeps BF16 weights
+    wb = recipe.dtype_bytes if recipe.dtype in ("bf16", "fp16", "fp32") else d["weight_bytes"]  # FP8/MX keep BF16 weights
     gb, ob = wb, (d["optimizer_bytes"] if recipe.dtype != "fp32" else 8)  # FP32 weights are their own master
     per_layer = model.layer_params(layout.tp, layout.ep)
     emb = math.ceil(model.vocab / layout.tp) * model.hidden

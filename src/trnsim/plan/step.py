@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from trnsim import specs
 from trnsim.specs import training
 from trnsim.plan.comm import CommModel, FabricComm
-from trnsim.plan.compute import ComputeModel, SimulatedCompute
+from trnsim.plan.compute import MX, ComputeModel, SimulatedCompute
 from trnsim.plan.layout import Cluster, Layout, LayoutError, Placement, Recipe, microbatches, validate
 from trnsim.plan.memory import memory
 from trnsim.plan.workload import Model, Op, aws_flops_per_sequence, head_ops, layer_ops
@@ -55,10 +55,12 @@ class Plan:
 
     @property
     def mfu(self) -> float:
-        """AWS's MFU: model FLOPs per second over the cluster's dense BF16 peak (AWS's own rating where kept)."""
+        """AWS's MFU: model FLOPs per second over the cluster's dense BF16 peak (AWS's own rating where kept);
+        an MX plan's over the chip's MX peak, which its matmuls run at."""
         chip = self.cluster.system.chip
         rating = "aws-mfu" if "aws-mfu" in chip.ratings else None
-        peak = self.cluster.nodes * self.cluster.system.chips * chip.peak_flops("bf16", rating)
+        dtype = self.recipe.dtype if self.recipe.dtype in MX else "bf16"
+        peak = self.cluster.nodes * self.cluster.system.chips * chip.peak_flops(dtype, rating)
         return aws_flops_per_sequence(self.model, self.recipe.seq) * self.seqs_per_s / peak
 
     @property
