@@ -18,6 +18,7 @@ SECTIONS: list[tuple[str, str]] = [
     ("Collectives: trnsim collective", "trnsim.cli.collective"),
     ("Training plans: trnsim plan", "trnsim.cli.plan"),
     ("PyTorch and JAX graphs: trnsim torchrun", "trnsim.cli.torchrun"),
+    ("Custom C++ operators on the GpSimd engine", "trnsim.cli.customop"),
     ("Beyond the hardware: races, what-if chips, tuning", "trnsim.cli.tune"),
 ]
 
