@@ -36,6 +36,10 @@ MODULES = {
     "neuronxcc.nki.compiler.backends.neuron": "trnsim.nki.legacy.backends",
     "neuronxcc.nki.compiler.backends.neuron.indexing": "trnsim.nki.legacy.backends",
     "neuronxcc.nki.compiler.backends.neuron.tensor": "trnsim.nki.legacy.backends",
+    # torch-neuronx's custom C++ operators: `from torch_neuronx.xla_impl import custom_op`
+    "torch_neuronx": "trnsim.nki.neuronx",
+    "torch_neuronx.xla_impl": "trnsim.nki.neuronx.xla_impl",
+    "torch_neuronx.xla_impl.custom_op": "trnsim.nki.neuronx.custom_op",
 }
 _saved: dict[str, object] = {}
 
@@ -60,10 +64,10 @@ def install(force: bool = False) -> bool:
     if real_nki_installed() and not force:
         warnings.warn("a real `nki` package is installed; trnsim.shim.install(force=True) shadows it", stacklevel=2)
         return False
-    real_neuronxcc = not force and _real("neuronxcc")
+    real = tuple(p for p in ("neuronxcc", "torch_neuronx") if not force and _real(p))
     for name, target in MODULES.items():
-        if real_neuronxcc and name.startswith("neuronxcc"):
-            continue  # a real neuronxcc stays in charge of the beta API
+        if name.split(".")[0] in real:
+            continue  # a real neuronxcc (torch-neuronx) stays in charge of the beta API (its operators)
         if name in sys.modules and not getattr(sys.modules[name], "__name__", "").startswith("trnsim"):
             _saved[name] = sys.modules[name]
         sys.modules[name] = importlib.import_module(target)

@@ -19,6 +19,7 @@ SECTIONS: list[tuple[str, str]] = [
     ("Training plans: trnsim plan", "trnsim.cli.plan"),
     ("Serving plans: trnsim plan serve", "trnsim.cli.serve"),
     ("PyTorch and JAX graphs: trnsim torchrun", "trnsim.cli.torchrun"),
+    ("Custom C++ operators on the GpSimd engine", "trnsim.cli.customop"),
     ("Beyond the hardware: races, what-if chips, tuning", "trnsim.cli.tune"),
 ]
 

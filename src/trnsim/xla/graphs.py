@@ -93,12 +93,18 @@ class Step:
     collective_ns: float = 0.0
     compilations: int = 0
     memory_bytes: float = 0.0
+    custom_ops: dict = field(default_factory=dict)  # "ns::op" -> {"calls", "time_ns"} on the GpSimd engine
+
+    @property
+    def custom_op_ns(self) -> float:
+        return sum(c["time_ns"] for c in self.custom_ops.values())
 
     def to_dict(self) -> dict:
         engines = {k: v for k, v in self.compute.engines.items() if k != "collective"}
         return {"time_ns": self.time_ns, "graphs": self.graphs, "compilations": self.compilations,
                 "engines_ns": engines, "hbm_bound_ns": self.compute.hbm_bound_ns,
-                "collective_ns": self.collective_ns, "flops": self.compute.flops, "memory_bytes": self.memory_bytes}
+                "collective_ns": self.collective_ns, "flops": self.compute.flops, "memory_bytes": self.memory_bytes,
+                "custom_op_ns": self.custom_op_ns, "custom_ops": self.custom_ops}
 
 
 class Ledger:
@@ -171,6 +177,13 @@ class Ledger:
         self.current.time_ns += t
         self.current.compute.collectives.append({"op": op, "bytes": nbytes, "ranks": ranks, "time_ns": t})
         return t
+
+    def custom_op(self, name: str, ns: float) -> None:
+        """A custom C++ operator call, timed on the GpSimd engine and charged to the current step."""
+        c = self.current.custom_ops.setdefault(name, {"calls": 0, "time_ns": 0.0})
+        c["calls"] += 1
+        c["time_ns"] += ns
+        self.current.time_ns += ns
 
     def end_step(self) -> Step:
         done, self.current = self.current, Step()

@@ -27,7 +27,9 @@ def summarize(ledger: dict, cluster: Cluster, *, world: int, procs: int, script:
         "step_time_ms": step_ns / 1e6,
         "breakdown_ms": {**{k: v / 1e6 for k, v in engines.items()},
                          "hbm": sum(s["hbm_bound_ns"] for s in steady) / n / 1e6,
-                         "collective": sum(s["collective_ns"] for s in steady) / n / 1e6},
+                         "collective": sum(s["collective_ns"] for s in steady) / n / 1e6,
+                         "gpsimd_custom_op": sum(s.get("custom_op_ns", 0.0) for s in steady) / n / 1e6},
+        "custom_ops": _custom_ops(steady),
         "steps_per_s": per_s,
         "samples_per_s": per_s * batch_size * world if batch_size else None,
         "tflops_per_rank": flops * per_s / 1e12,
@@ -42,6 +44,17 @@ def summarize(ledger: dict, cluster: Cluster, *, world: int, procs: int, script:
     return out
 
 
+def _custom_ops(steady: list[dict]) -> dict:
+    """Per custom operator: calls and GpSimd milliseconds per steady step."""
+    out: dict = {}
+    for s in steady:
+        for name, c in s.get("custom_ops", {}).items():
+            o = out.setdefault(name, {"calls_per_step": 0.0, "time_ms_per_step": 0.0})
+            o["calls_per_step"] += c["calls"] / len(steady)
+            o["time_ms_per_step"] += c["time_ns"] / 1e6 / len(steady)
+    return out
+
+
 def render(rep: dict, console) -> None:
     """The end-of-run summary as a rich table."""
     from rich.table import Table
@@ -53,6 +66,8 @@ def render(rep: dict, console) -> None:
     t.add_row("simulated step time", f"{rep['step_time_ms']:.3f} ms (steady state, {rep['steps']} steps run)")
     parts = ", ".join(f"{k} {v:.3f}" for k, v in rep["breakdown_ms"].items() if v > 0)
     t.add_row("  by engine (ms)", parts or "-")
+    for name, c in rep.get("custom_ops", {}).items():
+        t.add_row(f"  custom op {name}", f"GpSimd {c['time_ms_per_step']:.3f} ms per step ({c['calls_per_step']:g} calls)")
     t.add_row("throughput", f"{rep['steps_per_s']:.1f} steps/s" + (f", {rep['samples_per_s']:.0f} samples/s"
                                                                    if rep["samples_per_s"] else ""))
     t.add_row("MFU", f"{100 * rep['mfu']:.2f}% ({rep['tflops_per_rank']:.3f} TFLOP/s per rank of BF16 peak)")

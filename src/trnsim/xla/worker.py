@@ -28,6 +28,12 @@ import sys
 import time
 
 ENV = "TRNSIM_XLA"  # JSON: instance, nodes, lnc, world, procs, rank, out, batch, script
+_CURRENT = None  # this process's Rank, while its script runs
+
+
+def current():
+    """The Rank of this worker process (None outside `trnsim torchrun`)."""
+    return _CURRENT
 
 
 def _config() -> dict:
@@ -228,10 +234,18 @@ def _script_line() -> str | None:
 
 
 def main(argv: list[str]) -> int:
+    global _CURRENT
+    from trnsim import shim
+
     cfg = _config()
     os.environ.setdefault("PJRT_DEVICE", "CPU")
-    rank = Rank(cfg)
+    rank = _CURRENT = Rank(cfg)
+    if __name__ == "__main__":  # run with -m: importers of trnsim.xla.worker get another copy of this module
+        import trnsim.xla.worker as imported
+
+        imported._CURRENT = rank
     rank.patch()
+    shim.install()  # `import nki`, `import torch_neuronx` (custom operators) resolve to trnsim
     sys.argv = [cfg["script"], *argv[1:]]  # argv[0] is the script, as the launcher passes it
     sys.path.insert(0, os.path.dirname(os.path.abspath(cfg["script"])))
     error, code = None, 0
