@@ -68,3 +68,20 @@ def test_trn2_refuses_custom_operators_as_the_sdk_does(monkeypatch, tmp_path):
     with pytest.raises(CustomOpPlatformError, match=r"test_customop.py:\d+: custom C\+\+ operators run on NeuronCore-v2"):
         custom_op.load(name="relu", compute_srcs=[SCRIPTS / "customop" / "relu.cpp"],
                        shape_srcs=[SCRIPTS / "customop" / "shape.cpp"], build_directory=tmp_path)
+
+
+def test_a_model_has_one_custom_op_library(monkeypatch, tmp_path):
+    from trnsim.core.customop import CustomOpBuildError
+    from trnsim.nki.neuronx import custom_op
+
+    monkeypatch.setattr(custom_op, "_loaded", {})
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    src = SCRIPTS / "customop"
+    custom_op.load(name="relu_mc", compute_srcs=[src / "relu_mc.cpp"], shape_srcs=[src / "relu_mc_shape.cpp"],
+                   build_directory=tmp_path / "a", multicore=True)
+    assert hasattr(torch.ops.mc_ops, "relu_mc")
+    custom_op.load(name="relu_mc", compute_srcs=[src / "relu_mc.cpp"], shape_srcs=[src / "relu_mc_shape.cpp"],
+                   build_directory=tmp_path / "a", multicore=True)  # the same library again: nothing new
+    with pytest.raises(CustomOpBuildError, match=r"test_customop.py:\d+: a model has one custom-op library; 'mc_ops'"):
+        custom_op.load(name="relu", compute_srcs=[src / "relu.cpp"], shape_srcs=[src / "shape.cpp"],
+                       build_directory=tmp_path / "b")
