@@ -16,6 +16,8 @@ from trnsim.specs import catalog
 from trnsim.specs.hardware import Hardware, HardwareError, active, hardware
 from trnsim.specs.records import FLOPS_DTYPES, ChipSpec, NeuronCoreSpec, SystemSpec, UnsupportedDTypeError
 
+DEFAULT_INSTANCE = "trn2.48xlarge"  # what every command simulates when no --instance is given
+
 _ALIASES = {"inf2": "trn1"}  # Inferentia2 carries the NeuronCore-v2 of Trn1 (NKI accepts its name as a target)
 
 
@@ -89,5 +91,5 @@ def chips() -> list[ChipSpec]:
     return [hw.chip_for(c) if hw else c for c in catalog.chips().values()]
 
 
-__all__ = ["FLOPS_DTYPES", "Hardware", "HardwareError", "active", "hardware", "ChipSpec", "NeuronCoreSpec", "SystemSpec", "UnsupportedDTypeError", "chip", "chips",
+__all__ = ["DEFAULT_INSTANCE", "FLOPS_DTYPES", "Hardware", "HardwareError", "active", "hardware", "ChipSpec", "NeuronCoreSpec", "SystemSpec", "UnsupportedDTypeError", "chip", "chips",
            "instance", "instances", "neuroncore", "system", "systems", "ultraserver"]
