@@ -16,11 +16,33 @@ def fail(message: str, code: int) -> None:
     sys.exit(code)
 
 
+def _notes_on_stderr() -> None:
+    """Name notices (a family read as its flagship) print as one `trnsim: note:` line on stderr."""
+    import warnings
+
+    from trnsim.specs import NameNotice
+
+    warnings.simplefilter("always", NameNotice)  # trnsim.specs says each once per process
+    shown = warnings.showwarning
+    if getattr(shown, "trnsim", False):
+        return
+
+    def show(message, category, filename, lineno, file=None, line=None):
+        if issubclass(category, NameNotice):
+            click.echo(f"trnsim: note: {message}", err=True)
+        else:
+            shown(message, category, filename, lineno, file, line)
+
+    show.trnsim = True
+    warnings.showwarning = show
+
+
 class _Group(click.Group):
     """Every error a user can cause becomes one line on stderr and a non-zero exit, never a traceback:
     TrnsimError (its message and code), click's usage errors (naming the option), Ctrl-C (130)."""
 
     def main(self, args=None, prog_name=None, complete_var=None, standalone_mode=True, **extra):
+        _notes_on_stderr()
         if not standalone_mode:
             return super().main(args, prog_name, complete_var, standalone_mode, **extra)
         try:

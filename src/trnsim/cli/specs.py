@@ -39,12 +39,15 @@ def names() -> dict[str, list[str]]:
 
 def lookup(name: str) -> Record:
     """A system, chip or NeuronCore generation by any of the names the catalog knows."""
-    for find in (specs.system, specs.chip, specs.neuroncore):
+    if catalog.normalize(name) in catalog.systems():
+        return specs.system(name)
+    for find in (specs.chip, specs.neuroncore, specs.system):  # a family names its chip here ("specs inf2")
         try:
             return find(name)
         except UnknownNameError:
             pass
-    raise UnknownNameError("chip, instance, UltraServer or NeuronCore", name, [n for ns in names().values() for n in ns])
+    raise UnknownNameError("chip, instance, UltraServer or NeuronCore", name,
+                           [n for ns in names().values() for n in ns] + list(specs.FAMILIES))
 
 
 def _plain(v):
