@@ -21,6 +21,7 @@ import numpy as np
 from trnsim import live
 from trnsim.cli import cli, emit_json, output_file
 from trnsim.errors import OptionError, UnknownNameError
+from trnsim.specs import DEFAULT_INSTANCE
 
 # nccom-test's names and its short forms -> trnsim.fabric operations
 OP_NAMES = {
@@ -181,7 +182,7 @@ def check_values(op: str, count: int, n: int, dt, c, group, algorithm, model, mo
 
 @cli.command(context_settings={"show_default": True})
 @click.argument("operation")
-@click.option("--instance", "system", default="trn1.32xlarge",
+@click.option("--instance", "system", default=DEFAULT_INSTANCE,
               help="Instance or UltraServer (trn2.48xlarge, 'Trn2 UltraServer', 'Trn3 Gen2 UltraServer').")
 @click.option("-N", "--nnodes", "--nodes", "nodes", type=int, default=None, help="Instances / UltraServers [1, or the number of -s hosts].")
 @click.option("-r", "--nworkers", "--ranks", "ranks", type=int, default=None,

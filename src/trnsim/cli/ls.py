@@ -22,6 +22,7 @@ import trnsim.specs as specs
 from trnsim.cli import cli, emit_json
 from trnsim.cli.monitor import device_processes
 from trnsim.errors import ConfigError
+from trnsim.specs import DEFAULT_INSTANCE
 from trnsim.specs.records import SystemSpec
 from trnsim.specs.units import human
 
@@ -197,7 +198,7 @@ def draw(system: SystemSpec) -> Group:
 
 
 @cli.command("ls")
-@click.option("--instance", "name", default="trn2.48xlarge", show_default=True, help="Instance or UltraServer.")
+@click.option("--instance", "name", default=DEFAULT_INSTANCE, show_default=True, help="Instance or UltraServer.")
 @click.option("--lnc", type=click.IntRange(1, 2), default=None,
               help="logical-neuroncore-config: 1 or 2 (default 2 on Trn2/Trn3, 1 on Trn1).")
 @click.option("--topology", is_flag=True, help="Draw the chip graph (torus, switches, NVSwitch).")

@@ -115,7 +115,9 @@ def snapshot(period_s: float = 0.25) -> dict:
               help="Seconds between documents.")
 @click.option("--count", type=click.IntRange(min=0), default=0, help="Stop after this many documents (0: run until "
               "interrupted).")
-def monitor(interval, count):
+@click.option("--json", "as_json", is_flag=True, help="JSON documents: monitor's only output, accepted as every "
+              "command's flag.")
+def monitor(interval, count, as_json):
     """Print a JSON document of the simulated devices in use at every interval (like neuron-monitor)."""
     n = 0
     try:
