@@ -303,8 +303,18 @@ def device_processes(system: str, device: int, cores_per_device: int) -> list[di
     """The live trnsim processes simulating NeuronCores of `device` on a `system` instance, as `trnsim ls`
     lists them (pid and command line); a process's core ids are numbered from device 0, as in neuron-ls."""
     per = max(cores_per_device, 1)
-    return [{"pid": p["pid"], "command": p.get("command", "")} for p in live.processes()
-            if _instance(p) == system and any(c // per == device for c in p.get("cores", ()))]
+    return [{"pid": p["pid"], "command": p.get("command", ""), "neuron_runtime_version": runtime_version()}
+            for p in live.processes() if _instance(p) == system and any(c // per == device for c in p.get("cores", ()))]
+
+
+def runtime_version() -> str:
+    """What stands for the Neuron Runtime's version of a simulating process: trnsim's own."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("trnsim")
+    except PackageNotFoundError:
+        return "NA"
 
 
 def short_command(cmd: str) -> str:
