@@ -53,6 +53,20 @@ def _notes_on_stderr() -> None:
     warnings.showwarning = show
 
 
+def _user_frames(e: TrnsimError) -> None:
+    """With TRNSIM_TRACEBACK=1, the frames in the user's own files that led to an error in their code
+    (their kernel, its helpers), innermost last; trnsim's and installed packages' frames are left out."""
+    import traceback
+
+    from trnsim.errors import UserCodeError, _is_library
+
+    exc = e.exc if isinstance(e, UserCodeError) else e
+    frames = [f for f in traceback.extract_tb(exc.__traceback__) if not _is_library(f.filename)]
+    if frames:
+        click.echo("Traceback (the frames in your files, most recent call last):", err=True)
+        click.echo("".join(traceback.format_list(frames)).rstrip("\n"), err=True)
+
+
 class _Group(click.Group):
     """Every error a user can cause becomes one line on stderr and a non-zero exit, never a traceback:
     TrnsimError (its message and code), click's usage errors (naming the option), Ctrl-C (130)."""
@@ -65,6 +79,8 @@ class _Group(click.Group):
         try:
             rv = super().main(args, prog_name, complete_var, standalone_mode=False, **extra)
         except TrnsimError as e:
+            if os.environ.get("TRNSIM_TRACEBACK"):
+                _user_frames(e)
             fail(str(e), e.exit_code, type(e).__name__, js)
         except click.UsageError as e:
             ctx = e.ctx.parent if e.ctx and e.ctx.command.hidden else e.ctx  # `plan MODEL` runs hidden `plan one`
@@ -145,6 +161,16 @@ def output_file(option: str, path: str | None) -> str | None:
     if not os.access(folder, os.W_OK):
         raise OptionError(option, f"cannot write {path}: folder {folder} is not writable")
     return path
+
+
+CHARTS_MISSING = "not drawn: charts need matplotlib (pip install 'trnsim[charts]')"
+
+
+def charts_installed() -> bool:
+    """Whether matplotlib, an optional extra used only for PNG charts, is installed."""
+    import importlib.util
+
+    return importlib.util.find_spec("matplotlib") is not None
 
 
 def output_folder(option: str, path: str):

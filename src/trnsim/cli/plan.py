@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import click
 
-from trnsim.cli import cli, emit_json, output_file
+from trnsim.cli import CHARTS_MISSING, charts_installed, cli, emit_json, output_file
 from trnsim.errors import OptionError
 from trnsim.specs import DEFAULT_INSTANCE
 
@@ -245,6 +245,8 @@ def sweep(model, instances, nodes, by, micro_batches, checkpointing, top, worker
 
     output_file("--csv", csv_path)
     output_file("--chart", chart)
+    if chart and not charts_installed():
+        raise OptionError("--chart", CHARTS_MISSING)
     m = load_model(model)
     systems = _nonempty("--instances", _words(instances))
     todo = S.tasks(m, systems, _nonempty("--nodes", _ints(nodes, "--nodes")),

@@ -12,6 +12,7 @@ from __future__ import annotations
 import ast
 import contextlib
 import json
+import math
 import re
 import sys
 import tempfile
@@ -146,6 +147,26 @@ def _spec(target):
 
 
 # -- what to run ---------------------------------------------------------------------------------------
+class ArgumentTooLargeError(ConfigError):
+    """An --arg array larger than the memory this machine has free."""
+
+    def __init__(self, text: str, elems: int, need: int, have: int | None):
+        free = f"this machine has {have / 2**30:,.1f} GiB available" if have is not None else "the allocation failed"
+        super().__init__(f"--arg {text!r}: {elems:,} elements need {need / 2**30:,.1f} GiB of host memory with their "
+                         f"values, and {free}; a smaller shape, or --timing-only (no values), runs")
+
+
+def _available_bytes() -> int | None:
+    """MemAvailable from /proc/meminfo (None where there is none)."""
+    try:
+        for line in open("/proc/meminfo"):
+            if line.startswith("MemAvailable:"):
+                return int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    return None
+
+
 def parse_arg(text: str, values: bool = True):
     """`NAME=DTYPE[D0,D1,...]` -> (NAME, numpy array of random values, or zeros when `values` is off: their
     pages are never touched on a timing-only run); `NAME=VALUE` -> (NAME, the literal)."""
@@ -163,13 +184,22 @@ def parse_arg(text: str, values: bool = True):
             npdt = numerics.dtype(dt).np
         except TrnsimError as e:
             raise ConfigError(f"--arg {text!r}: {e}") from None
-        if not values:
-            return name, np.zeros(shape, npdt)
-        rng = np.random.default_rng(len(name))
-        if np.issubdtype(npdt, np.integer):
-            info = np.iinfo(npdt)
-            return name, rng.integers(max(info.min, -100), min(info.max, 100), shape).astype(npdt)
-        return name, rng.standard_normal(shape, np.float32).astype(npdt)
+        elems = math.prod(shape)
+        # drawing values needs the array and a 4- or 8-byte intermediate of the same shape
+        need = elems * np.dtype(npdt).itemsize + (elems * 8 if values else 0)
+        have = _available_bytes()
+        if values and have is not None and need > have:
+            raise ArgumentTooLargeError(text, elems, need, have)
+        try:
+            if not values:
+                return name, np.zeros(shape, npdt)
+            rng = np.random.default_rng(len(name))
+            if np.issubdtype(npdt, np.integer):
+                info = np.iinfo(npdt)
+                return name, rng.integers(max(info.min, -100), min(info.max, 100), shape).astype(npdt)
+            return name, rng.standard_normal(shape, np.float32).astype(npdt)
+        except MemoryError:
+            raise ArgumentTooLargeError(text, elems, need, have) from None
     try:
         return name, ast.literal_eval(value)
     except (ValueError, SyntaxError):
