@@ -89,7 +89,9 @@ def dma_pieces(result: BenchmarkResult, every: int = 1) -> dict:
 
 def occupancy(result: BenchmarkResult, points: int = 4000) -> dict:
     """SBUF and PSUM bytes holding live data over time: a region is live from the instruction that writes
-    it until the last one that reads it (the same bytes again) before the next write."""
+    it until the last one that reads it (the same bytes again) before the next write. Each memory also
+    carries its capacity and its allocated peak, what "SBUF peak" means everywhere else (the summary, the
+    JSON): the allocator's high-water mark, which counts a buffer from allocation to release."""
     tl = slowest(result)
     spec = _spec(result.target)
     capacity = {"sbuf": spec.partitions * spec.sbuf_partition_bytes, "psum": spec.partitions * spec.psum_partition_bytes}
@@ -123,7 +125,8 @@ def occupancy(result: BenchmarkResult, points: int = 4000) -> dict:
             parts = np.split(np.arange(len(t)), edges)
             idx = [p[np.argmax(level[p])] for p in parts if len(p)]
             t, level = t[idx], level[idx]
-        out[space.upper()] = (t, level, capacity[space])
+        allocated = result.sbuf_peak_bytes if space == "sbuf" else result.psum_peak_bytes
+        out[space.upper()] = (t, level, capacity[space], allocated)
     return out
 
 
@@ -301,6 +304,34 @@ def run_profile(kernel, args, kwargs, target, timing_only, out: Path, every: int
     return result, schedule, trace, page
 
 
+# trnsim's engines under Neuron Explorer's summary names
+_EXPLORER_ENGINES = {"TensorE": "tensor_engine", "VectorE": "vector_engine", "ScalarE": "scalar_engine",
+                     "GpSimdE": "gpsimd_engine", "Sync": "sync_engine", "DMA": "dma"}
+
+
+def explorer_summary(r: BenchmarkResult) -> dict:
+    """The run's figures under Neuron Explorer's summary keys (`view --output-format summary-json`):
+    total_time in seconds (the latency, start-up and tear-down included), each engine's active time in
+    seconds and in percent of total_time, bytes moved, MFU and MBU in percent (MBU: HBM bytes read and
+    written over total_time, against the core's HBM bandwidth). trnsim's own figures carry a trnsim_ prefix."""
+    total = r.latency * 1e-9
+    out = {"total_time": total}
+    for name, key in _EXPLORER_ENGINES.items():
+        active = r.active.get(name, 0.0) * 1e-9
+        out[f"{key}_active_time"] = active
+        out[f"{key}_active_time_percent"] = 100 * active / total if total else 0.0
+    hbm = r.hbm_read_bytes + r.hbm_write_bytes
+    out.update({
+        "dma_transfer_total_bytes": r.dma_bytes, "hbm_read_bytes": r.hbm_read_bytes, "hbm_write_bytes": r.hbm_write_bytes,
+        "hardware_flops": r.hardware_flops, "mfu_estimated_percent": 100 * r.mfu,
+        "mbu_estimated_percent": 100 * hbm / total / _spec(r.target).hbm_bandwidth if total else 0.0,
+        "spill_save_bytes": r.spill_save_bytes, "spill_reload_bytes": r.spill_reload_bytes,
+        "trnsim_target": r.target, "trnsim_timeline_time": r.period * 1e-9, "trnsim_overhead_time": r.overhead * 1e-9,
+        "trnsim_hfu_percent": 100 * r.hfu, "trnsim_sbuf_peak_bytes": r.sbuf_peak_bytes,
+        "trnsim_psum_peak_bytes": r.psum_peak_bytes, "trnsim_bound": r.bound})
+    return out
+
+
 def _launchable(kernel, lnc: int, grid: str | None):
     if grid:
         dims = tuple(int(x) for x in grid.split(","))
@@ -327,8 +358,12 @@ def _launchable(kernel, lnc: int, grid: str | None):
 @click.option("--compare", type=click.Path(exists=True, dir_okay=False), metavar="B.profile.json",
               help="Set FILE (a .profile.json) beside another profile: before and after.")
 @click.option("--json", "as_json", is_flag=True, help="Print the figures as JSON.")
+@click.option("--output-format", type=click.Choice(["text", "summary-json", "summary-text"]), default="text",
+              show_default=True, help="summary-json / summary-text: the figures under Neuron Explorer's summary keys, "
+              "as `neuron-explorer view --output-format` prints them ({kernel: {key: value}}).")
 @click.option("-q", "--quiet", is_flag=True, help="No progress bar.")
-def profile(file, argv, use_main, target, timing_only, name, lnc, grid, every, out, compare, as_json, quiet):
+def profile(file, argv, use_main, target, timing_only, name, lnc, grid, every, out, compare, as_json, output_format,
+            quiet):
     """Time an NKI kernel; write a Perfetto trace, an HTML profile to explore and a summary.
 
     FILE.py's kernel gets its arguments from --arg, from the file's inputs() function, or from its own
@@ -371,11 +406,18 @@ def profile(file, argv, use_main, target, timing_only, name, lnc, grid, every, o
     out = output_folder("--out", out)
     try:
         result, schedule, trace, page = run_profile(kernel, args, kwargs, target, timing_only, out, every,
-                                                    quiet or as_json, main)
+                                                    quiet or as_json or output_format != "text", main)
     except (TrnsimError, KeyboardInterrupt):
         raise
     except Exception as e:  # the kernel's own body raised (a NameError, say)
         raise UserCodeError.from_exception(e, file) from None
+    if output_format == "summary-json":
+        click.echo(emit_json({result.kernel: explorer_summary(result)}))
+        return
+    if output_format == "summary-text":
+        for key, value in explorer_summary(result).items():
+            click.echo(f"{key} {value:.6g}" if isinstance(value, float) else f"{key} {value}")
+        return
     if as_json:
         click.echo(emit_json({**result.to_dict(), "trace": str(trace), "html": str(page)}))
         return
@@ -404,5 +446,5 @@ def tour(console):
     shares = ", ".join(f"{k} {v:.0%}" for k, v in r.share.items() if not k.startswith("DMA q"))
     console.print(f"engine active: {shares}")
     console.print(f"DMA moved {r.dma_bytes / 2**20:.1f} MiB at {r.dma_bandwidth / 1e9:.0f} GB/s; "
-                  f"SBUF peak {r.sbuf_peak_bytes / 2**20:.2f} MiB")
+                  f"SBUF peak {r.sbuf_peak_bytes / 2**20:.2f} MiB allocated")
     console.print(f"trace: {trace}\nreport: {page}  [dim]({time.perf_counter() - start:.1f} s)[/]")
