@@ -129,28 +129,28 @@ def torchrun(script: str, args: list[str] = (), *, nproc_per_node: int | str = 1
                                         start_new_session=True, **streams.popen(rank)))
         streams.started(rank, workers[-1])
     try:
-        codes = _wait(workers)
+        codes, bad = _wait(workers)
     finally:
         streams.close()
     wall = time.perf_counter() - start
     path = os.path.join(out, "rank0.json")
     if not os.path.exists(path):
-        raise RankFailedError(f"{script}: rank {codes.index(next(c for c in codes if c))} exited with status "
-                              f"{next(c for c in codes if c)} before any step was priced" if any(codes) else
-                              f"{script}: rank 0 left no record")
+        raise RankFailedError(f"{script}: rank {bad} exited with status {codes[bad]} before any step was priced"
+                              if bad is not None else f"{script}: rank 0 left no record")
     with open(path) as f:
         ledger = json.load(f)
     if ledger.get("error"):
         raise RankFailedError(ledger["error"].split(": ", 1)[1])
-    if any(codes):
-        bad = next(i for i, c in enumerate(codes) if c)
+    if bad is not None:
         raise RankFailedError(f"{script}: rank {bad} exited with status {codes[bad]}")
     return summarize(ledger, cluster, world=world, procs=procs, script=script, wall_s=wall, batch_size=batch_size)
 
 
-def _wait(workers: list[subprocess.Popen]) -> list[int]:
-    """Wait for every rank; when one fails, stop the others (they would wait on it forever). Ctrl-C, SIGTERM
-    or SIGHUP to the launcher stops every rank (SIGTERM, then SIGKILL after a grace), as torchrun does."""
+def _wait(workers: list[subprocess.Popen]) -> tuple[list[int], int | None]:
+    """Wait for every rank: (exit codes, the rank that failed first or None). When one fails, stop the others
+    (they would wait on it forever); the one named is the first to fail by itself, not one stopped here.
+    Ctrl-C, SIGTERM or SIGHUP to the launcher stops every rank (SIGTERM, then SIGKILL after a grace), as
+    torchrun does."""
     def raise_signal(signum, _frame):
         raise _Signal(signum)
 
@@ -161,11 +161,12 @@ def _wait(workers: list[subprocess.Popen]) -> list[int]:
     try:
         while True:
             codes = [w.poll() for w in workers]
+            failed = next((i for i, c in enumerate(codes) if c not in (None, 0)), None)
             if all(c is not None for c in codes):
-                return codes
-            if any(c not in (None, 0) for c in codes):
+                return codes, failed
+            if failed is not None:
                 _stop(workers)
-                return [c if c is not None else w.returncode for c, w in zip(codes, workers)]
+                return [c if c is not None else w.returncode for c, w in zip(codes, workers)], failed
             time.sleep(0.1)
     except (KeyboardInterrupt, _Signal) as e:
         running = _stop(workers)
