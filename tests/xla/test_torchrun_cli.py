@@ -130,3 +130,15 @@ def test_a_failing_rank_ends_the_run_with_its_status_and_tee_writes_the_logs(tmp
     for rank in (0, 1):
         assert (run / "attempt_0" / str(rank) / "stdout.log").read_text().endswith(f"rank {rank} ready\n")
         assert f"rank {rank} to stderr\n" in (run / "attempt_0" / str(rank) / "stderr.log").read_text()
+
+
+def test_momentum_buffers_are_named_as_new_inputs_not_a_changed_shape():
+    """Step 2 of SGD with momentum compiles again because the buffers become graph inputs: the cause says so;
+    under --json the script's prints go to stderr."""
+    pytest.importorskip("torch_xla", reason="the framework path needs pip install 'trnsim[torch]'")
+    p = _launch(ROOT, "--json", str(EXAMPLE), "--steps", "2")
+    out, err = p.communicate(timeout=300)
+    assert p.returncode == 0, err
+    assert "trained 2 steps" in err  # the script's own print goes to stderr: stdout is the JSON alone
+    second = json.loads(out)["compilations"][1]
+    assert second["step"] == 2 and second["cause"].startswith("the graph's inputs changed: "), second

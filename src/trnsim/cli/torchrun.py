@@ -132,7 +132,7 @@ def torchrun(ctx, nproc, nnodes, node_rank, master_addr, master_port, local_addr
     rep = launch.torchrun(script, list(script_args), nproc_per_node=_nproc(nproc), nnodes=_nnodes(nnodes),
                           instance=instance, lnc=lnc, max_procs=max_procs, batch_size=batch_size,
                           progress=not (quiet or as_json), log_dir=log_dir, redirects=redirects, tee=tee,
-                          local_ranks_filter=only, run_id=run_id)
+                          local_ranks_filter=only, run_id=run_id, quiet_stdout=as_json)
     if as_json:
         click.echo(emit_json(rep))
     else:

@@ -88,12 +88,13 @@ def torchrun(script: str, args: list[str] = (), *, nproc_per_node: int | str = 1
              instance: str = "trn1.32xlarge", lnc: int | None = None, max_procs: int = MAX_PROCS,
              batch_size: int | None = None, progress: bool = True, env: dict | None = None,
              log_dir: str | None = None, redirects: str = "0", tee: str = "0",
-             local_ranks_filter: set[int] | None = None, run_id: str = "none") -> dict:
+             local_ranks_filter: set[int] | None = None, run_id: str = "none", quiet_stdout: bool = False) -> dict:
     """Run `script` on a simulated `nnodes` x `instance` with `nproc_per_node` ranks each; return the report.
 
     The ranks' output follows torchrun: `redirects` and `tee` (0 none, 1 stdout, 2 stderr, 3 both; or per
     local rank "0:1,1:2") send it to LOG_DIR/RUN_ID_*/attempt_0/RANK/{stdout,stderr}.log, `tee` to the console
-    as well with a "[defaultN]:" prefix; `local_ranks_filter` silences the console output of the other ranks."""
+    as well with a "[defaultN]:" prefix; `local_ranks_filter` silences the console output of the other ranks;
+    `quiet_stdout` sends the ranks' stdout to stderr, so that stdout carries only the launcher's JSON."""
     require("torch", "torch_xla")
     if not os.path.isfile(script):
         raise ConfigError(f"no such script: {script}")
@@ -106,7 +107,7 @@ def torchrun(script: str, args: list[str] = (), *, nproc_per_node: int | str = 1
     world = nproc_per_node * nnodes
     procs = max(1, min(world, max_procs))
     streams = _Streams(procs, nproc_per_node, log_dir, std_spec("--redirects", redirects, procs),
-                       std_spec("--tee", tee, procs), local_ranks_filter, run_id)
+                       std_spec("--tee", tee, procs), local_ranks_filter, run_id, quiet_stdout)
     out = tempfile.mkdtemp(prefix="trnsim-torchrun-")
     port = _free_port()
     workers = []
@@ -194,9 +195,9 @@ def _stop(workers: list[subprocess.Popen], grace_s: float = 5.0) -> int:
 class _Streams:
     """Where each rank's stdout and stderr go: inherited, a log file, or a log file and the console."""
 
-    def __init__(self, procs, nproc_per_node, log_dir, redirects, tee, only, run_id):
+    def __init__(self, procs, nproc_per_node, log_dir, redirects, tee, only, run_id, quiet_stdout=False):
         self.local = [r % nproc_per_node for r in range(procs)]
-        self.redirects, self.tee, self.only = redirects, tee, only
+        self.redirects, self.tee, self.only, self.quiet_stdout = redirects, tee, only, quiet_stdout
         self.files, self.threads, self.lock = [], [], threading.Lock()
         wanted = any(redirects.values()) or any(tee.values())
         self.folder = None
@@ -220,6 +221,8 @@ class _Streams:
                 kw[name] = self._file(rank, name)
             elif not shown:
                 kw[name] = subprocess.DEVNULL
+            elif name == "stdout" and self.quiet_stdout:
+                kw[name] = 2  # the launcher's stderr
         return kw
 
     def _file(self, rank, name):
@@ -235,7 +238,7 @@ class _Streams:
             if pipe is None or not self._mode(rank, which)[1]:
                 continue
             shown = self.only is None or self.local[rank] in self.only
-            console = (sys.stdout if which == 0 else sys.stderr) if shown else None
+            console = (sys.stdout if which == 0 and not self.quiet_stdout else sys.stderr) if shown else None
             t = threading.Thread(target=self._copy, args=(pipe, self._file(rank, name), console,
                                                           f"[default{self.local[rank]}]:"), daemon=True)
             t.start()
