@@ -32,7 +32,9 @@ def test_input_and_output_sizes_follow_the_operation():
         row = _json(op, "-r", "8", "-b", "4K", "-e", "4K", "--show-input-output-size")["rows"][0]
         assert (row["input_size"], row["output_size"]) == want, op
     text = _run("allg", "-r", "8", "-b", "4K", "-e", "4K", "--show-input-output-size", "--non-interactive").stdout
-    assert "in(B)" in text and "out(B)" in text and " 512 " in f" {text} ".replace("\n", " ")
+    head, row = text.splitlines()[1:3]
+    assert head.split()[:4] == ["size(B)", "count(elems)", "total_input_size(B)", "total_output_size(B)"]
+    assert row.split()[:4] == ["4096", "4096", "512", "4096"]  # nccom-test's columns: per-rank input and output
 
 
 def test_check_says_exactly_what_it_samples():
@@ -44,10 +46,12 @@ def test_check_says_exactly_what_it_samples():
 
 
 def test_several_statistics_and_neff_iterations():
-    out = _json("allr", "-r", "2", "-b", "1K", "-e", "1K", "-t", "avg,p99", "-I", "3", "-W", "1")
-    assert out["stats"] == ["avg", "p99"] and (out["neff_iters"], out["neff_warmup_iters"]) == (3, 1)
+    out = _json("allr", "-r", "2", "-b", "1K", "-e", "1K", "-t", "avg,p99", "-t", "p50", "-I", "3", "-W", "1")
+    assert out["stats"] == ["avg", "p99", "p50"] and (out["neff_iters"], out["neff_warmup_iters"]) == (3, 1)
+    (res,) = out["results"]  # nccom-test's JSON report layout
+    assert res["time:avg(us)"] == res["time:p99(us)"] == out["rows"][0]["time_us"] and res["size(B)"] == 1024
     text = _run("allr", "-r", "2", "-b", "1K", "-e", "1K", "-t", "avg,p99").stdout
-    assert "avg(us)" in text and "p99(us)" in text
+    assert "time:avg(us)" in text and "time:p99(us)" in text
     r = _run("allr", "-t", "avg,p101")
     assert r.exit_code == 2 and "-t/--stats" in r.stderr and "'p101'" in r.stderr
 

@@ -281,8 +281,8 @@ def check_values(op: str, count: int, n: int, dt, c, group, algorithm, model, mo
               help="NEFF executions measured (-n operations each); recorded, the clock is deterministic.")
 @click.option("-W", "--neff_warmup_iters", "--neff-warmup-iters", "neff_warmups", type=int, default=None,
               help="NEFF executions as warm-up; recorded.")
-@click.option("-t", "--stats", default="avg", help="Time statistics, comma-separated: avg and percentiles such as "
-              "p50,p99 (equal here: the clock is deterministic).")
+@click.option("-t", "--stats", "stats", multiple=True, default=["avg"], help="Time statistics: avg and percentiles "
+              "such as p50 (comma-separated or repeated; equal here: the clock is deterministic).")
 @click.option("-s", "--hosts", multiple=True, help="Hosts (one per node; comma-separated or repeated).")
 @click.option("--hosts-file", type=click.Path(dir_okay=False), help="A file of hosts, one per line.")
 @click.option("--data-parallel-dimension", "dp", type=int, default=None,
@@ -319,8 +319,8 @@ def collective(operation, system, nodes, ranks, minbytes, maxbytes, stepfactor, 
         raise OptionError("-n/--iters", f"must be at least 1, got {iters}")
     if warmups < 0:
         raise OptionError("-w/--warmup_iters", f"must be 0 or more, got {warmups}")
-    stat_list = [x.strip() for x in stats.split(",") if x.strip()]
-    bad = [x for x in stat_list if not re.fullmatch(r"avg|p(100|\d{1,2})", x)] or ([] if stat_list else [stats])
+    stat_list = [x.strip() for item in stats for x in item.split(",") if x.strip()]
+    bad = [x for x in stat_list if not re.fullmatch(r"avg|p(100|\d{1,2})", x)] or ([] if stat_list else [""])
     if bad:
         raise OptionError("-t/--stats", f"expected avg or percentiles p0..p100, comma-separated, got {bad[0]!r}")
     for opt, v in (("-I/--neff_iters", neff_iters), ("-W/--neff_warmup_iters", neff_warmups)):
@@ -334,6 +334,11 @@ def collective(operation, system, nodes, ranks, minbytes, maxbytes, stepfactor, 
                 custom_groups)
     out.update(iters=iters, warmup_iters=warmups, neff_iters=neff_iters, neff_warmup_iters=neff_warmups,
                stats=stat_list, hosts=hosts, check=check, op=reduce)
+    # nccom-test's own JSON report, for scripts that read it: {"results": [{"size(B)": ..., "time:avg(us)": ...}]}
+    out["results"] = [{"size(B)": r["size"], "count(elems)": r["count"], "type": r["type"], "algbw(GB/s)": r["algbw"],
+                       "busbw(GB/s)": r["busbw"], **{f"time:{st}(us)": r["time_us"] for st in stat_list},
+                       **({"total_input_size(B)": r["input_size"], "total_output_size(B)": r["output_size"]}
+                          if show_io else {})} for r in out["rows"]]
     if report:
         with open(report, "w") as fh:
             fh.write(emit_json(out) + "\n")
@@ -352,15 +357,16 @@ def _print_table(out: dict, nodes: int, show_algorithm: bool, check: str | None,
                + (f"in {len(groups)} replica groups at once " if groups else "")
                + f"(LNC {out['lnc']}, {out['model']} model, {out['iters']} iterations after {out['warmup_iters']} warm-up)")
     stats = out["stats"]
-    times = ["time(us)"] if stats == ["avg"] else [f"{s}(us)" for s in stats]
-    head = ["size(B)", "count(elems)", "type"] + ["in(B)", "out(B)"] * show_io + times + ["algbw(GB/s)", "busbw(GB/s)"]
+    times = ["time(us)"] if stats == ["avg"] else [f"time:{s}(us)" for s in stats]
+    io = ["total_input_size(B)", "total_output_size(B)"] * show_io
+    head = ["size(B)", "count(elems)"] + io + ["type"] + times + ["algbw(GB/s)", "busbw(GB/s)"]
     cols = head + ["check"] * bool(check) + ["algorithm"] * show_algorithm
-    click.echo("".join(f"{c:>14}" for c in head) + "".join(f"  {c}" for c in cols[len(head):]))
+    click.echo("".join(f"{c:>{max(14, len(c) + 2)}}" for c in head) + "".join(f"  {c}" for c in cols[len(head):]))
     for r in out["rows"]:
-        cells = ([r["size"], r["count"], r["type"]] + [r["input_size"], r["output_size"]] * show_io
+        cells = ([r["size"], r["count"]] + [r["input_size"], r["output_size"]] * show_io + [r["type"]]
                  + [f"{r['time_us']:.2f}"] * len(times) + [f"{r['algbw']:.2f}", f"{r['busbw']:.2f}"])
         extra = ([r["check"]] if check else []) + ([r["algorithm"]] if show_algorithm else [])
-        click.echo("".join(f"{c:>14}" for c in cells) + "".join(f"  {c}" for c in extra))
+        click.echo("".join(f"{c:>{max(14, len(h) + 2)}}" for c, h in zip(cells, head)) + "".join(f"  {c}" for c in extra))
     if check:
         bad = [r for r in out["rows"] if r["check"] == "FAIL"]
         partial = [r for r in out["rows"] if r["checked_elems"] < r["count"]]
