@@ -1,6 +1,6 @@
 """A small MLP trained data-parallel with torch-xla, written as for a Trn1 instance.
 
-    trnsim torchrun --nproc_per_node=8 examples/train_xla.py            # simulated trn1.32xlarge
+    trnsim torchrun --nproc_per_node=8 examples/train_xla.py            # simulated trn2.48xlarge
     torchrun --nproc_per_node=32 examples/train_xla.py                  # the same file on a real one
 
 Every rank starts from the same weights (one seed) and trains on its own synthetic batches;

@@ -33,10 +33,14 @@ class UnknownNameError(TrnsimError, KeyError):
 
     exit_code = 2
 
-    def __init__(self, kind: str, name: str, known: list[str] | tuple[str, ...]):
+    def __init__(self, kind: str, name: str, known: list[str] | tuple[str, ...], hint: str | None = None):
         self.kind, self.name, self.known = kind, name, list(known)
-        close = difflib.get_close_matches(str(name), self.known, n=3, cutoff=0.5)
-        hint = f"; did you mean {', '.join(close)}?" if close else f"; known: {', '.join(self.known)}"
+        close = difflib.get_close_matches(str(name).lower(), [k.lower() for k in self.known], n=3, cutoff=0.5)
+        close = [next(k for k in self.known if k.lower() == c) for c in close]
+        if hint:
+            hint = f"; {hint}"
+        else:
+            hint = f"; did you mean {', '.join(close)}?" if close else f"; known: {', '.join(self.known)}"
         super().__init__(f"unknown {kind} {name!r}{hint}")
 
     def __str__(self) -> str:  # KeyError would quote the whole message otherwise

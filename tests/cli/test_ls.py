@@ -131,5 +131,9 @@ def test_gpu_instances_are_refused():
     """ls lists Neuron devices: a GPU instance gets one line saying it has GPUs and no Neuron devices."""
     for args in ((), ("-j",), ("--topology",)):
         r = _ls("--instance", "p5.48xlarge", *args)
-        assert r.exit_code == 2 and "8 NVIDIA H100 80GB GPUs and no Neuron devices" in r.output
-        assert len(r.output.strip().splitlines()) == 1 and "NEURON" not in r.output
+        assert r.exit_code == 2 and "8 NVIDIA H100 80GB GPUs and no Neuron devices" in r.stderr
+        assert len(r.stderr.strip().splitlines()) == 1 and "NEURON" not in r.output
+        if args == ("-j",):  # under JSON the error is also an object on stdout
+            assert "no Neuron devices" in json.loads(r.stdout)["error"]["message"]
+        else:
+            assert r.stdout == ""

@@ -111,3 +111,15 @@ def test_every_configuration_refused_is_an_error_with_the_reason(kernel_file, tm
     assert r.exit_code != 0
     # 1024 breaks the PSUM bank rule; 2048 > N runs no iteration at all, which is no candidate either
     assert "every one of the 2 configurations" in r.output and "TILE_N=1024" in r.output and "exceeds 512" in r.output
+
+
+def test_refused_reasons_keep_their_file_and_line_on_a_narrow_terminal(kernel_file, tmp_path):
+    r = CliRunner(env={"COLUMNS": "60"}).invoke(cli, ["tune", str(kernel_file), "--param", "TILE_N=512,1024", *ARGS,
+                                                      "--out", str(tmp_path / "t"), "-q"])
+    assert r.exit_code == 0, r.output
+    doc = json.loads((tmp_path / "t" / "tune.json").read_text())
+    (refused,) = [c for c in doc["configurations"] if not c["ok"]]
+    where = f"{kernel_file}:"
+    assert where in refused["reason"]
+    line = next(ln for ln in r.stdout.splitlines() if ln.startswith("refused TILE_N=1024"))
+    assert refused["reason"] in " ".join(r.stdout.split()) and line.startswith("refused TILE_N=1024: FreeSizeError")

@@ -56,7 +56,7 @@ def test_sizes_read_like_nccom_test():
 
 def test_errors_are_one_line():
     """Too many ranks, an unknown operation and an unknown dtype print one line and exit non-zero."""
-    for args, text in ((["allr", "-r", "33"], "-r/--nworkers: 33 workers over 1 x trn1.32xlarge is 33 per node; each holds 32"),
+    for args, text in ((["allr", "--instance", "trn1.32xlarge", "-r", "33"], "-r/--nworkers: 33 workers over 1 x trn1.32xlarge is 33 per node; each holds 32"),
                        (["allreduce"], "unknown collective operation 'allreduce'"),
                        (["allr", "-d", "fp64"], "-d/--datatype: unknown dtype 'fp64'")):
         r = _run(*args)

@@ -65,10 +65,10 @@ def test_dma_pieces_and_occupancy_travel_with_the_page(tmp_path):
     sched = pipeline_schedule()
     pieces = {"queue": np.array([0, 1, 0]), "start": np.array([0.0, 0.0, 500.0]), "end": np.array([900.0, 1000.0, 1500.0]),
               "span": np.array([0, 0, 2])}
-    occ = {"SBUF": (np.array([0.0, 1500.0]), np.array([4096, 0]), 24 * 2**20)}
+    occ = {"SBUF": (np.array([0.0, 1500.0]), np.array([4096, 0]), 24 * 2**20, 8192)}
     d = data_of(render_html(sched, tmp_path / "r.html", dma_pieces=pieces, occupancy=occ).read_text())
     assert d["pq"] == [0, 1, 0] and d["pd"] == [900.0, 1000.0, 1000.0] and d["pi"] == [0, 0, 2]
-    assert d["occ"] == {"SBUF": {"t": [0.0, 1500.0], "b": [4096, 0], "cap": 24 * 2**20}}
+    assert d["occ"] == {"SBUF": {"t": [0.0, 1500.0], "b": [4096, 0], "cap": 24 * 2**20, "alloc": 8192}}
 
 
 def test_names_are_escaped(tmp_path):

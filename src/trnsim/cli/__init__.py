@@ -10,10 +10,61 @@ import click
 from trnsim.errors import OptionError, TrnsimError
 
 
-def fail(message: str, code: int) -> None:
-    """Print one error line on stderr and exit with `code`."""
+_JSON_FLAGS = ("--json", "-j", "--json-output", "--output-format=json")
+
+
+def wants_json(args: list[str]) -> bool:
+    """Whether the command line asks for JSON: a --json spelling among trnsim's own arguments (torchrun's
+    script and its arguments are the script's)."""
+    for i, a in enumerate(args):
+        if a.endswith(".py") and "torchrun" in args[:i]:
+            return False
+        if a in _JSON_FLAGS or (a == "--output-format" and args[i + 1:i + 2] == ["json"]):
+            return True
+    return False
+
+
+def fail(message: str, code: int, kind: str = "error", as_json: bool = False) -> None:
+    """Print one error line on stderr (and, under --json, {"error": ...} on stdout) and exit with `code`."""
+    if as_json:
+        click.echo(emit_json({"error": {"type": kind, "message": message, "exit_code": code}}))
     click.secho(f"trnsim: error: {message}", fg="red", err=True)
     sys.exit(code)
+
+
+def _notes_on_stderr() -> None:
+    """Name notices (a family read as its flagship) print as one `trnsim: note:` line on stderr."""
+    import warnings
+
+    from trnsim.specs import NameNotice
+
+    warnings.simplefilter("always", NameNotice)  # trnsim.specs says each once per process
+    shown = warnings.showwarning
+    if getattr(shown, "trnsim", False):
+        return
+
+    def show(message, category, filename, lineno, file=None, line=None):
+        if issubclass(category, NameNotice):
+            click.echo(f"trnsim: note: {message}", err=True)
+        else:
+            shown(message, category, filename, lineno, file, line)
+
+    show.trnsim = True
+    warnings.showwarning = show
+
+
+def _user_frames(e: TrnsimError) -> None:
+    """With TRNSIM_TRACEBACK=1, the frames in the user's own files that led to an error in their code
+    (their kernel, its helpers), innermost last; trnsim's and installed packages' frames are left out."""
+    import traceback
+
+    from trnsim.errors import UserCodeError, _is_library
+
+    exc = e.exc if isinstance(e, UserCodeError) else e
+    frames = [f for f in traceback.extract_tb(exc.__traceback__) if not _is_library(f.filename)]
+    if frames:
+        click.echo("Traceback (the frames in your files, most recent call last):", err=True)
+        click.echo("".join(traceback.format_list(frames)).rstrip("\n"), err=True)
 
 
 class _Group(click.Group):
@@ -21,41 +72,49 @@ class _Group(click.Group):
     TrnsimError (its message and code), click's usage errors (naming the option), Ctrl-C (130)."""
 
     def main(self, args=None, prog_name=None, complete_var=None, standalone_mode=True, **extra):
+        _notes_on_stderr()
         if not standalone_mode:
             return super().main(args, prog_name, complete_var, standalone_mode, **extra)
+        js = wants_json(list(sys.argv[1:] if args is None else args))
         try:
             rv = super().main(args, prog_name, complete_var, standalone_mode=False, **extra)
         except TrnsimError as e:
-            fail(str(e), e.exit_code)
+            if os.environ.get("TRNSIM_TRACEBACK"):
+                _user_frames(e)
+            fail(str(e), e.exit_code, type(e).__name__, js)
         except click.UsageError as e:
             ctx = e.ctx.parent if e.ctx and e.ctx.command.hidden else e.ctx  # `plan MODEL` runs hidden `plan one`
             where = ctx.command_path if ctx else "trnsim"
-            fail(f"{e.format_message()} (see {where} --help)", e.exit_code)
+            fail(f"{e.format_message()} (see {where} --help)", e.exit_code, "UsageError", js)
         except click.ClickException as e:
-            fail(e.format_message(), e.exit_code)
+            fail(e.format_message(), e.exit_code, type(e).__name__, js)
         except (click.Abort, KeyboardInterrupt):
-            fail("interrupted", 130)
+            fail("interrupted", 130, "KeyboardInterrupt", js)
         except BrokenPipeError:  # `trnsim ... | head`
             sys.stderr.close()
             sys.exit(1)
         except OSError as e:  # a file that cannot be read or written
-            fail(f"{e.strerror or e}: {e.filename}" if e.filename else str(e), 1)
+            fail(f"{e.strerror or e}: {e.filename}" if e.filename else str(e), 1, type(e).__name__, js)
         except Exception as e:  # a fault in trnsim itself: one line, the traceback on request
             if os.environ.get("TRNSIM_TRACEBACK"):
                 raise
-            fail(f"internal error {type(e).__name__}: {e} (TRNSIM_TRACEBACK=1 shows where)", 1)
+            fail(f"internal error {type(e).__name__}: {e} (TRNSIM_TRACEBACK=1 shows where)", 1, "InternalError", js)
         sys.exit(rv if isinstance(rv, int) else 0)
 
 
-@click.group(cls=_Group, context_settings={"help_option_names": ["-h", "--help"]})
+@click.group(cls=_Group, invoke_without_command=True, context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(package_name="trnsim")
 @click.option("--hardware", metavar="CHIP.toml", envvar="TRNSIM_HARDWARE",
               help="Run every command on a what-if chip: a catalog chip (base = \"trn2\") with changed figures.")
 @click.option("--race-check", type=click.Choice(["auto", "off", "warn", "error", "order"]), envvar="TRNSIM_RACE_CHECK",
               help="Loop-carried dependencies in affine_range loops: auto (default) refuses them where the "
                    "compiler would reorder the loop (beta API); warn or error checks every affine loop; order reruns the launch with affine iterations reversed, then interleaved, and compares the outputs bit for bit.")
-def cli(hardware, race_check):
+@click.pass_context
+def cli(ctx, hardware, race_check):
     """trnsim: a software Trainium. Run NKI kernels, time them, simulate collectives, plan training."""
+    if ctx.invoked_subcommand is None:  # bare `trnsim`: the help, not an error
+        click.echo(ctx.get_help())
+        return
     if hardware:
         from trnsim import specs
 
@@ -102,6 +161,16 @@ def output_file(option: str, path: str | None) -> str | None:
     if not os.access(folder, os.W_OK):
         raise OptionError(option, f"cannot write {path}: folder {folder} is not writable")
     return path
+
+
+CHARTS_MISSING = "not drawn: charts need matplotlib (pip install 'trnsim[charts]')"
+
+
+def charts_installed() -> bool:
+    """Whether matplotlib, an optional extra used only for PNG charts, is installed."""
+    import importlib.util
+
+    return importlib.util.find_spec("matplotlib") is not None
 
 
 def output_folder(option: str, path: str):

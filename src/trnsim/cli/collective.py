@@ -13,6 +13,7 @@ percentile are equal.
 """
 from __future__ import annotations
 
+import os
 import re
 
 import click
@@ -21,6 +22,7 @@ import numpy as np
 from trnsim import live
 from trnsim.cli import cli, emit_json, output_file
 from trnsim.errors import OptionError, UnknownNameError
+from trnsim.specs import DEFAULT_INSTANCE
 
 # nccom-test's names and its short forms -> trnsim.fabric operations
 OP_NAMES = {
@@ -81,10 +83,59 @@ def _group(c, nodes: int, ranks: int | None) -> list[int] | None:
     return [node * c.ranks_per_node + i for node in range(nodes) for i in range(per)]
 
 
+def io_bytes(op: str, size: int, n: int) -> tuple[int, int]:
+    """Each rank's input and output bytes for a collective of nccom-test's size (all_gather's size is the
+    gathered output, reduce_scatter's the input; the others' in and out are both the size)."""
+    if op == "all_gather":
+        return size // n, size
+    if op == "reduce_scatter":
+        return size, size // n
+    return size, size
+
+
+def replica_groups(c, base: list[int], dp: int | None, custom: str | None) -> list[list[int]] | None:
+    """The replica groups the collective runs on at once: --data-parallel-dimension D splits the ranks into
+    groups of D, rank i with i + n/D, i + 2n/D, ... (one rank per node when D is the node count);
+    --custom-replica-group FILE gives them as JSON, [[0, 1], [2, 3]] or {"replica_groups": [...]}."""
+    import json
+
+    if dp is None and custom is None:
+        return None
+    if dp is not None and custom is not None:
+        raise OptionError("--data-parallel-dimension", "give it or --custom-replica-group, not both")
+    if dp is not None:
+        if dp < 1 or len(base) % dp:
+            raise OptionError("--data-parallel-dimension", f"{dp} does not divide the {len(base)} ranks")
+        stride = len(base) // dp
+        return [[base[k + j * stride] for j in range(dp)] for k in range(stride)]
+    try:
+        with open(custom) as f:
+            doc = json.load(f)
+    except OSError as e:
+        raise OptionError("--custom-replica-group", f"cannot read {custom}: {e.strerror}") from None
+    except json.JSONDecodeError as e:
+        raise OptionError("--custom-replica-group", f"{custom}:{e.lineno}: not JSON: {e.msg}") from None
+    groups = doc.get("replica_groups") if isinstance(doc, dict) else doc
+    if not (isinstance(groups, list) and groups and all(isinstance(g, list) and g and
+                                                        all(isinstance(r, int) for r in g) for g in groups)):
+        raise OptionError("--custom-replica-group", f"{custom}: expected a list of rank lists, [[0, 1], [2, 3]]")
+    seen = [r for g in groups for r in g]
+    bad = [r for r in seen if r not in range(len(base))]
+    if bad:
+        raise OptionError("--custom-replica-group", f"{custom}: rank {bad[0]} is not among the {len(base)} ranks")
+    if len(set(seen)) != len(seen):
+        raise OptionError("--custom-replica-group", f"{custom}: a rank is in two groups")
+    if len({len(g) for g in groups}) != 1:
+        raise OptionError("--custom-replica-group", f"{custom}: groups of different sizes "
+                                                    f"{sorted({len(g) for g in groups})}")
+    return [[base[r] for r in g] for g in groups]
+
+
 def sweep(op: str, system: str, nodes: int, ranks: int | None, sizes_: list[int], dtype: str,
           algorithm: str | None, model: str, lnc: int | None, check: str | None = None, reduce: str = "sum",
-          seed: int = 0) -> dict:
-    """The rows of one size sweep, as `--json` prints them."""
+          seed: int = 0, dp: int | None = None, custom_groups: str | None = None) -> dict:
+    """The rows of one size sweep, as `--json` prints them. With replica groups, each group is timed on its
+    own links and the slowest gives the row (groups sharing a link do not slow each other here)."""
     import trnsim.fabric as tf
     from trnsim import numerics
 
@@ -101,23 +152,47 @@ def sweep(op: str, system: str, nodes: int, ranks: int | None, sizes_: list[int]
             raise OptionError(opt, f"{s} B is not a whole number of {dt.itemsize}-byte {name} elements")
     if nodes < 1:
         raise OptionError("-N/--nnodes", f"must be at least 1, got {nodes}")
+    if lnc is None and os.environ.get("NEURON_LOGICAL_NC_CONFIG"):
+        from trnsim import specs
+        from trnsim.cli.monitor import logical_nc_config
+
+        lnc = logical_nc_config(specs.system(system).chip)
     c = tf.cluster(system, nodes=nodes, lnc=lnc)
     group = _group(c, nodes, ranks)
-    n = len(group) if group else c.ranks
+    base = group or list(range(c.ranks))
+    groups = replica_groups(c, base, dp, custom_groups) or [group]
+    n = len(groups[0]) if groups[0] else c.ranks
+    _fits(operation, sizes_[-1], n, c)
     rows = []
     for size in sizes_:
         count = size // dt.itemsize
-        live.publish(kind="collective", name=f"{operation} {size} B", cores=range(n), instance=c.system.name)
-        t, alg, steps = tf.collective_time(operation, count * dt.itemsize, group, c, algorithm, model)
+        live.publish(kind="collective", name=f"{operation} {size} B", cores=range(len(base)), instance=c.system.name)
+        t, alg, steps = max(tf.collective_time(operation, count * dt.itemsize, g, c, algorithm, model) for g in groups)
         algbw = count * dt.itemsize / (t * 1e-9) / GIB if t else 0.0
+        rin, rout = io_bytes(operation, count * dt.itemsize, n)
         row = {"size": size, "count": count, "type": name, "time_us": t / 1e3, "algbw": algbw,
-               "busbw": algbw * tf.bus_factor(operation, n), "algorithm": alg, "steps": steps}
+               "busbw": algbw * tf.bus_factor(operation, n), "algorithm": alg, "steps": steps,
+               "input_size": rin, "output_size": rout}
         if check:
-            row.update(check_values(operation, count, n, dt, c, group, algorithm, model, check, reduce, seed))
+            for g in groups:  # every group's values are checked
+                res = check_values(operation, count, n, dt, c, g, algorithm, model, check, reduce, seed)
+                if row.get("check") != "FAIL":
+                    row.update(res)
         rows.append(row)
     return {"operation": operation, "system": c.system.name, "nodes": nodes, "ranks": n, "lnc": c.lnc,
+            "replica_groups": groups if groups != [group] else None,
             "datatype": name, "model": model, "unit": "GB/s = 2^30 bytes/s", "rows": rows,
             "avg_busbw": sum(r["busbw"] for r in rows) / len(rows)}
+
+
+def _fits(op: str, size: int, n: int, c) -> None:
+    """The largest size's input and output buffers must fit in a rank's HBM, as on the device."""
+    rin, rout = io_bytes(op, size, n)
+    cap = c.hbm_bytes_per_rank
+    if rin + rout > cap:
+        raise OptionError("-e/--maxbytes", f"{size:,} B {op} needs {rin:,} B in + {rout:,} B out = {rin + rout:,} B "
+                                           f"per rank, but a rank (logical NeuronCore at LNC {c.lnc}) of "
+                                           f"{c.system.name} has {cap:,} B of HBM")
 
 
 def _inputs(mode: str, n: int, count: int, dt, reduce: str, rng) -> list[np.ndarray]:
@@ -132,8 +207,9 @@ def _inputs(mode: str, n: int, count: int, dt, reduce: str, rng) -> list[np.ndar
 
 
 def check_values(op: str, count: int, n: int, dt, c, group, algorithm, model, mode: str, reduce: str, seed: int) -> dict:
-    """Run the collective with values (a prefix of at most CHECK_ELEMS in all) and compare every rank's
-    output with numpy's golden result, in float64 for floats with a tolerance of the dtype's rounding per hop."""
+    """Run the collective with values and compare every rank's output with numpy's golden result, in float64
+    for floats with a tolerance of the dtype's rounding per hop. A row of more than CHECK_ELEMS elements over
+    all ranks is checked on the first CHECK_ELEMS / ranks elements of each rank (checked_elems says how many)."""
     import trnsim.fabric as tf
 
     split = op in ("all_gather", "reduce_scatter", "all_to_all", "all_to_allv")
@@ -181,7 +257,7 @@ def check_values(op: str, count: int, n: int, dt, c, group, algorithm, model, mo
 
 @cli.command(context_settings={"show_default": True})
 @click.argument("operation")
-@click.option("--instance", "system", default="trn1.32xlarge",
+@click.option("--instance", "system", default=DEFAULT_INSTANCE,
               help="Instance or UltraServer (trn2.48xlarge, 'Trn2 UltraServer', 'Trn3 Gen2 UltraServer').")
 @click.option("-N", "--nnodes", "--nodes", "nodes", type=int, default=None, help="Instances / UltraServers [1, or the number of -s hosts].")
 @click.option("-r", "--nworkers", "--ranks", "ranks", type=int, default=None,
@@ -195,12 +271,26 @@ def check_values(op: str, count: int, n: int, dt, c, group, algorithm, model, mo
 @click.option("-o", "--op", "reduce", type=click.Choice(["sum", "max", "min", "prod"]), default="sum",
               help="Reduction of all_reduce and reduce_scatter.")
 @click.option("-c", "--check", type=click.Choice(["random", "all_ones"]), is_flag=False, flag_value="random",
-              default=None, help="Move real values and compare every rank's output with numpy [random].")
+              default=None, help="Move real values and compare every rank's output with numpy [random]; rows of "
+              f"more than {CHECK_ELEMS // 2**20} Mi elements over all ranks are checked on the first "
+              f"{CHECK_ELEMS // 2**20} Mi / ranks elements of each rank (the table says so).")
 @click.option("--seed", type=int, default=0, help="Seed of --check random.")
 @click.option("-n", "--iters", type=int, default=20, help="Measured operations per size (each takes the same simulated time).")
 @click.option("-w", "--warmup_iters", "--warmup-iters", "warmups", type=int, default=5, help="Warm-up operations per size.")
-@click.option("-t", "--stats", default="avg", help="Time statistic: avg or a percentile such as p50 (equal here: the clock is deterministic).")
+@click.option("-I", "--neff_iters", "--neff-iters", "neff_iters", type=int, default=None,
+              help="NEFF executions measured (-n operations each); recorded, the clock is deterministic.")
+@click.option("-W", "--neff_warmup_iters", "--neff-warmup-iters", "neff_warmups", type=int, default=None,
+              help="NEFF executions as warm-up; recorded.")
+@click.option("-t", "--stats", "stats", multiple=True, default=["avg"], help="Time statistics: avg and percentiles "
+              "such as p50 (comma-separated or repeated; equal here: the clock is deterministic).")
 @click.option("-s", "--hosts", multiple=True, help="Hosts (one per node; comma-separated or repeated).")
+@click.option("--hosts-file", type=click.Path(dir_okay=False), help="A file of hosts, one per line.")
+@click.option("--data-parallel-dimension", "dp", type=int, default=None,
+              help="Run in parallel groups of this many ranks (rank i with i + r/D, ...); the slowest group times the row.")
+@click.option("--custom-replica-group", "--custom-replica-groups", "custom_groups", type=click.Path(dir_okay=False),
+              help="JSON file of replica groups, [[0, 1], [2, 3]]; each is timed and checked, the slowest times the row.")
+@click.option("--show-input-output-size", "show_io", is_flag=True, help="Add each rank's input and output bytes.")
+@click.option("--non-interactive", is_flag=True, help="No animation or progress indicator (trnsim shows none).")
 @click.option("--algorithm", default=None, help="Force ring, torus, mesh, rdh, kangaring, hierarchical, oneshot.")
 @click.option("--model", type=click.Choice(["alpha-beta", "flow"]), default="alpha-beta")
 @click.option("--lnc", type=int, default=None, help="Logical NeuronCore size [1 on Trn1, 2 on Trn2/3].")
@@ -208,13 +298,20 @@ def check_values(op: str, count: int, n: int, dt, c, group, algorithm, model, mo
 @click.option("--report-to-json-file", "report", type=click.Path(dir_okay=False), help="Also write the JSON here.")
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")
 def collective(operation, system, nodes, ranks, minbytes, maxbytes, stepfactor, stepbytes, dtype, reduce, check, seed,
-               iters, warmups, stats, hosts, algorithm, model, lnc, show_algorithm, report, as_json):
+               iters, warmups, neff_iters, neff_warmups, stats, hosts, hosts_file, dp, custom_groups, show_io,
+               non_interactive, algorithm, model, lnc, show_algorithm, report, as_json):
     """Simulated nccom-test: time one collective over a size sweep (and check its values with -c).
 
     OPERATION: all_reduce (allr), all_gather (allg), reduce_scatter (redsct), alltoall, alltoallv,
     permute, sendrecv, broadcast.
     """
-    hosts = [h for item in hosts for h in item.split(",") if h.strip()]
+    hosts = [h.strip() for item in hosts for h in item.split(",") if h.strip()]
+    if hosts_file:
+        try:
+            with open(hosts_file) as f:
+                hosts += [h.strip() for h in f if h.strip() and not h.lstrip().startswith("#")]
+        except OSError as e:
+            raise OptionError("--hosts-file", f"cannot read {hosts_file}: {e.strerror}") from None
     if hosts and nodes is not None and nodes != len(hosts):
         raise OptionError("-s/--hosts", f"{len(hosts)} hosts for -N {nodes} nodes; give one host per node")
     nodes = nodes if nodes is not None else max(1, len(hosts))
@@ -222,14 +319,26 @@ def collective(operation, system, nodes, ranks, minbytes, maxbytes, stepfactor, 
         raise OptionError("-n/--iters", f"must be at least 1, got {iters}")
     if warmups < 0:
         raise OptionError("-w/--warmup_iters", f"must be 0 or more, got {warmups}")
-    if not re.fullmatch(r"avg|p(100|\d{1,2})", stats):
-        raise OptionError("-t/--stats", f"expected avg or a percentile p0..p100, got {stats!r}")
+    stat_list = [x.strip() for item in stats for x in item.split(",") if x.strip()]
+    bad = [x for x in stat_list if not re.fullmatch(r"avg|p(100|\d{1,2})", x)] or ([] if stat_list else [""])
+    if bad:
+        raise OptionError("-t/--stats", f"expected avg or percentiles p0..p100, comma-separated, got {bad[0]!r}")
+    for opt, v in (("-I/--neff_iters", neff_iters), ("-W/--neff_warmup_iters", neff_warmups)):
+        if v is not None and v < 0:
+            raise OptionError(opt, f"must be 0 or more, got {v}")
     output_file("--report-to-json-file", report)
     step = parse_size(stepbytes, "-i/--stepbytes") if stepbytes is not None else None
     todo = sizes(parse_size(minbytes, "-b/--minbytes"), parse_size(maxbytes, "-e/--maxbytes"),
                  stepfactor if stepfactor is not None or step is not None else 2, step)
-    out = sweep(operation, system, nodes, ranks, todo, dtype, algorithm, model, lnc, check, reduce, seed)
-    out.update(iters=iters, warmup_iters=warmups, stats=stats, hosts=hosts, check=check, op=reduce)
+    out = sweep(operation, system, nodes, ranks, todo, dtype, algorithm, model, lnc, check, reduce, seed, dp,
+                custom_groups)
+    out.update(iters=iters, warmup_iters=warmups, neff_iters=neff_iters, neff_warmup_iters=neff_warmups,
+               stats=stat_list, hosts=hosts, check=check, op=reduce)
+    # nccom-test's own JSON report, for scripts that read it: {"results": [{"size(B)": ..., "time:avg(us)": ...}]}
+    out["results"] = [{"size(B)": r["size"], "count(elems)": r["count"], "type": r["type"], "algbw(GB/s)": r["algbw"],
+                       "busbw(GB/s)": r["busbw"], **{f"time:{st}(us)": r["time_us"] for st in stat_list},
+                       **({"total_input_size(B)": r["input_size"], "total_output_size(B)": r["output_size"]}
+                          if show_io else {})} for r in out["rows"]]
     if report:
         with open(report, "w") as fh:
             fh.write(emit_json(out) + "\n")
@@ -237,21 +346,27 @@ def collective(operation, system, nodes, ranks, minbytes, maxbytes, stepfactor, 
     if as_json:
         click.echo(emit_json(out))
     else:
-        _print_table(out, nodes, show_algorithm, check)
+        _print_table(out, nodes, show_algorithm, check, show_io)
     if failed:
         raise click.exceptions.Exit(1)
 
 
-def _print_table(out: dict, nodes: int, show_algorithm: bool, check: str | None) -> None:
+def _print_table(out: dict, nodes: int, show_algorithm: bool, check: str | None, show_io: bool = False) -> None:
+    groups = out.get("replica_groups")
     click.echo(f"# {out['operation']} on {out['ranks']} ranks of {nodes} x {out['system']} "
-               f"(LNC {out['lnc']}, {out['model']} model, {out['iters']} iterations after {out['warmup_iters']} warm-up)")
-    cols = ["size(B)", "count(elems)", "type", "time(us)", "algbw(GB/s)", "busbw(GB/s)"]
-    cols += ["check"] * bool(check) + ["algorithm"] * show_algorithm
-    click.echo("".join(f"{c:>14}" for c in cols[:6]) + "".join(f"  {c}" for c in cols[6:]))
+               + (f"in {len(groups)} replica groups at once " if groups else "")
+               + f"(LNC {out['lnc']}, {out['model']} model, {out['iters']} iterations after {out['warmup_iters']} warm-up)")
+    stats = out["stats"]
+    times = ["time(us)"] if stats == ["avg"] else [f"time:{s}(us)" for s in stats]
+    io = ["total_input_size(B)", "total_output_size(B)"] * show_io
+    head = ["size(B)", "count(elems)"] + io + ["type"] + times + ["algbw(GB/s)", "busbw(GB/s)"]
+    cols = head + ["check"] * bool(check) + ["algorithm"] * show_algorithm
+    click.echo("".join(f"{c:>{max(14, len(c) + 2)}}" for c in head) + "".join(f"  {c}" for c in cols[len(head):]))
     for r in out["rows"]:
-        cells = [r["size"], r["count"], r["type"], f"{r['time_us']:.2f}", f"{r['algbw']:.2f}", f"{r['busbw']:.2f}"]
+        cells = ([r["size"], r["count"]] + [r["input_size"], r["output_size"]] * show_io + [r["type"]]
+                 + [f"{r['time_us']:.2f}"] * len(times) + [f"{r['algbw']:.2f}", f"{r['busbw']:.2f}"])
         extra = ([r["check"]] if check else []) + ([r["algorithm"]] if show_algorithm else [])
-        click.echo("".join(f"{c:>14}" for c in cells) + "".join(f"  {c}" for c in extra))
+        click.echo("".join(f"{c:>{max(14, len(h) + 2)}}" for c, h in zip(cells, head)) + "".join(f"  {c}" for c in extra))
     if check:
         bad = [r for r in out["rows"] if r["check"] == "FAIL"]
         partial = [r for r in out["rows"] if r["checked_elems"] < r["count"]]

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import importlib
+import tempfile
 import time
 
 import click
@@ -28,16 +29,26 @@ SECTIONS: list[tuple[str, str]] = [
 @click.option("--only", metavar="TITLE", help="Run only the sections whose title contains this word.")
 @click.option("--json", "as_json", is_flag=True, help="Print each section's title, text and seconds as JSON.")
 def demo(only, as_json):
-    """A short tour of trnsim: each section is a real run, not a recording."""
+    """A short tour of trnsim: each section is a real run, not a recording (its files are removed at the end)."""
+    chosen = [(t, m) for t, m in SECTIONS if not only or only.lower() in t.lower()]
+    if not chosen:
+        raise OptionError("--only", f"no section title contains {only!r}; titles: "
+                                    + "; ".join(t for t, _ in SECTIONS))
+    # what the sections write (profiles, a kernel file) goes to one temporary folder, removed at the end
+    with tempfile.TemporaryDirectory(prefix="trnsim-demo-") as scratch:
+        before, tempfile.tempdir = tempfile.tempdir, scratch
+        try:
+            _run(chosen, as_json)
+        finally:
+            tempfile.tempdir = before
+
+
+def _run(chosen: list[tuple[str, str]], as_json: bool) -> None:
     import io
 
     from rich.console import Console
     from rich.rule import Rule
 
-    chosen = [(t, m) for t, m in SECTIONS if not only or only.lower() in t.lower()]
-    if not chosen:
-        raise OptionError("--only", f"no section title contains {only!r}; titles: "
-                                    + "; ".join(t for t, _ in SECTIONS))
     if as_json:
         out = []
         for title, module in chosen:
@@ -54,4 +65,5 @@ def demo(only, as_json):
         con.print(Rule(f"[bold cyan]{title}", align="left"))
         importlib.import_module(module).tour(con)
     con.print()
-    con.print(Rule(f"[dim]tour done in {time.perf_counter() - start:.1f} s; `trnsim --help` for every command"))
+    con.print(Rule(f"[dim]tour done in {time.perf_counter() - start:.1f} s (the files it wrote are removed); "
+                   "`trnsim --help` for every command"))

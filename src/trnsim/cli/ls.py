@@ -11,6 +11,8 @@ process uses a simulated device, so neuron_processes is empty.
 from __future__ import annotations
 
 import itertools
+import os
+import sys
 
 import click
 from rich import box
@@ -20,8 +22,9 @@ from rich.text import Text
 
 import trnsim.specs as specs
 from trnsim.cli import cli, emit_json
-from trnsim.cli.monitor import device_processes
+from trnsim.cli.monitor import device_processes, logical_nc_config, short_command
 from trnsim.errors import ConfigError
+from trnsim.specs import DEFAULT_INSTANCE
 from trnsim.specs.records import SystemSpec
 from trnsim.specs.units import human
 
@@ -47,13 +50,14 @@ def _host(system: SystemSpec, d: int) -> tuple[str, int, str]:
     return f"0000:{0x10 + local:02x}:00.0", numa, affinity
 
 
-def devices(system: SystemSpec, lnc: int | None = None) -> list[dict]:
+def devices(system: SystemSpec, lnc: int | None = None, all_procs: bool = False) -> list[dict]:
     """neuron-ls's JSON: one object per device, NeuronCore ids numbered device by device.
 
-    `lnc` defaults to the chip's logical-neuroncore-config; one the chip lacks raises ConfigError.
+    `lnc` defaults to NEURON_LOGICAL_NC_CONFIG, else the chip's logical-neuroncore-config; one the chip lacks
+    raises ConfigError. `all_procs` adds, as neuron-ls --show-all-procs does, the process asking (runtime "NA").
     """
     neuron_system(system)
-    lnc = lnc or system.chip.lnc_default
+    lnc = lnc or logical_nc_config(system.chip)
     per = system.chip.logical_cores(lnc)  # refuses an LNC the chip lacks
     out = []
     for d in range(system.chips):
@@ -69,9 +73,14 @@ def devices(system: SystemSpec, lnc: int | None = None) -> list[dict]:
             "logical_neuroncore_config": lnc,
             "memory_size": system.chip.hbm_bytes,
             "neuroncore_ids": list(range(d * per, (d + 1) * per)),
-            "neuron_processes": device_processes(system.name, d, per),
+            "neuron_processes": device_processes(system.name, d, per) + (
+                [{"pid": os.getpid(), "command": _own_command(), "neuron_runtime_version": "NA"}] if all_procs else []),
         })
     return out
+
+
+def _own_command() -> str:
+    return short_command(" ".join([sys.executable, *sys.argv]))
 
 
 def _ranges(ids: list[int]) -> str:
@@ -80,24 +89,36 @@ def _ranges(ids: list[int]) -> str:
     return ", ".join(f"{r[0]}-{r[-1]}" if len(r) > 2 else ", ".join(map(str, r)) for r in runs)
 
 
-def table(system: SystemSpec, lnc: int | None = None) -> Group:
-    """The header and the device table of neuron-ls."""
-    rows = devices(system, lnc)
+COMMAND_WIDTH = 40  # neuron-ls cuts the command line unless --wide
+
+
+def table(system: SystemSpec, lnc: int | None = None, wide: bool = False, all_procs: bool = False) -> Group:
+    """The header and the device table of neuron-ls: each device's processes with PID, COMMAND and RUNTIME
+    VERSION (trnsim's version for a simulating process), the command cut to 40 characters unless `wide`."""
+    rows = devices(system, lnc, all_procs)
     lnc = rows[0]["logical_neuroncore_config"] if rows else None
     head = Text.assemble(("instance-type: ", "bold"), system.name)
     if lnc:
         head.append("\n").append("logical-neuroncore-config: ", "bold").append(str(lnc))
-    t = Table(box=box.SQUARE, header_style="bold", show_lines=False, pad_edge=True)
+    t = Table(box=box.SQUARE, header_style="bold", show_lines=all_procs, pad_edge=True)
     for col in ("NEURON\nDEVICE", "NEURON\nCORES", "NEURON\nCORE IDS", "NEURON\nMEMORY", "CONNECTED\nDEVICES",
-                "PCI\nBDF", "CPU\nAFFINITY", "NUMA\nNODE", "PID"):
+                "PCI\nBDF", "CPU\nAFFINITY", "NUMA\nNODE", "PID", "COMMAND", "RUNTIME\nVERSION"):
         t.add_column(col, justify="left", no_wrap=True)
+
+    def command(cmd: str) -> str:
+        cmd = short_command(cmd)
+        return cmd if wide or len(cmd) <= COMMAND_WIDTH else cmd[:COMMAND_WIDTH - 3] + "..."
+
     for r in rows:
         linked = r["connected_to"]
         shown = ", ".join(map(str, linked)) if len(linked) <= 8 else _ranges(linked)
         ids = r["neuroncore_ids"]
+        procs = r["neuron_processes"]
         t.add_row(str(r["neuron_device"]), str(r["nc_count"]), f"{ids[0]}-{ids[-1]}" if ids else "-",
                   f"{r['memory_size'] / 2**30:g} GiB", shown or "-", r["bdf"], r["cpu_affinity"], r["numa_node"],
-                  "\n".join(str(p["pid"]) for p in r["neuron_processes"]) or "-")
+                  "\n".join(str(p["pid"]) for p in procs) or "-",
+                  "\n".join(command(p["command"]) for p in procs) or "-",
+                  "\n".join(p["neuron_runtime_version"] for p in procs) or "-")
     return Group(head, t)
 
 
@@ -197,19 +218,24 @@ def draw(system: SystemSpec) -> Group:
 
 
 @cli.command("ls")
-@click.option("--instance", "name", default="trn2.48xlarge", show_default=True, help="Instance or UltraServer.")
+@click.option("--instance", "name", default=DEFAULT_INSTANCE, show_default=True, help="Instance or UltraServer.")
 @click.option("--lnc", type=click.IntRange(1, 2), default=None,
               help="logical-neuroncore-config: 1 or 2 (default 2 on Trn2/Trn3, 1 on Trn1).")
-@click.option("--topology", is_flag=True, help="Draw the chip graph (torus, switches, NVSwitch).")
+@click.option("-t", "--topology", is_flag=True, help="Draw the chip graph (torus, switches, NVSwitch).")
+@click.option("-w", "--wide", is_flag=True, help="Show whole command lines.")
+@click.option("-a", "--show-all-procs", "all_procs", is_flag=True,
+              help="Also list processes that only look at the devices (this one), with runtime version NA.")
 @click.option("-j", "--json-output", "--json", "as_json", is_flag=True, help="neuron-ls-style JSON, one object per device.")
-def ls(name, lnc, topology, as_json):
-    """List the Neuron devices of an instance, as neuron-ls does."""
+@click.option("--output-format", type=click.Choice(["table", "json"]), default="table", show_default=True,
+              help="neuron-ls's newer spelling of -j.")
+def ls(name, lnc, topology, wide, all_procs, as_json, output_format):
+    """List the Neuron devices of an instance, as neuron-ls does (LNC from --lnc, else NEURON_LOGICAL_NC_CONFIG)."""
     system = neuron_system(specs.system(name))
-    if as_json:
-        click.echo(emit_json(devices(system, lnc)))
+    if as_json or output_format == "json":
+        click.echo(emit_json(devices(system, lnc, all_procs)))
         return
-    con = Console(width=max(Console().width, 120))  # one row per device, as neuron-ls prints
-    con.print(table(system, lnc))
+    con = Console(width=max(Console().width, 1000))  # the table at its own width, one row per device, as neuron-ls
+    con.print(table(system, lnc, wide, all_procs))
     if topology:
         con.print(draw(system))
 

@@ -3,8 +3,9 @@ from __future__ import annotations
 
 import click
 
-from trnsim.cli import cli, emit_json, output_file
+from trnsim.cli import CHARTS_MISSING, charts_installed, cli, emit_json, output_file
 from trnsim.errors import OptionError
+from trnsim.specs import DEFAULT_INSTANCE
 
 GiB = 2.0**30
 
@@ -17,12 +18,27 @@ class _PlanGroup(click.Group):
             args = ["one", *args]
         return super().parse_args(ctx, args)
 
+    def format_options(self, ctx, formatter):
+        """`plan --help` lists the options of `plan MODEL` as well as the subcommands."""
+        super().format_options(ctx, formatter)
+        one = self.commands["one"]
+        rows = [r for p in one.get_params(ctx) if (r := p.get_help_record(ctx)) and "--help" not in r[0]]
+        with formatter.section("Options of plan MODEL"):
+            formatter.write_dl(rows)
+
+
+class _PlanOne(click.Command):
+    """`plan MODEL`: its usage line names the form a user types, not the hidden command's name."""
+
+    def format_usage(self, ctx, formatter):
+        formatter.write_usage(ctx.parent.command_path, "MODEL [OPTIONS]")
+
 
 def _console():
-    """A console at least 110 columns wide, so the tables keep one row per line."""
+    """The terminal's console: tables fit its width, wrapping text columns, never cutting numbers."""
     from rich.console import Console
 
-    return Console(width=max(Console().width, 110))
+    return Console()
 
 
 def _ints(text: str, option: str) -> list[int]:
@@ -38,17 +54,29 @@ def _nonempty(option: str, items: list) -> list:
     return items
 
 
-def _prices(items) -> dict[str, float]:
-    """--price SYSTEM=USD (repeatable) -> {system: USD per node-hour}."""
+PRICE_HELP = "USD per node-hour instead of the catalog's: USD (the only system) or SYSTEM=USD (repeatable)."
+
+
+def _prices(items, systems: list[str]) -> dict[str, float]:
+    """--price [SYSTEM=]USD, the one form of every plan command -> {system: USD per node-hour}; a bare USD
+    needs a single system."""
+    from trnsim import specs
+
     out = {}
     for item in items:
         name, _, usd = item.rpartition("=")
         try:
-            out[name.strip()] = float(usd)
+            price = float(usd)
         except ValueError:
-            name = ""
-        if not name.strip() or not out.get(name.strip(), 0) > 0:
-            raise OptionError("--price", f"expected SYSTEM=USD with a positive price, got {item!r}")
+            price = 0.0
+        if not price > 0:
+            raise OptionError("--price", f"expected USD or SYSTEM=USD with a positive price, got {item!r}")
+        if not name.strip():
+            if len(systems) != 1:
+                raise OptionError("--price", f"{item!r} names no system and {len(systems)} are planned; "
+                                             "write SYSTEM=USD")
+            name = systems[0]
+        out[specs.system(name.strip()).name] = price
     return out
 
 
@@ -83,9 +111,9 @@ def plan():
     """
 
 
-@plan.command("one", hidden=True)
+@plan.command("one", cls=_PlanOne, hidden=True)
 @click.argument("model")
-@click.option("--instance", default="trn2.48xlarge", show_default=True, help="Instance or UltraServer.")
+@click.option("--instance", default=DEFAULT_INSTANCE, show_default=True, help="Instance or UltraServer.")
 @click.option("--nodes", type=int, default=1, show_default=True, help="How many of them.")
 @click.option("--tp", type=int, help="Tensor parallel degree [fastest valid].")
 @click.option("--pp", type=int, help="Pipeline stages [fastest valid].")
@@ -96,21 +124,25 @@ def plan():
 @click.option("--checkpointing", type=click.Choice(["none", "selective", "full"]), help="Activation recompute [selective].")
 @click.option("--tokens", type=click.FloatRange(min=0, min_open=True), default=1e12, show_default=True,
               help="Tokens to train, for time and cost.")
-@click.option("--price", type=click.FloatRange(min=0, min_open=True), help="USD per node-hour instead of the catalog's.")
+@click.option("--price", "prices", multiple=True, metavar="[SYSTEM=]USD", help=PRICE_HELP)
 @click.option("--ops", "show_ops", is_flag=True, help="Also list one layer's ops: shapes, FLOPs, bytes, times.")
 @click.option("--tco", is_flag=True, help="Also cost the chips as owned: capex over their life, power x PUE.")
 @click.option("--tco-figures", metavar="NAME=VALUE,...",
               help="Override TCO figures: capex_usd, power_w, pue, usd_per_kwh, lifetime_years.")
 @_recipe_options
-def one(model, instance, nodes, tp, pp, vpp, cp, ep, tokens, price, show_ops, as_json, lnc, tco=False, tco_figures=None,
-        **recipe):
+def one(model, instance, nodes, tp, pp, vpp, cp, ep, tokens, prices, show_ops, as_json, lnc, tco=False,
+        tco_figures=None, **recipe):
     """One layout of MODEL (`trnsim plan MODEL ...`): step time, throughput, MFU, memory, cost."""
     from trnsim import plan as P
     from trnsim import specs
     from trnsim.plan.step import with_price
 
     m = P.model(model)
-    cluster = P.Cluster(with_price(specs.system(instance), price), nodes, lnc)
+    system = specs.system(instance)
+    priced = _prices(prices, [system.name])
+    if set(priced) - {system.name}:
+        raise OptionError("--price", f"names {', '.join(set(priced) - {system.name})}; this plan is on {system.name}")
+    cluster = P.Cluster(with_price(system, priced.get(system.name)), nodes, lnc)
     rec = P.Recipe.nxd(m, **recipe)
     p = _best(m, cluster, rec, tp, pp, vpp, cp, ep)
     owned = None
@@ -200,7 +232,7 @@ def _table(p, tokens: float, chosen: bool = False):
     if p.price_per_hour:
         t.add_row("cost", f"${p.price_per_hour:,.2f}/h, ${p.usd_per_million_tokens:.3f} per million tokens; "
                           f"{tokens:.3g} tokens: {p.hours_to_train(tokens) / 24:,.1f} days, ${p.usd_to_train(tokens):,.0f}")
-        t.add_row("price", f"{p.price_status} (--price USD overrides)")
+        t.add_row("price", f"{p.price_status} (--price USD sets your own)")
     else:
         t.add_row("cost", f"no price for {p.cluster.system.name} in the catalog; {tokens:.3g} tokens: "
                           f"{p.hours_to_train(tokens) / 24:,.1f} days")
@@ -218,7 +250,7 @@ def _table(p, tokens: float, chosen: bool = False):
 @click.option("--checkpointing", default="selective", show_default=True, help="Comma-separated modes to try.")
 @click.option("--top", type=int, default=10, show_default=True, help="Rows to print.")
 @click.option("--workers", type=click.IntRange(min=1), help="Local processes [all cores].")
-@click.option("--price", "prices", multiple=True, metavar="SYSTEM=USD", help="USD per node-hour for a system (repeatable).")
+@click.option("--price", "prices", multiple=True, metavar="[SYSTEM=]USD", help=PRICE_HELP)
 @click.option("--ray", "ray_address", help="Run on a Ray cluster: auto, local or host:port.")
 @click.option("--csv", "csv_path", type=click.Path(dir_okay=False), help="Write every row to this CSV.")
 @click.option("--chart", type=click.Path(dir_okay=False), help="Write a PNG of the cost/throughput frontier.")
@@ -232,10 +264,13 @@ def sweep(model, instances, nodes, by, micro_batches, checkpointing, top, worker
 
     output_file("--csv", csv_path)
     output_file("--chart", chart)
+    if chart and not charts_installed():
+        raise OptionError("--chart", CHARTS_MISSING)
     m = load_model(model)
-    todo = S.tasks(m, _nonempty("--instances", _words(instances)), _nonempty("--nodes", _ints(nodes, "--nodes")),
+    systems = _nonempty("--instances", _words(instances))
+    todo = S.tasks(m, systems, _nonempty("--nodes", _ints(nodes, "--nodes")),
                    lnc=lnc, micro_batches=_nonempty("--micro-batch", _ints(micro_batches, "--micro-batch")),
-                   checkpointing=_nonempty("--checkpointing", _words(checkpointing)), prices=_prices(prices),
+                   checkpointing=_nonempty("--checkpointing", _words(checkpointing)), prices=_prices(prices, systems),
                    **{k: v for k, v in recipe.items() if v is not None})
     kwargs = dict(by=by, workers=workers, ray=ray_address, candidates=todo)
     if progress and not as_json:
@@ -281,7 +316,7 @@ def sweep(model, instances, nodes, by, micro_batches, checkpointing, top, worker
               show_default=True, help="Comma-separated SYSTEM:NODES.")
 @click.option("--tokens", type=click.FloatRange(min=0, min_open=True), default=1e12, show_default=True,
               help="Tokens to train.")
-@click.option("--price", "prices", multiple=True, metavar="SYSTEM=USD", help="USD per node-hour for a system (repeatable).")
+@click.option("--price", "prices", multiple=True, metavar="[SYSTEM=]USD", help=PRICE_HELP)
 @_recipe_options
 def compare(model, entries, tokens, prices, as_json, lnc, **recipe):
     """Time and cost to train MODEL on several systems, each with its fastest valid layout."""
@@ -295,14 +330,12 @@ def compare(model, entries, tokens, prices, as_json, lnc, **recipe):
             raise OptionError("--systems", f"expected SYSTEM:NODES with NODES >= 1, got {e!r}")
         pairs.append((name, int(n)))
     _nonempty("--systems", pairs)
-    rows = run(load_model(model), pairs, tokens, lnc=lnc, prices=_prices(prices),
+    rows = run(load_model(model), pairs, tokens, lnc=lnc, prices=_prices(prices, [n for n, _ in pairs]),
                **{k: v for k, v in recipe.items() if v is not None})
     if as_json:
         click.echo(emit_json(rows))
         return
-    from rich.console import Console
-
-    Console(width=max(Console().width, 130)).print(_compare_table(model, tokens, rows))
+    _console().print(_compare_table(model, tokens, rows))
 
 
 def _compare_table(model: str, tokens: float, rows: list[dict]):
@@ -310,18 +343,29 @@ def _compare_table(model: str, tokens: float, rows: list[dict]):
     from rich.table import Table
 
     t = Table(title=f"{model}: {tokens:.3g} tokens, each system at its fastest valid layout", title_justify="left",
-              box=box.SIMPLE_HEAD)
-    for col in ("system", "nodes", "chips", "layout", "tokens/s", "MFU", "days", "$/h", "cost", "price"):
-        t.add_column(col, justify="left" if col in ("system", "layout", "price") else "right", no_wrap=True)
+              collapse_padding=True, pad_edge=False, box=box.SIMPLE_HEAD, expand=True)
+    cells = []
     for r in rows:
         if r["layout"] is None:
-            t.add_row(r["system"], str(r["nodes"]), str(r["chips"]), f"none fits: {r['reason']}", *[""] * 6)
+            cells.append([r["system"], str(r["nodes"]), str(r["chips"]), f"none fits: {r['reason']}", *[""] * 5])
             continue
         price = f"{r['usd_per_hour']:,.2f}" if r["usd_per_hour"] else "-"
         cost = f"${r['usd'] / 1e6:,.2f}M" if r["usd"] else "-"
-        t.add_row(r["system"], str(r["nodes"]), str(r["chips"]), r["layout"], f"{r['tokens_per_s']:,.0f}",
-                  f"{r['mfu']:.1%}", f"{r['days']:,.1f}", price, cost, r["price_status"])
-    return t
+        cells.append([r["system"], str(r["nodes"]), str(r["chips"]), r["layout"], f"{r['tokens_per_s']:,.0f}",
+                      f"{r['mfu']:.1%}", f"{r['days']:,.1f}", price, cost])
+    for i, col in enumerate(("system", "nodes", "chips", "layout", "tokens/s", "MFU", "days", "$/h", "cost")):
+        words = [w for row in cells for w in row[i].split()] + [col]
+        text = col in ("system", "layout")  # text wraps between words; numbers are never cut
+        t.add_column(col, justify="left" if text else "right", no_wrap=not text, overflow="fold",
+                     ratio={"system": 2, "layout": 1}.get(col),
+                     min_width=max(map(len, words)) if text else max(len(row[i]) for row in cells + [[col] * 10]))
+    for row in cells:
+        t.add_row(*row)
+    from rich.console import Group
+    from rich.text import Text
+
+    notes = [Text(f"price of {r['system']}: {r.get('price_status') or 'none'}") for r in rows]
+    return Group(t, *notes)
 
 
 @plan.command("models")

@@ -12,6 +12,7 @@ from __future__ import annotations
 import ast
 import contextlib
 import json
+import math
 import re
 import sys
 import tempfile
@@ -88,7 +89,9 @@ def dma_pieces(result: BenchmarkResult, every: int = 1) -> dict:
 
 def occupancy(result: BenchmarkResult, points: int = 4000) -> dict:
     """SBUF and PSUM bytes holding live data over time: a region is live from the instruction that writes
-    it until the last one that reads it (the same bytes again) before the next write."""
+    it until the last one that reads it (the same bytes again) before the next write. Each memory also
+    carries its capacity and its allocated peak, what "SBUF peak" means everywhere else (the summary, the
+    JSON): the allocator's high-water mark, which counts a buffer from allocation to release."""
     tl = slowest(result)
     spec = _spec(result.target)
     capacity = {"sbuf": spec.partitions * spec.sbuf_partition_bytes, "psum": spec.partitions * spec.psum_partition_bytes}
@@ -122,7 +125,8 @@ def occupancy(result: BenchmarkResult, points: int = 4000) -> dict:
             parts = np.split(np.arange(len(t)), edges)
             idx = [p[np.argmax(level[p])] for p in parts if len(p)]
             t, level = t[idx], level[idx]
-        out[space.upper()] = (t, level, capacity[space])
+        allocated = result.sbuf_peak_bytes if space == "sbuf" else result.psum_peak_bytes
+        out[space.upper()] = (t, level, capacity[space], allocated)
     return out
 
 
@@ -146,6 +150,26 @@ def _spec(target):
 
 
 # -- what to run ---------------------------------------------------------------------------------------
+class ArgumentTooLargeError(ConfigError):
+    """An --arg array larger than the memory this machine has free."""
+
+    def __init__(self, text: str, elems: int, need: int, have: int | None):
+        free = f"this machine has {have / 2**30:,.1f} GiB available" if have is not None else "the allocation failed"
+        super().__init__(f"--arg {text!r}: {elems:,} elements need {need / 2**30:,.1f} GiB of host memory with their "
+                         f"values, and {free}; a smaller shape, or --timing-only (no values), runs")
+
+
+def _available_bytes() -> int | None:
+    """MemAvailable from /proc/meminfo (None where there is none)."""
+    try:
+        for line in open("/proc/meminfo"):
+            if line.startswith("MemAvailable:"):
+                return int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    return None
+
+
 def parse_arg(text: str, values: bool = True):
     """`NAME=DTYPE[D0,D1,...]` -> (NAME, numpy array of random values, or zeros when `values` is off: their
     pages are never touched on a timing-only run); `NAME=VALUE` -> (NAME, the literal)."""
@@ -163,13 +187,22 @@ def parse_arg(text: str, values: bool = True):
             npdt = numerics.dtype(dt).np
         except TrnsimError as e:
             raise ConfigError(f"--arg {text!r}: {e}") from None
-        if not values:
-            return name, np.zeros(shape, npdt)
-        rng = np.random.default_rng(len(name))
-        if np.issubdtype(npdt, np.integer):
-            info = np.iinfo(npdt)
-            return name, rng.integers(max(info.min, -100), min(info.max, 100), shape).astype(npdt)
-        return name, rng.standard_normal(shape, np.float32).astype(npdt)
+        elems = math.prod(shape)
+        # drawing values needs the array and a 4- or 8-byte intermediate of the same shape
+        need = elems * np.dtype(npdt).itemsize + (elems * 8 if values else 0)
+        have = _available_bytes()
+        if values and have is not None and need > have:
+            raise ArgumentTooLargeError(text, elems, need, have)
+        try:
+            if not values:
+                return name, np.zeros(shape, npdt)
+            rng = np.random.default_rng(len(name))
+            if np.issubdtype(npdt, np.integer):
+                info = np.iinfo(npdt)
+                return name, rng.integers(max(info.min, -100), min(info.max, 100), shape).astype(npdt)
+            return name, rng.standard_normal(shape, np.float32).astype(npdt)
+        except MemoryError:
+            raise ArgumentTooLargeError(text, elems, need, have) from None
     try:
         return name, ast.literal_eval(value)
     except (ValueError, SyntaxError):
@@ -271,6 +304,34 @@ def run_profile(kernel, args, kwargs, target, timing_only, out: Path, every: int
     return result, schedule, trace, page
 
 
+# trnsim's engines under Neuron Explorer's summary names
+_EXPLORER_ENGINES = {"TensorE": "tensor_engine", "VectorE": "vector_engine", "ScalarE": "scalar_engine",
+                     "GpSimdE": "gpsimd_engine", "Sync": "sync_engine", "DMA": "dma"}
+
+
+def explorer_summary(r: BenchmarkResult) -> dict:
+    """The run's figures under Neuron Explorer's summary keys (`view --output-format summary-json`):
+    total_time in seconds (the latency, start-up and tear-down included), each engine's active time in
+    seconds and in percent of total_time, bytes moved, MFU and MBU in percent (MBU: HBM bytes read and
+    written over total_time, against the core's HBM bandwidth). trnsim's own figures carry a trnsim_ prefix."""
+    total = r.latency * 1e-9
+    out = {"total_time": total}
+    for name, key in _EXPLORER_ENGINES.items():
+        active = r.active.get(name, 0.0) * 1e-9
+        out[f"{key}_active_time"] = active
+        out[f"{key}_active_time_percent"] = 100 * active / total if total else 0.0
+    hbm = r.hbm_read_bytes + r.hbm_write_bytes
+    out.update({
+        "dma_transfer_total_bytes": r.dma_bytes, "hbm_read_bytes": r.hbm_read_bytes, "hbm_write_bytes": r.hbm_write_bytes,
+        "hardware_flops": r.hardware_flops, "mfu_estimated_percent": 100 * r.mfu,
+        "mbu_estimated_percent": 100 * hbm / total / _spec(r.target).hbm_bandwidth if total else 0.0,
+        "spill_save_bytes": r.spill_save_bytes, "spill_reload_bytes": r.spill_reload_bytes,
+        "trnsim_target": r.target, "trnsim_timeline_time": r.period * 1e-9, "trnsim_overhead_time": r.overhead * 1e-9,
+        "trnsim_hfu_percent": 100 * r.hfu, "trnsim_sbuf_peak_bytes": r.sbuf_peak_bytes,
+        "trnsim_psum_peak_bytes": r.psum_peak_bytes, "trnsim_bound": r.bound})
+    return out
+
+
 def _launchable(kernel, lnc: int, grid: str | None):
     if grid:
         dims = tuple(int(x) for x in grid.split(","))
@@ -297,8 +358,12 @@ def _launchable(kernel, lnc: int, grid: str | None):
 @click.option("--compare", type=click.Path(exists=True, dir_okay=False), metavar="B.profile.json",
               help="Set FILE (a .profile.json) beside another profile: before and after.")
 @click.option("--json", "as_json", is_flag=True, help="Print the figures as JSON.")
+@click.option("--output-format", type=click.Choice(["text", "summary-json", "summary-text"]), default="text",
+              show_default=True, help="summary-json / summary-text: the figures under Neuron Explorer's summary keys, "
+              "as `neuron-explorer view --output-format` prints them ({kernel: {key: value}}).")
 @click.option("-q", "--quiet", is_flag=True, help="No progress bar.")
-def profile(file, argv, use_main, target, timing_only, name, lnc, grid, every, out, compare, as_json, quiet):
+def profile(file, argv, use_main, target, timing_only, name, lnc, grid, every, out, compare, as_json, output_format,
+            quiet):
     """Time an NKI kernel; write a Perfetto trace, an HTML profile to explore and a summary.
 
     FILE.py's kernel gets its arguments from --arg, from the file's inputs() function, or from its own
@@ -341,11 +406,18 @@ def profile(file, argv, use_main, target, timing_only, name, lnc, grid, every, o
     out = output_folder("--out", out)
     try:
         result, schedule, trace, page = run_profile(kernel, args, kwargs, target, timing_only, out, every,
-                                                    quiet or as_json, main)
+                                                    quiet or as_json or output_format != "text", main)
     except (TrnsimError, KeyboardInterrupt):
         raise
     except Exception as e:  # the kernel's own body raised (a NameError, say)
         raise UserCodeError.from_exception(e, file) from None
+    if output_format == "summary-json":
+        click.echo(emit_json({result.kernel: explorer_summary(result)}))
+        return
+    if output_format == "summary-text":
+        for key, value in explorer_summary(result).items():
+            click.echo(f"{key} {value:.6g}" if isinstance(value, float) else f"{key} {value}")
+        return
     if as_json:
         click.echo(emit_json({**result.to_dict(), "trace": str(trace), "html": str(page)}))
         return
@@ -374,5 +446,5 @@ def tour(console):
     shares = ", ".join(f"{k} {v:.0%}" for k, v in r.share.items() if not k.startswith("DMA q"))
     console.print(f"engine active: {shares}")
     console.print(f"DMA moved {r.dma_bytes / 2**20:.1f} MiB at {r.dma_bandwidth / 1e9:.0f} GB/s; "
-                  f"SBUF peak {r.sbuf_peak_bytes / 2**20:.2f} MiB")
+                  f"SBUF peak {r.sbuf_peak_bytes / 2**20:.2f} MiB allocated")
     console.print(f"trace: {trace}\nreport: {page}  [dim]({time.perf_counter() - start:.1f} s)[/]")

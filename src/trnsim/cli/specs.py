@@ -39,12 +39,15 @@ def names() -> dict[str, list[str]]:
 
 def lookup(name: str) -> Record:
     """A system, chip or NeuronCore generation by any of the names the catalog knows."""
-    for find in (specs.system, specs.chip, specs.neuroncore):
+    if catalog.normalize(name) in catalog.systems():
+        return specs.system(name)
+    for find in (specs.chip, specs.neuroncore, specs.system):  # a family names its chip here ("specs inf2")
         try:
             return find(name)
         except UnknownNameError:
             pass
-    raise UnknownNameError("chip, instance, UltraServer or NeuronCore", name, [n for ns in names().values() for n in ns])
+    raise UnknownNameError("chip, instance, UltraServer or NeuronCore", name,
+                           [n for ns in names().values() for n in ns] + list(specs.FAMILIES))
 
 
 def _plain(v):
@@ -88,22 +91,29 @@ def _value(field: str, v) -> str:
     return f"{v:,}" if isinstance(v, int) else str(v)
 
 
-def _fields(rec: Record, title: str, with_sources: bool) -> Table:
+def _fields(rec: Record, title: str, legend: dict[str, int] | None) -> Table:
+    """The record's figures; with a `legend`, each row cites its source by number ([1], [2], ...), the texts
+    listed once under the sheet, so a narrow terminal wraps nothing."""
+    with_sources = legend is not None
     t = Table(title=title, title_justify="left", title_style="bold", box=box.SIMPLE_HEAD, show_header=with_sources)
-    t.add_column("figure", style="cyan")
+    t.add_column("figure", style="cyan", no_wrap=True)
     t.add_column("value")
     if with_sources:
-        t.add_column("source", style="grey50", overflow="fold")
+        t.add_column("source", style="grey50", no_wrap=True)
+
+    def cite(text: str) -> str:
+        return f"[{legend.setdefault(text, len(legend) + 1)}]" if text else ""
+
     for f in dataclasses.fields(rec):
         if f.name in _SKIP:
             continue
         row = [f.name.removesuffix("_bytes").replace("_", " "), _value(f.name, getattr(rec, f.name))]
         if f.name == "efa_bandwidth" and rec.efa_bandwidth_is_upper_bound:
             row[1] = f"up to {row[1]}"
-        t.add_row(*row, *([rec.sources.get(f.name, "")] if with_sources else []))
+        t.add_row(*row, *([cite(rec.sources.get(f.name, ""))] if with_sources else []))
     if with_sources and hasattr(rec, "ratings"):
         for r in rec.ratings:
-            t.add_row(f"peak FLOPS ({r})", "see above", rec.sources.get(f"ratings.{r}", ""))
+            t.add_row(f"peak FLOPS ({r})", "see above", cite(rec.sources.get(f"ratings.{r}", "")))
     return t
 
 
@@ -169,6 +179,7 @@ def _disagreements(rec) -> list[Text]:
 def sheet(rec: Record, with_sources: bool = False) -> Group:
     """The full spec sheet of one record."""
     parts: list = []
+    legend: dict[str, int] | None = {} if with_sources else None
     if isinstance(rec, NeuronCoreSpec):
         parts.append(Text(f"{rec.name} (NKI target {rec.target})", "bold"))
         peaks = ", ".join(f"{d} {human(rec.peak_flops(d), 'FLOP/s')}" for d in rec.macs_per_pe_cycle)
@@ -176,17 +187,19 @@ def sheet(rec: Record, with_sources: bool = False) -> Group:
         parts.append(Text(f"SBUF {human(rec.sbuf_bytes, 'bytes')}, PSUM {human(rec.psum_bytes, 'bytes')} "
                           f"({rec.psum_banks} banks of {human(rec.psum_bank_bytes, 'bytes')} per partition), "
                           f"DMA {human(rec.dma_bandwidth, 'bytes/s')}"))
-        parts.append(_fields(rec, "NeuronCore", with_sources))
+        parts.append(_fields(rec, "NeuronCore", legend))
     elif isinstance(rec, ChipSpec):
         parts.append(Text(f"{rec.name} ({rec.vendor} chip)", "bold"))
-        parts += [_peaks(rec), _totals(rec), _fields(rec, "Chip", with_sources)]
+        parts += [_peaks(rec), _totals(rec), _fields(rec, "Chip", legend)]
     else:
         parts.append(Text(f"{rec.name} ({rec.kind}: {rec.chips} x {rec.chip.name})", "bold"))
-        parts += [_peaks(rec), _totals(rec), _fields(rec, "System", with_sources),
-                  _fields(rec.chip, f"Chip: {rec.chip.name}", with_sources)]
+        parts += [_peaks(rec), _totals(rec), _fields(rec, "System", legend),
+                  _fields(rec.chip, f"Chip: {rec.chip.name}", legend)]
     notes = _disagreements(rec) + (_disagreements(rec.chip) if isinstance(rec, SystemSpec) else [])
     if notes:
         parts += [Text("Notes and disagreeing sources", "bold")] + notes
+    if legend:
+        parts += [Text("Sources", "bold")] + [Text(f"[{n}] {text}") for text, n in legend.items()]
     return Group(*parts)
 
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import socket
+import time
 
 import click
 from rich import box
@@ -34,24 +35,51 @@ def _cores(k: list) -> str:
     return ", ".join(map(str, k)) if k else "-"
 
 
-def view(doc: dict, width: int = 120) -> Group:
-    """The screen for one monitor document; a terminal under 110 columns gets the essential columns only."""
+def core_tflops(run: dict, engines: dict) -> float | None:
+    """A core's TFLOPS in the FLOPS view: TensorE's busy share times the core's dense BF16 peak, an upper
+    bound (a busy PE array need not be full); None when the process's instance is not in the catalog."""
+    import trnsim.specs as specs
+    from trnsim.errors import TrnsimError
+
+    try:
+        core = specs.system(run["instance_type"]).chip.core
+    except TrnsimError:
+        return None
+    return engines.get("TensorE", 0.0) / 100 * core.peak_flops("bf16") / 1e12 if core else None
+
+
+def view(doc: dict, width: int = 120, tab: int = 0, flops: bool = False) -> Group:
+    """The screen for one monitor document; a terminal under 110 columns gets the essential columns only.
+    `tab` 0 shows every process, k the k-th; `flops` shows TFLOPS instead of utilisation (neuron-top's F)."""
     wide = width >= 110
-    runs = doc["neuron_runtime_data"]
+    every = doc["neuron_runtime_data"]
+    tab = tab % (len(every) + 1)
+    runs = every if tab == 0 else [every[tab - 1]]
+    tabs = Text("tabs: ")
+    for i, name in enumerate(["all"] + [str(r["pid"]) for r in every]):
+        tabs.append(f" {name} ", "reverse bold" if i == tab else "")
+    tabs.append("   ←/→ or Tab: switch   F: utilisation/TFLOPS   q: quit", "grey50")
     head = Text.assemble(("trnsim top", "bold"), f"  simulated Neuron devices on {socket.gethostname()}  ",
                          ("instance: ", "bold"), doc["instance_info"]["instance_type"],
-                         f"  ({len(runs)} process{'es' if len(runs) != 1 else ''})")
+                         f"  ({len(every)} process{'es' if len(every) != 1 else ''})")
+    head = Text("\n").join([head, tabs])
     engines = ENGINES if wide else ("TensorE", "VectorE", "DMA")
-    cores = Table(title="NeuronCore utilisation (share of the last interval of simulated time)", box=box.SIMPLE_HEAD,
+    title = ("NeuronCore TFLOPS (TensorE busy share x the core's dense BF16 peak: an upper bound)" if flops else
+             "NeuronCore utilisation (share of the last interval of simulated time)")
+    cores = Table(title=title, box=box.SIMPLE_HEAD,
                   title_justify="left", header_style="bold", padding=(0, 1), pad_edge=False)
-    for col in ("PID", "NC", "UTILISATION", *engines):
+    for col in ("PID", "NC", "TFLOPS" if flops else "UTILISATION", *engines):
         cores.add_column(col, justify="left" if col == "UTILISATION" else "right", no_wrap=True,
                          min_width=19 if col == "UTILISATION" else max(len(col), 4))
     for r in runs:
         for nc, c in r["report"]["neuroncore_counters"]["neuroncores_in_use"].items():
             eng = c["engines"]
-            cores.add_row(str(r["pid"]), nc, _bar(c["neuroncore_utilization"]),
-                          *(f"{eng[e]:.0f}%" if e in eng else "-" for e in engines))
+            if flops:
+                tf = core_tflops(r, eng)
+                first = f"{tf:,.1f}" if tf is not None else "-"
+            else:
+                first = _bar(c["neuroncore_utilization"])
+            cores.add_row(str(r["pid"]), nc, first, *(f"{eng[e]:.0f}%" if e in eng else "-" for e in engines))
     procs = Table(title="Processes", box=box.SIMPLE_HEAD, title_justify="left", header_style="bold", padding=(0, 1),
                   pad_edge=False, expand=True)
     cols = {"PID": 7, "INSTANCE": 13, "CORES": 5, "RUNNING": 24, "SIM TIME": 8, "DEVICE MEM": 10, "vCPU": 4,
@@ -90,7 +118,10 @@ def view(doc: dict, width: int = 120) -> Group:
 @click.option("--interval", type=click.FloatRange(min=0.1), default=1.0, show_default=True,
               help="Seconds between refreshes.")
 def top(once, as_json, interval):
-    """Live view of the simulated NeuronCores in use on this machine (like neuron-top); Ctrl-C quits."""
+    """Live view of the simulated NeuronCores in use on this machine (like neuron-top).
+
+    Keys as in neuron-top: q quits, Tab or the arrow keys move between the 'all' tab and one tab per
+    process, F toggles utilisation and TFLOPS. Ctrl-C quits too."""
     if as_json:  # one document, as `trnsim monitor --count 1` prints it
         click.echo(json.dumps(snapshot(min(interval, 0.5))))
         return
@@ -98,9 +129,65 @@ def top(once, as_json, interval):
     if once:
         console.print(view(snapshot(min(interval, 0.5)), console.width))
         return
+    tab, flops = 0, False
     try:
-        with Live(view(snapshot(0.1), console.width), console=console, screen=True, auto_refresh=False) as lv:
+        with _Keys() as keys, Live(view(snapshot(0.1), console.width), console=console, screen=True,
+                                   auto_refresh=False) as lv:
+            doc = snapshot(0.1)
+            deadline = time.monotonic() + interval
             while True:
-                lv.update(view(snapshot(interval), console.width), refresh=True)
+                key = keys.read(max(0.0, deadline - time.monotonic()))
+                if key in ("q", "Q"):
+                    return
+                if key in ("\t", "right", "l"):
+                    tab += 1
+                elif key in ("left", "h", "shift-tab"):
+                    tab -= 1
+                elif key in ("f", "F"):
+                    flops = not flops
+                elif key is None:  # the interval is over: a new document
+                    doc = snapshot(min(interval, 0.25))
+                    deadline = time.monotonic() + interval
+                tab %= len(doc["neuron_runtime_data"]) + 1
+                lv.update(view(doc, console.width, tab, flops), refresh=True)
     except KeyboardInterrupt:
         pass
+
+
+class _Keys:
+    """Single key presses from a terminal (cbreak mode, restored on exit); none when stdin is not one."""
+
+    def __enter__(self):
+        import sys
+
+        self.fd, self.saved = None, None
+        if sys.stdin.isatty():
+            import termios
+            import tty
+
+            self.fd = sys.stdin.fileno()
+            self.saved = termios.tcgetattr(self.fd)
+            tty.setcbreak(self.fd)
+        return self
+
+    def __exit__(self, *exc):
+        if self.saved is not None:
+            import termios
+
+            termios.tcsetattr(self.fd, termios.TCSADRAIN, self.saved)
+
+    def read(self, timeout: float) -> str | None:
+        """The next key within `timeout` seconds: a character, or "left", "right", "shift-tab"; None if none."""
+        import os
+        import select
+
+        if self.fd is None:
+            time.sleep(timeout)
+            return None
+        if not select.select([self.fd], [], [], timeout)[0]:
+            return None
+        ch = os.read(self.fd, 1).decode(errors="replace")
+        if ch != "\x1b":
+            return ch
+        seq = os.read(self.fd, 2).decode(errors="replace") if select.select([self.fd], [], [], 0.05)[0] else ""
+        return {"[C": "right", "[D": "left", "[Z": "shift-tab"}.get(seq, "escape")

@@ -25,7 +25,7 @@ from pathlib import Path
 
 import click
 
-from trnsim.cli import cli, emit_json, output_folder
+from trnsim.cli import CHARTS_MISSING, charts_installed, cli, emit_json, output_folder
 from trnsim.cli.profile import TARGETS, _Progress, load_kernel, parse_arg, run_profile
 from trnsim.core.errors import KernelError
 from trnsim.errors import ConfigError, OptionError, TrnsimError, UserCodeError
@@ -219,9 +219,10 @@ def tune(file, params, argv, name, target, lnc, workers, use_ray, out, as_json, 
                           f"{label(rows[0]['config'])}: {rows[0]['reason']}")
     kernel, args, kwargs = _prepare(file, name, argv, best["config"], lnc)
     result, _, trace, page = run_profile(kernel, args, kwargs, target, True, out, quiet=True)
-    png = chart(rows, out / "tune.png", f"{result.kernel} on {result.target}: {total} configurations")
+    png = chart(rows, out / "tune.png", f"{result.kernel} on {result.target}: {total} configurations") \
+        if charts_installed() else None
     doc = {"kernel": result.kernel, "target": result.target, "configurations": rows, "best": best,
-           "chart": str(png), "profile": {"trace": str(trace), "html": str(page)}}
+           "chart": str(png) if png else None, "profile": {"trace": str(trace), "html": str(page)}}
     (out / "tune.json").write_text(emit_json(doc))
     if as_json:
         click.echo(emit_json(doc))
@@ -236,10 +237,13 @@ def tune(file, params, argv, name, target, lnc, workers, use_ray, out, as_json, 
             t.add_row(str(i), *vals, f"{r['latency_ns'] / 1e3:,.2f} us", r["bound"], f"{r['hfu']:.1%}",
                       "best" if r is best else "")
         else:
-            t.add_row("-", *vals, "refused", "", "", f"{r['refused']}: {r['reason']}", style="dim")
+            t.add_row("-", *vals, "refused", "", "", r["refused"], style="dim")
     con.print(t)
+    for r in rows:  # whole lines, so a narrow terminal never cuts a reason's file:line
+        if not r["ok"]:
+            con.print(f"refused {label(r['config'])}: {r['refused']}: {r['reason']}", style="dim", soft_wrap=True)
     con.print(f"best: [bold]{label(best['config'])}[/] {best['latency_ns'] / 1e3:,.2f} us")
-    con.print(f"chart: {png}\nreport: {page}\ntrace: {trace}")
+    con.print(f"chart: {png or CHARTS_MISSING}\nreport: {page}\ntrace: {trace}")
 
 
 _RACY = '''

@@ -15,7 +15,7 @@ from trnsim.report.summary import format_bytes, format_time
 _ROWS = (("latency", "latency_ns", format_time), ("MFU (TensorE)", "mfu", lambda x: f"{100 * x:.1f} %"),
          ("DMA bytes", "dma_bytes", format_bytes), ("achieved DMA bandwidth", "dma_bandwidth",
                                                     lambda x: f"{x / 1e9:.3g} GB/s"),
-         ("SBUF peak", "sbuf_peak_bytes", format_bytes), ("PSUM peak", "psum_peak_bytes", format_bytes),
+         ("SBUF peak (allocated)", "sbuf_peak_bytes", format_bytes), ("PSUM peak (allocated)", "psum_peak_bytes", format_bytes),
          ("critical path waiting", "critical_waiting_ns", format_time))
 
 

@@ -84,9 +84,10 @@ def _data(schedule: Schedule, colours: dict[str, str], dma_pieces, occupancy) ->
         data["ps"] = np.round(start - t0, 2).tolist()
         data["pd"] = np.round(np.asarray(dma_pieces["end"], float) - start, 2).tolist()
         data["pi"] = [index_of.get(int(i), -1) for i in dma_pieces["span"]]
-    for name, (times, nbytes, capacity) in (occupancy or {}).items():
+    for name, (times, nbytes, capacity, *allocated) in (occupancy or {}).items():
         data["occ"][name] = {"t": np.round(np.asarray(times, float) - t0, 3).tolist(),
-                             "b": np.asarray(nbytes).astype(int).tolist(), "cap": int(capacity)}
+                             "b": np.asarray(nbytes).astype(int).tolist(), "cap": int(capacity),
+                             "alloc": int(allocated[0]) if allocated else None}
     return data
 
 
@@ -226,12 +227,17 @@ function drawOcc(){const dpr=window.devicePixelRatio||1,w=oc.clientWidth,h=oc.cl
   octx.setTransform(dpr,0,0,dpr,0,0);octx.clearRect(0,0,w,h);const names=Object.keys(D.occ);if(!names.length)return;
   const ph=(h-AXIS)/names.length;drawAxis(octx,h);
   names.forEach((nm,n)=>{const o=D.occ[nm],y0=AXIS+n*ph,peak=o.b.reduce((m,b)=>Math.max(m,b),0);
-    const top=Math.max(peak*1.15,1);octx.fillStyle='#222';octx.font='12px sans-serif';  // scaled to the peak
-    octx.fillText(nm,4,y0+14);octx.fillText('peak '+(peak/1024).toFixed(0)+' KiB',4,y0+28);octx.fillText('of '+(top/1024).toFixed(0)+' KiB',4,y0+42);
+    const top=Math.max(Math.max(peak,o.alloc||0)*1.15,1);octx.fillStyle='#222';octx.font='12px sans-serif';  // scaled to the peaks
+    const kib=v=>Math.round(v/1024).toLocaleString('en-US')+' KiB';
+    octx.fillText(nm+': live data (curve), peak '+kib(peak),4,y0+14);
+    octx.fillText((o.alloc!=null?'allocated peak '+kib(o.alloc)+', ':'')+'capacity '+kib(o.cap),4,y0+28);
+    octx.fillText('axis to '+kib(top),4,y0+42);
     octx.beginPath();octx.moveTo(LABEL,y0+ph);let prev=0;
     for(let i=0;i<o.t.length;i++){const x=Math.min(Math.max(X(o.t[i]),LABEL),w);const y=y0+ph-(o.b[i]/top)*(ph-6);
       octx.lineTo(x,y0+ph-(prev/top)*(ph-6));octx.lineTo(x,y);prev=o.b[i];}
-    octx.lineTo(w,y0+ph-(prev/top)*(ph-6));octx.lineTo(w,y0+ph);octx.closePath();octx.fillStyle=n?'#f28e2b88':'#4e79a788';octx.fill();});}
+    octx.lineTo(w,y0+ph-(prev/top)*(ph-6));octx.lineTo(w,y0+ph);octx.closePath();octx.fillStyle=n?'#f28e2b88':'#4e79a788';octx.fill();
+    if(o.alloc){const ya=y0+ph-(o.alloc/top)*(ph-6);octx.setLineDash([4,3]);octx.strokeStyle='#555';  // allocated peak
+      octx.beginPath();octx.moveTo(LABEL,ya);octx.lineTo(w,ya);octx.stroke();octx.setLineDash([]);}});}
 function clamp(){const len=Math.max(D.latency,1),w=Math.min(Math.max(v1-v0,Math.min(1,len)),len);
   if(v0<0)v0=0;v1=v0+w;if(v1>len){v1=len;v0=len-w;}}
 function zoom(t,f){v0=t-(t-v0)*f;v1=t+(v1-t)*f;clamp();draw();}

@@ -45,8 +45,8 @@ META_FIELDS: dict[str, tuple[str, Callable[[Any], str]]] = {
     "hbm_read_bytes": ("HBM read", format_bytes),
     "hbm_write_bytes": ("HBM written", format_bytes),
     "dma_bandwidth": ("achieved DMA bandwidth", lambda x: f"{x / 1e9:.3g} GB/s"),
-    "sbuf_peak_bytes": ("SBUF peak", format_bytes),
-    "psum_peak_bytes": ("PSUM peak", format_bytes),
+    "sbuf_peak_bytes": ("SBUF peak (allocated)", format_bytes),
+    "psum_peak_bytes": ("PSUM peak (allocated)", format_bytes),
     "spill_save_bytes": ("spill save (SBUF to HBM)", format_bytes),
     "spill_reload_bytes": ("spill reload (HBM to SBUF)", format_bytes),
 }

@@ -157,13 +157,13 @@ class Ledger:
         if before is None:
             return "first compilation"
         a, b = _inputs(before), _inputs(rec.text)
+        if len(a) != len(b):  # first: pairing the shapes of lists of different lengths would name the wrong pairs
+            return f"the graph's inputs changed: {len(a)} -> {len(b)} device tensors (new state, such as optimizer buffers)"
         sa, sb = _shapes(before), _shapes(rec.text)
         if sa != sb:
             changed = list(dict.fromkeys(f"{x} -> {y}" for x, y in zip(sa, sb) if x != y))
             if changed:
                 return f"changed shape: {', '.join(changed[:3])}"
-        if len(a) != len(b):
-            return f"the graph's inputs changed: {len(a)} -> {len(b)} device tensors (new state, such as optimizer buffers)"
         ca, cb = _constants(before), _constants(rec.text)
         if ca != cb:
             diff = [f"{x} -> {y}" for x, y in zip(ca, cb) if x != y][:3]

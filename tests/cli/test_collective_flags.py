@@ -1,0 +1,86 @@
+"""`trnsim collective` with nccom-test's flags: sizes that do not fit HBM, what -c samples, input/output
+sizes, several statistics, NEFF iterations, hosts files, replica groups, NEURON_LOGICAL_NC_CONFIG."""
+import json
+
+from click.testing import CliRunner
+
+from trnsim.cli import cli
+
+
+def _run(*args, env=None):
+    return CliRunner(env=env).invoke(cli, ["collective", *args], prog_name="trnsim")
+
+
+def _json(*args, env=None):
+    r = _run(*args, "--json", env=env)
+    assert r.exit_code == 0, r.output
+    return json.loads(r.stdout)
+
+
+def test_a_size_that_does_not_fit_a_ranks_hbm_is_refused_with_the_numbers():
+    r = _run("allr", "-b", "1M", "-e", "1T", "-f", "1024")
+    rank_hbm = 96 * 2**30 // 4  # a Trainium2 chip's 96 GiB over its 4 logical cores at LNC 2
+    assert r.exit_code == 2 and "Traceback" not in r.output
+    assert (f"-e/--maxbytes: 1,099,511,627,776 B all_reduce needs 1,099,511,627,776 B in + 1,099,511,627,776 B out"
+            f" = 2,199,023,255,552 B per rank" in r.stderr)
+    assert f"has {rank_hbm:,} B of HBM" in r.stderr
+    assert _run("allr", "-b", "1G", "-e", "1G", "--json").exit_code == 0  # 2 GiB of 24 GiB fits
+
+
+def test_input_and_output_sizes_follow_the_operation():
+    for op, want in (("all_reduce", (4096, 4096)), ("all_gather", (512, 4096)), ("reduce_scatter", (4096, 512))):
+        row = _json(op, "-r", "8", "-b", "4K", "-e", "4K", "--show-input-output-size")["rows"][0]
+        assert (row["input_size"], row["output_size"]) == want, op
+    text = _run("allg", "-r", "8", "-b", "4K", "-e", "4K", "--show-input-output-size", "--non-interactive").stdout
+    head, row = text.splitlines()[1:3]
+    assert head.split()[:4] == ["size(B)", "count(elems)", "total_input_size(B)", "total_output_size(B)"]
+    assert row.split()[:4] == ["4096", "4096", "512", "4096"]  # nccom-test's columns: per-rank input and output
+
+
+def test_check_says_exactly_what_it_samples():
+    small = _json("allr", "-r", "4", "-b", "1M", "-e", "1M", "-c")["rows"][0]
+    assert small["check"] == "ok" and small["checked_elems"] == small["count"] == 2**20
+    big = _run("allr", "-r", "4", "-b", "8M", "-e", "8M", "-c")
+    assert "checked on their first 1,048,576 elements per rank" in big.stdout  # 4 Mi elements over 4 ranks
+    assert "first 4 Mi / ranks elements of each rank" in " ".join(_run("--help").stdout.split())
+
+
+def test_several_statistics_and_neff_iterations():
+    out = _json("allr", "-r", "2", "-b", "1K", "-e", "1K", "-t", "avg,p99", "-t", "p50", "-I", "3", "-W", "1")
+    assert out["stats"] == ["avg", "p99", "p50"] and (out["neff_iters"], out["neff_warmup_iters"]) == (3, 1)
+    (res,) = out["results"]  # nccom-test's JSON report layout
+    assert res["time:avg(us)"] == res["time:p99(us)"] == out["rows"][0]["time_us"] and res["size(B)"] == 1024
+    text = _run("allr", "-r", "2", "-b", "1K", "-e", "1K", "-t", "avg,p99").stdout
+    assert "time:avg(us)" in text and "time:p99(us)" in text
+    r = _run("allr", "-t", "avg,p101")
+    assert r.exit_code == 2 and "-t/--stats" in r.stderr and "'p101'" in r.stderr
+
+
+def test_hosts_file_sets_the_nodes(tmp_path):
+    hosts = tmp_path / "hosts"
+    hosts.write_text("10.0.0.1\n# a comment\n10.0.0.2\n")
+    out = _json("allr", "--instance", "trn1.32xlarge", "-r", "64", "-b", "1K", "-e", "1K", "--hosts-file", str(hosts))
+    assert out["hosts"] == ["10.0.0.1", "10.0.0.2"] and out["nodes"] == 2 and out["ranks"] == 64
+
+
+def test_replica_groups_time_each_group_and_check_them_all(tmp_path):
+    """32 ranks in groups of 2 (rank i with i + 16): the row is a 2-rank all-reduce's time between cores that
+    far apart, no faster than the 2-rank all-reduce of neighbours; values of every group are checked."""
+    dp = _json("allr", "-r", "32", "--data-parallel-dimension", "2", "-b", "1M", "-e", "1M", "-c", "all_ones")
+    assert dp["ranks"] == 2 and dp["replica_groups"][0] == [0, 16] and len(dp["replica_groups"]) == 16
+    assert dp["rows"][0]["check"] == "ok"
+    groups = tmp_path / "groups.json"
+    groups.write_text(json.dumps([[0, 16], [1, 17]]))
+    custom = _json("allr", "-r", "32", "--custom-replica-group", str(groups), "-b", "1M", "-e", "1M")
+    assert custom["replica_groups"] == [[0, 16], [1, 17]]
+    assert custom["rows"][0]["time_us"] == dp["rows"][0]["time_us"]
+    groups.write_text(json.dumps([[0, 1], [1, 2]]))
+    r = _run("allr", "-r", "32", "--custom-replica-group", str(groups))
+    assert r.exit_code == 2 and "a rank is in two groups" in r.stderr
+    r = _run("allr", "-r", "32", "--data-parallel-dimension", "5")
+    assert r.exit_code == 2 and "5 does not divide the 32 ranks" in r.stderr
+
+
+def test_logical_nc_config_from_the_environment():
+    assert _json("allr", "-b", "1K", "-e", "1K", env={"NEURON_LOGICAL_NC_CONFIG": "1"})["lnc"] == 1
+    assert _json("allr", "-b", "1K", "-e", "1K")["lnc"] == 2
