@@ -57,6 +57,18 @@ def _nonempty(option: str, items: list) -> list:
 PRICE_HELP = "USD per node-hour instead of the catalog's: USD (the only system) or SYSTEM=USD (repeatable)."
 
 
+def _priced_system(instance: str, prices):
+    """The system of --instance with --price applied: USD, or SYSTEM=USD naming that system."""
+    from trnsim import specs
+    from trnsim.plan.step import with_price
+
+    system = specs.system(instance)
+    priced = _prices(prices, [system.name])
+    if set(priced) - {system.name}:
+        raise OptionError("--price", f"names {', '.join(set(priced) - {system.name})}; this plan is on {system.name}")
+    return with_price(system, priced.get(system.name))
+
+
 def _prices(items, systems: list[str]) -> dict[str, float]:
     """--price [SYSTEM=]USD, the one form of every plan command -> {system: USD per node-hour}; a bare USD
     needs a single system."""
@@ -134,15 +146,9 @@ def one(model, instance, nodes, tp, pp, vpp, cp, ep, tokens, prices, show_ops, a
         tco_figures=None, **recipe):
     """One layout of MODEL (`trnsim plan MODEL ...`): step time, throughput, MFU, memory, cost."""
     from trnsim import plan as P
-    from trnsim import specs
-    from trnsim.plan.step import with_price
 
     m = P.model(model)
-    system = specs.system(instance)
-    priced = _prices(prices, [system.name])
-    if set(priced) - {system.name}:
-        raise OptionError("--price", f"names {', '.join(set(priced) - {system.name})}; this plan is on {system.name}")
-    cluster = P.Cluster(with_price(system, priced.get(system.name)), nodes, lnc)
+    cluster = P.Cluster(_priced_system(instance, prices), nodes, lnc)
     rec = P.Recipe.nxd(m, **recipe)
     p = _best(m, cluster, rec, tp, pp, vpp, cp, ep)
     owned = None

@@ -4,7 +4,7 @@ from __future__ import annotations
 import click
 
 from trnsim.cli import cli, emit_json
-from trnsim.cli.plan import _PlanGroup, _console, _ints, _nonempty, _words, plan
+from trnsim.cli.plan import PRICE_HELP, _PlanGroup, _console, _ints, _nonempty, _words, plan
 from trnsim.errors import OptionError
 
 GiB = 2.0**30
@@ -80,16 +80,15 @@ def serve():
 @click.option("--tp", type=int, help="Tensor parallel degree [the lowest TPOT that fits].")
 @click.option("--dp", type=int, default=0, show_default=True, help="Model replicas (0: as many as the instance holds).")
 @click.option("--batch", type=int, default=1, show_default=True, help="Concurrent sequences per replica.")
-@click.option("--price", type=click.FloatRange(min=0, min_open=True), help="USD per node-hour instead of the catalog's.")
+@click.option("--price", "prices", multiple=True, metavar="[SYSTEM=]USD", help=PRICE_HELP)
 @click.option("--ops", "show_ops", is_flag=True, help="Also list one decode step's ops per layer: shapes, bytes, times.")
 @tco_options
 @_serve_options
-def one(model, instance, tp, dp, batch, price, show_ops, tco, tco_figures, as_json, **knobs):
+def one(model, instance, tp, dp, batch, prices, show_ops, tco, tco_figures, as_json, **knobs):
     """One serving layout of MODEL: TTFT, TPOT, throughput, memory per rank, buckets, cost."""
-    from trnsim import specs
-    from trnsim.plan.step import with_price
+    from trnsim.cli.plan import _priced_system
 
-    system = with_price(specs.system(instance), price)
+    system = _priced_system(instance, prices)
     p = _best(model, system, tp, dp, batch, _knobs(**knobs))
     owned = _tco(p.cluster, tco, tco_figures)
     if as_json:
@@ -322,7 +321,7 @@ def serve_cmd(model, instance, tp, dp, ep, max_num_seqs, rates, n, input_len, ou
               help="Rank by output tokens per dollar or per chip-second.")
 @click.option("--max-tp", type=click.IntRange(min=1), default=64, show_default=True, help="Largest TP degree tried.")
 @click.option("--top", type=int, default=10, show_default=True, help="Rows to print.")
-@click.option("--price", "prices", multiple=True, metavar="SYSTEM=USD", help="USD per node-hour for a system (repeatable).")
+@click.option("--price", "prices", multiple=True, metavar="[SYSTEM=]USD", help=PRICE_HELP)
 @click.option("--csv", "csv_path", type=click.Path(dir_okay=False), help="Write every row to this CSV.")
 @click.option("--progress/--no-progress", default=True, help="Show a progress bar.")
 @_serve_options
@@ -342,7 +341,7 @@ def serve_sweep(model, instances, batches, ttft_slo, tpot_slo, by, max_tp, top, 
     kw = {k: v for k, v in _knobs(ep=1, **knobs).items() if k != "ep"}
     lnc = kw.pop("lnc")
     m = load(model)
-    args = dict(ttft_slo=ttft_slo, tpot_slo=tpot_slo, by=by, max_tp=max_tp, lnc=lnc, prices=_prices(prices), **kw)
+    args = dict(ttft_slo=ttft_slo, tpot_slo=tpot_slo, by=by, max_tp=max_tp, lnc=lnc, prices=_prices(prices, systems), **kw)
     if progress and not as_json:
         from rich.progress import Progress
 
