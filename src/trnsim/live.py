@@ -75,6 +75,9 @@ def _checked_dir(create: bool) -> int | None:
     except OSError as e:  # a symbolic link (ELOOP), a file where the directory should be (ENOTDIR), ...
         raise _refused(d, f"cannot be opened as a directory without following links ({e.strerror})") from None
     st, me = os.fstat(fd), os.geteuid()
+    if st.st_uid == me and st.st_mode & 0o077 and not os.environ.get("TRNSIM_RUNTIME_DIR"):
+        os.fchmod(fd, 0o700)  # our own default folder, made open by an older trnsim: its files are checked one by one
+        st = os.fstat(fd)
     problem = (f"is owned by uid {st.st_uid}, not by you (uid {me})" if st.st_uid != me else
                f"has mode {stat.S_IMODE(st.st_mode):04o}: other users can reach it (0700 needed)"
                if st.st_mode & 0o077 else None)

@@ -111,12 +111,24 @@ def test_a_link_in_place_of_the_directory_is_refused(shared_tmp):
     assert not (live.runtime_dir() / f"{os.getpid()}.json").exists()
 
 
-def test_our_own_directory_open_to_others_is_refused(shared_tmp):
+def test_our_own_default_directory_left_open_is_closed(shared_tmp):
+    """An older trnsim made it 0755: it is ours, so it is made 0700 (a planted file in it is still not read)."""
     d = shared_tmp / f"trnsim-{os.getuid()}"
     d.mkdir()
     os.chmod(d, 0o777)
-    with pytest.raises(live.StateDirError, match="mode 0777.*chmod 700"):
+    assert live.processes() == []
+    assert stat.S_IMODE(d.stat().st_mode) == 0o700
+
+
+def test_a_named_directory_open_to_others_is_refused(tmp_path, monkeypatch):
+    """A directory the user names is theirs to set: trnsim refuses it rather than change its mode."""
+    d = tmp_path / "state"
+    d.mkdir()
+    os.chmod(d, 0o775)
+    monkeypatch.setenv("TRNSIM_RUNTIME_DIR", str(d))
+    with pytest.raises(live.StateDirError, match="mode 0775.*chmod 700"):
         live.processes()
+    assert stat.S_IMODE(d.stat().st_mode) == 0o775
 
 
 def test_a_file_planted_by_another_user_is_not_listed(tmp_path, monkeypatch):
