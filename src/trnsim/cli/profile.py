@@ -12,6 +12,7 @@ from __future__ import annotations
 import ast
 import contextlib
 import json
+import math
 import re
 import sys
 import tempfile
@@ -146,10 +147,13 @@ def _spec(target):
 
 
 # -- what to run ---------------------------------------------------------------------------------------
-def parse_arg(text: str, values: bool = True):
+def parse_arg(text: str, values: bool = True, target: str | None = None):
     """`NAME=DTYPE[D0,D1,...]` -> (NAME, numpy array of random values, or zeros when `values` is off: their
-    pages are never touched on a timing-only run); `NAME=VALUE` -> (NAME, the literal)."""
+    pages are never touched on a timing-only run); `NAME=VALUE` -> (NAME, the literal). An array larger
+    than `target`'s HBM per NeuronCore is refused before anything is built on the host."""
     from trnsim import numerics
+    from trnsim.core.machine import resolve_target
+    from trnsim.report.summary import format_bytes
 
     name, sep, value = text.partition("=")
     if not sep or not name.isidentifier():
@@ -158,11 +162,20 @@ def parse_arg(text: str, values: bool = True):
     if m:
         dt = m.group(1)
         dt = _DTYPE_ALIASES.get(dt, re.sub(r"^fp8", "float8", dt))
-        shape = tuple(int(x) for x in m.group(2).replace(" ", "").split(",") if x)
+        dims = [x for x in m.group(2).replace(" ", "").split(",") if x]
+        if any(len(x) > 18 for x in dims):
+            raise ConfigError(f"--arg {text[:60]!r}...: a dimension of {max(map(len, dims))} digits; no memory "
+                              "holds that many elements")
+        shape = tuple(int(x) for x in dims)
         try:
             npdt = numerics.dtype(dt).np
         except TrnsimError as e:
             raise ConfigError(f"--arg {text!r}: {e}") from None
+        target = resolve_target(target)
+        nbytes, hbm = math.prod(shape) * npdt.itemsize, specs.neuroncore(target).hbm_bytes
+        if nbytes > hbm:
+            raise ConfigError(f"--arg {text!r}: {nbytes:,} bytes ({format_bytes(nbytes)}) do not fit the HBM of "
+                              f"a {target} NeuronCore ({format_bytes(hbm)}); the device would refuse it")
         if not values:
             return name, np.zeros(shape, npdt)
         rng = np.random.default_rng(len(name))
@@ -325,7 +338,7 @@ def profile(file, argv, use_main, target, timing_only, name, lnc, grid, every, o
         main = None
         kernel, inputs = load_kernel(file, name, need_inputs=not argv)
         if argv:
-            kwargs = dict(parse_arg(a, values=not timing_only) for a in argv)
+            kwargs = dict(parse_arg(a, values=not timing_only, target=target) for a in argv)
             params = kernel.fn.__code__.co_varnames[:kernel.fn.__code__.co_argcount]
             unknown = [k for k in kwargs if k not in params]
             if unknown:
