@@ -27,6 +27,7 @@ from trnsim.cli import cli, emit_json, output_folder
 from trnsim.cli.run import run_user_file
 from trnsim.core.timing import BenchmarkResult, time_cores
 from trnsim.errors import ConfigError, TrnsimError, UserCodeError
+from trnsim.report import files
 
 TARGETS = specs.targets()
 _DTYPE_ALIASES = {"bf16": "bfloat16", "fp32": "float32", "f32": "float32", "fp16": "float16", "f16": "float16",
@@ -270,16 +271,22 @@ def run_profile(kernel, args, kwargs, target, timing_only, out: Path, every: int
         bar.phase("writing the trace and the report", total=3)
         schedule = schedule_of(result, every)
         out.mkdir(parents=True, exist_ok=True)
-        trace = write_trace(schedule, out / f"{result.kernel}.trace.json.gz")
+        source = str(Path(main or kernel.fn.__code__.co_filename).resolve())
+        stem = files.profile_stem(out, result.kernel, source)
+        trace, page, summary = (out / f"{stem}{ext}" for ext in (".trace.json.gz", ".html", ".profile.json"))
+        summary.unlink(missing_ok=True)  # written last: a run killed before its end leaves no stale summary
+        with files.replacing(trace) as tmp:
+            write_trace(schedule, tmp)
         bar.step(1, 3)
         note = f"every {every}th instruction is shown; the figures count them all" if every > 1 else ""
         hot = hotspots(result)
-        page = render_html(schedule, out / f"{result.kernel}.html", trace_path=trace, dma_pieces=dma_pieces(result, every),
-                           occupancy=occupancy(result), hotspots=hot, note=note)
+        with files.replacing(page) as tmp:
+            render_html(schedule, tmp, trace_path=trace, dma_pieces=dma_pieces(result, every),
+                        occupancy=occupancy(result), hotspots=hot, note=note)
         bar.step(2, 3)
-        summary = out / f"{result.kernel}.profile.json"
-        summary.write_text(json.dumps({**result.to_dict(), "instructions_total": sum(len(t.events) for t in result.timelines),
-                                       "hotspots": hot[:100], "trace": str(trace), "html": str(page)}, default=str))
+        files.write_text(summary, json.dumps({**result.to_dict(), "instructions_total": sum(len(t.events) for t in result.timelines),
+                                              "hotspots": hot[:100], "trace": str(trace), "html": str(page),
+                                              "source_file": source}, default=str))
         bar.step(3, 3)
     return result, schedule, trace, page
 
