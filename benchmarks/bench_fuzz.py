@@ -10,7 +10,7 @@ that failed launches are exercised too, and resident memory is sampled after eve
 flat (a failed launch frees what it made).
 
 Prints one JSON object: calls, valid calls, named errors, internal exceptions (and where), launches
-(failed ones), RSS at the first and the last launch, peak RSS, wall time.
+(failed ones), resident memory after 1 %, 10 %, ... 100 % of the launches, peak RSS, wall time.
 
     .venv/bin/python benchmarks/bench_fuzz.py [--calls 100000] [--seed 0] [--batch 50]
 """
@@ -150,7 +150,8 @@ def run(calls: int, seed: int = 0, batch: int = 50, wrong: float = 0.0) -> dict:
             "valid_calls": fz.valid, "named_errors": fz.named, "internal_exceptions": sum(fz.internal.values()),
             "internal_by_kind": dict(fz.internal), "internal_first_message": fz.first,
             "launches": launches, "failed_launches": failed,
-            "rss_first_launch_mib": round(rss[0] / 2**20, 1), "rss_last_launch_mib": round(rss[-1] / 2**20, 1),
+            "rss_mib_after_launch": {f"{q}%": round(rss[max(0, len(rss) * q // 100 - 1)] / 2**20, 1)
+                                     for q in (1, 10, 25, 50, 75, 100)},
             "peak_rss_mib": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1),
             "wall_s": round(time.perf_counter() - start, 2)}
 
