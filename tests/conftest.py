@@ -23,15 +23,42 @@ def require_tool():
 
 
 @pytest.fixture
-def one_ray_cluster():
+def one_ray_cluster(tmp_path, monkeypatch):
     """Tests that start a local Ray cluster take turns (across xdist workers): two clusters started at once
-    on one machine contend for the same session folder and ports."""
+    on one machine contend for the same session folder and ports. Each runs with a hostile cluster planted
+    where Ray looks for "the running one" (RAY_TMPDIR/ray/ray_current_cluster, /tmp/ray's stand-in here):
+    a listener that counts who connects. The test's Ray must start its own cluster: the fixture fails if
+    anything connected to the planted one."""
     import fcntl
+    import socket
     import tempfile
+    import threading
 
+    planted = socket.create_server(("127.0.0.1", 0))
+    planted.settimeout(0.2)
+    calls, stop = [], threading.Event()
+
+    def listen():
+        while not stop.is_set():
+            try:
+                conn, _ = planted.accept()
+            except OSError:
+                continue
+            calls.append(conn)
+            conn.close()
+    (tmp_path / "ray").mkdir()
+    (tmp_path / "ray" / "ray_current_cluster").write_text("127.0.0.1:%d" % planted.getsockname()[1])
+    monkeypatch.setenv("RAY_TMPDIR", str(tmp_path))
+    monkeypatch.delenv("RAY_ADDRESS", raising=False)
+    listener = threading.Thread(target=listen, daemon=True)
+    listener.start()
     with open(os.path.join(tempfile.gettempdir(), "trnsim-tests-ray.lock"), "w") as f:
         fcntl.flock(f, fcntl.LOCK_EX)
         try:
             yield
         finally:
             fcntl.flock(f, fcntl.LOCK_UN)
+            stop.set()
+            listener.join()
+            planted.close()
+    assert not calls, f"{len(calls)} connections to the planted Ray cluster: Ray joined it instead of its own"

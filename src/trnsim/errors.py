@@ -9,6 +9,7 @@ from __future__ import annotations
 import difflib
 import os
 import site
+import stat
 import sys
 import sysconfig
 
@@ -100,3 +101,36 @@ def user_location(skip_dirs: tuple[str, ...] = ()) -> str | None:
             return f"{frame.f_code.co_filename}:{frame.f_lineno}"
         frame = frame.f_back
     return None
+
+
+MAX_INPUT_BYTES = 1 << 20  # a model, hardware or profile file larger than this is not one a person wrote
+
+
+def read_user_file(path, what: str, error: type[TrnsimError], limit: int = MAX_INPUT_BYTES) -> str:
+    """The UTF-8 text of the user's file `path`, read only if it is a regular file of at most `limit` bytes:
+    a FIFO would hang the read and /dev/zero would never end it. Anything else raises `error` naming the
+    file and the rule."""
+    path = os.fspath(path)
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)  # non-blocking: opening a FIFO does not wait for a writer
+    except OSError as e:
+        raise error(f"{path}: cannot read {what}: {e.strerror}") from None
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            kind = "a directory" if stat.S_ISDIR(st.st_mode) else "a FIFO" if stat.S_ISFIFO(st.st_mode) else \
+                "a device" if stat.S_ISCHR(st.st_mode) or stat.S_ISBLK(st.st_mode) else "not a regular file"
+            raise error(f"{path}: {what} must be a regular file, and this is {kind}")
+        data = os.read(fd, limit + 1) if st.st_size <= limit else b""
+        if st.st_size > limit or len(data) > limit:
+            raise error(f"{path}: {what} of {max(st.st_size, len(data)):,} bytes; at most {limit:,} are read")
+    except OSError as e:
+        raise error(f"{path}: cannot read {what}: {e.strerror}") from None
+    finally:
+        os.close(fd)
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as e:
+        line = data[:e.start].count(b"\n") + 1
+        raise error(f"{path}:{line}: {what} is not UTF-8 text (byte 0x{data[e.start]:02x} at offset {e.start})") \
+            from None

@@ -84,3 +84,47 @@ def test_a_timing_only_launch_is_freed_by_reference_counting():
     x = np.ones((3, 128, COLS), np.float32)
     _, alive = _freed_without_collector(lambda: (scaled_sum, scaled_sum.trace(x, values=False) and None))
     assert alive == []
+
+
+@nki.jit
+def fails_midway(x):
+    """A kernel with tiles in SBUF when it breaks a rule (a copy between tiles of different shapes)."""
+    t = nl.ndarray((128, COLS), nl.float32, buffer=nl.sbuf)
+    nisa.dma_copy(dst=t, src=x)
+    u = nl.ndarray((128, 8), nl.float32, buffer=nl.sbuf)
+    nisa.tensor_copy(dst=u, src=t)
+
+
+def _fail(kernel, x):
+    with pytest.raises(trnsim.errors.TrnsimError):
+        kernel(x)
+    return kernel, None
+
+
+def test_a_failed_launch_is_freed_by_reference_counting():
+    """The error a launch re-raises holds no cycle through the launch: its cores go with the exception."""
+    x = np.ones((128, COLS), np.float32)
+    _, alive = _freed_without_collector(lambda: _fail(fails_midway, x))
+    assert alive == []
+
+
+def test_an_lnc2_failed_launch_is_freed_by_reference_counting():
+    x = np.ones((128, COLS), np.float32)
+    pair = fails_midway[2]
+    _, alive = _freed_without_collector(lambda: _fail(pair, x))
+    assert alive == []
+
+
+def test_a_failed_beta_launch_is_freed_by_reference_counting():
+    import trnsim.nki.legacy as bnki
+    import trnsim.nki.legacy.language as bnl
+
+    @bnki.jit
+    def bad(x):
+        t = bnl.load(x)
+        bnl.store(x[0:8, :], t)  # shapes differ
+
+    x = np.ones((128, 64), np.float32)
+    for grid in (bad, bad[2]):
+        _, alive = _freed_without_collector(lambda: _fail(grid, x))
+        assert alive == []

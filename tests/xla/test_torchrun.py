@@ -115,3 +115,11 @@ def test_jax_and_torch_xla_agree_on_one_mlp():
     t = CostModel("trn1.32xlarge").cost(torch_xla._XLAC._get_xla_tensors_hlo([out]))
     assert j.flops == t.flops == 2 * 2 * B * D * H
     assert j.time_ns == pytest.approx(t.time_ns, rel=0.10)
+
+
+def test_the_ranks_meet_through_a_private_file_not_a_port(capfd):
+    """The rendezvous store is no TCP port another local user could reach, and xm.rendezvous unpickles
+    nothing: each rank gets the others' bytes as sent."""
+    torchrun(str(SCRIPTS / "rendezvous_private.py"), nproc_per_node=2, progress=False)
+    out = capfd.readouterr().out
+    assert "met 0" in out and "met 1" in out

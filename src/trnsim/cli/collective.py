@@ -19,7 +19,7 @@ import re
 import click
 import numpy as np
 
-from trnsim import live
+from trnsim import live, specs
 from trnsim.cli import cli, emit_json, output_file
 from trnsim.errors import OptionError, UnknownNameError
 from trnsim.specs import DEFAULT_INSTANCE
@@ -38,6 +38,8 @@ DTYPE_NAMES = {"fp32": "float32", "fp16": "float16", "bf16": "bfloat16", "fp8": 
 NCCOM_NAME = {v: k for k, v in reversed(DTYPE_NAMES.items())}
 GIB = 2**30
 CHECK_ELEMS = 2**22  # values checked per row at most (all ranks together); larger rows check a prefix
+MAX_ROWS = 10_000  # sizes in one sweep: a table, not a scan of every byte count
+MAX_CHIPS = 2**19  # the largest cluster simulated: beyond any built (tens of thousands of chips), in bounded memory
 
 
 def parse_size(text: str, option: str = "size") -> int:
@@ -65,6 +67,9 @@ def sizes(begin: int, end: int, factor: int | None, step: int | None) -> list[in
     step = step if step is not None else max(1, (end - begin) // 10)
     if step < 1:
         raise OptionError("-i/--stepbytes", f"must be at least 1 byte, got {step}")
+    if (end - begin) // step + 1 > MAX_ROWS:
+        raise OptionError("-i/--stepbytes", f"{step} B steps from {begin} B to {end} B make {(end - begin) // step + 1:,} "
+                                            f"rows; at most {MAX_ROWS:,}: take a larger step, or -f")
     return list(range(begin, end + 1, step))
 
 
@@ -152,8 +157,11 @@ def sweep(op: str, system: str, nodes: int, ranks: int | None, sizes_: list[int]
             raise OptionError(opt, f"{s} B is not a whole number of {dt.itemsize}-byte {name} elements")
     if nodes < 1:
         raise OptionError("-N/--nnodes", f"must be at least 1, got {nodes}")
+    chips = nodes * specs.system(system).chips
+    if chips > MAX_CHIPS:
+        raise OptionError("-N/--nnodes", f"{nodes:,} x {system} is {chips:,} chips; trnsim simulates clusters of at "
+                                         f"most {MAX_CHIPS:,} chips")
     if lnc is None and os.environ.get("NEURON_LOGICAL_NC_CONFIG"):
-        from trnsim import specs
         from trnsim.cli.monitor import logical_nc_config
 
         lnc = logical_nc_config(specs.system(system).chip)

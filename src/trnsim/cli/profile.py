@@ -27,6 +27,7 @@ from trnsim.cli import cli, emit_json, output_folder
 from trnsim.cli.run import run_user_file
 from trnsim.core.timing import BenchmarkResult, time_cores
 from trnsim.errors import ConfigError, TrnsimError, UserCodeError
+from trnsim.report import files
 
 TARGETS = specs.targets()
 _DTYPE_ALIASES = {"bf16": "bfloat16", "fp32": "float32", "f32": "float32", "fp16": "float16", "f16": "float16",
@@ -170,10 +171,13 @@ def _available_bytes() -> int | None:
     return None
 
 
-def parse_arg(text: str, values: bool = True):
+def parse_arg(text: str, values: bool = True, target: str | None = None):
     """`NAME=DTYPE[D0,D1,...]` -> (NAME, numpy array of random values, or zeros when `values` is off: their
-    pages are never touched on a timing-only run); `NAME=VALUE` -> (NAME, the literal)."""
+    pages are never touched on a timing-only run); `NAME=VALUE` -> (NAME, the literal). An array larger
+    than `target`'s HBM per NeuronCore is refused before anything is built on the host."""
     from trnsim import numerics
+    from trnsim.core.machine import resolve_target
+    from trnsim.report.summary import format_bytes
 
     name, sep, value = text.partition("=")
     if not sep or not name.isidentifier():
@@ -182,12 +186,21 @@ def parse_arg(text: str, values: bool = True):
     if m:
         dt = m.group(1)
         dt = _DTYPE_ALIASES.get(dt, re.sub(r"^fp8", "float8", dt))
-        shape = tuple(int(x) for x in m.group(2).replace(" ", "").split(",") if x)
+        dims = [x for x in m.group(2).replace(" ", "").split(",") if x]
+        if any(len(x) > 18 for x in dims):
+            raise ConfigError(f"--arg {text[:60]!r}...: a dimension of {max(map(len, dims))} digits; no memory "
+                              "holds that many elements")
+        shape = tuple(int(x) for x in dims)
         try:
             npdt = numerics.dtype(dt).np
         except TrnsimError as e:
             raise ConfigError(f"--arg {text!r}: {e}") from None
+        target = resolve_target(target)
         elems = math.prod(shape)
+        nbytes, hbm = elems * npdt.itemsize, specs.neuroncore(target).hbm_bytes
+        if nbytes > hbm:
+            raise ConfigError(f"--arg {text!r}: {nbytes:,} bytes ({format_bytes(nbytes)}) do not fit the HBM of "
+                              f"a {target} NeuronCore ({format_bytes(hbm)}); the device would refuse it")
         # drawing values needs the array and a 4- or 8-byte intermediate of the same shape
         need = elems * np.dtype(npdt).itemsize + (elems * 8 if values else 0)
         have = _available_bytes()
@@ -290,16 +303,22 @@ def run_profile(kernel, args, kwargs, target, timing_only, out: Path, every: int
         bar.phase("writing the trace and the report", total=3)
         schedule = schedule_of(result, every)
         out.mkdir(parents=True, exist_ok=True)
-        trace = write_trace(schedule, out / f"{result.kernel}.trace.json.gz")
+        source = str(Path(main or kernel.fn.__code__.co_filename).resolve())
+        stem = files.profile_stem(out, result.kernel, source)
+        trace, page, summary = (out / f"{stem}{ext}" for ext in (".trace.json.gz", ".html", ".profile.json"))
+        summary.unlink(missing_ok=True)  # written last: a run killed before its end leaves no stale summary
+        with files.replacing(trace) as tmp:
+            write_trace(schedule, tmp)
         bar.step(1, 3)
         note = f"every {every}th instruction is shown; the figures count them all" if every > 1 else ""
         hot = hotspots(result)
-        page = render_html(schedule, out / f"{result.kernel}.html", trace_path=trace, dma_pieces=dma_pieces(result, every),
-                           occupancy=occupancy(result), hotspots=hot, note=note)
+        with files.replacing(page) as tmp:
+            render_html(schedule, tmp, trace_path=trace, dma_pieces=dma_pieces(result, every),
+                        occupancy=occupancy(result), hotspots=hot, note=note)
         bar.step(2, 3)
-        summary = out / f"{result.kernel}.profile.json"
-        summary.write_text(json.dumps({**result.to_dict(), "instructions_total": sum(len(t.events) for t in result.timelines),
-                                       "hotspots": hot[:100], "trace": str(trace), "html": str(page)}, default=str))
+        files.write_text(summary, json.dumps({**result.to_dict(), "instructions_total": sum(len(t.events) for t in result.timelines),
+                                              "hotspots": hot[:100], "trace": str(trace), "html": str(page),
+                                              "source_file": source}, default=str))
         bar.step(3, 3)
     return result, schedule, trace, page
 
@@ -390,7 +409,7 @@ def profile(file, argv, use_main, target, timing_only, name, lnc, grid, every, o
         main = None
         kernel, inputs = load_kernel(file, name, need_inputs=not argv)
         if argv:
-            kwargs = dict(parse_arg(a, values=not timing_only) for a in argv)
+            kwargs = dict(parse_arg(a, values=not timing_only, target=target) for a in argv)
             params = kernel.fn.__code__.co_varnames[:kernel.fn.__code__.co_argcount]
             unknown = [k for k in kwargs if k not in params]
             if unknown:

@@ -100,7 +100,7 @@ def view(doc: dict, width: int = 120, tab: int = 0, flops: bool = False) -> Grou
                  "DEVICE MEM": format_bytes(rep["memory_used"]["neuron_runtime_used_bytes"]["neuron_device"]),
                  "vCPU": f"{rep['neuron_runtime_vcpu_usage']['vcpu_usage']['user']:.0f}%",
                  "COMMAND": short_command(r["command"])}
-        procs.add_row(*(cells[c] for c in cols))
+        procs.add_row(*(Text(cells[c]) for c in cols))  # plain text: a name's brackets are not markup
     sysd = doc["system_data"]
     cpu, mem = sysd["vcpu_usage"], sysd["memory_info"]
     busy = 100 - cpu["average_usage"]["idle"]

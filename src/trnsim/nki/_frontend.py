@@ -222,8 +222,9 @@ def launch(kernel: Kernel, args, kwargs, target=None, values=True, order=None):
     LAST.update(kernel=kernel.fn.__name__, cores=cores)
     LAUNCHES.append({"kernel": kernel.fn.__name__, "target": nc0.target, "lnc": kernel.lnc,
                      "instructions": sum(len(c.stream) for c in cores), "ok": not errors})
-    if errors:
-        raise errors[0]
+    if errors:  # taken out of the list: an exception left in it would hold this frame, and so the launch, in a cycle
+        del errors[1:]
+        raise errors.pop()
     if not values:
         return None
     for orig, v, k in backs:  # inputs the kernel wrote go back to the caller's arrays

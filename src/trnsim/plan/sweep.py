@@ -10,6 +10,8 @@ import csv
 import dataclasses
 import multiprocessing
 import os
+import shutil
+import tempfile
 from collections import Counter
 from dataclasses import dataclass
 from typing import Callable, Iterable, Iterator
@@ -87,7 +89,12 @@ def _ignore_interrupts() -> None:
 
 
 class RayCluster:
-    """A Ray cluster: `"auto"` (RAY_ADDRESS or a running cluster), `"local"` (start one), or host:port."""
+    """A Ray cluster: `"auto"` (RAY_ADDRESS or a running cluster), `"local"` (start one), or host:port.
+
+    "local" starts a private cluster whose session lives in a fresh 0700 folder: never the cluster that the
+    world-writable /tmp/ray/ray_current_cluster names, which any local user can plant (a cluster answers
+    with pickles, so joining a stranger's runs their code as the user).
+    """
 
     def __init__(self, address: str):
         try:
@@ -98,10 +105,12 @@ class RayCluster:
 
     def imap(self, fn: Callable, chunks: list) -> Iterator:
         ray = self.ray
-        started = not ray.is_initialized()
-        if started:
-            ray.init(address=None if self.address == "local" else self.address, include_dashboard=False,
-                     log_to_driver=False)
+        started, private = not ray.is_initialized(), None
+        if started and self.address == "local":
+            private = tempfile.mkdtemp(prefix="trnsim-ray-")
+            ray.init(address="local", _temp_dir=private, include_dashboard=False, log_to_driver=False)
+        elif started:
+            ray.init(address=self.address, include_dashboard=False, log_to_driver=False)
         try:
             remote = ray.remote(fn)
             pending = [remote.remote(c) for c in chunks]
@@ -111,6 +120,8 @@ class RayCluster:
         finally:
             if started:
                 ray.shutdown()
+            if private:
+                shutil.rmtree(private, ignore_errors=True)
 
 
 def backend(workers: int | None = None, ray: str | None = None):

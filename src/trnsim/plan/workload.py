@@ -22,7 +22,7 @@ from importlib import resources
 
 import yaml
 
-from trnsim.errors import ConfigError, UnknownNameError
+from trnsim.errors import ConfigError, UnknownNameError, read_user_file
 from trnsim.specs import training
 
 
@@ -265,22 +265,36 @@ def model(name_or_path: str | os.PathLike | Model, **overrides) -> Model:
 def load(path: str | os.PathLike, **overrides) -> Model:
     """Read a model from a TOML, JSON or YAML file; fields may sit at the top or under [model]."""
     path = os.fspath(path)
-    try:
-        with open(path, encoding="utf-8") as fh:
-            text = fh.read()
-    except OSError as e:
-        raise WorkloadError(f"{path}: cannot read model file: {e.strerror}") from None
+    text = read_user_file(path, "a model file", WorkloadError)
     data = _parse(path, text)
     if not isinstance(data, dict):
         raise WorkloadError(f"{path}:1: a model file holds a table of fields, got {type(data).__name__}")
     data = data.get("model", data)
+    if not isinstance(data, dict):
+        raise WorkloadError(f"{_line_of(path, text, 'model')}: [model] holds a table of fields, got "
+                            f"{type(data).__name__}")
     table: dict = {}
     if "preset" in data:
+        if not isinstance(data["preset"], str):
+            raise WorkloadError(f"{_line_of(path, text, 'preset')}: preset is a preset's name, got "
+                                f"{type(data['preset']).__name__}")
         _, table = _preset_table(data["preset"])
     table.update({k: v for k, v in data.items() if k != "preset"})
     table.update(overrides)
     name = table.pop("name", os.path.splitext(os.path.basename(path))[0])
+    if not isinstance(name, str):
+        raise WorkloadError(f"{_line_of(path, text, 'name')}: name is text, got {type(name).__name__}")
     return _build(name, {**table, "name": name}, lambda field: _line_of(path, text, field))
+
+
+class _NoAliases(yaml.SafeLoader):
+    """YAML without aliases: a few nested `*name` references expand to billions of nodes once walked."""
+
+    def compose_node(self, parent, index):
+        if self.check_event(yaml.AliasEvent):
+            raise yaml.composer.ComposerError(None, None, "aliases (*name) are not accepted in a model file",
+                                              self.peek_event().start_mark)
+        return super().compose_node(parent, index)
 
 
 def _parse(path: str, text: str):
@@ -288,8 +302,11 @@ def _parse(path: str, text: str):
         if path.endswith(".json"):
             return json.loads(text)
         if path.endswith((".yaml", ".yml")):
-            return yaml.safe_load(text)
+            return yaml.load(text, Loader=_NoAliases)  # noqa: S506 - a SafeLoader
         return tomllib.loads(text)
+    except RecursionError:
+        raise WorkloadError(f"{path}:1: nested deeper than a model file can be (a model is one table of "
+                            "fields)") from None
     except json.JSONDecodeError as e:
         raise WorkloadError(f"{path}:{e.lineno}: malformed JSON: {e.msg}") from None
     except tomllib.TOMLDecodeError as e:

@@ -7,9 +7,12 @@ from __future__ import annotations
 
 import html
 import json
+import math
 from pathlib import Path
 
-from trnsim.errors import ConfigError
+from trnsim.errors import ConfigError, read_user_file
+from trnsim.live import clean_text
+from trnsim.report.files import safe_stem, write_text
 from trnsim.report.summary import format_bytes, format_time
 
 _ROWS = (("latency", "latency_ns", format_time), ("MFU (TensorE)", "mfu", lambda x: f"{100 * x:.1f} %"),
@@ -19,14 +22,40 @@ _ROWS = (("latency", "latency_ns", format_time), ("MFU (TensorE)", "mfu", lambda
          ("critical path waiting", "critical_waiting_ns", format_time))
 
 
+class ProfileFormatError(ConfigError):
+    """A file given to `--compare` that is not a `.profile.json` as `trnsim profile` writes it."""
+
+
+def _number(v) -> bool:
+    return isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
+
+
 def load_profile(path: str | Path) -> dict:
+    """A profile summary, every field the comparison reads checked (it may come from someone else)."""
+    text = read_user_file(path, "a profile summary", ProfileFormatError, limit=64 << 20)
     try:
-        d = json.loads(Path(path).read_text())
-    except (OSError, ValueError) as e:
-        raise ConfigError(f"{path}: not a readable profile summary ({e})") from None
+        d = json.loads(text)
+    except (ValueError, RecursionError) as e:
+        raise ProfileFormatError(f"{path}: not a readable profile summary ({type(e).__name__}: {e})") from None
     if not isinstance(d, dict) or "latency_ns" not in d or "active_ns" not in d:
-        raise ConfigError(f"{path}: not a trnsim .profile.json (no latency_ns / active_ns); "
-                          "`trnsim profile KERNEL.py` writes one next to its report")
+        raise ProfileFormatError(f"{path}: not a trnsim .profile.json (no latency_ns / active_ns); "
+                                 "`trnsim profile KERNEL.py` writes one next to its report")
+
+    def bad(field, rule):
+        raise ProfileFormatError(f"{path}: field {field!r} {rule}, got {str(d.get(field))[:60]!r}")
+    for field in ("kernel", "target"):
+        if not isinstance(d.get(field), str):
+            bad(field, "must be text")
+    for _, key, _ in _ROWS:
+        if d.get(key) is not None and not _number(d[key]):
+            bad(key, "must be a finite number")
+    if not (isinstance(d["active_ns"], dict) and all(isinstance(k, str) and _number(v)
+                                                     for k, v in d["active_ns"].items())):
+        bad("active_ns", "must map engine names to nanoseconds")
+    hot = d.get("hotspots", [])
+    if not (isinstance(hot, list) and all(isinstance(h, dict) and isinstance(h.get("source"), str)
+                                          and _number(h.get("ns")) and isinstance(h.get("op"), str) for h in hot)):
+        bad("hotspots", "must list {source, ns, op} records")
     return d
 
 
@@ -51,16 +80,17 @@ def rows(a: dict, b: dict) -> list[tuple[str, str, str, str]]:
 def compare_profiles(a_path, b_path, out: Path, console=None) -> Path:
     """Print the comparison and write `compare_<A>_<B>.html` under `out`; returns the page's path."""
     from rich.table import Table
+    from rich.text import Text
 
     a, b = load_profile(a_path), load_profile(b_path)
     table_rows = rows(a, b)
-    if console is not None:
-        t = Table(title=f"{a['kernel']} (A) against {b['kernel']} (B) on {a['target']} / {b['target']}",
-                  header_style="bold")
+    if console is not None:  # names from the files as plain text: no markup, no control characters
+        t = Table(title=Text(clean_text(f"{a['kernel']} (A) against {b['kernel']} (B) on {a['target']} / "
+                                        f"{b['target']}")), header_style="bold")
         for col, just in (("figure", "left"), ("A", "right"), ("B", "right"), ("B / A", "right")):
             t.add_column(col, justify=just)
         for r in table_rows:
-            t.add_row(*r)
+            t.add_row(*(Text(clean_text(c)) for c in r))
         console.print(t)
     esc = html.escape
 
@@ -80,6 +110,4 @@ def compare_profiles(a_path, b_path, out: Path, console=None) -> Path:
             f"<h2>Time per source line</h2><div class=side><div><h3>A</h3>{hot(a)}</div><div><h3>B</h3>{hot(b)}</div>"
             "</div></body></html>")
     out.mkdir(parents=True, exist_ok=True)
-    path = out / f"compare_{a['kernel']}_{b['kernel']}.html"
-    path.write_text(page, encoding="utf-8")
-    return path
+    return write_text(out / f"compare_{safe_stem(a['kernel'])}_{safe_stem(b['kernel'])}.html", page)

@@ -28,7 +28,7 @@ import re
 import tomllib
 from pathlib import Path
 
-from trnsim.errors import TrnsimError
+from trnsim.errors import TrnsimError, read_user_file
 from trnsim.specs import catalog, units
 from trnsim.specs.records import _freeze
 
@@ -201,14 +201,13 @@ def active() -> Hardware | None:
 def load(path) -> Hardware:
     """Read a what-if hardware TOML file (see the module docstring)."""
     p = Path(path)
-    try:
-        text = p.read_text()
-    except OSError as e:
-        raise HardwareError(f"cannot read hardware file {path}: {e.strerror}") from None
+    text = read_user_file(p, "a hardware file", HardwareError)
     try:
         data = tomllib.loads(text)
     except tomllib.TOMLDecodeError as e:
         raise HardwareError(f"{path}: not valid TOML: {e}") from None
+    except RecursionError:
+        raise HardwareError(f"{path}: nested deeper than a hardware file can be (sections of fields)") from None
     base = data.pop("base", None)
     if not isinstance(base, str):
         raise HardwareError(f"{path}:1: a hardware file starts from a catalog chip: base = \"trn2\" (or trn1, trn3)")

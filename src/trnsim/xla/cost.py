@@ -155,6 +155,7 @@ class CostModel:
         if isinstance(module, str):
             module = hlo.parse(module)
         comp = module.entry
+        hlo.check(comp)
         ins_list = comp.instructions
         table = comp.by_name()
         users: dict[str, list[hlo.Instruction]] = {}
@@ -213,8 +214,7 @@ class CostModel:
                     elems = 0.0
                     engine = "dma"
                 else:
-                    elems = float(max(ins.elems, *(table[o].elems for o in ins.operands if o in table))
-                                  if ins.operands else ins.elems)
+                    elems = float(max([ins.elems, *(table[o].elems for o in ins.operands if o in table)]))
                     engine = "scalar" if op in SCALAR else "vector"
                     if op == "fusion" or op == "call":
                         engine = "vector"

@@ -17,9 +17,13 @@ ELEMENT_BYTES = {"pred": 1, "s4": 0.5, "u4": 0.5, "s8": 1, "u8": 1, "s16": 2, "u
                  "u64": 8, "f16": 2, "bf16": 2, "f32": 4, "f64": 8, "c64": 8, "c128": 16, "f8e4m3fn": 1, "f8e5m2": 1,
                  "f8e4m3": 1, "f8e4m3fnuz": 1, "f8e5m2fnuz": 1, "token": 0}
 
-_ARRAY = re.compile(r"([a-z][a-z0-9]*)\[([0-9,\s]*)\]")
+# Every pattern is linear in the line's length: an element type starts only where a word starts, and a
+# computation's header is its name then the rest of the line checked by hand (a backtracking pattern over
+# its signature took seconds on one long line).
+_ARRAY = re.compile(r"(?<![a-z0-9])([a-z][a-z0-9]*)\[([0-9,\s]*)\]")
 _INSTR = re.compile(r"^\s*(ROOT\s+)?%?([\w.\-]+)\s*=\s*")
-_HEADER = re.compile(r"^\s*(ENTRY\s+)?%?([\w.\-]+)\s*(\(.*\))?\s*(->.*)?\{\s*$")
+_HEADER = re.compile(r"\s*(ENTRY\s+)?%?([\w.\-]+)\s*")
+MAX_DIGITS = 18  # a dimension longer than this exceeds any memory (and int() refuses 4,300 digits)
 
 
 class HloParseError(TrnsimError, ValueError):
@@ -142,10 +146,25 @@ def _closing(text: str, i: int) -> int:
     return len(text)
 
 
-def parse_shape(text: str) -> tuple[Array, ...]:
+def parse_shape(text: str, where: str = "HLO") -> tuple[Array, ...]:
     """`f32[8,16]{1,0}` or `(f32[8], s32[])` -> the arrays (layouts ignored)."""
-    return tuple(Array(t, tuple(int(d) for d in dims.replace(" ", "").split(",") if d))
-                 for t, dims in _ARRAY.findall(text))
+    out = []
+    for t, dims in _ARRAY.findall(text):
+        ds = [d for d in dims.replace(" ", "").split(",") if d]
+        if any(len(d) > MAX_DIGITS for d in ds):
+            big = max(ds, key=len)
+            raise HloParseError(f"{where}: a dimension of {len(big)} digits ({big[:12]}...) in {t}[...]: "
+                                f"more elements than any memory holds (at most {MAX_DIGITS} digits)")
+        out.append(Array(t, tuple(int(d) for d in ds)))
+    return tuple(out)
+
+
+def _header(line: str) -> re.Match | None:
+    """A computation's first line: `[ENTRY] [%]name [(params)] [-> result] {`."""
+    if not line.rstrip().endswith("{"):
+        return None
+    h = _HEADER.match(line)
+    return h if h and line[h.end():].startswith(("(", "->", "{")) else None
 
 
 def _instruction(line: str, lineno: int) -> Instruction:
@@ -159,7 +178,7 @@ def _instruction(line: str, lineno: int) -> Instruction:
         if not sm:
             raise HloParseError(f"HLO line {lineno}: cannot read the result shape in {line.strip()[:120]!r}")
         end = sm.end()
-    shapes = parse_shape(rest[:end])
+    shapes = parse_shape(rest[:end], f"HLO line {lineno}")
     om = re.match(r"\s*([\w\-]+)\(", rest[end:])
     if not om:
         raise HloParseError(f"HLO line {lineno}: cannot read the opcode in {line.strip()[:120]!r}")
@@ -179,10 +198,10 @@ def parse(text: str) -> Module:
         if not s or s.startswith("//"):
             continue
         if s.startswith("HloModule"):
-            name = s.split()[1].rstrip(",")
+            name = s.split()[1].rstrip(",") if len(s.split()) > 1 else name
             continue
         if cur is None:
-            h = _HEADER.match(line)
+            h = _header(line)
             if h:
                 cur = Computation(h.group(2), bool(h.group(1)))
                 comps[cur.name] = cur
@@ -195,3 +214,39 @@ def parse(text: str) -> Module:
     if not comps:
         raise HloParseError("no HLO computation found in the text")
     return Module(name, comps)
+
+
+def check(comp: Computation) -> None:
+    """The rules pricing relies on, as XLA's verifier states them: names unique, every operand defined before
+    its user (so no cycle), and a dot's or a convolution's two operands single arrays whose named dimensions
+    exist. HloParseError names the instruction otherwise."""
+    seen: dict[str, Instruction] = {}
+    names = {i.name for i in comp.instructions}
+    for ins in comp.instructions:
+        if ins.name in seen:
+            raise HloParseError(f"HLO computation {comp.name}: instruction {ins.name} is defined twice")
+        later = [o for o in ins.operands if o in names and o not in seen]
+        if later:
+            raise HloParseError(f"HLO computation {comp.name}: {ins.name} uses {later[0]} before it is defined "
+                                "(operands come before their users; a cycle has no order)")
+        if ins.opcode in ("dot", "convolution"):
+            _check_contraction(comp, ins, seen)
+        seen[ins.name] = ins
+
+
+def _check_contraction(comp: Computation, ins: Instruction, defined: dict[str, Instruction]) -> None:
+    where = f"HLO computation {comp.name}: {ins.opcode} {ins.name}"
+    if len(ins.operands) < 2 or any(o not in defined for o in ins.operands[:2]):
+        raise HloParseError(f"{where} needs two operands defined in the computation, got {list(ins.operands)}")
+    shapes = [defined[o].shapes for o in ins.operands[:2]]
+    if len(ins.shapes) != 1 or any(len(s) != 1 for s in shapes):
+        raise HloParseError(f"{where}: its operands and result must be single arrays")
+    for side, shape in zip(("lhs", "rhs"), shapes):
+        rank = len(shape[0].dims)
+        for key in (f"{side}_batch_dims", f"{side}_contracting_dims"):
+            bad = [d for d in ins.dims_attr(key) if d >= rank]
+            if ins.opcode == "dot" and bad:
+                raise HloParseError(f"{where}: {key} names dimension {bad[0]} of a rank-{rank} operand")
+    groups = ins.attr("feature_group_count")
+    if groups is not None and not (groups.isdigit() and len(groups) <= MAX_DIGITS and int(groups) >= 1):
+        raise HloParseError(f"{where}: feature_group_count={groups}, not a positive integer")

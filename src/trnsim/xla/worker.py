@@ -53,8 +53,9 @@ class Rank:
         self.offset = 0
         self.checks = 0
         self.start = time.perf_counter()
-        if self.procs > 1:
-            dist.init_process_group("gloo", rank=self.rank, world_size=self.procs)
+        if self.procs > 1:  # met through a file in the launcher's private (0700) folder: no port another user reaches
+            store = dist.FileStore(os.path.join(cfg["out"], "rendezvous"), self.procs)
+            dist.init_process_group("gloo", store=store, rank=self.rank, world_size=self.procs)
         if self.rank == 0:
             from trnsim.plan import Cluster
             from trnsim.xla.cost import CostModel
@@ -143,9 +144,14 @@ class Rank:
     def rendezvous(self, payload=b"", replicas=None, tag=None):
         if self.procs == 1:
             return [payload]
-        got = [None] * self.procs
-        self.dist.all_gather_object(got, payload)
-        return got
+        torch = self.torch  # bytes as byte tensors: nothing another process sends is unpickled
+        data = torch.frombuffer(bytearray(payload), dtype=torch.uint8) if payload else torch.zeros(0, dtype=torch.uint8)
+        sizes = [torch.zeros(1, dtype=torch.int64) for _ in range(self.procs)]
+        self.dist.all_gather(sizes, torch.tensor([len(data)]))
+        most = max(int(n) for n in sizes)
+        got = [torch.zeros(most, dtype=torch.uint8) for _ in range(self.procs)]
+        self.dist.all_gather(got, torch.cat([data, torch.zeros(most - len(data), dtype=torch.uint8)]))
+        return [bytes(g[:int(n)].numpy()) for g, n in zip(got, sizes)]
 
     # --- accounting (rank 0) -------------------------------------------------------------------
     def before_step(self) -> None:

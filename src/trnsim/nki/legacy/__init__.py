@@ -27,7 +27,7 @@ from trnsim.core.lnc import Turns
 from trnsim.errors import TrnsimError
 from trnsim.nki import _frontend
 from trnsim.nki.legacy import compiler, isa, language, typing  # noqa: F401
-from trnsim.nki.legacy._tile import Abandoned, Instance, Launch, Tile, _ctx, wrap
+from trnsim.nki.legacy._tile import Abandoned, Instance, Launch, Tile, _ctx, _direct, wrap
 
 tensor = Tile
 
@@ -138,12 +138,15 @@ def launch(kernel: Kernel, args, kwargs, target=None, values=True, order=None):
             spawn()
             for t in threads:  # a thread adds the one it spawns before it waits, so before it ends
                 t.join()
-        if errors:
-            raise errors[0]
+        if errors:  # taken out of the list: an exception left in it would hold this frame in a cycle
+            del errors[1:]
+            raise errors.pop()
         nc.sync()
         ok = True
     finally:
         _frontend._state.core, _ctx.instance = saved
+        shared.spawn = None  # it holds the threads, whose programs hold `shared`: a cycle once the launch is over
+        _direct.last = None  # the latest call's tiles go with the launch
         kernel.last_cores = [nc]
         _frontend.LAST.update(kernel=kernel.fn.__name__, cores=[nc])
         _frontend.LAUNCHES.append({"kernel": kernel.fn.__name__, "target": nc.target, "lnc": 1, "grid": list(grid),
