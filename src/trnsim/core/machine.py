@@ -192,13 +192,14 @@ class NeuronCore:
     def loop(self, indices, affine: str | None = None):
         """Iterate `indices` as a kernel loop: tensors made in an iteration die with it (core/liveness.py).
         An `affine` loop promises independent iterations: it is watched for loop-carried dependencies
-        (core/races.py), reported as `affine` says at most ("error" or "warn")."""
+        (core/races.py). `affine="error"` (a compiler that reorders them) is watched by default, `"warn"` (one
+        that keeps them in order) only when a race check is asked for; a dependency found is a warning naming
+        both lines, and refused with race check `error` or in strict mode (races.how)."""
         if affine and self.affine_order:
             indices = _races.reorder(indices, self.affine_order)
         if not affine or self.race_check in ("off", "order") or (self.race_check == "auto" and affine == "warn"):
             return iterations(self, indices)
-        how = "warn" if "warn" in (self.race_check, affine) else "error"
-        return _races.watch(self, iterations(self, indices), how)
+        return _races.watch(self, iterations(self, indices), _races.how(self.race_check))
 
     # -- execution -------------------------------------------------------------------------------
     def issue(self, op: Op, /, engine=None, **kw) -> Instruction:
