@@ -540,7 +540,7 @@ class View:
         if scalar_offset is not None:
             if isinstance(scalar_offset, View):
                 scalar_offset = scalar_offset.array().reshape(-1)[0]
-            offset += int(getattr(scalar_offset, "value", scalar_offset)) * math.prod(self.root_shape()[indirect_dim + 1:])
+            offset += int(getattr(scalar_offset, "value", scalar_offset)) * self._dim_step(indirect_dim)
         shape = [int(n) for _, n in pattern]
         steps = [int(s) for s, _ in pattern]
         if self.on_chip:
@@ -556,8 +556,17 @@ class View:
             rows = vector_offset  # a tile is read when the DMA runs (_indices)
             if not isinstance(rows, View):
                 rows = np.asarray(rows).reshape(-1).astype(np.int64)
-            indirect = (rows, math.prod(self.root_shape()[1:]))
+            indirect = (rows, self._dim_step(0))
         return root._derive(shape, steps, offset, 0, indirect=indirect)
+
+    def _dim_step(self, dim) -> int:
+        """Elements between consecutive indices of `dim` as this view lays them out: a reshaped tensor's own
+        dims, not its allocation's (an access pattern's indirect dim counts in the tensor it is taken of)."""
+        if dim >= self.ndim:
+            raise ShapeError(f".ap on {self.name!r}: indirect_dim={dim} of a {self.ndim}-d tensor")
+        if self.on_chip and dim == 0:
+            return self.alloc_elems
+        return self.strides[dim] if self.shape[dim] > 1 else math.prod(self.shape[dim + 1:])
 
     def root_shape(self):
         return getattr(self.alloc, "shape", self.shape)
