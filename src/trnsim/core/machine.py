@@ -19,8 +19,8 @@ import numpy as np
 
 from trnsim import numerics, specs
 from trnsim.core import fast, isa as _isa  # noqa: F401  (registers every instruction)
-from trnsim.core.errors import (KernelError, ShapeError, SpillWarning, UninitializedError, UninitializedWarning,
-                                ValueUnknownError, warn, where, where_call)
+from trnsim.core.errors import (KernelError, NkiDeprecationWarning, ShapeError, SpillWarning, UninitializedError,
+                                UninitializedWarning, ValueUnknownError, warn, where, where_call)
 from trnsim.core.isa.opcodes import MATMUL, Engine, Op
 from trnsim.core.isa.psum import close as close_psum, flush as flush_psum
 from trnsim.core.isa.registry import REGISTRY, Instruction, generic_check
@@ -63,6 +63,25 @@ class Register:
             raise ValueUnknownError(f"register {self.name} was loaded from memory, whose values a timing-only run "
                                     f"(values=False) does not compute; it cannot pick an address there")
         return self.value
+
+    def __bool__(self):
+        """`while reg:`, the dynamic while loop of NKI 0.6 kernels: runs, with the warning that NKI 0.7 removed it."""
+        warn("a bare `while reg:` on a register (a dynamic while loop) is deprecated in NKI 0.6 and removed in 0.7; "
+             "use nl.while_loop(cond, body)", NkiDeprecationWarning, registry=_DEPRECATED)
+        self.check_control("a while condition")
+        if self.poisoned:
+            raise UninitializedError(f"register {self.name or ''} holds a never-written value and decides a while "
+                                     f"condition")
+        return self.value != 0
+
+    def check_control(self, what: str) -> None:
+        """Refuse this value as control flow (a loop bound, a condition); a register's known value always serves."""
+        if not self.known:
+            raise ValueUnknownError(f"register {self.name} was loaded from memory, whose values a timing-only run "
+                                    f"(values=False) does not compute, and decides {what}")
+
+
+_DEPRECATED: dict = {}  # deprecation warnings shown, once per kernel line
 
 
 class NeuronCore:
@@ -386,9 +405,7 @@ class NeuronCore:
     def read_register(self, reg, what: str) -> int:
         """A register's value for control flow (loop bounds, conditions); never-written values are errors."""
         if isinstance(reg, Register):
-            if not reg.known:
-                raise ValueUnknownError(f"register {reg.name} was loaded from memory, whose values a timing-only run "
-                                        f"(values=False) does not compute, and decides {what}")
+            reg.check_control(what)
             if reg.poisoned:
                 msg = f"register {reg.name or ''} holds a never-written value and decides {what}"
                 if self.strict:

@@ -13,12 +13,14 @@ from __future__ import annotations
 
 import itertools
 import math
+import operator
 from typing import NamedTuple
 
 import numpy as np
 
 from trnsim import numerics
-from trnsim.core.errors import KernelError, MemorySpaceError, OutOfBoundsError, PartitionLimitError, ShapeError
+from trnsim.core.errors import (DTypeError, KernelError, MemorySpaceError, OutOfBoundsError, PartitionLimitError,
+                                ShapeError)
 from trnsim.core.memory import Allocation, Space
 
 _MASK_TYPES = {1: np.uint8, 2: np.uint16, 4: np.uint32, 8: np.uint64}
@@ -539,8 +541,11 @@ class View:
         offset = int(offset or 0)
         if scalar_offset is not None:
             if isinstance(scalar_offset, View):
-                scalar_offset = scalar_offset.array().reshape(-1)[0]
-            offset += int(getattr(scalar_offset, "value", scalar_offset)) * self._dim_step(indirect_dim)
+                scalar_offset = int(scalar_offset.array().reshape(-1)[0])
+            elif getattr(scalar_offset, "bits", 32) > 32 and self.on_chip:
+                raise DTypeError(f".ap on {self.name!r}: a 64-bit scalar_offset addresses HBM only; on-chip "
+                                 f"offsets are nl.int32 (nki.isa.scalar_load)")
+            offset += operator.index(scalar_offset) * self._dim_step(indirect_dim)
         shape = [int(n) for _, n in pattern]
         steps = [int(s) for s, _ in pattern]
         if self.on_chip:
