@@ -137,7 +137,83 @@ def _rows() -> list[Form]:
             "current", "isa.nc_matmul", f"{dt} stationary [K, M], moving [K, N] into PSUM",
             _matmul_current, lambda rng, dt=dt: (_data(dt, 1, rng, P=64)[:, :32], _data(dt, 1, rng, P=64)),
             lambda a, b: _f64(a).T @ _f64(b), 2e-2 if dt == "bfloat16" else 1e-4))
-    rows += _language_rows()
+    rows += _language_rows() + _more_rows()
+    return rows
+
+
+def _kernel(api, body, out_shape, out_dtype=None):
+    """A kernel of either API: `body(nl, nisa, *loaded)` gives the SBUF result stored into an HBM tensor of
+    `out_shape(*args)` (in out_dtype, else the first argument's dtype)."""
+    def build():
+        if api == "beta":
+            import trnsim.nki.legacy as nki
+            import trnsim.nki.legacy.isa as nisa
+            import trnsim.nki.legacy.language as nl
+        else:
+            import trnsim.nki as nki
+            import trnsim.nki.isa as nisa
+            import trnsim.nki.language as nl
+
+        @nki.jit
+        def kernel(*xs):
+            out = nl.ndarray(out_shape(*xs), out_dtype or xs[0].dtype, buffer=nl.shared_hbm)
+            nl.store(out, body(nl, nisa, *[nl.load(x) for x in xs]))
+            return out
+        return kernel
+    return build
+
+
+def _top8(x):
+    return -np.sort(-_f64(x), axis=1)[:, :8]
+
+
+def _more_rows() -> list[Form]:
+    """Reductions, transposes and matmuls of the language in both APIs, and more single instructions."""
+    rows = []
+    reds = {"sum": np.sum, "max": np.max, "min": np.min, "mean": np.mean}
+    for api in ("current", "beta"):
+        for name, fn in reds.items():
+            for dt in ("float32", "bfloat16"):
+                rows.append(Form(api, f"language.{name}", f"{dt} over free axis 1, keepdims", _kernel(
+                    api, lambda nl, nisa, a, name=name: getattr(nl, name)(a, axis=1, keepdims=True),
+                    lambda a: (a.shape[0], 1), "float32"),
+                    lambda rng, dt=dt: (_data(dt, 1, rng),), lambda a, fn=fn: fn(_f64(a), axis=1, keepdims=True),
+                    5e-2 if dt == "bfloat16" else 1e-5))
+        for dt in ("float32", "bfloat16"):
+            rows.append(Form(api, "language.transpose", f"{dt} [32, 64] -> [64, 32]", _kernel(
+                api, lambda nl, nisa, a: nl.copy(nl.transpose(a)), lambda a: (a.shape[1], a.shape[0])),
+                lambda rng, dt=dt: (_data(dt, 1, rng),), lambda a: _f64(a).T, 1e-2 if dt == "bfloat16" else 0.0))
+            rows.append(Form(api, "language.matmul", f"{dt} transpose_x=True, [64, 32] x [64, 64]", _kernel(
+                api, lambda nl, nisa, a, b: nl.copy(nl.matmul(a, b, transpose_x=True)),
+                lambda a, b: (a.shape[1], b.shape[1]), "float32"),
+                lambda rng, dt=dt: (_data(dt, 1, rng, P=64)[:, :32], _data(dt, 1, rng, P=64)),
+                lambda a, b: _f64(a).T @ _f64(b), 2e-2 if dt == "bfloat16" else 1e-4))
+    for dt in ("float32", "bfloat16"):
+        rows.append(Form("current", "isa.reciprocal", f"{dt}", _current(
+            lambda nisa, nl, dst, a: nisa.reciprocal(dst, a)),
+            lambda rng, dt=dt: (_data(dt, 2, rng, positive=True),), lambda a: 1 / _f64(a), max(TOL[dt], 1e-6)))
+        rows.append(Form("current", "isa.max8", f"{dt} 64 values per partition", _current(
+            lambda nisa, nl, dst, a, _o: nisa.max8(dst, a), shape_of=1),
+            lambda rng, dt=dt: (_data(dt, 1, rng), np.zeros((32, 8), DTYPES[dt])), lambda a, _o: _top8(a)))
+        for op, fn in (("add", np.sum), ("maximum", np.max)):
+            rows.append(Form("current", "isa.tensor_partition_reduce", f"op={op} {dt}", _current(
+                lambda nisa, nl, dst, a, _o, op=op: nisa.tensor_partition_reduce(dst, getattr(nl, op), a),
+                out_dtype="float32", shape_of=1),
+                lambda rng, dt=dt: (_data(dt, 1, rng), np.zeros((1, 64), np.float32)),
+                lambda a, _o, fn=fn: fn(_f64(a), axis=0, keepdims=True), 2e-2 if dt == "bfloat16" else 1e-5))
+    for dt in ("int32", "float32"):
+        rows.append(Form("current", "isa.iota", f"{dt} 1-d pattern, offset and channel multiplier", _current(
+            lambda nisa, nl, dst, a: nisa.iota(dst, [[1, 64]], offset=3, channel_multiplier=2)),
+            lambda rng, dt=dt: (_data(dt, 1, rng),),
+            lambda a: 3 + 2 * np.arange(32)[:, None] + np.arange(64)[None, :]))
+        rows.append(Form("current", "isa.iota", f"{dt} 2-d pattern", _current(
+            lambda nisa, nl, dst, a: nisa.iota(dst, [[-8, 4], [1, 16]], offset=100)),
+            lambda rng, dt=dt: (np.zeros((32, 4, 16), DTYPES[dt]),),
+            lambda a: np.broadcast_to(100 - 8 * np.arange(4)[:, None] + np.arange(16)[None, :], (32, 4, 16))))
+    for dt in ("float32", "bfloat16"):
+        rows.append(Form("current", "isa.nc_transpose", f"{dt} 32x32 on the vector engine", _current(
+            lambda nisa, nl, dst, a: nisa.nc_transpose(dst, a, engine=nisa.engine.vector)),
+            lambda rng, dt=dt: (_data(dt, 1, rng)[:, :32].copy(),), lambda a: _f64(a).T))
     return rows
 
 
