@@ -1,6 +1,7 @@
-"""The race detector: an affine_range loop whose iterations depend on each other is refused (beta API, whose
-compiler reorders affine iterations) or warned about (current API, which compiles affine_range as range);
-the same loop as sequential_range, and accumulations the compiler recognises, pass."""
+"""The race detector: an affine_range loop whose iterations depend on each other is reported as a warning naming
+both lines (beta API, whose compiler reorders affine iterations; the current API, which compiles affine_range
+as range, only when a race check is asked for), refused with race check `error` or in strict mode; the same
+loop as sequential_range, and accumulations the compiler recognises, pass in silence."""
 import re
 import warnings
 
@@ -13,6 +14,9 @@ import trnsim.nki.language as nl6
 import trnsim.nki.legacy as nki
 import trnsim.nki.legacy.language as nl
 from trnsim.core.races import LoopCarriedError, LoopCarriedWarning
+
+# a kernel that passes passes in silence: a LoopCarriedWarning outside pytest.warns fails the test
+pytestmark = pytest.mark.filterwarnings("error::trnsim.core.races.LoopCarriedWarning")
 
 
 def _prefix_sum(loop):
@@ -39,11 +43,31 @@ def _line(text):
     return next(i + 1 for i, s in enumerate(src) if text in s)
 
 
-def test_loop_carried_dependency_in_affine_range_names_both_lines():
+def test_loop_carried_dependency_in_affine_range_is_refused_with_race_check_error(monkeypatch):
+    monkeypatch.setenv("TRNSIM_RACE_CHECK", "error")
     x = np.random.default_rng(0).standard_normal((128, 256)).astype(np.float32)
     with pytest.raises(LoopCarriedError) as e:
         _prefix_sum(nl.affine_range)(x)
-    msg = str(e.value)
+    _names_both_lines(str(e.value))
+
+
+def test_loop_carried_dependency_is_a_warning_naming_both_lines_by_default():
+    """The compiler compiles the loop and the hardware runs it: by default the kernel runs (in order here) and
+    the dependency is reported as a warning."""
+    x = np.random.default_rng(0).standard_normal((128, 256)).astype(np.float32)
+    with pytest.warns(LoopCarriedWarning) as seen:
+        out = _prefix_sum(nl.affine_range)(x)
+    _names_both_lines(str(seen[0].message))
+    np.testing.assert_allclose(out, _cumsum(x), rtol=1e-5)
+
+
+def test_strict_mode_refuses_it(monkeypatch):
+    monkeypatch.setenv("TRNSIM_STRICT", "1")
+    with pytest.raises(LoopCarriedError, match="carries a dependency"):
+        _prefix_sum(nl.affine_range)(np.ones((128, 256), np.float32))
+
+
+def _names_both_lines(msg):
     read, write = _line("reads the block the previous"), _line("writes this iteration's block")
     assert f"test_races.py:{read}" in msg and f"test_races.py:{write}" in msg
     assert re.search(r"iteration 0 writes \w+\[0:128, 64:128\].*iteration 1 reads \w+\[0:128, 64:128\]", msg)

@@ -107,10 +107,13 @@ class _Group(click.Group):
 @click.option("--hardware", metavar="CHIP.toml", envvar="TRNSIM_HARDWARE",
               help="Run every command on a what-if chip: a catalog chip (base = \"trn2\") with changed figures.")
 @click.option("--race-check", type=click.Choice(["auto", "off", "warn", "error", "order"]), envvar="TRNSIM_RACE_CHECK",
-              help="Loop-carried dependencies in affine_range loops: auto (default) refuses them where the "
-                   "compiler would reorder the loop (beta API); warn or error checks every affine loop; order reruns the launch with affine iterations reversed, then interleaved, and compares the outputs bit for bit.")
+              help="Loop-carried dependencies in affine_range loops: auto (default) warns about them where the "
+                   "compiler would reorder the loop (beta API; TRNSIM_STRICT=1 refuses them); warn or error checks every affine loop; order reruns the launch with affine iterations reversed, then interleaved, and compares the outputs bit for bit.")
+@click.option("--nki-version", type=click.Choice(["0.6", "0.7"]), envvar="TRNSIM_NKI_VERSION",
+              help="The NKI version kernels target (default 0.7): names 0.7 removed run for 0.6 kernels with a "
+                   "deprecation warning; names 0.7 added are refused for 0.6.")
 @click.pass_context
-def cli(ctx, hardware, race_check):
+def cli(ctx, hardware, race_check, nki_version):
     """trnsim: a software Trainium. Run NKI kernels, time them, simulate collectives, plan training."""
     if ctx.invoked_subcommand is None:  # bare `trnsim`: the help, not an error
         click.echo(ctx.get_help())
@@ -122,6 +125,8 @@ def cli(ctx, hardware, race_check):
         os.environ["TRNSIM_HARDWARE"] = os.path.abspath(hardware)  # worker processes run on it too
     if race_check:
         os.environ["TRNSIM_RACE_CHECK"] = race_check
+    if nki_version:
+        os.environ["TRNSIM_NKI_VERSION"] = nki_version
 
 
 def _finite(v):

@@ -250,7 +250,7 @@ _RACY = '''
 import numpy as np
 import neuronxcc.nki as nki, neuronxcc.nki.language as nl
 
-@nki.jit
+@nki.jit(race_check="error")  # refuse the dependency (by default it is a warning)
 def running_sum(x):
     out = nl.ndarray(x.shape, x.dtype, buffer=nl.shared_hbm)
     nl.store(out[:, 0:128], nl.load(x[:, 0:128]))

@@ -158,6 +158,10 @@ class SpillWarning(UserWarning):
     such kernels instead)."""
 
 
+class NkiDeprecationWarning(DeprecationWarning):
+    """A name or form the targeted NKI version removed or deprecated; the message names its replacement."""
+
+
 class GridWarning(UserWarning):
     """A launch grid with a dim of 0, run as one program along that dim (the beta front end, see
     nki/legacy Kernel.__getitem__)."""

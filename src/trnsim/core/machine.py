@@ -13,14 +13,15 @@ from __future__ import annotations
 
 import math
 import os
+import sys
 import weakref
 
 import numpy as np
 
 from trnsim import numerics, specs
 from trnsim.core import fast, isa as _isa  # noqa: F401  (registers every instruction)
-from trnsim.core.errors import (KernelError, ShapeError, SpillWarning, UninitializedError, UninitializedWarning,
-                                ValueUnknownError, warn, where, where_call)
+from trnsim.core.errors import (KernelError, NkiDeprecationWarning, ShapeError, SpillWarning, UninitializedError,
+                                UninitializedWarning, ValueUnknownError, inside, warn, where, where_call)
 from trnsim.core.isa.opcodes import MATMUL, Engine, Op
 from trnsim.core.isa.psum import close as close_psum, flush as flush_psum
 from trnsim.core.isa.registry import REGISTRY, Instruction, generic_check
@@ -63,6 +64,28 @@ class Register:
             raise ValueUnknownError(f"register {self.name} was loaded from memory, whose values a timing-only run "
                                     f"(values=False) does not compute; it cannot pick an address there")
         return self.value
+
+    def __bool__(self):
+        """`while reg:`, the dynamic while loop of NKI 0.6 kernels: runs, with the warning that NKI 0.7 removed it.
+        trnsim's own code testing a register for None-ness (`x or default`) sees an object, true as before."""
+        if inside(sys._getframe(1).f_code.co_filename):
+            return True
+        warn("a bare `while reg:` on a register (a dynamic while loop) is deprecated in NKI 0.6 and removed in 0.7; "
+             "use nl.while_loop(cond, body)", NkiDeprecationWarning, registry=_DEPRECATED)
+        self.check_control("a while condition")
+        if self.poisoned:
+            raise UninitializedError(f"register {self.name or ''} holds a never-written value and decides a while "
+                                     f"condition")
+        return self.value != 0
+
+    def check_control(self, what: str) -> None:
+        """Refuse this value as control flow (a loop bound, a condition); a register's known value always serves."""
+        if not self.known:
+            raise ValueUnknownError(f"register {self.name} was loaded from memory, whose values a timing-only run "
+                                    f"(values=False) does not compute, and decides {what}")
+
+
+_DEPRECATED: dict = {}  # deprecation warnings shown, once per kernel line
 
 
 class NeuronCore:
@@ -192,13 +215,14 @@ class NeuronCore:
     def loop(self, indices, affine: str | None = None):
         """Iterate `indices` as a kernel loop: tensors made in an iteration die with it (core/liveness.py).
         An `affine` loop promises independent iterations: it is watched for loop-carried dependencies
-        (core/races.py), reported as `affine` says at most ("error" or "warn")."""
+        (core/races.py). `affine="error"` (a compiler that reorders them) is watched by default, `"warn"` (one
+        that keeps them in order) only when a race check is asked for; a dependency found is a warning naming
+        both lines, and refused with race check `error` or in strict mode (races.how)."""
         if affine and self.affine_order:
             indices = _races.reorder(indices, self.affine_order)
         if not affine or self.race_check in ("off", "order") or (self.race_check == "auto" and affine == "warn"):
             return iterations(self, indices)
-        how = "warn" if "warn" in (self.race_check, affine) else "error"
-        return _races.watch(self, iterations(self, indices), how)
+        return _races.watch(self, iterations(self, indices), _races.how(self.race_check))
 
     # -- execution -------------------------------------------------------------------------------
     def issue(self, op: Op, /, engine=None, **kw) -> Instruction:
@@ -385,9 +409,7 @@ class NeuronCore:
     def read_register(self, reg, what: str) -> int:
         """A register's value for control flow (loop bounds, conditions); never-written values are errors."""
         if isinstance(reg, Register):
-            if not reg.known:
-                raise ValueUnknownError(f"register {reg.name} was loaded from memory, whose values a timing-only run "
-                                        f"(values=False) does not compute, and decides {what}")
+            reg.check_control(what)
             if reg.poisoned:
                 msg = f"register {reg.name or ''} holds a never-written value and decides {what}"
                 if self.strict:

@@ -5,7 +5,8 @@ them; a kernel whose iteration i writes what iteration j reads or writes compute
 hardware than it does here, run in order. While an affine loop runs, every instruction's operands that
 lie in tensors made before the loop began are recorded per iteration (tensors made inside an iteration
 are that iteration's own); when the loop ends, a write of one iteration that overlaps a read or write of
-another is reported as LoopCarriedError (or a LoopCarriedWarning, by option).
+another is reported: a LoopCarriedWarning naming both lines, a LoopCarriedError with race check `error` or in
+strict mode (`how`).
 
 The value-based check (mode `order`) asks the question from the other side: it runs the launch with every
 affine loop's iterations reversed, then interleaved (the even-numbered ones first, then the odd-numbered),
@@ -17,9 +18,11 @@ is symmetric end to end (the recurrence over inputs that read the same both ways
 interleaved run swaps only some pairs.
 
 Associative reductions are not loop-carried dependencies (the matrix multiplication tutorial,
-nki/guides/tutorials/matrix_multiplication.rst, affine_range note): every matmul into PSUM, and an
-instruction that reads and writes the same region (`acc += x`, `nl.loop_reduce`), counts as an
-accumulation, and accumulations of different iterations into the same region do not conflict.
+nki/guides/tutorials/matrix_multiplication.rst, affine_range note): every matmul into PSUM, a DMA that adds
+into its dst, `nl.loop_reduce`, and an instruction that folds the region it read into itself with one
+associative, commutative op (`acc += x`: `accumulates`) count as accumulations, and accumulations of different
+iterations into the same region do not conflict. Any other instruction that reads and writes one region (the
+recurrence `acc = acc * 2 + x`) is a write like any other.
 
 Regions are boxes in the tensor's own coordinates (partition and free dims for SBUF/PSUM, every dim for
 HBM), so column tiles of a row-major tensor do not overlap; a view that is no box (indirect, or strides
@@ -38,6 +41,7 @@ from trnsim.core.isa.opcodes import MATMUL
 from trnsim.core.memory import Space
 
 ENV = "TRNSIM_RACE_CHECK"
+STRICT = "TRNSIM_STRICT"  # set to 1: every rule the hardware may break is refused, loop-carried dependencies too
 MODES = ("auto", "off", "warn", "error", "order")
 
 
@@ -62,6 +66,14 @@ def mode(option=None) -> str:
     if raw not in MODES:
         raise KernelError(f"race_check={raw!r}: the race check is one of {', '.join(MODES)}")
     return raw
+
+
+def how(race_check: str) -> str:
+    """How a dependency found is reported: a LoopCarriedWarning naming both lines, or with race check `error`
+    (`--race-check error`) or strict mode (TRNSIM_STRICT=1 set) a LoopCarriedError. The compiler compiles such
+    loops and the hardware runs them, often as their authors intend (the iterations of a short loop in order),
+    so only the asking user is refused."""
+    return "error" if race_check == "error" or os.environ.get(STRICT) == "1" else "warn"
 
 
 def box(view):
@@ -115,11 +127,45 @@ def _overlap(a, b) -> bool:
     return all(alo <= bhi and blo <= ahi for (alo, ahi), (blo, bhi) in zip(a, b))
 
 
-class Access:
-    __slots__ = ("iteration", "kind", "box", "location", "alloc", "what")
+# ALU operators whose repeated application gives the same result in any order: `acc = acc op x` over the
+# iterations is a reduction the compiler may reorder (subtract too, with the accumulator on the left).
+ORDER_FREE = frozenset({"add", "multiply", "maximum", "minimum", "max", "min", "bitwise_and", "bitwise_or",
+                        "bitwise_xor", "logical_and", "logical_or", "logical_xor"})
 
-    def __init__(self, iteration, kind, box, location, alloc, what):
+
+def _alu(ins, key):
+    from trnsim.core.isa.alu import op_name
+    v = ins.attrs.get(key)
+    return None if v is None else op_name(v)
+
+
+def accumulates(ins, reads) -> bool:
+    """Whether instruction `ins`, reading the region it writes through its operands `reads`, computes
+    `region = region op x` with one order-free op: `acc += t` (tensor_tensor), `acc += 1.0` (tensor_scalar
+    without a second op), `(acc op c) op t` with the same op twice, or `(t op0 c) op1 acc`. A recurrence such
+    as `acc = acc * 2 + t` is none: its value depends on the order of the iterations."""
+    from trnsim.core.isa.opcodes import Op
+    if ins.op is Op.TENSOR_TENSOR:
+        op = _alu(ins, "op")
+        return op in ORDER_FREE or (op == "subtract" and reads == {"data1"})
+    if ins.op is Op.TENSOR_SCALAR:
+        op = _alu(ins, "op0")
+        return (reads == {"data"} and ins.attrs.get("op1") is None and not ins.attrs.get("reverse0")
+                and (op in ORDER_FREE or op == "subtract"))
+    if ins.op is Op.SCALAR_TENSOR_TENSOR:
+        op0, op1 = _alu(ins, "op0"), _alu(ins, "op1")
+        if reads == {"data"}:
+            return op0 == op1 and op1 in ORDER_FREE and not ins.attrs.get("reverse0")
+        return reads == {"operand1"} and op1 in ORDER_FREE
+    return False
+
+
+class Access:
+    __slots__ = ("iteration", "kind", "box", "location", "alloc", "what", "combines")
+
+    def __init__(self, iteration, kind, box, location, alloc, what, combines=False):
         self.iteration, self.kind, self.box, self.location, self.alloc, self.what = iteration, kind, box, location, alloc, what
+        self.combines = combines  # a read by an instruction that folds the region with an order-free op
 
 
 class Watch:
@@ -143,22 +189,25 @@ class Watch:
             alloc = view.alloc
             if alloc.id >= self.first_alloc:
                 continue
+            combines = False
             if name in ins.writes:
-                # An accumulation: a matmul into PSUM, or a write of the very region this iteration read
-                # (in this instruction or an earlier one: `acc[...] = nl.add(acc, t)` goes through a copy).
-                same = any(n not in ins.writes and v.alloc is alloc and bb == b for n, (v, bb) in boxes.items())
+                # An accumulation: a matmul into PSUM, a DMA that adds into dst, a loop reduction, or a write of
+                # the very region this iteration read, folded with an order-free op (`accumulates`), in this
+                # instruction or an earlier one (`acc[...] = nl.add(acc, t)` goes through a copy).
+                reads = {n for n, (v, bb) in boxes.items() if n not in ins.writes and v.alloc is alloc and bb == b}
                 earlier = self.reads.pop((alloc.id, b), None)
-                if earlier is not None:
+                folds = earlier is not None and earlier.combines
+                if folds:
                     earlier.kind = "accumulates into"
-                acc = (same or earlier is not None or ins.location in self.reducing
-                       or (ins.op in MATMUL and view.space is Space.PSUM))
+                acc = ((reads and accumulates(ins, reads)) or folds or ins.location in self.reducing
+                       or (ins.op in MATMUL and view.space is Space.PSUM) or ins.attrs.get("dst_rmw_op") is not None)
                 kind = "accumulates into" if acc else "writes"
                 self.written.add(alloc.id)
             else:
                 if any(n in ins.writes and v.alloc is alloc and bb == b for n, (v, bb) in boxes.items()):
-                    continue  # the read half of an accumulation
-                kind = "reads"
-            a = Access(self.iteration, kind, b, ins.location, alloc, f"{ins.op.value} operand {name!r}")
+                    continue  # the read half of an instruction that writes the region it reads
+                kind, combines = "reads", accumulates(ins, {name})
+            a = Access(self.iteration, kind, b, ins.location, alloc, f"{ins.op.value} operand {name!r}", combines)
             self.accesses.setdefault(alloc.id, []).append(a)
             if kind == "reads":
                 self.reads[(alloc.id, b)] = a

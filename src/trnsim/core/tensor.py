@@ -13,12 +13,14 @@ from __future__ import annotations
 
 import itertools
 import math
+import operator
 from typing import NamedTuple
 
 import numpy as np
 
 from trnsim import numerics
-from trnsim.core.errors import KernelError, MemorySpaceError, OutOfBoundsError, PartitionLimitError, ShapeError
+from trnsim.core.errors import (DTypeError, KernelError, MemorySpaceError, OutOfBoundsError, PartitionLimitError,
+                                ShapeError)
 from trnsim.core.memory import Allocation, Space
 
 _MASK_TYPES = {1: np.uint8, 2: np.uint16, 4: np.uint32, 8: np.uint64}
@@ -539,8 +541,11 @@ class View:
         offset = int(offset or 0)
         if scalar_offset is not None:
             if isinstance(scalar_offset, View):
-                scalar_offset = scalar_offset.array().reshape(-1)[0]
-            offset += int(getattr(scalar_offset, "value", scalar_offset)) * math.prod(self.root_shape()[indirect_dim + 1:])
+                scalar_offset = int(scalar_offset.array().reshape(-1)[0])
+            elif getattr(scalar_offset, "bits", 32) > 32 and self.on_chip:
+                raise DTypeError(f".ap on {self.name!r}: a 64-bit scalar_offset addresses HBM only; on-chip "
+                                 f"offsets are nl.int32 (nki.isa.scalar_load)")
+            offset += operator.index(scalar_offset) * self._dim_step(indirect_dim)
         shape = [int(n) for _, n in pattern]
         steps = [int(s) for s, _ in pattern]
         if self.on_chip:
@@ -556,8 +561,17 @@ class View:
             rows = vector_offset  # a tile is read when the DMA runs (_indices)
             if not isinstance(rows, View):
                 rows = np.asarray(rows).reshape(-1).astype(np.int64)
-            indirect = (rows, math.prod(self.root_shape()[1:]))
+            indirect = (rows, self._dim_step(0))
         return root._derive(shape, steps, offset, 0, indirect=indirect)
+
+    def _dim_step(self, dim) -> int:
+        """Elements between consecutive indices of `dim` as this view lays them out: a reshaped tensor's own
+        dims, not its allocation's (an access pattern's indirect dim counts in the tensor it is taken of)."""
+        if dim >= self.ndim:
+            raise ShapeError(f".ap on {self.name!r}: indirect_dim={dim} of a {self.ndim}-d tensor")
+        if self.on_chip and dim == 0:
+            return self.alloc_elems
+        return self.strides[dim] if self.shape[dim] > 1 else math.prod(self.shape[dim + 1:])
 
     def root_shape(self):
         return getattr(self.alloc, "shape", self.shape)

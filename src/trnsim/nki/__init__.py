@@ -31,4 +31,12 @@ def simulate(kernel):
     return kernel if isinstance(kernel, Kernel) else Kernel(kernel)
 
 
+def __getattr__(name):
+    """`nki.__version__`: the release of the NKI version kernels target (nki/versions.py)."""
+    if name == "__version__":
+        from trnsim.nki import versions
+        return versions.RELEASES[versions.target()]
+    raise AttributeError(f"module 'nki' has no attribute {name!r}")
+
+
 __all__ = ["jit", "simulate", "language", "isa", "typing", "compiler", "collectives", "Kernel", "dtype"]

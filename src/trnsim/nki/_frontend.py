@@ -234,7 +234,9 @@ def launch(kernel: Kernel, args, kwargs, target=None, values=True, order=None):
             np.copyto(orig, v.array().reshape(orig.shape))
         elif k == "torch":
             orig.copy_(_from_numpy(v.array().copy(), "torch").reshape(orig.shape))
-    return _outputs(results[0], sink["kind"], [v for _, v, _ in backs],
+    # A framework launch of one core may hand back an nl.hbm tensor (the NKI tutorials' PyTorch and JAX drivers
+    # do: nki/guides/tutorials/kernel-optimization.rst); otherwise outputs are shared_hbm (nki/migration, 0.3.0).
+    return _outputs(results[0], sink["kind"], [v for _, v, _ in backs], hbm_ok=sink["kind"] != "numpy" and kernel.lnc == 1,
                     unwritten=kernel.options.get("unwritten_output"))
 
 

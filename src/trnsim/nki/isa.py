@@ -3,11 +3,14 @@ from __future__ import annotations
 
 import enum
 
+import numpy as np
+
 from trnsim.core import Op, Register, View
 from trnsim.core.memory import Space
 from trnsim import numerics
 from trnsim.core.errors import DTypeWarning, KernelError, warn
 from trnsim.core.isa.registry import Instruction as NkiInstruction  # noqa: F401 - what an nki.isa call returns
+from trnsim.nki import versions as _versions
 from trnsim.nki._current import core, issue
 
 VirtualRegister = Register  # nki/api/nki/isa: VirtualRegister, the type register_alloc returns
@@ -342,6 +345,137 @@ def dropout(dst, data, prob, name=None):
 
 
 # -- registers and cross-core sync -----------------------------------------------------------------------------------
+class NkiScalar(Register):
+    """One integer computed on device (nki.isa.NkiScalar; nki/deep-dives/nki-scalar): nl.int32 or nl.int64, a
+    width fixed by scalar_load. Arithmetic (+, -, *) with a Python int or a scalar of the same width gives a new
+    scalar and wraps at that width; comparisons of int32 scalars are traced but their result cannot be used, and
+    of int64 ones are refused. A scalar serves as an index, a `scalar_offset` (int64 ones past the 4 GiB reach
+    of 32-bit offsets, on HBM only) and, at 32 bits, a fori_loop bound. The sequencer computes the arithmetic;
+    it is not timed."""
+
+    __slots__ = ("dtype", "is_comparison")
+    __hash__ = Register.__hash__
+
+    def __init__(self, state, dtype=None, is_comparison=False):
+        reg = state if isinstance(state, Register) else Register(int(state))
+        dt = numerics.dtype(dtype if dtype is not None else "int32").name
+        if dt not in ("int32", "int64"):
+            raise NkiValidationError(f"NkiScalar dtype {dt}: a scalar is nl.int32 or nl.int64")
+        super().__init__(_wrap(reg.value, dt), reg.poisoned, reg.name or "scalar", reg.known)
+        self.dtype, self.is_comparison = dt, is_comparison
+
+    @property
+    def bits(self) -> int:
+        return 64 if self.dtype == "int64" else 32
+
+    def __repr__(self):
+        return f"<NkiScalar {self.dtype} = {self.value if self.known else '?'}>"
+
+    def _operand(self, x, sym):
+        if isinstance(x, NkiScalar):
+            if x.dtype != self.dtype:
+                raise NkiValidationError(f"NkiScalar {sym}: an {self.dtype} and an {x.dtype} scalar do not mix; a "
+                                         f"scalar's width is fixed when it is loaded")
+            return x
+        if isinstance(x, (int, np.integer)) and not isinstance(x, bool):
+            return NkiScalar(int(x), self.dtype)
+        raise NkiValidationError(f"NkiScalar {sym} {x!r}: the other operand is a Python int or an NkiScalar")
+
+    def _arith(self, x, fn, sym, reverse=False):
+        o = self._operand(x, sym)
+        for v in (self, o):
+            v._usable(f"the operand of {sym}")
+        a, b = (o, self) if reverse else (self, o)
+        return _derived(fn(a.value, b.value), self.dtype, a, b)
+
+    __add__ = lambda self, x: self._arith(x, int.__add__, "+")  # noqa: E731
+    __radd__ = lambda self, x: self._arith(x, int.__add__, "+", True)  # noqa: E731
+    __sub__ = lambda self, x: self._arith(x, int.__sub__, "-")  # noqa: E731
+    __rsub__ = lambda self, x: self._arith(x, int.__sub__, "-", True)  # noqa: E731
+    __mul__ = lambda self, x: self._arith(x, int.__mul__, "*")  # noqa: E731
+    __rmul__ = lambda self, x: self._arith(x, int.__mul__, "*", True)  # noqa: E731
+
+    def __neg__(self):
+        return self._arith(0, int.__sub__, "-", True)
+
+    def _compare(self, x, fn, sym):
+        if self.bits == 64:
+            raise NkiValidationError(f"NkiScalar {sym}: nl.int64 scalars have no comparison (only +, - and *); "
+                                     f"compare 32-bit scalars")
+        o = self._operand(x, sym)
+        r = _derived(int(fn(self.value, o.value)), self.dtype, self, o)
+        r.is_comparison = True
+        return r
+
+    __lt__ = lambda self, x: self._compare(x, int.__lt__, "<")  # noqa: E731
+    __le__ = lambda self, x: self._compare(x, int.__le__, "<=")  # noqa: E731
+    __gt__ = lambda self, x: self._compare(x, int.__gt__, ">")  # noqa: E731
+    __ge__ = lambda self, x: self._compare(x, int.__ge__, ">=")  # noqa: E731
+    __eq__ = lambda self, x: self._compare(x, int.__eq__, "==")  # noqa: E731
+    __ne__ = lambda self, x: self._compare(x, int.__ne__, "!=")  # noqa: E731
+
+    def _usable(self, what):
+        if self.is_comparison:
+            raise NkiValidationError(f"a comparison of NkiScalars is traced, but its result cannot be used as {what}")
+
+    def __bool__(self):
+        raise NkiValidationError("an NkiScalar is computed on device: a Python if or while cannot branch on it; use "
+                                 "nl.while_loop or nl.fori_loop")
+
+    def __index__(self):
+        self._usable("an index or offset")
+        return super().__index__()
+
+    def check_control(self, what):
+        self._usable(what)
+        if self.bits == 64:
+            raise NkiValidationError(f"an nl.int64 scalar cannot be {what}: the loop's compare-and-branch has no "
+                                     f"64-bit form; load the bound from an nl.int32 tile")
+        super().check_control(what)
+
+
+def _wrap(value: int, dtype: str) -> int:
+    """`value` at a scalar's width: two's complement, wrapping (a 32-bit scalar is never widened)."""
+    bits = 64 if dtype == "int64" else 32
+    value &= (1 << bits) - 1
+    return value - (1 << bits) if value >> (bits - 1) else value
+
+
+def _derived(value, dtype, a, b) -> NkiScalar:
+    r = NkiScalar(value, dtype)
+    r.poisoned, r.known = a.poisoned or b.poisoned, a.known and b.known
+    return r
+
+
+def scalar_load(src) -> NkiScalar:
+    """A scalar from a 1x1 nl.int32 or nl.int64 tensor in SBUF or HBM (NKI 0.7), not truncated."""
+    _versions.added("nisa.scalar_load")
+    reg = Register(name=f"s{len(core().stream)}")
+    issue(Op.REGISTER_LOAD, reg=reg, src=src, wide=True)
+    return NkiScalar(reg, src.dtype)
+
+
+def scalar_store(dst, value) -> None:
+    """A scalar into a 1x1 tensor of its own width (NKI 0.7); a Python int is refused (nisa.memset writes one)."""
+    _versions.added("nisa.scalar_store")
+    if not isinstance(value, NkiScalar):
+        raise NkiValidationError(f"scalar_store value {value!r}: an NkiScalar (nisa.scalar_load); a compile-time "
+                                 f"constant goes into a tile with nisa.memset")
+    value._usable("a stored value")
+    if numerics.dtype(dst.dtype).name != value.dtype:
+        raise NkiValidationError(f"scalar_store: an {value.dtype} scalar into {dst.name!r} of "
+                                 f"{numerics.dtype(dst.dtype).name}; store at the scalar's own width")
+    issue(Op.REGISTER_STORE, dst=dst, value=value, wide=True)
+
+
+def loop_value(i: int, lower, upper) -> Register:
+    """What a fori_loop body receives: an NkiScalar (int32) in NKI 0.7 unless a bound is a VirtualRegister, which
+    makes it a VirtualRegister (nki.language.fori_loop, 0.7); a VirtualRegister in 0.6."""
+    if _versions.target() == "0.6" or any(type(b) is Register for b in (lower, upper)):
+        return Register(i, name="i")
+    return NkiScalar(i, "int32")
+
+
 def register_alloc(x=None):
     """A new 32-bit sequencer register, optionally initialised."""
     reg = Register(name=f"r{len(core().stream)}")

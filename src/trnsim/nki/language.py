@@ -19,10 +19,13 @@ from trnsim.core.errors import ShapeError
 from trnsim.core.machine import Register
 from trnsim.core.memory import Space
 from trnsim.nki import isa as nisa
+from trnsim.nki import versions as _versions
+from trnsim.nki.grids import NkiBlockGrid, NkiGrid, NkiTileGrid, alloc_blocks, alloc_tiles, blocks, tiles  # noqa: F401
 from trnsim.nki._frontend import core, matmul_cast, ndarray as _ndarray
 
 # -- dtypes --------------------------------------------------------------------------------------------------
 bool_, int8, int16, int32 = numerics.bool_, numerics.int8, numerics.int16, numerics.int32
+int64 = numerics.int64  # NKI 0.7: 1x1 tiles for nisa.scalar_load / scalar_store
 uint8, uint16, uint32 = numerics.uint8, numerics.uint16, numerics.uint32
 float16, float32, bfloat16, tfloat32 = numerics.float16, numerics.float32, numerics.bfloat16, numerics.tfloat32
 float8_e4m3, float8_e4m3fn, float8_e5m2 = numerics.float8_e4m3, numerics.float8_e4m3fn, numerics.float8_e5m2
@@ -488,7 +491,8 @@ def sequential_range(start, stop=None, step=1, **kwargs):
 
 def dynamic_range(start, stop=None, step=1):
     """A loop with runtime bounds: start and stop may be registers (nki/api/nki/language: dynamic_range); the
-    step is a compile-time positive int."""
+    step is a compile-time positive int. NKI 0.7 removed it (nki/versions.py)."""
+    _versions.removed("nl.dynamic_range", "nl.fori_loop(lower, upper, body)")
     if not isinstance(step, (int, np.integer)) or step < 1:
         raise ShapeError(f"nl.dynamic_range: step must be a compile-time positive int; got {step!r}")
     nc = core()
@@ -528,11 +532,12 @@ DType = numerics.DType
 
 
 def fori_loop(lower, upper, body_fun, step=1):
-    """A runtime counted loop; the body gets the induction register."""
+    """A runtime counted loop; the body gets the induction value: an NkiScalar in NKI 0.7 unless a bound is a
+    register (nki.isa.loop_value)."""
     nc = core()
     lo, hi = nc.read_register(lower, "a loop bound"), nc.read_register(upper, "a loop bound")
     for i in range(lo, hi, int(step)):
-        body_fun(Register(i, name="i"))
+        body_fun(nisa.loop_value(i, lower, upper))
 
 
 def while_loop(init, body_fun):

@@ -15,7 +15,7 @@ from trnsim.numerics.casts import cast, pack, unpack
 from trnsim.numerics.dtypes import (
     ALL, TFLOAT32_HOST, DType, bfloat16, bool_, dtype, float4_e2m1fn, float4_e2m1fn_x4, float8_e3m4, float8_e4m3,
     float8_e4m3fn, float8_e4m3fn_x4, float8_e5m2, float8_e5m2_x4, float8_e8m0fnu, float16, float32,
-    int8, int16, int32, tfloat32, uint8, uint16, uint32,
+    int8, int16, int32, int64, tfloat32, uint8, uint16, uint32,
 )
 from trnsim.numerics.errors import (
     BlockShapeError, NumericsError, PackedWidthError, RoundingEnvError, RoundingModeError,
@@ -29,5 +29,5 @@ __all__ = [
     "NumericsError", "PackedWidthError", "BlockShapeError", "RoundingModeError", "RoundingEnvError",
     "float32", "tfloat32", "bfloat16", "float16", "float8_e4m3", "float8_e4m3fn", "float8_e5m2", "float8_e3m4",
     "float8_e8m0fnu", "float4_e2m1fn", "float8_e4m3fn_x4", "float8_e5m2_x4", "float4_e2m1fn_x4",
-    "int8", "int16", "int32", "uint8", "uint16", "uint32", "bool_",
+    "int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "bool_",
 ]

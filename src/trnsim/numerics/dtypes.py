@@ -142,6 +142,7 @@ float4_e2m1fn_x4 = DType("float4_e2m1fn_x4", np.dtype(np.uint16), 16, "packed", 
 int8 = DType("int8", np.dtype(np.int8), 8, "int")
 int16 = DType("int16", np.dtype(np.int16), 16, "int")
 int32 = DType("int32", np.dtype(np.int32), 32, "int")
+int64 = DType("int64", np.dtype(np.int64), 64, "int")  # NKI 0.7: scalar_load / scalar_store tiles and DMA only
 uint8 = DType("uint8", np.dtype(np.uint8), 8, "uint")
 uint16 = DType("uint16", np.dtype(np.uint16), 16, "uint")
 uint32 = DType("uint32", np.dtype(np.uint32), 32, "uint")
@@ -150,7 +151,7 @@ bool_ = DType("bool_", np.dtype(np.bool_), 8, "bool")
 ALL: tuple[DType, ...] = (
     float32, tfloat32, bfloat16, float16, float8_e4m3, float8_e4m3fn, float8_e5m2, float8_e3m4,
     float8_e8m0fnu, float4_e2m1fn, float8_e4m3fn_x4, float8_e5m2_x4, float4_e2m1fn_x4,
-    int8, int16, int32, uint8, uint16, uint32, bool_,
+    int8, int16, int32, int64, uint8, uint16, uint32, bool_,
 )
 FLOATS = tuple(t for t in ALL if t.is_float)
 PACKED = tuple(t for t in ALL if t.is_packed)

@@ -34,7 +34,13 @@ define(Op.REGISTER_MOVE, Engine.SYNC, lambda ins, nc: None, lambda ins, nc: _set
 
 
 def _one_element(ins, name):
+    """One element of at most 32 bits; the scalar loads and stores of NKI 0.7 (`wide`) take int32 or int64."""
     v = ins.operands[name]
+    if ins.attrs.get("wide"):
+        if v.size != 1 or v.dtype.name not in ("int32", "int64"):
+            raise ShapeError(f"{ins.op.value}: {name} {v.name!r} {list(v.shape)} {v.dtype.name} must be a 1x1 "
+                             f"nl.int32 or nl.int64 tensor (unsigned dtypes: use the signed one of the same width)")
+        return
     if v.size != 1 or v.dtype.itemsize > 4:
         raise ShapeError(f"{ins.op.value}: {name} {v.name!r} {list(v.shape)} {v.dtype.name} must be one element of "
                          f"at most 32 bits")

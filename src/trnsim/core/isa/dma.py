@@ -105,7 +105,7 @@ def _dma_copy_semantics(ins, nc):
     m = src.mask() if src.poisoned() else None
     if src.dtype == dst.dtype:
         values = src.array()  # raw bytes: bit-exact
-    else:  # DMA casts through FP32
+    else:  # DMA casts through FP32 (nki.isa.dma_copy, "Data types"; docs/numerics.md, integer conversions)
         values = numerics.cast(src.array().astype(np.float32), dst.dtype)
     values, store_mask = values.reshape(src.shape), None
     if ks is not None:

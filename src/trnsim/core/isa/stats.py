@@ -310,11 +310,16 @@ def _replace8_semantics(ins, nc):
         for j in range(8):
             if idx[r, j] != 0xFFFFFFFF:
                 x[r, int(idx[r, j])] = np.float32(ins.attrs.get("imm", 0.0))
-    m = masks(x.shape, ins.data, ins.vals)
+    # A never-written value of a partition's 8 could match anywhere in its row: the whole row is unknown.
+    rows = masks(vals.shape, ins.vals)
+    rows = None if rows is None else np.repeat(rows.any(1, keepdims=True), x.shape[1], 1)
+    m = masks(x.shape, ins.data)
+    m = rows if m is None else m if rows is None else m | rows
     put(ins.dst, x.reshape(ins.dst.shape), None if m is None else m.reshape(ins.dst.shape))
     di = ins.operands.get("dst_idx")
     if di is not None:
-        di.store(idx.astype(di.dtype.np).reshape(di.shape))
+        bad = None if m is None else np.repeat(m.any(1, keepdims=True), 8, 1)
+        put(di, idx.astype(di.dtype.np).reshape(di.shape), bad)
 
 
 define(Op.NC_MATCH_REPLACE8, Engine.VECTOR, _replace8_check, _replace8_semantics, stream_cost, writes=("dst", "dst_idx"))

@@ -172,12 +172,12 @@ def _tensor_copy_check(ins, nc):
 
 
 def _tensor_copy_semantics(ins, nc):
+    """Bit-exact between equal dtypes; between different ones through FP32 on every engine, integers included
+    (nki/api/nki/isa/__init__.py: tensor_copy; docs/numerics.md, "Integer conversions per path")."""
     src, dst = ins.src, ins.dst
     m = src.mask() if src.poisoned() else None
-    if src.dtype == dst.dtype:  # bit-exact
+    if src.dtype == dst.dtype:
         values = src.array()
-    elif src.dtype.is_int and dst.dtype.is_int:
-        values = numerics.cast(src.array(), dst.dtype)
     else:
         values = numerics.cast(src.array().astype(np.float32), dst.dtype)
     dst.store(np.asarray(values).reshape(dst.shape), m.reshape(dst.shape) if m is not None and m.any() else None)

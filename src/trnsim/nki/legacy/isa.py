@@ -34,10 +34,26 @@ def nc_matmul(stationary, moving, is_stationary_onezero=False, is_moving_onezero
     """stationary.T @ moving into a PSUM tile; `psum[...] += nisa.nc_matmul(a, b)` accumulates in place.
     The beta API names the FP8 double-row mode "double_row_gen3" (the current API's double_row)."""
     perf = str(getattr(perf_mode, "value", perf_mode) or "none")
-    return nl.pending_matmul(stationary, moving, mask, is_stationary_onezero=is_stationary_onezero,
-                             is_moving_onezero=is_moving_onezero, is_transpose=is_transpose,
-                             tile_position=tile_position, tile_size=tile_size,
-                             perf_mode="double_row" if perf.startswith("double_row") else perf)
+    perf = "double_row" if perf.startswith("double_row") else perf
+    mv = as_tile(moving)
+    free = mv.shape[1:]
+    if perf != "none" or len(free) < 2:
+        return nl.pending_matmul(stationary, mv, mask, is_stationary_onezero=is_stationary_onezero,
+                                 is_moving_onezero=is_moving_onezero, is_transpose=is_transpose,
+                                 tile_position=tile_position, tile_size=tile_size, perf_mode=perf)
+    # The free dims of the moving operand's access pattern flatten into N (nc_matmul: moving [K, N] with N its
+    # free size); the result keeps them: [M, *free].
+    flat = nl.pending_matmul(stationary, mv.reshape((mv.shape[0], int(np.prod(free)))), mask,
+                             is_stationary_onezero=is_stationary_onezero, is_moving_onezero=is_moving_onezero,
+                             is_transpose=is_transpose, tile_position=tile_position, tile_size=tile_size, perf_mode=perf)
+    inner = flat.pending
+
+    def run(dst, acc):
+        if tuple(dst.shape) != shape:
+            raise ShapeError(f"matmul result {list(shape)} assigned to a tile of shape {list(dst.shape)}")
+        inner(dst.reshape(flat.shape), acc)
+    shape = (flat.shape[0],) + tuple(free)
+    return Tile(None, (), (), shape, pending=run)
 
 
 def nc_transpose(data, mask=None, dtype=None, engine=None, **kwargs) -> Tile:
@@ -162,11 +178,14 @@ def _affine(expr: Expr, shape, box):
 
 
 def iota(expr, dtype, mask=None, **kwargs) -> Tile:
-    """A tile of the values of an affine expression of nl.arange grids, computed on GpSimd (int32, then cast)."""
+    """A tile of the values of an affine expression of nl.arange grids, computed on GpSimd (int32, then cast).
+    A scalar expression (program_id, loop indices: no grid at all) is a [1, 1] tile of its value; a 1-d grid
+    is the compiler's err_1d_arange_not_supported."""
     expr = Expr.lift(expr)
-    if expr.ndim < 2:
-        raise ShapeError("err_1d_arange_not_supported: iota needs a 2-d grid expression (nl.arange(n)[:, None] ...)")
-    out = new_tile(expr.shape, dtype)
+    if expr.ndim == 1:
+        raise ShapeError("err_1d_arange_not_supported: iota needs a 2-d grid expression (nl.arange(n)[:, None] ...)"
+                         " or a scalar one")
+    out = new_tile(expr.shape if expr.ndim else (1, 1), dtype)
 
     def go(b):
         cm, pattern, offset = _affine(expr, out.shape, b)
