@@ -45,10 +45,12 @@ def test_check_says_exactly_what_it_samples():
     assert "first 4 Mi / ranks elements of each rank" in " ".join(_run("--help").stdout.split())
 
 
-def test_several_statistics_and_neff_iterations():
-    out = _json("allr", "-r", "2", "-b", "1K", "-e", "1K", "-t", "avg,p99", "-t", "p50", "-I", "3", "-W", "1")
+def test_several_statistics_and_neff_iterations(tmp_path):
+    path = tmp_path / "nccom.json"
+    out = _json("allr", "-r", "2", "-b", "1K", "-e", "1K", "-t", "avg,p99", "-t", "p50", "-I", "3", "-W", "1",
+                "--report-to-json-file", str(path))
     assert out["stats"] == ["avg", "p99", "p50"] and (out["neff_iters"], out["neff_warmup_iters"]) == (3, 1)
-    (res,) = out["results"]  # nccom-test's JSON report layout
+    (res,) = json.loads(path.read_text())["results"]  # the report file in nccom-test's own layout
     assert res["time:avg(us)"] == res["time:p99(us)"] == out["rows"][0]["time_us"] and res["size(B)"] == 1024
     text = _run("allr", "-r", "2", "-b", "1K", "-e", "1K", "-t", "avg,p99").stdout
     assert "time:avg(us)" in text and "time:p99(us)" in text

@@ -334,14 +334,15 @@ def collective(operation, system, nodes, ranks, minbytes, maxbytes, stepfactor, 
                 custom_groups)
     out.update(iters=iters, warmup_iters=warmups, neff_iters=neff_iters, neff_warmup_iters=neff_warmups,
                stats=stat_list, hosts=hosts, check=check, op=reduce)
-    # nccom-test's own JSON report, for scripts that read it: {"results": [{"size(B)": ..., "time:avg(us)": ...}]}
-    out["results"] = [{"size(B)": r["size"], "count(elems)": r["count"], "type": r["type"], "algbw(GB/s)": r["algbw"],
+    # the report file also carries nccom-test's own layout, for the scripts that read that file:
+    # {"results": [{"size(B)": ..., "time:avg(us)": ...}]} (its keys, not trnsim's lowercase ones)
+    results = [{"size(B)": r["size"], "count(elems)": r["count"], "type": r["type"], "algbw(GB/s)": r["algbw"],
                        "busbw(GB/s)": r["busbw"], **{f"time:{st}(us)": r["time_us"] for st in stat_list},
                        **({"total_input_size(B)": r["input_size"], "total_output_size(B)": r["output_size"]}
                           if show_io else {})} for r in out["rows"]]
     if report:
         with open(report, "w") as fh:
-            fh.write(emit_json(out) + "\n")
+            fh.write(emit_json({**out, "results": results}) + "\n")
     failed = [r for r in out["rows"] if r.get("check") == "FAIL"]
     if as_json:
         click.echo(emit_json(out))
