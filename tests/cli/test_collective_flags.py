@@ -45,10 +45,12 @@ def test_check_says_exactly_what_it_samples():
     assert "first 4 Mi / ranks elements of each rank" in " ".join(_run("--help").stdout.split())
 
 
-def test_several_statistics_and_neff_iterations():
-    out = _json("allr", "-r", "2", "-b", "1K", "-e", "1K", "-t", "avg,p99", "-t", "p50", "-I", "3", "-W", "1")
+def test_several_statistics_and_neff_iterations(tmp_path):
+    path = tmp_path / "nccom.json"
+    out = _json("allr", "-r", "2", "-b", "1K", "-e", "1K", "-t", "avg,p99", "-t", "p50", "-I", "3", "-W", "1",
+                "--report-to-json-file", str(path))
     assert out["stats"] == ["avg", "p99", "p50"] and (out["neff_iters"], out["neff_warmup_iters"]) == (3, 1)
-    (res,) = out["results"]  # nccom-test's JSON report layout
+    (res,) = json.loads(path.read_text())["results"]  # the report file in nccom-test's own layout
     assert res["time:avg(us)"] == res["time:p99(us)"] == out["rows"][0]["time_us"] and res["size(B)"] == 1024
     text = _run("allr", "-r", "2", "-b", "1K", "-e", "1K", "-t", "avg,p99").stdout
     assert "time:avg(us)" in text and "time:p99(us)" in text
@@ -84,3 +86,46 @@ def test_replica_groups_time_each_group_and_check_them_all(tmp_path):
 def test_logical_nc_config_from_the_environment():
     assert _json("allr", "-b", "1K", "-e", "1K", env={"NEURON_LOGICAL_NC_CONFIG": "1"})["lnc"] == 1
     assert _json("allr", "-b", "1K", "-e", "1K")["lnc"] == 2
+
+
+def _metadata(tmp_path, entries):
+    path = tmp_path / "meta.json"
+    path.write_text(json.dumps({"alltoallv_metadata": entries}))
+    return str(path)
+
+
+def test_alltoallv_metadata_sets_each_pairs_traffic(tmp_path):
+    """Rank 0 sends 512 elements to itself and 1024 to rank 1; rank 1 sends 256 and 768: the row moves exactly
+    that (sizes from the counts), its values are checked, and its time is the fabric's for those per-pair bytes."""
+    import numpy as np
+
+    import trnsim.fabric as tf
+
+    meta = _metadata(tmp_path, [
+        {"send_counts": [512, 1024], "send_displs": [0, 512], "recv_counts": [512, 256], "recv_displs": [0, 512]},
+        {"send_counts": [256, 768], "send_displs": [0, 256], "recv_counts": [1024, 768], "recv_displs": [0, 1024]}])
+    out = _json("alltoallv", "-r", "2", "-d", "fp32", "--alltoallv-metadata", meta, "-c")
+    (row,) = out["rows"]
+    assert (row["size"], row["input_size"], row["output_size"]) == (1536 * 4, 1536 * 4, 1792 * 4)
+    assert row["check"] == "ok"
+    arrays = [[np.zeros(512, np.float32), np.zeros(1024, np.float32)],
+              [np.zeros(256, np.float32), np.zeros(768, np.float32)]]
+    want = tf.all_to_allv(arrays, cluster=tf.cluster("trn2.48xlarge"), ranks=[0, 1]).time_ns
+    assert row["time_us"] == want / 1e3
+    even = _metadata(tmp_path, [{"send_counts": [32, 32], "send_displs": [0, 32], "recv_counts": [32, 32],
+                                 "recv_displs": [0, 32]}])
+    assert _json("alltoallv", "-r", "2", "-d", "fp32", "--alltoallv-metadata", even)["rows"][0]["time_us"] < row["time_us"]
+
+
+def test_alltoallv_metadata_that_does_not_add_up_is_refused(tmp_path):
+    bad = _metadata(tmp_path, [
+        {"send_counts": [8, 8], "send_displs": [0, 8], "recv_counts": [8, 4], "recv_displs": [0, 8]},
+        {"send_counts": [8, 8], "send_displs": [0, 8], "recv_counts": [8, 8], "recv_displs": [0, 8]}])
+    r = _run("alltoallv", "-r", "2", "--alltoallv-metadata", bad)
+    assert r.exit_code == 2 and "rank 0 expects 4 elements from rank 1, which sends it 8" in r.stderr
+    overlap = _metadata(tmp_path, [{"send_counts": [8, 8], "send_displs": [0, 4], "recv_counts": [8, 8],
+                                    "recv_displs": [0, 8]}])
+    r = _run("alltoallv", "-r", "2", "--alltoallv-metadata", overlap)
+    assert r.exit_code == 2 and "the send_counts regions at send_displs overlap" in r.stderr
+    r = _run("allr", "-r", "2", "--alltoallv-metadata", overlap)
+    assert r.exit_code == 2 and "applies to alltoallv, not all_reduce" in r.stderr

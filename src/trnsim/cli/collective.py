@@ -136,9 +136,67 @@ def replica_groups(c, base: list[int], dp: int | None, custom: str | None) -> li
     return [[base[r] for r in g] for g in groups]
 
 
+def alltoallv_counts(path: str, n: int) -> np.ndarray:
+    """nccom-test's --alltoallv-metadata file -> counts[j][i], the elements rank j sends rank i. The file holds
+    {"alltoallv_metadata": [{"send_counts", "send_displs", "recv_counts", "recv_displs"}, ...]}: one entry for
+    every rank, or one per rank; what each rank receives must be what the others send it."""
+    import json
+
+    opt = "--alltoallv-metadata"
+    try:
+        with open(path) as f:
+            doc = json.load(f)
+    except OSError as e:
+        raise OptionError(opt, f"cannot read {path}: {e.strerror}") from None
+    except json.JSONDecodeError as e:
+        raise OptionError(opt, f"{path}:{e.lineno}: not JSON: {e.msg}") from None
+    entries = doc.get("alltoallv_metadata") if isinstance(doc, dict) else None
+    if not isinstance(entries, list) or len(entries) not in (1, n):
+        raise OptionError(opt, f"{path}: expected {{\"alltoallv_metadata\": [...]}} with 1 or {n} entries")
+    keys = ("send_counts", "send_displs", "recv_counts", "recv_displs")
+    for k, e in enumerate(entries):
+        for key in keys:
+            v = e.get(key) if isinstance(e, dict) else None
+            if not (isinstance(v, list) and len(v) == n and all(isinstance(x, int) and x >= 0 for x in v)):
+                raise OptionError(opt, f"{path}: entry {k}: {key} must list {n} counts or offsets >= 0, one per rank")
+        for counts, displs in (("send_counts", "send_displs"), ("recv_counts", "recv_displs")):
+            spans = sorted(zip(e[displs], e[counts]))
+            if any(a + c > b for (a, c), (b, _) in zip(spans, spans[1:])):
+                raise OptionError(opt, f"{path}: entry {k}: the {counts} regions at {displs} overlap")
+    per = [entries[r % len(entries)] for r in range(n)]
+    send = np.array([e["send_counts"] for e in per])
+    recv = np.array([e["recv_counts"] for e in per])
+    if not np.array_equal(recv, send.T):
+        j, i = map(int, np.argwhere(recv != send.T)[0])
+        raise OptionError(opt, f"{path}: rank {j} expects {recv[j, i]} elements from rank {i}, which sends it "
+                               f"{send[i, j]}")
+    return send
+
+
+def _alltoallv_row(counts: np.ndarray, dt, name: str, c, group, model: str, check: str | None, seed: int) -> dict:
+    """The one row of an alltoallv whose counts come from the metadata: timed on the fabric with those
+    exact per-pair sizes; size is the most bytes a rank sends."""
+    import trnsim.fabric as tf
+
+    n = len(counts)
+    rng = np.random.default_rng(seed)
+    arrays = [[_inputs(check or "random", 1, int(counts[j, i]), dt, "sum", rng)[0] for i in range(n)] for j in range(n)]
+    res = tf.all_to_allv(arrays, cluster=c, ranks=group, model=model)
+    size = int(counts.sum(axis=1).max()) * dt.itemsize
+    t = res.time_ns
+    algbw = size / (t * 1e-9) / GIB if t else 0.0
+    row = {"size": size, "count": size // dt.itemsize, "type": name, "time_us": t / 1e3, "algbw": algbw,
+           "busbw": algbw * tf.bus_factor("all_to_allv", n), "algorithm": res.algorithm, "steps": res.steps,
+           "input_size": size, "output_size": int(counts.sum(axis=0).max()) * dt.itemsize}
+    if check:
+        ok = all(np.array_equal(res.outputs[i][j], arrays[j][i]) for i in range(n) for j in range(n))
+        row.update(check="ok" if ok else "FAIL", checked_elems=row["count"], check_max_rel_error=0.0 if ok else 1.0)
+    return row
+
+
 def sweep(op: str, system: str, nodes: int, ranks: int | None, sizes_: list[int], dtype: str,
           algorithm: str | None, model: str, lnc: int | None, check: str | None = None, reduce: str = "sum",
-          seed: int = 0, dp: int | None = None, custom_groups: str | None = None) -> dict:
+          seed: int = 0, dp: int | None = None, custom_groups: str | None = None, metadata: str | None = None) -> dict:
     """The rows of one size sweep, as `--json` prints them. With replica groups, each group is timed on its
     own links and the slowest gives the row (groups sharing a link do not slow each other here)."""
     import trnsim.fabric as tf
@@ -170,8 +228,15 @@ def sweep(op: str, system: str, nodes: int, ranks: int | None, sizes_: list[int]
     base = group or list(range(c.ranks))
     groups = replica_groups(c, base, dp, custom_groups) or [group]
     n = len(groups[0]) if groups[0] else c.ranks
+    if metadata is not None and operation != "all_to_allv":
+        raise OptionError("--alltoallv-metadata", f"applies to alltoallv, not {operation}")
     _fits(operation, sizes_[-1], n, c)
     rows = []
+    if metadata is not None:  # the counts fix the traffic: one row, -b/-e/-f do not apply
+        counts = alltoallv_counts(metadata, n)
+        rows = [_alltoallv_row(counts, dt, name, c, g, model, check, seed) for g in groups]
+        rows = [max(rows, key=lambda r: r["time_us"])]
+        sizes_ = []
     for size in sizes_:
         count = size // dt.itemsize
         live.publish(kind="collective", name=f"{operation} {size} B", cores=range(len(base)), instance=c.system.name)
@@ -297,6 +362,9 @@ def check_values(op: str, count: int, n: int, dt, c, group, algorithm, model, mo
               help="Run in parallel groups of this many ranks (rank i with i + r/D, ...); the slowest group times the row.")
 @click.option("--custom-replica-group", "--custom-replica-groups", "custom_groups", type=click.Path(dir_okay=False),
               help="JSON file of replica groups, [[0, 1], [2, 3]]; each is timed and checked, the slowest times the row.")
+@click.option("--alltoallv-metadata", "metadata", type=click.Path(dir_okay=False),
+              help="alltoallv: JSON of send/recv counts and displacements per rank (nccom-test's format); the counts "
+                   "set the traffic, one row.")
 @click.option("--show-input-output-size", "show_io", is_flag=True, help="Add each rank's input and output bytes.")
 @click.option("--non-interactive", is_flag=True, help="No animation or progress indicator (trnsim shows none).")
 @click.option("--algorithm", default=None, help="Force ring, torus, mesh, rdh, kangaring, hierarchical, oneshot.")
@@ -306,8 +374,8 @@ def check_values(op: str, count: int, n: int, dt, c, group, algorithm, model, mo
 @click.option("--report-to-json-file", "report", type=click.Path(dir_okay=False), help="Also write the JSON here.")
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")
 def collective(operation, system, nodes, ranks, minbytes, maxbytes, stepfactor, stepbytes, dtype, reduce, check, seed,
-               iters, warmups, neff_iters, neff_warmups, stats, hosts, hosts_file, dp, custom_groups, show_io,
-               non_interactive, algorithm, model, lnc, show_algorithm, report, as_json):
+               iters, warmups, neff_iters, neff_warmups, stats, hosts, hosts_file, dp, custom_groups, metadata,
+               show_io, non_interactive, algorithm, model, lnc, show_algorithm, report, as_json):
     """Simulated nccom-test: time one collective over a size sweep (and check its values with -c).
 
     OPERATION: all_reduce (allr), all_gather (allg), reduce_scatter (redsct), alltoall, alltoallv,
@@ -339,17 +407,18 @@ def collective(operation, system, nodes, ranks, minbytes, maxbytes, stepfactor, 
     todo = sizes(parse_size(minbytes, "-b/--minbytes"), parse_size(maxbytes, "-e/--maxbytes"),
                  stepfactor if stepfactor is not None or step is not None else 2, step)
     out = sweep(operation, system, nodes, ranks, todo, dtype, algorithm, model, lnc, check, reduce, seed, dp,
-                custom_groups)
+                custom_groups, metadata)
     out.update(iters=iters, warmup_iters=warmups, neff_iters=neff_iters, neff_warmup_iters=neff_warmups,
                stats=stat_list, hosts=hosts, check=check, op=reduce)
-    # nccom-test's own JSON report, for scripts that read it: {"results": [{"size(B)": ..., "time:avg(us)": ...}]}
-    out["results"] = [{"size(B)": r["size"], "count(elems)": r["count"], "type": r["type"], "algbw(GB/s)": r["algbw"],
+    # the report file also carries nccom-test's own layout, for the scripts that read that file:
+    # {"results": [{"size(B)": ..., "time:avg(us)": ...}]} (its keys, not trnsim's lowercase ones)
+    results = [{"size(B)": r["size"], "count(elems)": r["count"], "type": r["type"], "algbw(GB/s)": r["algbw"],
                        "busbw(GB/s)": r["busbw"], **{f"time:{st}(us)": r["time_us"] for st in stat_list},
                        **({"total_input_size(B)": r["input_size"], "total_output_size(B)": r["output_size"]}
                           if show_io else {})} for r in out["rows"]]
     if report:
         with open(report, "w") as fh:
-            fh.write(emit_json(out) + "\n")
+            fh.write(emit_json({**out, "results": results}) + "\n")
     failed = [r for r in out["rows"] if r.get("check") == "FAIL"]
     if as_json:
         click.echo(emit_json(out))

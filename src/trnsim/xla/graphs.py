@@ -157,9 +157,14 @@ class Ledger:
         if before is None:
             return "first compilation"
         a, b = _inputs(before), _inputs(rec.text)
-        if len(a) != len(b):  # first: pairing the shapes of lists of different lengths would name the wrong pairs
-            return f"the graph's inputs changed: {len(a)} -> {len(b)} device tensors (new state, such as optimizer buffers)"
         sa, sb = _shapes(before), _shapes(rec.text)
+        if len(a) != len(b):  # pairing shapes in order would misname them: compare what went and what came
+            gone = [x for x in dict.fromkeys(sa) if x not in set(sb)]
+            new = [x for x in dict.fromkeys(sb) if x not in set(sa)]
+            if not gone:  # every earlier shape remains: state was added (optimizer buffers, say)
+                return (f"the graph's inputs changed: {len(a)} -> {len(b)} device tensors (new state, such as "
+                        "optimizer buffers)")
+            return f"changed shape: {', '.join(f'{x} -> {y}' for x, y in zip(gone[:3], new[:3])) or ', '.join(gone)}"
         if sa != sb:
             changed = list(dict.fromkeys(f"{x} -> {y}" for x, y in zip(sa, sb) if x != y))
             if changed:
