@@ -16,7 +16,6 @@ from __future__ import annotations
 import re
 
 import click
-import numpy as np
 
 from trnsim import live
 from trnsim.cli import cli, emit_json, output_file
@@ -122,6 +121,8 @@ def sweep(op: str, system: str, nodes: int, ranks: int | None, sizes_: list[int]
 
 def _inputs(mode: str, n: int, count: int, dt, reduce: str, rng) -> list[np.ndarray]:
     """Each rank's input: ones, or pseudo-random values whose reduction stays exact in integers and in range."""
+    import numpy as np
+
     if mode == "all_ones":
         return [np.ones(count, dt.np) for _ in range(n)]
     if dt.is_float:
@@ -134,6 +135,8 @@ def _inputs(mode: str, n: int, count: int, dt, reduce: str, rng) -> list[np.ndar
 def check_values(op: str, count: int, n: int, dt, c, group, algorithm, model, mode: str, reduce: str, seed: int) -> dict:
     """Run the collective with values (a prefix of at most CHECK_ELEMS in all) and compare every rank's
     output with numpy's golden result, in float64 for floats with a tolerance of the dtype's rounding per hop."""
+    import numpy as np
+
     import trnsim.fabric as tf
 
     split = op in ("all_gather", "reduce_scatter", "all_to_all", "all_to_allv")
@@ -263,6 +266,8 @@ def _print_table(out: dict, nodes: int, show_algorithm: bool, check: str | None)
 
 def tour(console) -> None:
     """All-reduce on a Trn2 instance and a Trn3 Gen2 UltraServer, and what bf16 rounding per hop does."""
+    import numpy as np
+
     import trnsim.fabric as tf
     from trnsim import numerics
 

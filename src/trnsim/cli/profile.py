@@ -17,15 +17,17 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import click
-import numpy as np
 
 from trnsim import live, specs
 from trnsim.cli import cli, emit_json, output_folder
 from trnsim.cli.run import run_user_file
-from trnsim.core.timing import BenchmarkResult, time_cores
 from trnsim.errors import ConfigError, TrnsimError, UserCodeError
+
+if TYPE_CHECKING:
+    from trnsim.core.timing import BenchmarkResult
 
 TARGETS = specs.targets()
 _DTYPE_ALIASES = {"bf16": "bfloat16", "fp32": "float32", "f32": "float32", "fp16": "float16", "f16": "float16",
@@ -79,6 +81,8 @@ def schedule_of(result: BenchmarkResult, every: int = 1):
 
 def dma_pieces(result: BenchmarkResult, every: int = 1) -> dict:
     """Each DMA transfer's share per queue (queue, start, end, the transfer's instruction index)."""
+    import numpy as np
+
     tl = slowest(result)
     owner = np.fromiter((e.index for e in tl.events for _ in e.pieces), np.int64)
     keep = owner % every == 0
@@ -89,6 +93,8 @@ def dma_pieces(result: BenchmarkResult, every: int = 1) -> dict:
 def occupancy(result: BenchmarkResult, points: int = 4000) -> dict:
     """SBUF and PSUM bytes holding live data over time: a region is live from the instruction that writes
     it until the last one that reads it (the same bytes again) before the next write."""
+    import numpy as np
+
     tl = slowest(result)
     spec = _spec(result.target)
     capacity = {"sbuf": spec.partitions * spec.sbuf_partition_bytes, "psum": spec.partitions * spec.psum_partition_bytes}
@@ -149,6 +155,8 @@ def _spec(target):
 def parse_arg(text: str, values: bool = True):
     """`NAME=DTYPE[D0,D1,...]` -> (NAME, numpy array of random values, or zeros when `values` is off: their
     pages are never touched on a timing-only run); `NAME=VALUE` -> (NAME, the literal)."""
+    import numpy as np
+
     from trnsim import numerics
 
     name, sep, value = text.partition("=")
@@ -251,6 +259,8 @@ def run_profile(kernel, args, kwargs, target, timing_only, out: Path, every: int
             cores = kernel.trace(*args, target=target, values=not timing_only, **kwargs)
             name = kernel.__name__
         bar.phase(f"timing {sum(len(c.stream) for c in cores):,} instructions", total=sum(len(c.stream) for c in cores))
+        from trnsim.core.timing import time_cores
+
         result = time_cores(name, cores, progress=bar.step)
         del cores
         live.idle()  # the timing is over: `trnsim top` shows the process idle while it writes
