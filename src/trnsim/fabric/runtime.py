@@ -56,7 +56,7 @@ class Group:
         """(nodes Y, ranks per node X) when every node holds the same local ranks, in order; else None."""
         c = self.cluster
         nodes, local = np.divmod(self.ranks, c.ranks_per_node)
-        Y = len(np.unique(nodes))
+        Y = self.nodes
         if self.n % Y:
             return None
         X = self.n // Y
@@ -66,7 +66,7 @@ class Group:
 
     @cached_property
     def nodes(self) -> int:
-        return len(np.unique(self.ranks // self.cluster.ranks_per_node))
+        return int(np.count_nonzero(np.bincount(self.ranks // self.cluster.ranks_per_node)))  # O(n), no sort
 
     @cached_property
     def pairs_on_chips(self) -> bool:
@@ -232,6 +232,18 @@ def schedule(op: str, algorithm: str, g: Group, nbytes: float = 0.0, subs: tuple
         return A.two_level(kind, Y, X, ch, row, col, r_orders, _natural(ch, X, Y), name)
     raise AlgorithmError(f"{algorithm} does not run {op}; choose from ring, torus, mesh, rdh, kangaring, "
                          f"hierarchical, oneshot{where()}")
+
+
+def hierarchical_parts(op: str, g: Group, nbytes: float = 0.0, subs: tuple[str, str] | None = None):
+    """Hierarchical's phases for one row (node 0's) and one column (each node's first member), each marked
+    "row" or "column", with the schedule's name and chunk count: on a grid every row moves the same
+    traffic on its own node, and every column the same on each node's chips, so timing prices these
+    alone (`timing.profile`) and never builds the other rows and columns."""
+    Y, X, row, col = two_level_shape(op, "hierarchical", g, nbytes, subs)
+    ch = 2
+    rows, cols = A.grid_levels(Y, X, ch, _ring_orders(g, np.arange(X)[None, :], ch, rotate=False),
+                               _natural(ch, 1, Y), rows=[0], cols=[0])
+    return f"hier({row}+{col})", Y * X * ch, A.compose(_KIND[op], Y, row, col, rows, cols)
 
 
 def two_level_shape(op: str, algorithm: str, g: Group, nbytes: float,
