@@ -36,3 +36,58 @@ def test_project_rainier_is_priced_without_a_per_rank_schedule(monkeypatch):
     t, alg, steps = tf.collective_time("all_reduce", GiB, None, c)
     assert alg.startswith("hier(") and built == []
     assert t > tf.collective_time("all_reduce", GiB, None, tf.cluster("trn2.48xlarge", nodes=2))[0]
+
+
+def _default_and_forced(c, size):
+    """The default's time and every algorithm trnsim can force on the whole cluster (those it refuses left out)."""
+    default = tf.collective_time("all_reduce", size, None, c)
+    forced = {}
+    for a in tf.ALGORITHMS:
+        try:
+            forced[a] = tf.collective_time("all_reduce", size, None, c, a)[0]
+        except tf.AlgorithmError:
+            pass
+    return default, forced
+
+
+@pytest.mark.parametrize("size", [KiB, MiB, 32 * MiB, GiB])
+def test_the_trn1_ultracluster_default_is_never_slower_than_a_forced_algorithm(size):
+    """30,000 Trainium chips (1,875 trn1.32xlarge, 60,000 ranks): beyond the two nodes the 2023 tables
+    measure, the runtime's choice is hierarchical, never the 120,000-step flat ring."""
+    c = tf.cluster("trn1.32xlarge", nodes=1875)
+    (t, alg, _), forced = _default_and_forced(c, size)
+    assert {"ring", "rdh", "kangaring", "hierarchical"} <= set(forced)
+    assert alg.startswith("hier(") and t <= min(forced.values()), (alg, t, forced)
+    assert forced["ring"] > 10 * t
+
+
+@pytest.mark.parametrize("size", [KiB, MiB, 32 * MiB, GiB])
+def test_the_trn2_ultraserver_default_is_never_slower_than_a_forced_algorithm(size):
+    """64 chips over four servers: whole-torus rings and the two-level schedule over the servers compete."""
+    (t, alg, _), forced = _default_and_forced(tf.cluster("Trn2 UltraServer"), size)
+    assert {"ring", "torus", "mesh", "rdh", "kangaring", "hierarchical", "oneshot"} <= set(forced)
+    assert t <= min(forced.values()), (alg, t, forced)
+
+
+@pytest.mark.parametrize("size", [MiB, 32 * MiB])
+def test_an_ultraserver_is_no_slower_than_four_instances_over_efa(size):
+    """Its servers are joined by NeuronLink, faster than the EFA that joins four separate trn2.48xlarge."""
+    ultra = tf.collective_time("all_reduce", size, None, tf.cluster("Trn2 UltraServer"))[0]
+    assert ultra <= tf.collective_time("all_reduce", size, None, tf.cluster("trn2.48xlarge", nodes=4))[0]
+
+
+def test_the_trn2_ultraserver_efa_is_200_gbps_per_chip():
+    """12.8 Tbps per UltraServer over 64 NICs: four trn2u.48xlarge of 3.2 Tbps, one 200 Gbps EFA per chip."""
+    from trnsim import specs
+    from trnsim.specs import fabric as fs
+
+    s = specs.system("Trn2 UltraServer")
+    assert s.efa_bandwidth * 8 == 4 * specs.system("trn2u.48xlarge").efa_bandwidth * 8 == 12_800e9
+    assert fs.efa_nics(s.key) == s.chips and tf.cluster(s, nodes=2).network.nic_bandwidth * 8 == 200e9
+
+
+def test_direct_writes_between_every_pair_are_refused_past_the_limit():
+    """Mesh over 60,000 ranks would be 3.6 billion transfers a round: a named error, not gigabytes."""
+    c = tf.cluster("trn1.32xlarge", nodes=1875)
+    with pytest.raises(tf.AlgorithmError, match="mesh all_reduce over 60,000 ranks"):
+        tf.collective_time("all_reduce", MiB, None, c, "mesh")

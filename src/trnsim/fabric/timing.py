@@ -181,8 +181,8 @@ def profile(op: str, algorithm: str, g: Group, model: str = "alpha-beta", nbytes
     if model not in MODELS:
         raise UnknownNameError("timing model", model, MODELS)
     subs = two_level_shape(op, algorithm, g, nbytes, subs)[2:] if algorithm == "hierarchical" else None
-    symmetric = (not detailed and algorithm == "hierarchical" and model == "alpha-beta" and op in ("all_reduce",
-                 "reduce_scatter", "all_gather"))
+    symmetric = (not detailed and algorithm == "hierarchical" and model == "alpha-beta" and g.nodes > 1
+                 and op in ("all_reduce", "reduce_scatter", "all_gather"))
     key = (g, op, algorithm, subs, model, symmetric)  # groups are cached per cluster, so identity is enough
     cache = g.cluster.__dict__.setdefault("_profiles", {})
     if key not in cache:
@@ -236,13 +236,19 @@ def collective_time(op: str, nbytes: float, group=None, cluster: Cluster | str |
     if g.n == 1:
         return 0.0, "direct", 0
     alg, subs = (algorithm, None) if algorithm else pick(op, nbytes, g, model)
+    if alg == "hierarchical" and subs is None:  # forced: with the row and column algorithms the runtime would pick
+        subs = _fastest([c for c in candidates(op, nbytes, g) if c[0] == "hierarchical"] or [(alg, None)],
+                        op, nbytes, g, model)[1]
     p = profile(op, alg, g, model, nbytes, subs)
     return p.time(nbytes), p.algorithm, p.steps
 
 
 def pick(op: str, nbytes: float, g: Group, model: str = "alpha-beta") -> tuple[str, tuple[str, str] | None]:
     """The runtime's choice: the fastest of the algorithms it may run at this size (`runtime.candidates`)."""
-    cands = candidates(op, nbytes, g)
+    return _fastest(candidates(op, nbytes, g), op, nbytes, g, model)
+
+
+def _fastest(cands, op: str, nbytes: float, g: Group, model: str):
     if len(cands) == 1:
         return cands[0]
     return min(cands, key=lambda a: profile(op, a[0], g, model, nbytes, a[1]).time(nbytes))
