@@ -21,8 +21,6 @@ the two). Two differences remain, which the compiled modules are written to resp
 from __future__ import annotations
 
 import hashlib
-import importlib.abc
-import importlib.util
 import json
 import os
 import sys
@@ -113,11 +111,15 @@ def record(folder: Path, sums: dict[str, str] | None = None) -> dict[str, str]:
     return made
 
 
-class _Finder(importlib.abc.MetaPathFinder):
+class _Finder:
+    """A meta path finder (find_spec is all the import system asks of one) for the built modules."""
+
     def __init__(self, built: dict[str, Path]):
         self.built = built
 
     def find_spec(self, name, path=None, target=None):
+        import importlib.util
+
         so = self.built.get(name)
         return None if so is None else importlib.util.spec_from_file_location(name, so)
 
