@@ -115,13 +115,13 @@ class _Finder:
     """A meta path finder (find_spec is all the import system asks of one) for the built modules."""
 
     def __init__(self, built: dict[str, Path]):
-        self.built = built
+        import importlib.util  # here, not in find_spec: an import there would ask this finder again
+
+        self.built, self.spec = built, importlib.util.spec_from_file_location
 
     def find_spec(self, name, path=None, target=None):
-        import importlib.util
-
         so = self.built.get(name)
-        return None if so is None else importlib.util.spec_from_file_location(name, so)
+        return None if so is None else self.spec(name, so)
 
 
 def install() -> None:

@@ -68,6 +68,17 @@ def test_ci_runs_the_compiled_modules():
     assert compiled.loaded() == list(compiled.MODULES)
 
 
+def test_a_fresh_process_loads_the_built_modules():
+    """A new interpreter (nothing of importlib imported yet) loads every current build in place of its source."""
+    built = compiled.current()
+    if not built:
+        pytest.skip("the compiled modules are not built here")
+    p = subprocess.run([sys.executable, "-c", "import json, trnsim.fabric, trnsim.nki, trnsim.core.timing.result; "
+                        "from trnsim import compiled; print(json.dumps(compiled.loaded()))"],
+                       env=dict(os.environ, TRNSIM_FAST="1"), capture_output=True, text=True, check=True)
+    assert sorted(json.loads(p.stdout)) == sorted(built)
+
+
 def test_a_stale_build_is_not_loaded(tmp_path, monkeypatch):
     """A module is loaded compiled only when built from its source as it is now."""
     monkeypatch.setattr(compiled, "BUILT", tmp_path)
