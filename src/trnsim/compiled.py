@@ -76,11 +76,19 @@ def built_path(module: str, folder: Path | None = None) -> Path:
     return (BUILT if folder is None else folder) / (module.replace(".", "/") + SUFFIX)
 
 
-def current() -> dict[str, Path]:
-    """module -> its built extension, for each one built from its source as it is now."""
+def recorded() -> dict[str, str]:
+    """module -> the digest of the source its build was made from (sources.json), for each one built."""
     try:
         built = json.loads((BUILT / "sources.json").read_text())
     except (OSError, ValueError):
+        return {}
+    return built if isinstance(built, dict) else {}
+
+
+def current() -> dict[str, Path]:
+    """module -> its built extension, for each one built from its source as it is now."""
+    built = recorded()
+    if not built:
         return {}
     now = digests()
     return {m: built_path(m) for m in MODULES if built.get(m) == now[m] and built_path(m).exists()}
@@ -142,8 +150,9 @@ def note_python_build() -> None:
     for marker in (BUILT / NOTED, cache / f"{NOTED}-{key}"):
         if marker.exists():
             return
-    print("trnsim: running the Python build, slower: its compiled modules were not built at install (that needs a C "
-          "compiler and Python's headers)", file=sys.stderr)
+    why = ("they are older than their sources (pip install or make test rebuilds them)" if recorded() else
+           "they were not built at install (that needs a C compiler and Python's headers)")
+    print(f"trnsim: running the Python build, slower than the compiled one: {why}", file=sys.stderr)
     for marker in (BUILT / NOTED, cache / f"{NOTED}-{key}"):
         try:
             marker.parent.mkdir(parents=True, exist_ok=True)

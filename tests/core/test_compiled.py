@@ -135,6 +135,18 @@ def test_the_python_build_is_reported_once(tmp_path, monkeypatch, capsys):
     assert capsys.readouterr().err.count("\n") == 1
     assert any((tmp_path / "cache" / "trnsim").glob(f"{compiled.NOTED}-*")) == (os.geteuid() != 0)
 
+    def again(record: str) -> str:
+        """What install says with this sources.json and no marker anywhere."""
+        for marker in [*(tmp_path / "cache" / "trnsim").glob(f"{compiled.NOTED}-*"), compiled.BUILT / compiled.NOTED]:
+            marker.unlink(missing_ok=True)
+        compiled.BUILT.mkdir(parents=True, exist_ok=True)
+        (compiled.BUILT / "sources.json").write_text(record)
+        compiled.install()
+        return capsys.readouterr().err
+
+    assert "not built at install" in again("{not json")  # a damaged record is no build
+    assert "older than their sources" in again(json.dumps({compiled.MODULES[0]: "0" * 64}))  # edited since
+
 
 def test_a_modules_declarations_are_part_of_its_build(tmp_path, monkeypatch):
     """Editing a module's .pxd makes its build stale, as editing its source does."""
