@@ -169,8 +169,9 @@ def candidates(op: str, nbytes: float, g: Group) -> list[tuple[str, tuple[str, s
     two = [("hierarchical", (r, c)) for r in rows for c in _inter(op, nbytes / X, Y)]
     if servers:
         return [(a, None) for a in _intra(op, nbytes, g)] + two
-    # Trn1's runtime also keeps its flat ring over EFA for large messages (reference 2.4)
-    return two + [("ring", None)] * (g.cluster.constants.policy == "ring" and nbytes >= th.flat_ring_min_bytes)
+    # Trn1's runtime also keeps its flat ring over EFA (reference 2.4: for large messages, where it can win;
+    # a candidate at every size, so that a larger message never gains one)
+    return two + [("ring", None)] * (g.cluster.constants.policy == "ring")
 
 
 def _servers(g: Group) -> tuple[int, int] | None:
