@@ -91,3 +91,12 @@ def test_direct_writes_between_every_pair_are_refused_past_the_limit():
     c = tf.cluster("trn1.32xlarge", nodes=1875)
     with pytest.raises(tf.AlgorithmError, match="mesh all_reduce over 60,000 ranks"):
         tf.collective_time("all_reduce", MiB, None, c, "mesh")
+
+
+@pytest.mark.parametrize("system,nodes", [("trn1.32xlarge", 3), ("trn1.32xlarge", 1875), ("Trn2 UltraServer", 1)])
+def test_the_default_time_never_falls_as_the_message_grows(system, nodes):
+    """Where the policy changed (Trn1 beyond two nodes, the UltraServer), a larger message still never
+    takes less time."""
+    c = tf.cluster(system, nodes=nodes)
+    times = [tf.collective_time("all_reduce", 2**k, None, c)[0] for k in range(6, 31, 2)]
+    assert times == sorted(times)
