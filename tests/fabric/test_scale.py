@@ -100,3 +100,11 @@ def test_the_default_time_never_falls_as_the_message_grows(system, nodes):
     c = tf.cluster(system, nodes=nodes)
     times = [tf.collective_time("all_reduce", 2**k, None, c)[0] for k in range(6, 31, 2)]
     assert times == sorted(times)
+
+
+def test_the_flow_model_refuses_project_rainier_by_name():
+    """Its per-flow simulation would build 1.6 million ranks' flows: a named error instead of gigabytes."""
+    from trnsim.errors import ConfigError
+
+    with pytest.raises(ConfigError, match="at most 131,072 ranks; this group has 1,600,000"):
+        tf.collective_time("all_reduce", GiB, None, tf.cluster("trn2.48xlarge", nodes=25_000), model="flow")

@@ -28,6 +28,7 @@ from trnsim.fabric.runtime import (ALGORITHMS, Group, candidates, check_op, grou
 
 MODELS = ("alpha-beta", "flow")
 FLOW_TOLERANCE = 0.01  # relative: flows finishing this close together end in one event of the flow model
+FLOW_MAX_RANKS = 2**17  # the flow model prices every node's flows: 30,000 Trn2 chips (120,000 ranks) fit, Rainier does not
 
 
 def _incidence(g: Group, ph: A.Phase, fold: bool, merge: bool = False):
@@ -191,6 +192,10 @@ def profile(op: str, algorithm: str, g: Group, model: str = "alpha-beta", nbytes
             priced = [(ph, _alpha_beta(g, dataclasses.replace(ph, uniform=True), True) if level == "row"
                        else _column(g, ph)) for level, ph in parts]
         else:
+            if model == "flow" and g.n > FLOW_MAX_RANKS:
+                raise ConfigError(f"the flow model simulates every node's flows, for at most {FLOW_MAX_RANKS:,} ranks; "
+                                  f"this group has {g.n:,}: use the alpha-beta model (the same figure wherever a "
+                                  f"round's flows are equal){where()}")
             sch = schedule(op, algorithm, g, nbytes, subs)
             fold = g.grid is not None and g.nodes > 1 and model == "alpha-beta"
             price = _alpha_beta if model == "alpha-beta" else _flow
