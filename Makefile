@@ -32,8 +32,8 @@ tools:
 	  else echo "missing $$missing: install them (apt-get install -y $$missing) or their tests fail"; fi; \
 	fi
 
-# The hottest modules compiled by Cython (trnsim/compiled.py), rebuilt when their sources change; without a C
-# compiler the build says why and trnsim runs them as Python.
+# The hottest modules compiled by Cython (trnsim/compiled.py) are built by the install itself (setup.py);
+# here those whose sources changed since are rebuilt. Without a C compiler trnsim runs them as Python.
 test: $(VENV)/.dev tools
 	-$(PY) -c 'import sys, trnsim.compiled as c; sys.exit(c.main())'
 	TRNSIM_REQUIRE_TOOLS=$${CI:+1} $(PY) -m pytest -n 2

@@ -1,9 +1,16 @@
 """Fabric speed: analytical estimates at UltraCluster scale, the flow model at 1,024 chips, value runs.
 
-Prints one JSON object. Targets (issue 7): the 30,000-chip analytical all-reduce under 1 s, the
-1,024-chip flow-level all-reduce under 30 s, and a warm `collective_time` under 1 ms for the planner.
+Prints one JSON object. Targets: the 30,000-chip analytical all-reduce under 1 s, the 1,024-chip
+flow-level all-reduce under 30 s, a warm `collective_time` under 1 ms for the planner, and whole
+`trnsim` commands at Project Rainier's scale (25,000 trn2.48xlarge: the all-reduce under 1.5 s of wall
+time with the interpreter's start, under 500 MB peak; the training plan under 1 s) and on the 30,000-chip
+Trn1 UltraCluster, each in a fresh process (CPU seconds too: on a shared machine they show what an idle
+one would take).
 """
 import json
+import os
+import subprocess
+import sys
 import time
 
 import numpy as np
@@ -19,8 +26,30 @@ def timed(fn, repeat=1):
     return out, (time.perf_counter() - t) / repeat
 
 
+COMMANDS = {  # name -> (trnsim arguments, wall-time target in seconds)
+    "rainier_all_reduce_1GiB": (["collective", "all_reduce", "--instance", "trn2.48xlarge", "-N", "25000",
+                                 "-b", "1G", "-e", "1G"], 1.5),
+    "trn1_ultracluster_30000_chips_all_reduce_1GiB": (["collective", "all_reduce", "--instance", "trn1.32xlarge",
+                                                       "-N", "1875", "-b", "1G", "-e", "1G"], 1.5),
+    "rainier_plan_llama3_70b": (["plan", "llama3-70b", "--instance", "trn2.48xlarge", "--nodes", "25000",
+                                 "--tp", "8", "--pp", "8", "--global-batch", "25000"], 1.0),
+}
+
+
+def command(args: list[str]) -> dict:
+    """A trnsim command in a fresh process: wall and CPU seconds, peak resident memory."""
+    t = time.perf_counter()
+    p = subprocess.Popen([sys.executable, "-m", "trnsim", *args], stdout=subprocess.DEVNULL)
+    _, status, use = os.wait4(p.pid, 0)
+    return {"wall_s": round(time.perf_counter() - t, 3), "cpu_s": round(use.ru_utime + use.ru_stime, 3),
+            "peak_rss_mb": round(use.ru_maxrss / 1024, 1), "exit_status": os.waitstatus_to_exitcode(status)}
+
+
 def main():
     res = {}
+    for name, (args, target) in COMMANDS.items():
+        res[name] = {**min((command(args) for _ in range(3)), key=lambda r: r["wall_s"]), "target_wall_s": target,
+                     "target_peak_rss_mb": 500, "command": "trnsim " + " ".join(args)}
     colds = []
     for _ in range(3):  # a fresh cluster each time: network, group, schedule and pricing all included
         big = tf.cluster("trn2.48xlarge", nodes=1875)  # 30,000 chips, 120,000 ranks at LNC 2

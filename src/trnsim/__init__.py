@@ -10,6 +10,22 @@ from trnsim import compiled as _compiled  # noqa: E402  first: the built modules
 
 _compiled.install()
 
-from trnsim.specs import chip, chips, hardware, instance, instances, neuroncore, system, systems, ultraserver  # noqa: E402
-from trnsim.core.timing import benchmark  # noqa: E402
-from trnsim.fabric import cluster  # noqa: E402
+_LAZY = {"trnsim.specs": ("chip", "chips", "hardware", "instance", "instances", "neuroncore", "system", "systems",
+                          "ultraserver"),
+         "trnsim.core.timing": ("benchmark",), "trnsim.fabric": ("cluster",)}
+
+
+def __getattr__(name):
+    """The top-level API, imported when first used: `trnsim --help` need not load numpy and the core."""
+    import importlib
+
+    for module, names in _LAZY.items():
+        if name in names:
+            value = getattr(importlib.import_module(module), name)
+            globals()[name] = value
+            return value
+    raise AttributeError(f"module 'trnsim' has no attribute {name!r}")
+
+
+def __dir__():
+    return sorted(set(globals()) | {n for names in _LAZY.values() for n in names})

@@ -36,8 +36,10 @@ from trnsim.errors import TrnsimError
 
 INTERVAL_S = 0.25  # at most this often a process rewrites its file (unless forced)
 MAX_FILE_BYTES = 1 << 20  # a state file larger than this is not one trnsim wrote
-MAX_CORES = 1 << 16  # NeuronCore ids listed per process (a 30,000-chip collective lists the first ones)
+MAX_CORES = 1 << 16  # NeuronCore ids a reader accepts per process
 MAX_TEXT = 4096  # characters kept of a command line or name
+LISTED_CORES = 4096  # core ids a file lists (the first; cores_total counts them all): more than one instance holds,
+# which is what top and monitor show, and a 400,000-chip collective would otherwise write megabytes
 _lock = threading.Lock()
 _state: dict = {}
 _last_write = 0.0
@@ -136,7 +138,8 @@ def publish(kind: str, name: str, *, cores: Iterable[int] | None = None,
             if value is not None:
                 s[key] = value
         if cores is not None:
-            s["cores"] = sorted(int(c) for c in cores)[:MAX_CORES]
+            ids = cores if isinstance(cores, range) and cores.step > 0 else sorted(int(c) for c in cores)
+            s["cores"], s["cores_total"] = list(ids[:LISTED_CORES]), len(ids)
         if memory is not None:
             s["memory"] = {k: int(v) for k, v in memory.items()}
         if busy is not None:

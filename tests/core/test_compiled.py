@@ -68,17 +68,84 @@ def test_ci_runs_the_compiled_modules():
     assert compiled.loaded() == list(compiled.MODULES)
 
 
+def test_a_fresh_process_loads_the_built_modules():
+    """A new interpreter (nothing of importlib imported yet) loads every current build in place of its source."""
+    built = compiled.current()
+    if not built:
+        pytest.skip("the compiled modules are not built here")
+    p = subprocess.run([sys.executable, "-c", "import json, trnsim.fabric, trnsim.nki, trnsim.core.timing.result; "
+                        "from trnsim import compiled; print(json.dumps(compiled.loaded()))"],
+                       env=dict(os.environ, TRNSIM_FAST="1"), capture_output=True, text=True, check=True)
+    assert sorted(json.loads(p.stdout)) == sorted(built)
+
+
 def test_a_stale_build_is_not_loaded(tmp_path, monkeypatch):
     """A module is loaded compiled only when built from its source as it is now."""
     monkeypatch.setattr(compiled, "BUILT", tmp_path)
     name = compiled.MODULES[0]
-    (tmp_path / (name + compiled.SUFFIX)).write_bytes(b"")
+    so = tmp_path / (name.replace(".", "/") + compiled.SUFFIX)
+    so.parent.mkdir(parents=True)
+    so.write_bytes(b"")
     (tmp_path / "sources.json").write_text(json.dumps({name: "0" * 64}))
     assert compiled.current() == {}
     (tmp_path / "sources.json").write_text(json.dumps({name: compiled.digest(name)}))
-    assert compiled.current() == {name: tmp_path / (name + compiled.SUFFIX)}
-    (tmp_path / (name + compiled.SUFFIX)).unlink()
+    assert compiled.current() == {name: so}
+    so.unlink()
     assert compiled.current() == {}
+
+
+def test_the_install_builds_each_module_as_an_optional_extension_under_the_package(tmp_path):
+    """setup.py's extensions: named so that the build puts them where `current` looks, each Cython-compiled
+    under its own module name, and optional, so that an install without a C compiler still succeeds."""
+    pytest.importorskip("Cython")
+    some = ("trnsim.core.liveness", "trnsim.core.timing.intervals")
+    exts = compiled.extensions(str(tmp_path), modules=some)
+    assert [e.name for e in exts] == [f"trnsim._compiled.{m}" for m in some]
+    assert all(e.optional for e in exts)
+    for m, e in zip(some, exts):
+        c = Path(e.sources[0]).read_text()
+        assert f'"{m}"' in c and f"PyInit_{m.rsplit('.', 1)[1]}" in c  # its own name, its own init function
+    made = tmp_path / "built"
+    so = compiled.built_path(compiled.MODULES[1], made)
+    so.parent.mkdir(parents=True)
+    so.write_bytes(b"")
+    assert compiled.record(made) == {compiled.MODULES[1]: compiled.digest(compiled.MODULES[1])}
+    assert json.loads((made / "sources.json").read_text()) == compiled.record(made)
+
+
+def test_the_python_build_is_reported_once(tmp_path, monkeypatch, capsys):
+    """With no compiled module current, one line on stderr the first time, none after."""
+    monkeypatch.setattr(compiled, "BUILT", tmp_path / "_compiled")
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    monkeypatch.setattr(compiled.sys, "meta_path", [f for f in compiled.sys.meta_path
+                                                    if not isinstance(f, compiled._Finder)])
+    for _ in range(3):
+        compiled.install()
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "Python build" in err
+    # an installation it cannot write to (when not root) is noted in the user's cache instead
+    monkeypatch.setattr(compiled, "BUILT", tmp_path / "elsewhere" / "_compiled")
+    (tmp_path / "elsewhere").mkdir()
+    (tmp_path / "elsewhere").chmod(0o500)
+    try:
+        compiled.install()
+        compiled.install()
+    finally:
+        (tmp_path / "elsewhere").chmod(0o700)
+    assert capsys.readouterr().err.count("\n") == 1
+    assert any((tmp_path / "cache" / "trnsim").glob(f"{compiled.NOTED}-*")) == (os.geteuid() != 0)
+
+    def again(record: str) -> str:
+        """What install says with this sources.json and no marker anywhere."""
+        for marker in [*(tmp_path / "cache" / "trnsim").glob(f"{compiled.NOTED}-*"), compiled.BUILT / compiled.NOTED]:
+            marker.unlink(missing_ok=True)
+        compiled.BUILT.mkdir(parents=True, exist_ok=True)
+        (compiled.BUILT / "sources.json").write_text(record)
+        compiled.install()
+        return capsys.readouterr().err
+
+    assert "not built at install" in again("{not json")  # a damaged record is no build
+    assert "older than their sources" in again(json.dumps({compiled.MODULES[0]: "0" * 64}))  # edited since
 
 
 def test_a_modules_declarations_are_part_of_its_build(tmp_path, monkeypatch):

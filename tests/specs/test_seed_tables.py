@@ -68,7 +68,8 @@ SEED_001 = _table("001", {"inst": ("trn2.48xlarge", "trn2u.48xlarge"), "ultra": 
     ("chip-GiB", lambda s: s.hbm_bytes / GiB, "1,536", "6,144"),
     ("chip-TB/s", lambda s: s.hbm_bandwidth / T, "46.4", "185.6"),
     ("intra-NL-GB/s/chip", lambda s: s.intra_link_bandwidth / 1e9, "1,024", "1,024"),
-    ("EFAv3-Gbps", lambda s: s.efa_bandwidth * 8 / 1e9, "3,200", "3,200"),
+    ("EFAv3-Gbps", lambda s: s.efa_bandwidth * 8 / 1e9 / s.servers, "3,200", "3,200"),  # per instance (the
+    # UltraServer has four, 12.8 Tbps in all: systems.toml)
 ], factors={"ultra": 4.0})
 SEED_001 += _rows("001", ("Trn2 UltraServer",), "inter-NL-GB/s/chip", "256", lambda s: s.inter_link_bandwidth / 1e9)
 

@@ -15,14 +15,17 @@ from __future__ import annotations
 
 import os
 import re
+from typing import TYPE_CHECKING
 
 import click
-import numpy as np
 
 from trnsim import live, specs
 from trnsim.cli import cli, emit_json, output_file
 from trnsim.errors import OptionError, UnknownNameError
 from trnsim.specs import DEFAULT_INSTANCE
+
+if TYPE_CHECKING:
+    import numpy as np
 
 # nccom-test's names and its short forms -> trnsim.fabric operations
 OP_NAMES = {
@@ -140,6 +143,8 @@ def alltoallv_counts(path: str, n: int) -> np.ndarray:
     """nccom-test's --alltoallv-metadata file -> counts[j][i], the elements rank j sends rank i. The file holds
     {"alltoallv_metadata": [{"send_counts", "send_displs", "recv_counts", "recv_displs"}, ...]}: one entry for
     every rank, or one per rank; what each rank receives must be what the others send it."""
+    import numpy as np
+
     import json
 
     opt = "--alltoallv-metadata"
@@ -176,6 +181,8 @@ def alltoallv_counts(path: str, n: int) -> np.ndarray:
 def _alltoallv_row(counts: np.ndarray, dt, name: str, c, group, model: str, check: str | None, seed: int) -> dict:
     """The one row of an alltoallv whose counts come from the metadata: timed on the fabric with those
     exact per-pair sizes; size is the most bytes a rank sends."""
+    import numpy as np
+
     import trnsim.fabric as tf
 
     n = len(counts)
@@ -270,6 +277,8 @@ def _fits(op: str, size: int, n: int, c) -> None:
 
 def _inputs(mode: str, n: int, count: int, dt, reduce: str, rng) -> list[np.ndarray]:
     """Each rank's input: ones, or pseudo-random values whose reduction stays exact in integers and in range."""
+    import numpy as np
+
     if mode == "all_ones":
         return [np.ones(count, dt.np) for _ in range(n)]
     if dt.is_float:
@@ -283,6 +292,8 @@ def check_values(op: str, count: int, n: int, dt, c, group, algorithm, model, mo
     """Run the collective with values and compare every rank's output with numpy's golden result, in float64
     for floats with a tolerance of the dtype's rounding per hop. A row of more than CHECK_ELEMS elements over
     all ranks is checked on the first CHECK_ELEMS / ranks elements of each rank (checked_elems says how many)."""
+    import numpy as np
+
     import trnsim.fabric as tf
 
     split = op in ("all_gather", "reduce_scatter", "all_to_all", "all_to_allv")
@@ -455,6 +466,8 @@ def _print_table(out: dict, nodes: int, show_algorithm: bool, check: str | None,
 
 def tour(console) -> None:
     """All-reduce on a Trn2 instance and a Trn3 Gen2 UltraServer, and what bf16 rounding per hop does."""
+    import numpy as np
+
     import trnsim.fabric as tf
     from trnsim import numerics
 

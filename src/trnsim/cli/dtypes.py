@@ -4,16 +4,16 @@ from __future__ import annotations
 import math
 
 import click
-import numpy as np
 
-from trnsim import numerics
 from trnsim.cli import cli, emit_json
-
-_FLOATS = [t for t in numerics.ALL if t.is_float]
 
 
 def _row(t, values, rounding, seed):
     """A type's format facts, and each value cast to it and read back as FP32."""
+    import numpy as np
+
+    from trnsim import numerics
+
     with np.errstate(over="ignore", invalid="ignore"):  # a value past FP32's range is inf: the table shows it
         got = numerics.cast(np.asarray(values, np.float32), t, rounding, rng=seed).astype(np.float32)
     return {"dtype": t.name, "layout": f"1-{t.exp}-{t.mant}" if t.name != "float8_e8m0fnu" else "0-8-0",
@@ -41,7 +41,9 @@ def _no_nan_notes(rows, values) -> list[str]:
 @click.option("-j", "--json", "as_json", is_flag=True, help="Print JSON.")
 def dtypes(values, rounding, seed, as_json):
     """Float types of the NeuronCore; with VALUES, what each value becomes in every type."""
-    rows = [_row(t, values, rounding, seed) for t in _FLOATS]
+    from trnsim import numerics
+
+    rows = [_row(t, values, rounding, seed) for t in numerics.ALL if t.is_float]
     notes = _no_nan_notes(rows, values)
     if as_json:
         click.echo(emit_json({"rounding": rounding or numerics.rounding_mode(), "inputs": list(values), "types": rows,
@@ -63,6 +65,10 @@ def dtypes(values, rounding, seed, as_json):
 
 def tour(con):
     """Why stochastic rounding exists: a bf16 accumulator fed 10,000 small increments."""
+    import numpy as np
+
+    from trnsim import numerics
+
     acc = {mode: np.zeros(64, numerics.bfloat16.np) for mode in ("rne", "stochastic")}
     exact, step, rng = np.float32(0), np.float32(1e-4), np.random.default_rng(7)
     for _ in range(10_000):

@@ -18,16 +18,18 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import click
-import numpy as np
 
 from trnsim import live, specs
 from trnsim.cli import cli, emit_json, output_folder
 from trnsim.cli.run import run_user_file
-from trnsim.core.timing import BenchmarkResult, time_cores
 from trnsim.errors import ConfigError, TrnsimError, UserCodeError
 from trnsim.report import files
+
+if TYPE_CHECKING:
+    from trnsim.core.timing import BenchmarkResult
 
 TARGETS = specs.targets()
 _DTYPE_ALIASES = {"bf16": "bfloat16", "fp32": "float32", "f32": "float32", "fp16": "float16", "f16": "float16",
@@ -81,6 +83,8 @@ def schedule_of(result: BenchmarkResult, every: int = 1):
 
 def dma_pieces(result: BenchmarkResult, every: int = 1) -> dict:
     """Each DMA transfer's share per queue (queue, start, end, the transfer's instruction index)."""
+    import numpy as np
+
     tl = slowest(result)
     owner = np.fromiter((e.index for e in tl.events for _ in e.pieces), np.int64)
     keep = owner % every == 0
@@ -93,6 +97,8 @@ def occupancy(result: BenchmarkResult, points: int = 4000) -> dict:
     it until the last one that reads it (the same bytes again) before the next write. Each memory also
     carries its capacity and its allocated peak, what "SBUF peak" means everywhere else (the summary, the
     JSON): the allocator's high-water mark, which counts a buffer from allocation to release."""
+    import numpy as np
+
     tl = slowest(result)
     spec = _spec(result.target)
     capacity = {"sbuf": spec.partitions * spec.sbuf_partition_bytes, "psum": spec.partitions * spec.psum_partition_bytes}
@@ -175,6 +181,8 @@ def parse_arg(text: str, values: bool = True, target: str | None = None):
     """`NAME=DTYPE[D0,D1,...]` -> (NAME, numpy array of random values, or zeros when `values` is off: their
     pages are never touched on a timing-only run); `NAME=VALUE` -> (NAME, the literal). An array larger
     than `target`'s HBM per NeuronCore is refused before anything is built on the host."""
+    import numpy as np
+
     from trnsim import numerics
     from trnsim.core.machine import resolve_target
     from trnsim.report.summary import format_bytes
@@ -297,6 +305,8 @@ def run_profile(kernel, args, kwargs, target, timing_only, out: Path, every: int
             cores = kernel.trace(*args, target=target, values=not timing_only, **kwargs)
             name = kernel.__name__
         bar.phase(f"timing {sum(len(c.stream) for c in cores):,} instructions", total=sum(len(c.stream) for c in cores))
+        from trnsim.core.timing import time_cores
+
         result = time_cores(name, cores, progress=bar.step)
         del cores
         live.idle()  # the timing is over: `trnsim top` shows the process idle while it writes

@@ -27,7 +27,6 @@ import click
 
 from trnsim.cli import CHARTS_MISSING, charts_installed, cli, emit_json, output_folder
 from trnsim.cli.profile import TARGETS, _Progress, load_kernel, parse_arg, run_profile
-from trnsim.core.errors import KernelError
 from trnsim.errors import ConfigError, OptionError, TrnsimError, UserCodeError
 
 
@@ -95,6 +94,7 @@ def run_config(task) -> dict:
     """One configuration, timed on shapes alone (runs in a worker): a row with its latency, or its reason."""
     index, file, name, argv, config, target, lnc = task
     from trnsim import specs
+    from trnsim.core.errors import KernelError
     from trnsim.core.timing import benchmark
 
     hw = os.environ.get("TRNSIM_HARDWARE")

@@ -205,28 +205,43 @@ def _level_phases(alg: str, lv: Level, kind: str) -> list[Phase]:
     return LEVEL_ALGORITHMS[alg](lv, kind)
 
 
+def grid_levels(Y: int, X: int, ch: int, row_orders: np.ndarray, col_orders: np.ndarray,
+                rows=None, cols=None) -> tuple[Level, Level]:
+    """The row level (Y rows of X members) and the column level (X columns of Y members) of a Y x X grid:
+    every row and column, or the rows and columns listed (timing prices one of each where all are alike)."""
+    rows = np.arange(Y) if rows is None else np.asarray(rows)
+    cols = np.arange(X) if cols is None else np.asarray(cols)
+    c = np.arange(ch)[:, None, None]
+    x, y = np.arange(X)[None, :], np.arange(Y)[None, :]
+    row_members = rows[:, None] * X + x  # position r = y*X + x
+    col_members = y * X + cols[:, None]
+    row_base = np.broadcast_to(c * X * Y + x * Y, (ch, len(rows), X)).copy()
+    col_base = np.broadcast_to(c * X * Y + cols[:, None] * Y + y, (ch, len(cols), Y)).copy()
+    return Level(row_members, row_base, Y, row_orders), Level(col_members, col_base, 1, col_orders)
+
+
+def compose(kind: str, Y: int, row_alg: str, col_alg: str, rows: Level, cols: Level) -> list[tuple[str, Phase]]:
+    """The phases of a two-level collective in order, each marked "row" or "column":
+    all_reduce = row reduce-scatter, column all-reduce, row all-gather; reduce_scatter = row
+    reduce-scatter then column reduce-scatter; all_gather = column all-gather then row all-gather."""
+    row = lambda k: [("row", p) for p in _level_phases(row_alg, rows, k)]  # noqa: E731
+    col = lambda k: [("column", p) for p in _level_phases(col_alg, cols, k)]  # noqa: E731
+    if kind == "ar" and Y == 1:
+        return row("ar")
+    if kind == "ar":
+        return row("rs") + col("ar") + row("ag")
+    if kind == "rs":
+        return row("rs") + col("rs")
+    return col("ag") + row("ag")
+
+
 def two_level(kind: str, Y: int, X: int, ch: int, row_alg: str, col_alg: str,
               row_orders: np.ndarray, col_orders: np.ndarray, name: str) -> Schedule:
-    """Reduce-scatter / all-gather / all-reduce over a Y x X grid of group positions.
-
-    all_reduce = row reduce-scatter, column all-reduce, row all-gather; reduce_scatter = row
-    reduce-scatter then column reduce-scatter; all_gather = column all-gather then row all-gather.
-    With Y = 1 (or X = 1) it is the flat algorithm over one row (or one column).
-    """
+    """Reduce-scatter / all-gather / all-reduce over a Y x X grid of group positions (`compose`).
+    With Y = 1 (or X = 1) it is the flat algorithm over one row (or one column)."""
+    rows, cols = grid_levels(Y, X, ch, row_orders, col_orders)
+    phases = [p for _, p in compose(kind, Y, row_alg, col_alg, rows, cols)]
     c = np.arange(ch)[:, None, None]
-    pos = np.arange(Y * X).reshape(Y, X)
-    y, x = np.arange(Y)[:, None], np.arange(X)[None, :]
-    rows = Level(pos, np.broadcast_to(c * X * Y + x * Y, (ch, Y, X)).copy(), Y, row_orders)
-    cols = Level(pos.T.copy(), np.broadcast_to(c * X * Y + x.T * Y + y.T, (ch, X, Y)).copy(), 1, col_orders)
-    if kind == "ar" and Y == 1:
-        phases = _level_phases(row_alg, rows, "ar")
-    elif kind == "ar":
-        phases = (_level_phases(row_alg, rows, "rs") + _level_phases(col_alg, cols, "ar")
-                  + _level_phases(row_alg, rows, "ag"))
-    elif kind == "rs":
-        phases = _level_phases(row_alg, rows, "rs") + _level_phases(col_alg, cols, "rs")
-    else:
-        phases = _level_phases(col_alg, cols, "ag") + _level_phases(row_alg, rows, "ag")
     r = np.arange(Y * X)
     layout = ((c.ravel()[None, :] * X * Y) + (r % X * Y + r // X)[:, None]).ravel()  # memory (r, c) -> id
     return Schedule(name, Y * X * ch, layout, tuple(phases))

@@ -21,6 +21,7 @@ from trnsim.specs import fabric as fabric_specs
 OPS = ("all_reduce", "all_gather", "reduce_scatter", "all_to_all", "all_to_allv", "permute", "send_recv", "broadcast")
 ALGORITHMS = ("ring", "torus", "mesh", "rdh", "kangaring", "hierarchical", "oneshot", "direct")
 _KIND = {"all_reduce": "ar", "reduce_scatter": "rs", "all_gather": "ag"}
+MAX_DIRECT = 2**24  # direct writes (n * (n - 1) of them) one flat schedule may hold: 4,096 ranks; more would take gigabytes
 
 
 class AlgorithmError(TrnsimError, ValueError):
@@ -56,7 +57,7 @@ class Group:
         """(nodes Y, ranks per node X) when every node holds the same local ranks, in order; else None."""
         c = self.cluster
         nodes, local = np.divmod(self.ranks, c.ranks_per_node)
-        Y = len(np.unique(nodes))
+        Y = self.nodes
         if self.n % Y:
             return None
         X = self.n // Y
@@ -66,7 +67,7 @@ class Group:
 
     @cached_property
     def nodes(self) -> int:
-        return len(np.unique(self.ranks // self.cluster.ranks_per_node))
+        return int(np.count_nonzero(np.bincount(self.ranks // self.cluster.ranks_per_node)))  # O(n), no sort
 
     @cached_property
     def pairs_on_chips(self) -> bool:
@@ -113,6 +114,14 @@ def _intra(op: str, nbytes: float, g: Group) -> list[str]:
         # every chip one switch away: direct writes at every size (runtime 2.32: mesh on Trn3 Gen2);
         # one-shot all-reduce sends the whole buffer to every rank, so only while that stays small
         return ["oneshot"] * (op == "all_reduce" and nbytes * g.n < th.mesh_max_bytes) + ["mesh"]
+    system = g.cluster.system
+    if system.servers > 1 and system.topology_kind == "torus":
+        # an UltraServer's torus spans servers over slower links: the published size limits are the
+        # 16-chip instance's (reference 2.3), so every schedule trnsim has for it competes at every size,
+        # whole-torus rings included when the group is the whole system
+        whole, direct = g.nodes == 1 and g.n == g.cluster.ranks_per_node, g.n * (g.n - 1) <= MAX_DIRECT
+        return (["oneshot"] * (op == "all_reduce" and direct) + ["mesh"] * direct + ["rdh"] * _pow2(g.n)
+                + ["kangaring"] * g.pairs_on_chips + ["ring"] + ["torus"] * whole)
     out = ["mesh"] * (nbytes < th.mesh_max_bytes) + ["rdh"] * (nbytes < th.rdh_max_bytes and _pow2(g.n))
     return out + ["kangaring" if g.pairs_on_chips else "ring"]
 
@@ -122,6 +131,13 @@ def _inter(op: str, nbytes: float, Y: int) -> list[str]:
     th = fabric_specs.constants().thresholds
     out = ["mesh"] * (nbytes < th.mesh_max_bytes and Y <= th.inter_mesh_max_nodes)
     return out + ["rdh"] * ((_pow2(Y) or op == "all_reduce") and nbytes < th.rdh_max_bytes) + ["ring"]
+
+
+def rings_only(g: Group) -> bool:
+    """Whether the 2023 runtime's rings-only policy holds: on Trn1, over as many nodes as its published tables
+    measure (fabric.toml); beyond, the current runtime's choice."""
+    return (g.cluster.constants.policy == "ring"
+            and g.nodes <= fabric_specs.constants().thresholds.ring_policy_max_nodes)
 
 
 def candidates(op: str, nbytes: float, g: Group) -> list[tuple[str, tuple[str, str] | None]]:
@@ -138,17 +154,33 @@ def candidates(op: str, nbytes: float, g: Group) -> list[tuple[str, tuple[str, s
         return [("direct", None), ("ring", None)] if g.n > 2 else [("direct", None)]
     if op not in _KIND:
         return [("direct", None)]
-    k, th = g.cluster.constants, fabric_specs.constants().thresholds
+    th = fabric_specs.constants().thresholds
     multi = g.nodes > 1
-    if k.policy == "ring":  # the 2023 runtime: rings, hierarchical below the flat-ring threshold
+    if rings_only(g):  # the 2023 runtime: rings, hierarchical below the flat-ring threshold
         return [("hierarchical", None)] * bool(multi and g.grid and nbytes < th.flat_ring_min_bytes) + [("ring", None)]
-    if not multi:
+    servers = _servers(g)
+    if not multi and not servers:
         return [(a, None) for a in _intra(op, nbytes, g)]
     if not g.grid:
         return [("ring", None)]
-    Y, X = g.grid
-    rows = dict.fromkeys("mesh" if a == "oneshot" else a for a in _intra(op, nbytes, Group(g.cluster, g.ranks[:X])))
-    return [("hierarchical", (r, c)) for r in rows for c in _inter(op, nbytes / X, Y)]
+    Y, X = servers or g.grid
+    rows = dict.fromkeys("mesh" if a == "oneshot" else a for a in _intra(op, nbytes, Group(g.cluster, g.ranks[:X]))
+                         if a != "torus")
+    two = [("hierarchical", (r, c)) for r in rows for c in _inter(op, nbytes / X, Y)]
+    if servers:
+        return [(a, None) for a in _intra(op, nbytes, g)] + two
+    # Trn1's runtime also keeps its flat ring over EFA (reference 2.4: for large messages, where it can win;
+    # a candidate at every size, so that a larger message never gains one)
+    return two + [("ring", None)] * (g.cluster.constants.policy == "ring")
+
+
+def _servers(g: Group) -> tuple[int, int] | None:
+    """(servers, ranks per server) when the group is a whole UltraServer of several servers (instances), whose
+    links between servers make it a two-level system; else None."""
+    s = g.cluster.system
+    if g.nodes == 1 and s.servers > 1 and g.n == g.cluster.ranks_per_node:
+        return s.servers, g.n // s.servers
+    return None
 
 
 def _chip_cycle(system) -> np.ndarray:
@@ -208,6 +240,8 @@ def schedule(op: str, algorithm: str, g: Group, nbytes: float = 0.0, subs: tuple
     if op not in _KIND:
         return _pointwise(op, algorithm, g)
     kind = _KIND[op]
+    if algorithm in ("mesh", "oneshot"):
+        _check_direct(algorithm, op, n)
     if algorithm in ("ring", "mesh", "rdh", "kangaring"):
         if algorithm == "rdh" and not _pow2(n) and kind != "ar":
             raise AlgorithmError(f"rdh {op} needs a power-of-two group, got {n} ranks (all_reduce folds "
@@ -234,6 +268,18 @@ def schedule(op: str, algorithm: str, g: Group, nbytes: float = 0.0, subs: tuple
                          f"hierarchical, oneshot{where()}")
 
 
+def hierarchical_parts(op: str, g: Group, nbytes: float = 0.0, subs: tuple[str, str] | None = None):
+    """Hierarchical's phases for one row (node 0's) and one column (each node's first member), each marked
+    "row" or "column", with the schedule's name and chunk count: on a grid every row moves the same
+    traffic on its own node, and every column the same on each node's chips, so timing prices these
+    alone (`timing.profile`) and never builds the other rows and columns."""
+    Y, X, row, col = two_level_shape(op, "hierarchical", g, nbytes, subs)
+    ch = 2
+    rows, cols = A.grid_levels(Y, X, ch, _ring_orders(g, np.arange(X)[None, :], ch, rotate=False),
+                               _natural(ch, 1, Y), rows=[0], cols=[0])
+    return f"hier({row}+{col})", Y * X * ch, A.compose(_KIND[op], Y, row, col, rows, cols)
+
+
 def two_level_shape(op: str, algorithm: str, g: Group, nbytes: float,
                     subs: tuple[str, str] | None = None) -> tuple[int, int, str, str]:
     """(rows Y, members per row X, row algorithm, column algorithm) of hierarchical or torus."""
@@ -245,11 +291,11 @@ def two_level_shape(op: str, algorithm: str, g: Group, nbytes: float,
                                  f"on {g.nodes} {c.system.name} ({c.system.topology_kind}){where()}")
         X = shape[-1] * c.cores_per_chip
         return n // X, X, "ring", "ring"
-    if not g.grid or g.nodes < 2:
-        raise AlgorithmError(f"hierarchical needs the same ranks on each of 2 or more nodes; "
+    if not _servers(g) and (not g.grid or g.nodes < 2):
+        raise AlgorithmError(f"hierarchical needs the same ranks on each of 2 or more nodes (or a whole UltraServer); "
                              f"this group of {n} ranks spans {g.nodes} node(s){where()}")
-    Y, X = g.grid
-    if c.constants.policy == "ring":
+    Y, X = _servers(g) or g.grid
+    if rings_only(g):
         return Y, X, "ring", "ring"
     if subs is None:
         row, col = _intra(op, nbytes, Group(c, g.ranks[:X]))[0], _inter(op, nbytes / X, Y)[0]
@@ -269,12 +315,20 @@ def _scatter_all_gather(g: Group) -> A.Schedule:
     return A.Schedule("scatter+ring", ag.nchunks, ag.layout, (scatter,) + ag.phases)
 
 
+def _check_direct(algorithm: str, op: str, n: int) -> None:
+    """Direct writes between every pair of n ranks are priced transfer by transfer: refuse more than MAX_DIRECT."""
+    if n * (n - 1) > MAX_DIRECT:
+        raise AlgorithmError(f"{algorithm} {op} over {n:,} ranks is {n * (n - 1):,} direct writes per round; trnsim "
+                             f"prices at most {MAX_DIRECT:,} (4,096 ranks); over more, use hierarchical{where()}")
+
+
 def _pointwise(op: str, algorithm: str, g: Group) -> A.Schedule:
     """Schedules for the data-movement ops: all_to_all (mesh), permute/send_recv/broadcast (direct)."""
     n = g.n
     if op in ("all_to_all", "all_to_allv"):
         if algorithm not in ("mesh", "direct"):
             raise AlgorithmError(f"{op} runs as mesh (direct writes), not {algorithm}{where()}")
+        _check_direct(algorithm, op, n)
         q, off = np.meshgrid(np.arange(n), np.arange(1, n), indexing="ij")
         src, dst = q.T.ravel(), ((q + off) % n).T.ravel()
         # (all_to_all's values are moved directly by collectives.all_to_all: sender and receiver slots differ)

@@ -13,6 +13,7 @@ and cached: `collective_time` is then a few multiply-adds.
 """
 from __future__ import annotations
 
+import dataclasses
 import functools
 from dataclasses import dataclass
 
@@ -22,10 +23,12 @@ from trnsim import specs
 from trnsim.errors import ConfigError, UnknownNameError
 from trnsim.fabric import algorithms as A
 from trnsim.fabric.cluster import Cluster, cluster as make_cluster, where
-from trnsim.fabric.runtime import ALGORITHMS, Group, candidates, check_op, group_of, schedule, two_level_shape
+from trnsim.fabric.runtime import (ALGORITHMS, Group, candidates, check_op, group_of, hierarchical_parts, schedule,
+                                   two_level_shape)
 
 MODELS = ("alpha-beta", "flow")
 FLOW_TOLERANCE = 0.01  # relative: flows finishing this close together end in one event of the flow model
+FLOW_MAX_RANKS = 2**17  # the flow model prices every node's flows: 30,000 Trn2 chips (120,000 ranks) fit, Rainier does not
 
 
 def _incidence(g: Group, ph: A.Phase, fold: bool, merge: bool = False):
@@ -146,24 +149,60 @@ class Profile:
         return self.floor + sum(rep * (lat + nbytes * per) for _, rep, lat, per in self.phases)
 
 
+def _column(g: Group, ph: A.Phase) -> tuple[float, float]:
+    """(latency ns, ns per chunk) of one round of hierarchical's column level on a grid, from one column's
+    transfers: node y's resources carry what member y of every column sends (its chip's memory path and
+    NIC out) and receives (memory path, NIC in), so the busiest resource is found per distinct
+    (sent, received) pair of the nodes without building the other columns."""
+    if len(ph.src) == 0:
+        return 0.0, 0.0
+    net = g.cluster.network
+    Y, X = g.grid
+    count = np.broadcast_to(ph.count, (len(ph.src),)).astype(float)
+    sent = np.bincount(ph.src // X, weights=count, minlength=Y)
+    received = np.bincount(ph.dst // X, weights=count, minlength=Y)
+    local = g.chips[:X] % net.C  # the chip of each column's member on every node
+    nic, mem = net.nic_of(local), net.mem0 + local
+    out = np.bincount(np.concatenate([net.nic_out0 + nic, mem]), minlength=net.per_node)
+    w = 2.0 * net.reduce_cost if ph.reduce else 1.0
+    into = (np.bincount(net.nic_in0 + nic, minlength=net.per_node)
+            + w * np.bincount(mem, minlength=net.per_node))
+    pairs = np.unique(sent + 1j * received)  # nodes that send and receive alike load their resources alike
+    load = pairs.real[:, None] * out + pairs.imag[:, None] * into
+    return float(net.k.efa_hop_latency), float((load / net.capacity[:net.per_node]).max() * 1e9)
+
+
 def profile(op: str, algorithm: str, g: Group, model: str = "alpha-beta", nbytes: float = 0.0,
-            subs: tuple[str, str] | None = None) -> Profile:
-    """Price the schedule once; cached per (group, op, algorithm, model, sub-algorithms)."""
+            subs: tuple[str, str] | None = None, detailed: bool = False) -> Profile:
+    """Price the schedule once; cached per (group, op, algorithm, model, sub-algorithms).
+
+    Hierarchical on a grid of nodes under alpha-beta is priced from one row and one column (`_column`),
+    never building a per-rank schedule: 25,000 nodes cost what one does. `detailed` builds and prices
+    the whole schedule instead (the tests compare the two)."""
     if model not in MODELS:
         raise UnknownNameError("timing model", model, MODELS)
     subs = two_level_shape(op, algorithm, g, nbytes, subs)[2:] if algorithm == "hierarchical" else None
-    key = (g, op, algorithm, subs, model)  # groups are cached per cluster, so identity is enough
+    symmetric = (not detailed and algorithm == "hierarchical" and model == "alpha-beta" and g.nodes > 1
+                 and op in ("all_reduce", "reduce_scatter", "all_gather"))
+    key = (g, op, algorithm, subs, model, symmetric)  # groups are cached per cluster, so identity is enough
     cache = g.cluster.__dict__.setdefault("_profiles", {})
     if key not in cache:
-        sch = schedule(op, algorithm, g, nbytes, subs)
-        fold = g.grid is not None and g.nodes > 1 and model == "alpha-beta"
-        price = _alpha_beta if model == "alpha-beta" else _flow
-        phases = []
-        for ph in sch.phases:
-            lat, per_chunk = price(g, ph, fold)
-            phases.append((ph.name, ph.repeat, lat, per_chunk / sch.nchunks))
-        floor = g.cluster.constants.launch_floor if sch.phases else 0.0
-        cache[key] = Profile(sch.algorithm, sch.steps, floor, tuple(phases))
+        if symmetric:
+            name, nchunks, parts = hierarchical_parts(op, g, nbytes, subs)
+            priced = [(ph, _alpha_beta(g, dataclasses.replace(ph, uniform=True), True) if level == "row"
+                       else _column(g, ph)) for level, ph in parts]
+        else:
+            if model == "flow" and g.n > FLOW_MAX_RANKS:
+                raise ConfigError(f"the flow model simulates every node's flows, for at most {FLOW_MAX_RANKS:,} ranks; "
+                                  f"this group has {g.n:,}: use the alpha-beta model (the same figure wherever a "
+                                  f"round's flows are equal){where()}")
+            sch = schedule(op, algorithm, g, nbytes, subs)
+            fold = g.grid is not None and g.nodes > 1 and model == "alpha-beta"
+            price = _alpha_beta if model == "alpha-beta" else _flow
+            name, nchunks, priced = sch.algorithm, sch.nchunks, [(ph, price(g, ph, fold)) for ph in sch.phases]
+        phases = tuple((ph.name, ph.repeat, lat, per_chunk / nchunks) for ph, (lat, per_chunk) in priced)
+        floor = g.cluster.constants.launch_floor if phases else 0.0
+        cache[key] = Profile(name, sum(ph.repeat for ph, _ in priced), floor, phases)
     return cache[key]
 
 
@@ -202,13 +241,19 @@ def collective_time(op: str, nbytes: float, group=None, cluster: Cluster | str |
     if g.n == 1:
         return 0.0, "direct", 0
     alg, subs = (algorithm, None) if algorithm else pick(op, nbytes, g, model)
+    if alg == "hierarchical" and subs is None:  # forced: with the row and column algorithms the runtime would pick
+        subs = _fastest([c for c in candidates(op, nbytes, g) if c[0] == "hierarchical"] or [(alg, None)],
+                        op, nbytes, g, model)[1]
     p = profile(op, alg, g, model, nbytes, subs)
     return p.time(nbytes), p.algorithm, p.steps
 
 
 def pick(op: str, nbytes: float, g: Group, model: str = "alpha-beta") -> tuple[str, tuple[str, str] | None]:
     """The runtime's choice: the fastest of the algorithms it may run at this size (`runtime.candidates`)."""
-    cands = candidates(op, nbytes, g)
+    return _fastest(candidates(op, nbytes, g), op, nbytes, g, model)
+
+
+def _fastest(cands, op: str, nbytes: float, g: Group, model: str):
     if len(cands) == 1:
         return cands[0]
     return min(cands, key=lambda a: profile(op, a[0], g, model, nbytes, a[1]).time(nbytes))

@@ -3,10 +3,19 @@
 The timing model hands over a `Schedule` of `Span`s (see `trnsim.report.schedule` and
 docs/profiling.md); everything here reads only that.
 """
-from trnsim.report.html import render_html
-from trnsim.report.perfetto import TraceFormatError, to_trace_events, validate_trace_events, write_trace
-from trnsim.report.schedule import CriticalPath, Schedule, ScheduleError, Span
-from trnsim.report.summary import print_summary, summary_dict
+_WHERE = {"render_html": "html", "TraceFormatError": "perfetto", "to_trace_events": "perfetto",
+          "validate_trace_events": "perfetto", "write_trace": "perfetto", "CriticalPath": "schedule",
+          "Schedule": "schedule", "ScheduleError": "schedule", "Span": "schedule", "print_summary": "summary",
+          "summary_dict": "summary"}
+__all__ = sorted(_WHERE)
 
-__all__ = ["CriticalPath", "Schedule", "ScheduleError", "Span", "TraceFormatError", "print_summary",
-           "render_html", "summary_dict", "to_trace_events", "validate_trace_events", "write_trace"]
+
+def __getattr__(name):
+    """Each name imported from its module when first used (numpy only for those that need it)."""
+    import importlib
+
+    if name not in _WHERE:
+        raise AttributeError(f"module 'trnsim.report' has no attribute {name!r}")
+    value = getattr(importlib.import_module(f"trnsim.report.{_WHERE[name]}"), name)
+    globals()[name] = value
+    return value

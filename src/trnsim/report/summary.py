@@ -7,9 +7,10 @@ the critical path and the track that bound it, and whatever figures the timing m
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from trnsim.report.schedule import Schedule
+if TYPE_CHECKING:
+    from trnsim.report.schedule import Schedule
 
 
 def format_time(ns: float) -> str:

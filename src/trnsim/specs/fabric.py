@@ -55,6 +55,7 @@ class Thresholds:
     rdh_max_bytes: float
     inter_mesh_max_nodes: int
     flat_ring_min_bytes: float
+    ring_policy_max_nodes: int  # Trn1's ring policy up to this many nodes, the runtime's choice beyond
     sources: Mapping[str, str] = field(repr=False)
     notes: tuple[str, ...] = field(default=(), repr=False)
 
