@@ -287,3 +287,57 @@ def test_a_tile_holds_no_bytes_before_its_first_write(small_sbuf):
     assert not any("spill" in r.attrs for r in stream)
     offset = [r.placed["dst"][0][3] for r in stream[:4]]  # the byte offset of a, b, d and c
     assert offset[3] in offset[:2] and offset[2] not in offset[:2]
+
+
+@nki.jit
+def accumulators_one_at_a_time(s, m, n):
+    """`n` PSUM accumulators declared up front (a Python list the kernel keeps), each written by a matmul and
+    read out before the next is written: the compiler's live ranges (first write to last read) never overlap."""
+    out = nl.ndarray((n, 128, m.shape[1]), nl.float32, buffer=nl.shared_hbm)
+    st, mv = nl.load(s), nl.load(m)
+    acc = [nl.ndarray((128, m.shape[1]), nl.float32, buffer=nl.psum) for _ in range(n)]
+    for i in range(n):
+        nisa.nc_matmul(acc[i], st, mv)
+        nl.store(out[i], value=nl.multiply(acc[i], float(i + 1)))
+    return out
+
+
+@pytest.mark.parametrize("n, width", [(40, 128), (12, 512)])
+def test_psum_accumulators_used_one_at_a_time_fit(n, width):
+    """More 512 B (40 x, beyond 32) or 2 KiB (12 x, beyond 8) PSUM tiles than PSUM holds, used one at a
+    time, are placed as the compiler places them, in values and in timing-only mode alike, with no spill."""
+    rng = np.random.default_rng(5)
+    s, m = rng.standard_normal((128, 128)).astype(np.float32), rng.standard_normal((128, width)).astype(np.float32)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", SpillWarning)
+        got = accumulators_one_at_a_time(s, m, n)
+        timed = benchmark(accumulators_one_at_a_time, s, m, n, target="trn2", timing_only=True)
+    ref = s.T.astype(np.float64) @ m
+    for i in range(n):
+        np.testing.assert_allclose(got[i], (i + 1) * ref, rtol=1e-4, atol=1e-3)
+    assert timed.latency > 0 and accumulators_one_at_a_time.last_cores[0].spills == 0
+
+
+@nki.jit
+def accumulator_read_again(s, m):
+    """Nine 2 KiB accumulators written and read one at a time, then the first read once more."""
+    out = nl.ndarray((10, 128, 512), nl.float32, buffer=nl.shared_hbm)
+    st, mv = nl.load(s), nl.load(m)
+    acc = [nl.ndarray((128, 512), nl.float32, buffer=nl.psum) for _ in range(9)]
+    for i in range(9):
+        nisa.nc_matmul(acc[i], st, mv)
+        nl.store(out[i], value=nl.multiply(acc[i], float(i + 1)))
+    nl.store(out[9], value=nl.copy(acc[0]))
+    return out
+
+
+def test_a_psum_tile_read_again_after_it_was_set_aside_comes_back():
+    """A read PSUM tile whose bank went to a later one keeps its values: read again, it comes back through
+    SBUF (PSUM has no DMA), counted as a spill."""
+    rng = np.random.default_rng(6)
+    s, m = rng.standard_normal((128, 128)).astype(np.float32), rng.standard_normal((128, 512)).astype(np.float32)
+    with pytest.warns(SpillWarning):
+        got = accumulator_read_again(s, m)
+    ref = s.T.astype(np.float64) @ m
+    np.testing.assert_allclose(got[9], ref, rtol=1e-4, atol=1e-3)
+    assert accumulator_read_again.last_cores[0].spills == 1

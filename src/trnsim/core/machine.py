@@ -104,6 +104,8 @@ class NeuronCore:
         self.program_id, self.num_programs = program_id, num_programs
         self.stream: list = []
         self.budget = budget or Budget()  # bounds the launch (core/limits.py)
+        if not values:
+            self.budget.shapes_only()
         for m in (self.sbuf, self.psum, self.hbm):  # the machine's memories are bounded by their capacity
             self.budget.exempt(m)
         self.rng = np.random.Generator(np.random.Philox(seed))
@@ -225,6 +227,11 @@ class NeuronCore:
             a.used = tick
             if k in d.writes:
                 a.saved = False
+            else:
+                a.consumed = True
+        for k in d.writes:  # read and written by one instruction: written last
+            if k in operands:
+                operands[k].alloc.consumed = False
         if self.scopes and "spill" not in attrs:
             scope = self.scopes[-1]
             scope.step += 1
