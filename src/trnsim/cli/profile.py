@@ -297,8 +297,10 @@ def _launchable(kernel, lnc: int, grid: str | None):
 @click.option("--compare", type=click.Path(exists=True, dir_okay=False), metavar="B.profile.json",
               help="Set FILE (a .profile.json) beside another profile: before and after.")
 @click.option("--json", "as_json", is_flag=True, help="Print the figures as JSON.")
+@click.option("--explain", is_flag=True, help="Say why the kernel is bound where it is: its critical path by "
+                                              "mechanism, how sure each figure is, the next one's headroom.")
 @click.option("-q", "--quiet", is_flag=True, help="No progress bar.")
-def profile(file, argv, use_main, target, timing_only, name, lnc, grid, every, out, compare, as_json, quiet):
+def profile(file, argv, use_main, target, timing_only, name, lnc, grid, every, out, compare, as_json, explain, quiet):
     """Time an NKI kernel; write a Perfetto trace, an HTML profile to explore and a summary.
 
     FILE.py's kernel gets its arguments from --arg, from the file's inputs() function, or from its own
@@ -346,14 +348,18 @@ def profile(file, argv, use_main, target, timing_only, name, lnc, grid, every, o
         raise
     except Exception as e:  # the kernel's own body raised (a NameError, say)
         raise UserCodeError.from_exception(e, file) from None
+    from trnsim.core.timing import explain as why
     if as_json:
-        click.echo(emit_json({**result.to_dict(), "trace": str(trace), "html": str(page)}))
+        extra = {"mechanisms": [vars(m) for m in why.mechanisms(result)]} if explain else {}
+        click.echo(emit_json({**result.to_dict(), **extra, "trace": str(trace), "html": str(page)}))
         return
     con = Console()
     print_summary(schedule, con)
     con.print(f"HFU {result.hfu:.1%}, MFU {result.mfu:.1%}; bound by {result.bound}")
     if result.spill_line:
         con.print(result.spill_line)
+    if explain:
+        con.print("\n".join(why.explain(result)), markup=False, highlight=False, soft_wrap=True)
     con.print(f"report: {page}\ntrace: {trace} (open at https://ui.perfetto.dev)")
 
 
