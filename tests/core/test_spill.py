@@ -341,3 +341,23 @@ def test_a_psum_tile_read_again_after_it_was_set_aside_comes_back():
     ref = s.T.astype(np.float64) @ m
     np.testing.assert_allclose(got[9], ref, rtol=1e-4, atol=1e-3)
     assert accumulator_read_again.last_cores[0].spills == 1
+
+
+@nki.jit
+def half_read_accumulators(s, m):
+    """Nine 2 KiB accumulators, of each only the first half read: the other half's sum is still open."""
+    out = nl.ndarray((9, 128, 256), nl.float32, buffer=nl.shared_hbm)
+    st, mv = nl.load(s), nl.load(m)
+    acc = [nl.ndarray((128, 512), nl.float32, buffer=nl.psum) for _ in range(9)]
+    for i in range(9):
+        nisa.nc_matmul(acc[i], st, mv)
+        nl.store(out[i], value=nl.copy(acc[i][:, 0:256]))
+    return out
+
+
+def test_a_psum_tile_with_a_sum_still_accumulating_keeps_its_bank():
+    """A tile read only in part keeps an open accumulation group over the rest, so it is not set aside: the
+    ninth accumulator finds no bank."""
+    s, m = np.ones((128, 128), np.float32), np.ones((128, 512), np.float32)
+    with pytest.raises(CapacityError, match=r"PSUM overflow"):
+        half_read_accumulators(s, m)

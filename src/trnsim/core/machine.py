@@ -22,7 +22,7 @@ from trnsim.core import fast, isa as _isa  # noqa: F401  (registers every instru
 from trnsim.core.errors import (KernelError, ShapeError, SpillWarning, UninitializedError, UninitializedWarning,
                                 ValueUnknownError, warn, where, where_call)
 from trnsim.core.isa.opcodes import MATMUL, Engine, Op
-from trnsim.core.isa.psum import close as close_psum, flush as flush_psum
+from trnsim.core.isa.psum import accumulating as psum_accumulating, close as close_psum, flush as flush_psum
 from trnsim.core.isa.registry import REGISTRY, Instruction, generic_check
 from trnsim.core import races as _races
 from trnsim.core.hoist import Invariants
@@ -226,12 +226,7 @@ class NeuronCore:
             a = t.alloc
             a.used = tick
             if k in d.writes:
-                a.saved = False
-            else:
-                a.consumed = True
-        for k in d.writes:  # read and written by one instruction: written last
-            if k in operands:
-                operands[k].alloc.consumed = False
+                a.saved = a.consumed = False
         if self.scopes and "spill" not in attrs:
             scope = self.scopes[-1]
             scope.step += 1
@@ -289,9 +284,13 @@ class NeuronCore:
                 flush_psum(self)
             d.semantics(ins, self)
         if evicts:  # closes the accumulation groups of the regions it touches
-            for t in operands.values():
+            for k, t in operands.items():
                 if t.space is Space.PSUM:
                     close_psum(self, t)
+                    a = t.alloc
+                    if k not in d.writes and not any(t.alloc is operands[w].alloc for w in d.writes if w in operands):
+                        # read out, no sum still accumulating in it: PSUM may give its bank away (Memory._room)
+                        a.consumed = not psum_accumulating(self, (a.p0, a.partitions, a.b0, a.b0 + a.nbytes))
         return ins
 
     # -- spilling (core/memory.py) ------------------------------------------------------------------
