@@ -99,6 +99,20 @@ def test_vector_streams_n_or_2n_cycles(op, inputs):
     assert ev.end - ev.start == pytest.approx(inputs * 1024 / 1.12)
 
 
+@pytest.mark.parametrize("dtype, op, cycles", [("bfloat16", "maximum", 1024), ("bfloat16", "add", 1024),
+                                               ("bfloat16", "minimum", 2048), ("float32", "maximum", 2048)])
+def test_bf16_add_or_max_reduce_streams_n_over_2(dtype, op, cycles):
+    """tensor_reduce on VectorE: N cycles, N/2 when data and dst are BF16 and the op is add or max
+    (reference 1.12, from the nki.isa cost notes); N = 2048 at 1.12 GHz."""
+    def build(nc):
+        a, out = nc.tensor((128, 2048), dtype), nc.tensor((128, 1), dtype)
+        nc.issue(Op.MEMSET, dst=a, value=1.0)
+        apart(nc)
+        nc.issue(Op.TENSOR_REDUCE, dst=out, data=a, op=op, axis=1)
+    ev = run("trn1", build)[-1]
+    assert ev.end - ev.start == pytest.approx(cycles / 1.12)
+
+
 def test_tensor_tensor_with_one_input_in_psum_streams_n_cycles():
     """SBUF and PSUM have separate read interfaces: an SBUF + PSUM tensor_tensor costs ~N cycles, two SBUF
     inputs ~2N (fp32, N=512, 1.12 GHz)."""

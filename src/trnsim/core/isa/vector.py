@@ -314,5 +314,12 @@ def _tensor_reduce_semantics(ins, nc):
     put(dst, np.asarray(out).reshape(dst.shape), m.any(axis=axes).reshape(dst.shape) if m.any() else None)
 
 
-define(Op.TENSOR_REDUCE, (Engine.VECTOR, Engine.GPSIMD), _tensor_reduce_check, _tensor_reduce_semantics, stream_cost,
-       pure=True)
+def _tensor_reduce_cost(rec, spec):
+    """N cycles; N/2 on VectorE when data and dst are BF16 and the op is add or max (reference 1.12, OLD-ISA)."""
+    half = (rec.engine is Engine.VECTOR and all(r.dtype == "bfloat16" for r in rec.operands.values())
+            and op_name(rec.attrs.get("op")) in ("add", "max", "maximum"))
+    return stream_cost(rec, spec, factor=0.5 if half else 1.0)
+
+
+define(Op.TENSOR_REDUCE, (Engine.VECTOR, Engine.GPSIMD), _tensor_reduce_check, _tensor_reduce_semantics,
+       _tensor_reduce_cost, pure=True)
