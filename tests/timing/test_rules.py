@@ -113,6 +113,32 @@ def test_bf16_add_or_max_reduce_streams_n_over_2(dtype, op, cycles):
     assert ev.end - ev.start == pytest.approx(cycles / 1.12)
 
 
+@pytest.mark.parametrize("dtype, value, cycles", [("bfloat16", 0.0, 1024), ("float16", 0.0, 1024),
+                                                  ("bfloat16", 1.0, 2048), ("float32", 0.0, 2048)])
+def test_memset_of_zero_into_16_bit_streams_n_over_2(dtype, value, cycles):
+    """memset on VectorE: N cycles, N/2 for zero into BF16/FP16 (reference 1.12); N = 2048 at 1.12 GHz."""
+    def build(nc):
+        apart(nc)
+        nc.issue(Op.MEMSET, dst=nc.tensor((128, 2048), dtype), value=value)
+    ev = run("trn1", build)[-1]
+    assert ev.end - ev.start == pytest.approx(cycles / 1.12)
+
+
+@pytest.mark.parametrize("pred_space, cycles", [("sbuf", 2048), ("psum", 1024)])
+def test_predicated_copy_streams_src_and_predicate_side_by_side_across_memories(pred_space, cycles):
+    """tensor_copy_predicated: 2N cycles with src and predicate both in SBUF, N when one is in PSUM (each
+    memory feeds its own stream; reference 1.12); N = 1024 fp32 at 1.12 GHz."""
+    def build(nc):
+        src, dst = nc.tensor((128, 1024), "float32"), nc.tensor((128, 1024), "float32")
+        pred = nc.tensor((128, 1024), "uint32", pred_space)
+        for t in (src, dst, pred):
+            nc.issue(Op.MEMSET, dst=t, value=1.0)
+        apart(nc)
+        nc.issue(Op.TENSOR_COPY_PREDICATED, dst=dst, src=src, predicate=pred)
+    ev = run("trn1", build)[-1]
+    assert ev.end - ev.start == pytest.approx(cycles / 1.12)
+
+
 def test_tensor_tensor_with_one_input_in_psum_streams_n_cycles():
     """SBUF and PSUM have separate read interfaces: an SBUF + PSUM tensor_tensor costs ~N cycles, two SBUF
     inputs ~2N (fp32, N=512, 1.12 GHz)."""

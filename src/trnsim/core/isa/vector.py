@@ -239,7 +239,10 @@ def _copy_predicated_semantics(ins, nc):
     dst.store(np.where(take, values, dst.array()), mask if mask.any() else None)
 
 
-define(Op.TENSOR_COPY_PREDICATED, Engine.VECTOR, _copy_predicated_check, _copy_predicated_semantics, stream_cost)
+# N cycles when src and predicate lie in different memories (SBUF and PSUM each feed a stream), 2N when both
+# are in SBUF (reference 1.12, OLD-ISA)
+define(Op.TENSOR_COPY_PREDICATED, Engine.VECTOR, _copy_predicated_check, _copy_predicated_semantics,
+       lambda rec, spec: stream_cost(rec, spec, inputs=1 + ("src" in rec.operands), per_memory=True))
 
 
 # -- memset ------------------------------------------------------------------------------------------------------
@@ -259,8 +262,15 @@ def _memset_semantics(ins, nc):
         put(dst, np.full(dst.shape, value, np.float32))
 
 
-define(Op.MEMSET, (Engine.VECTOR, Engine.GPSIMD, Engine.SCALAR), _memset_check, _memset_semantics,
-       lambda rec, spec: stream_cost(rec, spec, inputs=0), pure=True)
+def _memset_cost(rec, spec):
+    """N cycles; N/2 for zero into a BF16/FP16 tile on VectorE (reference 1.12, OLD-ISA)."""
+    half = (rec.engine is Engine.VECTOR and rec.attrs.get("value", 0) == 0
+            and rec.operands["dst"].dtype in ("bfloat16", "float16"))
+    return stream_cost(rec, spec, inputs=0, factor=0.5 if half else 1.0)
+
+
+define(Op.MEMSET, (Engine.VECTOR, Engine.GPSIMD, Engine.SCALAR), _memset_check, _memset_semantics, _memset_cost,
+       pure=True)
 
 
 # -- reciprocal (Vector, FP32 divide: more precise than ScalarE's approximation) -----------------------------------
