@@ -49,13 +49,18 @@ def test_sbuf_overflow_lists_live_tensors():
 
 
 def test_psum_overflow():
-    """A ninth 2 KiB-per-partition PSUM tile does not fit the 8 banks."""
+    """A ninth 2 KiB-per-partition PSUM accumulator written while eight others still hold unread sums does not
+    fit the 8 banks; the message names the tile, the bytes and the line."""
     def k(x):
-        keep = [nl.ndarray((128, 512), nl.float32, buffer=nl.psum) for _ in range(8)]
-        nl.ndarray((128, 512), nl.float32, buffer=nl.psum)
+        s, m = nl.load(x[:, :128]), nl.load(x)
+        keep = [nl.ndarray((128, 512), nl.float32, buffer=nl.psum) for _ in range(9)]
+        for t in keep:
+            nisa.nc_matmul(t, s, m)
         return keep
-    with pytest.raises(CapacityError, match=r"PSUM overflow: tensor 'psum9' needs 2048 B .* 16384 usable B"):
+    with pytest.raises(CapacityError, match=r"PSUM overflow: .*'psum9': 2048 B .*placed at its first write.* "
+                                            r"16384 usable B") as e:
         run(k, X)
+    assert "nisa.nc_matmul(t, s, m)" in source_at(e.value)
 
 
 def test_psum_bank_crossing_and_alignment():

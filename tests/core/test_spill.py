@@ -287,3 +287,57 @@ def test_a_tile_holds_no_bytes_before_its_first_write(small_sbuf):
     assert not any("spill" in r.attrs for r in stream)
     offset = [r.placed["dst"][0][3] for r in stream[:4]]  # the byte offset of a, b, d and c
     assert offset[3] in offset[:2] and offset[2] not in offset[:2]
+
+
+@nki.jit
+def accumulators(s, m, n, cols, again=False):
+    """`n` PSUM accumulators declared up front (a Python list the kernel keeps), each written by a matmul and
+    its first `cols` columns read out before the next is written: the compiler's live ranges (first write to
+    last read) never overlap. With `again`, the first is read once more at the end."""
+    out = nl.ndarray((n + 1, 128, cols), nl.float32, buffer=nl.shared_hbm)
+    st, mv = nl.load(s), nl.load(m)
+    acc = [nl.ndarray((128, m.shape[1]), nl.float32, buffer=nl.psum) for _ in range(n)]
+    for i in range(n):
+        nisa.nc_matmul(acc[i], st, mv)
+        nl.store(out[i], value=nl.multiply(acc[i][:, 0:cols], float(i + 1)))
+    if again:
+        nl.store(out[n], value=nl.copy(acc[0][:, 0:cols]))
+    return out
+
+
+def operands(width, seed):
+    rng = np.random.default_rng(seed)
+    s, m = rng.standard_normal((128, 128)).astype(np.float32), rng.standard_normal((128, width)).astype(np.float32)
+    return s, m, s.T.astype(np.float64) @ m
+
+
+@pytest.mark.parametrize("n, width", [(40, 128), (12, 512)])
+def test_psum_accumulators_used_one_at_a_time_fit(n, width):
+    """More 512 B (40 x, beyond 32) or 2 KiB (12 x, beyond 8) PSUM tiles than PSUM holds, used one at a
+    time, are placed as the compiler places them, in values and in timing-only mode alike, with no spill."""
+    s, m, ref = operands(width, 5)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", SpillWarning)
+        got = accumulators(s, m, n, width)
+        timed = benchmark(accumulators, s, m, n, width, target="trn2", timing_only=True)
+    for i in range(n):
+        np.testing.assert_allclose(got[i], (i + 1) * ref, rtol=1e-4, atol=1e-3)
+    assert timed.latency > 0 and accumulators.last_cores[0].spills == 0
+
+
+def test_a_psum_tile_read_again_after_it_was_set_aside_comes_back():
+    """A read PSUM tile whose bank went to a later one keeps its values: read again, it comes back through
+    SBUF (PSUM has no DMA), counted as a spill."""
+    s, m, ref = operands(512, 6)
+    with pytest.warns(SpillWarning):
+        got = accumulators(s, m, 9, 512, again=True)
+    np.testing.assert_allclose(got[9], ref, rtol=1e-4, atol=1e-3)
+    assert accumulators.last_cores[0].spills == 1
+
+
+def test_a_psum_tile_with_a_sum_still_accumulating_keeps_its_bank():
+    """A tile read only in part keeps an open accumulation group over the rest, so it is not set aside: the
+    ninth 2 KiB accumulator finds no bank."""
+    s, m, _ = operands(512, 7)
+    with pytest.raises(CapacityError, match=r"PSUM overflow"):
+        accumulators(s, m, 9, 256)

@@ -53,6 +53,24 @@ def test_small_stationary_bounds_short_moving():
     assert ev.end - ev.start == pytest.approx(16 / 2.8)
 
 
+@pytest.mark.parametrize("target, dtype, cycles, ghz", [("trn1", "bfloat16", 128, 2.8), ("trn1", "float32", 512, 2.8),
+                                                      ("trn3", "bfloat16", 128, 2.4), ("trn3", "float32", 256, 2.4)])
+def test_pe_transpose_of_fp32_runs_at_the_fp32_matmul_rate_or_twice_it_in_transpose_mode(target, dtype, cycles, ghz):
+    """A [128, 128] nc_transpose on TensorE: max(P, min(64, F)) cycles for 16-bit data; FP32 data costs what an
+    FP32 matmul does (4x) on v2, where a transpose is a matmul with the identity, and half that with v3+'s
+    transpose mode (trainium2_arch.rst: 2x speedup in FP32 transpose). Matmuls first bring a v3+ TensorE past
+    its dI/dt warm-up."""
+    def build(nc):
+        data = nc.tensor((128, 128), dtype)
+        nc.issue(Op.MEMSET, dst=data, value=0.0)
+        st, mv, ps = tiles(nc, 128, 128, 512, "bfloat16")
+        for _ in range(40):
+            nc.issue(Op.NC_MATMUL, dst=ps, stationary=st, moving=mv)
+        nc.issue(Op.NC_TRANSPOSE, dst=nc.tensor((128, 128), dtype, "psum"), data=data, engine="tensor")
+    ev = run(target, build)[-1]
+    assert ev.end - ev.start == pytest.approx(cycles / ghz, rel=1e-6)
+
+
 def test_trn2_tensor_engine_warms_up_at_half_rate():
     """On trn2 a cold TensorE runs at 50% (dI/dt throttle) and reaches full rate after ~3 us of work."""
     def build(nc):
@@ -79,6 +97,46 @@ def test_vector_streams_n_or_2n_cycles(op, inputs):
             nc.issue(op, dst=out, src=a)
     ev = run("trn1", build)[-1]
     assert ev.end - ev.start == pytest.approx(inputs * 1024 / 1.12)
+
+
+@pytest.mark.parametrize("dtype, op, cycles", [("bfloat16", "maximum", 1024), ("bfloat16", "add", 1024),
+                                               ("bfloat16", "minimum", 2048), ("float32", "maximum", 2048)])
+def test_bf16_add_or_max_reduce_streams_n_over_2(dtype, op, cycles):
+    """tensor_reduce on VectorE: N cycles, N/2 when data and dst are BF16 and the op is add or max
+    (reference 1.12, from the nki.isa cost notes); N = 2048 at 1.12 GHz."""
+    def build(nc):
+        a, out = nc.tensor((128, 2048), dtype), nc.tensor((128, 1), dtype)
+        nc.issue(Op.MEMSET, dst=a, value=1.0)
+        apart(nc)
+        nc.issue(Op.TENSOR_REDUCE, dst=out, data=a, op=op, axis=1)
+    ev = run("trn1", build)[-1]
+    assert ev.end - ev.start == pytest.approx(cycles / 1.12)
+
+
+@pytest.mark.parametrize("dtype, value, cycles", [("bfloat16", 0.0, 1024), ("float16", 0.0, 1024),
+                                                  ("bfloat16", 1.0, 2048), ("float32", 0.0, 2048)])
+def test_memset_of_zero_into_16_bit_streams_n_over_2(dtype, value, cycles):
+    """memset on VectorE: N cycles, N/2 for zero into BF16/FP16 (reference 1.12); N = 2048 at 1.12 GHz."""
+    def build(nc):
+        apart(nc)
+        nc.issue(Op.MEMSET, dst=nc.tensor((128, 2048), dtype), value=value)
+    ev = run("trn1", build)[-1]
+    assert ev.end - ev.start == pytest.approx(cycles / 1.12)
+
+
+@pytest.mark.parametrize("pred_space, cycles", [("sbuf", 2048), ("psum", 1024)])
+def test_predicated_copy_streams_src_and_predicate_side_by_side_across_memories(pred_space, cycles):
+    """tensor_copy_predicated: 2N cycles with src and predicate both in SBUF, N when one is in PSUM (each
+    memory feeds its own stream; reference 1.12); N = 1024 fp32 at 1.12 GHz."""
+    def build(nc):
+        src, dst = nc.tensor((128, 1024), "float32"), nc.tensor((128, 1024), "float32")
+        pred = nc.tensor((128, 1024), "uint32", pred_space)
+        for t in (src, dst, pred):
+            nc.issue(Op.MEMSET, dst=t, value=1.0)
+        apart(nc)
+        nc.issue(Op.TENSOR_COPY_PREDICATED, dst=dst, src=src, predicate=pred)
+    ev = run("trn1", build)[-1]
+    assert ev.end - ev.start == pytest.approx(cycles / 1.12)
 
 
 def test_tensor_tensor_with_one_input_in_psum_streams_n_cycles():
@@ -153,6 +211,24 @@ def test_small_dma_uses_one_engine():
         nc.issue(Op.DMA_COPY, dst=nc.tensor((4, 256), "float32"), src=nc.hbm_tensor((4, 256), "float32"))
     ev = run("trn1", build)[-1]
     assert len(ev.pieces) == 1
+
+
+def test_indirect_gather_moves_whole_rows_per_descriptor():
+    """A vector_offset gather of 128 rows of 1280 bf16 moves each row (2,560 contiguous bytes) with one
+    descriptor, as a direct load of the same rows does: the rows are the gather's contiguous runs, not its
+    elements (nki-dma-overview.rst: one scatter-gather buffer per contiguous run)."""
+    import numpy as np
+
+    def build(indirect):
+        def issue(nc):
+            table = nc.hbm_tensor((600, 1280), "bfloat16")
+            src = table.ap([[1280, 128], [1, 1280]], vector_offset=np.arange(128) * 3) if indirect else table[0:128, :]
+            nc.issue(Op.DMA_COPY, dst=nc.tensor((128, 1280), "bfloat16"), src=src)
+        return issue
+    gather, direct = run("trn1", build(True))[-1], run("trn1", build(False))[-1]
+    busy = max(e - s for _, s, e in gather.pieces)
+    assert busy == pytest.approx(8 * (2560 / 17.0 + timing("trn1").dma_descriptor_latency))
+    assert busy == pytest.approx(max(e - s for _, s, e in direct.pieces))
 
 
 def _transpose_ns(target, src_space, p=128, f=512, dtype="bfloat16"):

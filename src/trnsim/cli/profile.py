@@ -390,9 +390,11 @@ def _launchable(kernel, lnc: int, grid: str | None):
 @click.option("--output-format", type=click.Choice(["text", "summary-json", "summary-text"]), default="text",
               show_default=True, help="summary-json / summary-text: the figures under Neuron Explorer's summary keys, "
               "as `neuron-explorer view --output-format` prints them ({kernel: {key: value}}).")
+@click.option("--explain", is_flag=True, help="Say why the kernel is bound where it is: its critical path by "
+                                              "mechanism, how sure each figure is, the next one's headroom.")
 @click.option("-q", "--quiet", is_flag=True, help="No progress bar.")
 def profile(file, argv, use_main, target, timing_only, name, lnc, grid, every, out, compare, as_json, output_format,
-            quiet):
+            explain, quiet):
     """Time an NKI kernel; write a Perfetto trace, an HTML profile to explore and a summary.
 
     FILE.py's kernel gets its arguments from --arg, from the file's inputs() function, or from its own
@@ -447,14 +449,18 @@ def profile(file, argv, use_main, target, timing_only, name, lnc, grid, every, o
         for key, value in explorer_summary(result).items():
             click.echo(f"{key} {value:.6g}" if isinstance(value, float) else f"{key} {value}")
         return
+    from trnsim.core.timing import explain as why
     if as_json:
-        click.echo(emit_json({**result.to_dict(), "trace": str(trace), "html": str(page)}))
+        extra = {"mechanisms": [vars(m) for m in why.mechanisms(result)]} if explain else {}
+        click.echo(emit_json({**result.to_dict(), **extra, "trace": str(trace), "html": str(page)}))
         return
     con = Console()
     print_summary(schedule, con)
     con.print(f"HFU {result.hfu:.1%}, MFU {result.mfu:.1%}; bound by {result.bound}")
     if result.spill_line:
         con.print(result.spill_line)
+    if explain:
+        con.print("\n".join(why.explain(result)), markup=False, highlight=False, soft_wrap=True)
     con.print(f"report: {page}\ntrace: {trace} (open at https://ui.perfetto.dev)")
 
 

@@ -4,7 +4,9 @@ A kernel whose loop never ends (`while True: nisa.tensor_scalar(...)`) would oth
 machine runs out of memory, since the core keeps every instruction it issues. Both bounds are generous,
 set per launch with `@nki.jit(max_instructions=..., max_memory_mb=...)` or the environment variables
 TRNSIM_MAX_INSTRUCTIONS and TRNSIM_MAX_MEMORY_MB, and stop the launch with a named error that names the
-loop the last instruction was issued from.
+loop the last instruction was issued from. The default instruction bound holds for runs with values only:
+a timing-only run keeps no values, so the largest published kernels (a 32k-sequence flash attention
+backward issues millions of instructions) time in full, and the memory bound alone stops a runaway loop.
 
 The memory budget counts what the run accumulates (instruction records, caches), not the bytes of the core's
 memories: SBUF and PSUM have a fixed size, and the HBM tensors are the kernel's real inputs and outputs (a
@@ -35,10 +37,16 @@ class Budget:
 
     def __init__(self, instructions: int | None = None, memory_mb: int | None = None):
         self.max_instructions = int(_setting(instructions, INSTRUCTIONS_ENV, DEFAULT_INSTRUCTIONS))
+        self.chosen = instructions is not None or bool(os.environ.get(INSTRUCTIONS_ENV))
         self.max_bytes = int(_setting(memory_mb, MEMORY_ENV, DEFAULT_MEMORY_MB)) << 20
         self.issued = 0
         self.rss0 = _rss()
         self.held: list = []  # memories whose tensors' bytes are not charged (core/memory.HBM)
+
+    def shapes_only(self) -> None:
+        """A timing-only launch: no default instruction bound (one the user set still holds)."""
+        if not self.chosen:
+            self.max_instructions = None
 
     def exempt(self, memory) -> None:
         """Leave the host bytes of `memory`'s live tensors (its `host_bytes()`) out of the memory reading."""
@@ -52,7 +60,7 @@ class Budget:
     def charge(self, location: str) -> None:
         """Count one instruction issued at `location` (the user's file:line)."""
         self.issued += 1
-        if self.issued > self.max_instructions:
+        if self.max_instructions is not None and self.issued > self.max_instructions:
             note, at = _where(location)
             raise BudgetError(f"the launch issued more than {self.max_instructions:,} instructions ({INSTRUCTIONS_ENV}"
                               f" or @nki.jit(max_instructions=N) raises the budget){note}", at)

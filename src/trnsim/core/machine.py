@@ -23,7 +23,7 @@ from trnsim.core import fast, isa as _isa  # noqa: F401  (registers every instru
 from trnsim.core.errors import (KernelError, NkiDeprecationWarning, ShapeError, SpillWarning, UninitializedError,
                                 UninitializedWarning, ValueUnknownError, inside, warn, where, where_call)
 from trnsim.core.isa.opcodes import MATMUL, Engine, Op
-from trnsim.core.isa.psum import close as close_psum, flush as flush_psum
+from trnsim.core.isa.psum import accumulating as psum_accumulating, close as close_psum, flush as flush_psum
 from trnsim.core.isa.registry import REGISTRY, Instruction, generic_check
 from trnsim.core import races as _races
 from trnsim.core.hoist import Invariants
@@ -127,6 +127,8 @@ class NeuronCore:
         self.program_id, self.num_programs = program_id, num_programs
         self.stream: list = []
         self.budget = budget or Budget()  # bounds the launch (core/limits.py)
+        if not values:
+            self.budget.shapes_only()
         for m in (self.sbuf, self.psum, self.hbm):  # the machine's memories are bounded by their capacity
             self.budget.exempt(m)
         self.rng = np.random.Generator(np.random.Philox(seed))
@@ -248,7 +250,7 @@ class NeuronCore:
             a = t.alloc
             a.used = tick
             if k in d.writes:
-                a.saved = False
+                a.saved = a.consumed = False
         if self.scopes and "spill" not in attrs:
             scope = self.scopes[-1]
             scope.step += 1
@@ -306,9 +308,13 @@ class NeuronCore:
                 flush_psum(self)
             d.semantics(ins, self)
         if evicts:  # closes the accumulation groups of the regions it touches
-            for t in operands.values():
+            for k, t in operands.items():
                 if t.space is Space.PSUM:
                     close_psum(self, t)
+                    a = t.alloc
+                    if k not in d.writes and not any(t.alloc is operands[w].alloc for w in d.writes if w in operands):
+                        # read out, no sum still accumulating in it: PSUM may give its bank away (Memory._room)
+                        a.consumed = not psum_accumulating(self, (a.p0, a.partitions, a.b0, a.b0 + a.nbytes))
         return ins
 
     # -- spilling (core/memory.py) ------------------------------------------------------------------

@@ -8,7 +8,7 @@ cdef class Allocation:
     cdef dict __dict__
     cdef object __weakref__
     cdef public object memory, p0, partitions, b0, nbytes, name, kind, location, id, place, clean, source, pending
-    cdef public object shared, expired, evicted, block, used, spilled, scratch, saved
+    cdef public object shared, expired, evicted, block, used, spilled, scratch, saved, consumed
 
 
 

@@ -88,6 +88,7 @@ class Allocation:
         # reloaded then, or never written yet (Memory._undefined_out)
         self.scratch = None  # the HBM copy spills write (a View), made at the first save
         self.saved = True  # nothing to save: never written, or unchanged since the last save or reload
+        self.consumed = False  # read since its last write (NeuronCore.submit): PSUM may set it aside (Memory._room)
 
     @property
     def space(self) -> Space:
@@ -257,6 +258,8 @@ class Memory:
             best = self._fit(partitions, nbytes, align, pmax)
         if best is None and self._undefined_out(pinned):
             best = self._fit(partitions, nbytes, align, pmax)
+        while best is None and self._consumed_out(pinned):
+            best = self._fit(partitions, nbytes, align, pmax)
         while best is None and self._spill(partitions, nbytes, align, pmax, pinned):
             best = self._fit(partitions, nbytes, align, pmax)
         return best
@@ -268,13 +271,30 @@ class Memory:
         its declaration: a tile declared ahead of the instruction that fills it (`nl.ndarray` then
         `dst=`) holds no bytes before that. Such a tile leaves SBUF as a spilled one does, with nothing to
         save or reload, and is placed again when an instruction first touches it (Memory.restore)."""
-        if self.spiller is None:
+        if self.spiller is None and not self.bank_bytes:
             return False
         out = [a for a in self.tensors()
                if a.place[5] >= 0 and not a.shared and a.id not in pinned and a.saved and a.scratch is None]
         for a in out:
             self._leave(a)
         return bool(out)
+
+    def _consumed_out(self, pinned) -> bool:
+        """PSUM: set aside the least recently used tile read since its last write; False when there is none.
+
+        The compiler frees a PSUM buffer after its last read; an eager trace cannot tell a tile's last read
+        from one more to come (a list of accumulators the program reads one at a time and keeps), so a read
+        tile leaves as an expired block does (Memory._reclaim): no traffic, and brought back through SBUF,
+        counted as a spill, only if it is used again. PSUM has no DMA of its own to spill otherwise."""
+        if not self.bank_bytes or self.keeper is None:
+            return False
+        done = [a for a in self.tensors() if a.consumed and a.place[5] >= 0 and not a.shared and a.id not in pinned]
+        if not done:
+            return False
+        a = min(done, key=lambda t: t.used)
+        self.keeper(a)
+        self._leave(a)
+        return True
 
     def _spill(self, partitions, nbytes, align, pmax, pinned) -> bool:
         """Spill one live tile to HBM to make room; False when no tile can go.
@@ -320,8 +340,9 @@ class Memory:
         if best is None:
             raise CapacityError(
                 f"{self.space.value.upper()} overflow: the operands of {what} need {need} B per partition together "
-                f"(tile {a.name!r}: {a.nbytes} B in each of {a.partitions} partitions, reloaded after a spill), more "
-                f"than fits in {self.usable_bytes} usable B per partition with every other tile spilled to HBM; "
+                f"(tile {a.name!r}: {a.nbytes} B in each of {a.partitions} partitions, "
+                f"{'reloaded after a spill' if a.scratch is not None else 'placed at its first write'}), more than fits "
+                f"in {self.usable_bytes} usable B per partition with every other tile that could make room moved out; "
                 f"{self.live_summary()}")
         a.p0, a.b0 = best
         a.place = (self.space.value, self.serial, a.p0, a.b0, a.nbytes, next(self.tiles))

@@ -581,7 +581,10 @@ def region_at(place, dtype, shape, strides, offset, poff, on_chip, indirect, spa
     """The Region of a view from its placement (View.placement)."""
     space, memory, p0, b0, nbytes, tile = place
     isz = dtype.itemsize
-    lo, hi, run = (0, nbytes // isz - 1, 1) if indirect else span or _span(shape, strides, offset, on_chip)
+    if indirect:  # a gather/scatter may touch any row; each row's free dims are its contiguous runs
+        lo, hi, run = 0, nbytes // isz - 1, _span(shape, strides, offset, True)[2]
+    else:
+        lo, hi, run = span or _span(shape, strides, offset, on_chip)
     return Region(space, memory, p0 + poff if on_chip else 0, shape[0] if on_chip else 1,
                   b0 + lo * isz, b0 + (hi + 1) * isz, shape, dtype.name, run * isz, tile if on_chip else -1)
 

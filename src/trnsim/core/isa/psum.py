@@ -93,6 +93,11 @@ def _covered(nc, key) -> bool:
     return area == key[1] * (key[3] - key[2])
 
 
+def accumulating(nc, key) -> bool:
+    """Whether an accumulation group is open over any byte of rectangle `key`."""
+    return any(_overlap(k, key) for k in nc.psum_open)
+
+
 def close(nc, v) -> None:
     """Another engine touched PSUM region `v`: the accumulation groups over it close."""
     if nc.psum_open:

@@ -239,7 +239,10 @@ def _copy_predicated_semantics(ins, nc):
     dst.store(np.where(take, values, dst.array()), mask if mask.any() else None)
 
 
-define(Op.TENSOR_COPY_PREDICATED, Engine.VECTOR, _copy_predicated_check, _copy_predicated_semantics, stream_cost)
+# N cycles when src and predicate lie in different memories (SBUF and PSUM each feed a stream), 2N when both
+# are in SBUF (reference 1.12, OLD-ISA)
+define(Op.TENSOR_COPY_PREDICATED, Engine.VECTOR, _copy_predicated_check, _copy_predicated_semantics,
+       lambda rec, spec: stream_cost(rec, spec, inputs=1 + ("src" in rec.operands), per_memory=True))
 
 
 # -- memset ------------------------------------------------------------------------------------------------------
@@ -259,8 +262,15 @@ def _memset_semantics(ins, nc):
         put(dst, np.full(dst.shape, value, np.float32))
 
 
-define(Op.MEMSET, (Engine.VECTOR, Engine.GPSIMD, Engine.SCALAR), _memset_check, _memset_semantics,
-       lambda rec, spec: stream_cost(rec, spec, inputs=0), pure=True)
+def _memset_cost(rec, spec):
+    """N cycles; N/2 for zero into a BF16/FP16 tile on VectorE (reference 1.12, OLD-ISA)."""
+    half = (rec.engine is Engine.VECTOR and rec.attrs.get("value", 0) == 0
+            and rec.operands["dst"].dtype in ("bfloat16", "float16"))
+    return stream_cost(rec, spec, inputs=0, factor=0.5 if half else 1.0)
+
+
+define(Op.MEMSET, (Engine.VECTOR, Engine.GPSIMD, Engine.SCALAR), _memset_check, _memset_semantics, _memset_cost,
+       pure=True)
 
 
 # -- reciprocal (Vector, FP32 divide: more precise than ScalarE's approximation) -----------------------------------
@@ -314,5 +324,12 @@ def _tensor_reduce_semantics(ins, nc):
     put(dst, np.asarray(out).reshape(dst.shape), m.any(axis=axes).reshape(dst.shape) if m.any() else None)
 
 
-define(Op.TENSOR_REDUCE, (Engine.VECTOR, Engine.GPSIMD), _tensor_reduce_check, _tensor_reduce_semantics, stream_cost,
-       pure=True)
+def _tensor_reduce_cost(rec, spec):
+    """N cycles; N/2 on VectorE when data and dst are BF16 and the op is add or max (reference 1.12, OLD-ISA)."""
+    half = (rec.engine is Engine.VECTOR and all(r.dtype == "bfloat16" for r in rec.operands.values())
+            and op_name(rec.attrs.get("op")) in ("add", "max", "maximum"))
+    return stream_cost(rec, spec, factor=0.5 if half else 1.0)
+
+
+define(Op.TENSOR_REDUCE, (Engine.VECTOR, Engine.GPSIMD), _tensor_reduce_check, _tensor_reduce_semantics,
+       _tensor_reduce_cost, pure=True)

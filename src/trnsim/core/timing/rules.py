@@ -29,6 +29,9 @@ class Rules:
         self.min_ii, self.overhead = c["min_ii"], c["small_instruction_overhead"]
         self.mm_init, self.act_read = c["mm_init_latency"], c["act_read_accumulator"]
         self.fp32_factor = 1.0 / spec.macs_per_pe_cycle["fp32"]
+        # v3+ transpose mode moves FP32 through the PE array 2x faster than an FP32 matmul (trainium2_arch.rst,
+        # built-in transpose support); before it a transpose is a matmul with the identity
+        self.fp32_transpose = self.fp32_factor / (2 if spec.capabilities["matmul_transpose_mode"] else 1)
         self.ns_per_cycle = {e: 1e9 / spec.clocks[e if e != "sync" else "base"] for e in TRACKS}
         # Each DMA engine moves at its achievable rate, capped by its share of the core's HBM bandwidth.
         self.dma_ns_per_byte = 1e9 / min(spec.dma_engine_bandwidth, spec.hbm_bandwidth / spec.dma_engines)
@@ -45,13 +48,15 @@ class Rules:
             k *= 4
         cycles = max(min(self.mm_init, m), n)
         if w["dtype"] == "float32":
-            cycles *= self.fp32_factor
+            cycles *= self.fp32_transpose if w.get("is_transpose") else self.fp32_factor
         return cycles * self.ns_per_cycle["tensor"], 2.0 * k * m * n
 
     def pe_transpose(self, w) -> tuple[float, float]:
-        """nc_transpose on TensorE: a matmul against the identity, ~max(P, min(64, F)) cycles."""
+        """nc_transpose on TensorE: a matmul against the identity, ~max(P, min(64, F)) cycles; FP32 data at the
+        FP32 matmul rate (v2) or twice it (v3+ transpose mode)."""
         p, f = w["partitions"], w["elements"]
-        return max(p, min(self.mm_init, f)) * self.ns_per_cycle["tensor"], 2.0 * p * p * f
+        cycles = max(p, min(self.mm_init, f)) * (self.fp32_transpose if w.get("dtype") == "float32" else 1)
+        return cycles * self.ns_per_cycle["tensor"], 2.0 * p * p * f
 
     # -- Vector / Scalar / GpSimd -----------------------------------------------------------------
     def perf_mode(self, rec) -> float:
