@@ -144,6 +144,7 @@ def launch(kernel: Kernel, args, kwargs, target=None, values=True, order=None):
         ok = True
     finally:
         _frontend._state.core, _ctx.instance = saved
+        shared.spawn = None  # its closure holds the core: no cycle keeps the launch's memories past it
         kernel.last_cores = [nc]
         _frontend.LAST.update(kernel=kernel.fn.__name__, cores=[nc])
         _frontend.LAUNCHES.append({"kernel": kernel.fn.__name__, "target": nc.target, "lnc": 1, "grid": list(grid),
