@@ -55,8 +55,7 @@ class Launch:
         self.affine = "error"  # how a loop-carried dependency in an affine_range loop is reported (core/races.py)
 
 
-class Abandoned(BaseException):
-    """A program stops because another program of its launch failed (that one's error is the one raised)."""
+Abandoned = _frontend.Abandoned
 
 
 class Instance:
