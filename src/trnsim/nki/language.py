@@ -78,6 +78,7 @@ tile_size = _TileSize()
 
 # -- creation ------------------------------------------------------------------------------------------------
 def ndarray(shape, dtype, buffer=sbuf, name="", address=None) -> View:
+    lower.check_shape((shape,) if isinstance(shape, (int, np.integer)) else shape, "nl.ndarray")
     return _ndarray(shape, dtype, buffer, name or None, address)
 
 
@@ -124,6 +125,7 @@ def store(dst, value):
 
 
 def load_transpose2d(src, dtype=None) -> View:
+    lower.two_d(src, "nl.load_transpose2d", "src")
     t = ndarray((src.shape[1], src.shape[0]), dtype or src.dtype, sbuf)
     lower.load_transpose2d(t, src)
     return t
@@ -210,7 +212,7 @@ def _reduced(x, axes, dtype, keepdims) -> View:
 
 def _reduce(name, negate=False):
     def fn(x, axis, dtype=None, keepdims=False):
-        axes = lower.axes_of(x.ndim, axis)
+        axes = lower.axes_of(x.ndim, axis, f"nl.{lower.REDUCTIONS.get(name, name)}")
         t = _reduced(x, axes, _out_dtype(dtype, x), keepdims)
         lower.reduce(t, name, x, axes, negate=negate, keepdims=keepdims)
         return t
@@ -226,7 +228,7 @@ max.op_name, min.op_name = "maximum", "minimum"
 
 
 def mean(x, axis, dtype=None, keepdims=False) -> View:
-    axes = lower.axes_of(x.ndim, axis)
+    axes = lower.axes_of(x.ndim, axis, "nl.mean")
     t = _reduced(x, axes, _out_dtype(dtype, x), keepdims)
     lower.mean(t, x, axes, keepdims)
     return t
@@ -235,20 +237,20 @@ def mean(x, axis, dtype=None, keepdims=False) -> View:
 def softmax(x, axis=-1, dtype=None) -> View:
     """exp(x - max) / sum(exp(x - max)) along the free axis: 4 instructions."""
     out = ndarray(x.shape, _out_dtype(dtype, x))
-    lower.softmax(out, x, lower.axes_of(x.ndim, axis))
+    lower.softmax(out, x, lower.axes_of(x.ndim, axis, "nl.softmax"))
     return out
 
 
 def rms_norm(x, w, axis=-1, n=None, epsilon=1e-6, dtype=None, compute_dtype=None) -> View:
     """x / sqrt(mean(x^2) + eps) * w."""
     out = ndarray(x.shape, _out_dtype(dtype, x))
-    lower.rms_norm(out, x, w, n or x.free_size, epsilon)
+    lower.rms_norm(out, x, w, x.free_size if n is None else n, epsilon)
     return out
 
 
 def var(x, axis, dtype=None) -> View:
     """Population variance along the free axes (keeps dims): mean of squares of x - mean."""
-    axes = lower.axes_of(x.ndim, axis)
+    axes = lower.axes_of(x.ndim, axis, "nl.var")
     out = _reduced(x, axes, _out_dtype(dtype, x), True)
     lower.var(out, x, axes)
     return out
@@ -256,7 +258,7 @@ def var(x, axis, dtype=None) -> View:
 
 def all(x, axis, dtype=None) -> View:  # noqa: A001
     """1 where every element along the axes is non-zero."""
-    axes = lower.axes_of(x.ndim, axis)
+    axes = lower.axes_of(x.ndim, axis, "nl.all")
     out = _reduced(x, axes, numerics.dtype(dtype or uint8), False)
     lower.all_(out, x, axes)
     return out
@@ -307,7 +309,7 @@ def broadcast_to(x, shape, dtype=None) -> View:
 
 
 def expand_dims(x, axis) -> View:
-    return x.expand_dim(axis)
+    return x.expand_dim(lower.one_axis(x.ndim, axis, "nl.expand_dims"))
 
 
 # -- rounding, logical not, gather (nki/api/nki/language/__init__.py: floor, ceil, trunc, logical_not,

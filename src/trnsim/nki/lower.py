@@ -17,12 +17,17 @@ import numpy as np
 
 from trnsim import numerics
 from trnsim.core import Op, View
-from trnsim.core.errors import KernelError, ShapeError
+from trnsim.core.errors import DTypeError, KernelError, ShapeError
 from trnsim.core.memory import Space
 from trnsim.nki import isa as nisa
 from trnsim.nki._frontend import core, ndarray
 
 float32, bfloat16 = numerics.float32, numerics.bfloat16
+BITVEC = ("bitwise_and", "bitwise_or", "bitwise_xor", "left_shift", "right_shift", "invert")
+
+
+class OperandError(KernelError):
+    """An `nl.*` op given a value its rule refuses: a count of 0, a scalar an integer op cannot take."""
 _watcher = None  # fn(instruction, operands) -> result: a front end that sees every instruction issued here
 
 
@@ -94,9 +99,39 @@ def matmul_cast(*dtypes):
 
 
 # -- shapes and broadcasting ----------------------------------------------------------------------------------
-def axes_of(ndim: int, axis) -> tuple:
-    """The reduction axes, each taken modulo ndim, sorted and distinct."""
-    return tuple(sorted({a % ndim for a in (axis if isinstance(axis, (tuple, list)) else (axis,))}))
+REDUCTIONS = {"add": "sum", "maximum": "max", "minimum": "min", "multiply": "prod"}  # engine op -> nl name
+
+
+def axes_of(ndim: int, axis, op="a reduction") -> tuple:
+    """The reduction axes, each in -ndim..ndim-1 (numpy's rule), taken modulo ndim, sorted and distinct."""
+    axes = axis if isinstance(axis, (tuple, list)) else (axis,)
+    for a in axes:
+        if not isinstance(a, (int, np.integer)) or not -ndim <= a < ndim:
+            raise ShapeError(f"{op}: axis {a!r} is out of range for a {ndim}-d tile (axes are -{ndim}..{ndim - 1})")
+    return tuple(sorted({int(a) % ndim for a in axes}))
+
+
+def one_axis(ndim: int, axis, op: str) -> int:
+    """The one new axis of expand_dims: an int in -(ndim+1)..ndim."""
+    if not isinstance(axis, (int, np.integer)) or not -ndim - 1 <= axis <= ndim:
+        raise ShapeError(f"{op}: axis {axis!r} must be one int in -{ndim + 1}..{ndim} for a {ndim}-d tile (a tuple "
+                         f"of axes is not taken)")
+    return int(axis) % (ndim + 1)
+
+
+def check_shape(shape, what: str) -> tuple:
+    """A tensor's shape: every dim a count (>= 0)."""
+    dims = tuple(shape)
+    for i, d in enumerate(dims):
+        if int(d) < 0:
+            raise ShapeError(f"{what}: shape {[int(n) for n in dims]} has dim {i} = {int(d)}; a dim is a count, >= 0")
+    return dims
+
+
+def two_d(x, op: str, name: str):
+    """Ops whose rule swaps or contracts a partition and a free dim take [P, F] tiles only."""
+    if len(x.shape) != 2:
+        raise ShapeError(f"{op}: {name} must be a 2-d tile [P, F]; got shape {list(x.shape)}")
 
 
 def broadcast_shape(*xs) -> tuple:
@@ -191,6 +226,10 @@ def broadcast_to(x: View, shape, dtype=None) -> View:
     SBUF tile); cast to `dtype` (default x's) by a copy."""
     shape = tuple(shape)
     want = numerics.dtype(dtype) if dtype is not None else x.dtype
+    padded = tuple(x.shape) + (1,) * (len(shape) - x.ndim)
+    if len(padded) != len(shape) or any(n not in (1, m) for n, m in zip(padded, shape)):
+        raise ShapeError(f"nl.broadcast_to: a tile of shape {list(x.shape)} cannot broadcast to {list(shape)}: a dim "
+                         f"broadcasts only from size 1 (axes align on the partition dim)")
     v = x
     while v.ndim < len(shape):
         v = v.expand_dim(v.ndim)
@@ -240,6 +279,7 @@ def full(dst: View, value):
 def transpose(x: View, dtype=None) -> View:
     """x[P, F] -> [F, P] on the tensor engine into PSUM, which keeps x's dtype (nki.isa nc_transpose); a
     different `dtype` is a casting copy into SBUF."""
+    two_d(x, "nl.transpose", "x")
     t = ndarray((x.free_size, x.partitions), x.dtype, "psum")
     issue(nisa.nc_transpose, dst=t, data=x, engine=nisa.engine.tensor)
     return t if dtype is None or numerics.dtype(dtype) == x.dtype else copy_to(t, dtype)
@@ -248,6 +288,8 @@ def transpose(x: View, dtype=None) -> View:
 def matmul_operands(x: View, y: View, transpose_x=False) -> tuple[View, View]:
     """The stationary and moving operands of x @ y (x.T @ y with transpose_x) as the PE array takes them: x
     transposed on the PE array and evicted to SBUF, a mixed fp32 pair cast to fp32, both out of PSUM."""
+    two_d(x, "nl.matmul", "x")
+    two_d(y, "nl.matmul", "y")
     if not transpose_x:
         x = copy_to(transpose(x))
     wide = matmul_cast(x.dtype, y.dtype)
@@ -272,6 +314,7 @@ def binary(dst: View, op: str, x, y, engine=None):
     if not (tx or ty):
         raise KernelError(f"nl.{op} of two scalars: compute it in Python")
     shape = tuple(dst.shape)
+    _check_operands(op, dst, x, y)
     if not (tx and ty):
         data, scalar = (x, y) if tx else (y, x)
         issue(nisa.tensor_scalar, dst=dst, data=operand(data, shape), op0=op, operand0=scalar, reverse0=not tx,
@@ -291,6 +334,33 @@ def binary(dst: View, op: str, x, y, engine=None):
           reverse0=small is x, engine=eng)
 
 
+def _check_operands(op: str, dst: View, *xs):
+    """What the engines cannot do, named before they are asked: a bit-vector op on float tiles, a scalar an
+    integer op cannot hold (NaN, a fraction, a value past the tile's dtype, a shift past its width), an
+    integer tile raised to a negative power."""
+    tiles = [v for v in xs if isinstance(v, View)]
+    if op in BITVEC:
+        for v in tiles:
+            if numerics.dtype(v.dtype).is_float:
+                raise DTypeError(f"nl.{op} is a bit-vector op: it takes integer tiles; got {numerics.dtype(v.dtype).name}")
+        t = numerics.dtype(tiles[0].dtype)
+        lo, hi = (0, t.bits - 1) if "shift" in op else (int(np.iinfo(t.np).min), int(np.iinfo(t.np).max))
+        for v in xs:
+            if not isinstance(v, View):
+                f = float(v)
+                if not math.isfinite(f) or f != int(f) or not lo <= int(f) <= hi:
+                    raise OperandError(f"nl.{op} on {t.name} tiles takes an integer scalar in {lo}..{hi}; got {v!r}")
+        if numerics.dtype(dst.dtype).is_float:
+            raise DTypeError(f"nl.{op} is a bit-vector op: its result is an integer tile; asked "
+                             f"{numerics.dtype(dst.dtype).name}")
+    if op == "power" and tiles and not numerics.dtype(dst.dtype).is_float and all(
+            not numerics.dtype(v.dtype).is_float for v in tiles):
+        exps = [v for i, v in enumerate(xs) if i == 1 and not isinstance(v, View)]
+        if exps and float(exps[0]) < 0:
+            raise OperandError(f"nl.power of an integer tile into an integer result takes an exponent >= 0; got "
+                               f"{exps[0]!r} (ask dtype=nl.float32 for a fractional result)")
+
+
 def _free(v: View) -> int:
     return math.prod(v.shape[1:])
 
@@ -298,6 +368,7 @@ def _free(v: View) -> int:
 def unary(dst: View, op: str, x: View):
     """An activation function on the Scalar engine, or (negative, invert) a Vector ALU op."""
     if op in ALU_UNARY:
+        _check_operands(op, dst, x)
         issue(nisa.tensor_scalar, dst=dst, data=x, op0=op, operand0=0.0)
     else:
         issue(nisa.activation, dst=dst, op=op, data=x)
@@ -404,6 +475,8 @@ def rms_norm(dst: View, x: View, w: View, n: int, epsilon: float):
     """x / sqrt(sum(x^2) / n + epsilon) * w in fp32 (nki.language.rms_norm): the squares summed as the
     Scalar engine squares them, one tensor_scalar for / n + epsilon, an rsqrt, and one scalar_tensor_tensor
     for the two products (w broadcast to x's shape as any operand is): 4 instructions."""
+    if not n > 0:
+        raise OperandError(f"nl.rms_norm: n, the count of values the mean of squares divides by, must be > 0; got {n!r}")
     p = x.partitions
     sq = ndarray(x.shape, float32)
     ss = ndarray((p, 1), float32)

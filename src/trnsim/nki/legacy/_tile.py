@@ -89,7 +89,7 @@ class Tensor:
     """An `nl.ndarray`: a logical shape, a dtype, a buffer and one core tensor per block."""
 
     def __init__(self, shape, dtype, buffer="sbuf", name=None, place=None, view: View | None = None):
-        dims = list(shape)
+        dims = list(lower.check_shape(shape, "nl.ndarray"))
         pars = [i for i, d in enumerate(dims) if isinstance(d, ParDim)]
         if len(pars) > 1:
             raise ShapeError(f"tensor shape {tuple(shape)} marks {len(pars)} partition dims; a tensor has one")
@@ -748,7 +748,7 @@ def _broadcast_to(x, shape, dtype=None) -> Tile:
 def _expand_dims(x, axis) -> Tile:
     """A size-1 free axis inserted at `axis` (a view)."""
     x = as_tile(x)
-    axis = axis % (x.ndim + 1)
+    axis = lower.one_axis(x.ndim, axis, "nl.expand_dims")
     if axis == 0 and x.tensor.on_chip:
         raise ShapeError("expand_dims(x, 0) on an on-chip tile: axis 0 is the partition dim")
     coefs = [row[:axis] + (0,) + row[axis:] for row in x.coefs]

@@ -237,6 +237,7 @@ def load_transpose2d(src, mask=None, dtype=None, **kwargs) -> Tile:
     src = as_tile(src)
     if src.indirect is not None:
         raise KernelError("err_indirect_indices_are_not_supported_with_nki_api: load_transpose2d takes no indirect index")
+    lower.two_d(src, "nl.load_transpose2d", "src")
     out = new_tile((src.shape[1], src.shape[0]), _dt(dtype, src.dtype))
     lower.load_transpose2d(out.view(), src.view())
     return out
@@ -322,6 +323,8 @@ def _whole(t: Tile) -> bool:
 def matmul(x, y, transpose_x=False, mask=None, **kwargs) -> Tile:
     """x @ y (x.T @ y with transpose_x=True) on the tensor engine; the result is a PSUM tile."""
     x, y = as_tile(x), as_tile(y)
+    lower.two_d(x, "nl.matmul", "x")
+    lower.two_d(y, "nl.matmul", "y")
     xv, yv = x.view(), y.view()
     st, mv = lower.matmul_operands(xv, yv, transpose_x)
     # an operand passed through as it was keeps its tile (and its operand mask)
@@ -434,7 +437,7 @@ def _kept(b, axes, keepdims):
 def _reduce(name):
     def fn(x, axis, dtype=None, mask=None, keepdims=False, negate=False, **kwargs):
         x = as_tile(x)
-        axes = lower.axes_of(x.ndim, axis)
+        axes = lower.axes_of(x.ndim, axis, f"nl.{lower.REDUCTIONS.get(name, name)}")
         out = _reduced(x, axes, _dt(dtype, x.dtype), keepdims)
         b = _box(x, mask, name)
         if b is not None:
@@ -454,7 +457,7 @@ def _composite(name, lowered, keepdims=False, default=None):
     """A reduction composite of nki/lower.py on the box the mask keeps: `lowered(dst, x, axes)`."""
     def fn(x, axis, dtype=None, mask=None, **kwargs):
         x = as_tile(x)
-        axes = lower.axes_of(x.ndim, axis)
+        axes = lower.axes_of(x.ndim, axis, f"nl.{name}")
         keep = kwargs.get("keepdims", keepdims)
         out = _reduced(x, axes, _dt(dtype, default or x.dtype), keep)
         b = _box(x, mask, name)
@@ -475,7 +478,7 @@ def softmax(x, axis=-1, dtype=None, mask=None, **kwargs) -> Tile:
     """exp(x - max) / sum(exp(x - max)) along the free axis: reduce, exp with a running sum, reciprocal, scale."""
     x = as_tile(x)
     out = new_tile(x.shape, _dt(dtype, x.dtype))
-    lower.softmax(out.view(), x.view(), lower.axes_of(x.ndim, axis))
+    lower.softmax(out.view(), x.view(), lower.axes_of(x.ndim, axis, "nl.softmax"))
     return out
 
 
