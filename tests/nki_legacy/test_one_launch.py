@@ -31,7 +31,7 @@ def test_the_collector_is_off_while_the_kernel_runs(gen):
     seen = []
     x = np.arange(32, dtype=np.float32).reshape(4, 8)
     np.testing.assert_array_equal(nki.jit(_copy_kernel(nl, seen))(x), x + 1)
-    assert seen == [False] and gc.isenabled()
+    assert seen and not any(seen) and gc.isenabled()  # (the replay runs a kernel more than once)
 
 
 @pytest.mark.parametrize("gen", sorted(GENERATIONS))
