@@ -277,11 +277,25 @@ def full(dst: View, value):
 
 
 def transpose(x: View, dtype=None) -> View:
-    """x[P, F] -> [F, P] on the tensor engine into PSUM, which keeps x's dtype (nki.isa nc_transpose); a
-    different `dtype` is a casting copy into SBUF."""
+    """x[P, F] -> [F, P], keeping x's dtype (nki.isa nc_transpose); a different `dtype` is a casting copy into
+    SBUF. Floats go through the PE array into PSUM. The PE array takes no integers, so the compiler moves
+    them another way, exactly: a tile of at most 32 x 32 in one Vector transpose, a wider one of 2- or 4-byte
+    elements by a DMA transpose, any other in 32 x 32 Vector blocks; these results are in SBUF."""
     two_d(x, "nl.transpose", "x")
-    t = ndarray((x.free_size, x.partitions), x.dtype, "psum")
-    issue(nisa.nc_transpose, dst=t, data=x, engine=nisa.engine.tensor)
+    p, f = x.partitions, x.free_size
+    if numerics.dtype(x.dtype).is_float:
+        t = ndarray((f, p), x.dtype, "psum")
+        issue(nisa.nc_transpose, dst=t, data=x, engine=nisa.engine.tensor)
+    else:
+        t = ndarray((f, p), x.dtype, "sbuf")
+        block = core().limit("vector_transpose_max")
+        if builtins.max(p, f) > block and x.dtype.itemsize in (2, 4):
+            issue(nisa.dma_transpose, dst=t, src=x)
+        else:
+            for i in range(0, p, block):
+                for j in range(0, f, block):
+                    i1, j1 = builtins.min(p, i + block), builtins.min(f, j + block)
+                    issue(nisa.nc_transpose, dst=t[j:j1, i:i1], data=x[i:i1, j:j1], engine=nisa.engine.vector)
     return t if dtype is None or numerics.dtype(dtype) == x.dtype else copy_to(t, dtype)
 
 

@@ -202,6 +202,10 @@ class Tile:
     # -- indexing ---------------------------------------------------------------------------------------
     def __getitem__(self, key) -> Tile:
         self.ready()
+        if isinstance(key, tuple) and len(key) == 2 and self.ndim == 1 and self.tensor.on_chip:
+            # a partition-only tile [P] is laid out as [P, 1] (nl.load of a (n,) tensor): `t[i, 0]` indexes it so
+            return Tile(self.tensor, self.const, [row + (0,) for row in self.coefs], self.shape + (1,), self.indirect,
+                        self.opmask)[key]
         if isinstance(key, (Cond, Mask)):  # operand masking: t[i_f < 64]
             m = key.evaluate(self.shape)
             return Tile(self.tensor, self.const, self.coefs, self.shape, self.indirect,
@@ -725,8 +729,9 @@ def assign(dst: Tile, value):
 def accumulate(t: Tile, op: str, value) -> Tile:
     """`t += value`: a matmul accumulates in PSUM (the PE array's read-add-write); else an in-place ALU op."""
     if isinstance(value, Tile) and value.pending is not None and op == "add":
-        if t.tensor.buffer != "psum":
-            raise KernelError(f"`+=` of a matmul accumulates in PSUM; {t.name!r} is in {t.tensor.buffer}")
+        if t.tensor.buffer != "psum":  # an SBUF accumulator: the matmul into PSUM, then an add into the tile
+            binary_into(t, "add", t, value.ready(), None)
+            return t
         run_pending(value, t, True)
         return t
     binary_into(t, op, t, value, None)
