@@ -19,7 +19,7 @@ import numpy as np
 
 from trnsim.core.errors import ValueUnknownError
 from trnsim.core.timing import simulate, summarize
-from trnsim.nki import _frontend, legacy
+from trnsim.nki import _frontend
 
 MODES, OUT = os.environ.get("TRNSIM_REPLAY", "values").split(","), os.environ.get("TRNSIM_REPLAY_OUT")
 RESULTS = {"checked": [], "mismatches": []}
@@ -156,8 +156,7 @@ def _first_difference(a, b) -> str:
 
 
 def pytest_configure(config):
-    _frontend.launch = _checked(_frontend.launch)
-    legacy.launch = _checked(legacy.launch)
+    _frontend.launch = _checked(_frontend.launch)  # the one launch of both front ends
 
 
 def pytest_unconfigure(config):

@@ -48,15 +48,6 @@ def ndarray(shape, dtype, buffer=None, name=None, address=None) -> View:
     return nc.tensor(shape, numerics.dtype(dtype), space, name=name or None, address=address, kind=kind)
 
 
-def matmul_cast(*dtypes):
-    """The dtype the operands of a language-level matmul (`nl.matmul`) are cast to when they mix fp32 (or
-    tf32) with a narrower float, else None: the tensor engine multiplies fp32 only by fp32, and the compiler
-    promotes the pair to the wider type with a copy, as mixed arithmetic promotes (beta type promotion)."""
-    names = {numerics.dtype(d).name for d in dtypes}
-    wide = names & {"float32", "tfloat32"}
-    return numerics.float32 if wide and names - wide else None
-
-
 # -- arguments and results -------------------------------------------------------------------------------
 def _to_numpy(x):
     """A numpy array from a numpy array or a torch tensor (bf16 kept bit-exact); None if neither."""
@@ -125,8 +116,11 @@ class Kernel:
             code.co_varnames[:code.co_argcount], lambda x: _to_numpy(x)[0], _copy, f"{code.co_filename}:{code.co_firstlineno}")
 
     def _launch(self, args, kwargs, target=None, values=True, order=None):
-        """How this kind of kernel runs (the beta API's grid launch overrides it)."""
         return launch(self, args, kwargs, target=target, values=values, order=order)
+
+    def programs(self) -> Programs:
+        """The programs one launch runs (the beta API's SPMD grid overrides it)."""
+        return LncPair(self) if self.lnc == 2 else Programs(self)
 
 
 def launch_budget(options: dict) -> Budget:
@@ -147,84 +141,183 @@ def compile_target() -> str | None:
     return None if os.environ.get(TARGET_ENV) or not found else found.group(1)
 
 
-def launch(kernel: Kernel, args, kwargs, target=None, values=True, order=None):
-    """Run a kernel on fresh cores: inputs become HBM tensors, returned tensors come back as arrays.
+class Abandoned(BaseException):
+    """A program stops because another program of its launch failed (that one's error is the one raised)."""
 
-    With `values=False` (timing only) no instruction computes and nothing is returned; the cores, with
-    their instruction streams, are left in `kernel.last_cores` either way."""
-    budget = launch_budget(kernel.options)
+
+class Programs:
+    """The programs of one launch, as `launch` iterates them: one program on one core (this class), the two
+    programs of an LNC 2 launch each on its own core (`LncPair`), or a beta SPMD grid of programs taking turns
+    on one core (nki/legacy: `SpmdGrid`). Subclasses say which core each program runs on, what a kernel sees
+    of its arguments and result, and what each program carries."""
+
+    who = "core"  # what takes turns, as messages name it
+    together = True  # programs on cores of their own start at once; else one thread, another when one waits
+    hbm_ok = False  # whether a result may live in nl.hbm (the beta API), not only shared_hbm
+    arg_kind = "hbm"  # where the arguments are placed
+
+    def __init__(self, kernel):
+        self.kernel = kernel
+        self.indices = [()]
+        self.failed = False
+
+    def cores(self, nc0: NeuronCore) -> list[NeuronCore]:
+        return [nc0]
+
+    def core_of(self, n: int) -> int:
+        return 0
+
+    def share(self, turns, spawn) -> None:
+        """The programs' turns and the way to start a thread for the next ones (None once they are over)."""
+
+    def enter(self, n: int) -> None:
+        """Program n is about to run on this thread."""
+
+    def arg(self, view: View):
+        return view
+
+    def result(self, res):
+        return res
+
+    def fail(self) -> None:
+        self.failed = True
+
+    def summary(self) -> dict:
+        return {"lnc": len(self.cores_made)}
+
+
+class LncPair(Programs):
+    """The two programs of an LNC 2 launch: one per physical core, sharing one HBM, taking turns at the
+    core barrier and sendrecv (core/lnc.py); outputs in shared_hbm."""
+
+    arg_kind = "shared_hbm"
+
+    def __init__(self, kernel):
+        super().__init__(kernel)
+        self.indices = [(0,), (1,)]
+
+    def cores(self, nc0):
+        second = NeuronCore(nc0.target, strict=nc0.strict, values=nc0.values, hbm=nc0.hbm, program_id=1,
+                            num_programs=2, budget=nc0.budget, race_check=nc0.race_check)
+        nc0.num_programs = 2
+        nc0.peer, second.peer = second, nc0
+        return [nc0, second]
+
+    def core_of(self, n):
+        return n
+
+    def share(self, turns, spawn):
+        barrier = Barrier(turns) if turns is not None else None
+        for c in self.cores_made:
+            c.turns, c.barrier = turns, barrier
+
+
+def _take_turns(programs: Programs, run) -> None:
+    """Run every program: one inline; several with threads taking turns (core/lnc.py), one program running
+    at a time, in order, the turn passing where a program waits for the others or ends. Programs on cores
+    of their own start together; programs sharing a core start on one thread, and a program about to wait
+    calls `spawn` for a thread to take the next ones (a program that ends frees its thread for the next)."""
+    n = len(programs.indices)
+    if n == 1:
+        run(0)
+        return
+    turns, threads, unclaimed = Turns(n, programs.who), [], iter(range(n))
+
+    def worker():
+        for i in unclaimed:
+            turns.start(i)
+            try:
+                run(i)
+            finally:
+                turns.finish(i)
+
+    def spawn():
+        threads.append(threading.Thread(target=worker))
+        threads[-1].start()
+
+    programs.share(turns, spawn)
+    try:
+        for _ in range(n if programs.together else 1):
+            spawn()
+        for t in threads:  # a thread adds the one it spawns before it waits, so before it ends
+            t.join()
+    finally:
+        programs.share(None, None)  # the closures hold the cores: no cycle keeps them past the launch
+
+
+def launch(kernel: Kernel, args, kwargs, target=None, values=True, order=None):
+    """Run a kernel's programs on fresh cores: inputs become HBM tensors, returned tensors come back as arrays.
+
+    The target is `target=`, else the kernel's `platform_target=`, else (for torch arguments) the compiler's
+    target in NEURON_CC_FLAGS, else the default. With `values=False` (timing only) no instruction computes
+    and nothing is returned; the cores, with their instruction streams, are left in `kernel.last_cores`
+    either way."""
+    programs = kernel.programs()
+    target = target or kernel.options.get("platform_target")
     if target is None and any(_to_numpy(a)[1] == "torch" for a in (*args, *kwargs.values())):
         target = compile_target()
-    nc0 = NeuronCore(target, strict=os.environ.get("TRNSIM_STRICT", "1") != "0", values=values, budget=budget,
-                     race_check=kernel.options.get("race_check"))
+    nc0 = NeuronCore(target, strict=os.environ.get("TRNSIM_STRICT", "1") != "0", values=values,
+                     budget=launch_budget(kernel.options), race_check=kernel.options.get("race_check"))
     if kernel.lnc not in nc0.lnc_configs:
         raise ConfigError(f"an LNC {kernel.lnc} launch (kernel[{kernel.lnc}]) needs a chip with logical cores of "
                           f"{kernel.lnc}; {nc0.target} has LNC {', '.join(map(str, nc0.lnc_configs))}")
-    cores = [nc0] + [NeuronCore(nc0.target, strict=nc0.strict, values=values, hbm=nc0.hbm, program_id=i,
-                                num_programs=kernel.lnc, budget=budget, race_check=nc0.race_check)
-                     for i in range(1, kernel.lnc)]
-    nc0.num_programs = kernel.lnc
-    turns = Turns(kernel.lnc)
+    cores = programs.cores_made = programs.cores(nc0)
     for c in cores:
         c.affine_order = order
-    if kernel.lnc == 2:
-        cores[0].peer, cores[1].peer = cores[1], cores[0]
-        barrier = Barrier(turns)
-        for c in cores:
-            c.turns, c.barrier = turns, barrier
-    kind = "shared_hbm" if kernel.lnc == 2 else "hbm"
-    converted, backs, sink = [], [], {"kind": "numpy"}
+        c.lazy_psum = c.in_launch = True  # a jit function the kernel calls runs inline (Kernel.__call__)
+    backs, sink = [], {"kind": "numpy"}
 
     def conv(x, name):
         a, k = _to_numpy(x)
         if a is None:
             return x
         sink["kind"] = k
-        v = nc0.hbm_tensor(_read_only(a), name=name, kind=kind)
+        v = nc0.hbm_tensor(_read_only(a), name=name, kind=programs.arg_kind)  # read in place until written
         backs.append((x, v, k))
-        return v
+        return programs.arg(v)
 
     names = list(kernel.fn.__code__.co_varnames[: kernel.fn.__code__.co_argcount])
     converted = [conv(a, names[i] if i < len(names) else f"arg{i}") for i, a in enumerate(args)]
     kwconv = {k: conv(v, k) for k, v in kwargs.items()}
-    results = [None] * kernel.lnc
-    errors = []
+    results, errors = [None] * len(programs.indices), []
 
-    def run(i):
-        turns.start(i)
-        _state.core = cores[i]
-        cores[i].lazy_psum = cores[i].in_launch = True
+    def run(n):
+        _state.core = cores[programs.core_of(n)]
+        programs.enter(n)
         try:
-            results[i] = kernel.fn(*converted, **kwconv)
-            cores[i].sync()
+            if not programs.failed:
+                results[n] = kernel.fn(*converted, **kwconv)
+        except Abandoned:
+            pass
         except BaseException as e:  # noqa: BLE001 - re-raised in the caller's thread
+            programs.fail()
             errors.append(e)
-        finally:
-            _state.core = None
-            turns.finish(i)
 
-    live.publish(kind="kernel", name=kernel.fn.__name__, cores=range(kernel.lnc), target=nc0.target, phase="running",
-                 memory={"hbm": sum(a.nbytes for a in nc0.hbm.tensors())})
+    live.publish(kind="kernel", name=kernel.fn.__name__, cores=range(len(cores)), target=nc0.target,
+                 phase="running", memory={"hbm": sum(a.nbytes for a in nc0.hbm.tensors())})
     saved = getattr(_state, "core", None)
-    # Views and records form no cycles: reference counting frees every tensor at once, which is all the
-    # allocator relies on, and the cyclic collector stays off (core/fast.py).
-    with fast.collector_off():
-        if kernel.lnc == 1:
-            run(0)
-        else:
-            threads = [threading.Thread(target=run, args=(i,)) for i in range(kernel.lnc)]
-            for t in threads:
-                t.start()
-            for t in threads:
-                t.join()
-    _state.core = saved
-    kernel.last_cores = cores
-    LAST.update(kernel=kernel.fn.__name__, cores=cores)
-    LAUNCHES.append({"kernel": kernel.fn.__name__, "target": nc0.target, "lnc": kernel.lnc,
-                     "instructions": sum(len(c.stream) for c in cores), "ok": not errors})
-    if errors:  # taken out of the list: an exception left in it would hold this frame, and so the launch, in a cycle
-        del errors[1:]
-        raise errors.pop()
+    try:
+        # Views and records form no cycles: reference counting frees every tensor at once, which is all the
+        # allocator relies on, and the cyclic collector stays off (core/fast.py).
+        with fast.collector_off():
+            _take_turns(programs, run)
+            if not errors:
+                for c in cores:
+                    c.sync()
+    finally:
+        _state.core = saved
+        programs.enter(None)
+        kernel.last_cores = cores
+        LAST.update(kernel=kernel.fn.__name__, cores=cores)
+        LAUNCHES.append({"kernel": kernel.fn.__name__, "target": nc0.target, **programs.summary(),
+                         "instructions": sum(len(c.stream) for c in cores), "ok": not errors})
+    if errors:
+        error = errors[0]
+        errors.clear()
+        try:
+            raise error
+        finally:
+            error = None  # the traceback holds this frame: no cycle through it keeps the launch alive
     if not values:
         return None
     for orig, v, k in backs:  # inputs the kernel wrote go back to the caller's arrays
@@ -236,7 +329,9 @@ def launch(kernel: Kernel, args, kwargs, target=None, values=True, order=None):
             orig.copy_(_from_numpy(v.array().copy(), "torch").reshape(orig.shape))
     # A framework launch of one core may hand back an nl.hbm tensor (the NKI tutorials' PyTorch and JAX drivers
     # do: nki/guides/tutorials/kernel-optimization.rst); otherwise outputs are shared_hbm (nki/migration, 0.3.0).
-    return _outputs(results[0], sink["kind"], [v for _, v, _ in backs], hbm_ok=sink["kind"] != "numpy" and kernel.lnc == 1,
+    framework_hbm = sink["kind"] != "numpy" and len(cores) == 1
+    return _outputs(programs.result(results[0]), sink["kind"], [v for _, v, _ in backs],
+                    hbm_ok=programs.hbm_ok or framework_hbm,
                     unwritten=kernel.options.get("unwritten_output"))
 
 

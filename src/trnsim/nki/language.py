@@ -1,27 +1,24 @@
 """`nki.language`: dtypes, buffers, tensor creation, loops and the convenience ops.
 
-Every convenience op allocates its result and lowers to `nki.isa` instructions (nl.load -> dma_copy,
-nl.matmul -> nc_matmul, nl.exp -> activation, nl.sum -> tensor_reduce, nl.softmax -> four instructions);
-none computes a value itself.
+Every convenience op allocates its result and has the lowering layer (nki/lower.py, shared with the beta
+API) issue its `nki.isa` instructions (nl.load -> dma_copy, nl.matmul -> nc_matmul, nl.exp -> activation,
+nl.sum -> tensor_reduce, nl.softmax -> four instructions); none computes a value itself.
 """
 from __future__ import annotations
 
-import builtins
 import contextlib
 import enum
-import math
 
 import numpy as np
 
 from trnsim import numerics
-from trnsim.core import Op, View
+from trnsim.core import View
 from trnsim.core.errors import ShapeError
 from trnsim.core.machine import Register
-from trnsim.core.memory import Space
-from trnsim.nki import isa as nisa
+from trnsim.nki import isa as nisa, lower
 from trnsim.nki import versions as _versions
 from trnsim.nki.grids import NkiBlockGrid, NkiGrid, NkiTileGrid, alloc_blocks, alloc_tiles, blocks, tiles  # noqa: F401
-from trnsim.nki._frontend import core, matmul_cast, ndarray as _ndarray
+from trnsim.nki._frontend import core, ndarray as _ndarray
 
 # -- dtypes --------------------------------------------------------------------------------------------------
 bool_, int8, int16, int32 = numerics.bool_, numerics.int8, numerics.int16, numerics.int32
@@ -84,12 +81,13 @@ tile_size = _TileSize()
 
 # -- creation ------------------------------------------------------------------------------------------------
 def ndarray(shape, dtype, buffer=sbuf, name="", address=None) -> View:
+    lower.check_shape((shape,) if isinstance(shape, (int, np.integer)) else shape, "nl.ndarray")
     return _ndarray(shape, dtype, buffer, name or None, address)
 
 
 def full(shape, fill_value, dtype, buffer=sbuf, name="") -> View:
     t = ndarray(shape, dtype, buffer, name)
-    nisa.memset(t, fill_value)
+    lower.full(t, fill_value)
     return t
 
 
@@ -120,84 +118,59 @@ def load(src, dtype=None) -> View:
     """HBM -> a new SBUF tile (one dma_copy)."""
     shape = src.shape if len(src.shape) >= 2 else (1,) + tuple(src.shape)
     t = ndarray(shape, dtype or src.dtype, sbuf)
-    nisa.dma_copy(t, src)
+    lower.load(t, src)
     return t
 
 
 def store(dst, value):
-    """An SBUF tile -> HBM (one dma_copy)."""
-    nisa.dma_copy(dst, value)
+    """An SBUF tile -> HBM (one dma_copy; a PSUM tile by way of SBUF)."""
+    lower.store(dst, value)
 
 
 def load_transpose2d(src, dtype=None) -> View:
+    lower.two_d(src, "nl.load_transpose2d", "src")
     t = ndarray((src.shape[1], src.shape[0]), dtype or src.dtype, sbuf)
-    nisa.dma_transpose(t, src)
+    lower.load_transpose2d(t, src)
     return t
 
 
 def copy(x, dtype=None) -> View:
-    t = ndarray(x.shape, dtype or x.dtype, sbuf)
-    nisa.tensor_copy(t, x)
-    return t
+    return lower.copy_to(x, dtype or x.dtype)
 
 
 def transpose(x, dtype=None) -> View:
     """2-D partition <-> free transpose on the tensor engine; the result lives in PSUM."""
-    t = ndarray((x.free_size, x.partitions), dtype or x.dtype, psum)
-    nisa.nc_transpose(t, x, engine=nisa.engine.tensor)
-    return t
+    return lower.transpose(x, dtype)
 
 
 def matmul(x, y, transpose_x=False) -> View:
     """x @ y (or x.T @ y with transpose_x=True) into a new PSUM tile of float32."""
-    if not transpose_x:
-        xt = transpose(x)
-        x = copy(xt, x.dtype)
-    x, y = (copy(v) if v.space is Space.PSUM else v for v in (x, y))  # PE reads SBUF: the compiler's copy out of PSUM
-    wide = matmul_cast(x.dtype, y.dtype)
-    if wide is not None:
-        x, y = (v if v.dtype == wide else copy(v, wide) for v in (x, y))
+    x, y = lower.matmul_operands(x, y, transpose_x)
     out = ndarray((x.free_size, y.free_size), float32, psum)
-    nisa.nc_matmul(out, x, y)
+    lower.matmul(out, x, y)
     return out
 
 
 # -- element-wise ---------------------------------------------------------------------------------------------
-def _out_dtype(dtype, *xs):
-    if dtype is not None:
-        return numerics.dtype(dtype)
-    ts = [x.dtype for x in xs if isinstance(x, View)]
-    return float32 if any(t.name == "float32" for t in ts) else ts[0]
+_out_dtype = lower.widest
 
 
 def _binary(name):
-    def out_dtype(dtype, *xs):
-        dt = _out_dtype(dtype, *xs)
-        # true division, as numpy.divide (nki/api/nki/language/__init__.py: divide): int / int is a float
-        return float32 if name == "divide" and dtype is None and not dt.is_float else dt
-
     def fn(x, y, dtype=None):
-        if isinstance(x, View) and isinstance(y, View):
-            if x.shape != y.shape:
-                raise ShapeError(f"nl.{name}: shapes {list(x.shape)} and {list(y.shape)} differ (no broadcasting)")
-            t = ndarray(x.shape, out_dtype(dtype, x, y))
-            nisa.tensor_tensor(t, x, y, name)
-            return t
-        data, scalar, rev = (x, y, False) if isinstance(x, View) else (y, x, True)
-        t = ndarray(data.shape, out_dtype(dtype, data))
-        nisa.tensor_scalar(t, data, name, scalar, reverse0=rev)
+        dt = _out_dtype(dtype, x, y)
+        # true division, as numpy.divide (nki/api/nki/language/__init__.py: divide): int / int is a float
+        t = ndarray(lower.broadcast_shape(x, y), float32 if name == "divide" and dtype is None and not dt.is_float
+                    else dt)
+        lower.binary(t, name, x, y)
         return t
     fn.__name__ = fn.op_name = name
     return fn
 
 
-def _unary(name, via="activation"):
+def _unary(name):
     def fn(x, dtype=None):
         t = ndarray(x.shape, _out_dtype(dtype, x))
-        if via == "activation":
-            nisa.activation(t, name, x)
-        else:
-            nisa.tensor_scalar(t, x, name, 0.0)
+        lower.unary(t, name, x)
         return t
     fn.__name__ = fn.op_name = name
     return fn
@@ -211,8 +184,7 @@ greater, greater_equal = _binary("greater"), _binary("greater_equal")
 logical_and, logical_or, logical_xor = _binary("logical_and"), _binary("logical_or"), _binary("logical_xor")
 bitwise_and, bitwise_or, bitwise_xor = _binary("bitwise_and"), _binary("bitwise_or"), _binary("bitwise_xor")
 left_shift, right_shift = _binary("left_shift"), _binary("right_shift")
-invert = _unary("invert", via="alu")
-negative = _unary("negative", via="alu")
+invert, negative = _unary("invert"), _unary("negative")
 exp, log, sqrt, rsqrt, tanh = _unary("exp"), _unary("log"), _unary("sqrt"), _unary("rsqrt"), _unary("tanh")
 sin, cos, tan, arctan, sign, abs = _unary("sin"), _unary("cos"), _unary("tan"), _unary("arctan"), _unary("sign"), _unary("abs")  # noqa: A001
 square, relu, sigmoid, silu, silu_dx = _unary("square"), _unary("relu"), _unary("sigmoid"), _unary("silu"), _unary("silu_dx")
@@ -224,7 +196,7 @@ identity = _unary("copy")
 
 def reciprocal(x, dtype=None) -> View:
     t = ndarray(x.shape, _out_dtype(dtype, x))
-    nisa.reciprocal(t, x)
+    lower.reciprocal(t, x)
     return t
 
 
@@ -233,21 +205,19 @@ prelu, bypass, average = "prelu", "bypass", "average"
 
 
 # -- reductions ----------------------------------------------------------------------------------------------
-def _axes(x, axis):
-    return tuple(a % x.ndim for a in (axis if isinstance(axis, (tuple, list)) else (axis,)))
+def _reduced(x, axes, dtype, keepdims) -> View:
+    """The result tile of a reduction: reduced axes kept as 1 with keepdims, or where fewer than 2 dims remain."""
+    shape = [1 if d in axes else n for d, n in enumerate(x.shape)]
+    if not keepdims and len(shape) - len(axes) >= 2:
+        shape = [n for d, n in enumerate(x.shape) if d not in axes]
+    return ndarray(shape, dtype)
 
 
 def _reduce(name, negate=False):
     def fn(x, axis, dtype=None, keepdims=False):
-        axes = _axes(x, axis)
-        shape = [1 if d in axes else n for d, n in enumerate(x.shape)]
-        if not keepdims and len(shape) - len(axes) >= 2:
-            shape = [n for d, n in enumerate(x.shape) if d not in axes]
-        t = ndarray(shape, _out_dtype(dtype, x))
-        keep = [d for d in range(x.ndim) if d not in axes]
-        if axes != tuple(range(len(keep), x.ndim)):  # the engine reduces trailing axes: move them last (a view)
-            x, axes = x.permute(keep + sorted(axes)), tuple(range(len(keep), x.ndim))
-        nisa.tensor_reduce(t, name, x, axes, negate=negate, keepdims=keepdims)
+        axes = lower.axes_of(x.ndim, axis, f"nl.{lower.REDUCTIONS.get(name, name)}")
+        t = _reduced(x, axes, _out_dtype(dtype, x), keepdims)
+        lower.reduce(t, name, x, axes, negate=negate, keepdims=keepdims)
         return t
     fn.__name__ = fn.op_name = name
     return fn
@@ -261,80 +231,59 @@ max.op_name, min.op_name = "maximum", "minimum"
 
 
 def mean(x, axis, dtype=None, keepdims=False) -> View:
-    s = sum(x, axis, float32, keepdims)
-    n = math.prod(x.shape[a] for a in _axes(x, axis))
-    t = ndarray(s.shape, _out_dtype(dtype, x))
-    nisa.tensor_scalar(t, s, "multiply", 1.0 / n)
+    axes = lower.axes_of(x.ndim, axis, "nl.mean")
+    t = _reduced(x, axes, _out_dtype(dtype, x), keepdims)
+    lower.mean(t, x, axes, keepdims)
     return t
 
 
 def softmax(x, axis=-1, dtype=None) -> View:
     """exp(x - max) / sum(exp(x - max)) along the free axis: 4 instructions."""
-    p = x.partitions
-    neg_max = ndarray((p, 1), float32)
-    nisa.tensor_reduce(neg_max, "maximum", x, _axes(x, axis), negate=True, keepdims=True)
-    e = ndarray(x.shape, float32)
-    total = ndarray((p, 1), float32)
-    nisa.activation(e, "exp", x, bias=neg_max, reduce_op="add", reduce_res=total)
-    inv = ndarray((p, 1), float32)
-    nisa.reciprocal(inv, total)
     out = ndarray(x.shape, _out_dtype(dtype, x))
-    nisa.tensor_scalar(out, e, "multiply", inv)
+    lower.softmax(out, x, lower.axes_of(x.ndim, axis, "nl.softmax"))
     return out
 
 
 def rms_norm(x, w, axis=-1, n=None, epsilon=1e-6, dtype=None, compute_dtype=None) -> View:
     """x / sqrt(mean(x^2) + eps) * w."""
-    p = x.partitions
-    n = n or x.free_size
-    sq = ndarray(x.shape, float32)
-    ss = ndarray((p, 1), float32)
-    nisa.activation(sq, "square", x, reduce_op="add", reduce_res=ss)
-    r = ndarray((p, 1), float32)
-    nisa.tensor_scalar(r, ss, "multiply", 1.0 / n, op1="add", operand1=epsilon)
-    nisa.activation(r, "rsqrt", r)
     out = ndarray(x.shape, _out_dtype(dtype, x))
-    nisa.scalar_tensor_tensor(out, x, "multiply", r, "multiply", w)
+    lower.rms_norm(out, x, w, x.free_size if n is None else n, epsilon)
     return out
 
 
 def var(x, axis, dtype=None) -> View:
     """Population variance along the free axes (keeps dims): mean of squares of x - mean."""
-    p, n = x.partitions, math.prod(x.shape[a] for a in _axes(x, axis))
-    m = mean(x, axis, float32, keepdims=True)
-    d = ndarray(x.shape, float32)
-    nisa.tensor_scalar(d, x, "subtract", m.reshape((p, 1)))
-    ss = ndarray((p, 1), float32)
-    nisa.activation(d, "square", d, reduce_op="add", reduce_res=ss)
-    out = ndarray(m.shape, _out_dtype(dtype, x))
-    nisa.tensor_scalar(out, ss.reshape(m.shape), "multiply", 1.0 / n)
+    axes = lower.axes_of(x.ndim, axis, "nl.var")
+    out = _reduced(x, axes, _out_dtype(dtype, x), True)
+    lower.var(out, x, axes)
     return out
 
 
 def all(x, axis, dtype=None) -> View:  # noqa: A001
     """1 where every element along the axes is non-zero."""
-    nz = ndarray(x.shape, float32)
-    nisa.tensor_scalar(nz, x, "not_equal", 0.0)
-    return _reduce("minimum")(nz, axis, dtype or uint8)
+    axes = lower.axes_of(x.ndim, axis, "nl.all")
+    out = _reduced(x, axes, numerics.dtype(dtype or uint8), False)
+    lower.all_(out, x, axes)
+    return out
 
 
 def where(condition, x, y, dtype=None) -> View:
     """x where condition (1.0/0.0) else y; y may be a scalar."""
     out = ndarray(x.shape, _out_dtype(dtype, x))
-    nisa.select_reduce(out, condition, x, y)
+    lower.select(out, condition, x, y)
     return out
 
 
 def dropout(x, rate, dtype=None) -> View:
     out = ndarray(x.shape, x.dtype)
-    nisa.dropout(out, x, rate)
+    lower.dropout(out, x, rate)
     return out if dtype is None else copy(out, dtype)
 
 
 def rand(shape, dtype, buffer=sbuf, name="") -> View:
     """Uniform values in [0, 1) from the core's seeded generator."""
     t = ndarray(shape, dtype, buffer, name)
-    rand_into(t)
+    lower.rand(t)
     return t
 
 
@@ -359,80 +308,19 @@ def shared_constant(constant) -> View:
 def broadcast_to(x, shape, dtype=None) -> View:
     """Size-1 dims broadcast: free dims by a zero stride; an on-chip partition dim of 1 by ones-matmuls (the
     compiler's lowering), into an SBUF tile of `dtype` (default x's)."""
-    v, shape = x, tuple(shape)
-    want = numerics.dtype(dtype) if dtype is not None else x.dtype
-    if x.on_chip and x.shape[0] == 1 and shape[0] > 1:
-        v = _spread(x, shape[0], want).reshape((shape[0],) + tuple(x.shape[1:]))
-    for d, (a, b) in enumerate(zip(v.shape, shape)):
-        if a != b:
-            v = v.broadcast(d, b)
-    return v if v.dtype == want else copy(v, want)
-
-
-def _spread(x: View, p: int, dtype) -> View:
-    """A [1, ...] tile over p partitions: ones[1, p].T @ x on the tensor engine, one PSUM bank at a time,
-    each copied out to SBUF so only one bank is held. Integer tiles, which the tensor engine does not take
-    (and could not carry exactly past 2**24 through FP32), are spread by SBUF-to-SBUF DMAs instead."""
-    f = x.free_size
-    if not numerics.dtype(x.dtype).is_float:
-        out = ndarray((p, f), x.dtype, sbuf)
-        spread_dma(out, x.reshape((1, f)))
-        return out if out.dtype == numerics.dtype(dtype) else copy(out, dtype)
-    ones_ = ones_row(p, x.dtype)
-    out = ndarray((p, f), dtype, sbuf)
-    flat = x.reshape((1, f))
-    step = tile_size.psum_bank_fmax
-    for lo in range(0, f, step):
-        hi = builtins.min(f, lo + step)
-        ps = ndarray((p, hi - lo), float32, psum)
-        nisa.nc_matmul(ps, ones_, flat[:, lo:hi])
-        nisa.tensor_copy(out[:, lo:hi], ps)
-    return out
-
-
-def ones_row(p: int, dtype) -> View:
-    """The [1, p] ones operand of a partition broadcast's matmul, filled on GpSimd.
-
-    It is a constant of the compiler's own, built ahead of the loop that uses it, never between the
-    Vector instructions that read the broadcast: a memset on the Vector stream would put the fill and the
-    fp32 matmul (4x a bf16 one) in series in front of every consumer."""
-    t = ndarray((1, p), float32 if numerics.dtype(dtype).name in ("float32", "tfloat32") else bfloat16, sbuf)
-    nisa.memset(t, 1.0, engine=nisa.engine.gpsimd)
-    return t
-
-
-def spread_dma(dst: View, row: View):
-    """Copy the one-partition `row` into every partition of `dst` with DMAs that double the filled
-    partitions each time (partition 0 -> 1, 0..1 -> 2..3, ...): log2(P) exact byte copies."""
-    nisa.dma_copy(dst[0:1], row)
-    done, p = 1, dst.shape[0]
-    while done < p:
-        n = builtins.min(done, p - done)
-        nisa.dma_copy(dst[done:done + n], dst[0:n])
-        done += n
+    return lower.broadcast_to(x, shape, dtype)
 
 
 def expand_dims(x, axis) -> View:
-    return x.expand_dim(axis)
+    return x.expand_dim(lower.one_axis(x.ndim, axis, "nl.expand_dims"))
 
 
 # -- rounding, logical not, gather (nki/api/nki/language/__init__.py: floor, ceil, trunc, logical_not,
-# gather_flattened); the *_into helpers take views, so the beta front end issues the same instructions -------------
-def round_into(dst, x, mode: str):
-    """floor / trunc as one Vector instruction, x - (x mod 1) (mod: Python's sign rule; fmod: C's), and ceil
-    as x + ((-x) mod 1) in two. Exact in FP32: an integer part is always representable."""
-    if mode == "ceil":
-        t = ndarray(x.shape, float32)
-        nisa.tensor_scalar(t, x, "multiply", -1.0, op1="mod", operand1=1.0)
-        nisa.tensor_tensor(dst, x, t, "add")
-    else:
-        nisa.scalar_tensor_tensor(dst, x, "mod" if mode == "floor" else "fmod", 1.0, "subtract", x, reverse1=True)
-
-
+# gather_flattened) -------------------------------------------------------------------------------------------
 def _rounding(mode):
     def fn(x, dtype=None):
         t = ndarray(x.shape, _out_dtype(dtype, x))
-        round_into(t, x, mode)
+        lower.rounding(t, x, mode)
         return t
     fn.__name__ = mode
     return fn
@@ -441,31 +329,18 @@ def _rounding(mode):
 floor, ceil, trunc = _rounding("floor"), _rounding("ceil"), _rounding("trunc")
 
 
-def logical_not_into(dst, x):
-    """XOR with 1, as the documentation describes it."""
-    nisa.tensor_scalar(dst, x, "logical_xor", 1.0)
-
-
 def logical_not(x, dtype=None) -> View:
     t = ndarray(x.shape, _out_dtype(dtype, x))
-    logical_not_into(t, x)
+    lower.logical_not(t, x)
     return t
-
-
-def gather_into(dst, data, indices):
-    core().issue(Op.GATHER_FLATTENED, dst=dst, indices=indices, data=data)
 
 
 def gather_flattened(data, indices, axis=0, dtype=None) -> View:
     """For each index, the element of its partition's flattened free dims (one GpSimd instruction). The
     gather always runs over the flattened free dims; `axis` is the documented signature's."""
     t = ndarray(indices.shape, _out_dtype(dtype, data))
-    gather_into(t, data, indices)
+    lower.gather(t, data, indices)
     return t
-
-
-def rand_into(dst):
-    core().issue(Op.RAND, dst=dst, kind="uniform", min=0.0, max=1.0)
 
 
 # -- loops and SPMD -------------------------------------------------------------------------------------------
@@ -573,4 +448,4 @@ def device_print(print_prefix, tensor):
 
 
 __all__ = [n for n in dir() if not n.startswith("_") and not n.endswith("_into") and n not in (
-    "annotations", "contextlib", "enum", "math", "np", "numerics", "Op", "View", "Register", "ShapeError", "core", "nisa")]
+    "annotations", "contextlib", "enum", "np", "numerics", "View", "Register", "ShapeError", "core", "nisa", "lower")]

@@ -16,18 +16,15 @@ NeuronCore (the programs of an `nl.all_reduce` wait there for each other). `nki.
 from __future__ import annotations
 
 import os
-import threading
 import warnings
 
 import numpy as np
 
-from trnsim import live
-from trnsim.core import GridWarning, NeuronCore
-from trnsim.core.lnc import Turns
+from trnsim.core import GridWarning
 from trnsim.errors import TrnsimError
 from trnsim.nki import _frontend
 from trnsim.nki.legacy import compiler, isa, language, typing  # noqa: F401
-from trnsim.nki.legacy._tile import Abandoned, Instance, Launch, Tile, _ctx, _direct, wrap
+from trnsim.nki.legacy._tile import Instance, Launch, Tile, _ctx, _direct, wrap
 
 tensor = Tile
 
@@ -57,110 +54,44 @@ class Kernel(_frontend.Kernel):
             warnings.warn(f"{shown}: a launch grid dim of 0 runs as one program along it", GridWarning, stacklevel=2)
         return type(self)(self.fn, grid, **self.options)
 
-    def _launch(self, args, kwargs, target=None, values=True, order=None):
-        return launch(self, args, kwargs, target=target, values=values, order=order)
+    def programs(self) -> SpmdGrid:
+        return SpmdGrid(self)
 
 
-def launch(kernel: Kernel, args, kwargs, target=None, values=True, order=None):
-    """Run every program of the grid in turn on one NeuronCore, as the beta runtime did without `nl.nc`;
-    returned tensors come back as arrays (nothing with `values=False`)."""
-    strict = os.environ.get("TRNSIM_STRICT", "1") != "0"
-    nc = NeuronCore(target or kernel.options.get("platform_target"), strict=strict, values=values,
-                    race_check=kernel.options.get("race_check"),
-                    budget=_frontend.launch_budget(kernel.options))
-    nc.affine_order = order
-    nc.lazy_psum = True  # accumulation groups evaluated as the current front end evaluates them
-    nc.in_launch = True  # a jit function the kernel calls runs inline on this core (_frontend.Kernel.__call__)
-    grid = kernel.grid
-    shared = Launch(grid, strict)
-    if getattr(kernel.fn, "skip_middle_end_transformations", False):  # its loops keep their order (nki/compiler.py)
-        shared.affine = "warn"
-    backs, kind = [], "numpy"
-    names = list(kernel.fn.__code__.co_varnames[: kernel.fn.__code__.co_argcount])
+class SpmdGrid(_frontend.Programs):
+    """A beta SPMD grid: every program in turn on one NeuronCore, as the beta runtime ran them without `nl.nc`
+    (the programs of an `nl.all_reduce` wait there for each other); the kernel sees tiles, and its outputs may
+    live in `nl.hbm`."""
 
-    def conv(x, name):
-        nonlocal kind
-        a, k = _frontend._to_numpy(x)
-        if a is None:
-            return x
-        kind = k
-        v = nc.hbm_tensor(_frontend._read_only(a), name=name, kind="shared_hbm")  # read in place until written
-        backs.append((x, v, k))
-        return wrap(v)
+    who, together, hbm_ok, arg_kind = "program", False, True, "shared_hbm"
 
-    targs = [conv(a, names[i] if i < len(names) else f"arg{i}") for i, a in enumerate(args)]
-    tkw = {k: conv(v, k) for k, v in kwargs.items()}
-    live.publish(kind="kernel", name=kernel.fn.__name__, cores=[0], target=nc.target, phase="running",
-                 memory={"hbm": sum(a.nbytes for a in nc.hbm.tensors())})
-    saved = (getattr(_frontend._state, "core", None), getattr(_ctx, "instance", None))
-    programs = list(np.ndindex(*grid)) if grid else [()]
-    results, errors = [None], []
-    turns = shared.turns = Turns(len(programs), "program") if len(programs) > 1 else None
+    def __init__(self, kernel: Kernel):
+        super().__init__(kernel)
+        self.launch = Launch(kernel.grid, os.environ.get("TRNSIM_STRICT", "1") != "0")
+        if getattr(kernel.fn, "skip_middle_end_transformations", False):  # its loops keep their order (nki/compiler.py)
+            self.launch.affine = "warn"
+        self.indices = list(np.ndindex(*kernel.grid)) if kernel.grid else [()]
+        self.saved = getattr(_ctx, "instance", None)
 
-    threads, unclaimed = [], iter(range(len(programs)))  # programs no thread has taken yet, in order
+    def share(self, turns, spawn):
+        self.launch.turns, self.launch.spawn = turns, spawn
 
-    def worker():
-        for n in unclaimed:  # a program that ends frees its thread for the next one
-            run(n, programs[n])
+    def enter(self, n):
+        _ctx.instance = self.saved if n is None else Instance(self.launch, self.indices[n], n)
+        if n is None:
+            _direct.last = None  # the latest call's tiles go with the launch
 
-    def spawn():
-        """Another thread for the programs after one that is about to wait (nl.all_reduce)."""
-        threads.append(threading.Thread(target=worker))
-        threads[-1].start()
+    def arg(self, view):
+        return wrap(view)
 
-    shared.spawn = spawn
+    def result(self, res):
+        return _unwrap(res)
 
-    def run(n, idx):
-        if turns:
-            turns.start(n)
-        _frontend._state.core, _ctx.instance = nc, Instance(shared, idx, n)
-        try:
-            if not shared.failed:
-                res = kernel.fn(*targs, **tkw)
-                results[0] = res if n == 0 else results[0]
-        except Abandoned:
-            pass
-        except BaseException as e:  # noqa: BLE001 - re-raised in the caller's thread
-            shared.failed = True
-            errors.append(e)
-        finally:
-            if turns:
-                turns.finish(n)
+    def fail(self):
+        self.failed = self.launch.failed = True
 
-    ok = False
-    try:
-        if turns is None:
-            run(0, programs[0])
-        else:
-            # The programs take turns (core/lnc.py): one runs at a time, in program order, and the turn passes
-            # only where a program waits for the others (nl.all_reduce) or ends. One thread runs them in turn;
-            # a program that waits leaves its thread waiting and another thread takes the next programs.
-            spawn()
-            for t in threads:  # a thread adds the one it spawns before it waits, so before it ends
-                t.join()
-        if errors:  # taken out of the list: an exception left in it would hold this frame in a cycle
-            del errors[1:]
-            raise errors.pop()
-        nc.sync()
-        ok = True
-    finally:
-        _frontend._state.core, _ctx.instance = saved
-        shared.spawn = None  # it holds the threads, whose programs hold `shared`: a cycle once the launch is over
-        _direct.last = None  # the latest call's tiles go with the launch
-        kernel.last_cores = [nc]
-        _frontend.LAST.update(kernel=kernel.fn.__name__, cores=[nc])
-        _frontend.LAUNCHES.append({"kernel": kernel.fn.__name__, "target": nc.target, "lnc": 1, "grid": list(grid),
-                                   "instructions": len(nc.stream), "ok": ok})
-    if not values:
-        return None
-    for orig, v, k in backs:  # outputs passed in as arguments (SDK 2.20 style) go back to the caller's arrays
-        if v.alloc.memory.version == 0:
-            continue  # never written
-        if isinstance(orig, np.ndarray) and orig.flags.writeable:
-            np.copyto(orig, v.array().reshape(orig.shape))
-        elif k == "torch":
-            orig.copy_(_frontend._from_numpy(v.array().copy(), "torch").reshape(orig.shape))
-    return _frontend._outputs(_unwrap(results[0]), kind, hbm_ok=True, unwritten=kernel.options.get("unwritten_output"))
+    def summary(self):
+        return {"lnc": 1, "grid": list(self.launch.grid)}
 
 
 def _unwrap(res):
@@ -218,7 +149,7 @@ class BenchmarkKernel(Kernel):
 
     def __call__(self, *args, **kwargs):
         from trnsim.core import timing
-        out = launch(self, args, kwargs)
+        out = _frontend.launch(self, args, kwargs)
         nc = self.last_cores[0]
         tl = timing.simulate(nc.stream, nc.target)
         self.benchmark_result = _BenchmarkResult(timing.summarize(self.fn.__name__, [tl], nc.spec))

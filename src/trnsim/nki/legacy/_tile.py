@@ -24,8 +24,8 @@ from trnsim import numerics
 from trnsim.core import View
 from trnsim.core.errors import KernelError, OutOfBoundsError, ShapeError, where
 from trnsim.core.liveness import releasers
-from trnsim.nki import _frontend
-from trnsim.nki.legacy._grid import Cond, Expr, Mask, MaskExpressionError
+from trnsim.nki import _frontend, isa as cur, lower
+from trnsim.nki.legacy._grid import Cond, Expr, Mask, MaskExpressionError, boxes, evaluate
 
 _ctx = threading.local()
 
@@ -55,8 +55,7 @@ class Launch:
         self.affine = "error"  # how a loop-carried dependency in an affine_range loop is reported (core/races.py)
 
 
-class Abandoned(BaseException):
-    """A program stops because another program of its launch failed (that one's error is the one raised)."""
+Abandoned = _frontend.Abandoned
 
 
 class Instance:
@@ -81,43 +80,8 @@ def core():
     return _frontend.core()
 
 
-# -- dtypes: the beta API's promotion rules (reference 2.5) -------------------------------------------------
-def weak_dtype(x) -> numerics.DType:
-    """A Python scalar's type (bool -> uint8, int -> int32, float -> float32); numpy scalars keep theirs."""
-    if isinstance(x, (bool, np.bool_)):
-        return numerics.uint8
-    if isinstance(x, np.generic):
-        return numerics.dtype(x.dtype)
-    if isinstance(x, int):
-        return numerics.int32
-    if isinstance(x, float):
-        return numerics.float32
-    return x.dtype
-
-
-def promote(*xs) -> numerics.DType:
-    """The dtype of an arithmetic op on `xs` (tiles and scalars) when no dtype= is given."""
-    types = [weak_dtype(x) for x in xs if x is not None]
-    out = types[0]
-    for t in types[1:]:
-        out = _pair(out, t)
-    return out
-
-
-def _pair(a, b):
-    a, b = (numerics.uint8 if t.kind == "bool" else t for t in (a, b))
-    if a == b:
-        return a
-    if a.is_float != b.is_float:
-        return a if a.is_float else b
-    if a.is_float:  # same width, different format: widen (fp16+bf16 -> fp32, e4m3+e5m2 -> bf16)
-        return a if a.bits > b.bits else b if b.bits > a.bits else {16: numerics.float32, 8: numerics.bfloat16}.get(a.bits, numerics.float32)
-    if a.is_signed == b.is_signed:
-        return a if a.bits >= b.bits else b
-    s, u = (a, b) if a.is_signed else (b, a)
-    if s.bits > u.bits:
-        return s
-    return {8: numerics.int16, 16: numerics.int32}.get(u.bits, numerics.float32)  # int32+uint32 -> fp32
+# -- dtypes: the beta API's promotion rules (reference 2.5), in the lowering layer -----------------------------
+weak_dtype, promote = lower.weak_dtype, lower.promote
 
 
 # -- tensors ----------------------------------------------------------------------------------------------------
@@ -125,7 +89,7 @@ class Tensor:
     """An `nl.ndarray`: a logical shape, a dtype, a buffer and one core tensor per block."""
 
     def __init__(self, shape, dtype, buffer="sbuf", name=None, place=None, view: View | None = None):
-        dims = list(shape)
+        dims = list(lower.check_shape(shape, "nl.ndarray"))
         pars = [i for i, d in enumerate(dims) if isinstance(d, ParDim)]
         if len(pars) > 1:
             raise ShapeError(f"tensor shape {tuple(shape)} marks {len(pars)} partition dims; a tensor has one")
@@ -238,6 +202,10 @@ class Tile:
     # -- indexing ---------------------------------------------------------------------------------------
     def __getitem__(self, key) -> Tile:
         self.ready()
+        if isinstance(key, tuple) and len(key) == 2 and self.ndim == 1 and self.tensor.on_chip:
+            # a partition-only tile [P] is laid out as [P, 1] (nl.load of a (n,) tensor): `t[i, 0]` indexes it so
+            return Tile(self.tensor, self.const, [row + (0,) for row in self.coefs], self.shape + (1,), self.indirect,
+                        self.opmask)[key]
         if isinstance(key, (Cond, Mask)):  # operand masking: t[i_f < 64]
             m = key.evaluate(self.shape)
             return Tile(self.tensor, self.const, self.coefs, self.shape, self.indirect,
@@ -360,27 +328,20 @@ class Tile:
         dst = self[key]
         if isinstance(value, Tile) and value.pending is None and _same(dst, value):
             return  # `t[i] += x` already accumulated in place
-        from trnsim.nki.legacy import language as nl
-        nl.assign(dst, value)
-
-    def _inplace(self, op, value):
-        from trnsim.nki.legacy import language as nl
-        return nl.accumulate(self, op, value)
+        assign(dst, value)
 
     def __iadd__(self, value):
-        return self._inplace("add", value)
+        return accumulate(self, "add", value)
 
     def __isub__(self, value):
-        return self._inplace("subtract", value)
+        return accumulate(self, "subtract", value)
 
     def __imul__(self, value):
-        return self._inplace("multiply", value)
+        return accumulate(self, "multiply", value)
 
     # -- tile arithmetic ------------------------------------------------------------------------------------
     def _op(self, name, other, reverse=False):
-        from trnsim.nki.legacy import language as nl
-        fn = getattr(nl, name)
-        return fn(other, self) if reverse else fn(self, other)
+        return elementwise(name, other, self) if reverse else elementwise(name, self, other)
 
     __add__ = lambda self, o: self._op("add", o)  # noqa: E731
     __radd__ = lambda self, o: self._op("add", o, True)  # noqa: E731
@@ -407,20 +368,17 @@ class Tile:
 
     # -- nki.tensor methods ----------------------------------------------------------------------------------
     def astype(self, dtype):
-        from trnsim.nki.legacy import language as nl
-        return nl.copy(self, dtype=dtype)
+        return copied(self, dtype=dtype)
 
     def reshape(self, shape):
         v = self.view().reshape(tuple(shape))
         return wrap(v, self.tensor.buffer)
 
     def broadcast_to(self, shape):
-        from trnsim.nki.legacy import language as nl
-        return nl.broadcast_to(self, shape=shape)
+        return broadcast_to(self, shape)
 
     def expand_dims(self, axis):
-        from trnsim.nki.legacy import language as nl
-        return nl.expand_dims(self, axis)
+        return expand_dims(self, axis)
 
     def assert_shape(self, shape):
         if tuple(shape) != self.shape:
@@ -632,6 +590,12 @@ _WRITES = ("dst", "reduce_res", "dst_idx")
 
 def emit(fn, /, **kw):
     """Issue one current-API instruction on views; watch reads of directly allocated tiles for clobbering."""
+    return _watched(fn, kw)
+
+
+def _watched(fn, kw):
+    """Issue `fn(**kw)`, checking the reads and recording the writes of directly allocated tiles (every
+    instruction the lowering layer issues comes here too)."""
     launch = instance().launch
     if launch.direct:
         for name, v in kw.items():
@@ -686,10 +650,116 @@ def as_tile(x) -> Tile:
 
 def each_box(out: Tile, mask, operands, fn):
     """Call `fn(box)` for each box of `out.shape` that the mask and the operands' own masks keep."""
-    from trnsim.nki.legacy._grid import boxes, evaluate
     keep = evaluate(mask, out.shape)
     for t in [out, *operands]:
         if isinstance(t, Tile) and t.opmask is not None and t.shape == out.shape:
             keep = t.opmask if keep is None else keep & t.opmask
     for box in boxes(keep, out.shape):
         fn(box)
+
+
+lower.watch(_watched)
+
+
+def operand_part(t, box, shape):
+    """An operand of an element-wise op for one box: a tile's view of the box, its size-1 axes kept for the
+    lowering layer to broadcast; a scalar as is."""
+    return part(t, box, shape, broadcast=False) if isinstance(t, Tile) else t
+
+
+# -- the tile algebra: element-wise ops, copies, assignment, broadcasting (lowered by nki/lower.py) -------------
+def binary_into(out: Tile, name, x, y, mask, engine=None) -> Tile:
+    """out = x name y on the boxes the mask keeps (x, y tiles, views or scalars)."""
+    tx, ty = isinstance(x, (Tile, View)), isinstance(y, (Tile, View))
+    if not (tx or ty):
+        raise KernelError(f"nl.{name} of two scalars: compute it in Python")
+    x, y = (as_tile(v) if isinstance(v, (Tile, View)) else v for v in (x, y))
+    shape = out.shape
+    each_box(out, mask, [v for v in (x, y) if isinstance(v, Tile) and v.shape == shape], lambda b: lower.binary(
+        part(out, b, shape), name, operand_part(x, b, shape), operand_part(y, b, shape), engine))
+    return out
+
+
+def _elementwise(name, x, y, dtype=None, mask=None) -> Tile:
+    dt = numerics.dtype(dtype) if dtype is not None else promote(x, y)
+    if name == "divide" and dtype is None and not dt.is_float:
+        dt = numerics.float32  # true division, as numpy.divide (the documented model): int / int is a float
+    return binary_into(new_tile(lower.broadcast_shape(x, y), dt), name, x, y, mask)
+
+
+def copy(x, mask=None, dtype=None) -> Tile:
+    """A copy into a new SBUF tile (tensor_copy; casts to dtype)."""
+    x = as_tile(x)
+    out = new_tile(x.shape, numerics.dtype(dtype) if dtype is not None else x.dtype)
+    each_box(out, mask, [x], lambda b: lower.copy(part(out, b, out.shape), part(x, b, out.shape)))
+    return out
+
+
+def sbuf_value(value) -> Tile:
+    """A tile a DMA can read: pending matmuls run, PSUM values first copied to SBUF (DMA cannot read PSUM)."""
+    v = as_tile(value)
+    return copy(v) if v.tensor.buffer == "psum" else v
+
+
+def store(dst: Tile, value, mask=None):
+    """A tile -> HBM (dma_copy on the boxes the mask keeps)."""
+    v = sbuf_value(value)
+    each_box(dst, mask, [v], lambda b: lower.store(part(dst, b, dst.shape), part(v, b, dst.shape)))
+
+
+def assign(dst: Tile, value):
+    """`dst[...] = value`: a matmul writes straight into a PSUM dst; otherwise a copy, a DMA or a memset."""
+    if isinstance(value, Tile) and value.pending is not None and dst.tensor.buffer == "psum":
+        run_pending(value, dst, False)
+        return
+    if not isinstance(value, (Tile, View)):
+        each_box(dst, None, [], lambda b: lower.full(dst.view(b), value))
+        return
+    if isinstance(value, Tile) and (masked_off(value) or redirect(dst, value)):
+        return
+    v = as_tile(value)
+    if not dst.tensor.on_chip:
+        store(dst, v)
+    elif not v.tensor.on_chip:
+        each_box(dst, None, [v], lambda b: lower.load(dst.view(b), part(v, b, dst.shape)))
+    else:
+        each_box(dst, None, [v], lambda b: lower.copy(dst.view(b), part(v, b, dst.shape)))
+
+
+def accumulate(t: Tile, op: str, value) -> Tile:
+    """`t += value`: a matmul accumulates in PSUM (the PE array's read-add-write); else an in-place ALU op."""
+    if isinstance(value, Tile) and value.pending is not None and op == "add":
+        if t.tensor.buffer != "psum":  # an SBUF accumulator: the matmul into PSUM, then an add into the tile
+            binary_into(t, "add", t, value.ready(), None)
+            return t
+        run_pending(value, t, True)
+        return t
+    binary_into(t, op, t, value, None)
+    return t
+
+
+def run_pending(value: Tile, dst: Tile, acc: bool):
+    run, value.pending = value.pending, None
+    run(dst, acc)
+    value.tensor, value.const, value.coefs = dst.tensor, dst.const, dst.coefs
+
+
+def _broadcast_to(x, shape, dtype=None) -> Tile:
+    """Size-1 dims broadcast (nki/lower.py: broadcast_to). Axes align on the partition dim: a partition-only
+    [P] tile is [P, 1, ...] here."""
+    return wrap(lower.broadcast_to(as_tile(x).view(), tuple(shape), dtype))
+
+
+def _expand_dims(x, axis) -> Tile:
+    """A size-1 free axis inserted at `axis` (a view)."""
+    x = as_tile(x)
+    axis = lower.one_axis(x.ndim, axis, "nl.expand_dims")
+    if axis == 0 and x.tensor.on_chip:
+        raise ShapeError("expand_dims(x, 0) on an on-chip tile: axis 0 is the partition dim")
+    coefs = [row[:axis] + (0,) + row[axis:] for row in x.coefs]
+    return Tile(x.tensor, x.const, coefs, x.shape[:axis] + (1,) + x.shape[axis:])
+
+
+# the tile operators' calls, redirectable as the language's are (an assignment writes their result in place)
+elementwise, copied = direct_result(_elementwise), direct_result(copy)
+broadcast_to, expand_dims = direct_result(_broadcast_to), direct_result(_expand_dims)

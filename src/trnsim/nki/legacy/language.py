@@ -1,10 +1,9 @@
 """`neuronxcc.nki.language` (beta): index grids, masks, tiles returned by every call, tile operators.
 
-Each call allocates its result tile and issues current-API instructions (`trnsim.nki.isa`) on the
-boxes its mask keeps: `nl.load` -> dma_copy, `nl.add` -> tensor_tensor (or tensor_scalar for a scalar or
-a [P, 1] operand), `nl.exp` -> activation, `nl.sum` -> tensor_reduce, `nl.matmul` -> nc_matmul. A
-partition-broadcast operand ([1, F] against [P, F]) is first spread over P partitions with a
-ones-matmul on the tensor engine, as the compiler does. Nothing here computes a value.
+Each call allocates its result tile, turns its tiles and mask into core views (one per box the mask keeps)
+and has the lowering layer (nki/lower.py, shared with the current API) issue the instructions: `nl.load` ->
+dma_copy, `nl.add` -> tensor_tensor (or tensor_scalar for a scalar or a [P, 1] operand), `nl.exp` ->
+activation, `nl.sum` -> tensor_reduce, `nl.matmul` -> nc_matmul. Nothing here computes a value.
 """
 from __future__ import annotations
 
@@ -19,11 +18,11 @@ from trnsim.core import races as _races
 from trnsim.core.errors import KernelError, ShapeError
 from trnsim.core.errors import where as _location
 from trnsim.core.liveness import traced
-from trnsim.nki import isa as cur
+from trnsim.nki import isa as cur, lower
 from trnsim.nki import language as _cur_nl
-from trnsim.nki._frontend import matmul_cast
-from trnsim.nki.legacy._grid import arange, mgrid  # noqa: F401
-from trnsim.nki.legacy._tile import Abandoned, ParDim, Tile, as_tile, core, each_box, emit, instance, masked_off, new_tile, part, promote, redirect, reissue_destination, wrap_results
+from trnsim.nki.legacy import _tile
+from trnsim.nki.legacy._grid import arange, boxes, evaluate, mgrid  # noqa: F401
+from trnsim.nki.legacy._tile import Abandoned, ParDim, Tile, as_tile, core, each_box, emit, instance, new_tile, part, promote, reissue_destination, wrap, wrap_results
 
 # -- dtypes: numpy's own, as the beta API's are (nki/api/nki/language/__init__.py at SDK 2.26: float32 is np.float32,
 # bfloat16 np.dtype('bfloat16'), tfloat32 the 4-byte void dtype), so host code uses them with numpy directly --
@@ -97,12 +96,12 @@ def full(shape, fill_value, dtype, buffer=sbuf, name="", mask=None, **kwargs) ->
         return t
     for b in np.ndindex(*t.tensor.block_shape):
         blk = t[b] if b else t
-        each_box(blk, mask, [], lambda box, blk=blk: emit(cur.memset, dst=blk.view(box), value=fill_value))
+        each_box(blk, mask, [], lambda box, blk=blk: lower.full(blk.view(box), fill_value))
     return t
 
 
 def _memset_whole(tensor):
-    emit(cur.memset, dst=Tile.whole(tensor).view(), value=0)
+    lower.full(Tile.whole(tensor).view(), 0)
 
 
 def zeros(shape, dtype, buffer=sbuf, name="", mask=None, **kwargs) -> Tile:
@@ -203,10 +202,7 @@ def spmd_dim(*dims) -> int:
 
 
 # -- data movement ---------------------------------------------------------------------------------------------
-def _sbuf_value(value) -> Tile:
-    """A tile a DMA can read: pending matmuls run, PSUM values first copied to SBUF (DMA cannot read PSUM)."""
-    v = as_tile(value)
-    return copy(v) if v.tensor.buffer == "psum" else v
+_sbuf_value = _tile.sbuf_value
 
 
 def load(src, mask=None, dtype=None, **kwargs) -> Tile:
@@ -216,7 +212,7 @@ def load(src, mask=None, dtype=None, **kwargs) -> Tile:
         raise KernelError(f"err_unsupported_memory: Expected operand 'src' of 'load' to be in address space 'hbm'; "
                           f"{src.name!r} is in {src.tensor.buffer}")
     out = new_tile(src.shape, _dt(dtype, src.dtype))
-    each_box(out, mask, [src], lambda b: emit(cur.dma_copy, dst=part(out, b, out.shape), src=part(src, b, out.shape)))
+    each_box(out, mask, [src], lambda b: lower.load(part(out, b, out.shape), part(src, b, out.shape)))
     return out
 
 
@@ -233,8 +229,7 @@ def store(dst, value, mask=None, **kwargs):
             n = builtins.min(pmax, dst.shape[0] - lo)
             store(dst[lo:lo + n], fill if n == fill.shape[0] else fill[0:n], mask=mask)
         return
-    v = _sbuf_value(value)
-    each_box(dst, mask, [v], lambda b: emit(cur.dma_copy, dst=part(dst, b, dst.shape), src=part(v, b, dst.shape)))
+    _tile.store(dst, value, mask)
 
 
 def load_transpose2d(src, mask=None, dtype=None, **kwargs) -> Tile:
@@ -242,59 +237,20 @@ def load_transpose2d(src, mask=None, dtype=None, **kwargs) -> Tile:
     src = as_tile(src)
     if src.indirect is not None:
         raise KernelError("err_indirect_indices_are_not_supported_with_nki_api: load_transpose2d takes no indirect index")
+    lower.two_d(src, "nl.load_transpose2d", "src")
     out = new_tile((src.shape[1], src.shape[0]), _dt(dtype, src.dtype))
-    emit(cur.dma_transpose, dst=out.view(), src=src.view())
+    lower.load_transpose2d(out.view(), src.view())
     return out
 
 
 def copy(x, mask=None, dtype=None, **kwargs) -> Tile:
     """A copy into a new SBUF tile (tensor_copy; casts to dtype)."""
-    x = as_tile(x)
-    out = new_tile(x.shape, _dt(dtype, x.dtype))
-    each_box(out, mask, [x], lambda b: emit(cur.tensor_copy, dst=part(out, b, out.shape), src=part(x, b, out.shape)))
-    return out
-
-
-def assign(dst: Tile, value):
-    """`dst[...] = value`: a matmul writes straight into a PSUM dst; otherwise a copy, a DMA or a memset."""
-    if isinstance(value, Tile) and value.pending is not None and dst.tensor.buffer == "psum":
-        _run_pending(value, dst, False)
-        return
-    if not isinstance(value, (Tile, View)):
-        each_box(dst, None, [], lambda b: emit(cur.memset, dst=dst.view(b), value=value))
-        return
-    if isinstance(value, Tile) and (masked_off(value) or redirect(dst, value)):
-        return
-    v = as_tile(value)
-    if not dst.tensor.on_chip:
-        store(dst, v)
-    elif not v.tensor.on_chip:
-        each_box(dst, None, [v], lambda b: emit(cur.dma_copy, dst=dst.view(b), src=part(v, b, dst.shape)))
-    else:
-        each_box(dst, None, [v], lambda b: emit(cur.tensor_copy, dst=dst.view(b), src=part(v, b, dst.shape)))
-
-
-def accumulate(t: Tile, op: str, value) -> Tile:
-    """`t += value`: a matmul accumulates in PSUM (the PE array's read-add-write); else an in-place ALU op."""
-    if isinstance(value, Tile) and value.pending is not None and op == "add":
-        if t.tensor.buffer != "psum":
-            raise KernelError(f"`+=` of a matmul accumulates in PSUM; {t.name!r} is in {t.tensor.buffer}")
-        _run_pending(value, t, True)
-        return t
-    _binary_into(t, op, t, value, None)
-    return t
-
-
-def _run_pending(value: Tile, dst: Tile, acc: bool):
-    run, value.pending = value.pending, None
-    run(dst, acc)
-    value.tensor, value.const, value.coefs = dst.tensor, dst.const, dst.coefs
+    return _tile.copy(x, mask, dtype)
 
 
 # -- matmul ------------------------------------------------------------------------------------------------------
 def _rect(t: Tile):
     """The one box an operand mask keeps (matmul operand masks must be rectangles)."""
-    from trnsim.nki.legacy._grid import boxes
     if t.opmask is None:
         return tuple((0, n) for n in t.shape)
     bs = boxes(t.opmask, t.shape)
@@ -330,7 +286,6 @@ def pending_matmul(stationary, moving, mask=None, **attrs) -> Tile:
             matmuls(dst, acc)
 
     def matmuls(dst: Tile, acc: bool):  # not `run` itself: a closure calling itself would hold its tiles in a cycle
-        from trnsim.nki.legacy._grid import boxes, evaluate
         if acc and dst.tensor.zeroed is not None and mask is None and _whole(dst) and (k0, m0, n0, m1, n1) == (
                 0, 0, 0, m, n):
             dst.tensor.zeroed, acc = None, False  # nl.zeros + `+=`: the first matmul of the group overwrites
@@ -338,9 +293,8 @@ def pending_matmul(stationary, moving, mask=None, **attrs) -> Tile:
             (a0, a1), (b0, b1) = _clip(box[0], (m0, m1)), _clip(box[1], (n0, n1))
             if a0 < a1 and b0 < b1 and k0 < k1:
                 out = dst.view(((a0, a1), (b0, b1)))
-                emit(cur.nc_matmul, dst=out, stationary=st.view(((k0, k1),) + mid + ((a0, a1),)),
-                     moving=mv.view(((k0, k1),) + mid + ((b0, b1),)), accumulate=None if acc and _fresh(out) else acc,
-                     **attrs)
+                lower.matmul(out, st.view(((k0, k1),) + mid + ((a0, a1),)), mv.view(((k0, k1),) + mid + ((b0, b1),)),
+                             accumulate=None if acc and _fresh(out) else acc, **attrs)
 
     return Tile(None, (), (), (m, n), pending=run)
 
@@ -369,105 +323,26 @@ def _whole(t: Tile) -> bool:
 def matmul(x, y, transpose_x=False, mask=None, **kwargs) -> Tile:
     """x @ y (x.T @ y with transpose_x=True) on the tensor engine; the result is a PSUM tile."""
     x, y = as_tile(x), as_tile(y)
-    if not transpose_x:
-        x = copy(transpose(x))  # the stationary operand is x.T: a PE transpose, evicted to SBUF
-    wide = matmul_cast(x.dtype, y.dtype)
-    if wide is not None:
-        x, y = (v if numerics.dtype(v.dtype) == wide else copy(v, dtype=wide) for v in (x, y))
-    return pending_matmul(x, y, mask)  # an operand in PSUM is copied out there
+    lower.two_d(x, "nl.matmul", "x")
+    lower.two_d(y, "nl.matmul", "y")
+    xv, yv = x.view(), y.view()
+    st, mv = lower.matmul_operands(xv, yv, transpose_x)
+    # an operand passed through as it was keeps its tile (and its operand mask)
+    return pending_matmul(x if st is xv else wrap(st), y if mv is yv else wrap(mv), mask)
 
 
 def transpose(x, mask=None, dtype=None, **kwargs) -> Tile:
     """2-d partition <-> free transpose on the tensor engine, into PSUM."""
-    x = as_tile(x)
-    out = new_tile((x.shape[1], x.shape[0]), x.dtype, "psum")
-    emit(cur.nc_transpose, dst=out.view(), data=x.view(), engine=cur.engine.tensor)
-    return out if dtype is None or numerics.dtype(dtype) == x.dtype else copy(out, dtype=dtype)
-
-
-def _spread(t: Tile, shape) -> Tile:
-    """A [1, F] tile spread over the P partitions of `shape`: ones[1, P].T @ t on the tensor engine.
-
-    Up to one PSUM bank of fp32 (psum_bank_fmax) the result stays in PSUM; a wider one is built bank by
-    bank in an SBUF tile, each bank's matmul copied out before the next, so it never needs more than one
-    bank of PSUM (what the compiler does with a [P, F] broadcast wider than PSUM)."""
-    if t.ndim != 2:
-        raise ShapeError(f"partition broadcast of a {t.ndim}-d tile {list(t.shape)}: only [1, F] tiles broadcast")
-    p, f = shape[0], t.shape[1]
-    if not t.dtype.is_float:  # the tensor engine takes no integers: DMA copies (see _cur_nl.spread_dma)
-        out = new_tile((p, f), t.dtype)
-        emit(_cur_nl.spread_dma, dst=out.view(), row=t.view())
-        return out
-    ones_ = new_tile((1, p), float32 if t.dtype.name in ("float32", "tfloat32") else bfloat16)
-    emit(cur.memset, dst=ones_.view(), value=1.0, engine=cur.engine.gpsimd)  # off the Vector stream: _cur_nl.ones_row
-    step = tile_size.psum_bank_fmax
-    if f <= step:
-        out = new_tile((p, f), float32, "psum")
-        emit(cur.nc_matmul, dst=out.view(), stationary=ones_.view(), moving=t.view(), accumulate=False)
-        return out
-    out = new_tile((p, f), float32)
-    for lo in range(0, f, step):
-        hi = builtins.min(f, lo + step)
-        bank = new_tile((p, hi - lo), float32, "psum")
-        emit(cur.nc_matmul, dst=bank.view(), stationary=ones_.view(), moving=t.view(((0, 1), (lo, hi))),
-             accumulate=False)
-        emit(cur.tensor_copy, dst=out.view(((0, p), (lo, hi))), src=bank.view())
-    return out
+    return wrap(lower.transpose(as_tile(x).view(), dtype))
 
 
 # -- element-wise ------------------------------------------------------------------------------------------------
-def _free(shape) -> int:
-    return math.prod(shape[1:])
-
-
-def _binary_into(out: Tile, name, x, y, mask, engine=None):
-    eng = engine if engine is not None else cur.engine.unknown
-    tx, ty = isinstance(x, (Tile, View)), isinstance(y, (Tile, View))
-    if not (tx or ty):
-        raise KernelError(f"nl.{name} of two scalars: compute it in Python")
-    shape = out.shape
-    if tx and ty:
-        x, y = as_tile(x), as_tile(y)
-        if shape[0] > 1:
-            x, y = (_spread(v, shape) if v.shape[0] == 1 and v.tensor.on_chip else v for v in (x, y))
-        small = y if _free(y.shape) == 1 < _free(shape) else x if _free(x.shape) == 1 < _free(shape) else None
-        if small is None:
-            each_box(out, mask, [x, y], lambda b: emit(cur.tensor_tensor, dst=part(out, b, shape),
-                                                        data1=part(x, b, shape), data2=part(y, b, shape), op=name,
-                                                        engine=eng))
-            return out
-        big = x if small is y else y
-        each_box(out, mask, [big], lambda b: emit(
-            cur.tensor_scalar, dst=part(out, b, shape), data=part(big, b, shape), op0=name,
-            operand0=part(small, b, shape, broadcast=False), reverse0=small is x, engine=eng))
-        return out
-    data, scalar = (as_tile(x), y) if tx else (as_tile(y), x)
-    each_box(out, mask, [data], lambda b: emit(cur.tensor_scalar, dst=part(out, b, shape), data=part(data, b, shape),
-                                               op0=name, operand0=scalar, reverse0=not tx, engine=eng))
-    return out
-
-
-def _shape_of(*xs):
-    """The broadcast shape of tiles, aligned on the partition dim (axis 0) as beta NKI does, never on the
-    right as numpy does: [P, 1] with [P, 1, 1] is [P, 1, 1], [P] with [P, F] is [P, F]."""
-    shapes = [x.shape for x in xs if isinstance(x, (Tile, View))]
-    nd = builtins.max(len(s) for s in shapes)
-    out = [1] * nd
-    for s in shapes:
-        for a, n in enumerate(tuple(s) + (1,) * (nd - len(s))):
-            if n != 1:
-                if out[a] not in (1, n):
-                    raise ShapeError(f"tile shapes {[list(s) for s in shapes]} do not broadcast")
-                out[a] = n
-    return tuple(out)
+_binary_into, _shape_of = _tile.binary_into, lower.broadcast_shape
 
 
 def _binary(name):
     def fn(x, y, dtype=None, mask=None, **kwargs):
-        dt = numerics.dtype(dtype) if dtype is not None else promote(x, y)
-        if name == "divide" and dtype is None and not dt.is_float:
-            dt = numerics.float32  # true division, as numpy.divide (the documented model): int / int is a float
-        return _binary_into(new_tile(_shape_of(x, y), dt), name, x, y, mask)
+        return _tile._elementwise(name, x, y, dtype, mask)
     fn.__name__ = fn.op_name = name
     return fn
 
@@ -482,18 +357,19 @@ bitwise_and, bitwise_or, bitwise_xor = _binary("bitwise_and"), _binary("bitwise_
 left_shift, right_shift = _binary("left_shift"), _binary("right_shift")
 
 
-def _unary(name, alu=False):
+def _each(name, lowered):
+    """A one-operand op: `lowered(dst view, x view)` on the boxes the mask keeps."""
     def fn(x, dtype=None, mask=None, **kwargs):
         x = as_tile(x)
         out = new_tile(x.shape, _dt(dtype, x.dtype))
-        if alu:
-            each_box(out, mask, [x], lambda b: emit(cur.tensor_scalar, dst=out.view(b), data=x.view(b), op0=name,
-                                                    operand0=0.0))
-        else:
-            each_box(out, mask, [x], lambda b: emit(cur.activation, dst=out.view(b), op=name, data=x.view(b)))
+        each_box(out, mask, [x], lambda b: lowered(out.view(b), x.view(b)))
         return out
     fn.__name__ = fn.op_name = name
     return fn
+
+
+def _unary(name):
+    return _each(name, lambda dst, x: lower.unary(dst, name, x))
 
 
 exp, log, sqrt, rsqrt, tanh = _unary("exp"), _unary("log"), _unary("sqrt"), _unary("rsqrt"), _unary("tanh")
@@ -501,17 +377,10 @@ sin, cos, arctan, sign, abs = _unary("sin"), _unary("cos"), _unary("arctan"), _u
 square, relu, sigmoid, silu, silu_dx = _unary("square"), _unary("relu"), _unary("sigmoid"), _unary("silu"), _unary("silu_dx")
 gelu, gelu_dx, gelu_apprx_tanh = _unary("gelu"), _unary("gelu_dx"), _unary("gelu_apprx_tanh")
 softplus, mish, erf, erf_dx = _unary("softplus"), _unary("mish"), _unary("erf"), _unary("erf_dx")
-negative, invert = _unary("negative", alu=True), _unary("invert", alu=True)
+negative, invert = _unary("negative"), _unary("invert")
+reciprocal = _each("reciprocal", lower.reciprocal)
 
 
-def reciprocal(x, dtype=None, mask=None, **kwargs) -> Tile:
-    x = as_tile(x)
-    out = new_tile(x.shape, _dt(dtype, x.dtype))
-    each_box(out, mask, [x], lambda b: emit(cur.reciprocal, dst=out.view(b), data=x.view(b)))
-    return out
-
-
-reciprocal.op_name = "reciprocal"
 
 
 def where(condition, x, y, dtype=None, mask=None, **kwargs) -> Tile:
@@ -519,9 +388,8 @@ def where(condition, x, y, dtype=None, mask=None, **kwargs) -> Tile:
     c, t = as_tile(condition), as_tile(x)
     out = new_tile(c.shape, _dt(dtype, promote(x, y)))
     f = as_tile(y) if isinstance(y, (Tile, View)) else y
-    each_box(out, mask, [c, t], lambda b: emit(
-        cur.select_reduce, dst=out.view(b), predicate=part(c, b, out.shape), on_true=part(t, b, out.shape),
-        on_false=part(f, b, out.shape) if isinstance(f, Tile) else f))
+    each_box(out, mask, [c, t], lambda b: lower.select(
+        out.view(b), part(c, b, out.shape), part(t, b, out.shape), part(f, b, out.shape) if isinstance(f, Tile) else f))
     return out
 
 
@@ -529,8 +397,8 @@ def dropout(x, rate, dtype=None, mask=None, **kwargs) -> Tile:
     x = as_tile(x)
     out = new_tile(x.shape, x.dtype)
     r = as_tile(rate) if isinstance(rate, (Tile, View)) else rate
-    each_box(out, mask, [x], lambda b: emit(cur.dropout, dst=out.view(b), data=x.view(b),
-                                            prob=part(r, b, out.shape, False) if isinstance(r, Tile) else r))
+    each_box(out, mask, [x], lambda b: lower.dropout(out.view(b), x.view(b),
+                                                     part(r, b, out.shape, False) if isinstance(r, Tile) else r))
     return out if dtype is None or numerics.dtype(dtype) == x.dtype else copy(out, dtype=dtype)
 
 
@@ -547,27 +415,33 @@ def static_cast(x, dtype):
 
 
 # -- reductions --------------------------------------------------------------------------------------------------
+def _reduced(x: Tile, axes, dtype, keepdims) -> Tile:
+    keep = [d for d in range(x.ndim) if d not in axes]
+    return new_tile([1 if d in axes else n for d, n in enumerate(x.shape)] if keepdims else [x.shape[d] for d in keep],
+                    dtype)
+
+
+def _box(x: Tile, mask, what):
+    """The one box of x a reduction's mask keeps (a reduction's mask must keep a rectangle); None: none."""
+    bs = boxes(evaluate(mask, x.shape), x.shape)
+    if len(bs) > 1:
+        raise KernelError(f"nl.{what} with a mask that keeps {len(bs)} pieces: a reduction's mask must keep a rectangle")
+    return bs[0] if bs else None
+
+
+def _kept(b, axes, keepdims):
+    return tuple((0, 1) if d in axes else r for d, r in enumerate(b)) if keepdims else tuple(
+        r for d, r in enumerate(b) if d not in axes)
+
+
 def _reduce(name):
     def fn(x, axis, dtype=None, mask=None, keepdims=False, negate=False, **kwargs):
         x = as_tile(x)
-        axes = tuple(sorted({a % x.ndim for a in (axis if isinstance(axis, (tuple, list)) else (axis,))}))
-        keep = [d for d in range(x.ndim) if d not in axes]
-        shape = [1 if d in axes else n for d, n in enumerate(x.shape)] if keepdims else [x.shape[d] for d in keep]
-        out = new_tile(shape, _dt(dtype, x.dtype))
-        from trnsim.nki.legacy._grid import boxes, evaluate
-        bs = boxes(evaluate(mask, x.shape), x.shape)
-        if len(bs) > 1:
-            raise KernelError(f"nl.{name} with a mask that keeps {len(bs)} pieces: a reduction's mask must keep a rectangle")
-        # The engine reduces trailing free axes; other axes are moved last by the access pattern (a strided
-        # view, no data moves), as the compiler lowers them.
-        order = keep + list(axes)
-        trailing = tuple(range(len(keep), x.ndim))
-        for b in bs:
-            kept = [(0, 1) if d in axes else r for d, r in enumerate(b)] if keepdims else [b[d] for d in keep]
-            data = x.view(b)
-            emit(cur.tensor_reduce, dst=out.view(tuple(kept)), op=name,
-                 data=data if order == list(range(x.ndim)) else data.permute(order), axis=trailing, negate=negate,
-                 keepdims=keepdims)
+        axes = lower.axes_of(x.ndim, axis, f"nl.{lower.REDUCTIONS.get(name, name)}")
+        out = _reduced(x, axes, _dt(dtype, x.dtype), keepdims)
+        b = _box(x, mask, name)
+        if b is not None:
+            lower.reduce(out.view(_kept(b, axes, keepdims)), name, x.view(b), axes, negate=negate, keepdims=keepdims)
         return out
     fn.__name__ = fn.op_name = name
     return fn
@@ -579,44 +453,51 @@ min = _reduce("minimum")  # noqa: A001
 prod = _reduce("multiply")
 
 
-def mean(x, axis, dtype=None, mask=None, keepdims=False, **kwargs) -> Tile:
-    x = as_tile(x)
-    s = sum(x, axis, float32, mask, keepdims)
-    axes = axis if isinstance(axis, (tuple, list)) else (axis,)
-    return multiply(s, 1.0 / math.prod(x.shape[a] for a in axes), dtype=dtype or x.dtype)
+def _composite(name, lowered, keepdims=False, default=None):
+    """A reduction composite of nki/lower.py on the box the mask keeps: `lowered(dst, x, axes)`."""
+    def fn(x, axis, dtype=None, mask=None, **kwargs):
+        x = as_tile(x)
+        axes = lower.axes_of(x.ndim, axis, f"nl.{name}")
+        keep = kwargs.get("keepdims", keepdims)
+        out = _reduced(x, axes, _dt(dtype, default or x.dtype), keep)
+        b = _box(x, mask, name)
+        if b is not None:
+            lowered(out.view(_kept(b, axes, keep)), x.view(b), axes, keep)
+        return out
+    fn.__name__ = name
+    return fn
+
+
+mean = _composite("mean", lower.mean)
+# var keeps dims (nki.language.var, both API generations)
+var = _composite("var", lambda dst, x, axes, keep: lower.var(dst, x, axes), keepdims=True)
+all = _composite("all", lower.all_, default=bool_)  # noqa: A001
 
 
 def softmax(x, axis=-1, dtype=None, mask=None, **kwargs) -> Tile:
     """exp(x - max) / sum(exp(x - max)) along the free axis: reduce, exp with a running sum, reciprocal, scale."""
     x = as_tile(x)
-    neg_max = _reduce("maximum")(x, axis, float32, keepdims=True, negate=True)
-    e, total = new_tile(x.shape, float32), new_tile((x.shape[0], 1), float32)
-    emit(cur.activation, dst=e.view(), op="exp", data=x.view(), bias=neg_max.view(), reduce_op="add",
-         reduce_res=total.view())
-    return multiply(e, reciprocal(total), dtype=dtype or x.dtype)
+    out = new_tile(x.shape, _dt(dtype, x.dtype))
+    lower.softmax(out.view(), x.view(), lower.axes_of(x.ndim, axis, "nl.softmax"))
+    return out
+
+
+def rms_norm(x, w, axis, n, epsilon=1e-06, dtype=None, compute_dtype=None, mask=None, **kwargs) -> Tile:
+    """x / sqrt(sum(x^2 along axis) / n + epsilon) * w."""
+    x = as_tile(x)
+    out = new_tile(x.shape, _dt(dtype, x.dtype))
+    lower.rms_norm(out.view(), x.view(), as_tile(w).view(), n, float(epsilon))
+    return out
 
 
 def broadcast_to(x, shape, dtype=None, **kwargs) -> Tile:
-    """Size-1 dims broadcast: free dims by a zero stride, the partition dim by a ones-matmul into PSUM. Axes
-    align on the partition dim: a partition-only [P] tile is [P, 1, ...] here."""
-    x, shape = as_tile(x), tuple(shape)
-    while x.ndim < len(shape):
-        x = expand_dims(x, x.ndim)
-    if x.shape[0] == 1 and shape[0] > 1 and x.tensor.on_chip:
-        x = _spread(x, (shape[0],) + x.shape[1:])
-    coefs = [[c if x.shape[a] == shape[a] else 0 for a, c in enumerate(row)] for row in x.coefs]
-    t = Tile(x.tensor, x.const, coefs, shape)
-    return t if dtype is None or numerics.dtype(dtype) == x.dtype else copy(t, dtype=dtype)
+    """Size-1 dims broadcast: free dims by a zero stride, the partition dim by a ones-matmul (nki/lower.py)."""
+    return _tile._broadcast_to(x, shape, dtype)
 
 
 def expand_dims(x, axis) -> Tile:
     """A size-1 free axis inserted at `axis` (a view)."""
-    x = as_tile(x)
-    axis = axis % (x.ndim + 1)
-    if axis == 0 and x.tensor.on_chip:
-        raise ShapeError("expand_dims(x, 0) on an on-chip tile: axis 0 is the partition dim")
-    coefs = [row[:axis] + (0,) + row[axis:] for row in x.coefs]
-    return Tile(x.tensor, x.const, coefs, x.shape[:axis] + (1,) + x.shape[axis:])
+    return _tile._expand_dims(x, axis)
 
 
 def loop_reduce(x, op, loop_indices, mask=None, dtype=None, **kwargs) -> Tile:
@@ -713,14 +594,13 @@ def _wait_for_programs(inst, ready, what):
 def rand(shape, dtype=np.float32, **kwargs) -> Tile:
     """Uniform values in [0, 1) from the core's seeded generator, in a new SBUF tile."""
     out = new_tile(tuple(shape), numerics.dtype(dtype))
-    emit(_cur_nl.rand_into, dst=out.view())
+    lower.rand(out.view())
     return out
 
 
 def shared_constant(constant, dtype=None, **kwargs) -> Tile:
     """A tensor in shared HBM holding `constant` (an array or a .npy path), as the compiler embeds it in the
     binary; kernels load it like any HBM tensor."""
-    from trnsim.nki.legacy._tile import wrap
     arr = np.load(constant) if isinstance(constant, str) else np.asarray(constant)
     if dtype is not None:
         arr = numerics.cast(arr, numerics.dtype(dtype))
@@ -733,13 +613,7 @@ def shared_identity_matrix(n, dtype=np.uint8, **kwargs) -> Tile:
 
 
 def _rounding(mode):
-    def fn(x, dtype=None, mask=None, **kwargs):
-        x = as_tile(x)
-        out = new_tile(x.shape, _dt(dtype, x.dtype))
-        each_box(out, mask, [x], lambda b: emit(_cur_nl.round_into, dst=out.view(b), x=x.view(b), mode=mode))
-        return out
-    fn.__name__ = mode
-    return fn
+    return _each(mode, lambda dst, x: lower.rounding(dst, x, mode))
 
 
 floor, ceil, trunc = _rounding("floor"), _rounding("ceil"), _rounding("trunc")
@@ -747,10 +621,7 @@ tan, gelu_apprx_sigmoid = _unary("tan"), _unary("gelu_apprx_sigmoid")
 
 
 def logical_not(x, dtype=bool_, mask=None, **kwargs) -> Tile:
-    x = as_tile(x)
-    out = new_tile(x.shape, _dt(dtype, x.dtype))
-    each_box(out, mask, [x], lambda b: emit(_cur_nl.logical_not_into, dst=out.view(b), x=x.view(b)))
-    return out
+    return _each("logical_not", lower.logical_not)(x, dtype, mask)
 
 
 logical_not.op_name = "logical_not"
@@ -760,28 +631,8 @@ def gather_flattened(data, indices, mask=None, dtype=None, **kwargs) -> Tile:
     """For each index, the element of its partition's flattened free dims (one GpSimd instruction)."""
     d, i = as_tile(data), as_tile(indices)
     out = new_tile(i.shape, _dt(dtype, d.dtype))
-    emit(_cur_nl.gather_into, dst=out.view(), data=d.view(), indices=i.view())
+    lower.gather(out.view(), d.view(), i.view())
     return out
-
-
-def var(x, axis, dtype=None, mask=None, **kwargs) -> Tile:
-    """Population variance along `axis`: the mean of squared deviations from the mean (FP32 inside)."""
-    x = as_tile(x)
-    d = subtract(x, mean(x, axis, dtype=float32, mask=mask, keepdims=True), dtype=float32, mask=mask)
-    return mean(multiply(d, d, mask=mask), axis, dtype=dtype or x.dtype, mask=mask)
-
-
-def all(x, axis, dtype=bool_, mask=None, **kwargs) -> Tile:  # noqa: A001
-    """1 where every element along `axis` is non-zero: the minimum of (x != 0)."""
-    return min(not_equal(x, 0.0, dtype=float32, mask=mask), axis, dtype=dtype, mask=mask)
-
-
-def rms_norm(x, w, axis, n, epsilon=1e-06, dtype=None, compute_dtype=None, mask=None, **kwargs) -> Tile:
-    """x / sqrt(sum(x^2 along axis) / n + epsilon) * w."""
-    x = as_tile(x)
-    ss = sum(multiply(x, x, dtype=float32, mask=mask), axis, dtype=float32, mask=mask, keepdims=True)
-    r = rsqrt(add(multiply(ss, 1.0 / n), float(epsilon)))
-    return multiply(multiply(x, r, dtype=float32, mask=mask), w, dtype=dtype or x.dtype, mask=mask)
 
 
 def finfo(dtype):
@@ -799,8 +650,8 @@ def atomic_rmw(dst, value, op, *, mask=None, **kwargs):
 
 
 _INTERNAL = {"annotations", "builtins", "math", "np", "numerics", "View", "KernelError", "ShapeError", "cur", "ParDim",
-             "Tile", "as_tile", "core", "each_box", "emit", "instance", "new_tile", "part", "promote", "assign", "accumulate",
-             "pending_matmul", "redirect", "wrap_results", "Abandoned", "reissue_destination"}
+             "Tile", "as_tile", "core", "each_box", "emit", "instance", "new_tile", "part", "promote", "lower", "wrap",
+             "boxes", "evaluate", "pending_matmul", "wrap_results", "Abandoned", "reissue_destination"}
 __all__ = [n for n in dir() if not n.startswith("_") and n not in _INTERNAL]
 # assign writes its own dst and redirects the call that made its value: it must see that call as the latest
 wrap_results(globals(), skip={"all_reduce", "assign", "ndarray", "zeros", "zeros_like", "empty_like", "ones", "full", "dropout", "store"})
