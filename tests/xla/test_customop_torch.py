@@ -65,7 +65,7 @@ def test_trn2_refuses_custom_operators_as_the_sdk_does(monkeypatch, tmp_path):
 
     monkeypatch.setenv("TRNSIM_XLA", '{"instance": "trn2.48xlarge"}')
     assert custom_op.target() == "trn2"
-    with pytest.raises(CustomOpPlatformError, match=r"test_customop.py:\d+: custom C\+\+ operators run on NeuronCore-v2"):
+    with pytest.raises(CustomOpPlatformError, match=r"test_customop_torch.py:\d+: custom C\+\+ operators run on NeuronCore-v2"):
         custom_op.load(name="relu", compute_srcs=[SCRIPTS / "customop" / "relu.cpp"],
                        shape_srcs=[SCRIPTS / "customop" / "shape.cpp"], build_directory=tmp_path)
 
@@ -82,6 +82,6 @@ def test_a_model_has_one_custom_op_library(monkeypatch, tmp_path):
     assert hasattr(torch.ops.mc_ops, "relu_mc")
     custom_op.load(name="relu_mc", compute_srcs=[src / "relu_mc.cpp"], shape_srcs=[src / "relu_mc_shape.cpp"],
                    build_directory=tmp_path / "a", multicore=True)  # the same library again: nothing new
-    with pytest.raises(CustomOpBuildError, match=r"test_customop.py:\d+: a model has one custom-op library; 'mc_ops'"):
+    with pytest.raises(CustomOpBuildError, match=r"test_customop_torch.py:\d+: a model has one custom-op library; 'mc_ops'"):
         custom_op.load(name="relu", compute_srcs=[src / "relu.cpp"], shape_srcs=[src / "shape.cpp"],
                        build_directory=tmp_path / "b")
