@@ -43,3 +43,12 @@ def test_the_cli_says_so_without_a_traceback(tmp_path):
     r = CliRunner().invoke(cli, ["profile", str(f), "--arg", "a=bf16[99999999999,2]", "--timing-only",
                                  "--out", str(tmp_path / "out")])
     assert r.exit_code != 0 and "do not fit the HBM" in r.output and "internal error" not in r.output, r.output
+
+
+def test_tune_checks_against_the_target_it_is_given(tmp_path):
+    f = tmp_path / "k.py"
+    f.write_text(KERNEL)
+    rows = specs.neuroncore("trn1").hbm_bytes // (2 * 1024) + 1
+    r = CliRunner().invoke(cli, ["tune", str(f), "--arg", f"a=bf16[{rows},1024]", "--param", "X=1,2",
+                                 "--target", "trn1", "--out", str(tmp_path / "out")])
+    assert r.exit_code != 0 and "do not fit the HBM of a trn1 NeuronCore" in r.output, r.output

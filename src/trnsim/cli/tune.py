@@ -139,7 +139,7 @@ def sweep(file: str, params: list[tuple[str, list]], argv=(), name: str | None =
 
     configs = configurations(params)
     kernel, inputs = load_kernel(file, name, need_inputs=not argv)  # fail fast on a wrong name or --arg
-    bind(kernel, dict(configs[0]), dict(parse_arg(a, values=False) for a in argv))
+    bind(kernel, dict(configs[0]), dict(parse_arg(a, values=False, target=target) for a in argv))
     tasks = [(i, os.path.abspath(file), kernel.__name__, tuple(argv), c, target, lnc) for i, c in enumerate(configs)]
     rows = []
     pool = backend(min(workers or os.cpu_count() or 1, len(tasks)), "local" if ray else None)
