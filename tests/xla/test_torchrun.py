@@ -115,3 +115,20 @@ def test_jax_and_torch_xla_agree_on_one_mlp():
     t = CostModel("trn1.32xlarge").cost(torch_xla._XLAC._get_xla_tensors_hlo([out]))
     assert j.flops == t.flops == 2 * 2 * B * D * H
     assert j.time_ns == pytest.approx(t.time_ns, rel=0.10)
+
+
+def test_openxla_compiled_steps_are_priced_like_lazy_ones():
+    """Steps 1-4 lazy, 5-8 under torch.compile(backend="openxla"): the compiled graphs run from torch-xla's cache,
+    are priced, and are compilations of their own lines, not early executions."""
+    rep = torchrun(str(SCRIPTS / "compiled.py"), progress=False)
+    steps = rep["per_step"]
+    lazy, compiled = steps[3], steps[6]
+    assert lazy["compilations"] == compiled["compilations"] == 0
+    # the compiled step runs four graphs (inputs, forward, backward, optimizer) that hand activations and
+    # gradients to each other through HBM, where the lazy step's one graph keeps some on chip
+    assert lazy["time_ms"] <= compiled["time_ms"] <= 1.10 * lazy["time_ms"]
+    causes = [c["cause"] for c in rep["compilations"]]
+    assert not any("early execution" in c for c in causes)
+    assert {c["line"].rsplit("/", 1)[-1] for c in rep["compilations"] if c["cause"].endswith("(torch.compile graph)")} \
+        == {"compiled.py:14", "compiled.py:15"}
+    assert rep["unpriced"] == {} and rep["estimates"] == []

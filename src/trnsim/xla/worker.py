@@ -26,6 +26,7 @@ import os
 import runpy
 import sys
 import time
+import traceback
 
 ENV = "TRNSIM_XLA"  # JSON: instance, nodes, lnc, world, procs, rank, out, batch, script
 
@@ -94,12 +95,37 @@ class Rank:
         sync = torch_xla.sync
 
         def traced_sync(*args, **kwargs):
+            if "/torch_xla/_dynamo/" in sys._getframe(1).f_code.co_filename:
+                return sync(*args, **kwargs)  # torch.compile's own sync, inside the user's step
             self.before_step()
             out = sync(*args, **kwargs)
             self.after_step()
             return out
 
         torch_xla.sync = traced_sync
+        if self.ledger is not None:
+            self.patch_compiled(torch_xla._XLAC)
+
+    def patch_compiled(self, C) -> None:
+        """torch.compile(backend="openxla") runs its graphs from torch-xla's cache, outside the dump: each run
+        is handed to the Ledger with the graph's HLO, taken when the graph was compiled."""
+        from trnsim.xla.graphs import Record
+
+        warm_up, run_cached = C._xla_warm_up_cache, C._run_cached_graph
+        texts: dict = {}
+
+        def warm_up_cache(tensors, devices, *args, **kwargs):
+            texts[C._get_graph_hash(list(tensors))] = C._get_xla_tensors_hlo(list(tensors))
+            return warm_up(tensors, devices, *args, **kwargs)
+
+        def run_cached_graph(graph_hash, inputs, *args, **kwargs):
+            if graph_hash in texts:
+                frames = _main_frames()
+                self._read(frames)  # graphs executed before this one (its inputs) come first
+                self.ledger.add(Record(frames, texts[graph_hash], kind="compiled"))
+            return run_cached(graph_hash, inputs, *args, **kwargs)
+
+        C._xla_warm_up_cache, C._run_cached_graph = warm_up_cache, run_cached_graph
 
     def all_reduce(self, reduce_type, inputs, scale=1.0, groups=None, pin_layout=True):
         """xm.all_reduce with values reduced across the rank processes (see the module docstring)."""
@@ -165,7 +191,9 @@ class Rank:
                 f"{cost.parameter_bytes / gib:.2f} GiB, its buffers {cost.temporary_bytes / gib:.2f} GiB) but a "
                 f"rank has {cap / gib:.2f} GiB of HBM (LNC {cluster.lnc})")
 
-    def _read(self) -> None:
+    def _read(self, frames: list | None = None) -> None:
+        """Price the graphs torch-xla dumped since the last read; `frames` stand for the user's frames of
+        graphs cut where Python shows none (autograd's backward thread)."""
         from trnsim.xla.graphs import read_records
 
         path = self.dump + ".0" if self.dump and os.path.exists(self.dump + ".0") else self.dump
@@ -177,6 +205,8 @@ class Rank:
         recs, used = read_records(text)
         self.offset += len(text[:used].encode())
         for r in recs:
+            if frames and r.user_line() == "?":
+                r.frames = r.frames + frames
             self.ledger.add(r)
 
     def after_step(self) -> None:
@@ -201,9 +231,18 @@ class Rank:
             print(file=sys.stderr)
         led = self.ledger
         out = {"steps": [s.to_dict() for s in led.steps], "compilations": led.compilations, "cache_hits": led.hits,
-               "graphs": len(led.priced), "error": error}
+               "graphs": len(led.priced), "unpriced": led.unpriced, "estimates": led.estimates, "error": error}
         with open(os.path.join(self.cfg["out"], "rank0.json"), "w") as f:
             json.dump(out, f)
+
+
+def _main_frames() -> list[tuple[str, str, int]]:
+    """The main thread's Python frames, innermost first: where the user's script is, even when a graph runs
+    from autograd's backward thread."""
+    import threading
+
+    frame = sys._current_frames().get(threading.main_thread().ident) or sys._getframe(1)
+    return [(f.name, f.filename, f.lineno) for f in reversed(traceback.extract_stack(frame))]
 
 
 def _on_xla(t) -> bool:
