@@ -278,3 +278,25 @@ ENTRY %main (x: f32[8,8]) -> f32[8,8] {
 """
     with pytest.raises(ZeroStepError, match=r"train.py: 3 step\(s\) ran and each priced at 0 ms .*cholesky x3"):
         _ledger_report(only)
+
+
+def test_bf16_storage_prices_fp32_graphs_as_stored():
+    from trnsim.xla.precision import as_stored
+
+    g = CostModel("trn1.32xlarge").cost(as_stored(LINEAR))
+    assert g.parameter_bytes == (M * K + N * K + N) * 2
+    assert g.engines["tensor"] == pytest.approx(_matmul_ns(M, N, K, "bf16"), rel=1e-9)
+
+
+def test_bf16_rounding_is_rne_or_seeded_stochastic(monkeypatch):
+    import numpy as np
+
+    from trnsim.xla.precision import round_to_bf16
+
+    x = np.full(4096, 1 + 2**-10, dtype=np.float32)  # a quarter of the way from 1 to the next bf16 (1 + 2**-7)
+    assert (round_to_bf16(x, 0, "rne") == 1.0).all()
+    sr = round_to_bf16(x, 0, "stochastic")
+    assert set(np.unique(sr)) == {1.0, 1 + 2**-7} and abs(sr.mean() - x[0]) < 2e-4  # unbiased
+    assert (round_to_bf16(x, 0, "stochastic") == sr).all() and not (round_to_bf16(x, 1, "stochastic") == sr).all()
+    monkeypatch.setenv("NEURON_RT_STOCHASTIC_ROUNDING_EN", "1")
+    assert (round_to_bf16(x, 0) == sr).all()

@@ -117,8 +117,9 @@ class Step:
 class Ledger:
     """Prices each executed graph once per structure and keeps the compile cache and the steps."""
 
-    def __init__(self, model: CostModel):
+    def __init__(self, model: CostModel, bf16: bool = False):
         self.model = model
+        self.bf16 = bf16  # fp32 tensors stored in bf16 (XLA_USE_BF16): priced as stored
         self.priced: dict[str, GraphCost] = {}
         self.compiled: dict[str, str] = {}  # key -> the user line that first cut it
         self.by_line: dict[tuple[str, str], str] = {}  # (user line, via) -> the HLO text of its last graph
@@ -137,7 +138,7 @@ class Ledger:
         key = structure_key(rec.text)
         cost = self.priced.get(key)
         if cost is None:
-            cost = self.priced[key] = self.model.cost(hlo.parse(rec.text))
+            cost = self.priced[key] = self.model.cost(hlo.parse(self.stored(rec.text)))
             for e in cost.estimates:
                 if e not in self.estimates:
                     self.estimates.append(e)
@@ -165,6 +166,12 @@ class Ledger:
             self.compiled[unit] = line
             self.compilations.append({"step": len(self.steps) + 1, "line": line, "cause": self._cause(rec, line, via)})
         self.by_line[line, via] = rec.text
+
+    def stored(self, text: str) -> str:
+        """The graph as the device stores its arrays."""
+        from trnsim.xla.precision import as_stored
+
+        return as_stored(text) if self.bf16 else text
 
     def _cause(self, rec: Record, line: str, via: str) -> str:
         if via == "forced":

@@ -47,6 +47,8 @@ class Rank:
         self.dump = os.environ.get("XLA_SAVE_TENSORS_FILE")
         self.offset = 0
         self.checks = 0
+        self.syncs = 0  # the script's step boundaries so far (equal on every rank)
+        self.bf16 = cfg.get("bf16", False)  # XLA_USE_BF16 / XLA_DOWNCAST_BF16: values kept in bf16 (precision)
         self.start = time.perf_counter()
         if self.procs > 1:
             dist.init_process_group("gloo", rank=self.rank, world_size=self.procs)
@@ -56,7 +58,7 @@ class Rank:
             from trnsim.xla.graphs import Ledger
 
             cluster = Cluster(cfg["instance"], nodes=cfg["nodes"], lnc=cfg["lnc"])
-            self.ledger = Ledger(CostModel(cluster, world=self.world))
+            self.ledger = Ledger(CostModel(cluster, world=self.world), bf16=self.bf16)
 
     # --- the world -----------------------------------------------------------------------------
     def patch(self) -> None:
@@ -99,6 +101,11 @@ class Rank:
                 return sync(*args, **kwargs)  # torch.compile's own sync, inside the user's step
             self.before_step()
             out = sync(*args, **kwargs)
+            if self.bf16:  # the step's results, written to HBM in bf16 as the runtime rounds them
+                from trnsim.xla.precision import keep_bf16
+
+                keep_bf16(_live(self.torch), self.syncs)
+            self.syncs += 1
             self.after_step()
             return out
 
@@ -177,10 +184,10 @@ class Rank:
         from trnsim.xla import hlo
         from trnsim.xla.cost import DeviceOutOfMemoryError
 
-        live = [o for o in gc.get_objects() if isinstance(o, self.torch.Tensor) and _on_xla(o)]
+        live = _live(self.torch)
         if not live:
             return
-        cost = self.ledger.model.cost(hlo.parse(torch_xla._XLAC._get_xla_tensors_hlo(live)))
+        cost = self.ledger.model.cost(hlo.parse(self.ledger.stored(torch_xla._XLAC._get_xla_tensors_hlo(live))))
         cap = self.ledger.model.hbm_per_rank
         if cost.memory_bytes > cap:
             gib = 2**30
@@ -245,6 +252,11 @@ def _main_frames() -> list[tuple[str, str, int]]:
     return [(f.name, f.filename, f.lineno) for f in reversed(traceback.extract_stack(frame))]
 
 
+def _live(torch) -> list:
+    """Every tensor alive on the XLA device."""
+    return [o for o in gc.get_objects() if isinstance(o, torch.Tensor) and _on_xla(o)]
+
+
 def _on_xla(t) -> bool:
     """Whether tensor `t` lives on the XLA device; a tensor the garbage collector is tearing down has no
     device any more (reading it raises) and holds no buffer."""
@@ -267,7 +279,10 @@ def _script_line() -> str | None:
 
 
 def main(argv: list[str]) -> int:
+    from trnsim.xla.precision import take_flags
+
     cfg = _config()
+    cfg["bf16"] = take_flags()  # before torch-xla reads them: trnsim keeps bf16 storage itself
     os.environ.setdefault("PJRT_DEVICE", "CPU")
     rank = Rank(cfg)
     rank.patch()
