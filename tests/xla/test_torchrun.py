@@ -18,7 +18,8 @@ SCRIPTS = pathlib.Path(__file__).parent / "scripts"
 
 
 def _example():
-    spec = importlib.util.spec_from_file_location("train_xla", EXAMPLE)
+    """examples/mlp.py: the model and batches examples/train_xla.py trains."""
+    spec = importlib.util.spec_from_file_location("mlp", ROOT / "examples" / "mlp.py")
     mod = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(mod)
     return mod
@@ -135,23 +136,23 @@ def test_openxla_compiled_steps_are_priced_like_lazy_ones():
 
 
 def test_bf16_with_stochastic_rounding_tracks_fp32_where_rne_stalls(tmp_path, monkeypatch):
-    """The same seed, fp32 against bf16 storage rounded to nearest even and stochastically (trnsim's casts); then
-    the SR run under `trnsim torchrun` with the runtime's switches gives the loss of the in-process SR run."""
-    import torch_xla
-
+    """The same seed, fp32 against bf16 storage rounded to nearest even and stochastically (trnsim's casts, here
+    on host tensors); then the script under `trnsim torchrun` with the runtime's switches lands where SR does."""
     from trnsim.xla.precision import keep_bf16
 
     spec = importlib.util.spec_from_file_location("bf16_regression", SCRIPTS / "bf16_regression.py")
     script = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(script)
-    dev = torch_xla.device()
-    fp32 = script.train(dev)
-    rne = script.train(dev, lambda step, ts: keep_bf16(ts, step, "rne"))
+    fp32 = script.train("cpu")
+    rne = script.train("cpu", lambda step, ts: keep_bf16(ts, step, "rne"))
     monkeypatch.setenv("NEURON_RT_STOCHASTIC_ROUNDING_SEED", "0")
-    sr = script.train(dev, lambda step, ts: keep_bf16(ts, step, "stochastic"))
+    sr = script.train("cpu", lambda step, ts: keep_bf16(ts, step, "stochastic"))
     assert rne > 50 * fp32  # RNE: the weights barely move from their start
     assert abs(sr - fp32) < abs(rne - fp32) / 10
     out = tmp_path / "loss"
     torchrun(str(SCRIPTS / "bf16_regression.py"), [str(out)], progress=False,
              env={"XLA_USE_BF16": "1", "NEURON_RT_STOCHASTIC_ROUNDING_EN": "1"})
-    assert float(out.read_text()) == pytest.approx(sr, rel=1e-5)
+    on_xla = float(out.read_text())
+    assert abs(on_xla - fp32) < abs(rne - fp32) / 10
+    torchrun(str(SCRIPTS / "bf16_regression.py"), [str(out)], progress=False, env={"XLA_USE_BF16": "1"})
+    assert float(out.read_text()) == pytest.approx(rne, rel=0.05)  # RNE under torchrun stalls alike

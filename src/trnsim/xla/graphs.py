@@ -139,20 +139,8 @@ class Ledger:
         cost = self.priced.get(key)
         if cost is None:
             cost = self.priced[key] = self.model.cost(hlo.parse(self.stored(rec.text)))
-            for e in cost.estimates:
-                if e not in self.estimates:
-                    self.estimates.append(e)
-        for op, n in cost.unpriced.items():
-            self.unpriced[op] = self.unpriced.get(op, 0) + n
+        self.charge(cost)
         s = self.current
-        s.graphs += 1
-        s.time_ns += cost.time_ns
-        for k, v in cost.engines.items():
-            s.compute.engines[k] += v
-        s.compute.hbm_bound_ns += cost.hbm_bound_ns
-        s.compute.flops += cost.flops
-        s.collective_ns += cost.engines["collective"]
-        s.memory_bytes = max(s.memory_bytes, cost.memory_bytes)
         if via == "collective":  # on the device the collective sits inside the step's graph
             self.pending.append(key)
             return
@@ -166,6 +154,33 @@ class Ledger:
             self.compiled[unit] = line
             self.compilations.append({"step": len(self.steps) + 1, "line": line, "cause": self._cause(rec, line, via)})
         self.by_line[line, via] = rec.text
+
+    def charge(self, cost: GraphCost, graphs: int = 1) -> None:
+        """Add one executed graph's (or eager op's) cost to the current step."""
+        for e in cost.estimates:
+            if e not in self.estimates:
+                self.estimates.append(e)
+        for op, n in cost.unpriced.items():
+            self.unpriced[op] = self.unpriced.get(op, 0) + n
+        s = self.current
+        s.graphs += graphs
+        s.time_ns += cost.time_ns
+        for k, v in cost.engines.items():
+            s.compute.engines[k] += v
+        s.compute.hbm_bound_ns += cost.hbm_bound_ns
+        s.compute.flops += cost.flops
+        s.collective_ns += cost.engines["collective"]
+        s.memory_bytes = max(s.memory_bytes, cost.memory_bytes)
+
+    def compiled_graph(self, key: str, line: str, kind: str, shapes: str) -> None:
+        """A graph compiled outside the dump (torch.compile on the `neuron` device, `kind` forward or
+        backward): a compilation, with its cause when the same line compiled before."""
+        before = self.by_line.get((line, kind))
+        cause = f"first compilation ({kind})" if before is None else f"new input shapes ({kind}): {before} -> {shapes}"
+        self.current.compilations += 1
+        self.compiled[key] = line
+        self.compilations.append({"step": len(self.steps) + 1, "line": line, "cause": cause})
+        self.by_line[line, kind] = shapes
 
     def stored(self, text: str) -> str:
         """The graph as the device stores its arrays."""

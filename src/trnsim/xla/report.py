@@ -51,7 +51,7 @@ def summarize(ledger: dict, cluster: Cluster, *, world: int, procs: int, script:
         "mfu": flops * per_s / peak if peak else 0.0,
         "memory_per_core_gib": memory / GIB, "hbm_per_core_gib": cluster.hbm_per_rank / GIB,
         "compilations": ledger["compilations"], "cache_hits": ledger["cache_hits"], "graphs": ledger["graphs"],
-        "unpriced": unpriced, "estimates": ledger.get("estimates", []),
+        "unpriced": unpriced, "estimates": ledger.get("estimates", []), "graph_breaks": ledger.get("graph_breaks", []),
         "per_step": [{"step": i + 1, "time_ms": s["time_ns"] / 1e6, "compilations": s["compilations"],
                       "mfu": s["flops"] / (s["time_ns"] * 1e-9) / peak if s["time_ns"] and peak else 0.0,
                       "steps_per_s": 1e9 / s["time_ns"] if s["time_ns"] else 0.0} for i, s in enumerate(steps)],
@@ -80,6 +80,8 @@ def render(rep: dict, console) -> None:
                                   f"leaves them out")
     for e in rep["estimates"]:
         t.add_row("estimate", e)
+    for b in rep.get("graph_breaks", []):
+        t.add_row("graph break", f"{b['line']}: {b['reason']} (x{b['count']})")
     t.add_row("compilations", f"{len(rep['compilations'])} ({rep['cache_hits']} cache hits)")
     for c in rep["compilations"]:
         t.add_row(f"  step {c['step']}", f"{c['line']}: {c['cause']}")

@@ -22,12 +22,14 @@ from __future__ import annotations
 
 import gc
 import json
+import re
 import os
 import runpy
 import sys
 import time
 import traceback
 
+NAMES_DEVICE = re.compile(r"""["']neuron(:\d+)?["']|\btorch_neuronx\b""")  # "neuron", 'neuron:0', torch_neuronx
 ENV = "TRNSIM_XLA"  # JSON: instance, nodes, lnc, world, procs, rank, out, batch, script
 
 
@@ -50,8 +52,6 @@ class Rank:
         self.syncs = 0  # the script's step boundaries so far (equal on every rank)
         self.bf16 = cfg.get("bf16", False)  # XLA_USE_BF16 / XLA_DOWNCAST_BF16: values kept in bf16 (precision)
         self.start = time.perf_counter()
-        if self.procs > 1:
-            dist.init_process_group("gloo", rank=self.rank, world_size=self.procs)
         if self.rank == 0:
             from trnsim.plan import Cluster
             from trnsim.xla.cost import CostModel
@@ -82,14 +82,14 @@ class Rank:
         init = dist.init_process_group
 
         def init_process_group(backend=None, *args, **kwargs):
-            """The launcher already formed the group (gloo between the rank processes)."""
+            """The group of the rank processes: the `neuron` backend's, else gloo (for "xla" and the rest)."""
             if dist.is_initialized():
                 return None
-            if self.procs == 1:  # a one-process world: a local gloo group keeps dist's queries working
-                kwargs.update(rank=0, world_size=1)
-                kwargs.pop("init_method", None)
-                return init("gloo", *args, **kwargs)
-            return init(backend, *args, **kwargs)
+            kwargs.pop("init_method", None)
+            kwargs.update(rank=self.rank, world_size=self.procs)
+            return init("neuron" if backend == "neuron" else "gloo", *args, **kwargs)
+
+        self.init_group = init_process_group
 
         dist.init_process_group = init_process_group
         dist.get_world_size = lambda group=None: self.world if group is None else dist.distributed_c10d.get_world_size(group)
@@ -134,6 +134,23 @@ class Rank:
 
         C._xla_warm_up_cache, C._run_cached_graph = warm_up_cache, run_cached_graph
 
+    def patch_neuron(self) -> None:
+        """The native `neuron` device: installed, priced into this rank's Ledger, a step per optimizer step."""
+        from torch.optim.optimizer import register_optimizer_step_post_hook
+
+        from trnsim.xla import neuron, neuron_dist
+
+        neuron.install()
+        neuron.METER.ledger = self.ledger
+        neuron_dist.NeuronProcessGroup.world = self.world
+
+        def step_done(opt, args, kwargs):
+            params = [p for g in opt.param_groups for p in g["params"]]
+            if params and params[0].device.type == neuron.NAME:
+                self.after_step()
+
+        register_optimizer_step_post_hook(step_done)
+
     def all_reduce(self, reduce_type, inputs, scale=1.0, groups=None, pin_layout=True):
         """xm.all_reduce with values reduced across the rank processes (see the module docstring)."""
         import torch_xla
@@ -149,6 +166,7 @@ class Rank:
         ops = {"sum": dist.ReduceOp.SUM, "mul": dist.ReduceOp.PRODUCT, "min": dist.ReduceOp.MIN,
                "max": dist.ReduceOp.MAX}
         if self.procs > 1:
+            self.init_group()
             dist.all_reduce(flat, op=ops.get(reduce_type, dist.ReduceOp.SUM))
         if reduce_type == "sum" and self.world != self.procs:  # the ranks not run hold the mean of those run
             flat = flat * (self.world / self.procs)
@@ -171,6 +189,7 @@ class Rank:
         if self.procs == 1:
             return [payload]
         got = [None] * self.procs
+        self.init_group()
         self.dist.all_gather_object(got, payload)
         return got
 
@@ -237,7 +256,11 @@ class Rank:
         if self.cfg.get("progress") and sys.stderr.isatty():
             print(file=sys.stderr)
         led = self.ledger
-        out = {"steps": [s.to_dict() for s in led.steps], "compilations": led.compilations, "cache_hits": led.hits,
+        if "trnsim.xla.neuron_compile" in sys.modules:
+            from trnsim.xla.neuron_compile import graph_breaks
+
+            led.graph_breaks = graph_breaks()
+        out = {"graph_breaks": getattr(led, "graph_breaks", []), "steps": [s.to_dict() for s in led.steps], "compilations": led.compilations, "cache_hits": led.hits,
                "graphs": len(led.priced), "unpriced": led.unpriced, "estimates": led.estimates, "error": error}
         with open(os.path.join(self.cfg["out"], "rank0.json"), "w") as f:
             json.dump(out, f)
@@ -286,6 +309,9 @@ def main(argv: list[str]) -> int:
     os.environ.setdefault("PJRT_DEVICE", "CPU")
     rank = Rank(cfg)
     rank.patch()
+    with open(cfg["script"], encoding="utf-8", errors="replace") as f:
+        if NAMES_DEVICE.search(f.read()):  # the script names the device: set it up, as importing TorchNeuron does
+            rank.patch_neuron()
     sys.argv = [cfg["script"], *argv[1:]]  # argv[0] is the script, as the launcher passes it
     sys.path.insert(0, os.path.dirname(os.path.abspath(cfg["script"])))
     error, code = None, 0
