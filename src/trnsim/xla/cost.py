@@ -233,7 +233,7 @@ class CostModel:
                 nested_peak = max(nested_peak, sub.temporary_bytes)
                 g.add(sub)
                 continue
-            if op == "custom-call" and _custom_target(ins) in FREE_CUSTOM:
+            if op == "custom-call" and (_custom_target(ins) in FREE_CUSTOM or _custom_target(ins).startswith("xla.sdy.")):
                 continue
             if op not in TENSOR | set(COLLECTIVE) | ELEMENTWISE | SCALAR | MOVE | REDUCE:
                 name = f"custom-call({_custom_target(ins)})" if op == "custom-call" else op
@@ -325,6 +325,7 @@ class CostModel:
         return g
 
 
+# sharding bookkeeping (GSPMD's, and Shardy's `xla.sdy.*` around a shard_map or pmap body): no work on the device
 FREE_CUSTOM = {"Sharding", "SPMDFullToShardShape", "SPMDShardToFullShape", "annotate_device_placement"}
 
 
