@@ -106,5 +106,8 @@ def test_ddp_compiled_example_ends_with_the_full_batch_weights(tmp_path):
             torch.testing.assert_close(got[k], v, rtol=1e-5, atol=1e-6)
     assert rep["instance"] == "trn2.48xlarge" and rep["world"] == 2 and rep["step_time_ms"] > 0
     assert rep["breakdown_ms"]["tensor"] > 0 and rep["breakdown_ms"]["collective"] > 0 and rep["unpriced"] == {}
+    assert rep["cache_hits"] == 4  # steps 2 and 3 run the forward and backward graphs from the cache
+    weights = sum(v.numel() * 4 for v in want.values())
+    assert rep["memory_per_core_gib"] * 2**30 >= 3 * weights  # weights, gradients, momentum at least
     assert [(c["line"].rsplit("/", 1)[-1], c["cause"]) for c in rep["compilations"]] == [
         ("train_neuron.py:31", "first compilation (forward)"), ("train_neuron.py:32", "first compilation (backward)")]

@@ -312,6 +312,20 @@ class Meter:
         if self.ledger is not None:
             self.ledger.charge(cost)
 
+    def live_bytes(self) -> float:
+        """HBM the device's tensors hold now: each host storage behind a live device tensor, once."""
+        import gc
+
+        seen: dict[int, int] = {}
+        for o in gc.get_objects():
+            if NeuronTensor is not None and type(o) is NeuronTensor and not _is_fake(o.elem):
+                try:
+                    st = o.elem.untyped_storage()
+                    seen[st.data_ptr()] = st.nbytes()
+                except RuntimeError:  # a tracing leftover (no storage): holds no device memory
+                    continue
+        return float(sum(seen.values()))
+
 
 METER = Meter()
 
@@ -398,11 +412,17 @@ def _load_shim() -> None:
     if not os.path.exists(src):
         with open(src, "w") as f:
             f.write(_GUARD_CPP)
+    import logging
+
+    log = logging.getLogger("torch.utils.cpp_extension")
+    level, log.level = log.level, logging.ERROR  # its note that there is no CUDA concerns a build we do not do
     try:
         ext.load("trnsim_neuron_shim", [src], is_python_module=False, build_directory=root, verbose=False)
     except Exception as e:  # noqa: BLE001 - a compiler problem, said in words
         raise NeuronDeviceError(f"the neuron device needs a C++ compiler to build its device shim once "
                                 f"(torch.utils.cpp_extension, into {root}): {e}") from None
+    finally:
+        log.level = level
 
 
 def _device_module():

@@ -147,6 +147,9 @@ class Rank:
         def step_done(opt, args, kwargs):
             params = [p for g in opt.param_groups for p in g["params"]]
             if params and params[0].device.type == neuron.NAME:
+                if self.ledger is not None:  # weights, gradients, optimizer state and activations kept alive
+                    s = self.ledger.current
+                    s.memory_bytes = max(s.memory_bytes, neuron.METER.live_bytes())
                 self.after_step()
 
         register_optimizer_step_post_hook(step_done)
