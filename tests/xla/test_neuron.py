@@ -111,3 +111,16 @@ def test_ddp_compiled_example_ends_with_the_full_batch_weights(tmp_path):
     assert rep["memory_per_core_gib"] * 2**30 >= 3 * weights  # weights, gradients, momentum at least
     assert [(c["line"].rsplit("/", 1)[-1], c["cause"]) for c in rep["compilations"]] == [
         ("train_neuron.py:31", "first compilation (forward)"), ("train_neuron.py:32", "first compilation (backward)")]
+
+
+def test_autocast_runs_matmuls_in_bf16_and_keeps_fp32_weights(ledger):
+    a, b = torch.randn(4, 8), torch.randn(8, 3)
+    m = torch.nn.Linear(8, 3).to("neuron")
+    with torch.autocast(device_type="neuron", dtype=torch.bfloat16):
+        c = a.to("neuron") @ b.to("neuron")
+        out = m(a.to("neuron"))
+        t = torch.tanh(c)
+    assert c.dtype == out.dtype == t.dtype == torch.bfloat16
+    torch.testing.assert_close(c.cpu(), a.bfloat16() @ b.bfloat16(), rtol=0, atol=0)
+    out.float().sum().backward()
+    assert m.weight.dtype == m.weight.grad.dtype == torch.float32

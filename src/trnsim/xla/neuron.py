@@ -402,7 +402,12 @@ def wrap(t):
 
 # --- installation --------------------------------------------------------------------------------------
 def _load_shim() -> None:
+    import logging
+
     import torch
+
+    log = logging.getLogger("torch.utils.cpp_extension")
+    level, log.level = log.level, logging.ERROR  # its note that there is no CUDA concerns a build we do not do
     import torch.utils.cpp_extension as ext
 
     root = os.path.join(os.environ.get("XDG_CACHE_HOME", os.path.expanduser("~/.cache")), "trnsim",
@@ -412,10 +417,6 @@ def _load_shim() -> None:
     if not os.path.exists(src):
         with open(src, "w") as f:
             f.write(_GUARD_CPP)
-    import logging
-
-    log = logging.getLogger("torch.utils.cpp_extension")
-    level, log.level = log.level, logging.ERROR  # its note that there is no CUDA concerns a build we do not do
     try:
         ext.load("trnsim_neuron_shim", [src], is_python_module=False, build_directory=root, verbose=False)
     except Exception as e:  # noqa: BLE001 - a compiler problem, said in words
@@ -443,6 +444,37 @@ def _device_module():
 
 
 _installed = False
+# what torch.autocast(device_type="neuron") runs in its lower precision, as on CUDA: matmuls and convolutions
+AUTOCAST_LOWER = ("mm", "bmm", "addmm", "baddbmm", "matmul", "linear", "addmv", "mv", "dot", "conv1d", "conv2d",
+                  "conv3d")
+
+
+def _autocast():
+    """torch.autocast(device_type="neuron"): matmuls and convolutions cast to the autocast dtype, the rest
+    passes through (PyTorch's AutocastPrivateUse1 key)."""
+    import torch
+
+    key = torch._C.DispatchKeySet(torch._C.DispatchKey.AutocastPrivateUse1)
+    rest = torch.library.Library("_", "IMPL")
+    rest.fallback(torch.library.fallthrough_kernel, "AutocastPrivateUse1")
+    lower = torch.library.Library("aten", "IMPL")
+
+    def lowered(op):
+        def run(*args, **kwargs):
+            dt = torch.get_autocast_dtype(NAME)
+
+            def cast(t):
+                return t.to(dt) if isinstance(t, torch.Tensor) and t.is_floating_point() else t
+            with torch._C._ExcludeDispatchKeyGuard(key):
+                return op(*map(cast, args), **{k: cast(v) for k, v in kwargs.items()})
+        return run
+
+    for name in AUTOCAST_LOWER:
+        packet = getattr(torch.ops.aten, name)
+        for overload in packet.overloads():
+            lower.impl(name if overload == "default" else f"{name}.{overload}", lowered(getattr(packet, overload)),
+                       "AutocastPrivateUse1")
+    return rest, lower
 
 
 def install() -> None:
@@ -470,7 +502,7 @@ def install() -> None:
     lib = torch.library.Library("aten", "IMPL")
     lib.impl("empty.memory_format", factory(torch.empty), "PrivateUse1")
     lib.impl("empty_strided", factory(torch.empty_strided), "PrivateUse1")
-    install.lib = lib  # the registrations live as long as the library object
+    install.libs = (lib, _autocast())  # the registrations live as long as the library objects
     from trnsim.xla import neuron_compile, neuron_dist
 
     neuron_compile.register()
