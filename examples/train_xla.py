@@ -6,7 +6,6 @@
 Every rank starts from the same weights (one seed) and trains on its own synthetic batches;
 xm.optimizer_step averages the gradients over the ranks before each update.
 """
-import argparse
 import os
 
 import torch
@@ -15,29 +14,11 @@ import torch_xla
 import torch_xla.core.xla_model as xm
 import torch_xla.runtime as xr
 
-IN, HIDDEN, OUT = 64, 256, 16
-
-
-def make_model() -> torch.nn.Module:
-    torch.manual_seed(0)
-    return torch.nn.Sequential(torch.nn.Linear(IN, HIDDEN), torch.nn.GELU(), torch.nn.Linear(HIDDEN, HIDDEN),
-                               torch.nn.GELU(), torch.nn.Linear(HIDDEN, OUT))
-
-
-def batch(rank: int, step: int, size: int) -> tuple[torch.Tensor, torch.Tensor]:
-    """The synthetic batch of one rank at one step: inputs and regression targets."""
-    g = torch.Generator().manual_seed(1000 * rank + step)
-    x = torch.randn(size, IN, generator=g)
-    return x, torch.sin(x[:, :OUT]) + 0.1 * torch.randn(size, OUT, generator=g)
+from mlp import arguments, batch, make_model  # examples/mlp.py: the model and data the examples share
 
 
 def main():
-    p = argparse.ArgumentParser()
-    p.add_argument("--steps", type=int, default=5)
-    p.add_argument("--batch", type=int, default=32)
-    p.add_argument("--lr", type=float, default=0.05)
-    p.add_argument("--save-all", help="directory where every rank saves its final weights")
-    a = p.parse_args()
+    a = arguments()
 
     dist.init_process_group("xla", init_method="xla://")
     device = xm.xla_device()

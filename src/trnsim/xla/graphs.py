@@ -9,6 +9,11 @@ compilation, and when a graph cut at a line that ran before is new, the report s
     baked-in value       same input shapes, other constants (a Python number folded into the graph)
     early execution      a graph cut outside mark_step (printing a lazy tensor, `.item()`, `.cpu()`)
 
+Under torch.compile(backend="openxla") each compiled graph is compiled once (torch-xla's cache warm-up,
+not an execution) and then run from the cache; the worker hands those runs to the Ledger as records of
+kind "compiled", and the inputs torch-xla computes just before a compiled graph are that graph's own
+preparation, not an early execution.
+
 A step is everything executed between two `mark_step`s; its time is the sum of its graphs on the
 simulated NeuronCore plus its collectives on the fabric (no overlap assumed between them).
 """
@@ -32,10 +37,18 @@ class Record:
 
     frames: list[tuple[str, str, int]]  # (function, file, line), innermost first
     text: str
+    kind: str | None = None  # set by whoever records the graph outside the dump ("compiled")
 
     @property
     def via(self) -> str:
-        """How the graph was cut: 'mark_step', 'collective' (trnsim's value exchange) or 'forced'."""
+        """How the graph was cut: 'mark_step', 'collective' (trnsim's value exchange), 'compiled' (a
+        torch.compile graph run from the cache), 'warm-up' (one compiled, not run), 'compile-inputs'
+        (the inputs of a compiled graph, computed before it) or 'forced'."""
+        if self.kind:
+            return self.kind
+        for fn, path, _ in self.frames:
+            if "/torch_xla/_dynamo/" in path:
+                return "warm-up" if fn == "extract_graph_helper" else "compile-inputs"
         for fn, path, _ in self.frames:  # innermost first: the first frame that is not torch's own decides
             if fn in ("sync", "mark_step") and "torch_xla" in path:
                 return "mark_step"
@@ -49,7 +62,7 @@ class Record:
         """`file:line` of the innermost frame in the user's code."""
         for _, path, line in self.frames:
             ap = os.path.abspath(path)
-            if ap.startswith(_PACKAGE_DIR) or "site-packages" in ap or "/torch_xla/" in ap or ap.startswith("<"):
+            if path.startswith("<") or ap.startswith(_PACKAGE_DIR) or "site-packages" in ap or "/torch_xla/" in ap:
                 continue
             return f"{path}:{line}"
         return "?"
@@ -110,32 +123,30 @@ class Step:
 class Ledger:
     """Prices each executed graph once per structure and keeps the compile cache and the steps."""
 
-    def __init__(self, model: CostModel):
+    def __init__(self, model: CostModel, bf16: bool = False):
         self.model = model
+        self.bf16 = bf16  # fp32 tensors stored in bf16 (XLA_USE_BF16): priced as stored
         self.priced: dict[str, GraphCost] = {}
         self.compiled: dict[str, str] = {}  # key -> the user line that first cut it
-        self.by_line: dict[str, str] = {}  # user line -> the HLO text of its last graph
+        self.by_line: dict[tuple[str, str], str] = {}  # (user line, via) -> the HLO text of its last graph
         self.compilations: list[dict] = []
         self.hits = 0
         self.steps: list[Step] = []
         self.current = Step()
         self.pending: list[str] = []  # graphs cut by trnsim's collective: compiled with the next one on the device
+        self.unpriced: dict[str, int] = {}  # HLO op -> instructions executed that the cost model cannot price
+        self.estimates: list[str] = []  # prices that are estimates (a loop of unknown trip count), and why
 
     def add(self, rec: Record) -> None:
+        via = rec.via
+        if via == "warm-up":  # compiled, not run: its runs come as records of kind "compiled"
+            return
         key = structure_key(rec.text)
         cost = self.priced.get(key)
         if cost is None:
-            cost = self.priced[key] = self.model.cost(hlo.parse(rec.text))
+            cost = self.priced[key] = self.model.cost(hlo.parse(self.stored(rec.text)))
+        self.charge(cost)
         s = self.current
-        s.graphs += 1
-        s.time_ns += cost.time_ns
-        for k, v in cost.engines.items():
-            s.compute.engines[k] += v
-        s.compute.hbm_bound_ns += cost.hbm_bound_ns
-        s.compute.flops += cost.flops
-        s.collective_ns += cost.engines["collective"]
-        s.memory_bytes = max(s.memory_bytes, cost.memory_bytes)
-        via = rec.via
         if via == "collective":  # on the device the collective sits inside the step's graph
             self.pending.append(key)
             return
@@ -148,14 +159,49 @@ class Ledger:
             s.compilations += 1
             self.compiled[unit] = line
             self.compilations.append({"step": len(self.steps) + 1, "line": line, "cause": self._cause(rec, line, via)})
-        self.by_line[line] = rec.text
+        self.by_line[line, via] = rec.text
+
+    def charge(self, cost: GraphCost, graphs: int = 1) -> None:
+        """Add one executed graph's (or eager op's) cost to the current step."""
+        for e in cost.estimates:
+            if e not in self.estimates:
+                self.estimates.append(e)
+        for op, n in cost.unpriced.items():
+            self.unpriced[op] = self.unpriced.get(op, 0) + n
+        s = self.current
+        s.graphs += graphs
+        s.time_ns += cost.time_ns
+        for k, v in cost.engines.items():
+            s.compute.engines[k] += v
+        s.compute.hbm_bound_ns += cost.hbm_bound_ns
+        s.compute.flops += cost.flops
+        s.collective_ns += cost.engines["collective"]
+        s.memory_bytes = max(s.memory_bytes, cost.memory_bytes)
+
+    def compiled_graph(self, key: str, line: str, kind: str, shapes: str) -> None:
+        """A graph compiled outside the dump (torch.compile on the `neuron` device, `kind` forward or
+        backward): a compilation, with its cause when the same line compiled before."""
+        before = self.by_line.get((line, kind))
+        cause = f"first compilation ({kind})" if before is None else f"new input shapes ({kind}): {before} -> {shapes}"
+        self.current.compilations += 1
+        self.compiled[key] = line
+        self.compilations.append({"step": len(self.steps) + 1, "line": line, "cause": cause})
+        self.by_line[line, kind] = shapes
+
+    def stored(self, text: str) -> str:
+        """The graph as the device stores its arrays."""
+        from trnsim.xla.precision import as_stored
+
+        return as_stored(text) if self.bf16 else text
 
     def _cause(self, rec: Record, line: str, via: str) -> str:
         if via == "forced":
             return f"early execution: {line} needed a value (print, .item(), .cpu()) before mark_step"
-        before = self.by_line.get(line)
+        if via == "compile-inputs":
+            return f"the inputs of a torch.compile graph at {line}, computed by torch-xla before it runs"
+        before = self.by_line.get((line, via))
         if before is None:
-            return "first compilation"
+            return "first compilation" + (" (torch.compile graph)" if via == "compiled" else "")
         a, b = _inputs(before), _inputs(rec.text)
         sa, sb = _shapes(before), _shapes(rec.text)
         if len(a) != len(b):  # pairing shapes in order would misname them: compare what went and what came

@@ -5,9 +5,19 @@ is the graph's dot FLOPs over the step time and the rank's dense BF16 peak, as N
 """
 from __future__ import annotations
 
+from trnsim.errors import TrnsimError
 from trnsim.plan import Cluster
 
 GIB = 2**30
+
+
+class ZeroStepError(TrnsimError):
+    """A run whose steps price at zero: a step time of 0 ms would be a silent wrong answer."""
+
+
+def unpriced_text(unpriced: dict[str, int]) -> str:
+    """`custom-call(foo) x3, cholesky x1`: the ops no model priced, most frequent first."""
+    return ", ".join(f"{k} x{n}" for k, n in sorted(unpriced.items(), key=lambda kv: (-kv[1], kv[0])))
 
 
 def summarize(ledger: dict, cluster: Cluster, *, world: int, procs: int, script: str, wall_s: float,
@@ -16,6 +26,13 @@ def summarize(ledger: dict, cluster: Cluster, *, world: int, procs: int, script:
     steady = [s for s in steps if not s["compilations"]] or steps
     n = max(len(steady), 1)
     step_ns = sum(s["time_ns"] for s in steady) / n
+    unpriced = ledger.get("unpriced", {})
+    if step_ns <= 0:
+        graphs = sum(s["graphs"] for s in steps)
+        why = (f"ops no model prices: {unpriced_text(unpriced)}" if unpriced else
+               "no graph ran on the device between the steps" if not graphs else "its graphs hold no priced work")
+        raise ZeroStepError(f"{script}: {len(steps)} step(s) ran and each priced at 0 ms ({graphs} graph(s)); {why}. "
+                            f"trnsim will not report a step time it cannot price")
     flops = sum(s["flops"] for s in steady) / n
     engines = {k: sum(s["engines_ns"].get(k, 0.0) for s in steady) / n for k in ("tensor", "vector", "scalar", "dma")}
     peak = cluster.system.chip.peak_flops("bf16") / cluster.ranks_per_chip
@@ -36,6 +53,7 @@ def summarize(ledger: dict, cluster: Cluster, *, world: int, procs: int, script:
         "mfu": flops * per_s / peak if peak else 0.0,
         "memory_per_core_gib": memory / GIB, "hbm_per_core_gib": cluster.hbm_per_rank / GIB,
         "compilations": ledger["compilations"], "cache_hits": ledger["cache_hits"], "graphs": ledger["graphs"],
+        "unpriced": unpriced, "estimates": ledger.get("estimates", []), "graph_breaks": ledger.get("graph_breaks", []),
         "per_step": [{"step": i + 1, "time_ms": s["time_ns"] / 1e6, "compilations": s["compilations"],
                       "mfu": s["flops"] / (s["time_ns"] * 1e-9) / peak if s["time_ns"] and peak else 0.0,
                       "steps_per_s": 1e9 / s["time_ns"] if s["time_ns"] else 0.0} for i, s in enumerate(steps)],
@@ -72,6 +90,13 @@ def render(rep: dict, console) -> None:
                                                                    if rep["samples_per_s"] else ""))
     t.add_row("MFU", f"{100 * rep['mfu']:.2f}% ({rep['tflops_per_rank']:.3f} TFLOP/s per rank of BF16 peak)")
     t.add_row("memory per NeuronCore", f"{rep['memory_per_core_gib']:.3f} GiB of {rep['hbm_per_core_gib']:.1f} GiB")
+    if rep["unpriced"]:
+        t.add_row("unpriced ops", f"[red]{unpriced_text(rep['unpriced'])}[/red]: no model prices them; the step time "
+                                  f"leaves them out")
+    for e in rep["estimates"]:
+        t.add_row("estimate", e)
+    for b in rep.get("graph_breaks", []):
+        t.add_row("graph break", f"{b['line']}: {b['reason']} (x{b['count']})")
     t.add_row("compilations", f"{len(rep['compilations'])} ({rep['cache_hits']} cache hits)")
     for c in rep["compilations"]:
         t.add_row(f"  step {c['step']}", f"{c['line']}: {c['cause']}")

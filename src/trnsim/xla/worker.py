@@ -22,11 +22,14 @@ from __future__ import annotations
 
 import gc
 import json
+import re
 import os
 import runpy
 import sys
 import time
+import traceback
 
+NAMES_DEVICE = re.compile(r"""["']neuron(:\d+)?["']|\btorch_neuronx\b""")  # "neuron", 'neuron:0', torch_neuronx
 ENV = "TRNSIM_XLA"  # JSON: instance, nodes, lnc, world, procs, rank, out, batch, script
 _CURRENT = None  # this process's Rank, while its script runs
 
@@ -52,17 +55,16 @@ class Rank:
         self.dump = os.environ.get("XLA_SAVE_TENSORS_FILE")
         self.offset = 0
         self.checks = 0
+        self.syncs = 0  # the script's step boundaries so far (equal on every rank)
+        self.bf16 = cfg.get("bf16", False)  # XLA_USE_BF16 / XLA_DOWNCAST_BF16: values kept in bf16 (precision)
         self.start = time.perf_counter()
-        if self.procs > 1:  # met through a file in the launcher's private (0700) folder: no port another user reaches
-            store = dist.FileStore(os.path.join(cfg["out"], "rendezvous"), self.procs)
-            dist.init_process_group("gloo", store=store, rank=self.rank, world_size=self.procs)
         if self.rank == 0:
             from trnsim.plan import Cluster
             from trnsim.xla.cost import CostModel
             from trnsim.xla.graphs import Ledger
 
             cluster = Cluster(cfg["instance"], nodes=cfg["nodes"], lnc=cfg["lnc"])
-            self.ledger = Ledger(CostModel(cluster, world=self.world))
+            self.ledger = Ledger(CostModel(cluster, world=self.world), bf16=self.bf16)
 
     # --- the world -----------------------------------------------------------------------------
     def patch(self) -> None:
@@ -86,14 +88,16 @@ class Rank:
         init = dist.init_process_group
 
         def init_process_group(backend=None, *args, **kwargs):
-            """The launcher already formed the group (gloo between the rank processes)."""
+            """The group of the rank processes: the `neuron` backend's, else gloo (for "xla" and the rest), met
+            through a file in the launcher's private (0700) folder: no port another user reaches."""
             if dist.is_initialized():
                 return None
-            if self.procs == 1:  # a one-process world: a local gloo group keeps dist's queries working
-                kwargs.update(rank=0, world_size=1)
-                kwargs.pop("init_method", None)
-                return init("gloo", *args, **kwargs)
-            return init(backend, *args, **kwargs)
+            kwargs.pop("init_method", None)
+            kwargs.update(rank=self.rank, world_size=self.procs,
+                          store=dist.FileStore(os.path.join(self.cfg["out"], "rendezvous"), self.procs))
+            return init("neuron" if backend == "neuron" else "gloo", *args, **kwargs)
+
+        self.init_group = init_process_group
 
         dist.init_process_group = init_process_group
         dist.get_world_size = lambda group=None: self.world if group is None else dist.distributed_c10d.get_world_size(group)
@@ -101,12 +105,62 @@ class Rank:
         sync = torch_xla.sync
 
         def traced_sync(*args, **kwargs):
+            if "/torch_xla/_dynamo/" in sys._getframe(1).f_code.co_filename:
+                return sync(*args, **kwargs)  # torch.compile's own sync, inside the user's step
             self.before_step()
             out = sync(*args, **kwargs)
+            if self.bf16:  # the step's results, written to HBM in bf16 as the runtime rounds them
+                from trnsim.xla.precision import keep_bf16
+
+                keep_bf16(_live(self.torch), self.syncs)
+            self.syncs += 1
             self.after_step()
             return out
 
         torch_xla.sync = traced_sync
+        if self.ledger is not None:
+            self.patch_compiled(torch_xla._XLAC)
+
+    def patch_compiled(self, C) -> None:
+        """torch.compile(backend="openxla") runs its graphs from torch-xla's cache, outside the dump: each run
+        is handed to the Ledger with the graph's HLO, taken when the graph was compiled."""
+        from trnsim.xla.graphs import Record
+
+        warm_up, run_cached = C._xla_warm_up_cache, C._run_cached_graph
+        texts: dict = {}
+
+        def warm_up_cache(tensors, devices, *args, **kwargs):
+            texts[C._get_graph_hash(list(tensors))] = C._get_xla_tensors_hlo(list(tensors))
+            return warm_up(tensors, devices, *args, **kwargs)
+
+        def run_cached_graph(graph_hash, inputs, *args, **kwargs):
+            if graph_hash in texts:
+                frames = _main_frames()
+                self._read(frames)  # graphs executed before this one (its inputs) come first
+                self.ledger.add(Record(frames, texts[graph_hash], kind="compiled"))
+            return run_cached(graph_hash, inputs, *args, **kwargs)
+
+        C._xla_warm_up_cache, C._run_cached_graph = warm_up_cache, run_cached_graph
+
+    def patch_neuron(self) -> None:
+        """The native `neuron` device: installed, priced into this rank's Ledger, a step per optimizer step."""
+        from torch.optim.optimizer import register_optimizer_step_post_hook
+
+        from trnsim.xla import neuron, neuron_dist
+
+        neuron.install()
+        neuron.METER.ledger = self.ledger
+        neuron_dist.NeuronProcessGroup.world = self.world
+
+        def step_done(opt, args, kwargs):
+            params = [p for g in opt.param_groups for p in g["params"]]
+            if params and params[0].device.type == neuron.NAME:
+                if self.ledger is not None:  # weights, gradients, optimizer state and activations kept alive
+                    s = self.ledger.current
+                    s.memory_bytes = max(s.memory_bytes, neuron.METER.live_bytes())
+                self.after_step()
+
+        register_optimizer_step_post_hook(step_done)
 
     def all_reduce(self, reduce_type, inputs, scale=1.0, groups=None, pin_layout=True):
         """xm.all_reduce with values reduced across the rank processes (see the module docstring)."""
@@ -123,6 +177,7 @@ class Rank:
         ops = {"sum": dist.ReduceOp.SUM, "mul": dist.ReduceOp.PRODUCT, "min": dist.ReduceOp.MIN,
                "max": dist.ReduceOp.MAX}
         if self.procs > 1:
+            self.init_group()
             dist.all_reduce(flat, op=ops.get(reduce_type, dist.ReduceOp.SUM))
         if reduce_type == "sum" and self.world != self.procs:  # the ranks not run hold the mean of those run
             flat = flat * (self.world / self.procs)
@@ -144,6 +199,7 @@ class Rank:
     def rendezvous(self, payload=b"", replicas=None, tag=None):
         if self.procs == 1:
             return [payload]
+        self.init_group()
         torch = self.torch  # bytes as byte tensors: nothing another process sends is unpickled
         data = torch.frombuffer(bytearray(payload), dtype=torch.uint8) if payload else torch.zeros(0, dtype=torch.uint8)
         sizes = [torch.zeros(1, dtype=torch.int64) for _ in range(self.procs)]
@@ -163,10 +219,10 @@ class Rank:
         from trnsim.xla import hlo
         from trnsim.xla.cost import DeviceOutOfMemoryError
 
-        live = [o for o in gc.get_objects() if isinstance(o, self.torch.Tensor) and _on_xla(o)]
+        live = _live(self.torch)
         if not live:
             return
-        cost = self.ledger.model.cost(hlo.parse(torch_xla._XLAC._get_xla_tensors_hlo(live)))
+        cost = self.ledger.model.cost(hlo.parse(self.ledger.stored(torch_xla._XLAC._get_xla_tensors_hlo(live))))
         cap = self.ledger.model.hbm_per_rank
         if cost.memory_bytes > cap:
             gib = 2**30
@@ -177,7 +233,9 @@ class Rank:
                 f"{cost.parameter_bytes / gib:.2f} GiB, its buffers {cost.temporary_bytes / gib:.2f} GiB) but a "
                 f"rank has {cap / gib:.2f} GiB of HBM (LNC {cluster.lnc})")
 
-    def _read(self) -> None:
+    def _read(self, frames: list | None = None) -> None:
+        """Price the graphs torch-xla dumped since the last read; `frames` stand for the user's frames of
+        graphs cut where Python shows none (autograd's backward thread)."""
         from trnsim.xla.graphs import read_records
 
         path = self.dump + ".0" if self.dump and os.path.exists(self.dump + ".0") else self.dump
@@ -189,6 +247,8 @@ class Rank:
         recs, used = read_records(text)
         self.offset += len(text[:used].encode())
         for r in recs:
+            if frames and r.user_line() == "?":
+                r.frames = r.frames + frames
             self.ledger.add(r)
 
     def after_step(self) -> None:
@@ -212,10 +272,28 @@ class Rank:
         if self.cfg.get("progress") and sys.stderr.isatty():
             print(file=sys.stderr)
         led = self.ledger
-        out = {"steps": [s.to_dict() for s in led.steps], "compilations": led.compilations, "cache_hits": led.hits,
-               "graphs": len(led.priced), "error": error}
+        if "trnsim.xla.neuron_compile" in sys.modules:
+            from trnsim.xla.neuron_compile import graph_breaks
+
+            led.graph_breaks = graph_breaks()
+        out = {"graph_breaks": getattr(led, "graph_breaks", []), "steps": [s.to_dict() for s in led.steps], "compilations": led.compilations, "cache_hits": led.hits,
+               "graphs": len(led.priced), "unpriced": led.unpriced, "estimates": led.estimates, "error": error}
         with open(os.path.join(self.cfg["out"], "rank0.json"), "w") as f:
             json.dump(out, f)
+
+
+def _main_frames() -> list[tuple[str, str, int]]:
+    """The main thread's Python frames, innermost first: where the user's script is, even when a graph runs
+    from autograd's backward thread."""
+    import threading
+
+    frame = sys._current_frames().get(threading.main_thread().ident) or sys._getframe(1)
+    return [(f.name, f.filename, f.lineno) for f in reversed(traceback.extract_stack(frame))]
+
+
+def _live(torch) -> list:
+    """Every tensor alive on the XLA device."""
+    return [o for o in gc.get_objects() if isinstance(o, torch.Tensor) and _on_xla(o)]
 
 
 def _on_xla(t) -> bool:
@@ -242,8 +320,10 @@ def _script_line() -> str | None:
 def main(argv: list[str]) -> int:
     global _CURRENT
     from trnsim import shim
+    from trnsim.xla.precision import take_flags
 
     cfg = _config()
+    cfg["bf16"] = take_flags()  # before torch-xla reads them: trnsim keeps bf16 storage itself
     os.environ.setdefault("PJRT_DEVICE", "CPU")
     rank = _CURRENT = Rank(cfg)
     if __name__ == "__main__":  # run with -m: importers of trnsim.xla.worker get another copy of this module
@@ -252,6 +332,9 @@ def main(argv: list[str]) -> int:
         imported._CURRENT = rank
     rank.patch()
     shim.install()  # `import nki`, `import torch_neuronx` (custom operators) resolve to trnsim
+    with open(cfg["script"], encoding="utf-8", errors="replace") as f:
+        if NAMES_DEVICE.search(f.read()):  # the script names the device: set it up, as importing TorchNeuron does
+            rank.patch_neuron()
     sys.argv = [cfg["script"], *argv[1:]]  # argv[0] is the script, as the launcher passes it
     sys.path.insert(0, os.path.dirname(os.path.abspath(cfg["script"])))
     error, code = None, 0

@@ -1,0 +1,126 @@
+"""The native `neuron` device: eager ops and compiled graphs priced by the HLO cost model, DDP under torchrun."""
+import importlib.util
+import pathlib
+
+import pytest
+
+torch = pytest.importorskip("torch", reason="the framework path needs pip install 'trnsim[torch]'")
+
+from trnsim import specs  # noqa: E402
+from trnsim.plan import efficiency as eff  # noqa: E402
+from trnsim.xla import neuron  # noqa: E402
+from trnsim.xla.cost import CostModel  # noqa: E402
+from trnsim.xla.graphs import Ledger  # noqa: E402
+from trnsim.xla.launch import torchrun  # noqa: E402
+
+ROOT = pathlib.Path(__file__).parents[2]
+EXAMPLE = ROOT / "examples" / "train_neuron.py"
+
+
+@pytest.fixture
+def ledger():
+    neuron.install()
+    neuron.METER.ledger = led = Ledger(CostModel("trn2.48xlarge"))
+    yield led
+    neuron.METER.ledger = None
+
+
+def test_device_is_a_pytorch_device(ledger):
+    x = torch.arange(6.0).reshape(2, 3).to("neuron")
+    assert x.device == torch.device("neuron", 0) and str(torch.device("neuron")) == "neuron"
+    assert torch.accelerator.current_accelerator().type == "neuron" and torch.accelerator.is_available()
+    m = torch.nn.Linear(3, 2).to("neuron")
+    assert m.weight.device.type == "neuron"
+    y = (m(x) ** 2).sum()
+    y.backward()
+    assert m.weight.grad.device.type == "neuron"
+    ref = torch.nn.Linear(3, 2)
+    ref.load_state_dict({k: v.cpu() for k, v in m.state_dict().items()})
+    (ref(torch.arange(6.0).reshape(2, 3)) ** 2).sum().backward()
+    torch.testing.assert_close(m.weight.grad.cpu(), ref.weight.grad)
+
+
+def test_eager_matmul_is_priced_by_the_kernel_timing_model(ledger):
+    M, K, N = 256, 512, 1024
+    a, b = torch.randn(M, K).to("neuron"), torch.randn(K, N).to("neuron")
+    before = ledger.current.compute.engines["tensor"]
+    c = a @ b
+    core = specs.neuroncore("trn2")  # trn2.48xlarge: LNC 2, each op split over two physical cores by rows
+    rate = eff.efficiency("trn2", "matmul", eff.matmul_bucket(M / 2, N, K), "fp32") * core.peak_flops("fp32") * 2
+    assert ledger.current.compute.engines["tensor"] - before == pytest.approx(2 * M * N * K / rate * 1e9, rel=1e-9)
+    assert ledger.current.compute.flops == 2 * M * N * K
+    torch.testing.assert_close(c.cpu(), a.cpu() @ b.cpu())
+
+
+def test_unknown_aten_op_is_named_not_priced(ledger):
+    a = torch.randn(4, 4)
+    spd = (a @ a.T + 4 * torch.eye(4)).to("neuron")
+    torch.linalg.cholesky(spd)
+    assert any(k.startswith("aten.linalg_cholesky") for k in ledger.unpriced)
+
+
+def test_compile_recompiles_per_shape_and_reports_graph_breaks(ledger):
+    from trnsim.xla.neuron_compile import graph_breaks
+
+    def f(x):
+        y = torch.tanh(x) * 2
+        print(end="")  # a graph break
+        return (y * y).sum()
+
+    c = torch.compile(f, backend="neuron")
+    outs = [c(torch.full((n, 3), 0.5).to("neuron")) for n in (4, 4, 6)]
+    want = [n * 3 * (2 * torch.tanh(torch.tensor(0.5))) ** 2 for n in (4, 4, 6)]
+    for o, w in zip(outs, want):
+        torch.testing.assert_close(o.cpu(), w)
+    causes = [c["cause"] for c in ledger.compilations]
+    assert causes.count("first compilation (forward)") == 2  # the graphs before and after the break
+    assert "new input shapes (forward): f32[4,3] -> f32[6,3]" in causes and len(causes) == 4
+    here = pathlib.Path(__file__).name
+    assert any(b["line"].endswith(f"{here}:{f.__code__.co_firstlineno + 2}") for b in graph_breaks())
+    with pytest.raises(Exception, match="static shapes only"):
+        torch.compile(lambda x: x * 2, backend="neuron", dynamic=True)(torch.ones(3, 2).to("neuron"))
+
+
+def _reference(ranks: int, steps: int, batch: int, lr: float) -> dict:
+    """Plain PyTorch on the host, full batch: every rank's batch in one, one SGD-with-momentum update a step."""
+    spec = importlib.util.spec_from_file_location("mlp", ROOT / "examples" / "mlp.py")  # train_neuron.py's model
+    ex = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(ex)
+    model = ex.make_model()
+    opt = torch.optim.SGD(model.parameters(), lr=lr, momentum=0.9)
+    for step in range(steps):
+        xs, ys = zip(*(ex.batch(r, step, batch) for r in range(ranks)))
+        opt.zero_grad()
+        torch.nn.functional.mse_loss(model(torch.cat(xs)), torch.cat(ys)).backward()
+        opt.step()
+    return model.state_dict()
+
+
+def test_ddp_compiled_example_ends_with_the_full_batch_weights(tmp_path):
+    rep = torchrun(str(EXAMPLE), ["--steps", "3", "--save-all", str(tmp_path)], nproc_per_node=2,
+                   instance="trn2.48xlarge", progress=False)
+    want = _reference(2, 3, 32, 0.05)
+    for r in range(2):
+        got = torch.load(tmp_path / f"rank{r}.pt")
+        for k, v in want.items():
+            torch.testing.assert_close(got[k], v, rtol=1e-5, atol=1e-6)
+    assert rep["instance"] == "trn2.48xlarge" and rep["world"] == 2 and rep["step_time_ms"] > 0
+    assert rep["breakdown_ms"]["tensor"] > 0 and rep["breakdown_ms"]["collective"] > 0 and rep["unpriced"] == {}
+    assert rep["cache_hits"] == 4  # steps 2 and 3 run the forward and backward graphs from the cache
+    weights = sum(v.numel() * 4 for v in want.values())
+    assert rep["memory_per_core_gib"] * 2**30 >= 3 * weights  # weights, gradients, momentum at least
+    assert [(c["line"].rsplit("/", 1)[-1], c["cause"]) for c in rep["compilations"]] == [
+        ("train_neuron.py:31", "first compilation (forward)"), ("train_neuron.py:32", "first compilation (backward)")]
+
+
+def test_autocast_runs_matmuls_in_bf16_and_keeps_fp32_weights(ledger):
+    a, b = torch.randn(4, 8), torch.randn(8, 3)
+    m = torch.nn.Linear(8, 3).to("neuron")
+    with torch.autocast(device_type="neuron", dtype=torch.bfloat16):
+        c = a.to("neuron") @ b.to("neuron")
+        out = m(a.to("neuron"))
+        t = torch.tanh(c)
+    assert c.dtype == out.dtype == t.dtype == torch.bfloat16
+    torch.testing.assert_close(c.cpu(), a.bfloat16() @ b.bfloat16(), rtol=0, atol=0)
+    out.float().sum().backward()
+    assert m.weight.dtype == m.weight.grad.dtype == torch.float32
