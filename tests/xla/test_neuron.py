@@ -8,7 +8,7 @@ torch = pytest.importorskip("torch", reason="the framework path needs pip instal
 
 from trnsim import specs  # noqa: E402
 from trnsim.plan import efficiency as eff  # noqa: E402
-from trnsim.xla import neuron  # noqa: E402
+from trnsim.xla import neuron, torchneuron  # noqa: E402
 from trnsim.xla.cost import CostModel  # noqa: E402
 from trnsim.xla.graphs import Ledger  # noqa: E402
 from trnsim.xla.launch import torchrun  # noqa: E402
@@ -19,7 +19,7 @@ EXAMPLE = ROOT / "examples" / "train_neuron.py"
 
 @pytest.fixture
 def ledger():
-    neuron.install()
+    torchneuron.install()
     neuron.METER.ledger = led = Ledger(CostModel("trn2.48xlarge"))
     yield led
     neuron.METER.ledger = None

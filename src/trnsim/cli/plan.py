@@ -57,6 +57,13 @@ def _nonempty(option: str, items: list) -> list:
 PRICE_HELP = "USD per node-hour instead of the catalog's: USD (the only system) or SYSTEM=USD (repeatable)."
 
 
+def tco_line(t, usd_per_million: float, what: str) -> str:
+    """The owned-chips cost line of `--tco`, for training and serving plans alike."""
+    return (f"[bold]TCO[/bold]  ${t.usd_per_hour:,.2f}/h for {t.chips} chips owned (${t.capex_usd:,.0f} each over "
+            f"{t.lifetime_years:g} years, {t.power_w:g} W x PUE {t.pue:g} at ${t.usd_per_kwh:g}/kWh; chips only): "
+            f"${usd_per_million:.3f} per million {what}")
+
+
 def _priced_system(instance: str, prices):
     """The system of --instance with --price applied: USD, or SYSTEM=USD naming that system."""
     from trnsim import specs
@@ -166,7 +173,6 @@ def one(model, instance, nodes, tp, pp, vpp, cp, ep, tokens, prices, show_ops, a
     con = _console()
     con.print(_table(p, tokens, chosen=tp is None or pp is None))
     if owned:
-        from trnsim.cli.serve import tco_line
 
         con.print(tco_line(owned, owned.usd_per_million(p.tokens_per_s), "tokens")
                   + f"; {tokens:.3g} tokens: ${owned.usd_per_hour * p.hours_to_train(tokens):,.0f}")

@@ -4,7 +4,7 @@ from __future__ import annotations
 import click
 
 from trnsim.cli import cli, emit_json
-from trnsim.cli.plan import PRICE_HELP, _PlanGroup, _console, _ints, _nonempty, _words, plan
+from trnsim.cli.plan import PRICE_HELP, _PlanGroup, _console, _ints, _nonempty, _words, plan, tco_line
 from trnsim.errors import OptionError
 
 GiB = 2.0**30
@@ -48,12 +48,6 @@ def _tco(cluster, wanted: bool, figures: str | None):
     from trnsim.plan import tco
 
     return tco.tco(cluster.system, cluster.nodes, tco.parse(figures))
-
-
-def tco_line(t, usd_per_million: float, what: str) -> str:
-    return (f"[bold]TCO[/bold]  ${t.usd_per_hour:,.2f}/h for {t.chips} chips owned (${t.capex_usd:,.0f} each over "
-            f"{t.lifetime_years:g} years, {t.power_w:g} W x PUE {t.pue:g} at ${t.usd_per_kwh:g}/kWh; chips only): "
-            f"${usd_per_million:.3f} per million {what}")
 
 
 def _knobs(ep, cp, lnc, input_len, output_len, weights, kv_dtype, speculation, prefix_hit, engine) -> dict:

@@ -1,6 +1,6 @@
 """The native `neuron` device, as TorchNeuron gives it: `torch.device("neuron")`, eager ops, torch.compile, DDP.
 
-    import trnsim.xla.neuron; trnsim.xla.neuron.install()     (the worker of `trnsim torchrun` does it)
+    import trnsim.xla.torchneuron; trnsim.xla.torchneuron.install()   (the worker of `trnsim torchrun` does it)
 
 PyTorch's PrivateUse1 mechanism, renamed "neuron": a small C++ shim (built once with torch's extension
 builder, then cached) registers the device guard and hooks that the autograd engine and torch.accelerator
@@ -503,10 +503,6 @@ def install() -> None:
     lib.impl("empty.memory_format", factory(torch.empty), "PrivateUse1")
     lib.impl("empty_strided", factory(torch.empty_strided), "PrivateUse1")
     install.libs = (lib, _autocast())  # the registrations live as long as the library objects
-    from trnsim.xla import neuron_compile, neuron_dist
-
-    neuron_compile.register()
-    neuron_dist.register()
     _installed = True
 
 

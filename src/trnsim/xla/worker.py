@@ -31,12 +31,6 @@ import traceback
 
 NAMES_DEVICE = re.compile(r"""["']neuron(:\d+)?["']|\btorch_neuronx\b""")  # "neuron", 'neuron:0', torch_neuronx
 ENV = "TRNSIM_XLA"  # JSON: instance, nodes, lnc, world, procs, rank, out, batch, script
-_CURRENT = None  # this process's Rank, while its script runs
-
-
-def current():
-    """The Rank of this worker process (None outside `trnsim torchrun`)."""
-    return _CURRENT
 
 
 def _config() -> dict:
@@ -146,9 +140,9 @@ class Rank:
         """The native `neuron` device: installed, priced into this rank's Ledger, a step per optimizer step."""
         from torch.optim.optimizer import register_optimizer_step_post_hook
 
-        from trnsim.xla import neuron, neuron_dist
+        from trnsim.xla import neuron, neuron_dist, torchneuron
 
-        neuron.install()
+        torchneuron.install()
         neuron.METER.ledger = self.ledger
         neuron_dist.NeuronProcessGroup.world = self.world
 
@@ -318,20 +312,18 @@ def _script_line() -> str | None:
 
 
 def main(argv: list[str]) -> int:
-    global _CURRENT
     from trnsim import shim
+    from trnsim.nki.neuronx import custom_op
     from trnsim.xla.precision import take_flags
 
     cfg = _config()
     cfg["bf16"] = take_flags()  # before torch-xla reads them: trnsim keeps bf16 storage itself
     os.environ.setdefault("PJRT_DEVICE", "CPU")
-    rank = _CURRENT = Rank(cfg)
-    if __name__ == "__main__":  # run with -m: importers of trnsim.xla.worker get another copy of this module
-        import trnsim.xla.worker as imported
-
-        imported._CURRENT = rank
+    rank = Rank(cfg)
     rank.patch()
     shim.install()  # `import nki`, `import torch_neuronx` (custom operators) resolve to trnsim
+    if rank.ledger is not None:  # custom C++ operators' GpSimd time goes to the step that ran them
+        custom_op.on_call = rank.ledger.custom_op
     with open(cfg["script"], encoding="utf-8", errors="replace") as f:
         if NAMES_DEVICE.search(f.read()):  # the script names the device: set it up, as importing TorchNeuron does
             rank.patch_neuron()
