@@ -15,6 +15,9 @@ from trnsim.xla.launch import torchrun  # noqa: E402
 
 ROOT = pathlib.Path(__file__).parents[2]
 EXAMPLE = ROOT / "examples" / "train_neuron.py"
+# Installed while the tests are collected: autograd sizes its per-device queues at its first backward pass, so
+# a device added after another test's backward in the same process is one it has no queue for.
+torchneuron.install()
 
 
 @pytest.fixture
