@@ -54,7 +54,8 @@ def main(argv=None) -> None:
     args = ap.parse_args(argv)
 
     def progress(t):
-        print(f"{t.calls} calls, {t.failures} failures", file=sys.stderr, flush=True)
+        rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+        print(f"{t.calls} calls, {t.failures} failures, peak RSS {rss:.0f} MB", file=sys.stderr, flush=True)
 
     print(json.dumps(fuzz(args.calls, args.slice, args.seed, progress)))
 

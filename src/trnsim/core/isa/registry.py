@@ -161,13 +161,16 @@ def define(op: Op, engines, check, semantics, cost, writes=("dst",), needs=None,
 TILE_PARAMS = frozenset({"dst", "src", "data", "data0", "data1", "data2", "stationary", "moving", "reduce_res",
                          "predicate", "on_true_tile", "val_dst", "idx_dst", "src_buffer", "index", "indices",
                          "segment_ids", "stationary_scale", "moving_scale", "dst_scale", "dst_idx", "vals",
-                         "src_seeds", "src0", "src1", "src2", "src3"})
+                         "src_seeds", "src0", "src1", "src2", "src3", "on_true"})
 OPTIONAL_TILES = frozenset({"reduce_res", "dst_idx"})  # None: not given
 TILE_OR_NUMBER = frozenset({(Op.TENSOR_COPY_PREDICATED, "src")})  # a number there: every element
 # parameters that take a number (or a tile, which is an operand then); None where the instruction has no such stage
 SCALAR_PARAMS = frozenset({"operand0", "operand1", "imm0", "imm1", "value", "bound0", "bound1", "on_false_value",
-                           "scale", "relu_param", "prob", "max_value", "reduce_init", "padding_val", "range_start", "min", "max"})
-REQUIRED_SCALARS = frozenset({"operand0", "imm0", "value", "bound0", "bound1", "prob", "min", "max"})
+                           "scale", "relu_param", "prob", "max_value", "reduce_init", "padding_val", "range_start", "min", "max", "initial",
+                           "on_false"})
+REQUIRED_SCALARS = frozenset({"operand0", "imm0", "value", "bound0", "bound1", "prob", "min", "max", "initial",
+                              "on_false"})
+INT_PARAMS = frozenset({"offset", "channel_multiplier"})  # integers of 32 bits (an iota's or a select's affine terms)
 
 
 def _number(v) -> bool:
@@ -185,6 +188,9 @@ def generic_check(d: OpDef, ins: Instruction, nc) -> bool:
                                    f"{type(v).__name__} {str(v)[:40]!r}")
         if name in SCALAR_PARAMS and not _number(v) and (v is not None or name in REQUIRED_SCALARS):
             raise OperandTypeError(f"{_what(d, name)} is a number or a tile; got {type(v).__name__} {str(v)[:40]!r}")
+        if name in INT_PARAMS and not (_number(v) and math.isfinite(float(v)) and float(v).is_integer()
+                                       and abs(float(v)) < 2**31):
+            raise OperandTypeError(f"{_what(d, name)} is a 32-bit integer; got {type(v).__name__} {str(v)[:40]!r}")
         if name == "reg" and not (hasattr(v, "poisoned") and hasattr(v, "known")):
             raise OperandTypeError(f"{_what(d, 'dst')} is a register (nisa.register_alloc); got {type(v).__name__} "
                                    f"{str(v)[:40]!r}")

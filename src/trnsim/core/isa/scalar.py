@@ -56,6 +56,9 @@ def reduce_check(ins, data: View, default_op="add"):
         raise ShapeError(f"{ins.op.value}: reduce_res {list(res.shape)} must be [{data.partitions}, 1]")
     if res is None and reduce_cmd(ins.attrs.get("reduce_cmd")) == "idle":
         return
+    if not data.free_size:
+        raise ShapeError(f"{ins.op.value}: a reduction of {data.name!r} {list(data.shape)}, which holds no element "
+                         f"per partition")
     o = reduce_ufunc(ins.attrs.get("reduce_op") or default_op)
     if o.kind == "bitvec":
         raise DTypeError(f"{ins.op.value}: reduce_op {o.name} is bitwise; the lane accumulators reduce in fp32 "

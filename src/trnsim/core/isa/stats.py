@@ -34,6 +34,7 @@ def _same(ins, *names):
 def _tsr_check(ins, nc):
     _same(ins, "dst", "data")
     check_scalar_operand(ins, "operand0", ins.data.partitions)
+    bitvec_check(ins, ("op0",), ins.data)
     reduce_check(ins, ins.data)
 
 
@@ -94,6 +95,7 @@ def _cumulative_check(ins, nc):
     _same(ins, "dst", "src")
     for k in ("imm0", "imm1"):
         check_scalar_operand(ins, k, ins.src.partitions)
+    bitvec_check(ins, ("op0",), ins.src)
     if _cumulative_op(ins) not in _CUMULATIVE:
         raise ShapeError(f"tensor_scalar_cumulative: op1 {op_name(ins.attrs['op1'])} is not one of "
                          f"{', '.join(_CUMULATIVE)}")
@@ -158,6 +160,7 @@ def _range_select_check(ins, nc):
     _same(ins, "dst", "on_true_tile")
     for k in ("bound0", "bound1"):
         check_scalar_operand(ins, k, ins.on_true_tile.partitions)
+    bitvec_check(ins, ("comp_op0", "comp_op1"))
     reduce_check(ins, ins.on_true_tile, "maximum")
 
 

@@ -43,10 +43,11 @@ def _int_operand(x, p: int):
 
 
 def bitvec_check(ins, ops, *views):
-    """A bitvec op (on integer bit patterns) of `ops` needs integer operands; refused by name on float ones."""
+    """A bitvec op (on integer bit patterns) of `ops` needs integer operands; refused by name on float ones (with
+    no views: the instruction computes on fp32 values of its own, such as range_select's indices)."""
     for k in ops:
         o = ins.attrs.get(k)
-        if o is not None and alu(o).kind == "bitvec" and not _ints(*views):
+        if o is not None and alu(o).kind == "bitvec" and not (views and _ints(*views)):
             raise DTypeError(f"{ins.op.value}: {k} {alu(o).name} works on integer bit patterns; the operands are "
                              + ", ".join(v.dtype.name for v in views if isinstance(v, View)))
 
@@ -116,6 +117,7 @@ def _tensor_scalar_check(ins, nc):
     kinds = {o.kind for o in ops if o.name != "bypass"} - {"unary"}
     if len(kinds) > 1:
         raise DTypeError(f"tensor_scalar: op0 {ops[0].name} and op1 {ops[1].name} must both be arithmetic or both bitvec")
+    bitvec_check(ins, ("op0", "op1"), ins.data)
     if ins.engine is Engine.SCALAR:
         allowed = nc.can("scalar_tensor_scalar")  # false, true, or the (op0, op1) pairs it takes
         if not allowed:
