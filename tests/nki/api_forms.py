@@ -139,7 +139,7 @@ def _rows() -> list[Form]:
             "current", "isa.nc_matmul", f"{dt} stationary [K, M], moving [K, N] into PSUM",
             _matmul_current, lambda rng, dt=dt: (_data(dt, 1, rng, P=64)[:, :32], _data(dt, 1, rng, P=64)),
             lambda a, b: _f64(a).T @ _f64(b), 2e-2 if dt == "bfloat16" else 1e-4))
-    rows += _language_rows() + _more_rows() + _elementwise_rows() + _isa_rows()
+    rows += _language_rows() + _more_rows() + _elementwise_rows() + _isa_rows() + _creation_rows()
     return rows
 
 
@@ -623,6 +623,82 @@ def _isa_rows() -> list[Form]:
     rows.append(Form("current", "isa.register_alloc", "an initial value, stored", _current(
         lambda nisa, nl, dst, a: nisa.register_store(dst, nisa.register_alloc(77))),
         lambda rng: (np.zeros((1, 1), np.int32),), lambda a: np.full((1, 1), 77)))
+    return rows
+
+
+def _softmax(x):
+    e = np.exp(x - x.max(-1, keepdims=True))
+    return e / e.sum(-1, keepdims=True)
+
+
+def _blocks(nl, nisa, a, loop):
+    """Block i of 4 column blocks of `a` times i, each block written by its own iteration of `loop`."""
+    t = nl.ndarray(a.shape, nl.float32, buffer=nl.sbuf)
+    for i in loop(4):
+        nisa.tensor_scalar(t[:, i * 16:(i + 1) * 16], a[:, i * 16:(i + 1) * 16], nl.multiply, float(i))
+    return t
+
+
+def _sum4(nl, nisa, a, loop):
+    """a added to itself 4 times in `loop`, each iteration reading what the last one wrote."""
+    acc = nl.zeros(a.shape, nl.float32, buffer=nl.sbuf)
+    for _ in loop(4):
+        acc = nl.add(acc, a)
+    return acc
+
+
+def _creation_rows() -> list[Form]:
+    """Tiles made by the language (zeros, ones, full, copies, broadcasts), softmax, mod, the loops, the launch
+    queries, and more single instructions."""
+    rows = []
+    ramp = lambda a: np.broadcast_to(np.arange(4).repeat(16)[None, :], a.shape)  # noqa: E731 - block index per column
+    for api in ("current", "beta"):
+        made = {"zeros": (lambda nl, a: nl.zeros(a.shape, nl.float32, buffer=nl.sbuf), lambda a: np.zeros(a.shape)),
+                "ones": (lambda nl, a: nl.ones(a.shape, nl.float32, buffer=nl.sbuf), lambda a: np.ones(a.shape)),
+                "full": (lambda nl, a: nl.full(a.shape, 2.5, nl.float32, buffer=nl.sbuf),
+                         lambda a: np.full(a.shape, 2.5)),
+                "zeros_like": (lambda nl, a: nl.zeros_like(a), lambda a: np.zeros(a.shape)),
+                "copy": (lambda nl, a: nl.copy(a), _f64),
+                "softmax": (lambda nl, a: nl.softmax(a, axis=-1), lambda a: _softmax(_f64(a))),
+                "broadcast_to": (lambda nl, a: nl.broadcast_to(a[:, 0:1], shape=a.shape),
+                                 lambda a: np.broadcast_to(_f64(a)[:, :1], a.shape))}
+        for name, (body, ref) in made.items():
+            rows.append(Form(api, f"language.{name}", "float32 [32, 64] tile", _kernel(
+                api, lambda nl, nisa, a, body=body: body(nl, a), lambda a: a.shape, "float32"),
+                lambda rng: (_data("float32", 1, rng),), lambda a, ref=ref: ref(a), 1e-6))
+        rows.append(Form(api, "language.expand_dims", "[32, 64] -> [32, 64, 1]", _kernel(
+            api, lambda nl, nisa, a: nl.expand_dims(a, 2), lambda a: a.shape + (1,)),
+            lambda rng: (_data("float32", 1, rng),), lambda a: _f64(a)[:, :, None]))
+        for name, fn in (("mod", np.mod), ("fmod", np.fmod)):
+            rows.append(Form(api, f"language.{name}", "float32 tile by positive tile", _lang(api, name, 2),
+                             lambda rng: (_math_input("wide", "float32", rng), _math_input("positive", "float32", rng)),
+                             lambda a, b, fn=fn: fn(_f64(a), _f64(b)), 1e-5))
+        rows.append(Form(api, "language.program_id", "and num_programs, in a launch without a grid", _kernel(
+            api, lambda nl, nisa, a: nl.full(a.shape, float(nl.program_id(0) + 10 * nl.num_programs()), nl.float32,
+                                             buffer=nl.sbuf), lambda a: a.shape, "float32"),
+            lambda rng: (_data("float32", 1, rng),), lambda a: np.full(a.shape, 10.0)))
+        rows.append(Form(api, "language.is_sbuf", "with is_psum, is_hbm and is_on_chip of each buffer", _kernel(
+            api, lambda nl, nisa, a: nl.full(a.shape, float(
+                nl.is_sbuf(nl.sbuf) + 2 * nl.is_psum(nl.sbuf) + 4 * nl.is_hbm(nl.shared_hbm)
+                + 8 * nl.is_on_chip(nl.psum) + 16 * nl.is_on_chip(nl.hbm)), nl.float32, buffer=nl.sbuf),
+            lambda a: a.shape, "float32"),
+            lambda rng: (_data("float32", 1, rng),), lambda a: np.full(a.shape, 1.0 + 4 + 8)))
+        for loop in ("sequential_range", "static_range"):
+            rows.append(Form(api, f"language.{loop}", "4 iterations, each reading what the last one wrote", _kernel(
+                api, lambda nl, nisa, a, loop=loop: _sum4(nl, nisa, a, getattr(nl, loop)), lambda a: a.shape,
+                "float32"),
+                lambda rng: (_data("float32", 1, rng),), lambda a: 4 * _f64(a), 1e-6))
+    rows.append(Form("current", "language.affine_range", "4 independent iterations, one column block each", _kernel(
+        "current", lambda nl, nisa, a: _blocks(nl, nisa, a, nl.affine_range), lambda a: a.shape, "float32"),
+        lambda rng: (_data("float32", 1, rng),), lambda a: _f64(a) * ramp(a), 1e-6))
+    rows.append(Form("current", "isa.tensor_scalar_cumulative", "op0=multiply 1.0, op1=add: a running sum",
+                     _current(lambda nisa, nl, dst, a: nisa.tensor_scalar_cumulative(dst, a, nl.multiply, nl.add, 1.0)),
+                     lambda rng: (_data("float32", 1, rng),), lambda a: np.cumsum(_f64(a), axis=1), 1e-5))
+    rows.append(Form("current", "isa.dma_transpose", "bfloat16 [16, 64] -> [64, 16]", _kernel(
+        "current", lambda nl, nisa, a: (nisa.dma_transpose(t := nl.ndarray((a.shape[1], a.shape[0]), a.dtype,
+                                                                            buffer=nl.sbuf), a), t)[1],
+        lambda a: (a.shape[1], a.shape[0])),
+        lambda rng: (_data("bfloat16", 1, rng, P=16),), lambda a: _f64(a).T))
     return rows
 
 
