@@ -104,6 +104,18 @@ CASES = [  # (api, error, what, the call): each call on its own line, which the 
                                                  op1=nl.add)),
     (C, OperandTypeError, "select_reduce with on_true None",
      lambda nisa, nl, t: nisa.select_reduce(dst=t(), predicate=t(), on_true=None, on_false=None)),
+    (C, DTypeError, "a register loaded from a float tile holding NaN",
+     lambda nisa, nl, t: (nisa.memset(x := t((1, 1)), float("nan")), nisa.register_load(nisa.register_alloc(0), x))),
+    (C, OperandTypeError, "local_gather with num_elem_per_idx a dict",
+     lambda nisa, nl, t: nisa.local_gather(dst=t((128, 1)), src_buffer=t((128, 1)), index=t((128, 1), "int32"),
+                                           num_elem_per_idx={})),
+    (C, OperandTypeError, "nc_match_replace8 with imm text",
+     lambda nisa, nl, t: nisa.nc_match_replace8(dst=t((128, 8)), data=t((128, 8)), vals=t((128, 8)), imm="x")),
+    (C, ShapeError, "nc_match_replace8 with vals on other partitions than data",
+     lambda nisa, nl, t: nisa.nc_match_replace8(dst=t((128, 1)), data=t((128, 1)), vals=t((1, 8)), imm=0.0)),
+    ("beta", ShapeError, "tensor_scalar_cumulative into a dst of another rank",
+     lambda nisa, nl, t: nisa.tensor_scalar_cumulative(src=t((128, 8, 4)), op0=nl.add, op1=nl.add, imm0=1.0,
+                                                       dst=t((128, 32)))),
     ("beta", OperandTypeError, "memset of a shape None",
      lambda nisa, nl, t: nisa.memset(shape=None, value=1.0, dtype=nl.float32)),
     ("beta", OperandTypeError, "local_gather with num_elem_per_idx None",
@@ -149,3 +161,23 @@ def test_nc_find_index8_marks_the_rows_whose_data_was_never_written():
     with pytest.raises(UninitializedError) as e:  # the store of idx reaches HBM (strict mode)
         find(x, x[:, :8].copy())
     assert "16 of 32 elements, partitions 2..3" in str(e.value)
+
+
+def test_a_unary_op_with_reverse_writes_every_element():
+    """rsqrt takes one input; with reverse0 the operand is that input, and the result still fills dst."""
+    import trnsim.nki as nki
+    import trnsim.nki.isa as nisa
+    import trnsim.nki.language as nl
+
+    @nki.jit
+    def kernel(x):
+        t = nl.ndarray((4, 8), nl.float32, buffer=nl.sbuf)
+        nisa.dma_copy(dst=t, src=x)
+        d = nl.ndarray((4, 8), nl.float32, buffer=nl.sbuf)
+        nisa.tensor_scalar(d, t, nl.rsqrt, 4.0, reverse0=True)
+        out = nl.ndarray((4, 8), nl.float32, buffer=nl.shared_hbm)
+        nisa.dma_copy(dst=out, src=d)
+        return out
+
+    got = kernel(np.ones((4, 8), np.float32))
+    assert got.shape == (4, 8) and np.isfinite(got).all()

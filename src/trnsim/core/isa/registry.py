@@ -167,10 +167,11 @@ TILE_OR_NUMBER = frozenset({(Op.TENSOR_COPY_PREDICATED, "src")})  # a number the
 # parameters that take a number (or a tile, which is an operand then); None where the instruction has no such stage
 SCALAR_PARAMS = frozenset({"operand0", "operand1", "imm0", "imm1", "value", "bound0", "bound1", "on_false_value",
                            "scale", "relu_param", "prob", "max_value", "reduce_init", "padding_val", "range_start", "min", "max", "initial",
-                           "on_false"})
+                           "on_false", "imm"})
 REQUIRED_SCALARS = frozenset({"operand0", "imm0", "value", "bound0", "bound1", "prob", "min", "max", "initial",
-                              "on_false"})
-INT_PARAMS = frozenset({"offset", "channel_multiplier"})  # integers of 32 bits (an iota's or a select's affine terms)
+                              "on_false", "imm"})
+INT_PARAMS = frozenset({"offset", "channel_multiplier", "num_elem_per_idx", "num_valid_indices"})  # 32-bit integers
+OPTIONAL_INTS = frozenset({"num_valid_indices"})  # None: not given
 
 
 def _number(v) -> bool:
@@ -188,7 +189,7 @@ def generic_check(d: OpDef, ins: Instruction, nc) -> bool:
                                    f"{type(v).__name__} {str(v)[:40]!r}")
         if name in SCALAR_PARAMS and not _number(v) and (v is not None or name in REQUIRED_SCALARS):
             raise OperandTypeError(f"{_what(d, name)} is a number or a tile; got {type(v).__name__} {str(v)[:40]!r}")
-        if name in INT_PARAMS and not (_number(v) and math.isfinite(float(v)) and float(v).is_integer()
+        if name in INT_PARAMS and not (v is None and name in OPTIONAL_INTS) and not (_number(v) and math.isfinite(float(v)) and float(v).is_integer()
                                        and abs(float(v)) < 2**31):
             raise OperandTypeError(f"{_what(d, name)} is a 32-bit integer; got {type(v).__name__} {str(v)[:40]!r}")
         if name == "reg" and not (hasattr(v, "poisoned") and hasattr(v, "known")):

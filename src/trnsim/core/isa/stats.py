@@ -307,6 +307,7 @@ define(Op.NC_FIND_INDEX8, Engine.VECTOR, _find8_check, _find8_semantics, stream_
 
 def _replace8_check(ins, nc):
     _same(ins, "dst", "data")
+    same_partitions(ins, "data", "vals")
     if ins.vals.free_size != 8:
         raise ShapeError(f"nc_match_replace8: vals {list(ins.vals.shape)} must hold 8 values per partition")
 

@@ -59,7 +59,10 @@ def apply(op, a, b, *, integer=False, reverse=False):
         a, b = b, a
     if o.kind == "bitvec" or integer:
         return o.fn(a, b)
-    return np.asarray(o.fn(a, b), dtype=np.float32)
+    out = np.asarray(o.fn(a, b), dtype=np.float32)
+    if o.kind == "unary":  # of one input: as wide as both, as a binary op's result is
+        out = np.broadcast_to(out, np.broadcast_shapes(np.shape(a), np.shape(b)))
+    return out
 
 
 # -- tensor_tensor ------------------------------------------------------------------------------------------

@@ -172,7 +172,9 @@ bn_stats, bn_aggr = _stats(cur.bn_stats, 6), _stats(cur.bn_aggr, 2)
 
 def tensor_tensor_scan(data0, data1, initial, op0, op1, reverse0=False, reverse1=False, dtype=None, mask=None,
                        **kwargs) -> Tile:
+    _tiles("tensor_tensor_scan", data0=data0, data1=data1)
     d0, d1 = as_tile(data0), as_tile(data1)
+    _same_rank("tensor_tensor_scan", d0, data1=d1)
     out = new_tile(d0.shape, _dt(dtype, promote(d0, d1)))
     init = part(as_tile(initial), ((0, d0.shape[0]), (0, 1)), out.shape, False) if isinstance(initial, Tile) else initial
     emit(cur.tensor_tensor_scan, dst=out.view(), data0=d0.view(), data1=d1.view(), initial=init, op0=op0, op1=op1,
@@ -419,8 +421,10 @@ def tensor_copy_predicated(*, src, dst, predicate, reverse_pred=False, mask=None
 def tensor_scalar_cumulative(*, src, op0, op1, imm0, imm1=None, reduce_cmd=reduce_cmd.reset_reduce, dst=None,
                              mask=None, dtype=None, **kwargs) -> Tile:
     """A running op1 of (src op0 imm0) along each partition, through the vector engine's lane accumulators."""
+    _tiles("tensor_scalar_cumulative", src=src)
     src = as_tile(src)
     out = as_tile(dst) if dst is not None else new_tile(src.shape, _dt(dtype, src.dtype))
+    _same_rank("tensor_scalar_cumulative", out, src=src)
     b = _rows(src, mask)
     emit(cur.tensor_scalar_cumulative, dst=out.view(b), src=src.view(b), op0=op0, op1=op1, imm0=_col(imm0, b),
          imm1=_col(imm1, b), reduce_cmd=reduce_cmd)
