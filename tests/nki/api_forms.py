@@ -8,6 +8,7 @@ the arguments; `reference(*inputs)` the expected output as float64 (or the exact
 """
 from __future__ import annotations
 
+import math
 from typing import Callable, NamedTuple
 
 import ml_dtypes
@@ -24,6 +25,7 @@ class Form(NamedTuple):
     inputs: Callable
     reference: Callable
     tol: float = 0.0  # relative and absolute tolerance; 0: exact
+    target: str = "trn2"  # the generation the form needs (exponential and activate2: trn3)
 
 
 FREE = {1: (64,), 2: (8, 16), 3: (4, 4, 8)}  # free dims of each rank: 64 elements per partition
@@ -137,7 +139,7 @@ def _rows() -> list[Form]:
             "current", "isa.nc_matmul", f"{dt} stationary [K, M], moving [K, N] into PSUM",
             _matmul_current, lambda rng, dt=dt: (_data(dt, 1, rng, P=64)[:, :32], _data(dt, 1, rng, P=64)),
             lambda a, b: _f64(a).T @ _f64(b), 2e-2 if dt == "bfloat16" else 1e-4))
-    rows += _language_rows() + _more_rows()
+    rows += _language_rows() + _more_rows() + _elementwise_rows() + _isa_rows() + _creation_rows()
     return rows
 
 
@@ -318,6 +320,398 @@ def _matmul_current():
         nisa.dma_copy(out, sb)
         return out
     return kernel
+
+
+# -- elementwise functions of the language (both APIs), with their references written out -----------------------
+def _sig(x):
+    return 1 / (1 + np.exp(-x))
+
+
+_ERF = np.vectorize(math.erf)
+_SOFTPLUS = lambda x: np.log1p(np.exp(x))  # noqa: E731
+MATH = {  # name: (reference, inputs kind)
+    "floor": (np.floor, "wide"), "ceil": (np.ceil, "wide"), "trunc": (np.trunc, "wide"), "sign": (np.sign, "wide"),
+    "reciprocal": (lambda x: 1 / x, "positive"), "arctan": (np.arctan, "wide"), "tan": (np.tan, "small"),
+    "erf": (_ERF, "small"), "erf_dx": (lambda x: 2 / np.sqrt(np.pi) * np.exp(-x * x), "small"),
+    "softplus": (_SOFTPLUS, "small"), "silu": (lambda x: x * _sig(x), "small"),
+    "silu_dx": (lambda x: _sig(x) * (1 + x * (1 - _sig(x))), "small"),
+    "gelu": (lambda x: 0.5 * x * (1 + _ERF(x / np.sqrt(2))), "small"),
+    "gelu_dx": (lambda x: 0.5 * (1 + _ERF(x / np.sqrt(2))) + x * np.exp(-x * x / 2) / np.sqrt(2 * np.pi), "small"),
+    "gelu_apprx_tanh": (lambda x: 0.5 * x * (1 + np.tanh(np.sqrt(2 / np.pi) * (x + 0.044715 * x ** 3))), "small"),
+    "gelu_apprx_sigmoid": (lambda x: x * _sig(1.702 * x), "small"),
+    "mish": (lambda x: x * np.tanh(_SOFTPLUS(x)), "small"), "copy": (lambda x: x, "wide"),
+}
+COMPARE = {"equal": np.equal, "not_equal": np.not_equal, "less": np.less, "less_equal": np.less_equal,
+           "greater": np.greater, "greater_equal": np.greater_equal}
+LOGICAL = {"logical_and": np.logical_and, "logical_or": np.logical_or, "logical_xor": np.logical_xor}
+BITWISE = {"bitwise_and": np.bitwise_and, "bitwise_or": np.bitwise_or, "bitwise_xor": np.bitwise_xor,
+           "left_shift": np.left_shift, "right_shift": np.right_shift}
+
+
+def _math_input(kind, dt, rng):
+    x = rng.standard_normal((32, 64)) * (4 if kind == "wide" else 1)
+    if kind == "positive":
+        x = np.abs(x) + 0.5
+    elif kind == "small":
+        x = x / 2
+    return x.astype(DTYPES[dt])
+
+
+def _small_ints(dt, rng, lo=-3, hi=4):
+    """Few distinct values, so that equal elements and zeros come up."""
+    return rng.integers(lo, hi, (32, 64)).astype(DTYPES[dt])
+
+
+def _elementwise_rows() -> list[Form]:
+    rows = []
+    for api in ("current", "beta"):
+        for name, (fn, kind) in MATH.items():
+            for dt in ("float32", "bfloat16"):
+                rows.append(Form(api, f"language.{name}", f"{dt} tile", _lang(api, name, 1),
+                                 lambda rng, dt=dt, kind=kind: (_math_input(kind, dt, rng),),
+                                 lambda a, fn=fn: fn(_f64(a)), 2e-2 if dt == "bfloat16" else 2e-5))
+        for name, fn in COMPARE.items():
+            for dt in ("float32", "int32"):
+                rows.append(Form(api, f"language.{name}", f"{dt} tile op tile: 1 where true, else 0",
+                                 _lang(api, name, 2), lambda rng, dt=dt: (_small_ints(dt, rng), _small_ints(dt, rng)),
+                                 lambda a, b, fn=fn: fn(_f64(a), _f64(b)).astype(np.float64)))
+            rows.append(Form(api, f"language.{name}", "float32 tile op scalar", _lang(api, name, 1, 1.0),
+                             lambda rng: (_small_ints("float32", rng),),
+                             lambda a, fn=fn: fn(_f64(a), 1.0).astype(np.float64)))
+        for name, fn in LOGICAL.items():
+            rows.append(Form(api, f"language.{name}", "float32 0/1 tiles", _lang(api, name, 2),
+                             lambda rng: (_small_ints("float32", rng, 0, 2), _small_ints("float32", rng, 0, 2)),
+                             lambda a, b, fn=fn: fn(a != 0, b != 0).astype(np.float64)))
+        rows.append(Form(api, "language.logical_not", "float32 0/1 tile", _lang(api, "logical_not", 1),
+                         lambda rng: (_small_ints("float32", rng, 0, 2),), lambda a: (a == 0).astype(np.float64)))
+        for name, fn in BITWISE.items():
+            shifts = "shift" in name
+            rows.append(Form(api, f"language.{name}", "int32 tile op tile", _lang(api, name, 2),
+                             lambda rng, shifts=shifts: (_small_ints("int32", rng, 0, 1000),
+                                                         _small_ints("int32", rng, 0, 5 if shifts else 1000)),
+                             lambda a, b, fn=fn: fn(a.astype(np.int64), b.astype(np.int64))))
+        rows.append(Form(api, "language.invert", "int32 tile", _lang(api, "invert", 1),
+                         lambda rng: (_small_ints("int32", rng, -1000, 1000),), lambda a: np.invert(a)))
+        rows.append(Form(api, "language.power", "float32 positive base, tile exponent", _lang(api, "power", 2),
+                         lambda rng: (_math_input("positive", "float32", rng), _math_input("small", "float32", rng)),
+                         lambda a, b: np.power(_f64(a), _f64(b)), 1e-5))
+        rows.append(Form(api, "language.divide", "float32 tile by tile", _lang(api, "divide", 2),
+                         lambda rng: (_math_input("wide", "float32", rng), _math_input("positive", "float32", rng)),
+                         lambda a, b: _f64(a) / _f64(b), 1e-6))
+        for dt in ("float32", "bfloat16"):
+            rows.append(Form(api, "language.prod", f"{dt} over free axis 1, keepdims", _kernel(
+                api, lambda nl, nisa, a: nl.prod(a, axis=1, keepdims=True), lambda a: (a.shape[0], 1), "float32"),
+                lambda rng, dt=dt: (rng.uniform(0.9, 1.1, (32, 64)).astype(DTYPES[dt]),),
+                lambda a: np.prod(_f64(a), axis=1, keepdims=True), 2e-2 if dt == "bfloat16" else 1e-5))
+        rows.append(Form(api, "language.var", "float32 population variance over free axis 1", _kernel(
+            api, lambda nl, nisa, a: nl.var(a, axis=1), lambda a: (a.shape[0], 1), "float32"),
+            lambda rng: (_data("float32", 1, rng),), lambda a: np.var(_f64(a), axis=1, keepdims=True), 1e-5))
+        rows.append(Form(api, "language.all", "float32 over free axis 1: 1 where no element is 0", _kernel(
+            api, lambda nl, nisa, a: nl.all(a, axis=1), lambda a: (a.shape[0], 1), "uint8"),
+            lambda rng: (np.where(rng.random((32, 8)) < 0.05, 0, 1).astype(np.float32),),
+            lambda a: np.all(a != 0, axis=1, keepdims=True).astype(np.uint8)))
+        rows.append(Form(api, "language.where", "float32 condition tile, two tiles", _lang(api, "where", 3),
+                         lambda rng: (_small_ints("float32", rng, 0, 2), _data("float32", 1, rng),
+                                      _data("float32", 1, rng)),
+                         lambda c, a, b: np.where(c != 0, _f64(a), _f64(b))))
+    return rows
+
+
+def _scan(a, b, init, f0, f1):
+    """r_i = (a_i op0 r_(i-1)) op1 b_i along each row, from `init`."""
+    out, r = np.empty(a.shape), np.broadcast_to(init, (a.shape[0],)).astype(np.float64)
+    for i in range(a.shape[1]):
+        r = f1(f0(a[:, i], r), b[:, i])
+        out[:, i] = r
+    return out
+
+
+def _flags(rng):
+    """A uint8 predicate of 0s and 1s (predicates are integer tiles)."""
+    return rng.integers(0, 2, (32, 64)).astype(np.uint8)
+
+
+def _rows_of_distinct(rng, P=32, F=16):
+    """Each row a permutation of F distinct values; the first 8 values of each row shuffled as vals."""
+    data = np.stack([rng.permutation(F) for _ in range(P)]).astype(np.float32) * 1.5
+    vals = np.stack([rng.permutation(row[:8]) for row in data]).astype(np.float32)
+    return data, vals
+
+
+def _bn_stats(a):
+    """(count, mean, sum of squared deviations) of the even elements, then of the odd ones, per partition."""
+    halves = (_f64(a)[:, 0::2], _f64(a)[:, 1::2])
+    return np.stack([c for h in halves for c in (np.full(h.shape[0], float(h.shape[1])), h.mean(1),
+                                                  ((h - h.mean(1, keepdims=True)) ** 2).sum(1))], 1)
+
+
+def _find8(data, vals):
+    return np.array([[list(d).index(v) for v in vs] for d, vs in zip(data, vals)], np.uint32)
+
+
+def _replace8(data, vals, imm):
+    out = _f64(data).copy()
+    for r, vs in enumerate(vals):
+        for v in vs:
+            out[r, list(out[r]).index(v)] = imm
+    return out
+
+
+def _isa_rows() -> list[Form]:
+    """Single instructions of the current nki.isa and of the beta one, each against its written reference."""
+    rows = []
+    add, mul = np.add, np.multiply
+    for dt in ("float32", "bfloat16"):
+        tol = 2e-2 if dt == "bfloat16" else 1e-5
+        for (o0, f0), (o1, f1) in ((("multiply", mul), ("add", add)), (("add", add), ("maximum", np.maximum))):
+            rows.append(Form("current", "isa.tensor_tensor_scan", f"op0={o0} op1={o1} {dt}, initial 0.5", _current(
+                lambda nisa, nl, dst, a, b, o0=o0, o1=o1: nisa.tensor_tensor_scan(
+                    dst, a, b, 0.5, getattr(nl, o0), getattr(nl, o1)), out_dtype="float32"),
+                lambda rng, dt=dt: (_data(dt, 1, rng, small=True), _data(dt, 1, rng, small=True)),
+                lambda a, b, f0=f0, f1=f1: _scan(_f64(a), _f64(b), 0.5, f0, f1), 1e-4 if dt == "float32" else 5e-2))
+        for (o0, f0), (o1, f1) in ((("multiply", mul), ("add", add)), (("subtract", np.subtract), ("maximum", np.maximum))):
+            rows.append(Form("current", "isa.scalar_tensor_tensor", f"(data {o0} 1.5) {o1} tile, {dt}", _current(
+                lambda nisa, nl, dst, a, b, o0=o0, o1=o1: nisa.scalar_tensor_tensor(
+                    dst, a, getattr(nl, o0), 1.5, getattr(nl, o1), b)),
+                lambda rng, dt=dt: (_data(dt, 2, rng), _data(dt, 2, rng)),
+                lambda a, b, f0=f0, f1=f1: f1(f0(_f64(a), 1.5), _f64(b)), tol))
+            rows.append(Form("beta", "isa.scalar_tensor_tensor", f"(data {o0} 1.5) {o1} tile, {dt}", _kernel(
+                "beta", lambda nl, nisa, a, b, f0=f0, f1=f1: nisa.scalar_tensor_tensor(
+                    data=a, op0=f0, operand0=1.5, op1=f1, operand1=b), lambda a, b: a.shape),
+                lambda rng, dt=dt: (_data(dt, 2, rng), _data(dt, 2, rng)),
+                lambda a, b, f0=f0, f1=f1: f1(f0(_f64(a), 1.5), _f64(b)), tol))
+        rows.append(Form("current", "isa.tensor_scalar_reduce", f"sum of (data + 1) into reduce_res, {dt}", _current(
+            lambda nisa, nl, dst, a, _z: nisa.tensor_scalar_reduce(
+                nl.ndarray(a.shape, nl.float32, buffer=nl.sbuf), a, nl.add, 1.0, nl.add, reduce_res=dst),
+            out_dtype="float32", shape_of=1),
+            lambda rng, dt=dt: (_data(dt, 1, rng), np.zeros((32, 1), np.float32)),
+            lambda a, _z: (_f64(a) + 1).sum(1, keepdims=True), 1e-4))
+        rows.append(Form("current", "isa.activation_reduce", f"op=exp, sum into reduce_res, {dt}", _current(
+            lambda nisa, nl, dst, a, _z: nisa.activation_reduce(
+                nl.ndarray(a.shape, nl.float32, buffer=nl.sbuf), nl.exp, a, nl.add, dst),
+            out_dtype="float32", shape_of=1),
+            lambda rng, dt=dt: (_data(dt, 1, rng, small=True), np.zeros((32, 1), np.float32)),
+            lambda a, _z: np.exp(_f64(a)).sum(1, keepdims=True), 1e-5))
+        rows.append(Form("current", "isa.exponential", f"exp(src - max_value 1.0), {dt}", _current(
+            lambda nisa, nl, dst, a: nisa.exponential(dst, a, max_value=1.0), out_dtype="float32"),
+            lambda rng, dt=dt: (_data(dt, 2, rng, small=True),), lambda a: np.exp(_f64(a) - 1.0), 1e-5, "trn3"))
+        rows.append(Form("current", "isa.select_reduce", f"predicate tile, on_true and on_false tiles, {dt}",
+                         _current(lambda nisa, nl, dst, c, a, b: nisa.select_reduce(dst, c, a, b), shape_of=1,
+                                  out_dtype="float32"),
+                         lambda rng, dt=dt: (_small_ints(dt, rng, 0, 2), _data(dt, 1, rng), _data(dt, 1, rng)),
+                         lambda c, a, b: np.where(_f64(c) != 0, _f64(a), _f64(b))))
+        rows.append(Form("current", "isa.tensor_copy_predicated", f"src where predicate, dst kept elsewhere, {dt}",
+                         _current(lambda nisa, nl, dst, a, b, c: (nisa.tensor_copy(dst, b),
+                                                                  nisa.tensor_copy_predicated(dst, a, c))),
+                         lambda rng, dt=dt: (_data(dt, 1, rng), _data(dt, 1, rng), _flags(rng)),
+                         lambda a, b, c: np.where(c != 0, _f64(a), _f64(b))))
+        rows.append(Form("current", "isa.affine_select", f"keep p - f >= 0 (causal), else -9, {dt}", _current(
+            lambda nisa, nl, dst, a: nisa.affine_select(dst, [[-1, 64]], 1, a, -9.0, cmp_op=nl.greater_equal)),
+            lambda rng, dt=dt: (_data(dt, 1, rng),),
+            lambda a: np.where(np.arange(32)[:, None] - np.arange(64)[None, :] >= 0, _f64(a), -9.0)))
+        rows.append(Form("current", "isa.range_select", f"keep 8 <= f < 40, else -5, {dt}", _current(
+            lambda nisa, nl, dst, a: nisa.range_select(dst, a, nl.greater_equal, nl.less, 8.0, 40.0,
+                                                       on_false_value=-5.0)),
+            lambda rng, dt=dt: (_data(dt, 1, rng),),
+            lambda a: np.where((np.arange(64) >= 8) & (np.arange(64) < 40), _f64(a), -5.0)))
+        rows.append(Form("current", "isa.bn_stats", f"(count, mean, M2) of the even and odd elements, {dt}", _current(
+            lambda nisa, nl, dst, a, _z: nisa.bn_stats(dst, a), out_dtype="float32", shape_of=1),
+            lambda rng, dt=dt: (_data(dt, 1, rng), np.zeros((32, 6), np.float32)), lambda a, _z: _bn_stats(a), 1e-4))
+        rows.append(Form("current", "isa.bn_aggr", f"of bn_stats: mean and variance per partition, {dt}", _current(
+            lambda nisa, nl, dst, a, _z: (nisa.bn_stats(st := nl.ndarray((32, 6), nl.float32, buffer=nl.sbuf), a),
+                                          nisa.bn_aggr(dst, st)), out_dtype="float32", shape_of=1),
+            lambda rng, dt=dt: (_data(dt, 1, rng), np.zeros((32, 2), np.float32)),
+            lambda a, _z: np.stack([_f64(a).mean(1), _f64(a).var(1)], 1), 1e-5))
+        rows.append(Form("beta", "isa.bn_aggr", f"of bn_stats: mean and variance per partition, {dt}", _kernel(
+            "beta", lambda nl, nisa, a: nisa.bn_aggr(nisa.bn_stats(a)), lambda a: (a.shape[0], 2), "float32"),
+            lambda rng, dt=dt: (_data(dt, 1, rng),),
+            lambda a: np.stack([_f64(a).mean(1), _f64(a).var(1)], 1), tol))
+        rows.append(Form("beta", "isa.bn_stats", f"(count, mean, M2) of the even and odd elements, {dt}", _kernel(
+            "beta", lambda nl, nisa, a: nisa.bn_stats(a), lambda a: (a.shape[0], 6), "float32"),
+            lambda rng, dt=dt: (_data(dt, 1, rng),),
+            _bn_stats, max(tol, 1e-4)))
+        rows.append(Form("beta", "isa.nc_matmul", f"{dt} [64, 32] x [64, 64] into PSUM", _kernel(
+            "beta", lambda nl, nisa, a, b: nl.copy(nisa.nc_matmul(a, b)), lambda a, b: (a.shape[1], b.shape[1]),
+            "float32"),
+            lambda rng, dt=dt: (_data(dt, 1, rng, P=64)[:, :32], _data(dt, 1, rng, P=64)),
+            lambda a, b: _f64(a).T @ _f64(b), 2e-2 if dt == "bfloat16" else 1e-4))
+        rows.append(Form("beta", "isa.nc_transpose", f"{dt} [32, 64] -> [64, 32]", _kernel(
+            "beta", lambda nl, nisa, a: nl.copy(nisa.nc_transpose(a)), lambda a: (a.shape[1], a.shape[0])),
+            lambda rng, dt=dt: (_data(dt, 1, rng),), lambda a: _f64(a).T))
+        for op, fn in (("add", np.sum), ("maximum", np.max)):
+            rows.append(Form("beta", "isa.tensor_reduce", f"op={op} {dt} over free axis 1, keepdims", _kernel(
+                "beta", lambda nl, nisa, a, fn=fn: nisa.tensor_reduce(getattr(np, "add" if fn is np.sum else "maximum"),
+                                                                      a, axis=1, keepdims=True),
+                lambda a: (a.shape[0], 1), "float32"),
+                lambda rng, dt=dt: (_data(dt, 1, rng),), lambda a, fn=fn: fn(_f64(a), axis=1, keepdims=True),
+                2e-2 if dt == "bfloat16" else 1e-5))
+            rows.append(Form("beta", "isa.tensor_partition_reduce", f"op={op} {dt} across partitions", _kernel(
+                "beta", lambda nl, nisa, a, fn=fn: nisa.tensor_partition_reduce(
+                    getattr(np, "add" if fn is np.sum else "maximum"), a), lambda a: (1, a.shape[1]), "float32"),
+                lambda rng, dt=dt: (_data(dt, 1, rng),), lambda a, fn=fn: fn(_f64(a), axis=0, keepdims=True),
+                2e-2 if dt == "bfloat16" else 1e-5))
+        rows.append(Form("beta", "isa.reciprocal", f"{dt}", _beta_isa(lambda nisa, nl, a: nisa.reciprocal(a), 1),
+                         lambda rng, dt=dt: (_data(dt, 2, rng, positive=True),), lambda a: 1 / _f64(a),
+                         max(TOL[dt], 1e-6)))
+        rows.append(Form("beta", "isa.max8", f"{dt} 64 values per partition", _kernel(
+            "beta", lambda nl, nisa, a: nisa.max8(src=a), lambda a: (a.shape[0], 8)),
+            lambda rng, dt=dt: (_data(dt, 1, rng),), _top8))
+        rows.append(Form("beta", "isa.tensor_tensor_scan", f"op0=multiply op1=add {dt}, initial 0.5", _kernel(
+            "beta", lambda nl, nisa, a, b: nisa.tensor_tensor_scan(a, b, 0.5, np.multiply, np.add, dtype=nl.float32),
+            lambda a, b: a.shape, "float32"),
+            lambda rng, dt=dt: (_data(dt, 1, rng, small=True), _data(dt, 1, rng, small=True)),
+            lambda a, b: _scan(_f64(a), _f64(b), 0.5, mul, add), 1e-4 if dt == "float32" else 5e-2))
+        rows.append(Form("beta", "isa.affine_select", f"keep p - f >= 0 (causal), else -9, {dt}", _kernel(
+            "beta", lambda nl, nisa, a: nisa.affine_select(
+                pred=(nl.mgrid[0:32, 0:64][0] - nl.mgrid[0:32, 0:64][1] >= 0), on_true_tile=a, on_false_value=-9.0),
+            lambda a: a.shape),
+            lambda rng, dt=dt: (_data(dt, 1, rng),),
+            lambda a: np.where(np.arange(32)[:, None] - np.arange(64)[None, :] >= 0, _f64(a), -9.0)))
+        rows.append(Form("beta", "isa.select_reduce", f"predicate tile, on_true and on_false tiles, {dt}", _kernel(
+            "beta", lambda nl, nisa, c, a, b: nisa.select_reduce(
+                dst=nl.ndarray(a.shape, a.dtype, buffer=nl.sbuf), predicate=c, on_true=a, on_false=b),
+            lambda c, a, b: a.shape),
+            lambda rng, dt=dt: (_small_ints(dt, rng, 0, 2), _data(dt, 1, rng), _data(dt, 1, rng)),
+            lambda c, a, b: np.where(_f64(c) != 0, _f64(a), _f64(b))))
+        rows.append(Form("beta", "isa.tensor_copy_predicated", f"src where predicate, dst kept elsewhere, {dt}",
+                         _kernel("beta", lambda nl, nisa, a, b, c: nisa.tensor_copy_predicated(
+                             src=a, dst=nl.copy(b), predicate=c), lambda a, b, c: a.shape),
+                         lambda rng, dt=dt: (_data(dt, 1, rng), _data(dt, 1, rng), _flags(rng)),
+                         lambda a, b, c: np.where(c != 0, _f64(a), _f64(b))))
+        rows.append(Form("beta", "isa.activation_reduce", f"op=exp, sum into reduce_res, {dt}", _kernel(
+            "beta", lambda nl, nisa, a: (nisa.activation_reduce(
+                op=nl.exp, data=a, reduce_op=np.add, reduce_res=(r := nl.ndarray((32, 1), nl.float32,
+                                                                                  buffer=nl.sbuf))), r)[1],
+            lambda a: (a.shape[0], 1), "float32"),
+            lambda rng, dt=dt: (_data(dt, 1, rng, small=True),), lambda a: np.exp(_f64(a)).sum(1, keepdims=True), 1e-5))
+    for api in ("current", "beta"):
+        rows.append(Form(api, "isa.nc_find_index8", "float32 rows of distinct values, 8 of them looked up", _kernel(
+            api, (lambda nl, nisa, d, v: _find8_current(nl, nisa, d, v)) if api == "current" else
+            (lambda nl, nisa, d, v: nisa.nc_find_index8(data=d, vals=v, dtype=nl.uint32)),
+            lambda d, v: v.shape, "uint32"),
+            lambda rng: _rows_of_distinct(rng), _find8))
+        rows.append(Form(api, "isa.nc_match_replace8", "float32: the 8 values replaced by -1", _kernel(
+            api, (lambda nl, nisa, d, v: _replace8_current(nl, nisa, d, v)) if api == "current" else
+            (lambda nl, nisa, d, v: nisa.nc_match_replace8(data=d, vals=v, imm=-1.0)), lambda d, v: d.shape),
+            lambda rng: _rows_of_distinct(rng), lambda d, v: _replace8(d, v, -1.0)))
+    for dt in ("float32", "bfloat16", "int32"):
+        for rank in FREE:
+            rows.append(Form("current", "isa.dma_copy", f"SBUF to SBUF, {dt} {rank}-d free", _current(
+                lambda nisa, nl, dst, a: nisa.dma_copy(dst, a)),
+                lambda rng, dt=dt, rank=rank: (_data(dt, rank, rng),), lambda a: _f64(a)))
+        rows.append(Form("beta", "isa.dma_copy", f"SBUF to SBUF, {dt}", _kernel(
+            "beta", lambda nl, nisa, a: (nisa.dma_copy(dst=(t := nl.ndarray(a.shape, a.dtype, buffer=nl.sbuf)), src=a),
+                                         t)[1], lambda a: a.shape),
+            lambda rng, dt=dt: (_data(dt, 2, rng),), lambda a: _f64(a)))
+    mask = list(range(31, -1, -1))
+    rows.append(Form("current", "isa.nc_stream_shuffle", "float32, partitions reversed within the quadrant", _current(
+        lambda nisa, nl, dst, a: nisa.nc_stream_shuffle(dst, a, mask)),
+        lambda rng: (_data("float32", 1, rng),), lambda a: _f64(a)[mask]))
+    rows.append(Form("beta", "isa.nc_stream_shuffle", "float32, partitions reversed within the quadrant", _kernel(
+        "beta", lambda nl, nisa, a: nisa.nc_stream_shuffle(
+            src=a, dst=(t := nl.ndarray(a.shape, a.dtype, buffer=nl.sbuf)), shuffle_mask=mask) or t,
+        lambda a: a.shape),
+        lambda rng: (_data("float32", 1, rng),), lambda a: _f64(a)[mask]))
+    rows.append(Form("current", "isa.register_load", "a 1x1 int32 into a register, stored back (register_store)",
+                     _current(lambda nisa, nl, dst, a: (nisa.register_load(r := nisa.register_alloc(0), a),
+                                                        nisa.register_store(dst, r))),
+                     lambda rng: (np.array([[1234567]], np.int32),), lambda a: a.astype(np.int64)))
+    rows.append(Form("current", "isa.register_move", "a register copied to another, stored", _current(
+        lambda nisa, nl, dst, a: (nisa.register_load(r := nisa.register_alloc(0), a),
+                                  nisa.register_move(r2 := nisa.register_alloc(5), r), nisa.register_store(dst, r2))),
+        lambda rng: (np.array([[-42]], np.int32),), lambda a: a.astype(np.int64)))
+    rows.append(Form("current", "isa.register_alloc", "an initial value, stored", _current(
+        lambda nisa, nl, dst, a: nisa.register_store(dst, nisa.register_alloc(77))),
+        lambda rng: (np.zeros((1, 1), np.int32),), lambda a: np.full((1, 1), 77)))
+    return rows
+
+
+def _softmax(x):
+    e = np.exp(x - x.max(-1, keepdims=True))
+    return e / e.sum(-1, keepdims=True)
+
+
+def _blocks(nl, nisa, a, loop):
+    """Block i of 4 column blocks of `a` times i, each block written by its own iteration of `loop`."""
+    t = nl.ndarray(a.shape, nl.float32, buffer=nl.sbuf)
+    for i in loop(4):
+        nisa.tensor_scalar(t[:, i * 16:(i + 1) * 16], a[:, i * 16:(i + 1) * 16], nl.multiply, float(i))
+    return t
+
+
+def _sum4(nl, nisa, a, loop):
+    """a added to itself 4 times in `loop`, each iteration reading what the last one wrote."""
+    acc = nl.zeros(a.shape, nl.float32, buffer=nl.sbuf)
+    for _ in loop(4):
+        acc = nl.add(acc, a)
+    return acc
+
+
+def _creation_rows() -> list[Form]:
+    """Tiles made by the language (zeros, ones, full, copies, broadcasts), softmax, mod, the loops, the launch
+    queries, and more single instructions."""
+    rows = []
+    ramp = lambda a: np.broadcast_to(np.arange(4).repeat(16)[None, :], a.shape)  # noqa: E731 - block index per column
+    for api in ("current", "beta"):
+        made = {"zeros": (lambda nl, a: nl.zeros(a.shape, nl.float32, buffer=nl.sbuf), lambda a: np.zeros(a.shape)),
+                "ones": (lambda nl, a: nl.ones(a.shape, nl.float32, buffer=nl.sbuf), lambda a: np.ones(a.shape)),
+                "full": (lambda nl, a: nl.full(a.shape, 2.5, nl.float32, buffer=nl.sbuf),
+                         lambda a: np.full(a.shape, 2.5)),
+                "zeros_like": (lambda nl, a: nl.zeros_like(a), lambda a: np.zeros(a.shape)),
+                "copy": (lambda nl, a: nl.copy(a), _f64),
+                "softmax": (lambda nl, a: nl.softmax(a, axis=-1), lambda a: _softmax(_f64(a))),
+                "broadcast_to": (lambda nl, a: nl.broadcast_to(a[:, 0:1], shape=a.shape),
+                                 lambda a: np.broadcast_to(_f64(a)[:, :1], a.shape))}
+        for name, (body, ref) in made.items():
+            rows.append(Form(api, f"language.{name}", "float32 [32, 64] tile", _kernel(
+                api, lambda nl, nisa, a, body=body: body(nl, a), lambda a: a.shape, "float32"),
+                lambda rng: (_data("float32", 1, rng),), lambda a, ref=ref: ref(a), 1e-6))
+        rows.append(Form(api, "language.expand_dims", "[32, 64] -> [32, 64, 1]", _kernel(
+            api, lambda nl, nisa, a: nl.expand_dims(a, 2), lambda a: a.shape + (1,)),
+            lambda rng: (_data("float32", 1, rng),), lambda a: _f64(a)[:, :, None]))
+        for name, fn in (("mod", np.mod), ("fmod", np.fmod)):
+            rows.append(Form(api, f"language.{name}", "float32 tile by positive tile", _lang(api, name, 2),
+                             lambda rng: (_math_input("wide", "float32", rng), _math_input("positive", "float32", rng)),
+                             lambda a, b, fn=fn: fn(_f64(a), _f64(b)), 1e-5))
+        rows.append(Form(api, "language.program_id", "and num_programs, in a launch without a grid", _kernel(
+            api, lambda nl, nisa, a: nl.full(a.shape, float(nl.program_id(0) + 10 * nl.num_programs()), nl.float32,
+                                             buffer=nl.sbuf), lambda a: a.shape, "float32"),
+            lambda rng: (_data("float32", 1, rng),), lambda a: np.full(a.shape, 10.0)))
+        rows.append(Form(api, "language.is_sbuf", "with is_psum, is_hbm and is_on_chip of each buffer", _kernel(
+            api, lambda nl, nisa, a: nl.full(a.shape, float(
+                nl.is_sbuf(nl.sbuf) + 2 * nl.is_psum(nl.sbuf) + 4 * nl.is_hbm(nl.shared_hbm)
+                + 8 * nl.is_on_chip(nl.psum) + 16 * nl.is_on_chip(nl.hbm)), nl.float32, buffer=nl.sbuf),
+            lambda a: a.shape, "float32"),
+            lambda rng: (_data("float32", 1, rng),), lambda a: np.full(a.shape, 1.0 + 4 + 8)))
+        for loop in ("sequential_range", "static_range"):
+            rows.append(Form(api, f"language.{loop}", "4 iterations, each reading what the last one wrote", _kernel(
+                api, lambda nl, nisa, a, loop=loop: _sum4(nl, nisa, a, getattr(nl, loop)), lambda a: a.shape,
+                "float32"),
+                lambda rng: (_data("float32", 1, rng),), lambda a: 4 * _f64(a), 1e-6))
+    rows.append(Form("current", "language.affine_range", "4 independent iterations, one column block each", _kernel(
+        "current", lambda nl, nisa, a: _blocks(nl, nisa, a, nl.affine_range), lambda a: a.shape, "float32"),
+        lambda rng: (_data("float32", 1, rng),), lambda a: _f64(a) * ramp(a), 1e-6))
+    rows.append(Form("current", "isa.tensor_scalar_cumulative", "op0=multiply 1.0, op1=add: a running sum",
+                     _current(lambda nisa, nl, dst, a: nisa.tensor_scalar_cumulative(dst, a, nl.multiply, nl.add, 1.0)),
+                     lambda rng: (_data("float32", 1, rng),), lambda a: np.cumsum(_f64(a), axis=1), 1e-5))
+    rows.append(Form("current", "isa.dma_transpose", "bfloat16 [16, 64] -> [64, 16]", _kernel(
+        "current", lambda nl, nisa, a: (nisa.dma_transpose(t := nl.ndarray((a.shape[1], a.shape[0]), a.dtype,
+                                                                            buffer=nl.sbuf), a), t)[1],
+        lambda a: (a.shape[1], a.shape[0])),
+        lambda rng: (_data("bfloat16", 1, rng, P=16),), lambda a: _f64(a).T))
+    return rows
+
+
+def _find8_current(nl, nisa, d, v):
+    out = nl.ndarray(v.shape, nl.uint32, buffer=nl.sbuf)
+    nisa.nc_find_index8(out, d, v)
+    return out
+
+
+def _replace8_current(nl, nisa, d, v):
+    out = nl.ndarray(d.shape, d.dtype, buffer=nl.sbuf)
+    nisa.nc_match_replace8(out, d, v, -1.0)
+    return out
 
 
 FORMS: list[Form] = _rows()

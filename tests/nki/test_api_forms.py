@@ -7,6 +7,7 @@ from tests.nki.api_forms import FORMS
 
 @pytest.mark.parametrize("form", FORMS, ids=[f"{f.api}:{f.function}:{f.form}" for f in FORMS])
 def test_form(form, trn):
+    trn(form.target)
     rng = np.random.default_rng(0)
     args = form.inputs(rng)
     got = np.asarray(form.build()(*args))

@@ -230,6 +230,17 @@ def parse_arg(text: str, values: bool = True, target: str | None = None):
         raise ConfigError(f"--arg {text!r}: {value!r} is neither DTYPE[SHAPE] nor a Python literal") from None
 
 
+def kernel_arguments(kernel, argv, values: bool = True, target: str | None = None) -> dict:
+    """The kernel's keyword arguments from `--arg` texts (parse_arg), each one of its parameters."""
+    kwargs = dict(parse_arg(a, values=values, target=target) for a in argv)
+    params = kernel.fn.__code__.co_varnames[:kernel.fn.__code__.co_argcount]
+    unknown = [k for k in kwargs if k not in params]
+    if unknown:
+        raise ConfigError(f"--arg {unknown[0]}: {kernel.__name__} has no argument {unknown[0]!r}; "
+                          f"its arguments: {', '.join(params)}")
+    return kwargs
+
+
 def load_kernel(file: str, name: str | None, need_inputs: bool = True):
     """The kernel named `name` (or the last one) defined in FILE, and its `inputs()` (None when FILE has
     none and `need_inputs` is false); FILE's `import nki` (or `neuronxcc.nki`) resolves to trnsim."""
@@ -421,12 +432,7 @@ def profile(file, argv, use_main, target, timing_only, name, lnc, grid, every, o
         main = None
         kernel, inputs = load_kernel(file, name, need_inputs=not argv)
         if argv:
-            kwargs = dict(parse_arg(a, values=not timing_only, target=target) for a in argv)
-            params = kernel.fn.__code__.co_varnames[:kernel.fn.__code__.co_argcount]
-            unknown = [k for k in kwargs if k not in params]
-            if unknown:
-                raise ConfigError(f"--arg {unknown[0]}: {kernel.__name__} has no argument {unknown[0]!r}; "
-                                  f"its arguments: {', '.join(params)}")
+            kwargs = kernel_arguments(kernel, argv, values=not timing_only, target=target)
         else:
             try:
                 given = inputs()

@@ -5,7 +5,7 @@
 """
 from trnsim.core.errors import (CapacityError, DTypeError, DTypeWarning, FreeSizeError, GenerationError,  # noqa: F401
                                 GridWarning,
-                                KernelError, MemorySpaceError, OutOfBoundsError, OutOfScopeError, PartitionLimitError,
+                                KernelError, MemorySpaceError, OperandTypeError, OutOfBoundsError, OutOfScopeError, PartitionLimitError,
                                 PartitionStartError, PSUMBankError, ShapeError, SpillWarning, UninitializedError,
                                 UninitializedWarning)
 from trnsim.core.isa import REGISTRY, Engine, Op, Record  # noqa: F401

@@ -6,6 +6,7 @@ Each message states the rule, the numbers involved and the user's file:line, e.g
 """
 from __future__ import annotations
 
+import functools
 import itertools
 import os
 import sys
@@ -78,6 +79,31 @@ def inside(filename: str) -> bool:
     return known
 
 
+def locating(fn):
+    """`fn`, an API function, whose named errors name the user's kernel line: a name it looks up (a dtype, an
+    ALU op) is refused by code that does not know which kernel line asked."""
+    @functools.wraps(fn)
+    def call(*args, **kwargs):
+        try:
+            return fn(*args, **kwargs)
+        except KernelError:
+            raise
+        except TrnsimError as e:
+            at = where()
+            if len(e.args) == 1 and isinstance(e.args[0], str) and at not in e.args[0]:
+                e.args = (f"{e.args[0]} at {at}",)
+            raise
+    return call
+
+
+def locate_all(namespace: dict) -> None:
+    """Every public function of a module's `namespace` made `locating`."""
+    for name, fn in list(namespace.items()):
+        if callable(fn) and not isinstance(fn, type) and not name.startswith("_") and \
+                getattr(fn, "__module__", None) == namespace["__name__"]:
+            namespace[name] = locating(fn)
+
+
 class KernelError(TrnsimError):
     """A kernel broke a hardware or API rule; the message carries the rule, the numbers and file:line."""
 
@@ -125,6 +151,10 @@ class GenerationError(KernelError):
 
 class ShapeError(KernelError):
     """Operand shapes that do not match as the instruction requires."""
+
+
+class OperandTypeError(KernelError, TypeError):
+    """Something other than a tile where an instruction takes a tile (None, a number, a string...)."""
 
 
 class OutOfBoundsError(KernelError, IndexError):

@@ -270,7 +270,7 @@ class NeuronCore:
             try:
                 hit = self.verdicts.get(sig)
             except TypeError:  # an unhashable attribute
-                sig = None
+                sig = hit = None
         if hit is None:
             eng = _engine(engine) or (d.pick(operands, attrs, self) if d.pick else None) or d.engines[0]
             ins = Instruction(op, eng, operands, attrs, location, d.writes)

@@ -8,7 +8,7 @@ import numpy as np
 from trnsim.core import Op, Register, View
 from trnsim.core.memory import Space
 from trnsim import numerics
-from trnsim.core.errors import DTypeWarning, KernelError, warn
+from trnsim.core.errors import DTypeWarning, KernelError, OperandTypeError, locate_all, warn
 from trnsim.core.isa.registry import Instruction as NkiInstruction  # noqa: F401 - what an nki.isa call returns
 from trnsim.nki import versions as _versions
 from trnsim.nki._current import core, issue
@@ -81,7 +81,25 @@ def get_nc_sub_version() -> int:
 
 def _enum(cls, x):
     """An enum argument given as its int (`dge_mode=3`) is the member of that value."""
-    return cls(x) if isinstance(x, int) and not isinstance(x, enum.Enum) else x
+    if isinstance(x, int) and not isinstance(x, enum.Enum):
+        if x not in cls._value2member_map_:
+            raise OperandTypeError(f"{cls.__name__}={x}: no such member; "
+                                   + ", ".join(f"{m.name} ({m.value})" for m in cls))
+        return cls(x)
+    return x
+
+
+def _ints(what: str, x, depth: int = 1, kind: str = "__index__") -> tuple:
+    """A tuple of integers (registers and scalars included; numbers with kind "__float__"; tuples of integers
+    with `depth` 2: an access pattern) from a tuple or list of them."""
+    ok = isinstance(x, (tuple, list)) and all(
+        hasattr(type(v), kind) and not isinstance(v, bool) if depth == 1 else isinstance(v, (tuple, list))
+        for v in x)
+    if not ok:
+        shown = ("a tuple of [step, size] pairs" if depth == 2 else "a tuple of ints" if kind == "__index__"
+                 else "a tuple of numbers")
+        raise OperandTypeError(f"{what} is {shown}; got {type(x).__name__} {str(x)[:40]!r}")
+    return tuple(x) if depth == 1 else tuple(_ints(what, v) for v in x)
 
 
 def _eng(e):
@@ -104,7 +122,8 @@ def _on_sbuf(x, engine=None):
 def nc_matmul(dst, stationary, moving, is_stationary_onezero=False, is_moving_onezero=False, is_transpose=False,
               accumulate=None, tile_position=(), tile_size=(), perf_mode=matmul_perf_mode.none, name=None):
     return issue(Op.NC_MATMUL, dst=dst, stationary=stationary, moving=moving, is_transpose=is_transpose,
-                 accumulate=accumulate, tile_position=tuple(tile_position or ()), tile_size=tuple(tile_size or ()),
+                 accumulate=accumulate, tile_position=_ints("nc_matmul tile_position", tile_position or ()),
+                 tile_size=_ints("nc_matmul tile_size", tile_size or ()),
                  perf_mode=getattr(perf_mode, "_value_", perf_mode) or "none",
                  is_stationary_onezero=is_stationary_onezero, is_moving_onezero=is_moving_onezero)
 
@@ -112,8 +131,8 @@ def nc_matmul(dst, stationary, moving, is_stationary_onezero=False, is_moving_on
 def nc_matmul_mx(dst, stationary, moving, stationary_scale, moving_scale, tile_position=None, tile_size=None,
                  accumulate=None, name=None):
     return issue(Op.NC_MATMUL_MX, dst=dst, stationary=stationary, moving=moving, stationary_scale=stationary_scale,
-                 moving_scale=moving_scale, accumulate=accumulate, tile_position=tuple(tile_position or ()),
-                 tile_size=tuple(tile_size or ()))
+                 moving_scale=moving_scale, accumulate=accumulate, tile_position=_ints("nc_matmul_mx tile_position", tile_position or ()),
+                 tile_size=_ints("nc_matmul_mx tile_size", tile_size or ()))
 
 
 def nc_transpose(dst, data, engine=engine.unknown, name=None):
@@ -161,7 +180,7 @@ def tensor_copy(dst, src, engine=engine.unknown, name=None, dtype=None):
     """The copy lands in dst's dtype (nki/api/nki/isa/__init__.py: tensor_copy has no dtype). Published kernels
     pass `dtype=` anyway (the nki-samples matmul tutorial: the output's dtype, in one kernel with an fp32 dst)
     and run on hardware; a dtype other than dst's cannot be honoured, so it is ignored with a DTypeWarning."""
-    if dtype is not None and numerics.dtype(dtype) != numerics.dtype(dst.dtype):
+    if dtype is not None and type(dst) is View and numerics.dtype(dtype) != dst.dtype:
         warn(f"tensor_copy dtype={numerics.dtype(dtype).name} differs from dst dtype {numerics.dtype(dst.dtype).name}; "
              f"the copy is written in dst's dtype", DTypeWarning, registry=_WARNED)
     return issue(Op.TENSOR_COPY, engine=_eng(engine), dst=dst, src=src)
@@ -198,9 +217,11 @@ def dma_transpose(dst, src, axes=None, priority=None, dge_mode=dge_mode.unknown,
     if type(dst) is View and type(src) is View and dst.dtype != src.dtype:
         from trnsim.nki._frontend import ndarray
         t = ndarray(dst.shape, src.dtype, "sbuf")
-        issue(Op.DMA_TRANSPOSE, dst=t, src=src, axes=axes, dge_mode=mode)
+        issue(Op.DMA_TRANSPOSE, dst=t, src=src, axes=None if axes is None else _ints("dma_transpose axes", axes),
+              dge_mode=mode)
         return issue(Op.TENSOR_COPY, dst=dst, src=t)
-    return issue(Op.DMA_TRANSPOSE, dst=dst, src=src, axes=axes, dge_mode=mode)
+    return issue(Op.DMA_TRANSPOSE, dst=dst, src=src, axes=None if axes is None else _ints("dma_transpose axes", axes),
+                 dge_mode=mode)
 
 
 def _name(cls, x):
@@ -214,8 +235,10 @@ def sendrecv(src, dst, send_to_rank, recv_from_rank, pipe_id, dma_engine=dma_eng
 
 
 def dma_compute(dst, srcs, reduce_op, scales=None, unique_indices=True, oob_mode=oob_mode.error, name=None):
+    srcs = srcs if isinstance(srcs, (tuple, list)) else (srcs,)  # one tile given alone
     return issue(Op.DMA_COMPUTE, dst=dst, **{f"src{i}": s for i, s in enumerate(srcs)}, reduce_op=reduce_op,
-                 scales=None if scales is None else tuple(scales), unique_indices=unique_indices,
+                 scales=None if scales is None else _ints("dma_compute scales", scales, kind="__float__"),
+                 unique_indices=unique_indices,
                  oob_mode=_name(_OOB, oob_mode))
 
 
@@ -280,7 +303,7 @@ def nc_match_replace8(dst, data, vals, imm, dst_idx=None, name=None):
 
 
 def nc_stream_shuffle(dst, src, shuffle_mask, name=None):
-    return issue(Op.NC_STREAM_SHUFFLE, dst=dst, src=src, shuffle_mask=tuple(shuffle_mask))
+    return issue(Op.NC_STREAM_SHUFFLE, dst=dst, src=src, shuffle_mask=_ints("nc_stream_shuffle shuffle_mask", shuffle_mask))
 
 
 def topk(val_dst, idx_dst, src, n, name=None):
@@ -293,12 +316,12 @@ def quantize_mx(dst, src, dst_scale, name=None):
 
 # -- GpSimd ------------------------------------------------------------------------------------------------------
 def iota(dst, pattern, offset=0, channel_multiplier=0, name=None):
-    return issue(Op.IOTA, dst=dst, pattern=tuple(tuple(p) for p in pattern), offset=offset,
+    return issue(Op.IOTA, dst=dst, pattern=_ints("iota pattern", pattern, 2), offset=offset,
                  channel_multiplier=channel_multiplier)
 
 
 def affine_select(dst, pattern, channel_multiplier, on_true_tile, on_false_value, cmp_op="equal", offset=0, name=None):
-    return issue(Op.AFFINE_SELECT, dst=dst, pattern=tuple(tuple(p) for p in pattern), channel_multiplier=channel_multiplier,
+    return issue(Op.AFFINE_SELECT, dst=dst, pattern=_ints("affine_select pattern", pattern, 2), channel_multiplier=channel_multiplier,
                  on_true_tile=_on_sbuf(on_true_tile), on_false_value=on_false_value, cmp_op=cmp_op, offset=offset)
 
 
@@ -496,4 +519,7 @@ def register_store(dst, src):
 
 
 def core_barrier(data, cores=(0, 1), engine=engine.gpsimd, name=None):
-    return issue(Op.CORE_BARRIER, data=data, cores=tuple(cores), on_engine=_name(_ENGINE, engine))
+    return issue(Op.CORE_BARRIER, data=data, cores=_ints("core_barrier cores", cores), on_engine=_name(_ENGINE, engine))
+
+
+locate_all(globals())  # after every definition: the names a kernel calls

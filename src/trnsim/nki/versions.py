@@ -17,6 +17,18 @@ VERSIONS = ("0.6", "0.7")
 RELEASES = {"0.6": "0.6.0", "0.7": "0.7.0"}  # the release each version means (`nki.__version__`)
 _WARNED: dict = {}
 
+DOCS = "https://awsdocs-neuron.readthedocs-hosted.com/en/latest/"
+MIGRATION_07 = DOCS + "nki/migration/index.html#nki-migrate-0-6-to-0-7"
+REMOVED_IN_07 = {"nl.dynamic_range": "nl.fori_loop(lower, upper, body)"}  # name -> its replacement
+ADDED_IN_07 = ("nisa.scalar_load", "nisa.scalar_store", "nisa.NkiScalar", "nl.tiles", "nl.blocks", "nl.alloc_tiles",
+               "nl.alloc_blocks")
+
+
+def page(name: str) -> str:
+    """The API reference page of `nl.X` / `nisa.X`."""
+    module, _, attr = name.partition(".")
+    return f"{DOCS}nki/api/generated/nki.{'language' if module == 'nl' else 'isa'}.{attr}.html"
+
 
 class VersionError(KernelError):
     """A name the targeted NKI version does not have."""

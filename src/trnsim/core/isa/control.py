@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from trnsim.core.errors import GenerationError, ShapeError
+from trnsim.core.errors import DTypeError, GenerationError, OperandTypeError, ShapeError
 from trnsim.core.isa.opcodes import Engine, Op
 from trnsim.core.isa.registry import define
 
@@ -23,6 +23,9 @@ def _set(reg, x):
     """Give register `reg` the value of a number or of another register."""
     if hasattr(x, "poisoned"):
         reg.value, reg.poisoned, reg.known = x.value, x.poisoned, x.known
+    elif not hasattr(type(x), "__index__"):
+        raise OperandTypeError(f"a register takes an integer or another register; got {type(x).__name__} "
+                               f"{str(x)[:40]!r}")
     else:
         reg.value, reg.poisoned, reg.known = int(x), False, True
 
@@ -52,6 +55,8 @@ def _load_semantics(ins, nc):
         return
     v = ins.src
     x = v.array().reshape(-1)[0]
+    if not v.dtype.is_int and not np.isfinite(x):
+        raise DTypeError(f"{ins.op.value}: {v.name!r} holds {float(x)}, which no integer register value stands for")
     ins.reg.value = int(x) if v.dtype.is_int else int(np.float32(x))
     ins.reg.poisoned, ins.reg.known = v.poisoned(), True
 

@@ -19,8 +19,8 @@ from typing import Callable
 import numpy as np
 
 from trnsim import numerics, specs
-from trnsim.core.errors import (DTypeError, FreeSizeError, GenerationError, MemorySpaceError, OutOfScopeError,
-                                PartitionLimitError, ShapeError)
+from trnsim.core.errors import (DTypeError, FreeSizeError, GenerationError, MemorySpaceError, OperandTypeError,
+                                OutOfScopeError, PartitionLimitError, ShapeError)
 from trnsim.core.isa.opcodes import Engine, Op
 from trnsim.core.memory import Space
 from trnsim.core.tensor import Region, View, region_at
@@ -156,9 +156,45 @@ def define(op: Op, engines, check, semantics, cost, writes=("dst",), needs=None,
 
 
 # -- shared check helpers (data-free) -----------------------------------------------------------------
+# parameters that take a tile wherever an instruction has them (register instructions aside); a value of
+# another kind there is refused by name before any rule reads it as a tile
+TILE_PARAMS = frozenset({"dst", "src", "data", "data0", "data1", "data2", "stationary", "moving", "reduce_res",
+                         "predicate", "on_true_tile", "val_dst", "idx_dst", "src_buffer", "index", "indices",
+                         "segment_ids", "stationary_scale", "moving_scale", "dst_scale", "dst_idx", "vals",
+                         "src_seeds", "src0", "src1", "src2", "src3", "on_true"})
+OPTIONAL_TILES = frozenset({"reduce_res", "dst_idx"})  # None: not given
+TILE_OR_NUMBER = frozenset({(Op.TENSOR_COPY_PREDICATED, "src")})  # a number there: every element
+# parameters that take a number (or a tile, which is an operand then); None where the instruction has no such stage
+SCALAR_PARAMS = frozenset({"operand0", "operand1", "imm0", "imm1", "value", "bound0", "bound1", "on_false_value",
+                           "scale", "relu_param", "prob", "max_value", "reduce_init", "padding_val", "range_start", "min", "max", "initial",
+                           "on_false", "imm"})
+REQUIRED_SCALARS = frozenset({"operand0", "imm0", "value", "bound0", "bound1", "prob", "min", "max", "initial",
+                              "on_false", "imm"})
+INT_PARAMS = frozenset({"offset", "channel_multiplier", "num_elem_per_idx", "num_valid_indices"})  # 32-bit integers
+OPTIONAL_INTS = frozenset({"num_valid_indices"})  # None: not given
+
+
+def _number(v) -> bool:
+    """A Python or numpy number, or a register or scalar holding one (what converts to a float or an index)."""
+    return hasattr(type(v), "__float__") or hasattr(type(v), "__index__")
+
+
 def generic_check(d: OpDef, ins: Instruction, nc) -> bool:
     """Rules every instruction obeys: generation, engine, partitions, engine-memory wiring, dtypes, free sizes.
     Returns whether an operand is in PSUM."""
+    for name, v in ins.attrs.items():
+        if name in TILE_PARAMS and (v is not None or name not in OPTIONAL_TILES) and not (
+                (d.op, name) in TILE_OR_NUMBER and _number(v)):
+            raise OperandTypeError(f"{_what(d, name)} is a tile (an nl.ndarray or a view of one); got "
+                                   f"{type(v).__name__} {str(v)[:40]!r}")
+        if name in SCALAR_PARAMS and not _number(v) and (v is not None or name in REQUIRED_SCALARS):
+            raise OperandTypeError(f"{_what(d, name)} is a number or a tile; got {type(v).__name__} {str(v)[:40]!r}")
+        if name in INT_PARAMS and not (v is None and name in OPTIONAL_INTS) and not (_number(v) and math.isfinite(float(v)) and float(v).is_integer()
+                                       and abs(float(v)) < 2**31):
+            raise OperandTypeError(f"{_what(d, name)} is a 32-bit integer; got {type(v).__name__} {str(v)[:40]!r}")
+        if name == "reg" and not (hasattr(v, "poisoned") and hasattr(v, "known")):
+            raise OperandTypeError(f"{_what(d, 'dst')} is a register (nisa.register_alloc); got {type(v).__name__} "
+                                   f"{str(v)[:40]!r}")
     if d.needs and not nc.can(d.needs):
         raise GenerationError(f"{d.op.value} needs {specs.having(d.needs)}; this core is v{nc.gen} ({nc.spec.target})")
     if ins.engine not in d.engines:

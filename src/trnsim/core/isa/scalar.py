@@ -48,12 +48,27 @@ def accumulate(nc, engine, ins, data: View, values, mask, reduce_op, init=None):
         put(res, acc[lanes].reshape(res.shape), bad[lanes].reshape(res.shape) if bad[lanes].any() else None)
 
 
+def reduce_check(ins, data: View, default_op="add"):
+    """What `accumulate` needs of an instruction's reduction: a [P, 1] reduce_res and a reduction op the fp32
+    lane accumulators can apply (a bitwise one is not emulated)."""
+    res = ins.operands.get("reduce_res")
+    if res is not None and (res.partitions != data.partitions or res.free_size != 1):
+        raise ShapeError(f"{ins.op.value}: reduce_res {list(res.shape)} must be [{data.partitions}, 1]")
+    if res is None and reduce_cmd(ins.attrs.get("reduce_cmd")) == "idle":
+        return
+    if not data.free_size:
+        raise ShapeError(f"{ins.op.value}: a reduction of {data.name!r} {list(data.shape)}, which holds no element "
+                         f"per partition")
+    o = reduce_ufunc(ins.attrs.get("reduce_op") or default_op)
+    if o.kind == "bitvec":
+        raise DTypeError(f"{ins.op.value}: reduce_op {o.name} is bitwise; the lane accumulators reduce in fp32 "
+                         f"here, and a bitwise reduction is not emulated")
+
+
 def _act_common_check(ins, nc):
     same_partitions(ins, "dst", "data")
     same_free(ins, "dst", "data")
-    res = ins.operands.get("reduce_res")
-    if res is not None and (res.partitions != ins.data.partitions or res.free_size != 1):
-        raise ShapeError(f"{ins.op.value}: reduce_res {list(res.shape)} must be [{ins.data.partitions}, 1]")
+    reduce_check(ins, ins.data)
 
 
 # -- activation ---------------------------------------------------------------------------------------------

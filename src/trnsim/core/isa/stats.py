@@ -10,8 +10,8 @@ from trnsim.core.errors import DTypeError, FreeSizeError, ShapeError
 from trnsim.core.isa.alu import op_name
 from trnsim.core.isa.opcodes import Engine, Op
 from trnsim.core.isa.registry import define, masks, pf, put, same_free, same_partitions, stream_cost
-from trnsim.core.isa.scalar import accumulate, reduce_cmd
-from trnsim.core.isa.vector import apply, check_scalar_operand, scalar_operand
+from trnsim.core.isa.scalar import accumulate, reduce_check, reduce_cmd
+from trnsim.core.isa.vector import apply, bitvec_check, check_scalar_operand, scalar_operand
 
 _RED = ("dst", "reduce_res")
 
@@ -34,6 +34,8 @@ def _same(ins, *names):
 def _tsr_check(ins, nc):
     _same(ins, "dst", "data")
     check_scalar_operand(ins, "operand0", ins.data.partitions)
+    bitvec_check(ins, ("op0",), ins.data)
+    reduce_check(ins, ins.data)
 
 
 def _tsr_semantics(ins, nc):
@@ -56,6 +58,7 @@ define(Op.TENSOR_SCALAR_REDUCE, Engine.VECTOR, _tsr_check, _tsr_semantics, strea
 def _scan_check(ins, nc):
     _same(ins, "dst", "data0", "data1")
     check_scalar_operand(ins, "initial", ins.data0.partitions)
+    bitvec_check(ins, ("op0", "op1"), ins.data0, ins.data1, ins.dst)
 
 
 def _scan_semantics(ins, nc):
@@ -92,6 +95,7 @@ def _cumulative_check(ins, nc):
     _same(ins, "dst", "src")
     for k in ("imm0", "imm1"):
         check_scalar_operand(ins, k, ins.src.partitions)
+    bitvec_check(ins, ("op0",), ins.src)
     if _cumulative_op(ins) not in _CUMULATIVE:
         raise ShapeError(f"tensor_scalar_cumulative: op1 {op_name(ins.attrs['op1'])} is not one of "
                          f"{', '.join(_CUMULATIVE)}")
@@ -129,6 +133,7 @@ define(Op.TENSOR_SCALAR_CUMULATIVE, Engine.VECTOR, _cumulative_check, _cumulativ
 # -- select_reduce: dst = pred ? on_true : on_false, optional max-reduce --------------------------------------
 def _select_reduce_check(ins, nc):
     _same(ins, "dst", "predicate", "on_true")
+    reduce_check(ins, ins.predicate, "maximum")
     f = ins.operands.get("on_false")
     if f is not None and f.free_size != 1:
         _same(ins, "dst", "on_false")
@@ -155,6 +160,8 @@ def _range_select_check(ins, nc):
     _same(ins, "dst", "on_true_tile")
     for k in ("bound0", "bound1"):
         check_scalar_operand(ins, k, ins.on_true_tile.partitions)
+    bitvec_check(ins, ("comp_op0", "comp_op1"))
+    reduce_check(ins, ins.on_true_tile, "maximum")
 
 
 def _range_select_semantics(ins, nc):
@@ -221,7 +228,7 @@ define(Op.BN_STATS, Engine.VECTOR, _bn_stats_check, _bn_stats_semantics, stream_
 
 def _bn_aggr_check(ins, nc):
     same_partitions(ins, "dst", "data")
-    if ins.data.free_size % 3 or ins.dst.free_size != 2:
+    if ins.data.free_size % 3 or not ins.data.free_size or ins.dst.free_size != 2:
         raise ShapeError(f"bn_aggr: data {list(ins.data.shape)} must hold (count, mean, M2) triples and dst "
                          f"{list(ins.dst.shape)} 2 values (mean, variance) per partition")
 
@@ -288,10 +295,11 @@ def find8(x, vals):
 
 
 def _find8_semantics(ins, nc):
-    idx = find8(pf(ins.data), pf(ins.vals))
-    m = masks((ins.data.partitions, 1), ins.data, ins.vals)
+    x, vals = pf(ins.data), pf(ins.vals)
+    idx = find8(x, vals)
+    m = [mk.any(1, keepdims=True) for mk in (masks(x.shape, ins.data), masks(vals.shape, ins.vals)) if mk is not None]
     ins.dst.store(idx.astype(ins.dst.dtype.np).reshape(ins.dst.shape),
-                  None if m is None else np.broadcast_to(m.any(1, keepdims=True), (idx.shape[0], 8)).reshape(ins.dst.shape))
+                  np.broadcast_to(np.logical_or.reduce(m), idx.shape).reshape(ins.dst.shape) if m else None)
 
 
 define(Op.NC_FIND_INDEX8, Engine.VECTOR, _find8_check, _find8_semantics, stream_cost)
@@ -299,6 +307,7 @@ define(Op.NC_FIND_INDEX8, Engine.VECTOR, _find8_check, _find8_semantics, stream_
 
 def _replace8_check(ins, nc):
     _same(ins, "dst", "data")
+    same_partitions(ins, "data", "vals")
     if ins.vals.free_size != 8:
         raise ShapeError(f"nc_match_replace8: vals {list(ins.vals.shape)} must hold 8 values per partition")
 

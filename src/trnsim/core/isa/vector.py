@@ -7,7 +7,7 @@ from __future__ import annotations
 import numpy as np
 
 from trnsim import numerics, specs
-from trnsim.core.errors import DTypeError, GenerationError, KernelError, MemorySpaceError, ShapeError
+from trnsim.core.errors import DTypeError, GenerationError, KernelError, MemorySpaceError, OperandTypeError, ShapeError
 from trnsim.core.isa.alu import alu, op_name, reduce_ufunc
 from trnsim.core.isa.opcodes import Engine, Op
 from trnsim.core.isa.registry import define, masks, pf, put, same_free, same_partitions, stream_cost
@@ -42,6 +42,16 @@ def _int_operand(x, p: int):
     return np.int64(x)
 
 
+def bitvec_check(ins, ops, *views):
+    """A bitvec op (on integer bit patterns) of `ops` needs integer operands; refused by name on float ones (with
+    no views: the instruction computes on fp32 values of its own, such as range_select's indices)."""
+    for k in ops:
+        o = ins.attrs.get(k)
+        if o is not None and alu(o).kind == "bitvec" and not (views and _ints(*views)):
+            raise DTypeError(f"{ins.op.value}: {k} {alu(o).name} works on integer bit patterns; the operands are "
+                             + ", ".join(v.dtype.name for v in views if isinstance(v, View)))
+
+
 def apply(op, a, b, *, integer=False, reverse=False):
     """One ALU stage; `reverse` swaps the operands (operand op data)."""
     o = alu(op)
@@ -49,7 +59,10 @@ def apply(op, a, b, *, integer=False, reverse=False):
         a, b = b, a
     if o.kind == "bitvec" or integer:
         return o.fn(a, b)
-    return np.asarray(o.fn(a, b), dtype=np.float32)
+    out = np.asarray(o.fn(a, b), dtype=np.float32)
+    if o.kind == "unary":  # of one input: as wide as both, as a binary op's result is
+        out = np.broadcast_to(out, np.broadcast_shapes(np.shape(a), np.shape(b)))
+    return out
 
 
 # -- tensor_tensor ------------------------------------------------------------------------------------------
@@ -107,6 +120,7 @@ def _tensor_scalar_check(ins, nc):
     kinds = {o.kind for o in ops if o.name != "bypass"} - {"unary"}
     if len(kinds) > 1:
         raise DTypeError(f"tensor_scalar: op0 {ops[0].name} and op1 {ops[1].name} must both be arithmetic or both bitvec")
+    bitvec_check(ins, ("op0", "op1"), ins.data)
     if ins.engine is Engine.SCALAR:
         allowed = nc.can("scalar_tensor_scalar")  # false, true, or the (op0, op1) pairs it takes
         if not allowed:
@@ -144,6 +158,10 @@ define(Op.TENSOR_SCALAR, (Engine.VECTOR, Engine.SCALAR, Engine.GPSIMD), _tensor_
 
 # -- scalar_tensor_tensor: (data op0 operand0) op1 operand1-tile ------------------------------------------------
 def _stt_check(ins, nc):
+    if "operand1" not in ins.operands:
+        v = ins.attrs.get("operand1")
+        raise OperandTypeError(f"scalar_tensor_tensor operand 'operand1' is a tile (the tensor of the second "
+                               f"stage); got {type(v).__name__} {str(v)[:40]!r}")
     same_partitions(ins, "dst", "data", "operand1")
     same_free(ins, "dst", "data", "operand1")
     check_scalar_operand(ins, "operand0", ins.data.partitions)
@@ -250,8 +268,13 @@ def _memset_check(ins, nc):
     value, dst = ins.attrs.get("value", 0), ins.dst
     if dst.dtype.is_packed and value != 0:
         raise DTypeError(f"memset of packed {dst.dtype.name} {dst.name!r} accepts only 0; got {value}")
-    if dst.dtype.is_int and float(value) != int(float(value)):
+    if dst.dtype.is_int and not (np.isfinite(float(value)) and float(value) == int(float(value))):
         raise DTypeError(f"memset value {value} does not match the integer dtype {dst.dtype.name} of {dst.name!r}")
+    if dst.dtype.is_int and not dst.dtype.is_packed:
+        info = np.iinfo(dst.dtype.np)
+        if not info.min <= int(float(value)) <= info.max:
+            raise DTypeError(f"memset value {value} is outside the range of {dst.dtype.name} ({info.min}..{info.max}) "
+                             f"of {dst.name!r}")
 
 
 def _memset_semantics(ins, nc):
@@ -293,7 +316,10 @@ define(Op.RECIPROCAL, Engine.VECTOR, _reciprocal_check, _reciprocal_semantics,
 # -- tensor_reduce: reduce trailing free axes ---------------------------------------------------------------------
 def reduce_axes(ins, data: View):
     axis = ins.attrs.get("axis")
-    axes = tuple(sorted(a % data.ndim for a in (axis if isinstance(axis, (tuple, list)) else (axis,))))
+    axis = axis if isinstance(axis, (tuple, list)) else (axis,)
+    if not all(hasattr(type(a), "__index__") and not isinstance(a, bool) for a in axis):
+        raise OperandTypeError(f"{ins.op.value}: axis is an int or a tuple of ints; got {ins.attrs.get('axis')!r}")
+    axes = tuple(sorted(a % data.ndim for a in axis))
     if 0 in axes and data.on_chip:
         raise ShapeError(f"{ins.op.value}: cannot reduce the partition dim (axis 0); use tensor_partition_reduce")
     if axes != tuple(range(data.ndim - len(axes), data.ndim)):

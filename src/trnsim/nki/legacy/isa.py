@@ -10,7 +10,7 @@ from __future__ import annotations
 import numpy as np
 
 from trnsim import numerics
-from trnsim.core.errors import KernelError, ShapeError
+from trnsim.core.errors import KernelError, OperandTypeError, ShapeError, locate_all
 from trnsim.core.tensor import View
 from trnsim.nki import isa as cur
 from trnsim.nki.isa import (dge_mode, engine, get_nc_sub_version, get_nc_version, nc_version,  # noqa: F401
@@ -90,7 +90,22 @@ def activation_reduce(op, data, reduce_op, reduce_res, bias=None, scale=1.0, mas
 
 
 # -- Vector / GpSimd ----------------------------------------------------------------------------------------------
+def _tiles(what: str, **operands) -> None:
+    """Refuse by name an operand that is not a tile, before the language op it lowers to reads it as one."""
+    for name, x in operands.items():
+        if not isinstance(x, (Tile, View)):
+            raise OperandTypeError(f"{what} operand {name!r} is a tile; got {type(x).__name__} {str(x)[:40]!r}")
+
+
+def _same_rank(what: str, dst: Tile, **operands) -> None:
+    """Operands indexed by the destination's box have its rank (a [P, 1] tile has the rank of a [P, F] one)."""
+    for name, x in operands.items():
+        if isinstance(x, Tile) and len(x.shape) != len(dst.shape):
+            raise ShapeError(f"{what}: {name} {list(x.shape)} and dst {list(dst.shape)} differ in rank")
+
+
 def tensor_tensor(data1, data2, op, dtype=None, mask=None, engine=None, **kwargs) -> Tile:
+    _tiles("tensor_tensor", data1=data1, data2=data2)
     name = getattr(op, "op_name", None) or getattr(op, "__name__", None) or str(op)
     out = new_tile(nl._shape_of(data1, data2), _dt(dtype, promote(data1, data2)))
     return nl._binary_into(out, name, data1, data2, mask, engine)
@@ -120,7 +135,7 @@ def tensor_copy(src, mask=None, dtype=None, engine=None, **kwargs) -> Tile:
 
 def memset(shape, value, dtype, mask=None, engine=None, **kwargs) -> Tile:
     """A new SBUF tile of `shape` filled with `value` (the beta form takes a shape, not a dst)."""
-    out = new_tile(tuple(shape), dtype)
+    out = new_tile(cur._ints("memset shape", shape), dtype)
     each_box(out, mask, [], lambda b: emit(cur.memset, dst=out.view(b), value=value,
                                            engine=engine if engine is not None else cur.engine.unknown))
     return out
@@ -132,6 +147,8 @@ def reciprocal(data, dtype=None, mask=None, engine=None, **kwargs) -> Tile:
 
 
 def tensor_reduce(op, data, axis, mask=None, dtype=None, negate=False, keepdims=False, **kwargs) -> Tile:
+    _tiles("tensor_reduce", data=data)
+    cur._ints("tensor_reduce axis", axis if isinstance(axis, (tuple, list)) else (axis,))
     name = getattr(op, "op_name", None) or getattr(op, "__name__", None) or str(op)
     return nl._reduce(name)(data, axis, dtype=dtype, mask=mask, keepdims=keepdims, negate=negate)
 
@@ -155,7 +172,9 @@ bn_stats, bn_aggr = _stats(cur.bn_stats, 6), _stats(cur.bn_aggr, 2)
 
 def tensor_tensor_scan(data0, data1, initial, op0, op1, reverse0=False, reverse1=False, dtype=None, mask=None,
                        **kwargs) -> Tile:
+    _tiles("tensor_tensor_scan", data0=data0, data1=data1)
     d0, d1 = as_tile(data0), as_tile(data1)
+    _same_rank("tensor_tensor_scan", d0, data1=d1)
     out = new_tile(d0.shape, _dt(dtype, promote(d0, d1)))
     init = part(as_tile(initial), ((0, d0.shape[0]), (0, 1)), out.shape, False) if isinstance(initial, Tile) else initial
     emit(cur.tensor_tensor_scan, dst=out.view(), data0=d0.view(), data1=d1.view(), initial=init, op0=op0, op1=op1,
@@ -332,7 +351,9 @@ def _col(t, b):
 def select_reduce(*, dst, predicate, on_true, on_false, reduce_res=None, reduce_cmd=reduce_cmd.idle, reduce_op=None,
                   reverse_pred=False, mask=None, dtype=None, **kwargs) -> Tile:
     """dst = predicate ? on_true : on_false (a tile, a [P, 1] tile or a number), with an optional reduction."""
+    _tiles("select_reduce", dst=dst, predicate=predicate, on_true=on_true)
     d, pred, t = as_tile(dst), as_tile(predicate), as_tile(on_true)
+    _same_rank("select_reduce", d, predicate=pred, on_true=t)
     b = _rows(d, mask)
     f = on_false
     if isinstance(f, (Tile, View)):
@@ -372,6 +393,9 @@ def local_gather(src_buffer, index, num_elem_per_idx=1, num_valid_indices=None, 
     is [P, *index free dims, 16, num_elem_per_idx] (a core's indices in the order it reads them: partition
     fastest); else [P, num_valid_indices, num_elem_per_idx]."""
     src, idx = as_tile(src_buffer), as_tile(index)
+    for what, v in (("num_elem_per_idx", num_elem_per_idx), ("num_valid_indices", num_valid_indices)):
+        if not (v is None and what == "num_valid_indices") and not hasattr(type(v), "__index__"):
+            raise OperandTypeError(f"local_gather {what} is an int; got {type(v).__name__} {str(v)[:40]!r}")
     per_core, k = min(idx.shape[0], 16), int(num_elem_per_idx)
     total = int(np.prod(idx.shape[1:])) * per_core
     n = total if num_valid_indices is None else int(num_valid_indices)
@@ -385,8 +409,10 @@ def local_gather(src_buffer, index, num_elem_per_idx=1, num_valid_indices=None, 
 # -- copies --------------------------------------------------------------------------------------------------------
 def tensor_copy_predicated(*, src, dst, predicate, reverse_pred=False, mask=None, dtype=None, **kwargs) -> Tile:
     """dst = src where predicate is non-zero (zero with reverse_pred), dst unchanged elsewhere."""
+    _tiles("tensor_copy_predicated", dst=dst, predicate=predicate)
     d, pred = as_tile(dst), as_tile(predicate)
     s = as_tile(src) if isinstance(src, (Tile, View)) else src
+    _same_rank("tensor_copy_predicated", d, predicate=pred, src=s)
     each_box(d, mask, [pred], lambda b: emit(cur.tensor_copy_predicated, dst=d.view(b), predicate=pred.view(b),
                                              src=s.view(b) if isinstance(s, Tile) else s, reverse_pred=reverse_pred))
     return d
@@ -395,8 +421,10 @@ def tensor_copy_predicated(*, src, dst, predicate, reverse_pred=False, mask=None
 def tensor_scalar_cumulative(*, src, op0, op1, imm0, imm1=None, reduce_cmd=reduce_cmd.reset_reduce, dst=None,
                              mask=None, dtype=None, **kwargs) -> Tile:
     """A running op1 of (src op0 imm0) along each partition, through the vector engine's lane accumulators."""
+    _tiles("tensor_scalar_cumulative", src=src)
     src = as_tile(src)
     out = as_tile(dst) if dst is not None else new_tile(src.shape, _dt(dtype, src.dtype))
+    _same_rank("tensor_scalar_cumulative", out, src=src)
     b = _rows(src, mask)
     emit(cur.tensor_scalar_cumulative, dst=out.view(b), src=src.view(b), op0=op0, op1=op1, imm0=_col(imm0, b),
          imm1=_col(imm1, b), reduce_cmd=reduce_cmd)
@@ -417,3 +445,5 @@ def tensor_copy_dynamic_dst(*, dst, src, mask=None, dtype=None, engine=None, **k
 
 
 wrap_results(globals(), skip={"dropout"})
+
+locate_all(globals())  # after every definition: the names a kernel calls
