@@ -62,3 +62,17 @@ def one_ray_cluster(tmp_path, monkeypatch):
             listener.join()
             planted.close()
     assert not calls, f"{len(calls)} connections to the planted Ray cluster: Ray joined it instead of its own"
+
+
+@pytest.fixture(autouse=True)
+def _cli_switches_stay_in_their_test():
+    """The CLI's global options (--nki-version, --race-check, --hardware) set TRNSIM_* variables for the worker
+    processes they start; a command run in-process by CliRunner must not leave them to the tests after it."""
+    keys = ("TRNSIM_NKI_VERSION", "TRNSIM_RACE_CHECK", "TRNSIM_HARDWARE")
+    saved = {k: os.environ.get(k) for k in keys}
+    yield
+    for k, v in saved.items():
+        if v is None:
+            os.environ.pop(k, None)
+        else:
+            os.environ[k] = v
