@@ -53,3 +53,22 @@ def test_torch_call_compiles_for_the_target_in_neuron_cc_flags(monkeypatch):
     monkeypatch.setenv("NEURON_PLATFORM_TARGET_OVERRIDE", "trn1")
     scale_rows(torch.from_numpy(x_np.copy()), torch.zeros(128, 8))
     assert scale_rows.last_cores[0].target == "trn1"
+
+
+def test_torch_neuronx_nki_jit_is_the_kernels_jit():
+    """`from torch_neuronx import nki_jit` (the SDK examples' PyTorch entry) resolves under the shim."""
+    from trnsim import shim
+
+    shim.install()
+    from torch_neuronx import nki_jit
+
+    @nki_jit
+    def exp(a):
+        out = nl.ndarray(a.shape, dtype=a.dtype, buffer=nl.shared_hbm)
+        nl.store(out, nl.exp(nl.load(a)))
+        return out
+
+    x = torch.linspace(-1, 1, 128 * 8).reshape(128, 8)
+    got = exp(x)
+    assert isinstance(got, torch.Tensor)
+    np.testing.assert_allclose(got.numpy(), np.exp(x.numpy()), rtol=1e-5)
