@@ -312,7 +312,11 @@ class NeuronCore:
                 if t.space is Space.PSUM:
                     close_psum(self, t)
                     a = t.alloc
-                    if k not in d.writes and not any(t.alloc is operands[w].alloc for w in d.writes if w in operands):
+                    written = k in d.writes
+                    for w in d.writes:  # a loop, not any(): the compiled build has no closures in this method
+                        if w in operands and operands[w].alloc is a:
+                            written = True
+                    if not written:
                         # read out, no sum still accumulating in it: PSUM may give its bank away (Memory._room)
                         a.consumed = not psum_accumulating(self, (a.p0, a.partitions, a.b0, a.b0 + a.nbytes))
         return ins
