@@ -34,7 +34,8 @@ import trnsim.nki.language as nl
 from trnsim.core.limits import _rss
 from trnsim.errors import TrnsimError
 
-INSTRUCTIONS = sorted(n for n, f in vars(nisa).items() if inspect.isfunction(f) and not n.startswith("_")
+# functions of the module, Python or compiled (a compiled build's functions are not inspect.isfunction)
+INSTRUCTIONS = sorted(n for n, f in vars(nisa).items() if callable(f) and not isinstance(f, type) and not n.startswith("_")
                       and not n.startswith(("get_nc", "rand_", "set_rng")) and n not in ("issue", "warn", "core"))
 DTYPES = (nl.float32, nl.bfloat16, nl.float16, nl.int32, nl.uint8, nl.float8_e4m3)
 SHAPES = ((128, 64), (128, 1), (64, 512), (1, 8), (128, 512), (2, 3), (129, 8), (128, 8, 4))

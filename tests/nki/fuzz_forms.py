@@ -56,8 +56,8 @@ def modules(api: str):
 def functions(api: str) -> list[str]:
     """The public functions of the API's nki.isa, by name."""
     _, nisa, _ = modules(api)
-    return sorted(n for n, f in vars(nisa).items() if inspect.isfunction(f) and not n.startswith("_")
-                  and f.__module__ == nisa.__name__ and n not in SKIP)
+    return sorted(n for n, f in vars(nisa).items() if callable(f) and not isinstance(f, type)  # compiled ones too
+                  and not n.startswith("_") and getattr(f, "__module__", None) == nisa.__name__ and n not in SKIP)
 
 
 class Tile(NamedTuple):
