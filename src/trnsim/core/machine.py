@@ -68,7 +68,10 @@ class Register:
     def __bool__(self):
         """`while reg:`, the dynamic while loop of NKI 0.6 kernels: runs, with the warning that NKI 0.7 removed it.
         trnsim's own code testing a register for None-ness (`x or default`) sees an object, true as before."""
-        if inside(sys._getframe(1).f_code.co_filename):
+        caller = sys._getframe(0)
+        if caller.f_code.co_name == "__bool__":  # this method's own frame (the compiled build makes none)
+            caller = caller.f_back
+        if inside(caller.f_code.co_filename):
             return True
         warn("a bare `while reg:` on a register (a dynamic while loop) is deprecated in NKI 0.6 and removed in 0.7; "
              "use nl.while_loop(cond, body)", NkiDeprecationWarning, registry=_DEPRECATED)
