@@ -1,7 +1,9 @@
 """`trnsim collective` with nccom-test's flags: sizes that do not fit HBM, what -c samples, input/output
-sizes, several statistics, NEFF iterations, hosts files, replica groups, NEURON_LOGICAL_NC_CONFIG."""
+sizes, several statistics, NEFF iterations, hosts files, replica groups, custom source-target pairs,
+NEURON_LOGICAL_NC_CONFIG."""
 import json
 
+import pytest
 from click.testing import CliRunner
 
 from trnsim.cli import cli
@@ -129,3 +131,58 @@ def test_alltoallv_metadata_that_does_not_add_up_is_refused(tmp_path):
     assert r.exit_code == 2 and "the send_counts regions at send_displs overlap" in r.stderr
     r = _run("allr", "-r", "2", "--alltoallv-metadata", overlap)
     assert r.exit_code == 2 and "applies to alltoallv, not all_reduce" in r.stderr
+
+
+def _pairs(tmp_path, lists):
+    path = tmp_path / "pairs.json"
+    path.write_text(json.dumps({"src_target_pairs": lists}))
+    return str(path)
+
+
+def test_custom_src_target_pairs_move_each_buffer_where_the_file_says(tmp_path):
+    """nccom-test's own example (0<->1, 2<->3, 4..7 in place) on 8 ranks: values checked, the time is the fabric's
+    permute of those pairs with real buffers, and the ring shift written as pairs times as the built-in permute."""
+    import numpy as np
+
+    import trnsim.fabric as tf
+
+    swap = [[0, 1], [1, 0], [2, 3], [3, 2], [4, 4], [5, 5], [6, 6], [7, 7]]
+    out = _json("permute", "-r", "8", "-b", "64K", "-e", "64K", "--custom-src-target-pairs", _pairs(tmp_path, [swap]),
+                "-c")
+    (row,) = out["rows"]
+    assert row["check"] == "ok" and out["src_target_pairs"] == swap
+    buffers = [np.zeros(65536, np.uint8)] * 8
+    want = tf.permute(buffers, [tuple(p) for p in swap], cluster=tf.cluster("trn2.48xlarge"), ranks=range(8))
+    assert row["time_us"] == want.time_ns / 1e3 > 0
+    ring = [[i, (i + 1) % 8] for i in range(8)]
+    custom = _json("permute", "-r", "8", "-b", "64K", "-e", "64K", "--custom-src-target-pairs", _pairs(tmp_path, [ring]))
+    assert custom["rows"][0]["time_us"] == _json("permute", "-r", "8", "-b", "64K", "-e", "64K")["rows"][0]["time_us"]
+    still = _json("permute", "-r", "8", "-b", "64K", "-e", "64K", "--custom-src-target-pairs",
+                  _pairs(tmp_path, [[[r, r] for r in range(8)]]))
+    assert still["rows"][0]["time_us"] == 0  # every buffer stays in place: nothing crosses a link
+
+
+@pytest.mark.parametrize("lists, message", [
+    ([[[0, 1], [2, 1]]], "rank 1 is the target of both [0, 1] and [2, 1]; a rank sends to one target and receives "
+                         "from one source"),
+    ([[[0, 1]], [[0, 2]]], "rank 0 is the source of both [0, 1] and [0, 2]"),
+    ([[[0, 8]]], "src_target_pairs[0][0] [0, 8]: rank 8 is not among the 8 ranks (0..7)"),
+    ([[[0, 1, 2]]], "src_target_pairs[0][0] is [0, 1, 2], not a [source, target] pair of ranks"),
+    ([], 'expected {"src_target_pairs": [[[0, 1], [1, 0], ...]]}'),
+])
+def test_bad_src_target_pairs_are_refused_with_the_rule(tmp_path, lists, message):
+    r = _run("permute", "-r", "8", "--custom-src-target-pairs", _pairs(tmp_path, lists))
+    assert r.exit_code == 2 and message in r.stderr and "Traceback" not in r.output, r.output
+
+
+def test_src_target_pairs_apply_to_permutes_only_and_a_broken_file_names_its_line(tmp_path):
+    import subprocess
+    import sys
+
+    r = _run("allr", "-r", "8", "--custom-src-target-pairs", _pairs(tmp_path, [[[0, 1]]]))
+    assert r.exit_code == 2 and "applies to permute and sendrecv, not all_reduce" in r.stderr
+    broken = tmp_path / "broken.json"
+    broken.write_text('{"src_target_pairs":\n [[[0, 1],]]}')
+    p = subprocess.run([sys.executable, "-m", "trnsim", "collective", "permute", "-r", "8",
+                        "--custom-src-target-pairs", str(broken)], capture_output=True, text=True)
+    assert p.returncode == 2 and f"{broken}:2: not JSON" in p.stderr and "Traceback" not in p.stderr, p.stderr

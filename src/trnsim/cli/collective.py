@@ -4,7 +4,8 @@
 
 Flags follow nccom-test (tools/neuron-sys-tools/nccom-test.rst): -r/--nworkers, -N/--nnodes,
 -b/-e/-f/-i sizes, -d/--datatype, -c/--check [random|all_ones] with --seed, -n/--iters,
--w/--warmup_iters, -t/--stats, -s/--hosts, --report-to-json-file, --show-algorithm.
+-w/--warmup_iters, -t/--stats, -s/--hosts, --report-to-json-file, --show-algorithm, the replica groups
+(--data-parallel-dimension, --custom-replica-group) and permute's --custom-src-target-pairs.
 Bandwidths follow nccom-test: algbw = size / time, busbw = algbw x the operation's bus factor
 (all_reduce 2(r-1)/r; all_gather, reduce_scatter, all_to_all (r-1)/r; permute, send/recv 1),
 printed in GB/s of 2^30 bytes, the unit in which the published Trn1 tables (reference 2.6 A, E) add up.
@@ -101,12 +102,23 @@ def io_bytes(op: str, size: int, n: int) -> tuple[int, int]:
     return size, size
 
 
+def _read_json(option: str, path: str):
+    """The JSON document of an option's file; OptionError naming the file (and the line, when not JSON)."""
+    import json
+
+    try:
+        with open(path) as f:
+            return json.load(f)
+    except OSError as e:
+        raise OptionError(option, f"cannot read {path}: {e.strerror}") from None
+    except json.JSONDecodeError as e:
+        raise OptionError(option, f"{path}:{e.lineno}: not JSON: {e.msg}") from None
+
+
 def replica_groups(c, base: list[int], dp: int | None, custom: str | None) -> list[list[int]] | None:
     """The replica groups the collective runs on at once: --data-parallel-dimension D splits the ranks into
     groups of D, rank i with i + n/D, i + 2n/D, ... (one rank per node when D is the node count);
     --custom-replica-group FILE gives them as JSON, [[0, 1], [2, 3]] or {"replica_groups": [...]}."""
-    import json
-
     if dp is None and custom is None:
         return None
     if dp is not None and custom is not None:
@@ -116,13 +128,7 @@ def replica_groups(c, base: list[int], dp: int | None, custom: str | None) -> li
             raise OptionError("--data-parallel-dimension", f"{dp} does not divide the {len(base)} ranks")
         stride = len(base) // dp
         return [[base[k + j * stride] for j in range(dp)] for k in range(stride)]
-    try:
-        with open(custom) as f:
-            doc = json.load(f)
-    except OSError as e:
-        raise OptionError("--custom-replica-group", f"cannot read {custom}: {e.strerror}") from None
-    except json.JSONDecodeError as e:
-        raise OptionError("--custom-replica-group", f"{custom}:{e.lineno}: not JSON: {e.msg}") from None
+    doc = _read_json("--custom-replica-group", custom)
     groups = doc.get("replica_groups") if isinstance(doc, dict) else doc
     if not (isinstance(groups, list) and groups and all(isinstance(g, list) and g and
                                                         all(isinstance(r, int) for r in g) for g in groups)):
@@ -139,22 +145,63 @@ def replica_groups(c, base: list[int], dp: int | None, custom: str | None) -> li
     return [[base[r] for r in g] for g in groups]
 
 
+def src_target_pairs(path: str, n: int) -> list[tuple[int, int]]:
+    """nccom-test's --custom-src-target-pairs file -> the permute's (source, target) pairs. The file holds
+    {"src_target_pairs": [[[0, 1], [1, 0], [2, 2]], ...]}: lists of [source, target] pairs over the n ranks of
+    a group, which run together as one collective permute; as in XLA's collective-permute, a rank sends to
+    at most one target and receives from at most one source ([r, r] keeps a rank's buffer in place)."""
+    import json
+
+    opt = "--custom-src-target-pairs"
+    doc = _read_json(opt, path)
+    lists = doc.get("src_target_pairs") if isinstance(doc, dict) else None
+    if not (isinstance(lists, list) and lists and all(isinstance(x, list) for x in lists)):
+        raise OptionError(opt, f'{path}: expected {{"src_target_pairs": [[[0, 1], [1, 0], ...]]}}: lists of '
+                               "[source, target] pairs")
+    pairs = []
+    for k, group in enumerate(lists):
+        for j, p in enumerate(group):
+            if not (isinstance(p, list) and len(p) == 2 and all(isinstance(r, int) and not isinstance(r, bool)
+                                                                  for r in p)):
+                raise OptionError(opt, f"{path}: src_target_pairs[{k}][{j}] is {json.dumps(p)}, not a "
+                                       "[source, target] pair of ranks")
+            bad = [r for r in p if not 0 <= r < n]
+            if bad:
+                raise OptionError(opt, f"{path}: src_target_pairs[{k}][{j}] {p}: rank {bad[0]} is not among the "
+                                       f"{n} ranks (0..{n - 1})")
+            pairs.append((p[0], p[1]))
+    for side, name in ((0, "source"), (1, "target")):
+        seen: dict[int, tuple[int, int]] = {}
+        for p in pairs:
+            if p[side] in seen:
+                raise OptionError(opt, f"{path}: rank {p[side]} is the {name} of both {list(seen[p[side]])} and "
+                                       f"{list(p)}; a rank sends to one target and receives from one source")
+            seen[p[side]] = p
+    return pairs
+
+
+def _pairs_time(pairs: list[tuple[int, int]], nbytes: int, g, c, model: str) -> tuple[float, str, int]:
+    """One permute moving `nbytes` along each pair at once, priced on the fabric's links (pairs [r, r] move
+    nothing); the same pricing as trnsim.fabric.permute, without the buffers."""
+    from trnsim.fabric import algorithms as A
+    from trnsim.fabric import runtime as R
+    from trnsim.fabric import timing as T
+
+    moves = [p for p in pairs if p[0] != p[1]]
+    if not moves:
+        return 0.0, "direct", 0
+    group = R.group_of(c, g if g is not None else None)
+    return T.price_once(group, A.pairwise("direct", group.n, moves).phases[0], model, nbytes), "direct", 1
+
+
 def alltoallv_counts(path: str, n: int) -> np.ndarray:
     """nccom-test's --alltoallv-metadata file -> counts[j][i], the elements rank j sends rank i. The file holds
     {"alltoallv_metadata": [{"send_counts", "send_displs", "recv_counts", "recv_displs"}, ...]}: one entry for
     every rank, or one per rank; what each rank receives must be what the others send it."""
     import numpy as np
 
-    import json
-
     opt = "--alltoallv-metadata"
-    try:
-        with open(path) as f:
-            doc = json.load(f)
-    except OSError as e:
-        raise OptionError(opt, f"cannot read {path}: {e.strerror}") from None
-    except json.JSONDecodeError as e:
-        raise OptionError(opt, f"{path}:{e.lineno}: not JSON: {e.msg}") from None
+    doc = _read_json(opt, path)
     entries = doc.get("alltoallv_metadata") if isinstance(doc, dict) else None
     if not isinstance(entries, list) or len(entries) not in (1, n):
         raise OptionError(opt, f"{path}: expected {{\"alltoallv_metadata\": [...]}} with 1 or {n} entries")
@@ -203,7 +250,8 @@ def _alltoallv_row(counts: np.ndarray, dt, name: str, c, group, model: str, chec
 
 def sweep(op: str, system: str, nodes: int, ranks: int | None, sizes_: list[int], dtype: str,
           algorithm: str | None, model: str, lnc: int | None, check: str | None = None, reduce: str = "sum",
-          seed: int = 0, dp: int | None = None, custom_groups: str | None = None, metadata: str | None = None) -> dict:
+          seed: int = 0, dp: int | None = None, custom_groups: str | None = None, metadata: str | None = None,
+          pairs_file: str | None = None) -> dict:
     """The rows of one size sweep, as `--json` prints them. With replica groups, each group is timed on its
     own links and the slowest gives the row (groups sharing a link do not slow each other here)."""
     import trnsim.fabric as tf
@@ -237,6 +285,11 @@ def sweep(op: str, system: str, nodes: int, ranks: int | None, sizes_: list[int]
     n = len(groups[0]) if groups[0] else c.ranks
     if metadata is not None and operation != "all_to_allv":
         raise OptionError("--alltoallv-metadata", f"applies to alltoallv, not {operation}")
+    pairs = None
+    if pairs_file is not None:
+        if operation not in ("permute", "send_recv"):
+            raise OptionError("--custom-src-target-pairs", f"applies to permute and sendrecv, not {operation}")
+        pairs = src_target_pairs(pairs_file, n)
     _fits(operation, sizes_[-1], n, c)
     rows = []
     if metadata is not None:  # the counts fix the traffic: one row, -b/-e/-f do not apply
@@ -247,7 +300,13 @@ def sweep(op: str, system: str, nodes: int, ranks: int | None, sizes_: list[int]
     for size in sizes_:
         count = size // dt.itemsize
         live.publish(kind="collective", name=f"{operation} {size} B", cores=range(len(base)), instance=c.system.name)
-        t, alg, steps = max(tf.collective_time(operation, count * dt.itemsize, g, c, algorithm, model) for g in groups)
+        if pairs is not None:
+            if algorithm not in (None, "direct"):
+                raise OptionError("--algorithm", f"a permute of custom pairs moves buffers directly, not by {algorithm}")
+            t, alg, steps = max(_pairs_time(pairs, count * dt.itemsize, g, c, model) for g in groups)
+        else:
+            t, alg, steps = max(tf.collective_time(operation, count * dt.itemsize, g, c, algorithm, model)
+                                for g in groups)
         algbw = count * dt.itemsize / (t * 1e-9) / GIB if t else 0.0
         rin, rout = io_bytes(operation, count * dt.itemsize, n)
         row = {"size": size, "count": count, "type": name, "time_us": t / 1e3, "algbw": algbw,
@@ -255,12 +314,12 @@ def sweep(op: str, system: str, nodes: int, ranks: int | None, sizes_: list[int]
                "input_size": rin, "output_size": rout}
         if check:
             for g in groups:  # every group's values are checked
-                res = check_values(operation, count, n, dt, c, g, algorithm, model, check, reduce, seed)
+                res = check_values(operation, count, n, dt, c, g, algorithm, model, check, reduce, seed, pairs)
                 if row.get("check") != "FAIL":
                     row.update(res)
         rows.append(row)
     return {"operation": operation, "system": c.system.name, "nodes": nodes, "ranks": n, "lnc": c.lnc,
-            "replica_groups": groups if groups != [group] else None,
+            "replica_groups": groups if groups != [group] else None, "src_target_pairs": pairs,
             "datatype": name, "model": model, "unit": "GB/s = 2^30 bytes/s", "rows": rows,
             "avg_busbw": sum(r["busbw"] for r in rows) / len(rows)}
 
@@ -288,7 +347,8 @@ def _inputs(mode: str, n: int, count: int, dt, reduce: str, rng) -> list[np.ndar
     return [rng.integers(1 if reduce == "prod" else 0, top, count).astype(dt.np) for _ in range(n)]
 
 
-def check_values(op: str, count: int, n: int, dt, c, group, algorithm, model, mode: str, reduce: str, seed: int) -> dict:
+def check_values(op: str, count: int, n: int, dt, c, group, algorithm, model, mode: str, reduce: str, seed: int,
+                 pairs: list[tuple[int, int]] | None = None) -> dict:
     """Run the collective with values and compare every rank's output with numpy's golden result, in float64
     for floats with a tolerance of the dtype's rounding per hop. A row of more than CHECK_ELEMS elements over
     all ranks is checked on the first CHECK_ELEMS / ranks elements of each rank (checked_elems says how many)."""
@@ -324,8 +384,9 @@ def check_values(op: str, count: int, n: int, dt, c, group, algorithm, model, mo
         gold = [np.concatenate([np.split(w, n)[r] for w in wide]) for r in range(n)]
     elif op == "broadcast":
         got, gold = tf.broadcast(xs, 0, **kw).outputs, [wide[0]] * n
-    else:  # permute: the ring shift; send_recv: position 2i to 2i+1
-        pairs = [(i, (i + 1) % n) for i in range(n)] if op == "permute" else [(i, i + 1) for i in range(0, n - 1, 2)]
+    else:  # the custom pairs, else permute's ring shift and send_recv's position 2i to 2i+1
+        if pairs is None:
+            pairs = [(i, (i + 1) % n) for i in range(n)] if op == "permute" else [(i, i + 1) for i in range(0, n - 1, 2)]
         got = tf.permute(xs, pairs, **kw).outputs
         gold = [np.zeros(elems)] * n
         for s, d in pairs:
@@ -373,6 +434,9 @@ def check_values(op: str, count: int, n: int, dt, c, group, algorithm, model, mo
               help="Run in parallel groups of this many ranks (rank i with i + r/D, ...); the slowest group times the row.")
 @click.option("--custom-replica-group", "--custom-replica-groups", "custom_groups", type=click.Path(dir_okay=False),
               help="JSON file of replica groups, [[0, 1], [2, 3]]; each is timed and checked, the slowest times the row.")
+@click.option("--custom-src-target-pairs", "pairs_file", type=click.Path(dir_okay=False),
+              help='permute, sendrecv: JSON of [source, target] rank pairs, {"src_target_pairs": [[[0, 1], [1, 0]]]} '
+                   "(nccom-test's format); each rank sends to one target and receives from one source at most.")
 @click.option("--alltoallv-metadata", "metadata", type=click.Path(dir_okay=False),
               help="alltoallv: JSON of send/recv counts and displacements per rank (nccom-test's format); the counts "
                    "set the traffic, one row.")
@@ -385,8 +449,8 @@ def check_values(op: str, count: int, n: int, dt, c, group, algorithm, model, mo
 @click.option("--report-to-json-file", "report", type=click.Path(dir_okay=False), help="Also write the JSON here.")
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")
 def collective(operation, system, nodes, ranks, minbytes, maxbytes, stepfactor, stepbytes, dtype, reduce, check, seed,
-               iters, warmups, neff_iters, neff_warmups, stats, hosts, hosts_file, dp, custom_groups, metadata,
-               show_io, non_interactive, algorithm, model, lnc, show_algorithm, report, as_json):
+               iters, warmups, neff_iters, neff_warmups, stats, hosts, hosts_file, dp, custom_groups, pairs_file,
+               metadata, show_io, non_interactive, algorithm, model, lnc, show_algorithm, report, as_json):
     """Simulated nccom-test: time one collective over a size sweep (and check its values with -c).
 
     OPERATION: all_reduce (allr), all_gather (allg), reduce_scatter (redsct), alltoall, alltoallv,
@@ -418,7 +482,7 @@ def collective(operation, system, nodes, ranks, minbytes, maxbytes, stepfactor, 
     todo = sizes(parse_size(minbytes, "-b/--minbytes"), parse_size(maxbytes, "-e/--maxbytes"),
                  stepfactor if stepfactor is not None or step is not None else 2, step)
     out = sweep(operation, system, nodes, ranks, todo, dtype, algorithm, model, lnc, check, reduce, seed, dp,
-                custom_groups, metadata)
+                custom_groups, metadata, pairs_file)
     out.update(iters=iters, warmup_iters=warmups, neff_iters=neff_iters, neff_warmup_iters=neff_warmups,
                stats=stat_list, hosts=hosts, check=check, op=reduce)
     # the report file also carries nccom-test's own layout, for the scripts that read that file:
