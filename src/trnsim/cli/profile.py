@@ -372,6 +372,60 @@ def explorer_summary(r: BenchmarkResult) -> dict:
     return out
 
 
+# trnsim's engine tracks under Neuron Explorer's engine names (a DMA transfer, issued and moved as one
+# instruction here, is a row of engine "dma" on the track of its last queue)
+_EXPLORER_ENGINE_NAMES = {"TensorE": "tensor", "VectorE": "vector", "ScalarE": "scalar", "GpSimdE": "gpsimd",
+                          "Sync": "sync"}
+
+
+def _pyarrow():
+    """pyarrow, or a one-line error saying how to get it (it is an optional extra)."""
+    try:
+        import pyarrow
+        import pyarrow.parquet  # noqa: F401
+    except ImportError:
+        raise ConfigError("--output-format parquet writes Parquet with pyarrow, which is not installed: "
+                          "pip install 'trnsim[parquet]' (or pip install pyarrow)") from None
+    return pyarrow
+
+
+def instruction_table(result: BenchmarkResult, path: Path) -> int:
+    """Every instruction of every core as a row of Neuron Explorer's Instruction table (its Parquet schema:
+    start_ts, end_ts, duration_ns in integer nanoseconds from the kernel's start, engine, opcode, operands,
+    id, pc, bir_id, and the optional fields trnsim knows: timeline_track, pcore_idx, nki_source_location,
+    raw_flops, tensor_instruction_type). bir_id is empty: no compiler ran. Returns the row count."""
+    pa = _pyarrow()
+    import pyarrow.parquet as pq
+
+    cols: dict[str, list] = {k: [] for k in (
+        "start_ts", "end_ts", "duration_ns", "engine", "timeline_track", "pcore_idx", "opcode", "operands", "id",
+        "pc", "bir_id", "nki_source_location", "raw_flops", "tensor_instruction_type")}
+    t0 = min((e.start for tl in result.timelines for e in tl.events), default=0.0)
+    base = 0
+    for core, tl in enumerate(result.timelines):
+        pcs: dict[str, int] = {}
+        for e in tl.events:
+            engine = "dma" if e.pieces else _EXPLORER_ENGINE_NAMES.get(e.track, e.track.lower())
+            start, end = round(e.start - t0), round(e.end - t0)
+            pcs[engine] = pcs.get(engine, -1) + 1
+            transpose = e.rec.op.value == "nc_transpose" or bool(e.rec.attrs.get("is_transpose"))
+            for k, v in (("start_ts", start), ("end_ts", end), ("duration_ns", end - start), ("engine", engine),
+                         ("timeline_track", e.track), ("pcore_idx", core), ("opcode", e.rec.op.value),
+                         ("operands", _operands(e.rec)), ("id", base + e.index), ("pc", pcs[engine]), ("bir_id", ""),
+                         ("nki_source_location", e.rec.location or None), ("raw_flops", round(e.flops or 0)),
+                         ("tensor_instruction_type", ("TRANSPOSE" if transpose else "REGULAR")
+                          if engine == "tensor" else None)):
+                cols[k].append(v)
+        base += len(tl.events)
+    types = {"start_ts": pa.int64(), "end_ts": pa.int64(), "duration_ns": pa.int64(), "pcore_idx": pa.int64(),
+             "id": pa.int64(), "pc": pa.int64(), "raw_flops": pa.int64()}
+    table = pa.table({k: pa.array(v, types.get(k, pa.string())) for k, v in cols.items()})
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with files.replacing(path) as tmp:
+        pq.write_table(table, tmp)
+    return table.num_rows
+
+
 def _launchable(kernel, lnc: int, grid: str | None):
     if grid:
         dims = tuple(int(x) for x in grid.split(","))
@@ -398,9 +452,10 @@ def _launchable(kernel, lnc: int, grid: str | None):
 @click.option("--compare", type=click.Path(exists=True, dir_okay=False), metavar="B.profile.json",
               help="Set FILE (a .profile.json) beside another profile: before and after.")
 @click.option("--json", "as_json", is_flag=True, help="Print the figures as JSON.")
-@click.option("--output-format", type=click.Choice(["text", "summary-json", "summary-text"]), default="text",
+@click.option("--output-format", type=click.Choice(["text", "summary-json", "summary-text", "parquet"]), default="text",
               show_default=True, help="summary-json / summary-text: the figures under Neuron Explorer's summary keys, "
-              "as `neuron-explorer view --output-format` prints them ({kernel: {key: value}}).")
+              "as `neuron-explorer view --output-format` prints them ({kernel: {key: value}}); parquet: also write "
+              "the instruction table in Explorer's schema, OUT/KERNEL.tables/Instruction.parquet (needs pyarrow).")
 @click.option("--explain", is_flag=True, help="Say why the kernel is bound where it is: its critical path by "
                                               "mechanism, how sure each figure is, the next one's headroom.")
 @click.option("-q", "--quiet", is_flag=True, help="No progress bar.")
@@ -423,6 +478,8 @@ def profile(file, argv, use_main, target, timing_only, name, lnc, grid, every, o
         if as_json:
             click.echo(emit_json({"html": str(page)}))
         return
+    if output_format == "parquet":
+        _pyarrow()  # before the run: a missing library is said at once
     kernel, args, kwargs = None, (), {}
     if use_main:
         if argv:
@@ -448,6 +505,10 @@ def profile(file, argv, use_main, target, timing_only, name, lnc, grid, every, o
         raise
     except Exception as e:  # the kernel's own body raised (a NameError, say)
         raise UserCodeError.from_exception(e, file) from None
+    tables = {}
+    if output_format == "parquet":
+        table = trace.parent / (trace.name.removesuffix(".trace.json.gz") + ".tables") / "Instruction.parquet"
+        tables = {"instruction_table": str(table), "instruction_rows": instruction_table(result, table)}
     if output_format == "summary-json":
         click.echo(emit_json({result.kernel: explorer_summary(result)}))
         return
@@ -458,7 +519,7 @@ def profile(file, argv, use_main, target, timing_only, name, lnc, grid, every, o
     from trnsim.core.timing import explain as why
     if as_json:
         extra = {"mechanisms": [vars(m) for m in why.mechanisms(result)]} if explain else {}
-        click.echo(emit_json({**result.to_dict(), **extra, "trace": str(trace), "html": str(page)}))
+        click.echo(emit_json({**result.to_dict(), **extra, "trace": str(trace), "html": str(page), **tables}))
         return
     con = Console()
     print_summary(schedule, con)
@@ -468,6 +529,8 @@ def profile(file, argv, use_main, target, timing_only, name, lnc, grid, every, o
     if explain:
         con.print("\n".join(why.explain(result)), markup=False, highlight=False, soft_wrap=True)
     con.print(f"report: {page}\ntrace: {trace} (open at https://ui.perfetto.dev)")
+    if tables:
+        con.print(f"instruction table: {tables['instruction_table']} ({tables['instruction_rows']:,} rows)")
 
 
 def tour(console):
