@@ -157,5 +157,5 @@ if __name__ == "__main__":
     target = sys.argv[1] if len(sys.argv) > 1 else "trn1"
     lhsT, rhs = (np.zeros((SHAPE["K"], SHAPE[d]), nl.bfloat16.np) for d in "MN")
     for kernel in LADDER:
-        r = trnsim.core.timing.benchmark(kernel, lhsT, rhs, target=target, timing_only=True)
+        r = trnsim.benchmark(kernel, lhsT, rhs, target=target, timing_only=True)
         print(f"{kernel.__name__:18s} {r.latency / 1e6:8.2f} ms  HFU {r.hfu:6.2%}  bound by {r.bound}")

@@ -20,7 +20,8 @@ SKIPPED = [
     (r"^trnsim torchrun ", "starts torch-xla ranks for minutes (tests/xla/test_torchrun*.py run the launcher)"),
     (r"(^|\s)(my_\w+|kernel|beta_kernel|my_beta_kernel)\.(py|toml)|before/|examples/my_matmul\.py|path/to/",
      "names a file the reader writes"),
-    (r"^trnsim plan sweep ", "a process pool or Ray over hundreds of layouts (tests/plan run sweeps)"),
+    (r"^trnsim plan sweep .*--ray", "starts a Ray cluster (tests/plan run sweeps on Ray)"),
+    (r"^trnsim plan sweep .*,.*,", "three instances' layouts and a chart: a quarter of a minute (tests/plan run sweeps)"),
     (r"matmul_ladder\.py", "times the ladder at its published shape: half a minute (tests/test_examples.py)"),
 ]
 
