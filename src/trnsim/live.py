@@ -3,7 +3,8 @@
 Every process that simulates writes one small JSON file, `<pid>.json`, under the runtime directory
 (`$TRNSIM_RUNTIME_DIR`, else `$XDG_RUNTIME_DIR/trnsim`, else `/tmp/trnsim-<uid>`): what it runs (a
 kernel, a graph, a collective), on which NeuronCores, each core's engine busy shares over the last
-interval of simulated time, and its device memory. Writes are rate-limited and atomic (write, then
+interval of simulated time, its device memory, and its executions so far (counts by outcome, the latest
+latencies, each core's FLOPs and the simulated seconds they took). Writes are rate-limited and atomic (write, then
 rename); the file goes when the process exits, and readers skip files whose process is gone. There is
 no server. This module sits below every layer (standard library only) so that any layer can publish.
 
@@ -40,6 +41,10 @@ MAX_CORES = 1 << 16  # NeuronCore ids a reader accepts per process
 MAX_TEXT = 4096  # characters kept of a command line or name
 LISTED_CORES = 4096  # core ids a file lists (the first; cores_total counts them all): more than one instance holds,
 # which is what top and monitor show, and a 400,000-chip collective would otherwise write megabytes
+LATENCIES_KEPT = 256  # the latest executions' latencies a file keeps (numbered: a reader takes those it has not seen)
+EXECUTION_OUTCOMES = ("completed", "completed_with_err", "completed_with_num_err", "timed_out", "incorrect_input",
+                      "failed_to_queue")  # neuron-monitor's execution_summary
+ERROR_TYPES = ("generic", "numerical", "transient", "model", "runtime", "hardware")  # its error_summary
 _lock = threading.Lock()
 _state: dict = {}
 _last_write = 0.0
@@ -152,6 +157,43 @@ def publish(kind: str, name: str, *, cores: Iterable[int] | None = None,
             _write()
 
 
+def executed(ok: bool = True, error: str = "generic") -> None:
+    """One execution (a kernel launch) ended: counted as "completed", or as "completed_with_err" with its error
+    type (one of ERROR_TYPES), as neuron-monitor's execution_stats counts them."""
+    if not enabled():
+        return
+    if error not in ERROR_TYPES:
+        raise ValueError(f"error type {error!r} is not one of {', '.join(ERROR_TYPES)}")
+    with _lock:
+        _count("executions", "completed" if ok else "completed_with_err")
+        if not ok:
+            _count("errors", error)
+        if time.monotonic() - _last_write >= INTERVAL_S:
+            _write()
+
+
+def timed(total_ns: float, device_ns: float, flops: Mapping[int, float]) -> None:
+    """An execution's simulated latency (total: as the runtime measures it, start-up and tear-down included;
+    device: its instructions' span) and the FLOPs each of its cores ran in that total."""
+    if not enabled():
+        return
+    with _lock:
+        n = _state["timed"] = _state.get("timed", 0) + 1
+        kept = _state.setdefault("latencies", [])
+        kept.append([n, total_ns * 1e-9, device_ns * 1e-9])
+        del kept[:-LATENCIES_KEPT]
+        for core, f in flops.items():
+            _count("flops", str(core), float(f))
+            _count("flop_seconds", str(core), total_ns * 1e-9)
+        if time.monotonic() - _last_write >= INTERVAL_S:
+            _write()
+
+
+def _count(group: str, key: str, by: float = 1) -> None:
+    counts = _state.setdefault(group, {})
+    counts[key] = counts.get(key, 0) + by
+
+
 def due() -> bool:
     """Whether a publish now would reach the file: callers skip computing what only the file shows."""
     return enabled() and time.monotonic() - _last_write >= INTERVAL_S
@@ -256,7 +298,7 @@ def valid_state(doc: object) -> dict | None:
             if (text := clean_text(doc[key])) is None:
                 return None
             out[key] = text
-    for key in ("updated", "sim_time_ns"):
+    for key in ("updated", "sim_time_ns", "timed"):
         if key in doc:
             if _number(doc[key]) is None:
                 return None
@@ -273,6 +315,21 @@ def valid_state(doc: object) -> dict | None:
                 isinstance(v, int) and _number(v, 0, 1 << 62) is not None for v in mem.values())):
             return None
         out["memory"] = {clean_text(k): v for k, v in mem.items()}
+    for key, names in (("executions", EXECUTION_OUTCOMES), ("errors", ERROR_TYPES), ("flops", None),
+                       ("flop_seconds", None)):
+        if key in doc:
+            counts = doc[key]
+            if not (isinstance(counts, dict) and len(counts) <= MAX_CORES and all(
+                    (k in names if names else k.isascii() and k.isdigit()) and _number(v) is not None
+                    for k, v in counts.items())):
+                return None
+            out[key] = dict(counts)
+    if "latencies" in doc:
+        kept = doc["latencies"]
+        if not (isinstance(kept, list) and len(kept) <= LATENCIES_KEPT and all(
+                isinstance(x, list) and len(x) == 3 and all(_number(v) is not None for v in x) for x in kept)):
+            return None
+        out["latencies"] = kept
     if "utilisation" in doc:
         if (util := _shares(doc["utilisation"])) is None:
             return None

@@ -7,8 +7,10 @@ import os
 import pytest
 from click.testing import CliRunner
 
+from tests.cli.kernels import MATMUL_EXP
 from trnsim import live
 from trnsim.cli import cli
+from trnsim.errors import TrnsimError
 
 jsonschema = pytest.importorskip("jsonschema")
 
@@ -19,7 +21,10 @@ _USAGE = {"type": "object", "required": ["user", "nice", "system", "idle", "io_w
           "additionalProperties": {"type": "number"}}
 _CORE_MEMORY = {"type": "object", "required": ["constants", "model_code", "model_shared_scratchpad", "runtime_memory",
                                                "tensors"], "additionalProperties": {"type": "integer", "minimum": 0}}
-_LATENCY = {"oneOf": [{"type": "null"}, {"type": "object", "additionalProperties": {"type": "number"}}]}
+_LATENCY = {"oneOf": [{"type": "null"}, {
+    "type": "object", "required": ["p0", "p1", "p25", "p50", "p75", "p99", "p100"], "additionalProperties": False,
+    "patternProperties": {"^p[0-9]+$": {"type": "number", "minimum": 0}}}]}
+_COUNTS = {"type": "integer", "minimum": 0}
 SCHEMA = {
     "type": "object",
     "required": ["neuron_runtime_data", "system_data", "instance_info", "neuron_hardware_info"],
@@ -34,7 +39,8 @@ SCHEMA = {
                                                "additionalProperties": {
                                                    "type": "object", "required": ["neuroncore_utilization"],
                                                    "properties": {"neuroncore_utilization": {
-                                                       "type": "number", "minimum": 0, "maximum": 100}}}}}}]},
+                                                       "type": "number", "minimum": 0, "maximum": 100},
+                                                       "flops": {"type": "number", "minimum": 0}}}}}}]},
                     "memory_used": {"allOf": [_GROUP, {"required": ["neuron_runtime_used_bytes"], "properties": {
                         "neuron_runtime_used_bytes": {
                             "type": "object", "required": ["host", "neuron_device", "usage_breakdown"],
@@ -52,6 +58,15 @@ SCHEMA = {
                         "vcpu_usage": {"type": "object", "required": ["user", "system"]}}}]},
                     "execution_stats": {"allOf": [_GROUP, {
                         "required": ["error_summary", "execution_summary", "latency_stats"], "properties": {
+                            "error_summary": {"type": "object", "additionalProperties": False, "required": [
+                                "generic", "numerical", "transient", "model", "runtime", "hardware"],
+                                "properties": {k: _COUNTS for k in ("generic", "numerical", "transient", "model",
+                                                                    "runtime", "hardware")}},
+                            "execution_summary": {"type": "object", "additionalProperties": False, "required": [
+                                "completed", "completed_with_err", "completed_with_num_err", "timed_out",
+                                "incorrect_input", "failed_to_queue"], "properties": {
+                                    k: _COUNTS for k in ("completed", "completed_with_err", "completed_with_num_err",
+                                                         "timed_out", "incorrect_input", "failed_to_queue")}},
                             "latency_stats": {"type": "object", "required": ["total_latency", "device_latency"],
                                               "properties": {"total_latency": _LATENCY, "device_latency": _LATENCY}}}}]},
                 }}}}},
@@ -95,6 +110,8 @@ def exporter_series(doc: dict, errors: list) -> dict:
     def neuroncore_counters(d, lab):
         for nc, c in d["neuroncores_in_use"].items():
             put("neuroncore_utilization_ratio", {**lab, "neuroncore": int(nc)}, c["neuroncore_utilization"] / 100)
+            if "flops" in c:
+                put("neuroncore_flops", {**lab, "neuroncore": int(nc)}, c["flops"])
 
     def neuron_runtime_vcpu_usage(d, lab):
         for kind in ("user", "system"):
@@ -208,9 +225,10 @@ def test_the_prometheus_exporters_logic_reads_it(published):
     assert len(get("hardware_ecc_events_total", event_type="mem_ecc_corrected")) == 16
     assert get("neuron_hardware_info", neuron_device_count=16, neuroncore_per_device_count=4,
                instance_type="trn2.48xlarge") == [1]
-    # executions are not simulated: the group says so, and the exporter reports that instead of zeros
-    assert errors == [(tag, "execution_stats", errors[0][2])] and "not simulated" in errors[0][2]
-    assert not get("execution_status_total")
+    # this process launched no kernel: every group reads without error, the counts are zeros, no latency
+    assert errors == []
+    assert get("execution_status_total", runtime_tag=tag, status_type="completed") == [0]
+    assert not get("execution_latency_seconds", runtime_tag=tag)
 
 
 def test_logical_nc_config_from_the_environment(published):
@@ -250,3 +268,70 @@ def test_a_bad_config_file_is_named(tmp_path, text, message):
     conf.write_text(text)
     r = CliRunner().invoke(cli, ["monitor", "-c", str(conf), "--count", "1"])
     assert r.exit_code == 2 and message in r.stderr and "Traceback" not in r.output, r.output
+
+
+
+
+def test_execution_stats_and_flops_come_from_the_kernels_this_process_ran(tmp_path, monkeypatch):
+    """Three timed launches of a real matmul (N = 128, 256, 512) and one launch the hardware refuses: the
+    next document counts 3 completed and 1 completed_with_err (a model error), gives the latency percentiles
+    of the three timed runs (nearest rank: p0 the fastest, p50 the middle one, p100 the slowest, in seconds)
+    and each core's FLOP/s as the FLOPs of the runs over their simulated time; the exporter's logic reads
+    them all. The document after that, with nothing run in between, counts zeros."""
+    import importlib.util
+
+    import numpy as np
+
+    import trnsim
+
+    monkeypatch.setenv("TRNSIM_RUNTIME_DIR", str(tmp_path))
+    path = tmp_path / "mm.py"
+    path.write_text(MATMUL_EXP)
+    spec = importlib.util.spec_from_file_location("mm_kernel", path)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    live.idle()  # this process's totals so far, written in this test's folder ...
+    _monitor()  # ... and read: what ran before this test is not counted below
+    results = [trnsim.benchmark(mod.matmul_exp, np.ones((128, 128), np.float32), np.ones((128, n), np.float32),
+                                target="trn2") for n in (128, 256, 512)]
+    with pytest.raises(TrnsimError):  # a stationary of 256 rows: more than the PE array's 128 partitions
+        mod.matmul_exp(np.ones((256, 128), np.float32), np.ones((256, 128), np.float32))
+    live.idle()  # writes the state now (a process's file is otherwise rewritten at most every 0.25 s)
+    doc = _monitor()
+    jsonschema.validate(doc, SCHEMA)
+    (rt,) = [r for r in doc["neuron_runtime_data"] if r["pid"] == os.getpid()]
+    stats = rt["report"]["execution_stats"]
+    assert stats["error"] == ""
+    assert stats["execution_summary"]["completed"] == 3 and stats["execution_summary"]["completed_with_err"] == 1
+    assert stats["error_summary"]["model"] == 1 and sum(stats["error_summary"].values()) == 1
+    total = sorted(r.latency * 1e-9 for r in results)
+    device = sorted(r.period * 1e-9 for r in results)
+    assert total[0] < total[1] < total[2]
+    lat = stats["latency_stats"]
+    assert (lat["total_latency"]["p0"], lat["total_latency"]["p50"], lat["total_latency"]["p100"]) == tuple(total)
+    assert (lat["device_latency"]["p0"], lat["device_latency"]["p100"]) == (device[0], device[2])
+    flops = 2 * 128 * 128 * (128 + 256 + 512)  # each matmul's multiply-adds, counted as two FLOPs
+    seconds = sum(total)
+    core = rt["report"]["neuroncore_counters"]["neuroncores_in_use"]["0"]
+    assert core["flops"] == pytest.approx(flops / seconds, rel=1e-9)
+    assert core["flops"] < trnsim.specs.neuroncore("trn2").peak_flops("bf16")  # fp32 runs below the bf16 peak
+    errors = []
+    series = exporter_series(doc, errors)
+    tag = str(os.getpid())
+    assert errors == []
+    assert series[("execution_status_total", tuple(sorted({**_labels(doc), "runtime_tag": tag,
+                                                             "status_type": "completed"}.items())))] == 3
+    assert series[("execution_latency_seconds", tuple(sorted({**_labels(doc), "runtime_tag": tag,
+                                                                "percentile": "p50"}.items())))] == total[1]
+    again = _monitor()
+    (rt,) = [r for r in again["neuron_runtime_data"] if r["pid"] == os.getpid()]
+    stats = rt["report"]["execution_stats"]
+    assert sum(stats["execution_summary"].values()) == 0 and stats["latency_stats"]["total_latency"] is None
+    assert rt["report"]["neuroncore_counters"]["neuroncores_in_use"]["0"]["flops"] == 0
+
+
+def _labels(doc):
+    info = doc["instance_info"]
+    return {"instance_name": info["instance_name"], "instance_id": info["instance_id"],
+            "instance_type": info["instance_type"], "availability_zone": info["instance_availability_zone"],
+            "region": info["instance_region"], "subnet_id": info["subnet_id"]}

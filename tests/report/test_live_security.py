@@ -178,6 +178,9 @@ def test_markup_in_a_command_line_is_shown_as_written(rundir):
     {"busy": {"0": {"DMA": 7}}}, {"utilisation": {"0": None}}, {"memory": {"hbm": "4096"}},
     {"memory": {"hbm": -1}}, {"name": 5}, {"command": ["a"]}, {"sim_time_ns": float("nan")},
     {"sim_time_ns": "1"}, {"start": None}, {"start": 12}, {"pid": True}, {"pid": "1"}, {"updated": {}},
+    {"executions": {"completed": -1}}, {"executions": {"finished": 1}}, {"errors": {"model": "1"}},
+    {"flops": {"core0": 1.0}}, {"flop_seconds": [1.0]}, {"latencies": [[1, 0.1]]}, {"latencies": [[1, 0.1, None]]},
+    {"timed": -3},
 ])
 def test_wrong_field_types_are_skipped_not_crashed_on(rundir, bad):
     _plant(rundir, **bad)

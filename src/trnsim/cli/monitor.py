@@ -3,7 +3,8 @@
 Each document follows neuron-monitor's layout and field names (tools/neuron-sys-tools/neuron-monitor-user-guide),
 so its companion scripts read it: `neuron_runtime_data` holds one entry per trnsim process that simulates
 (its metric groups neuroncore_counters, memory_used with the per-core breakdown, neuron_runtime_vcpu_usage,
-execution_stats), `system_data` the host's vCPUs, memory and the devices' (zero) ECC counters,
+execution_stats: the kernel launches since the last document by outcome, the simulated latencies of those
+timed, and each core's FLOP/s over them), `system_data` the host's vCPUs, memory and the devices' (zero) ECC counters,
 `instance_info` and `neuron_hardware_info` the simulated instance. trnsim's additions (a core's engines, what
 a process runs) are extra keys. The figures come from the files the processes publish (trnsim.live) and
 from /proc; `trnsim top --json` prints the same document.
@@ -12,6 +13,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import math
 import os
 import re
 import time
@@ -87,7 +89,8 @@ RUNTIME_GROUPS = ("neuroncore_counters", "memory_used", "neuron_runtime_vcpu_usa
 SYSTEM_GROUPS = ("vcpu_usage", "memory_info", "neuron_hw_counters")
 DEFAULT_PERIOD_S = 5.0  # neuron-monitor's period for a group no configuration times
 _USAGE = ("user", "nice", "system", "idle", "io_wait", "irq", "soft_irq")
-NO_EXECUTIONS = "not simulated: trnsim processes publish no execution counts or latencies"
+PERCENTILES = (0, 1, 25, 50, 75, 99, 100)  # latency_stats' percentiles
+_seen: dict[tuple, dict] = {}  # per process (pid, start): its cumulative execution figures at the last document
 
 
 @dataclasses.dataclass
@@ -193,13 +196,47 @@ def logical_nc_config(chip) -> int:
     return lnc
 
 
+def _percentiles(values: list[float]) -> dict | None:
+    """Nearest-rank percentiles p0..p100 in seconds; None when nothing ran (neuron-monitor's null)."""
+    if not values:
+        return None
+    v = sorted(values)
+    return {f"p{q}": v[max(0, math.ceil(q / 100 * len(v)) - 1)] for q in PERCENTILES}
+
+
+def _period_figures(p: dict) -> dict:
+    """What a process did since the last document (since it started, for the first): execution counts by
+    outcome and error type, the latencies of the executions timed since, each core's FLOPs and the simulated
+    seconds they took. The process publishes running totals; a document reports the difference."""
+    key = (p["pid"], p["start"])
+    last = _seen.get(key, {})
+    if p.get("timed", 0) < last.get("timed", 0):  # not the same totals (a reused state): count from zero
+        last = {}
+    _seen[key] = {k: p.get(k, {}) for k in ("executions", "errors", "flops", "flop_seconds")} | {
+        "timed": p.get("timed", 0)}
+
+    def delta(group, names):
+        now, then = p.get(group, {}), last.get(group, {})
+        return {n: now.get(n, 0) - then.get(n, 0) for n in names}
+
+    new = [x for x in p.get("latencies", []) if x[0] > last.get("timed", 0)]
+    cores = set(p.get("flops", {}))
+    return {"executions": delta("executions", live.EXECUTION_OUTCOMES), "errors": delta("errors", live.ERROR_TYPES),
+            "total": [x[1] for x in new], "device": [x[2] for x in new],
+            "flops": delta("flops", cores), "flop_seconds": delta("flop_seconds", cores)}
+
+
 def _runtime(p: dict, wall: float, before, groups: set[str]) -> dict:
     """One neuron_runtime_data entry: the process's tag is its pid (neuron-monitor's tag without NEURON_PROCESS_TAG)."""
     hz = os.sysconf("SC_CLK_TCK")
     after = _proc_ticks(p["pid"])
     user, system = ((100 * (a - b) / hz / wall for a, b in zip(after, before)) if before and after else (0.0, 0.0))
     util = p.get("utilisation", {})
+    period = _period_figures(p)
+    flops, seconds = period["flops"], period["flop_seconds"]
+    # flops: FLOP/s over the period's executions on that core, in simulated time (0 when none ran)
     cores = {str(c): {"neuroncore_utilization": round(100 * util.get(str(c), 0.0), 2),
+                      "flops": round(flops.get(str(c), 0) / seconds[str(c)]) if seconds.get(str(c)) else 0,
                       "engines": {e: round(100 * v, 2) for e, v in p.get("busy", {}).get(str(c), {}).items()}}
              for c in p.get("cores", [])}
     memory = p.get("memory", {})
@@ -218,8 +255,10 @@ def _runtime(p: dict, wall: float, before, groups: set[str]) -> dict:
             "loaded_models": [], "error": ""},
         "neuron_runtime_vcpu_usage": {"period": wall, "vcpu_usage": {"user": round(user, 2),
                                                                      "system": round(system, 2)}, "error": ""},
-        "execution_stats": {"period": wall, "error_summary": {}, "execution_summary": {},
-                            "latency_stats": {"total_latency": None, "device_latency": None}, "error": NO_EXECUTIONS},
+        "execution_stats": {"period": wall, "error_summary": period["errors"],
+                            "execution_summary": period["executions"],
+                            "latency_stats": {"total_latency": _percentiles(period["total"]),
+                                              "device_latency": _percentiles(period["device"])}, "error": ""},
     }
     return {"pid": p["pid"], "address": "", "neuron_runtime_tag": str(p["pid"]), "error": "",
             "command": p.get("command", ""), "instance_type": _instance(p),
@@ -243,6 +282,8 @@ def snapshot(period_s: float = 0.25, config: Config | None = None) -> dict:
     time.sleep(period_s)
     (cpu1, per1, ctxt1), wall = _stat(), time.monotonic() - t0
     procs = live.processes()  # the newest state, read after the wait
+    for gone in set(_seen) - {(p["pid"], p["start"]) for p in procs}:
+        del _seen[gone]
     runtimes = [_runtime(p, wall, ticks0.get(p["pid"]), config.groups_for(str(p["pid"])))
                 for p in procs if config.groups_for(str(p["pid"]))]
     instances = {r["instance_type"] for r in runtimes} - {"-"}

@@ -22,7 +22,7 @@ from trnsim.core import fast, races as _races
 from trnsim.core.errors import KernelError, MemorySpaceError, UninitializedError, UninitializedWarning
 from trnsim.core.limits import Budget
 from trnsim.core.lnc import Barrier, Turns
-from trnsim.errors import ConfigError
+from trnsim.errors import ConfigError, TrnsimError
 from trnsim.nki._current import _state, core, issue  # noqa: F401  (the front ends' names for them)
 
 LAUNCHES: list[dict] = []  # one summary per kernel launch, for `trnsim run --json`
@@ -311,6 +311,7 @@ def launch(kernel: Kernel, args, kwargs, target=None, values=True, order=None):
         LAST.update(kernel=kernel.fn.__name__, cores=cores)
         LAUNCHES.append({"kernel": kernel.fn.__name__, "target": nc0.target, **programs.summary(),
                          "instructions": sum(len(c.stream) for c in cores), "ok": not errors})
+        live.executed(not errors, "model" if errors and isinstance(errors[0], TrnsimError) else "generic")
     if errors:
         error = errors[0]
         errors.clear()

@@ -76,7 +76,10 @@ def time_cores(name: str, cores, progress=None) -> BenchmarkResult:
         step = None if progress is None else (lambda d, _t, base=done: progress(base + d, total))
         timelines.append(simulate(nc.stream, spec.target, step, core=i, name=name))
         done += len(nc.stream)
-    return summarize(name, timelines, spec)
+    result = summarize(name, timelines, spec)
+    live.timed(result.latency, result.period, {i: sum(e.flops for e in tl.events if e.flops)
+                                               for i, tl in enumerate(timelines)})
+    return result
 
 
 __all__ = ["BenchmarkResult", "Event", "Scheduler", "Timeline", "benchmark", "critical_path", "replay", "simulate",
