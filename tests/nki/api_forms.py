@@ -26,6 +26,7 @@ class Form(NamedTuple):
     reference: Callable
     tol: float = 0.0  # relative and absolute tolerance; 0: exact
     target: str = "trn2"  # the generation the form needs (exponential and activate2: trn3)
+    raises: str = ""  # a form trnsim cannot emulate: the trnsim error it must raise, a regex of its message
 
 
 FREE = {1: (64,), 2: (8, 16), 3: (4, 4, 8)}  # free dims of each rank: 64 elements per partition
@@ -714,4 +715,211 @@ def _replace8_current(nl, nisa, d, v):
     return out
 
 
-FORMS: list[Form] = _rows()
+# -- the rest of both references: data movement, creation, random numbers, loops, launches, GpSimd and MX
+# instructions, collectives, direct allocation ---------------------------------------------------------------------
+def _modules(api):
+    if api == "beta":
+        import trnsim.nki.legacy as nki
+        import trnsim.nki.legacy.isa as nisa
+        import trnsim.nki.legacy.language as nl
+    else:
+        import trnsim.nki as nki
+        import trnsim.nki.isa as nisa
+        import trnsim.nki.language as nl
+    return nki, nisa, nl
+
+
+def _raw(api, body, grid=None, post=None):
+    """A kernel of either API whose `body(nl, nisa, *hbm_args)` returns its own HBM output(s); launched on
+    `grid` (kernel[grid]); `post(out, *args)` (numpy, written here) turns what it returns into the value
+    compared."""
+    def build():
+        nki, nisa, nl = _modules(api)
+
+        @nki.jit
+        def kernel(*xs):
+            return body(nl, nisa, *xs)
+        run = kernel if grid is None else kernel[grid]
+        return run if post is None else (lambda *args: post(run(*args), *args))
+    return build
+
+
+def _out(nl, shape, dtype):
+    return nl.ndarray(tuple(shape), dtype, buffer=nl.shared_hbm)
+
+
+def _loaded(nl, x, dtype=None):
+    """store(out, load(x)) of either API, out in `dtype` (default x's)."""
+    out = _out(nl, x.shape, dtype or x.dtype)
+    nl.store(out, nl.load(x))
+    return out
+
+
+def _uniform_stats(x):
+    """mean, variance, min and max of values that should be uniform in [0, 1)."""
+    v = _f64(x).reshape(-1)
+    return np.array([v.mean(), v.var(), v.min(), v.max()])
+
+
+UNIFORM = np.array([0.5, 1 / 12, 0.0, 1.0])  # what _uniform_stats gives of 2048 uniform draws, within 0.03
+
+
+def _dropped(out, x, *_):
+    """[fraction of zeros, count of kept elements that are not x's]."""
+    out, x = _f64(out), _f64(x)
+    return np.array([np.mean(out == 0), np.sum((out != 0) & (out != x))])
+
+
+def _gelu_sig_dx(x):
+    s = _sig(1.702 * x)
+    return s + 1.702 * x * s * (1 - s)
+
+
+def _rms(x, w, n):
+    x = _f64(x)
+    return x / np.sqrt((x * x).sum(1, keepdims=True) / n + 1e-6) * _f64(w)
+
+
+def _both_language_rows() -> list[Form]:
+    """Language functions both references list: data movement, creation, random tiles, rms_norm, gathers."""
+    rows = []
+    for api in ("current", "beta"):
+        for dt in DTYPES:
+            for rank in FREE:
+                rows.append(Form(api, "language.load", f"{dt} {rank}-d free, stored back", _raw(
+                    api, lambda nl, nisa, x: _loaded(nl, x)),
+                    lambda rng, dt=dt, rank=rank: (_data(dt, rank, rng),), _f64))
+        rows.append(Form(api, "language.load", "bfloat16 HBM with dtype=float32: a casting DMA", _raw(
+            api, lambda nl, nisa, x: (o := _out(nl, x.shape, nl.float32), nl.store(o, nl.load(x, dtype=nl.float32)))[0]),
+            lambda rng: (_data("bfloat16", 1, rng),), _f64))
+        rows.append(Form(api, "language.load", "a partition slice x[8:24] and a free slice x[:, 16:48]", _raw(
+            api, lambda nl, nisa, x: (o := _out(nl, (16, 32), x.dtype), nl.store(o, nl.load(x[8:24, 16:48])))[0]),
+            lambda rng: (_data("float32", 1, rng),), lambda x: _f64(x)[8:24, 16:48]))
+        rows.append(Form(api, "language.store", "two row blocks of one HBM tensor, each from its own tile", _raw(
+            api, lambda nl, nisa, x: (o := _out(nl, (64, 64), x.dtype), nl.store(o[0:32], nl.negative(nl.load(x))),
+                                      nl.store(o[32:64], nl.load(x)))[0]),
+            lambda rng: (_data("float32", 1, rng),), lambda x: np.concatenate([-_f64(x), _f64(x)])))
+        rows.append(Form(api, "language.store", "float32 tile into a bfloat16 HBM tensor: a casting DMA", _raw(
+            api, lambda nl, nisa, x: (o := _out(nl, x.shape, nl.bfloat16), nl.store(o, nl.load(x)))[0]),
+            lambda rng: (_data("float32", 1, rng),), lambda x: _f64(x.astype(BF16))))
+        rows.append(Form(api, "language.store", "a PSUM tile (matmul result), by way of SBUF", _raw(
+            api, lambda nl, nisa, a, b: (o := _out(nl, (a.shape[1], b.shape[1]), nl.float32),
+                                         nl.store(o, nl.matmul(nl.load(a), nl.load(b), transpose_x=True)))[0]),
+            lambda rng: (_data("float32", 1, rng, P=64)[:, :32], _data("float32", 1, rng, P=64)),
+            lambda a, b: _f64(a).T @ _f64(b), 1e-4))
+        for dt in ("float32", "bfloat16"):
+            rows.append(Form(api, "language.load_transpose2d", f"{dt} HBM [32, 64] -> SBUF [64, 32]", _raw(
+                api, lambda nl, nisa, x: (o := _out(nl, x.shape[::-1], x.dtype),
+                                          nl.store(o, nl.load_transpose2d(x)))[0]),
+                lambda rng, dt=dt: (_data(dt, 1, rng),), lambda x: _f64(x).T))
+        for buf in ("sbuf", "psum"):
+            rows.append(Form(api, "language.ndarray", f"float32 in {buf}, written by a copy", _kernel(
+                api, lambda nl, nisa, a, buf=buf, api=api: _copy_into(api, nl, nisa, nl.ndarray(a.shape, nl.float32,
+                                                                                   buffer=getattr(nl, buf)), a),
+                lambda a: a.shape, "float32"),
+                lambda rng: (_data("float32", 1, rng),), _f64))
+        rows.append(Form(api, "language.ndarray", "int32 in shared_hbm, written by a DMA", _raw(
+            api, lambda nl, nisa, x: (o := nl.ndarray(x.shape, nl.int32, buffer=nl.shared_hbm),
+                                      nl.store(o, nl.load(x)))[0]),
+            lambda rng: (_data("int32", 2, rng),), _f64))
+        rows.append(Form(api, "language.empty_like", "of a tile, written by a copy", _kernel(
+            api, lambda nl, nisa, a, api=api: _copy_into(api, nl, nisa, nl.empty_like(a), a), lambda a: a.shape),
+            lambda rng: (_data("float32", 2, rng),), _f64))
+        rows.append(Form(api, "language.empty_like", "dtype=float32 of a bfloat16 tile", _kernel(
+            api, lambda nl, nisa, a, api=api: _copy_into(api, nl, nisa, nl.empty_like(a, dtype=nl.float32), a), lambda a: a.shape,
+            "float32"),
+            lambda rng: (_data("bfloat16", 1, rng),), _f64))
+        rows.append(Form(api, "language.ds", "x[:, ds(16, 32)] and x[ds(8, 16), :] of a tile", _kernel(
+            api, lambda nl, nisa, a: nl.copy(a[nl.ds(8, 16), :][:, nl.ds(16, 32)]), lambda a: (16, 32)),
+            lambda rng: (_data("float32", 1, rng),), lambda a: _f64(a)[8:24, 16:48]))
+        rows.append(Form(api, "language.ds", "an HBM slice x[ds(0, 16), ds(32, 32)]", _raw(
+            api, lambda nl, nisa, x: (o := _out(nl, (16, 32), x.dtype),
+                                      nl.store(o, nl.load(x[nl.ds(0, 16), nl.ds(32, 32)])))[0]),
+            lambda rng: (_data("float32", 1, rng),), lambda x: _f64(x)[0:16, 32:64]))
+        const = np.arange(64, dtype=np.float32).reshape(1, 64) / 8
+        rows.append(Form(api, "language.shared_constant", "a [1, 64] numpy constant loaded and broadcast-added",
+                         _kernel(api, lambda nl, nisa, a: nl.add(a, nl.broadcast_to(
+                             nl.load(nl.shared_constant(const)), shape=a.shape)), lambda a: a.shape),
+                         lambda rng: (_data("float32", 1, rng),), lambda a: _f64(a) + const, 1e-6))
+        for dt in ("uint8", "float32"):
+            rows.append(Form(api, "language.shared_identity_matrix", f"32 x 32, {dt}", _raw(
+                api, lambda nl, nisa, x, dt=dt, api=api: _identity(nl, api, 32, getattr(nl, dt))),
+                lambda rng: (np.zeros(1, np.float32),), lambda x: np.eye(32)))
+        for name, fn in (("abs_max", lambda a, b: np.maximum(np.abs(a), np.abs(b))),
+                         ("abs_min", lambda a, b: np.minimum(np.abs(a), np.abs(b)))):
+            for dt in ("float32", "bfloat16"):
+                rows.append(Form(api, f"language.{name}", f"{dt} tile op tile", _lang(api, name, 2),
+                                 lambda rng, dt=dt: (_data(dt, 2, rng), _data(dt, 2, rng)),
+                                 lambda a, b, fn=fn: fn(_f64(a), _f64(b))))
+            rows.append(Form(api, f"language.{name}", "float32 tile op scalar", _lang(api, name, 1, -0.5),
+                             lambda rng: (_data("float32", 2, rng),), lambda a, fn=fn: fn(_f64(a), -0.5)))
+        for dt in ("float32", "bfloat16") if api == "current" else ():  # a current-API name only
+            rows.append(Form(api, "language.gelu_apprx_sigmoid_dx", f"{dt} tile", _lang(api, "gelu_apprx_sigmoid_dx", 1),
+                             lambda rng, dt=dt: (_math_input("small", dt, rng),),
+                             lambda a: _gelu_sig_dx(_f64(a)), 2e-2 if dt == "bfloat16" else 2e-5))
+        for wshape, what in (((32, 64), "a full weight tile"), ((1, 64), "a [1, F] weight row")):
+            rows.append(Form(api, "language.rms_norm", f"float32 over free axis 1, n=64, {what}", _kernel(
+                api, lambda nl, nisa, x, w: nl.rms_norm(x, w, axis=1, n=64), lambda x, w: x.shape),
+                lambda rng, wshape=wshape: (_data("float32", 1, rng), rng.standard_normal(wshape).astype(np.float32)),
+                lambda x, w: _rms(x, w, 64), 1e-4))
+        rows.append(Form(api, "language.gather_flattened", "float32 [32, 64] data, uint32 [32, 16] indices", _kernel(
+            api, lambda nl, nisa, d, i: nl.gather_flattened(d, i), lambda d, i: i.shape, "float32"),
+            lambda rng: (_data("float32", 1, rng), rng.integers(0, 64, (32, 16)).astype(np.uint32)),
+            lambda d, i: np.take_along_axis(_f64(d), i.astype(np.int64), 1)))
+        rows.append(Form(api, "language.gather_flattened", "float32 [32, 4, 16] data: the free dims flattened",
+                         _kernel(api, lambda nl, nisa, d, i: nl.gather_flattened(d, i), lambda d, i: i.shape,
+                                 "float32"),
+                         lambda rng: (rng.standard_normal((32, 4, 16)).astype(np.float32),
+                                      rng.integers(0, 64, (32, 8)).astype(np.uint32)),
+                         lambda d, i: np.take_along_axis(_f64(d).reshape(32, -1), i.astype(np.int64), 1)))
+        rows.append(Form(api, "language.rand", "float32 [32, 64]: uniform in [0, 1)", _raw(
+            api, lambda nl, nisa, x: (o := _out(nl, x.shape, nl.float32), nl.store(o, nl.rand(x.shape, nl.float32)))[0],
+            post=lambda out, x: _uniform_stats(out)),
+            lambda rng: (np.zeros((32, 64), np.float32),), lambda x: UNIFORM, 0.03))
+        rows.append(Form(api, "language.random_seed", "the same seed twice: the same draws (their difference 0)",
+                         _raw(api, lambda nl, nisa, s: _reseeded(nl, s)),
+                         lambda rng: (np.array([[1234]], np.int32),), lambda s: np.zeros((32, 64))))
+        for rate in (0.0, 1.0):
+            rows.append(Form(api, "language.dropout", f"rate={rate}: every element {'kept' if rate == 0 else 'zeroed'}",
+                             _kernel(api, lambda nl, nisa, a, rate=rate: nl.dropout(a, rate), lambda a: a.shape),
+                             lambda rng: (_data("float32", 1, rng, positive=True),),
+                             lambda a, rate=rate: _f64(a) * (1 - rate)))
+        rows.append(Form(api, "language.dropout", "rate=0.5: about half zeroed, the rest kept as they were", _raw(
+            api, lambda nl, nisa, x: (o := _out(nl, x.shape, x.dtype), nl.store(o, nl.dropout(nl.load(x), 0.5)))[0],
+            post=_dropped),
+            lambda rng: (_data("float32", 1, rng, positive=True),), lambda x: np.array([0.5, 0.0]), 0.06))
+    return rows
+
+
+def _copy_into(api, nl, nisa, t, a):
+    """`a` copied into the tile `t`; an SBUF copy of t returned."""
+    if api == "beta":
+        t[...] = nl.copy(a, dtype=t.dtype)
+    else:
+        nisa.tensor_copy(t, a)
+    return nl.copy(t)
+
+
+def _identity(nl, api, n, dtype):
+    out = _out(nl, (n, n), dtype)
+    m = nl.shared_identity_matrix(n, dtype=dtype)
+    nl.store(out, nl.load(m) if api == "beta" else m)
+    return out
+
+
+def _reseeded(nl, s):
+    out = _out(nl, (32, 64), nl.float32)
+    seed = nl.load(s)
+    nl.random_seed(seed)
+    a = nl.rand((32, 64), nl.float32)
+    nl.random_seed(seed)
+    b = nl.rand((32, 64), nl.float32)
+    nl.store(out, nl.subtract(a, b))
+    return out
+
+
+def _reference_rows() -> list[Form]:
+    return _both_language_rows()
+
+
+FORMS: list[Form] = _rows() + _reference_rows()
