@@ -918,8 +918,199 @@ def _reseeded(nl, s):
     return out
 
 
+def _printed(api, prefix):
+    """A kernel device_printing its loaded input; it returns [1.0] when what was printed is the prefix and
+    the values as numpy prints them, else [0.0]."""
+    def build():
+        import contextlib
+        import io
+        kernel = _raw(api, lambda nl, nisa, x: (o := _out(nl, x.shape, x.dtype), t := nl.load(x),
+                                                nl.device_print(prefix, t), nl.store(o, t))[0])()
+
+        def run(x):
+            text = io.StringIO()
+            with contextlib.redirect_stdout(text):
+                kernel(x)
+            return np.array([float(text.getvalue() == f"{prefix} {x}\n")])
+        return run
+    return build
+
+
+def _count_down(nl, nisa, n, x):
+    """x added once per round of a while_loop on a register counting down from n (kept in a tile)."""
+    out = _out(nl, x.shape, x.dtype)
+    t = nl.ndarray((1, 1), nl.int32, buffer=nl.sbuf)
+    nisa.dma_copy(t, n)
+    r = nisa.register_alloc(0)
+    nisa.register_load(r, t)
+    acc, xt = nl.zeros(x.shape, nl.float32, buffer=nl.sbuf), nl.load(x)
+
+    def body(reg):
+        nisa.tensor_tensor(acc, acc, xt, nl.add)
+        nisa.tensor_scalar(t, t, nl.add, -1)
+        nisa.register_load(reg, t)
+        return reg
+    nl.while_loop(r, body)
+    nl.store(out, acc)
+    return out
+
+
+def _fori(nl, nisa, n, x, bound):
+    out = _out(nl, x.shape, x.dtype)
+    acc, xt = nl.zeros(x.shape, nl.float32, buffer=nl.sbuf), nl.load(x)
+    if bound == "register":
+        r = nisa.register_alloc(0)
+        nisa.register_load(r, nl.load(n))
+        hi = r
+    else:
+        hi = 3
+    nl.fori_loop(0, hi, lambda i: nisa.tensor_tensor(acc, acc, xt, nl.add))
+    nl.store(out, acc)
+    return out
+
+
+def _dynamic(nl, nisa, n, x):
+    out = _out(nl, x.shape, x.dtype)
+    acc, xt = nl.zeros(x.shape, nl.float32, buffer=nl.sbuf), nl.load(x)
+    r = nisa.register_alloc(0)
+    nisa.register_load(r, nl.load(n))
+    for _ in nl.dynamic_range(0, r):
+        nisa.tensor_tensor(acc, acc, xt, nl.add)
+    nl.store(out, acc)
+    return out
+
+
+def _per_program(nl, x):
+    """Program (i, j) of the launch writes x[i, j] * (1 + 10 * num_programs(axis) + 100 * program_ndim())."""
+    nd = nl.program_ndim()
+    ids = [nl.program_id(a) for a in range(max(nd, 1))]
+    out = _out(nl, x.shape, x.dtype)
+    scale = 1 + sum(10 ** (a + 1) * nl.num_programs(a) for a in range(nd)) + 1000 * nd
+    nl.store(out[tuple(ids)], nl.multiply(nl.load(x[tuple(ids)]), float(scale)))
+    return out
+
+
+def _grid_scale(x, grid):
+    return _f64(x) * (1 + sum(10 ** (a + 1) * g for a, g in enumerate(grid)) + 1000 * len(grid))
+
+
+def _control_rows() -> list[Form]:
+    """Loops with runtime bounds, buffer queries, device_print, no_reorder and the launch-grid queries."""
+    rows = []
+    count = lambda rng: (np.array([[3]], np.int32), _data("float32", 1, rng))  # noqa: E731
+    rows.append(Form("current", "language.dynamic_range", "a register upper bound read from HBM (0.6 name)", _raw(
+        "current", _dynamic), count, lambda n, x: 3 * _f64(x), 1e-6))
+    for bound in ("int", "register"):
+        rows.append(Form("current", "language.fori_loop", f"0 to 3 with an {bound} bound, body adding x", _raw(
+            "current", lambda nl, nisa, n, x, bound=bound: _fori(nl, nisa, n, x, bound)), count,
+            lambda n, x: 3 * _f64(x), 1e-6))
+    rows.append(Form("current", "language.while_loop", "on a register counting down from 3", _raw(
+        "current", _count_down), count, lambda n, x: 3 * _f64(x), 1e-6))
+    queries = {"is_psum": ("psum", "sbuf"), "is_hbm": ("shared_hbm", "psum"), "is_on_chip": ("sbuf", "shared_hbm")}
+    for name, (yes, no) in queries.items():
+        rows.append(Form("current", f"language.{name}", f"true of {yes}, false of {no}", _kernel(
+            "current", lambda nl, nisa, a, name=name, yes=yes, no=no: nl.full(a.shape, float(
+                getattr(nl, name)(getattr(nl, yes)) + 2 * getattr(nl, name)(getattr(nl, no))), nl.float32,
+                buffer=nl.sbuf), lambda a: a.shape, "float32"),
+            lambda rng: (_data("float32", 1, rng),), lambda a: np.ones(a.shape)))
+    rows.append(Form("current", "language.no_reorder", "a block of two dependent instructions", _kernel(
+        "current", lambda nl, nisa, a: _in_order(nl, nisa, a), lambda a: a.shape, "float32"),
+        lambda rng: (_data("float32", 1, rng),), lambda a: (_f64(a) + 1) * 2, 1e-6))
+    for api in ("current", "beta"):
+        rows.append(Form(api, "language.device_print", "a [2, 3] tile: the prefix and the values", _printed(
+            api, "x ="), lambda rng: (np.arange(6, dtype=np.float32).reshape(2, 3),), lambda x: np.ones(1)))
+    rows.append(Form("current", "language.num_programs", "kernel[2]: 2 programs, program_ndim 1", _raw(
+        "current", lambda nl, nisa, x: _per_program(nl, x), grid=2),
+        lambda rng: (_data("float32", 1, rng)[:2].reshape(2, 1, 64).copy(),), lambda x: _grid_scale(x, (2,)), 1e-6))
+    rows.append(Form("current", "language.program_ndim", "0 in a launch without a grid", _kernel(
+        "current", lambda nl, nisa, a: nl.full(a.shape, float(nl.program_ndim()), nl.float32, buffer=nl.sbuf),
+        lambda a: a.shape, "float32"), lambda rng: (_data("float32", 1, rng),), lambda a: np.zeros(a.shape)))
+    for grid in ((4,), (2, 3)):
+        for name in ("num_programs", "program_ndim"):
+            rows.append(Form("beta", f"language.{name}", f"a {list(grid)} launch grid", _raw(
+                "beta", lambda nl, nisa, x: _per_program(nl, x), grid=grid),
+                lambda rng, grid=grid: (rng.standard_normal(grid + (4, 8)).astype(np.float32),),
+                lambda x, grid=grid: _grid_scale(x, grid), 1e-6))
+    return rows
+
+
+def _in_order(nl, nisa, a):
+    t = nl.ndarray(a.shape, nl.float32, buffer=nl.sbuf)
+    with nl.no_reorder():
+        nisa.tensor_scalar(t, a, nl.add, 1.0)
+        nisa.tensor_scalar(t, t, nl.multiply, 2.0)
+    return t
+
+
+def _beta_index_rows() -> list[Form]:
+    """Beta-only names: index grids, atomic_rmw, the grid's all_reduce, affine_range and loop_reduce."""
+    rows = []
+    rows.append(Form("beta", "language.arange", "x[i_p, i_f] with i_p = arange(32)[:, None], i_f = arange(64)[None, :]",
+                     _raw("beta", lambda nl, nisa, x: (o := _out(nl, x.shape, x.dtype), nl.store(
+                         o, nl.load(x[nl.arange(32)[:, None], nl.arange(64)[None, :]])))[0]),
+                     lambda rng: (_data("float32", 1, rng),), _f64))
+    rows.append(Form("beta", "language.arange", "an affine index: x[i_p, 2 * i_f + 1], the odd columns", _raw(
+        "beta", lambda nl, nisa, x: (o := _out(nl, (32, 32), x.dtype), nl.store(
+            o, nl.load(x[nl.arange(32)[:, None], 2 * nl.arange(32)[None, :] + 1])))[0]),
+        lambda rng: (_data("float32", 1, rng),), lambda x: _f64(x)[:, 1::2]))
+    rows.append(Form("beta", "language.mgrid", "i = mgrid[0:32, 0:64]; x[i.p, i.x]", _raw(
+        "beta", lambda nl, nisa, x: (o := _out(nl, x.shape, x.dtype), i := nl.mgrid[0:32, 0:64],
+                                     nl.store(o[i.p, i.x], nl.load(x[i.p, i.x])))[0]),
+        lambda rng: (_data("float32", 1, rng),), _f64))
+    rows.append(Form("beta", "language.mgrid", "3-d: mgrid[0:32, 0:4, 0:16] indexing a [32, 4, 16] tensor", _raw(
+        "beta", lambda nl, nisa, x: (o := _out(nl, x.shape, x.dtype), i := nl.mgrid[0:32, 0:4, 0:16],
+                                     nl.store(o[i.p, i.x, i.y], nl.load(x[i.p, i.x, i.y])))[0]),
+        lambda rng: (rng.standard_normal((32, 4, 16)).astype(np.float32),), _f64))
+    rows.append(Form("beta", "language.atomic_rmw", "op=np.add of a tile into a whole HBM tensor", _raw(
+        "beta", lambda nl, nisa, x, y: (o := _loaded(nl, x), nl.atomic_rmw(o, value=nl.load(y), op=np.add))[0]),
+        lambda rng: (_data("float32", 1, rng), _data("float32", 1, rng)), lambda x, y: _f64(x) + _f64(y), 1e-6))
+    rows.append(Form("beta", "language.atomic_rmw", "rows named by an index tile, one row named twice", _raw(
+        "beta", lambda nl, nisa, t, ids, r: (o := _loaded(nl, t), nl.atomic_rmw(
+            o[nl.load(ids), nl.arange(8)[None, :]], value=nl.load(r), op=np.add))[0]),
+        lambda rng: (_data("float32", 1, rng)[:, :8].copy(), np.array([[3], [5], [3], [0]], np.int32),
+                     rng.standard_normal((4, 8)).astype(np.float32)),
+        lambda t, ids, r: _f64(t) + np.array([_f64(r)[ids[:, 0] == k].sum(0) for k in range(32)]), 1e-6))
+    rows.append(Form("beta", "language.all_reduce", "op=np.add over a [4] grid: every program gets the sum", _raw(
+        "beta", lambda nl, nisa, x: (o := _out(nl, x.shape, x.dtype), i := nl.program_id(0), nl.store(
+            o[i], nl.all_reduce(nl.load(x[i]), op=np.add, program_axes=0)))[0], grid=4),
+        lambda rng: (rng.standard_normal((4, 8, 16)).astype(np.float32),),
+        lambda x: np.broadcast_to(_f64(x).sum(0), x.shape), 1e-6))
+    rows.append(Form("beta", "language.all_reduce", "op=np.maximum over axis 1 of a [2, 2] grid", _raw(
+        "beta", lambda nl, nisa, x: (o := _out(nl, x.shape, x.dtype), i := (nl.program_id(0), nl.program_id(1)),
+                                     nl.store(o[i], nl.all_reduce(nl.load(x[i]), op=np.maximum, program_axes=[1])))[0],
+        grid=(2, 2)),
+        lambda rng: (rng.standard_normal((2, 2, 8, 16)).astype(np.float32),),
+        lambda x: np.broadcast_to(_f64(x).max(1, keepdims=True), x.shape)))
+    rows.append(Form("beta", "language.affine_range", "4 independent iterations, one column block each", _kernel(
+        "beta", lambda nl, nisa, a: _beta_blocks(nl, a), lambda a: a.shape, "float32"),
+        lambda rng: (_data("float32", 1, rng),),
+        lambda a: _f64(a) * np.broadcast_to(np.arange(4).repeat(16)[None, :], a.shape), 1e-6))
+    for op, fn in (("add", np.sum), ("maximum", np.max)):
+        rows.append(Form("beta", "language.loop_reduce", f"op=np.{op} over the 4 iterations of an affine_range",
+                         _kernel("beta", lambda nl, nisa, a, op=op: _loop_reduced(nl, a, getattr(np, op)),
+                                 lambda a: (a.shape[0], 16), "float32"),
+                         lambda rng: (_data("float32", 1, rng),),
+                         lambda a, fn=fn: fn(_f64(a).reshape(32, 4, 16), axis=1), 1e-6))
+    return rows
+
+
+def _beta_blocks(nl, a):
+    t = nl.ndarray(a.shape, nl.float32, buffer=nl.sbuf)
+    for i in nl.affine_range(4):
+        t[:, i * 16:(i + 1) * 16] = nl.multiply(a[:, i * 16:(i + 1) * 16], i)
+    return t
+
+
+def _loop_reduced(nl, a, op):
+    """dst[...] = loop_reduce(x, op, [i]) is dst = op(dst, x) in each iteration: dst starts at op's identity."""
+    acc = nl.full((a.shape[0], 16), 0.0 if op is np.add else -1e30, nl.float32, buffer=nl.sbuf)
+    for i in nl.affine_range(4):
+        acc[...] = nl.loop_reduce(a[:, i * 16:(i + 1) * 16], op=op, loop_indices=[i])
+    return acc
+
+
 def _reference_rows() -> list[Form]:
-    return _both_language_rows()
+    return _both_language_rows() + _control_rows() + _beta_index_rows()
 
 
 FORMS: list[Form] = _rows() + _reference_rows()
