@@ -1109,8 +1109,302 @@ def _loop_reduced(nl, a, op):
     return acc
 
 
+def _bits_uniform(bits, *_):
+    """_uniform_stats of random unsigned integers scaled by their range."""
+    b = np.asarray(bits)
+    return _uniform_stats(b.view(f"u{b.dtype.itemsize}").astype(np.float64) / 2.0 ** (8 * b.dtype.itemsize))
+
+
+def _draws(nl, nisa, x, make):
+    """`make(nl, nisa, tile)` fills SBUF tiles of x's shape and dtype; each is stored into its own output."""
+    outs = []
+    for t in make(nl, nisa, lambda: nl.ndarray(x.shape, x.dtype, buffer=nl.sbuf)):
+        o = _out(nl, x.shape, x.dtype)
+        nl.store(o, t)
+        outs.append(o)
+    return tuple(outs)
+
+
+def _same_draws(outs, *_):
+    """[1 when the two draws are equal, 1 when the first has many distinct values]."""
+    a, b = (np.asarray(o) for o in outs)
+    return np.array([float(np.array_equal(a, b)), float(np.unique(a).size > a.size // 2)])
+
+
+def _seeded(nl, nisa, new, s):
+    seed = nl.load(s)
+    a = new()
+    nisa.set_rng_seed(seed)
+    nisa.rng(a)
+    b = new()
+    nisa.set_rng_seed(seed)
+    nisa.rng(b)
+    return a, b
+
+
+def _state_resumed(nl, nisa, new):
+    st = nl.ndarray((32, 6), nl.uint32, buffer=nl.sbuf)
+    nisa.rand_get_state(st)
+    a = new()
+    nisa.rng(a, engine=nisa.engine.gpsimd)
+    nisa.rand_set_state(st)
+    b = new()
+    nisa.rng(b, engine=nisa.engine.gpsimd)
+    return a, b
+
+
+def _bounds(ids):
+    """[start, end) of the run of equal ids each element is in; id 0 (padding) gets [n, -1]."""
+    ids = _f64(ids).reshape(-1)
+    n = ids.size
+    out = np.empty((2, n))
+    for i, v in enumerate(ids):
+        if v == 0:
+            out[:, i] = (n, -1)
+            continue
+        s = i
+        while s > 0 and ids[s - 1] == v:
+            s -= 1
+        e = i + 1
+        while e < n and ids[e] == v:
+            e += 1
+        out[:, i] = (s, e)
+    return out[None]
+
+
+def _local_gather(src, index, k, n):
+    """Per 16-partition GpSimd core: the core's indices in partition-first order, the first n of them, each
+    taking k consecutive elements of every partition of the core."""
+    out = []
+    for c in range(0, src.shape[0], 16):
+        picks = index[c:c + 16].flatten(order="F")[:n].astype(np.int64)
+        cols = (picks[:, None] + np.arange(k)[None, :]).reshape(-1)
+        out.append(_f64(src[c:c + 16]).reshape(16, -1)[:, cols])
+    return np.concatenate(out)
+
+
+def _nonzero(src, offset, pad, keep):
+    """Partition 0 of each 16-partition core: indices of its non-zeros + offset, padding, the count; the other
+    partitions keep `keep`."""
+    out = np.full((src.shape[0], src.shape[1] + 1), keep, np.int64)
+    for p in range(0, src.shape[0], 16):
+        hits = np.flatnonzero(src[p]) + offset
+        out[p] = np.r_[hits, np.full(src.shape[1] - hits.size, pad), hits.size]
+    return out
+
+
+def _snake_top(x, n, k):
+    """The k largest of the n-element snake (element e at partition e % 16, column e // 16), ascending, and
+    their snake positions, as rows [values..., positions...]."""
+    snake = _f64(x).T.reshape(-1)[:n]
+    order = np.argsort(snake, kind="stable")[-k:]
+    return np.r_[snake[order], order]
+
+
+def _topk_rows(outs, x):
+    """Row 0 of each 16-partition core of (values, indices), as [values..., indices...] per core."""
+    v, i = (np.asarray(o) for o in outs)
+    return np.stack([np.r_[_f64(v[p]), i[p].astype(np.float64)] for p in range(0, x.shape[0], 16)])
+
+
+def _mx(x):
+    """MXFP8 e4m3fn values of x [K, F]: blocks of 32 along K share the scale 2^(floor(log2 amax) - 7) (one
+    step above the OCP sample conversion), elements rounded to e4m3fn."""
+    import ml_dtypes
+    blocks = _f64(x).reshape(-1, 32, x.shape[1])
+    scale = 2.0 ** (np.floor(np.log2(np.abs(blocks).max(1, keepdims=True))) - 7)
+    q = np.clip(blocks / scale, -448, 448).astype(ml_dtypes.float8_e4m3fn).astype(np.float64)
+    return (q * scale).reshape(x.shape)
+
+
+def _mx_matmul(nl, nisa, a, b):
+    """a [512, M], b [512, N] (bf16) quantized by quantize_mx (K = 4 x 128 partitions, 4 along the free
+    dim) and multiplied by nc_matmul_mx into an fp32 [M, N]."""
+    K, M = a.shape
+    out = _out(nl, (M, b.shape[1]), nl.float32)
+    qs = []
+    for x in (a, b):
+        F = x.shape[1]
+        src = nl.ndarray((128, F, 4), x.dtype, buffer=nl.sbuf)
+        nisa.dma_copy(src, x.reshape((128, 4, F)).permute((0, 2, 1)))  # src[p, f, j] = x[4p + j, f]
+        q = nl.ndarray((128, F), nl.float8_e4m3fn_x4, buffer=nl.sbuf)
+        s = nl.ndarray((128, F), nl.uint8, buffer=nl.sbuf)
+        nisa.quantize_mx(q, src.reshape((128, 4 * F)), s)
+        qs.append((q, s))
+    ps = nl.ndarray((M, b.shape[1]), nl.float32, buffer=nl.psum)
+    nisa.nc_matmul_mx(ps, qs[0][0], qs[1][0], qs[0][1], qs[1][1])
+    nl.store(out, nl.copy(ps))
+    return out
+
+
+def _lnc2(body):
+    """A current-API kernel launched on LNC 2: `body(nl, nisa, rank, *args)` per core."""
+    return _raw("current", lambda nl, nisa, *xs: body(nl, nisa, nl.program_id(0), *xs), grid=2)
+
+
+def _barrier(nl, nisa, r, x):
+    """Each core writes its half of a shared tensor, both meet at core_barrier, then each reads it all."""
+    n = x.shape[1]
+    shared = nl.ndarray((2 * n, x.shape[2]), x.dtype, buffer=nl.shared_hbm)
+    out = nl.ndarray(x.shape[:1] + (2 * n, x.shape[2]), x.dtype, buffer=nl.shared_hbm)
+    nisa.dma_copy(shared[r * n:(r + 1) * n], x[r])
+    nisa.core_barrier(shared, (0, 1))
+    t = nl.ndarray((2 * n, x.shape[2]), x.dtype, buffer=nl.sbuf)
+    nisa.dma_copy(t, shared)
+    nisa.dma_copy(out[r], t)
+    return out
+
+
+def _swap(nl, nisa, r, x, engine):
+    out = nl.ndarray(x.shape, x.dtype, buffer=nl.shared_hbm)
+    src = nl.load(x[r])
+    dst = nl.ndarray(src.shape, src.dtype, buffer=nl.sbuf)
+    nisa.sendrecv(src, dst, send_to_rank=1 - r, recv_from_rank=1 - r, pipe_id=0,
+                  dma_engine=getattr(nisa.dma_engine, engine))
+    nl.store(out[r], dst)
+    return out
+
+
+def _current_isa_rows() -> list[Form]:
+    """The rest of the current nki.isa: random numbers, GpSimd gathers and scans, DMA compute, MX, the
+    instructions between the two cores of an LNC 2 launch, and the target query."""
+    rows = []
+    for dt in ("uint16", "int32", "uint8"):
+        for eng in ("vector", "gpsimd"):
+            rows.append(Form("current", "isa.rng", f"{dt} bits, engine={eng}: uniform over the dtype's range", _raw(
+                "current", lambda nl, nisa, x, eng=eng: _draws(nl, nisa, x, lambda nl, nisa, new: [
+                    (t := new(), nisa.rng(t, engine=getattr(nisa.engine, eng)))[0]])[0], post=_bits_uniform),
+                lambda rng, dt=dt: (np.zeros((32, 64), dt),), lambda x: UNIFORM, 0.03))
+    for lo, hi in ((0.0, 1.0), (2.0, 5.0)):
+        rows.append(Form("current", "isa.rand2", f"float32 uniform in [{lo}, {hi}]", _raw(
+            "current", lambda nl, nisa, x, lo=lo, hi=hi: _draws(nl, nisa, x, lambda nl, nisa, new: [
+                (t := new(), nisa.rand2(t, lo, hi))[0]])[0],
+            post=lambda out, x, lo=lo, hi=hi: _uniform_stats((_f64(out) - lo) / (hi - lo))),
+            lambda rng: (np.zeros((32, 64), np.float32),), lambda x: UNIFORM, 0.03, "trn3"))
+    rows.append(Form("current", "isa.set_rng_seed", "the same [1, 1] seed twice: rng repeats its draws", _raw(
+        "current", lambda nl, nisa, x, s: _draws(nl, nisa, x, lambda nl, nisa, new: _seeded(nl, nisa, new, s)),
+        post=_same_draws),
+        lambda rng: (np.zeros((32, 64), np.uint32), np.array([[99]], np.int32)), lambda x, s: np.ones(2)))
+    for name in ("rand_get_state", "rand_set_state"):
+        rows.append(Form("current", f"isa.{name}", "GpSimd uint32 [32, 6] state saved, drawn from, restored: the "
+                         "draws repeat", _raw("current", lambda nl, nisa, x: _draws(nl, nisa, x, _state_resumed),
+                                              post=_same_draws),
+                         lambda rng: (np.zeros((32, 64), np.uint32),), lambda x: np.ones(2)))
+    for prob in (0.0, 1.0):
+        rows.append(Form("current", "isa.dropout", f"scalar prob={prob}", _current(
+            lambda nisa, nl, dst, a, prob=prob: nisa.dropout(dst, a, prob)),
+            lambda rng: (_data("float32", 2, rng, positive=True),), lambda a, prob=prob: _f64(a) * (1 - prob)))
+    rows.append(Form("current", "isa.dropout", "a [P, 1] prob tile: 0 on even partitions, 1 on odd", _current(
+        lambda nisa, nl, dst, a, p: nisa.dropout(dst, a, p)),
+        lambda rng: (_data("float32", 1, rng, positive=True), (np.arange(32) % 2).astype(np.float32)[:, None]),
+        lambda a, p: _f64(a) * (1 - p)))
+    rows.append(Form("current", "isa.dropout", "scalar prob=0.5: about half zeroed, the rest kept", _raw(
+        "current", lambda nl, nisa, x: _draws(nl, nisa, x, lambda nl, nisa, new: [
+            (t := new(), nisa.dropout(t, nl.load(x), 0.5))[0]])[0], post=_dropped),
+        lambda rng: (_data("float32", 1, rng, positive=True),), lambda x: np.array([0.5, 0.0]), 0.06))
+    ids = np.array([[1, 1, 1, 2, 2, 3, 3, 3, 3, 4, 0, 0, 5, 5, 0, 0]])
+    for dt in ("int32", "float32"):
+        rows.append(Form("current", "isa.sequence_bounds", f"{dt} segment ids with padding, [1, 16] -> [1, 2, 16]",
+                         _kernel("current", lambda nl, nisa, s: (b := nl.ndarray((1, 2, s.shape[1]), s.dtype,
+                                                                                 buffer=nl.sbuf),
+                                                                  nisa.sequence_bounds(b, s))[0],
+                                 lambda s: (1, 2, s.shape[1])),
+                         lambda rng, dt=dt: (ids.astype(dt),), _bounds))
+    for k, n in ((1, None), (4, 20)):
+        rows.append(Form("current", "isa.local_gather", f"float32, 2 GpSimd cores, num_elem_per_idx={k}, "
+                         f"num_valid_indices={n}", _current(
+                             lambda nisa, nl, dst, src, idx, _o, k=k, n=n: nisa.local_gather(
+                                 dst, src, idx, num_elem_per_idx=k, num_valid_indices=n), shape_of=2),
+                         lambda rng, k=k, n=n: (_data("float32", 1, rng), rng.integers(0, 64 - k, (32, 2)).astype(
+                             np.uint16), np.zeros((32, (n or 32) * k), np.float32)),
+                         lambda src, idx, _o, k=k, n=n: _local_gather(src, idx, k, n or 32)))
+    for dt, shape in (("float32", (32, 64)), ("bfloat16", (32, 64)), ("float32", (32, 4, 16))):
+        rows.append(Form("current", "isa.nc_n_gather", f"{dt} data {list(shape)}, uint32 [32, 24] indices into its "
+                         "flattened free dims", _current(
+                             lambda nisa, nl, dst, d, i: nisa.nc_n_gather(dst, d, i), shape_of=1),
+                         lambda rng, dt=dt, shape=shape: (rng.standard_normal(shape).astype(DTYPES[dt]),
+                                                          rng.integers(0, 64, (32, 24)).astype(np.uint32)),
+                         lambda d, i: np.take_along_axis(_f64(d).reshape(32, -1), i.astype(np.int64), 1)))
+    rows.append(Form("current", "isa.dma_compute", "SBUF: dst = srcs[0] + srcs[1] + srcs[2], float32", _current(
+        lambda nisa, nl, dst, a, b, c: nisa.dma_compute(dst, [a, b, c], nl.add)),
+        lambda rng: tuple(_data("float32", 2, rng) for _ in range(3)), lambda a, b, c: _f64(a) + _f64(b) + _f64(c),
+        1e-6))
+    rows.append(Form("current", "isa.dma_compute", "HBM to HBM with scales=[1.0, 1.0], bfloat16 srcs", _raw(
+        "current", lambda nl, nisa, a, b: (o := _out(nl, a.shape, nl.float32),
+                                           nisa.dma_compute(o, [a, b], nl.add, scales=[1.0, 1.0]))[0]),
+        lambda rng: (_data("bfloat16", 1, rng), _data("bfloat16", 1, rng)), lambda a, b: _f64(a) + _f64(b), 1e-6))
+    data = lambda rng, dt: np.where(rng.random((32, 20)) < 0.3, rng.integers(1, 9, (32, 20)), 0).astype(dt)  # noqa: E731
+    for dt in ("int32", "float32"):
+        rows.append(Form("current", "isa.nonzero_with_count", f"{dt}, index_offset=100, padding_val=-1; partitions "
+                         "0 and 16 written", _current(
+                             lambda nisa, nl, dst, s, _o: (nisa.memset(dst, 7), nisa.nonzero_with_count(
+                                 dst, s, index_offset=100, padding_val=-1)), out_dtype="int32", shape_of=1),
+                         lambda rng, dt=dt: (data(rng, dt), np.zeros((32, 21), np.int32)),
+                         lambda s, _o: _nonzero(s, 100, -1, 7)))
+    for n, k in ((40, 5), (48, 8)):
+        rows.append(Form("current", "isa.topk", f"n={n} bfloat16 snake over 16 partitions, K={k}", _raw(
+            "current", lambda nl, nisa, x, n=n, k=k: _topk(nl, nisa, x, n, k), post=_topk_rows),
+            lambda rng: (rng.permutation(32 * 3).reshape(32, 3).astype(BF16),),
+            lambda x, n=n, k=k: np.stack([_snake_top(x[p:p + 16], n, k) for p in (0, 16)])))
+    for op, (o0, o1, fn) in {"exp": ("multiply", "add", lambda x: np.exp(2 * x - 1)),
+                             "tanh": ("bypass", "bypass", np.tanh),
+                             "relu": ("subtract", "bypass", lambda x: np.maximum(0.5 - x, 0))}.items():
+        rev = o0 == "subtract"
+        rows.append(Form("current", "isa.activate2", f"op={op}, (data {o0} imm0) {o1} imm1"
+                         + (", reverse0" if rev else ""), _current(
+                             lambda nisa, nl, dst, a, op=op, o0=o0, o1=o1, rev=rev: nisa.activate2(
+                                 dst, getattr(nl, op), a, imm0=0.5 if rev else 2.0, imm1=-1.0, op0=getattr(nl, o0),
+                                 op1=getattr(nl, o1), reverse0=rev), out_dtype="float32"),
+                         lambda rng: (_data("float32", 2, rng, small=True),), lambda a, fn=fn: fn(_f64(a)), 1e-5,
+                         "trn3"))
+    rows.append(Form("current", "isa.activate2", "op=exp with reduce_op=add into reduce_res", _current(
+        lambda nisa, nl, dst, a, _z: nisa.activate2(nl.ndarray(a.shape, nl.float32, buffer=nl.sbuf), nl.exp, a,
+                                                    imm0=1.0, imm1=0.0, op0=nl.multiply, op1=nl.bypass,
+                                                    reduce_op=nl.add, reduce_res=dst,
+                                                    reduce_cmd=nisa.reduce_cmd.reset_reduce),
+        out_dtype="float32", shape_of=1),
+        lambda rng: (_data("float32", 1, rng, small=True), np.zeros((32, 1), np.float32)),
+        lambda a, _z: np.exp(_f64(a)).sum(1, keepdims=True), 1e-5, "trn3"))
+    mx_in = lambda rng: (rng.standard_normal((512, 32)).astype(BF16), rng.standard_normal((512, 64)).astype(BF16))  # noqa: E731
+    rows.append(Form("current", "isa.nc_matmul_mx", "MXFP8 e4m3fn_x4 operands, uint8 scales, [512, 32] x [512, 64]",
+                     _raw("current", _mx_matmul), mx_in, lambda a, b: _mx(a).T @ _mx(b), 1e-4, "trn3"))
+    rows.append(Form("current", "isa.quantize_mx", "bfloat16 [512, 32] to MXFP8, read back through an identity "
+                     "matmul", _raw("current", _mx_matmul),
+                     lambda rng: (rng.standard_normal((512, 32)).astype(BF16), np.eye(512, dtype=BF16)),
+                     lambda a, b: _mx(a).T, 1e-6, "trn3"))
+    rows.append(Form("current", "isa.register_store", "a register into an SBUF tile, then a loaded value", _current(
+        lambda nisa, nl, dst, a: (nisa.register_store(dst[:, 0:1], nisa.register_alloc(-7)),
+                                  nisa.register_load(r := nisa.register_alloc(0), a[:, 1:2]),
+                                  nisa.register_store(dst[:, 1:2], r))),
+        lambda rng: (np.array([[0, 31337]], np.int32),), lambda a: np.array([[-7, 31337]])))
+    for target, gen in (("trn2", 3), ("trn3", 4)):
+        for api in ("current", "beta"):
+            rows.append(Form(api, "isa.get_nc_version", f"on {target}: gen{gen}", _kernel(
+                api, lambda nl, nisa, a: nl.full(a.shape, float(nisa.get_nc_version().value), nl.float32,
+                                                 buffer=nl.sbuf), lambda a: a.shape, "float32"),
+                lambda rng: (np.zeros((1, 1), np.float32),), lambda a, gen=gen: np.full(a.shape, gen), 0.0, target))
+    rows.append(Form("current", "isa.core_barrier", "LNC 2: each core writes half a shared tensor, then reads it all",
+                     _lnc2(_barrier), lambda rng: (rng.standard_normal((2, 16, 8)).astype(np.float32),),
+                     lambda x: np.broadcast_to(np.concatenate([x[0], x[1]]), (2, 32, 8))))
+    for eng in ("dma", "gpsimd_dma"):
+        rows.append(Form("current", "isa.sendrecv", f"LNC 2: the two cores swap tiles, dma_engine={eng}", _lnc2(
+            lambda nl, nisa, r, x, eng=eng: _swap(nl, nisa, r, x, eng)),
+            lambda rng: (rng.standard_normal((2, 16, 8)).astype(np.float32),), lambda x: _f64(x)[::-1]))
+    return rows
+
+
+def _topk(nl, nisa, x, n, k):
+    P = x.shape[0]
+    v, i = nl.ndarray((P, k), nl.bfloat16, buffer=nl.sbuf), nl.ndarray((P, k), nl.uint32, buffer=nl.sbuf)
+    nisa.topk(v, i, nl.load(x), n=n)
+    vals, idx = _out(nl, (P, k), nl.bfloat16), _out(nl, (P, k), nl.uint32)
+    nl.store(vals, v)
+    nl.store(idx, i)
+    return vals, idx
+
+
 def _reference_rows() -> list[Form]:
-    return _both_language_rows() + _control_rows() + _beta_index_rows()
+    return _both_language_rows() + _control_rows() + _beta_index_rows() + _current_isa_rows()
 
 
 FORMS: list[Form] = _rows() + _reference_rows()
