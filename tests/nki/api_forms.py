@@ -1403,8 +1403,295 @@ def _topk(nl, nisa, x, n, k):
     return vals, idx
 
 
+def _ranks(body):
+    """An LNC 2 kernel of the current API running `body(nl, nisa, cc, G, r, x)` on each rank r of the group
+    [[0, 1]]; x holds each rank's input along dim 0."""
+    def run(nl, nisa, r, x):
+        import trnsim.nki.collectives as cc
+        return body(nl, nisa, cc, cc.ReplicaGroup([[0, 1]]), r, x)
+    return _lnc2(run)
+
+
+def _per_rank(nl, nisa, r, shape, dtype, tile):
+    """The [2, ...] output whose row r this rank writes from `tile` (SBUF or HBM)."""
+    out = nl.ndarray((2,) + tuple(shape), dtype, buffer=nl.shared_hbm)
+    nisa.dma_copy(out[r], tile)
+    return out
+
+
+def _sbuf_collective(nl, nisa, r, x, call, shape=None):
+    """call(src, dst) on SBUF tiles: src is this rank's x[r], dst of `shape` (x[r]'s by default)."""
+    t = nl.load(x[r])
+    d = nl.ndarray(shape or t.shape, t.dtype, buffer=nl.sbuf)
+    call(t, d)
+    return _per_rank(nl, nisa, r, d.shape, d.dtype, d)
+
+
+def _hbm_collective(nl, nisa, r, x, call, shape):
+    d = nl.ndarray(shape, x.dtype, buffer=nl.hbm)
+    call(x[r], d)
+    return _per_rank(nl, nisa, r, shape, x.dtype, d)
+
+
+def _ring_ids(nl, nisa, cc, G, r, x):
+    """The ranks whose data this rank holds at ring steps 0, 1 and 2, through registers into a [1, 3] tile."""
+    t = nl.ndarray((1, 3), nl.int32, buffer=nl.sbuf)
+    for i in range(3):
+        nisa.register_store(t[:, i:i + 1], cc.collective_permute_implicit_current_processing_rank_id(i, G))
+    return _per_rank(nl, nisa, r, (1, 3), nl.int32, t)
+
+
+def _collective_rows() -> list[Form]:
+    """nki.collectives between the two ranks of an LNC 2 launch, values checked rank by rank."""
+    rows = []
+    two = lambda shape: (lambda rng: (rng.standard_normal((2,) + shape).astype(np.float32),))  # noqa: E731
+    for op, fn in (("add", np.add), ("maximum", np.maximum)):
+        rows.append(Form("current", "collectives.all_reduce", f"op={op} on SBUF tiles", _ranks(
+            lambda nl, nisa, cc, G, r, x, op=op: _sbuf_collective(nl, nisa, r, x, lambda s, d: cc.all_reduce(
+                [s], [d], G, getattr(nl, op)))), two((32, 16)),
+            lambda x, fn=fn: np.broadcast_to(fn(_f64(x[0]), _f64(x[1])), x.shape), 1e-6))
+    rows.append(Form("current", "collectives.all_reduce", "op=add on HBM tensors, keywords", _ranks(
+        lambda nl, nisa, cc, G, r, x: _hbm_collective(nl, nisa, r, x, lambda s, d: cc.all_reduce(
+            srcs=[s], dsts=[d], replica_group=G, op=nl.add), x.shape[1:])), two((256, 16)),
+        lambda x: np.broadcast_to(_f64(x[0]) + _f64(x[1]), x.shape), 1e-6))
+    rows.append(Form("current", "collectives.all_gather", "HBM, collective_dim=0: the ranks' tensors stacked", _ranks(
+        lambda nl, nisa, cc, G, r, x: _hbm_collective(nl, nisa, r, x, lambda s, d: cc.all_gather(
+            [s], [d], G, collective_dim=0), (2 * x.shape[1], x.shape[2]))), two((64, 16)),
+        lambda x: np.broadcast_to(np.concatenate([x[0], x[1]]), (2, 128, 16))))
+    rows.append(Form("current", "collectives.all_gather", "SBUF, collective_dim=1: side by side along the free dim",
+                     _ranks(lambda nl, nisa, cc, G, r, x: _sbuf_collective(nl, nisa, r, x, lambda s, d: cc.all_gather(
+                         [s], [d], G, collective_dim=1), (x.shape[1], 2 * x.shape[2]))), two((32, 16)),
+                     lambda x: np.broadcast_to(np.concatenate([x[0], x[1]], 1), (2, 32, 32))))
+    rows.append(Form("current", "collectives.reduce_scatter", "HBM, collective_dim=0, op=add: rank i gets part i",
+                     _ranks(lambda nl, nisa, cc, G, r, x: _hbm_collective(nl, nisa, r, x, lambda s, d: cc.reduce_scatter(
+                         [s], [d], G, collective_dim=0, op=nl.add), (x.shape[1] // 2, x.shape[2]))), two((256, 16)),
+                     lambda x: (_f64(x[0]) + _f64(x[1])).reshape(2, 128, 16), 1e-6))
+    rows.append(Form("current", "collectives.all_to_all", "HBM, collective_dim=0: part j of rank i to rank j", _ranks(
+        lambda nl, nisa, cc, G, r, x: _hbm_collective(nl, nisa, r, x, lambda s, d: cc.all_to_all(
+            [s], [d], G, collective_dim=0), x.shape[1:])), two((256, 16)),
+        lambda x: np.stack([np.concatenate([x[0][j * 128:(j + 1) * 128], x[1][j * 128:(j + 1) * 128]])
+                            for j in range(2)])))
+    rows.append(Form("current", "collectives.collective_permute", "pairs (0, 1) and (1, 0): the ranks swap", _ranks(
+        lambda nl, nisa, cc, G, r, x: _hbm_collective(nl, nisa, r, x, lambda s, d: cc.collective_permute(
+            [s], [d], source_target_pairs=[(0, 1), (1, 0)]), x.shape[1:])), two((64, 16)), lambda x: _f64(x)[::-1]))
+    rows.append(Form("current", "collectives.collective_permute_implicit", "one ring step: each rank gets its "
+                     "predecessor's tensor", _ranks(
+                         lambda nl, nisa, cc, G, r, x: _hbm_collective(nl, nisa, r, x, lambda s, d: cc.collective_permute_implicit(
+                             [[s]], [[d]], G), x.shape[1:])), two((64, 16)), lambda x: _f64(x)[::-1]))
+    rows.append(Form("current", "collectives.collective_permute_implicit_reduce", "op=add of two srcs sent one ring step",
+                     _ranks(lambda nl, nisa, cc, G, r, x: _hbm_collective(
+                         nl, nisa, r, x, lambda s, d: cc.collective_permute_implicit_reduce(
+                             [[s]], [[x[1 - r]]], [[d]], G, nl.add), x.shape[1:])), two((64, 16)),
+                     lambda x: np.broadcast_to(_f64(x[0]) + _f64(x[1]), x.shape), 1e-6))
+    rows.append(Form("current", "collectives.collective_permute_implicit_current_processing_rank_id",
+                     "ring steps 0, 1, 2 of a ring of two: own rank, peer, own", _ranks(_ring_ids),
+                     lambda rng: (np.zeros((2, 1, 1), np.float32),),
+                     lambda x: np.array([[[0, 1, 0]], [[1, 0, 1]]])))
+    rows.append(Form("current", "collectives.rank_id", "each rank scales its input by rank + 1", _ranks(
+        lambda nl, nisa, cc, G, r, x: _per_rank(nl, nisa, r, x.shape[1:], x.dtype, nl.multiply(
+            nl.load(x[r]), float(cc.rank_id() + 1)))), two((32, 16)),
+        lambda x: _f64(x) * np.array([1.0, 2.0])[:, None, None], 1e-6))
+    return rows
+
+
+def _dyn_blocks(nl, nisa, a, how):
+    """Column block i of the result is block 3 - i of `a`, copied with a loop-dependent free offset."""
+    t = nl.ndarray(a.shape, a.dtype, buffer=nl.sbuf)
+    for i in nl.sequential_range(4):
+        if how == "src":
+            t[:, i * 16:(i + 1) * 16] = nisa.tensor_copy_dynamic_src(a[:, (3 - i) * 16:(4 - i) * 16])
+        else:
+            nisa.tensor_copy_dynamic_dst(dst=t[:, i * 16:(i + 1) * 16], src=a[:, (3 - i) * 16:(4 - i) * 16])
+    return t
+
+
+def _reversed_blocks(a):
+    return np.concatenate([_f64(a)[:, (3 - i) * 16:(4 - i) * 16] for i in range(4)], 1)
+
+
+def _beta_isa_more_rows() -> list[Form]:
+    """The beta isa functions no row above reaches."""
+    rows = []
+    for dt in ("float32", "bfloat16"):
+        rows.append(Form("beta", "isa.tensor_scalar_reduce", f"sum of (data + 1) into reduce_res, {dt}", _kernel(
+            "beta", lambda nl, nisa, a: (nisa.tensor_scalar_reduce(
+                data=a, op0=np.add, operand0=1.0, reduce_op=np.add,
+                reduce_res=(r := nl.ndarray((a.shape[0], 1), nl.float32, buffer=nl.sbuf))), r)[1],
+            lambda a: (a.shape[0], 1), "float32"),
+            lambda rng, dt=dt: (_data(dt, 1, rng),), lambda a: (_f64(a) + 1).sum(1, keepdims=True), 1e-4))
+        rows.append(Form("beta", "isa.range_select", f"keep 8 <= f < 40, else -5, {dt}", _kernel(
+            "beta", lambda nl, nisa, a: nisa.range_select(on_true_tile=a, comp_op0=np.greater_equal, comp_op1=np.less,
+                                                          bound0=8.0, bound1=40.0, on_false_value=-5.0),
+            lambda a: a.shape),
+            lambda rng, dt=dt: (_data(dt, 1, rng),),
+            lambda a: np.where((np.arange(64) >= 8) & (np.arange(64) < 40), _f64(a), -5.0)))
+        rows.append(Form("beta", "isa.dma_transpose", f"{dt} [16, 64] -> [64, 16]", _kernel(
+            "beta", lambda nl, nisa, a: nisa.dma_transpose(a), lambda a: a.shape[::-1]),
+            lambda rng, dt=dt: (_data(dt, 1, rng, P=16),), lambda a: _f64(a).T))
+    rows.append(Form("beta", "isa.dma_transpose", "bfloat16 3-d [16, 4, 8]: axes reversed", _kernel(
+        "beta", lambda nl, nisa, a: nisa.dma_transpose(a), lambda a: a.shape[::-1]),
+        lambda rng: (rng.standard_normal((16, 4, 8)).astype(BF16),), lambda a: np.transpose(_f64(a), (2, 1, 0))))
+    for how in ("src", "dst"):
+        rows.append(Form("beta", f"isa.tensor_copy_dynamic_{how}", "column blocks reversed, the offset set by a "
+                         "sequential_range index", _kernel(
+                             "beta", lambda nl, nisa, a, how=how: _dyn_blocks(nl, nisa, a, how), lambda a: a.shape),
+                         lambda rng: (_data("float32", 1, rng),), _reversed_blocks))
+    for dt in ("int32", "float32"):
+        rows.append(Form("beta", "isa.iota", f"{dt}: p * 100 + 2 * f over a [32, 64] grid", _kernel(
+            "beta", lambda nl, nisa, a, dt=dt: nisa.iota(nl.arange(32)[:, None] * 100 + 2 * nl.arange(64)[None, :],
+                                                         dtype=getattr(nl, dt)), lambda a: a.shape, dt),
+            lambda rng: (np.zeros((32, 64), np.float32),),
+            lambda a: 100 * np.arange(32)[:, None] + 2 * np.arange(64)[None, :]))
+    rows.append(Form("beta", "isa.iota", "a scalar expression (program_id + 5): a [1, 1] tile", _kernel(
+        "beta", lambda nl, nisa, a: nisa.iota(nl.program_id(0) + 5, dtype=nl.int32), lambda a: (1, 1), "int32"),
+        lambda rng: (np.zeros((1, 1), np.float32),), lambda a: np.full((1, 1), 5)))
+    for prob in (0.0, 1.0):
+        rows.append(Form("beta", "isa.dropout", f"scalar prob={prob}", _kernel(
+            "beta", lambda nl, nisa, a, prob=prob: nisa.dropout(a, prob), lambda a: a.shape),
+            lambda rng: (_data("float32", 2, rng, positive=True),), lambda a, prob=prob: _f64(a) * (1 - prob)))
+    ids = np.array([[1, 1, 2, 2, 2, 0, 3, 0]])
+    rows.append(Form("beta", "isa.sequence_bounds", "int32 segment ids with padding, [1, 8] -> [1, 2, 8]", _kernel(
+        "beta", lambda nl, nisa, s: nisa.sequence_bounds(segment_ids=s), lambda s: (1, 2, s.shape[1])),
+        lambda rng: (ids.astype(np.int32),), _bounds))
+    rows.append(Form("beta", "isa.local_gather", "float32, 2 GpSimd cores, 2 elements per index, 12 valid", _kernel(
+        "beta", lambda nl, nisa, src, idx: nisa.local_gather(src, idx, num_elem_per_idx=2, num_valid_indices=12),
+        lambda src, idx: (32, 12, 2)),
+        lambda rng: (_data("float32", 1, rng), rng.integers(0, 62, (32, 1)).astype(np.uint16)),
+        lambda src, idx: _local_gather(src, idx, 2, 12).reshape(32, 12, 2)))
+    return rows
+
+
+def _doubled(nl, x):
+    out = _out(nl, x.shape, x.dtype)
+    nl.store(out, nl.multiply(nl.load(x), 2.0))
+    return out
+
+
+def _timed(run):
+    """The kernel's output, then 1.0 when the benchmark result it left holds a positive p50 latency."""
+    def timed(x):
+        out = run(x)
+        return np.r_[_f64(out).ravel(), float(run.benchmark_result.nc_latency.get_latency_percentile(50) > 0)]
+    return timed
+
+
+def _launch(kind):
+    """A kernel doubling its input, launched the way `kind` documents."""
+    def build():
+        if kind.startswith("current"):
+            import trnsim.nki as nki
+            import trnsim.nki.language as nl
+        else:
+            import trnsim.nki.legacy as nki
+            import trnsim.nki.legacy.language as nl
+
+        def doubled(x):
+            return _doubled(nl, x)
+
+        def into(x, out):  # the beta output convention of SDK 2.20: the output is an argument
+            nl.store(out, nl.multiply(nl.load(x), 2.0))
+        return {"current jit": lambda: nki.jit(doubled),
+                "current jit options": lambda: nki.jit(platform_target="trn2")(doubled),
+                "current simulate": lambda: nki.simulate(nki.jit(doubled)),
+                "current simulate fn": lambda: nki.simulate(doubled),
+                "beta jit": lambda: nki.jit(doubled),
+                "beta jit mode": lambda: nki.jit(mode="simulation")(doubled),
+                "beta jit out": lambda: lambda x: (o := np.zeros_like(x), nki.jit(into)(x, o))[0],
+                "beta simulate_kernel": lambda: lambda x: nki.simulate_kernel(nki.jit(doubled), x),
+                "beta baremetal": lambda: nki.baremetal(doubled),
+                "beta benchmark": lambda: _timed(nki.benchmark(warmup=2, iters=5)(doubled)),
+                "beta profile": lambda: _timed(nki.profile(working_directory=None)(doubled))}[kind]()
+    return build
+
+
+def _placed(nl, ncc, x, buffer):
+    """4 row blocks of x through a [4, par_dim(32), F] SBUF tensor placed by `buffer`, each doubled."""
+    n = x.shape[0] // 32
+    out = _out(nl, x.shape, x.dtype)
+    buf = nl.ndarray((n, nl.par_dim(32), x.shape[1]), x.dtype, buffer=buffer)
+    for i in nl.affine_range(n):
+        buf[i] = nl.load(x[i * 32:(i + 1) * 32, :])
+        nl.store(out[i * 32:(i + 1) * 32, :], nl.multiply(buf[i], 2.0))
+    return out
+
+
+def _psum_placed(nl, nisa, ncc, a, b, buffer):
+    """2 column blocks of a.T @ b accumulated over 2 K tiles in PSUM blocks placed by `buffer`."""
+    K, M = a.shape
+    N = b.shape[1] // 2
+    out = _out(nl, (M, 2 * N), nl.float32)
+    acc = nl.ndarray((2, nl.par_dim(M), N), nl.float32, buffer=buffer)
+    for j in nl.affine_range(2):
+        acc[j] = nl.zeros((M, N), nl.float32, buffer=nl.psum)
+        for k in nl.affine_range(K // 64):
+            acc[j] += nisa.nc_matmul(nl.load(a[k * 64:(k + 1) * 64, :]), nl.load(b[k * 64:(k + 1) * 64, j * N:(j + 1) * N]))
+    for j in nl.affine_range(2):
+        nl.store(out[:, j * N:(j + 1) * N], nl.copy(acc[j]))
+    return out
+
+
+def _compiled(option):
+    """A beta kernel doubling its input under the compile option `option` (a decorator)."""
+    def build():
+        import trnsim.nki.legacy as nki
+        import trnsim.nki.legacy.compiler as ncc
+        import trnsim.nki.legacy.language as nl
+        return getattr(ncc, option)(nki.jit(lambda x: _doubled(nl, x)))
+    return build
+
+
+def _beta_compiler(body):
+    def build():
+        import trnsim.nki.legacy.compiler as ncc
+        return _raw("beta", lambda nl, nisa, *xs: body(nl, nisa, ncc, *xs))()
+    return build
+
+
+def _launch_rows() -> list[Form]:
+    """Kernel launches of both APIs (jit, simulate, simulate_kernel, baremetal, benchmark, profile), and the beta
+    compiler's direct allocation and compile options."""
+    rows = []
+    x = lambda rng: (_data("float32", 1, rng),)  # noqa: E731
+    forms = {"current jit": ("nki.jit", "a decorated function"), "current jit options": ("nki.jit", "with options"),
+             "current simulate": ("nki.simulate", "of a jit kernel"), "current simulate fn": ("nki.simulate", "of a function"),
+             "beta jit": ("nki.jit", "a decorated function, allocate-and-return"),
+             "beta jit mode": ("nki.jit", "mode='simulation'"),
+             "beta jit out": ("nki.jit", "the output passed as an argument (SDK 2.20 convention)"),
+             "beta simulate_kernel": ("nki.simulate_kernel", "simulate_kernel(kernel, x)"),
+             "beta baremetal": ("nki.baremetal", "a decorated function")}
+    for kind, (function, form) in forms.items():
+        rows.append(Form(kind.split()[0], function, form, _launch(kind), x, lambda a: 2 * _f64(a)))
+    for kind in ("beta benchmark", "beta profile"):
+        rows.append(Form("beta", f"nki.{kind.split()[1]}", "values, and a positive p50 nc_latency", _launch(kind), x,
+                         lambda a: np.r_[2 * _f64(a).ravel(), 1.0]))
+    rows.append(Form("beta", "compiler.sbuf.mod_alloc", "base_addr=0, num_free_tiles=(2,): 4 blocks in 2 tiles",
+                     _beta_compiler(lambda nl, nisa, ncc, x: _placed(nl, ncc, x, ncc.sbuf.mod_alloc(
+                         base_addr=0, num_free_tiles=(2,)))),
+                     lambda rng: (rng.standard_normal((128, 16)).astype(np.float32),), lambda x: 2 * _f64(x)))
+    rows.append(Form("beta", "compiler.sbuf.alloc", "func(idx, pdim_size, fdim_size) -> (partition, byte address)",
+                     _beta_compiler(lambda nl, nisa, ncc, x: _placed(nl, ncc, x, ncc.sbuf.alloc(
+                         lambda idx, pdim_size, fdim_size: (0, 1024 + idx[0] * fdim_size)))),
+                     lambda rng: (rng.standard_normal((128, 16)).astype(np.float32),), lambda x: 2 * _f64(x)))
+    rows.append(Form("beta", "compiler.sbuf.auto_alloc", "the compiler's allocator", _beta_compiler(
+        lambda nl, nisa, ncc, x: _placed(nl, ncc, x, ncc.sbuf.auto_alloc())),
+        lambda rng: (rng.standard_normal((128, 16)).astype(np.float32),), lambda x: 2 * _f64(x)))
+    mm = lambda rng: (rng.standard_normal((128, 32)).astype(np.float32), rng.standard_normal((128, 64)).astype(np.float32))  # noqa: E731
+    for name, buffer in (("mod_alloc", lambda ncc: ncc.psum.mod_alloc(base_bank=2, num_bank_tiles=(2,))),
+                         ("alloc", lambda ncc: ncc.psum.alloc(lambda idx, pdim_size, fdim_size: (5 + idx[0], 0, 0))),
+                         ("auto_alloc", lambda ncc: ncc.psum.auto_alloc())):
+        rows.append(Form("beta", f"compiler.psum.{name}", "2 accumulating matmul blocks" + {
+            "mod_alloc": " in banks 2 and 3", "alloc": ": func -> (bank, partition, byte)", "auto_alloc": ""}[name],
+            _beta_compiler(lambda nl, nisa, ncc, a, b, buffer=buffer: _psum_placed(nl, nisa, ncc, a, b, buffer(ncc))),
+            mm, lambda a, b: _f64(a).T @ _f64(b), 1e-4))
+    for option in ("skip_middle_end_transformations", "enable_stack_allocator", "force_auto_alloc"):
+        rows.append(Form("beta", f"compiler.{option}", "a decorated kernel computes as without it", _compiled(option),
+                         x, lambda a: 2 * _f64(a)))
+    return rows
+
+
 def _reference_rows() -> list[Form]:
-    return _both_language_rows() + _control_rows() + _beta_index_rows() + _current_isa_rows()
+    return (_both_language_rows() + _control_rows() + _beta_index_rows() + _current_isa_rows() + _collective_rows()
+            + _beta_isa_more_rows() + _launch_rows())
 
 
 FORMS: list[Form] = _rows() + _reference_rows()
