@@ -1689,9 +1689,184 @@ def _launch_rows() -> list[Form]:
     return rows
 
 
+def _psum_operand(nl, nisa, a, b, how):
+    """a copied into PSUM, then tensor_tensor(a_psum, b) written to SBUF (how="read") or to PSUM (how="write")."""
+    p = nl.ndarray(a.shape, nl.float32, buffer=nl.psum)
+    nisa.tensor_copy(p, a)
+    if how == "read":
+        t = nl.ndarray(a.shape, nl.float32, buffer=nl.sbuf)
+        nisa.tensor_tensor(t, p, b, nl.add)
+        return t
+    q = nl.ndarray(a.shape, nl.float32, buffer=nl.psum)
+    nisa.tensor_tensor(q, p, b, nl.add)
+    return nl.copy(q)
+
+
+def _at_partition(nl, nisa, a, start):
+    """Partitions start..start+32 of a [64, F] tile scaled by 3 into a [32, F] tile at partition 0."""
+    t = nl.ndarray((32, a.shape[1]), nl.float32, buffer=nl.sbuf)
+    nisa.tensor_scalar(t, a[start:start + 32], nl.multiply, 3.0)
+    return t
+
+
+def _pe_transpose(nl, nisa, a):
+    p = nl.ndarray(a.shape[::-1], nl.float32, buffer=nl.psum)
+    nisa.nc_transpose(p, a, engine=nisa.engine.tensor)
+    return nl.copy(p)
+
+
+def _two_matmuls(nl, nisa, a, b):
+    """K split in two matmuls accumulating into one PSUM tile."""
+    ps = nl.ndarray((a.shape[1], b.shape[1]), nl.float32, buffer=nl.psum)
+    nisa.nc_matmul(ps, a[0:64], b[0:64])
+    nisa.nc_matmul(ps, a[64:128], b[64:128], accumulate=True)
+    return nl.copy(ps)
+
+
+def _matmul_3d(nl, nisa, a, b):
+    """Moving operand [K, H, W]: the result is [M, H, W]."""
+    ps = nl.ndarray((a.shape[1],) + tuple(b.shape[1:]), nl.float32, buffer=nl.psum)
+    nisa.nc_matmul(ps, a, b)
+    return nl.copy(ps)
+
+
+def _breadth_rows() -> list[Form]:
+    """Parameter forms beyond the plain ones: PSUM operands, partition offsets, two operators with reversal,
+    bias and scale tiles, casts, engines, accumulation, several reduced axes, masks."""
+    rows = []
+    for how in ("read", "write"):
+        rows.append(Form("current", "isa.tensor_tensor", f"data1 in PSUM, dst in {'SBUF' if how == 'read' else 'PSUM'}",
+                         _kernel("current", lambda nl, nisa, a, b, how=how: _psum_operand(nl, nisa, a, b, how),
+                                 lambda a, b: a.shape, "float32"),
+                         lambda rng: (_data("float32", 1, rng), _data("float32", 1, rng)),
+                         lambda a, b: _f64(a) + _f64(b), 1e-6))
+    for start in (0, 32):
+        rows.append(Form("current", "isa.tensor_scalar", f"a partition slice starting at partition {start}", _kernel(
+            "current", lambda nl, nisa, a, start=start: _at_partition(nl, nisa, a, start), lambda a: (32, a.shape[1]),
+            "float32"),
+            lambda rng: (_data("float32", 1, rng, P=64),), lambda a, start=start: 3 * _f64(a)[start:start + 32], 1e-6))
+    for rev0, rev1 in ((False, False), (True, False), (False, True), (True, True)):
+        def ref(a, rev0=rev0, rev1=rev1):
+            t = 2.0 - _f64(a) if rev0 else _f64(a) - 2.0
+            return 0.5 / t if rev1 else t / 0.5
+        rows.append(Form("current", "isa.tensor_scalar", f"op0=subtract 2.0, op1=divide 0.5, reverse0={rev0}, "
+                         f"reverse1={rev1}", _current(
+                             lambda nisa, nl, dst, a, rev0=rev0, rev1=rev1: nisa.tensor_scalar(
+                                 dst, a, nl.subtract, 2.0, reverse0=rev0, op1=nl.divide, operand1=0.5,
+                                 reverse1=rev1)),
+                         lambda rng: (_data("float32", 2, rng, positive=True) + 2.5,), ref, 1e-5))
+    rows.append(Form("current", "isa.activation", "op=exp with a bias tile [P, 1] and a scale tile [P, 1]", _current(
+        lambda nisa, nl, dst, a, b, s: nisa.activation(dst, nl.exp, a, bias=b, scale=s)),
+        lambda rng: (_data("float32", 1, rng, small=True), rng.standard_normal((32, 1)).astype(np.float32) / 4,
+                     rng.standard_normal((32, 1)).astype(np.float32)),
+        lambda a, b, s: np.exp(_f64(a) * _f64(s) + _f64(b)), 1e-5))
+    rows.append(Form("current", "isa.activation", "op=tanh, scalar scale 0.5, 3-d free", _current(
+        lambda nisa, nl, dst, a: nisa.activation(dst, nl.tanh, a, scale=0.5)),
+        lambda rng: (_data("float32", 3, rng),), lambda a: np.tanh(0.5 * _f64(a)), 1e-5))
+    for src, dst in (("float32", "bfloat16"), ("int32", "float32"), ("float32", "int32"), ("bfloat16", "float32")):
+        rows.append(Form("current", "isa.tensor_copy", f"{src} to a {dst} dst: the copy casts", _current(
+            lambda nisa, nl, dst, a: nisa.tensor_copy(dst, a), out_dtype=dst),
+            lambda rng, src=src: (_data(src, 2, rng) * (3 if src == "float32" else 1),),
+            lambda a, dst=dst: _cast(a, dst)))
+    rows.append(Form("current", "isa.tensor_copy", "engine=scalar (the activation engine)", _current(
+        lambda nisa, nl, dst, a: nisa.tensor_copy(dst, a, engine=nisa.engine.scalar)),
+        lambda rng: (_data("float32", 2, rng),), _f64))
+    for eng in ("vector", "gpsimd"):
+        rows.append(Form("current", "isa.memset", f"float32 -1.5, engine={eng}", _current(
+            lambda nisa, nl, dst, a, eng=eng: nisa.memset(dst, -1.5, engine=getattr(nisa.engine, eng))),
+            lambda rng: (_data("float32", 2, rng),), lambda a: np.full(a.shape, -1.5)))
+    rows.append(Form("current", "isa.nc_transpose", "float32 [32, 64] on the tensor engine into PSUM", _kernel(
+        "current", lambda nl, nisa, a: _pe_transpose(nl, nisa, a), lambda a: a.shape[::-1], "float32"),
+        lambda rng: (_data("float32", 1, rng),), lambda a: _f64(a).T, 1e-6))
+    rows.append(Form("current", "isa.nc_matmul", "K=128 in two matmuls accumulating into one PSUM tile", _kernel(
+        "current", lambda nl, nisa, a, b: _two_matmuls(nl, nisa, a, b), lambda a, b: (a.shape[1], b.shape[1]),
+        "float32"),
+        lambda rng: (_data("float32", 1, rng, P=128)[:, :32].copy(), _data("float32", 1, rng, P=128)),
+        lambda a, b: _f64(a).T @ _f64(b), 1e-4))
+    rows.append(Form("current", "isa.nc_matmul", "moving operand [K, 4, 16]: result [M, 4, 16]", _kernel(
+        "current", lambda nl, nisa, a, b: _matmul_3d(nl, nisa, a, b), lambda a, b: (a.shape[1],) + b.shape[1:],
+        "float32"),
+        lambda rng: (_data("float32", 1, rng, P=64)[:, :32].copy(), rng.standard_normal((64, 4, 16)).astype(np.float32)),
+        lambda a, b: np.einsum("km,khw->mhw", _f64(a), _f64(b)), 1e-4))
+    for api in ("current", "beta"):
+        rows.append(Form(api, "language.transpose", "int32 [32, 64] -> [64, 32]: an integer transpose", _kernel(
+            api, lambda nl, nisa, a: nl.copy(nl.transpose(a)), lambda a: a.shape[::-1]),
+            lambda rng: (_data("int32", 1, rng),), lambda a: _f64(a).T))
+        rows.append(Form(api, "language.load", "a (1,)-shaped HBM tensor, its element read as tile[0, 0]", _raw(
+            api, lambda nl, nisa, x: (o := _out(nl, (1, 1), x.dtype), nl.store(o, nl.copy(nl.load(x)[0, 0])))[0]),
+            lambda rng: (np.array([4.25], np.float32),), lambda x: np.full((1, 1), 4.25)))
+        rows.append(Form(api, "language.store", "uint32 tile into an int32 HBM tensor: the DMA casts through FP32, "
+                         "saturating", _raw(
+                             api, lambda nl, nisa, x: (o := _out(nl, x.shape, nl.int32), nl.store(o, nl.load(x)))[0]),
+                         lambda rng: (np.array([[0xFFFFFFFF, 7, 0x80000000, 16777217]], np.uint32),),
+                         lambda x: np.clip(_f64(x.astype(np.float32)), -2 ** 31, 2 ** 31 - 1)))
+        rows.append(Form(api, "language.store", "uint32 tile into a uint32 HBM tensor: equal dtypes move bytes", _raw(
+            api, lambda nl, nisa, x: (o := _out(nl, x.shape, nl.uint32), nl.store(o, nl.load(x)))[0]),
+            lambda rng: (np.array([[0xFFFFFFFF, 7, 0x80000000, 16777217]], np.uint32),), lambda x: x))
+    for op, fn in (("add", np.sum), ("maximum", np.max)):
+        rows.append(Form("current", "isa.tensor_reduce", f"op={op} over free axes (1, 2) of a 3-d tile, negate=True",
+                         _current(lambda nisa, nl, dst, a, _z, op=op: nisa.tensor_reduce(
+                             dst, getattr(nl, op), a, axis=(1, 2), negate=True), out_dtype="float32", shape_of=1),
+                         lambda rng: (rng.standard_normal((32, 4, 16)).astype(np.float32), np.zeros((32, 1), np.float32)),
+                         lambda a, _z, fn=fn: -fn(_f64(a), axis=(1, 2))[:, None], 1e-5))
+    rows.append(Form("beta", "language.matmul", "an SBUF accumulator: acc += matmul(a, b)", _kernel(
+        "beta", lambda nl, nisa, a, b: _sbuf_acc(nl, a, b), lambda a, b: (a.shape[1], b.shape[1]), "float32"),
+        lambda rng: (_data("float32", 1, rng, P=64)[:, :32].copy(), _data("float32", 1, rng, P=64)),
+        lambda a, b: 1 + _f64(a).T @ _f64(b), 1e-4))
+    for api in ("current", "beta"):
+        rows.append(Form(api, "isa.nc_match_replace8", "float32 with dst_idx: the 8 positions written too", _kernel(
+            api, (lambda nl, nisa, d, v, api=api: _replace8_idx(nl, nisa, d, v, api)), lambda d, v: (d.shape[0], 8),
+            "float32"),
+            lambda rng: _rows_of_distinct(rng), lambda d, v: _find8(d, v).astype(np.float64)))
+        rows.append(Form(api, "isa.nc_match_replace8", "vals repeating a value: dst_idx pairs the repeats with their "
+                         "positions in descending order", _kernel(
+                             api, (lambda nl, nisa, d, v, api=api: _replace8_idx(nl, nisa, d, v, api)),
+                             lambda d, v: (d.shape[0], 8), "float32"),
+                         lambda rng: (np.tile(np.array([[1, 2, 3, 4, 8, 8, 8, 8, 8, 8, 8]], np.float32), (2, 1)),
+                                      np.tile(np.array([[3, 8, 8, 8, 8, 8, 8, 8]], np.float32), (2, 1))),
+                         lambda d, v: np.tile([[2, 10, 9, 8, 7, 6, 5, 4]], (2, 1))))
+    rows.append(Form("current", "isa.nc_find_index8", "a value not in the row: the all-ones sentinel; uint16 dst",
+                     _kernel("current", lambda nl, nisa, d, v: _find8_u16(nl, nisa, d, v), lambda d, v: v.shape,
+                             "uint16"),
+                     lambda rng: (np.arange(32, dtype=np.float32)[None, :].repeat(4, 0),
+                                  np.array([[5, 99, 0, 31, 7, -1, 12, 13]], np.float32).repeat(4, 0)),
+                     lambda d, v: np.where(np.isin(v, d[0]), v, 0xFFFF)))
+    return rows
+
+
+def _cast(a, dst):
+    """numpy's value of a cast to dst as an engine writes it: round to nearest even, integers saturate."""
+    x = _f64(a)
+    if dst == "int32":
+        return np.clip(np.rint(x), -2 ** 31, 2 ** 31 - 1)
+    return _f64(x.astype(DTYPES[dst]))
+
+
+def _sbuf_acc(nl, a, b):
+    acc = nl.full((a.shape[1], b.shape[1]), 1.0, nl.float32, buffer=nl.sbuf)
+    acc += nl.matmul(a, b, transpose_x=True)
+    return acc
+
+
+def _find8_u16(nl, nisa, d, v):
+    out = nl.ndarray(v.shape, nl.uint16, buffer=nl.sbuf)
+    nisa.nc_find_index8(out, d, v)
+    return out
+
+
+def _replace8_idx(nl, nisa, d, v, api):
+    """The positions nc_match_replace8 writes into dst_idx, as float32."""
+    idx = nl.ndarray((d.shape[0], 8), nl.uint32, buffer=nl.sbuf)
+    if api == "beta":
+        nisa.nc_match_replace8(data=d, vals=v, imm=-1.0, dst_idx=idx)
+    else:
+        nisa.nc_match_replace8(nl.ndarray(d.shape, d.dtype, buffer=nl.sbuf), d, v, -1.0, dst_idx=idx)
+    return nl.copy(idx, dtype=nl.float32)
+
+
 def _reference_rows() -> list[Form]:
     return (_both_language_rows() + _control_rows() + _beta_index_rows() + _current_isa_rows() + _collective_rows()
-            + _beta_isa_more_rows() + _launch_rows())
+            + _beta_isa_more_rows() + _launch_rows() + _breadth_rows())
 
 
 FORMS: list[Form] = _rows() + _reference_rows()
