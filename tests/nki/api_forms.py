@@ -404,6 +404,11 @@ def _elementwise_rows() -> list[Form]:
                 api, lambda nl, nisa, a: nl.prod(a, axis=1, keepdims=True), lambda a: (a.shape[0], 1), "float32"),
                 lambda rng, dt=dt: (rng.uniform(0.9, 1.1, (32, 64)).astype(DTYPES[dt]),),
                 lambda a: np.prod(_f64(a), axis=1, keepdims=True), 2e-2 if dt == "bfloat16" else 1e-5))
+        rows.append(Form(api, "language.var", "keepdims=False over free axes (1, 2) of a 3-d tile: dims kept all the "
+                         "same", _kernel(api, lambda nl, nisa, a: nl.var(a, axis=(1, 2), keepdims=False),
+                                         lambda a: (a.shape[0], 1, 1), "float32"),
+                         lambda rng: (rng.standard_normal((32, 4, 16)).astype(np.float32),),
+                         lambda a: np.var(_f64(a), axis=(1, 2))[:, None, None], 1e-5))
         rows.append(Form(api, "language.var", "float32 population variance over free axis 1", _kernel(
             api, lambda nl, nisa, a: nl.var(a, axis=1), lambda a: (a.shape[0], 1), "float32"),
             lambda rng: (_data("float32", 1, rng),), lambda a: np.var(_f64(a), axis=1, keepdims=True), 1e-5))
@@ -845,14 +850,18 @@ def _both_language_rows() -> list[Form]:
             rows.append(Form(api, "language.shared_identity_matrix", f"32 x 32, {dt}", _raw(
                 api, lambda nl, nisa, x, dt=dt, api=api: _identity(nl, api, 32, getattr(nl, dt))),
                 lambda rng: (np.zeros(1, np.float32),), lambda x: np.eye(32)))
-        for name, fn in (("abs_max", lambda a, b: np.maximum(np.abs(a), np.abs(b))),
-                         ("abs_min", lambda a, b: np.minimum(np.abs(a), np.abs(b)))):
+        for name, fn in (("abs_max", lambda a, b: np.where(np.abs(a) > np.abs(b), a, b)),  # signed; b on a tie
+                         ("abs_min", lambda a, b: np.where(np.abs(a) < np.abs(b), a, b))):
             for dt in ("float32", "bfloat16"):
                 rows.append(Form(api, f"language.{name}", f"{dt} tile op tile", _lang(api, name, 2),
                                  lambda rng, dt=dt: (_data(dt, 2, rng), _data(dt, 2, rng)),
                                  lambda a, b, fn=fn: fn(_f64(a), _f64(b))))
             rows.append(Form(api, f"language.{name}", "float32 tile op scalar", _lang(api, name, 1, -0.5),
                              lambda rng: (_data("float32", 2, rng),), lambda a, fn=fn: fn(_f64(a), -0.5)))
+            rows.append(Form(api, f"language.{name}", "float32 tile op a [P, 1] column, many ties (which give y)",
+                             _lang(api, name, 2), lambda rng: (_small_ints("float32", rng, -2, 3),
+                                                               rng.integers(-2, 3, (32, 1)).astype(np.float32)),
+                             lambda a, b, fn=fn: fn(_f64(a), _f64(b))))
         for dt in ("float32", "bfloat16") if api == "current" else ():  # a current-API name only
             rows.append(Form(api, "language.gelu_apprx_sigmoid_dx", f"{dt} tile", _lang(api, "gelu_apprx_sigmoid_dx", 1),
                              lambda rng, dt=dt: (_math_input("small", dt, rng),),
@@ -919,8 +928,8 @@ def _reseeded(nl, s):
 
 
 def _printed(api, prefix):
-    """A kernel device_printing its loaded input; it returns [1.0] when what was printed is the prefix and
-    the values as numpy prints them, else [0.0]."""
+    """A kernel device_printing its loaded input; it returns [1.0] when what it printed first is the prefix
+    and the values as numpy prints them, else [0.0]."""
     def build():
         import contextlib
         import io
@@ -931,7 +940,7 @@ def _printed(api, prefix):
             text = io.StringIO()
             with contextlib.redirect_stdout(text):
                 kernel(x)
-            return np.array([float(text.getvalue() == f"{prefix} {x}\n")])
+            return np.array([float(text.getvalue().startswith(f"{prefix} {x}\n"))])  # a replay may print again
         return run
     return build
 
@@ -1864,9 +1873,46 @@ def _replace8_idx(nl, nisa, d, v, api):
     return nl.copy(idx, dtype=nl.float32)
 
 
+def _axes_rows() -> list[Form]:
+    """Reductions and softmax over the last two free axes of a 3-d tile, and the dtype= of element-wise ops."""
+    rows = []
+    reds = {"sum": np.sum, "max": np.max, "min": np.min, "mean": np.mean, "prod": np.prod}
+    x3 = lambda rng: (rng.uniform(0.8, 1.2, (32, 4, 16)).astype(np.float32),)  # noqa: E731 - prod stays near 1
+    for api in ("current", "beta"):
+        for name, fn in reds.items():
+            for keep in (True, False):
+                rows.append(Form(api, f"language.{name}", f"float32 over free axes (1, 2) of a 3-d tile, keepdims={keep}",
+                                 _kernel(api, lambda nl, nisa, a, name=name, keep=keep: getattr(nl, name)(
+                                     a, axis=(1, 2), keepdims=keep), lambda a, keep=keep: (
+                                     a.shape[0], 1, 1) if keep else (a.shape[0], 1), "float32"),
+                                 x3, lambda a, fn=fn, keep=keep: fn(_f64(a), axis=(1, 2)).reshape(
+                                     (-1, 1, 1) if keep else (-1, 1)), 1e-5))
+        rows.append(Form(api, "language.all", "over free axes (1, 2) of a 3-d tile", _kernel(
+            api, lambda nl, nisa, a: nl.all(a, axis=(1, 2)), lambda a: (a.shape[0], 1), "uint8"),
+            lambda rng: (np.where(rng.random((32, 2, 4)) < 0.1, 0, 1).astype(np.float32),),
+            lambda a: np.all(a != 0, axis=(1, 2))[:, None].astype(np.uint8)))
+        rows.append(Form(api, "language.softmax", "over free axes (1, 2) of a 3-d tile", _kernel(
+            api, lambda nl, nisa, a: nl.softmax(a, axis=(1, 2)), lambda a: a.shape, "float32"),
+            lambda rng: (rng.standard_normal((32, 4, 16)).astype(np.float32),),
+            lambda a: _softmax(_f64(a).reshape(32, -1)).reshape(a.shape), 1e-6))
+        for name, fn in (("add", np.add), ("multiply", np.multiply)):
+            rows.append(Form(api, f"language.{name}", "float32 tiles with dtype=bfloat16: the result rounded",
+                             _kernel(api, lambda nl, nisa, a, b, name=name: getattr(nl, name)(a, b, dtype=nl.bfloat16),
+                                     lambda a, b: a.shape, "bfloat16"),
+                             lambda rng: (_data("float32", 2, rng), _data("float32", 2, rng)),
+                             lambda a, b, fn=fn: _f64(fn(_f64(a), _f64(b)).astype(np.float32).astype(BF16)), 8e-3))
+        rows.append(Form(api, "language.abs", "dtype=float16", _kernel(
+            api, lambda nl, nisa, a: nl.abs(a, dtype=nl.float16), lambda a: a.shape, "float16"),
+            lambda rng: (_data("float32", 2, rng),), lambda a: _f64(np.abs(a).astype(np.float16))))
+        rows.append(Form(api, "language.exp", "bfloat16 tile with dtype=float32", _kernel(
+            api, lambda nl, nisa, a: nl.exp(a, dtype=nl.float32), lambda a: a.shape, "float32"),
+            lambda rng: (_data("bfloat16", 2, rng, small=True),), lambda a: np.exp(_f64(a)), 1e-5))
+    return rows
+
+
 def _reference_rows() -> list[Form]:
     return (_both_language_rows() + _control_rows() + _beta_index_rows() + _current_isa_rows() + _collective_rows()
-            + _beta_isa_more_rows() + _launch_rows() + _breadth_rows())
+            + _beta_isa_more_rows() + _launch_rows() + _breadth_rows() + _axes_rows())
 
 
 FORMS: list[Form] = _rows() + _reference_rows()
