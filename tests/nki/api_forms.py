@@ -1910,9 +1910,145 @@ def _axes_rows() -> list[Form]:
     return rows
 
 
+def _shuffle_keep(nl, nisa, a, b):
+    """b copied, then a shuffled into it with mask 255 on odd partitions (those keep b's rows)."""
+    t = nl.ndarray(a.shape, a.dtype, buffer=nl.sbuf)
+    nisa.tensor_copy(t, b)
+    nisa.nc_stream_shuffle(t, a, [255 if i % 2 else 31 - i for i in range(32)])
+    return t
+
+
+def _shuffled_keep(a, b):
+    out = _f64(b).copy()
+    for i in range(0, 32, 2):
+        out[i] = _f64(a)[31 - i]
+    return out
+
+
+def _select_max(nl, nisa, c, a, r):
+    d = nl.ndarray(a.shape, a.dtype, buffer=nl.sbuf)
+    nisa.select_reduce(d, c, a, -100.0, reduce_res=r, reduce_cmd=nisa.reduce_cmd.reset_reduce)
+
+
+def _exp_sum(nl, nisa, a, m, r):
+    d = nl.ndarray(a.shape, nl.float32, buffer=nl.sbuf)
+    nisa.exponential(d, a, max_value=m, reduce_res=r, reduce_cmd=nisa.reduce_cmd.reset_reduce)
+
+
+def _more_param_rows() -> list[Form]:
+    """Parameters of the current isa left at their defaults above."""
+    rows = []
+    rows.append(Form("current", "isa.nc_stream_shuffle", "mask 255 leaves a partition of dst unmodified, two quadrants",
+                     _current(lambda nisa, nl, dst, a, b: nisa.tensor_copy(dst, _shuffle_keep(nl, nisa, a, b))),
+                     lambda rng: (_data("float32", 1, rng), _data("float32", 1, rng)), _shuffled_keep))
+    rows.append(Form("current", "isa.select_reduce", "scalar on_false, the max of the result into reduce_res", _current(
+        lambda nisa, nl, dst, c, a, _z: _select_max(nl, nisa, c, a, dst), out_dtype="float32", shape_of=2),
+        lambda rng: (_flags(rng).astype(np.float32), _data("float32", 1, rng), np.zeros((32, 1), np.float32)),
+        lambda c, a, _z: np.where(c != 0, _f64(a), -100.0).max(1, keepdims=True)))
+    rows.append(Form("current", "isa.select_reduce", "reverse_pred, a [P, 1] on_false column", _current(
+        lambda nisa, nl, dst, c, a, f: nisa.select_reduce(dst, c, a, f, reverse_pred=True)),
+        lambda rng: (_flags(rng).astype(np.float32), _data("float32", 1, rng),
+                     rng.standard_normal((32, 1)).astype(np.float32)),
+        lambda c, a, f: np.where(c == 0, _f64(a), _f64(f))))
+    rows.append(Form("current", "isa.tensor_copy_predicated", "a scalar src, reverse_pred=True", _current(
+        lambda nisa, nl, dst, b, c: (nisa.tensor_copy(dst, b), nisa.tensor_copy_predicated(dst, 9.0, c,
+                                                                                          reverse_pred=True))),
+        lambda rng: (_data("float32", 1, rng), _flags(rng)), lambda b, c: np.where(c == 0, 9.0, _f64(b))))
+    rows.append(Form("current", "isa.exponential", "a [P, 1] max_value, the sum into reduce_res", _current(
+        lambda nisa, nl, dst, a, m, _z: _exp_sum(nl, nisa, a, m, dst), out_dtype="float32", shape_of=2),
+        lambda rng: (_data("float32", 1, rng, small=True), rng.standard_normal((32, 1)).astype(np.float32),
+                     np.zeros((32, 1), np.float32)),
+        lambda a, m, _z: np.exp(_f64(a) - _f64(m)).sum(1, keepdims=True), 1e-5, "trn3"))
+    for rev0, rev1 in ((True, False), (False, True)):
+        def ref(a, b, init, rev0=rev0, rev1=rev1):
+            f0 = (lambda x, r: r - x) if rev0 else (lambda x, r: x - r)
+            f1 = (lambda y, d: d - y) if rev1 else (lambda y, d: y - d)
+            return _scan(_f64(a), _f64(b), _f64(init)[:, 0], f0, f1)
+        rows.append(Form("current", "isa.tensor_tensor_scan", f"op0=op1=subtract, reverse0={rev0}, reverse1={rev1}, "
+                         "a [P, 1] initial tile", _current(
+                             lambda nisa, nl, dst, a, b, i, rev0=rev0, rev1=rev1: nisa.tensor_tensor_scan(
+                                 dst, a, b, i, nl.subtract, nl.subtract, reverse0=rev0, reverse1=rev1)),
+                         lambda rng: (_data("float32", 1, rng, small=True)[:, :16].copy(),
+                                      _data("float32", 1, rng, small=True)[:, :16].copy(),
+                                      rng.standard_normal((32, 1)).astype(np.float32)), ref, 1e-4))
+    rows.append(Form("current", "isa.iota", "int32 3-d pattern [[64, 2], [8, 4], [1, 8]]", _current(
+        lambda nisa, nl, dst, a: nisa.iota(dst, [[64, 2], [8, 4], [1, 8]], offset=0, channel_multiplier=1000)),
+        lambda rng: (np.zeros((32, 2, 4, 8), np.int32),),
+        lambda a: 1000 * np.arange(32)[:, None, None, None] + (64 * np.arange(2)[:, None, None]
+                                                               + 8 * np.arange(4)[:, None] + np.arange(8))))
+    rows.append(Form("current", "isa.affine_select", "cmp_op=greater with an offset: keep 10 + p - f > 0", _current(
+        lambda nisa, nl, dst, a: nisa.affine_select(dst, [[-1, 64]], 1, a, 0.0, cmp_op=nl.greater, offset=10)),
+        lambda rng: (_data("float32", 1, rng),),
+        lambda a: np.where(10 + np.arange(32)[:, None] - np.arange(64)[None, :] > 0, _f64(a), 0.0)))
+    rows.append(Form("current", "isa.dma_transpose", "axes=(1, 0) given, bfloat16 HBM [16, 64] -> SBUF [64, 16]", _raw(
+        "current", lambda nl, nisa, x: (t := nl.ndarray(x.shape[::-1], x.dtype, buffer=nl.sbuf),
+                                        nisa.dma_transpose(t, x, axes=(1, 0)), o := _out(nl, t.shape, x.dtype),
+                                        nisa.dma_copy(o, t))[2]),
+        lambda rng: (_data("bfloat16", 1, rng, P=16),), lambda x: _f64(x).T))
+    rows.append(Form("current", "isa.memset", "a PSUM tile", _kernel(
+        "current", lambda nl, nisa, a: (p := nl.ndarray(a.shape, nl.float32, buffer=nl.psum), nisa.memset(p, 0.25),
+                                        nl.copy(p))[2], lambda a: a.shape, "float32"),
+        lambda rng: (_data("float32", 1, rng),), lambda a: np.full(a.shape, 0.25)))
+    rows.append(Form("current", "isa.tensor_scalar_cumulative", "reduce_cmd=load_reduce from imm1=10, op1=maximum",
+                     _current(lambda nisa, nl, dst, a: nisa.tensor_scalar_cumulative(
+                         dst, a, nl.add, nl.maximum, 1.0, imm1=10.0, reduce_cmd=nisa.reduce_cmd.load_reduce)),
+                     lambda rng: (_data("float32", 1, rng) * 5,),
+                     lambda a: np.maximum.accumulate(np.c_[np.full(32, 10.0), _f64(a) + 1], axis=1)[:, 1:], 1e-5))
+    rows.append(Form("current", "isa.dma_copy", "dst_rmw_op=add: HBM += SBUF", _raw(
+        "current", lambda nl, nisa, x, y: (o := _loaded(nl, x), nisa.dma_copy(o, nl.load(y), dst_rmw_op=nl.add))[0]),
+        lambda rng: (_data("float32", 1, rng), _data("float32", 1, rng)), lambda x, y: _f64(x) + _f64(y), 1e-6))
+    rows.append(Form("current", "isa.dma_copy", "HBM to HBM, float32 to bfloat16 (the DMA casts)", _raw(
+        "current", lambda nl, nisa, x: (o := _out(nl, x.shape, nl.bfloat16), nisa.dma_copy(o, x))[0]),
+        lambda rng: (_data("float32", 1, rng),), lambda x: _f64(x.astype(BF16))))
+    return rows
+
+
+def _masked(nl, nisa, x, op, cond):
+    """zeros stored, then `op(t, mask)` of the loaded x stored where cond(i_p, i_f) holds."""
+    out = _out(nl, x.shape, nl.float32)
+    nl.store(out, nl.zeros(x.shape, nl.float32, buffer=nl.sbuf))
+    i_p, i_f = nl.arange(x.shape[0])[:, None], nl.arange(x.shape[1])[None, :]
+    m = cond(i_p, i_f)
+    t = nl.load(x[i_p, i_f], mask=m)
+    nl.store(out[i_p, i_f], value=op(nl, nisa, t, m), mask=m)
+    return out
+
+
+MASKS = {"i_p < 16": (lambda p, f: p < 16, lambda p, f: p < 16),
+         "i_f >= 40": (lambda p, f: f >= 40, lambda p, f: f >= 40),
+         "(i_p < 20) & (i_f < 24)": (lambda p, f: (p < 20) & (f < 24), lambda p, f: (p < 20) & (f < 24)),
+         "i_f <= i_p (a triangle)": (lambda p, f: f <= p, lambda p, f: f <= p)}
+MASKED_OPS = {"language.exp": (lambda nl, nisa, t, m: nl.exp(t, mask=m), np.exp),
+              "language.add": (lambda nl, nisa, t, m: nl.add(t, 2.0, mask=m), lambda x: x + 2),
+              "isa.activation": (lambda nl, nisa, t, m: nisa.activation(op=nl.square, data=t, mask=m), np.square),
+              "isa.tensor_scalar": (lambda nl, nisa, t, m: nisa.tensor_scalar(t, np.multiply, 3.0, mask=m),
+                                    lambda x: 3 * x),
+              "isa.tensor_copy": (lambda nl, nisa, t, m: nisa.tensor_copy(t, mask=m), lambda x: x)}
+
+
+def _mask_rows() -> list[Form]:
+    """The beta API's mask= on load, store, language and isa calls: rectangles and a triangle."""
+    rows = []
+    for text, (cond, keep) in MASKS.items():
+        for function, (op, fn) in MASKED_OPS.items():
+            rows.append(Form("beta", function, f"mask=({text}) on load, the op and store", _raw(
+                "beta", lambda nl, nisa, x, op=op, cond=cond: _masked(nl, nisa, x, op, cond)),
+                lambda rng: (_data("float32", 1, rng, small=True),),
+                lambda x, fn=fn, keep=keep: np.where(keep(np.arange(32)[:, None], np.arange(64)[None, :]),
+                                                     fn(_f64(x)), 0.0), 1e-6))
+        for function in ("language.load", "language.store"):
+            rows.append(Form("beta", function, f"mask=({text})", _raw(
+                "beta", lambda nl, nisa, x, cond=cond: _masked(nl, nisa, x, lambda nl, nisa, t, m: nl.copy(t, mask=m),
+                                                               cond)),
+                lambda rng: (_data("float32", 1, rng),),
+                lambda x, keep=keep: np.where(keep(np.arange(32)[:, None], np.arange(64)[None, :]), _f64(x), 0.0)))
+    return rows
+
+
 def _reference_rows() -> list[Form]:
     return (_both_language_rows() + _control_rows() + _beta_index_rows() + _current_isa_rows() + _collective_rows()
-            + _beta_isa_more_rows() + _launch_rows() + _breadth_rows() + _axes_rows())
+            + _beta_isa_more_rows() + _launch_rows() + _breadth_rows() + _axes_rows()
+            + _more_param_rows() + _mask_rows())
 
 
 FORMS: list[Form] = _rows() + _reference_rows()
