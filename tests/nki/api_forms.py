@@ -2045,10 +2045,71 @@ def _mask_rows() -> list[Form]:
     return rows
 
 
+NPY = (np.arange(16 * 32) % 7).reshape(16, 32)  # small integers: exact in every dtype below
+
+
+def _npy_constant(nl, dtype, by_path):
+    """NPY in `dtype` given to shared_constant (as an array, or saved to a .npy file and given by its path),
+    loaded and stored."""
+    import os
+    import tempfile
+    import ml_dtypes
+    constant = NPY.astype(getattr(ml_dtypes, dtype, None) or np.dtype(dtype))
+    if by_path:
+        np.save(path := os.path.join(tempfile.mkdtemp(), "constant.npy"), constant)
+        constant = path
+    out = _out(nl, NPY.shape, getattr(nl, dtype))
+    nl.store(out, nl.load(nl.shared_constant(constant)))
+    return out
+
+
+def _language_param_rows() -> list[Form]:
+    """Current nki.language parameters left at their defaults above."""
+    rows = []
+    for dt in ("int32", "uint8", "float16", "bfloat16", "float8_e4m3fn"):
+        # numpy's .npy format has no bfloat16 or fp8 (it saves them as raw bytes): those come as arrays
+        path = dt in ("int32", "uint8", "float16")
+        rows.append(Form("current", "language.shared_constant", f"{'a .npy path' if path else 'an array'} holding "
+                         f"{dt} values", _raw("current", lambda nl, nisa, x, dt=dt, path=path: _npy_constant(
+                             nl, dt, path)), lambda rng: (np.zeros(1, np.float32),), lambda x: NPY))
+    rows.append(Form("current", "language.ndarray", "address=(32, 1024): a tile placed at partition 32, byte 1024",
+                     _kernel("current", lambda nl, nisa, a: _copy_into("current", nl, nisa, nl.ndarray(
+                         a.shape, a.dtype, buffer=nl.sbuf, address=(32, 1024)), a), lambda a: a.shape),
+                     lambda rng: (_data("float32", 1, rng),), _f64))
+    rows.append(Form("current", "language.shared_identity_matrix", "into a given dst tile", _kernel(
+        "current", lambda nl, nisa, a: nl.shared_identity_matrix(32, dtype=nl.float32,
+                                                                 dst=nl.ndarray((32, 32), nl.float32, buffer=nl.sbuf)),
+        lambda a: (32, 32), "float32"), lambda rng: (np.zeros((32, 32), np.float32),), lambda a: np.eye(32)))
+    rows.append(Form("current", "language.device_print", "an HBM tensor", _printed_hbm("t ="),
+                     lambda rng: (np.arange(6, dtype=np.float32).reshape(2, 3),), lambda x: np.ones(1)))
+    rows.append(Form("current", "language.rand", "float32 in PSUM: uniform in [0, 1)", _raw(
+        "current", lambda nl, nisa, x: (o := _out(nl, x.shape, nl.float32),
+                                        nl.store(o, nl.copy(nl.rand(x.shape, nl.float32, buffer=nl.psum))))[0],
+        post=lambda out, x: _uniform_stats(out)),
+        lambda rng: (np.zeros((32, 64), np.float32),), lambda x: UNIFORM, 0.03))
+    return rows
+
+
+def _printed_hbm(prefix):
+    """device_print of a kernel's HBM argument: [1.0] when the prefix and the values were printed first."""
+    def build():
+        import contextlib
+        import io
+        kernel = _raw("current", lambda nl, nisa, x: (nl.device_print(prefix, x), _loaded(nl, x))[1])()
+
+        def run(x):
+            text = io.StringIO()
+            with contextlib.redirect_stdout(text):
+                kernel(x)
+            return np.array([float(text.getvalue().startswith(f"{prefix} {x}\n"))])
+        return run
+    return build
+
+
 def _reference_rows() -> list[Form]:
     return (_both_language_rows() + _control_rows() + _beta_index_rows() + _current_isa_rows() + _collective_rows()
             + _beta_isa_more_rows() + _launch_rows() + _breadth_rows() + _axes_rows()
-            + _more_param_rows() + _mask_rows())
+            + _more_param_rows() + _mask_rows() + _language_param_rows())
 
 
 FORMS: list[Form] = _rows() + _reference_rows()
