@@ -1,10 +1,13 @@
 """The conformance table: API functions of both generations and the parameter forms their references document
-(dtypes per engine, scalar / vector / tile operands, 1- to 3-d free dims, engines), one row per form, each with
-a numpy reference written here. `test_api_forms.py` runs every row; `benchmarks/api_coverage.py` counts the
-functions and forms covered against the reference's name lists (tests/test_api_reference_names.py).
+(dtypes per engine, scalar / vector / tile operands, 1- to 3-d free dims, engines, memory spaces, partition
+offsets, masks, launches, the two cores of LNC 2), one row per form, each with a numpy reference written here.
+`test_api_forms.py` runs every row; `benchmarks/api_coverage.py` counts the functions and forms covered against
+the reference's name lists (tests/test_api_reference_names.py).
 
-A row: (api, function, form, build, inputs, reference, tolerance). `build()` returns the kernel; `inputs(rng)`
-the arguments; `reference(*inputs)` the expected output as float64 (or the exact integers).
+A row: (api, function, form, build, inputs, reference, tolerance). `build()` returns the kernel (or a function
+around it); `inputs(rng)` the arguments; `reference(*inputs)` the expected output as float64 (or the exact
+integers). Random numbers are checked through statistics computed here (mean, variance, range, the fraction
+dropped), the same seed or restored state by the draws repeating.
 """
 from __future__ import annotations
 
@@ -26,7 +29,6 @@ class Form(NamedTuple):
     reference: Callable
     tol: float = 0.0  # relative and absolute tolerance; 0: exact
     target: str = "trn2"  # the generation the form needs (exponential and activate2: trn3)
-    raises: str = ""  # a form trnsim cannot emulate: the trnsim error it must raise, a regex of its message
 
 
 FREE = {1: (64,), 2: (8, 16), 3: (4, 4, 8)}  # free dims of each rank: 64 elements per partition
@@ -795,7 +797,8 @@ def _both_language_rows() -> list[Form]:
                     api, lambda nl, nisa, x: _loaded(nl, x)),
                     lambda rng, dt=dt, rank=rank: (_data(dt, rank, rng),), _f64))
         rows.append(Form(api, "language.load", "bfloat16 HBM with dtype=float32: a casting DMA", _raw(
-            api, lambda nl, nisa, x: (o := _out(nl, x.shape, nl.float32), nl.store(o, nl.load(x, dtype=nl.float32)))[0]),
+            api, lambda nl, nisa, x: (o := _out(nl, x.shape, nl.float32),
+                                      nl.store(o, nl.load(x, dtype=nl.float32)))[0]),
             lambda rng: (_data("bfloat16", 1, rng),), _f64))
         rows.append(Form(api, "language.load", "a partition slice x[8:24] and a free slice x[:, 16:48]", _raw(
             api, lambda nl, nisa, x: (o := _out(nl, (16, 32), x.dtype), nl.store(o, nl.load(x[8:24, 16:48])))[0]),
@@ -831,7 +834,8 @@ def _both_language_rows() -> list[Form]:
             api, lambda nl, nisa, a, api=api: _copy_into(api, nl, nisa, nl.empty_like(a), a), lambda a: a.shape),
             lambda rng: (_data("float32", 2, rng),), _f64))
         rows.append(Form(api, "language.empty_like", "dtype=float32 of a bfloat16 tile", _kernel(
-            api, lambda nl, nisa, a, api=api: _copy_into(api, nl, nisa, nl.empty_like(a, dtype=nl.float32), a), lambda a: a.shape,
+            api, lambda nl, nisa, a, api=api: _copy_into(api, nl, nisa, nl.empty_like(a, dtype=nl.float32), a),
+            lambda a: a.shape,
             "float32"),
             lambda rng: (_data("bfloat16", 1, rng),), _f64))
         rows.append(Form(api, "language.ds", "x[:, ds(16, 32)] and x[ds(8, 16), :] of a tile", _kernel(
@@ -863,7 +867,8 @@ def _both_language_rows() -> list[Form]:
                                                                rng.integers(-2, 3, (32, 1)).astype(np.float32)),
                              lambda a, b, fn=fn: fn(_f64(a), _f64(b))))
         for dt in ("float32", "bfloat16") if api == "current" else ():  # a current-API name only
-            rows.append(Form(api, "language.gelu_apprx_sigmoid_dx", f"{dt} tile", _lang(api, "gelu_apprx_sigmoid_dx", 1),
+            rows.append(Form(api, "language.gelu_apprx_sigmoid_dx", f"{dt} tile",
+                             _lang(api, "gelu_apprx_sigmoid_dx", 1),
                              lambda rng, dt=dt: (_math_input("small", dt, rng),),
                              lambda a: _gelu_sig_dx(_f64(a)), 2e-2 if dt == "bfloat16" else 2e-5))
         for wshape, what in (((32, 64), "a full weight tile"), ((1, 64), "a [1, F] weight row")):
@@ -1342,7 +1347,8 @@ def _current_isa_rows() -> list[Form]:
         "current", lambda nl, nisa, a, b: (o := _out(nl, a.shape, nl.float32),
                                            nisa.dma_compute(o, [a, b], nl.add, scales=[1.0, 1.0]))[0]),
         lambda rng: (_data("bfloat16", 1, rng), _data("bfloat16", 1, rng)), lambda a, b: _f64(a) + _f64(b), 1e-6))
-    data = lambda rng, dt: np.where(rng.random((32, 20)) < 0.3, rng.integers(1, 9, (32, 20)), 0).astype(dt)  # noqa: E731
+    def data(rng, dt):
+        return np.where(rng.random((32, 20)) < 0.3, rng.integers(1, 9, (32, 20)), 0).astype(dt)
     for dt in ("int32", "float32"):
         rows.append(Form("current", "isa.nonzero_with_count", f"{dt}, index_offset=100, padding_val=-1; partitions "
                          "0 and 16 written", _current(
@@ -1374,7 +1380,8 @@ def _current_isa_rows() -> list[Form]:
         out_dtype="float32", shape_of=1),
         lambda rng: (_data("float32", 1, rng, small=True), np.zeros((32, 1), np.float32)),
         lambda a, _z: np.exp(_f64(a)).sum(1, keepdims=True), 1e-5, "trn3"))
-    mx_in = lambda rng: (rng.standard_normal((512, 32)).astype(BF16), rng.standard_normal((512, 64)).astype(BF16))  # noqa: E731
+    def mx_in(rng):
+        return rng.standard_normal((512, 32)).astype(BF16), rng.standard_normal((512, 64)).astype(BF16)
     rows.append(Form("current", "isa.nc_matmul_mx", "MXFP8 e4m3fn_x4 operands, uint8 scales, [512, 32] x [512, 64]",
                      _raw("current", _mx_matmul), mx_in, lambda a, b: _mx(a).T @ _mx(b), 1e-4, "trn3"))
     rows.append(Form("current", "isa.quantize_mx", "bfloat16 [512, 32] to MXFP8, read back through an identity "
@@ -1472,8 +1479,9 @@ def _collective_rows() -> list[Form]:
                          [s], [d], G, collective_dim=1), (x.shape[1], 2 * x.shape[2]))), two((32, 16)),
                      lambda x: np.broadcast_to(np.concatenate([x[0], x[1]], 1), (2, 32, 32))))
     rows.append(Form("current", "collectives.reduce_scatter", "HBM, collective_dim=0, op=add: rank i gets part i",
-                     _ranks(lambda nl, nisa, cc, G, r, x: _hbm_collective(nl, nisa, r, x, lambda s, d: cc.reduce_scatter(
-                         [s], [d], G, collective_dim=0, op=nl.add), (x.shape[1] // 2, x.shape[2]))), two((256, 16)),
+                     _ranks(lambda nl, nisa, cc, G, r, x: _hbm_collective(
+                         nl, nisa, r, x, lambda s, d: cc.reduce_scatter([s], [d], G, collective_dim=0, op=nl.add),
+                         (x.shape[1] // 2, x.shape[2]))), two((256, 16)),
                      lambda x: (_f64(x[0]) + _f64(x[1])).reshape(2, 128, 16), 1e-6))
     rows.append(Form("current", "collectives.all_to_all", "HBM, collective_dim=0: part j of rank i to rank j", _ranks(
         lambda nl, nisa, cc, G, r, x: _hbm_collective(nl, nisa, r, x, lambda s, d: cc.all_to_all(
@@ -1485,9 +1493,11 @@ def _collective_rows() -> list[Form]:
             [s], [d], source_target_pairs=[(0, 1), (1, 0)]), x.shape[1:])), two((64, 16)), lambda x: _f64(x)[::-1]))
     rows.append(Form("current", "collectives.collective_permute_implicit", "one ring step: each rank gets its "
                      "predecessor's tensor", _ranks(
-                         lambda nl, nisa, cc, G, r, x: _hbm_collective(nl, nisa, r, x, lambda s, d: cc.collective_permute_implicit(
-                             [[s]], [[d]], G), x.shape[1:])), two((64, 16)), lambda x: _f64(x)[::-1]))
-    rows.append(Form("current", "collectives.collective_permute_implicit_reduce", "op=add of two srcs sent one ring step",
+                         lambda nl, nisa, cc, G, r, x: _hbm_collective(
+                             nl, nisa, r, x, lambda s, d: cc.collective_permute_implicit([[s]], [[d]], G),
+                             x.shape[1:])), two((64, 16)), lambda x: _f64(x)[::-1]))
+    rows.append(Form("current", "collectives.collective_permute_implicit_reduce",
+                     "op=add of two srcs sent one ring step",
                      _ranks(lambda nl, nisa, cc, G, r, x: _hbm_collective(
                          nl, nisa, r, x, lambda s, d: cc.collective_permute_implicit_reduce(
                              [[s]], [[x[1 - r]]], [[d]], G, nl.add), x.shape[1:])), two((64, 16)),
@@ -1633,7 +1643,8 @@ def _psum_placed(nl, nisa, ncc, a, b, buffer):
     for j in nl.affine_range(2):
         acc[j] = nl.zeros((M, N), nl.float32, buffer=nl.psum)
         for k in nl.affine_range(K // 64):
-            acc[j] += nisa.nc_matmul(nl.load(a[k * 64:(k + 1) * 64, :]), nl.load(b[k * 64:(k + 1) * 64, j * N:(j + 1) * N]))
+            acc[j] += nisa.nc_matmul(nl.load(a[k * 64:(k + 1) * 64, :]),
+                                     nl.load(b[k * 64:(k + 1) * 64, j * N:(j + 1) * N]))
     for j in nl.affine_range(2):
         nl.store(out[:, j * N:(j + 1) * N], nl.copy(acc[j]))
     return out
@@ -1662,7 +1673,8 @@ def _launch_rows() -> list[Form]:
     rows = []
     x = lambda rng: (_data("float32", 1, rng),)  # noqa: E731
     forms = {"current jit": ("nki.jit", "a decorated function"), "current jit options": ("nki.jit", "with options"),
-             "current simulate": ("nki.simulate", "of a jit kernel"), "current simulate fn": ("nki.simulate", "of a function"),
+             "current simulate": ("nki.simulate", "of a jit kernel"),
+             "current simulate fn": ("nki.simulate", "of a function"),
              "beta jit": ("nki.jit", "a decorated function, allocate-and-return"),
              "beta jit mode": ("nki.jit", "mode='simulation'"),
              "beta jit out": ("nki.jit", "the output passed as an argument (SDK 2.20 convention)"),
@@ -1684,7 +1696,8 @@ def _launch_rows() -> list[Form]:
     rows.append(Form("beta", "compiler.sbuf.auto_alloc", "the compiler's allocator", _beta_compiler(
         lambda nl, nisa, ncc, x: _placed(nl, ncc, x, ncc.sbuf.auto_alloc())),
         lambda rng: (rng.standard_normal((128, 16)).astype(np.float32),), lambda x: 2 * _f64(x)))
-    mm = lambda rng: (rng.standard_normal((128, 32)).astype(np.float32), rng.standard_normal((128, 64)).astype(np.float32))  # noqa: E731
+    def mm(rng):
+        return rng.standard_normal((128, 32)).astype(np.float32), rng.standard_normal((128, 64)).astype(np.float32)
     for name, buffer in (("mod_alloc", lambda ncc: ncc.psum.mod_alloc(base_bank=2, num_bank_tiles=(2,))),
                          ("alloc", lambda ncc: ncc.psum.alloc(lambda idx, pdim_size, fdim_size: (5 + idx[0], 0, 0))),
                          ("auto_alloc", lambda ncc: ncc.psum.auto_alloc())):
@@ -1795,7 +1808,8 @@ def _breadth_rows() -> list[Form]:
     rows.append(Form("current", "isa.nc_matmul", "moving operand [K, 4, 16]: result [M, 4, 16]", _kernel(
         "current", lambda nl, nisa, a, b: _matmul_3d(nl, nisa, a, b), lambda a, b: (a.shape[1],) + b.shape[1:],
         "float32"),
-        lambda rng: (_data("float32", 1, rng, P=64)[:, :32].copy(), rng.standard_normal((64, 4, 16)).astype(np.float32)),
+        lambda rng: (_data("float32", 1, rng, P=64)[:, :32].copy(),
+                     rng.standard_normal((64, 4, 16)).astype(np.float32)),
         lambda a, b: np.einsum("km,khw->mhw", _f64(a), _f64(b)), 1e-4))
     for api in ("current", "beta"):
         rows.append(Form(api, "language.transpose", "int32 [32, 64] -> [64, 32]: an integer transpose", _kernel(
@@ -1816,7 +1830,8 @@ def _breadth_rows() -> list[Form]:
         rows.append(Form("current", "isa.tensor_reduce", f"op={op} over free axes (1, 2) of a 3-d tile, negate=True",
                          _current(lambda nisa, nl, dst, a, _z, op=op: nisa.tensor_reduce(
                              dst, getattr(nl, op), a, axis=(1, 2), negate=True), out_dtype="float32", shape_of=1),
-                         lambda rng: (rng.standard_normal((32, 4, 16)).astype(np.float32), np.zeros((32, 1), np.float32)),
+                         lambda rng: (rng.standard_normal((32, 4, 16)).astype(np.float32),
+                                      np.zeros((32, 1), np.float32)),
                          lambda a, _z, fn=fn: -fn(_f64(a), axis=(1, 2))[:, None], 1e-5))
     rows.append(Form("beta", "language.matmul", "an SBUF accumulator: acc += matmul(a, b)", _kernel(
         "beta", lambda nl, nisa, a, b: _sbuf_acc(nl, a, b), lambda a, b: (a.shape[1], b.shape[1]), "float32"),
@@ -1881,7 +1896,8 @@ def _axes_rows() -> list[Form]:
     for api in ("current", "beta"):
         for name, fn in reds.items():
             for keep in (True, False):
-                rows.append(Form(api, f"language.{name}", f"float32 over free axes (1, 2) of a 3-d tile, keepdims={keep}",
+                rows.append(Form(api, f"language.{name}",
+                                 f"float32 over free axes (1, 2) of a 3-d tile, keepdims={keep}",
                                  _kernel(api, lambda nl, nisa, a, name=name, keep=keep: getattr(nl, name)(
                                      a, axis=(1, 2), keepdims=keep), lambda a, keep=keep: (
                                      a.shape[0], 1, 1) if keep else (a.shape[0], 1), "float32"),
@@ -2106,10 +2122,50 @@ def _printed_hbm(prefix):
     return build
 
 
+def _more_language_rows() -> list[Form]:
+    """More documented forms of the language in both APIs: matmul without transpose_x, broadcasts along the
+    partition dim, per-partition dropout rates, casting transposes and loads, expand_dims in the middle."""
+    rows = []
+    for api in ("current", "beta"):
+        rows.append(Form(api, "language.matmul", "transpose_x=False: x [32, 64] @ y [64, 48]", _kernel(
+            api, lambda nl, nisa, a, b: nl.copy(nl.matmul(a, b)), lambda a, b: (a.shape[0], b.shape[1]), "float32"),
+            lambda rng: (_data("float32", 1, rng), rng.standard_normal((64, 48)).astype(np.float32)),
+            lambda a, b: _f64(a) @ _f64(b), 1e-4))
+        rows.append(Form(api, "language.broadcast_to", "[1, 64] to [32, 64]: along the partition dim", _kernel(
+            api, lambda nl, nisa, a: nl.broadcast_to(a[0:1, :], shape=a.shape), lambda a: a.shape, "float32"),
+            lambda rng: (_data("float32", 1, rng),), lambda a: np.broadcast_to(_f64(a)[:1], a.shape), 1e-6))
+        rows.append(Form(api, "language.broadcast_to", "a [32, 1, 1] tile to [32, 4, 16], dtype=bfloat16",
+                         _kernel(api, lambda nl, nisa, a: nl.broadcast_to(nl.expand_dims(a[:, 0:1], 2),
+                                                                          shape=(32, 4, 16), dtype=nl.bfloat16),
+                                 lambda a: (32, 4, 16), "bfloat16"),
+                         lambda rng: (_data("float32", 1, rng),),
+                         lambda a: np.broadcast_to(_f64(a[:, :1].astype(BF16))[:, :, None], (32, 4, 16))))
+        rows.append(Form(api, "language.dropout", "a [P, 1] rate tile: 0 on even partitions, 1 on odd", _kernel(
+            api, lambda nl, nisa, a, r: nl.dropout(a, r), lambda a, r: a.shape),
+            lambda rng: (_data("float32", 1, rng, positive=True), (np.arange(32) % 2).astype(np.float32)[:, None]),
+            lambda a, r: _f64(a) * (1 - r)))
+        rows.append(Form(api, "language.transpose", "float32 with dtype=bfloat16", _kernel(
+            api, lambda nl, nisa, a: nl.copy(nl.transpose(a, dtype=nl.bfloat16)), lambda a: a.shape[::-1], "bfloat16"),
+            lambda rng: (_data("float32", 1, rng),), lambda a: _f64(a.astype(BF16)).T))
+        rows.append(Form(api, "language.load_transpose2d", "bfloat16 HBM with dtype=float32", _raw(
+            api, lambda nl, nisa, x: (o := _out(nl, x.shape[::-1], nl.float32),
+                                      nl.store(o, nl.load_transpose2d(x, dtype=nl.float32)))[0]),
+            lambda rng: (_data("bfloat16", 1, rng),), lambda x: _f64(x).T))
+        rows.append(Form(api, "language.expand_dims", "[32, 64] -> [32, 1, 64] (axis=1)", _kernel(
+            api, lambda nl, nisa, a: nl.copy(nl.expand_dims(a, 1)), lambda a: (a.shape[0], 1, a.shape[1])),
+            lambda rng: (_data("float32", 1, rng),), lambda a: _f64(a)[:, None, :]))
+        rows.append(Form(api, "language.where", "a scalar y", _kernel(
+            api, lambda nl, nisa, c, a: nl.where(c, a, -3.0), lambda c, a: a.shape),
+            lambda rng: (_small_ints("float32", rng, 0, 2), _data("float32", 1, rng)),
+            lambda c, a: np.where(c != 0, _f64(a), -3.0)))
+    return rows
+
+
 def _reference_rows() -> list[Form]:
     return (_both_language_rows() + _control_rows() + _beta_index_rows() + _current_isa_rows() + _collective_rows()
             + _beta_isa_more_rows() + _launch_rows() + _breadth_rows() + _axes_rows()
-            + _more_param_rows() + _mask_rows() + _language_param_rows())
+            + _more_param_rows() + _mask_rows() + _language_param_rows()
+            + _more_language_rows())
 
 
 FORMS: list[Form] = _rows() + _reference_rows()
