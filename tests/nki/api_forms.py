@@ -2161,11 +2161,56 @@ def _more_language_rows() -> list[Form]:
     return rows
 
 
+def _reduce_chain(nl, nisa, a, r):
+    """Two tensor_scalar_reduce calls, on the two column halves of a, summing into the Vector engine's lane
+    accumulators (lanes are partitions: both halves share them); only the last call writes reduce_res."""
+    h = a.shape[1] // 2
+    t = nl.ndarray((a.shape[0], h), nl.float32, buffer=nl.sbuf)
+    nisa.tensor_scalar_reduce(t, a[:, :h], nl.add, 1.0, nl.add, reduce_res=None,
+                              reduce_cmd=nisa.reduce_cmd.reset_reduce)
+    nisa.tensor_scalar_reduce(t, a[:, h:], nl.add, 1.0, nl.add, reduce_res=r, reduce_cmd=nisa.reduce_cmd.reduce)
+
+
+def _release_rows() -> list[Form]:
+    """Forms the current API's release notes added: accumulator chains, small DMA transposes, trn3 operators
+    and FP8 (OCP) matmuls."""
+    rows = []
+    rows.append(Form("current", "isa.tensor_scalar_reduce", "a chain: reduce_res=None, then reduce into reduce_res",
+                     _current(lambda nisa, nl, dst, a, _z: _reduce_chain(nl, nisa, a, dst), out_dtype="float32",
+                              shape_of=1),
+                     lambda rng: (_data("float32", 1, rng), np.zeros((32, 1), np.float32)),
+                     lambda a, _z: (_f64(a) + 1).sum(1, keepdims=True), 1e-4))
+    for p, f in ((4, 64), (8, 100), (2, 128)):
+        rows.append(Form("current", "isa.dma_transpose", f"bfloat16 [{p}, {f}] -> [{f}, {p}] with hwdge", _raw(
+            "current", lambda nl, nisa, x: (t := nl.ndarray(x.shape[::-1], x.dtype, buffer=nl.sbuf),
+                                            nisa.dma_transpose(t, x, dge_mode=nisa.dge_mode.hwdge),
+                                            o := _out(nl, t.shape, x.dtype), nisa.dma_copy(o, t))[2]),
+            lambda rng, p=p, f=f: (rng.standard_normal((p, f)).astype(BF16),), lambda x: _f64(x).T))
+    for op, fn in (("square", np.square), ("relu", lambda x: np.maximum(x, 0))):
+        rows.append(Form("current", "isa.tensor_scalar", f"op0={op} (a trn3 operator), op1=add 1.0", _current(
+            lambda nisa, nl, dst, a, op=op: nisa.tensor_scalar(dst, a, getattr(nl, op), 0.0, op1=nl.add, operand1=1.0)),
+            lambda rng: (_data("float32", 2, rng),), lambda a, fn=fn: fn(_f64(a)) + 1, 1e-6, "trn3"))
+    import ml_dtypes
+    for name in ("float8_e4m3fn", "float8_e4m3", "float8_e5m2"):
+        dt = getattr(ml_dtypes, name)
+        rows.append(Form("current", "isa.nc_matmul", f"{name} operands on trn3", _matmul_fp8(),
+                         lambda rng, dt=dt: (rng.standard_normal((64, 32)).astype(dt),
+                                             rng.standard_normal((64, 64)).astype(dt)),
+                         lambda a, b: _f64(a).T @ _f64(b), 1e-5, "trn3"))
+    return rows
+
+
+def _matmul_fp8():
+    return _raw("current", lambda nl, nisa, a, b: (
+        sa := nl.load(a), sb := nl.load(b), ps := nl.ndarray((a.shape[1], b.shape[1]), nl.float32, buffer=nl.psum),
+        nisa.nc_matmul(ps, sa, sb), o := _out(nl, ps.shape, nl.float32), nl.store(o, nl.copy(ps)))[4])
+
+
 def _reference_rows() -> list[Form]:
     return (_both_language_rows() + _control_rows() + _beta_index_rows() + _current_isa_rows() + _collective_rows()
             + _beta_isa_more_rows() + _launch_rows() + _breadth_rows() + _axes_rows()
             + _more_param_rows() + _mask_rows() + _language_param_rows()
-            + _more_language_rows())
+            + _more_language_rows() + _release_rows())
 
 
 FORMS: list[Form] = _rows() + _reference_rows()
