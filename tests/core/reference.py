@@ -20,7 +20,7 @@ _erf = np.vectorize(math.erf, otypes=[np.float64])
 ALU = {
     "add": np.add, "subtract": np.subtract, "multiply": np.multiply, "divide": np.divide,
     "maximum": np.maximum, "minimum": np.minimum, "power": np.power, "fmod": np.fmod, "mod": np.mod,
-    "abs_max": lambda a, b: np.maximum(abs(a), abs(b)), "abs_min": lambda a, b: np.minimum(abs(a), abs(b)),
+    "abs_max": lambda a, b: np.where(abs(a) > abs(b), a, b), "abs_min": lambda a, b: np.where(abs(a) < abs(b), a, b),
     "equal": lambda a, b: (a == b) * 1.0, "not_equal": lambda a, b: (a != b) * 1.0,
     "greater": lambda a, b: (a > b) * 1.0, "greater_equal": lambda a, b: (a >= b) * 1.0,
     "less": lambda a, b: (a < b) * 1.0, "less_equal": lambda a, b: (a <= b) * 1.0,

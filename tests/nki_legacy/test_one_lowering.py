@@ -39,7 +39,7 @@ def _rms(x, w, n, eps=1e-6):
 BINARY = {"add": np.add, "subtract": np.subtract, "multiply": np.multiply, "divide": np.divide,
           "maximum": np.maximum, "minimum": np.minimum, "equal": np.equal, "not_equal": np.not_equal,
           "less": np.less, "less_equal": np.less_equal, "greater": np.greater, "greater_equal": np.greater_equal,
-          "abs_max": lambda a, b: np.maximum(np.abs(a), np.abs(b)), "abs_min": lambda a, b: np.minimum(np.abs(a), np.abs(b)),
+          "abs_max": lambda a, b: np.where(np.abs(a) > np.abs(b), a, b), "abs_min": lambda a, b: np.where(np.abs(a) < np.abs(b), a, b),
           "fmod": np.fmod, "mod": np.mod, "power": None, "logical_and": np.logical_and, "logical_or": np.logical_or,
           "logical_xor": np.logical_xor}
 INTEGER = {"bitwise_and": np.bitwise_and, "bitwise_or": np.bitwise_or, "bitwise_xor": np.bitwise_xor,

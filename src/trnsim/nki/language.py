@@ -251,8 +251,9 @@ def rms_norm(x, w, axis=-1, n=None, epsilon=1e-6, dtype=None, compute_dtype=None
     return out
 
 
-def var(x, axis, dtype=None) -> View:
-    """Population variance along the free axes (keeps dims): mean of squares of x - mean."""
+def var(x, axis, dtype=None, keepdims=False) -> View:
+    """Population variance along the free axes: mean of squares of x - mean. The result keeps the reduced dims
+    whatever `keepdims` says (nki/api/nki/language/__init__.py: var, keepdims "currently ignored")."""
     axes = lower.axes_of(x.ndim, axis, "nl.var")
     out = _reduced(x, axes, _out_dtype(dtype, x), True)
     lower.var(out, x, axes)

@@ -42,8 +42,9 @@ _ALU = [
     AluOp("divide", lambda a, b: _f(a, b, np.divide), "arith"),
     AluOp("maximum", np.maximum, "arith", np.maximum, -np.inf),
     AluOp("minimum", np.minimum, "arith", np.minimum, np.inf),
-    AluOp("abs_max", lambda a, b: np.maximum(np.abs(a), np.abs(b)), "arith"),
-    AluOp("abs_min", lambda a, b: np.minimum(np.abs(a), np.abs(b)), "arith"),
+    # The signed operand of the larger (smaller) magnitude; b on a tie (nki.language.abs_max, abs_min)
+    AluOp("abs_max", lambda a, b: np.where(np.abs(a) > np.abs(b), a, b), "arith"),
+    AluOp("abs_min", lambda a, b: np.where(np.abs(a) < np.abs(b), a, b), "arith"),
     AluOp("power", lambda a, b: _f(a, b, np.power), "arith"),
     AluOp("fmod", lambda a, b: _f(a, b, np.fmod), "arith"),  # the ALU remainder keeps the dividend's sign
     AluOp("mod", lambda a, b: _f(a, b, np.mod), "arith"),
