@@ -57,3 +57,12 @@ def test_without_pyarrow_the_format_is_refused_in_one_line(tmp_path, monkeypatch
     assert r.exit_code != 0 and "Traceback" not in r.output
     assert r.stderr.strip().count("\n") == 0 and "pip install 'trnsim[parquet]'" in r.stderr, r.stderr
     assert not (tmp_path / "p").exists()  # refused before the run
+
+
+def test_an_output_format_is_refused_with_compare_rather_than_ignored(tmp_path):
+    a = tmp_path / "a.profile.json"
+    a.write_text("{}")
+    r = CliRunner().invoke(cli, ["profile", str(a), "--compare", str(a), "--output-format", "parquet"],
+                           prog_name="trnsim")
+    assert r.exit_code != 0 and "Traceback" not in r.output
+    assert "--output-format parquet describes one run" in r.stderr, r.stderr

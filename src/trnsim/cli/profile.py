@@ -474,6 +474,9 @@ def profile(file, argv, use_main, target, timing_only, name, lnc, grid, every, o
         from trnsim.report.compare import compare_profiles
         if not compare:
             raise ConfigError(f"{file}: a .json profile is read with --compare B.profile.json")
+        if output_format != "text":
+            raise ConfigError(f"--output-format {output_format} describes one run; --compare writes a comparison "
+                              "page only (profile each kernel with --output-format instead)")
         page = compare_profiles(file, compare, output_folder("--out", out), Console())
         if as_json:
             click.echo(emit_json({"html": str(page)}))
