@@ -1,6 +1,7 @@
 """API coverage of the conformance table (prints one JSON object): for each module of the NKI API reference of
-both generations (the name lists of tests/test_api_reference_names.py), how many of its functions the table
-(tests/nki/api_forms.py) has forms for, and how many forms; the functions without any, by name.
+both generations (the name lists of tests/test_api_reference_names.py, and the methods of the current NkiTensor),
+how many of its functions the table (tests/nki/api_forms.py) has forms for, and how many forms; with
+--uncovered, the functions without any, by name.
 
 Names only count as covered when a row of the table runs them against a numpy reference; resolving a name
 (what test_api_reference_names checks) is not coverage. Constants, dtypes, enums and buffers are listed by
@@ -36,14 +37,22 @@ NOT_FUNCTIONS = set("""
 """.split())
 
 
+# The methods of nki.language.NkiTensor the current reference documents (nki/api/nki/language/__init__.py, class
+# NkiTensor: the views NKI 0.5 added and the ones before them); rows name them "language.NkiTensor.<method>".
+NKITENSOR_METHODS = """
+    slice select permute broadcast expand_dim squeeze_dim reshape_dim flatten_dims rearrange vector_select
+    is_contiguous is_indirect reshape view ap get_pattern indirect
+""".split()
+
+
 def coverage(show_uncovered: bool = False) -> dict:
     names = _load(ROOT / "tests" / "test_api_reference_names.py", "_api_reference_names")
     forms = _load(ROOT / "tests" / "nki" / "api_forms.py", "_api_forms").FORMS
     by_function = collections.Counter((f.api, f.function) for f in forms)
     out = {}
-    for module, listed in names.MODULES:
+    for module, listed in names.MODULES + [("nki.language.NkiTensor", NKITENSOR_METHODS)]:
         api = "beta" if module.startswith("neuronxcc") else "current"
-        part = module.split(".")[-1]  # nki, language, isa, collectives, compiler
+        part = module.removeprefix("neuronxcc.").removeprefix("nki").lstrip(".") or "nki"  # language, isa, ...
         functions = [n for n in listed if n not in NOT_FUNCTIONS]
         covered = [n for n in functions if by_function[(api, f"{part}.{n}")]]
         entry = {"functions": len(functions), "covered": len(covered),

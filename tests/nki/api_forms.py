@@ -2206,11 +2206,108 @@ def _matmul_fp8():
         nisa.nc_matmul(ps, sa, sb), o := _out(nl, ps.shape, nl.float32), nl.store(o, nl.copy(ps)))[4])
 
 
+def _viewed(view, shape_of, dtype=None):
+    """A current-API kernel storing a copy of `view(t)` of the loaded first argument (other arguments loaded
+    too, given to view); the output has shape `shape_of(*args)` and dtype `dtype` (the argument's)."""
+    def body(nl, nisa, x, *rest):
+        t = nl.load(x)
+        v = view(nl, t, *[nl.load(r) for r in rest])
+        out = _out(nl, shape_of(x, *rest), getattr(nl, dtype) if dtype else x.dtype)
+        c = nl.ndarray(v.shape, v.dtype, buffer=nl.sbuf)
+        nisa.tensor_copy(c, v)
+        nl.store(out, c)
+        return out
+    return _raw("current", body)
+
+
+def _tensor_rows() -> list[Form]:
+    """Methods of nki.language.NkiTensor (the views of NKI 0.5): each view copied out and compared with numpy's."""
+    rows = []
+    x2 = lambda rng: (_data("float32", 1, rng),)  # noqa: E731 - [32, 64]
+    x3 = lambda rng: (rng.standard_normal((32, 4, 16)).astype(np.float32),)  # noqa: E731
+    views = {
+        "slice": ("slice(1, 8, 40, 2): every other column of 8..40", x2, lambda nl, t: t.slice(1, 8, 40, 2),
+                  lambda x: _f64(x)[:, 8:40:2]),
+        "select": ("select(1, 2) of a [32, 4, 16] tile", x3, lambda nl, t: t.select(1, 2), lambda x: _f64(x)[:, 2]),
+        "permute": ("permute((0, 2, 1)) of a [32, 4, 16] tile", x3, lambda nl, t: t.permute((0, 2, 1)),
+                    lambda x: np.transpose(_f64(x), (0, 2, 1))),
+        "broadcast": ("broadcast(1, 4) of a [32, 1, 16] view", x3, lambda nl, t: t[:, 1:2, :].broadcast(1, 4),
+                      lambda x: np.broadcast_to(_f64(x)[:, 1:2], (32, 4, 16))),
+        "expand_dim": ("expand_dim(1) of a [32, 64] tile", x2, lambda nl, t: t.expand_dim(1),
+                       lambda x: _f64(x)[:, None]),
+        "squeeze_dim": ("squeeze_dim(1) of a [32, 1, 16] view", x3, lambda nl, t: t[:, 3:4, :].squeeze_dim(1),
+                        lambda x: _f64(x)[:, 3]),
+        "reshape_dim": ("reshape_dim(1, (4, -1)) of a [32, 64] tile", x2, lambda nl, t: t.reshape_dim(1, (4, -1)),
+                        lambda x: _f64(x).reshape(32, 4, 16)),
+        "flatten_dims": ("flatten_dims(1, 2) of a [32, 4, 16] tile", x3, lambda nl, t: t.flatten_dims(1, 2),
+                         lambda x: _f64(x).reshape(32, 64)),
+        "reshape": ("reshape((32, 2, 32)) of a [32, 4, 16] tile", x3, lambda nl, t: t.reshape((32, 2, 32)),
+                    lambda x: _f64(x).reshape(32, 2, 32)),
+        "rearrange": ("('b', ('h', 'w')) -> ('b', 'w', 'h'), h=4, of a [32, 64] tile", x2,
+                      lambda nl, t: t.rearrange(("b", ("h", "w")), ("b", "w", "h"), {"h": 4}),
+                      lambda x: np.transpose(_f64(x).reshape(32, 4, 16), (0, 2, 1))),
+        "ap": ("ap([[64, 32], [2, 32]], offset=1): the odd columns", x2,
+               lambda nl, t: t.ap(pattern=[[64, 32], [2, 32]], offset=1), lambda x: _f64(x)[:, 1::2]),
+        "ap ": ("t[8:16, 4:36].ap([[64, 8], [1, 8]], offset=2): from the view's start, 2 further", x2,
+                lambda nl, t: t[8:16, 4:36].ap([[64, 8], [1, 8]], offset=2), lambda x: _f64(x)[8:16, 6:14]),
+        "__getitem__": ("t[:, 0:64:4] and t[..., 3] of a 3-d tile", x3, lambda nl, t: t[:, 0:4:2][..., 3],
+                        lambda x: _f64(x)[:, 0:4:2, 3]),
+    }
+    for method, (form, inputs, view, ref) in views.items():
+        rows.append(Form("current", f"language.NkiTensor.{method.strip()}", form, _viewed(
+            lambda nl, t, view=view: view(nl, t), lambda x, view=view, ref=ref: ref(np.zeros(x.shape)).shape),
+            inputs, ref))
+    for dt, ratio in (("uint8", 4), ("int32", 1)):
+        rows.append(Form("current", "language.NkiTensor.view", f"float32 [32, 64] viewed as {dt}", _viewed(
+            lambda nl, t, dt=dt: t.view(getattr(nl, dt)), lambda x, ratio=ratio: (32, 64 * ratio), dt), x2,
+            lambda x, dt=dt: x.view(dt).astype(np.int64)))
+    rows.append(Form("current", "language.NkiTensor.ap", "an HBM view x[4:12].ap([[64, 8], [1, 16]], offset=3)",
+                     _raw("current", lambda nl, nisa, x: (t := nl.ndarray((8, 16), x.dtype, buffer=nl.sbuf),
+                                                          nisa.dma_copy(t, x[4:12].ap([[64, 8], [1, 16]], offset=3)),
+                                                          o := _out(nl, (8, 16), x.dtype), nl.store(o, t))[2]),
+                     x2, lambda x: _f64(x)[4:12, 3:19]))
+    rows.append(Form("current", "language.NkiTensor.get_pattern", "ap(get_pattern()) is the same view", _viewed(
+        lambda nl, t: t[:, 4:36].ap(pattern=t[:, 4:36].get_pattern()), lambda x: (32, 32)), x2,
+        lambda x: _f64(x)[:, 4:36]))
+    rows.append(Form("current", "language.NkiTensor.is_contiguous", "a tile, a column slice, a stepped slice, a "
+                     "permuted 3-d tile", _kernel("current", lambda nl, nisa, a, b: nl.full((1, 4), float(
+                         a.is_contiguous() + 2 * a[:, 8:16].is_contiguous() + 4 * a[:, 0:64:2].is_contiguous()
+                         + 8 * b.permute((0, 2, 1)).is_contiguous()), nl.float32, buffer=nl.sbuf),
+                         lambda a, b: (1, 4), "float32"),
+                     lambda rng: (_data("float32", 1, rng), rng.standard_normal((32, 4, 16)).astype(np.float32)),
+                     lambda a, b: np.full((1, 4), 1.0 + 2)))
+    rows.append(Form("current", "language.NkiTensor.vector_select", "an HBM [64, 8] tensor, per-partition row "
+                     "offsets [32, 1]", _raw("current", lambda nl, nisa, x, i: _gathered(nl, nisa, x, i)),
+                     lambda rng: (rng.standard_normal((64, 8)).astype(np.float32),
+                                  rng.integers(0, 64, (32, 1)).astype(np.int32)),
+                     lambda x, i: _f64(x)[i[:, 0]]))
+    rows.append(Form("current", "language.NkiTensor.is_indirect", "false of a tile, true of a vector_select",
+                     _raw("current", lambda nl, nisa, x, i: _indirect_flags(nl, x, i)),
+                     lambda rng: (rng.standard_normal((64, 8)).astype(np.float32), np.zeros((32, 1), np.int32)),
+                     lambda x, i: np.full((1, 1), 2.0)))
+    return rows
+
+
+def _gathered(nl, nisa, x, i):
+    out = _out(nl, (i.shape[0], x.shape[1]), x.dtype)
+    t = nl.ndarray((i.shape[0], x.shape[1]), x.dtype, buffer=nl.sbuf)
+    nisa.dma_copy(t, x.vector_select(0, nl.load(i)))
+    nl.store(out, t)
+    return out
+
+
+def _indirect_flags(nl, x, i):
+    out = _out(nl, (1, 1), nl.float32)
+    flags = float(x.is_indirect() + 2 * x.vector_select(0, nl.load(i)).is_indirect())
+    nl.store(out, nl.full((1, 1), flags, nl.float32, buffer=nl.sbuf))
+    return out
+
+
 def _reference_rows() -> list[Form]:
     return (_both_language_rows() + _control_rows() + _beta_index_rows() + _current_isa_rows() + _collective_rows()
             + _beta_isa_more_rows() + _launch_rows() + _breadth_rows() + _axes_rows()
             + _more_param_rows() + _mask_rows() + _language_param_rows()
-            + _more_language_rows() + _release_rows())
+            + _more_language_rows() + _release_rows() + _tensor_rows())
 
 
 FORMS: list[Form] = _rows() + _reference_rows()

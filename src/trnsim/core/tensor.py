@@ -486,8 +486,9 @@ class View:
 
     reinterpret_cast = view
 
-    def rearrange(self, src_pattern: str, dst_pattern: str, fixed_sizes: dict | None = None) -> View:
-        """einops-style regrouping, e.g. rearrange("p (a b)", "p b a", {"a": 4}); never copies."""
+    def rearrange(self, src_pattern, dst_pattern, fixed_sizes: dict | None = None) -> View:
+        """einops-style regrouping, e.g. rearrange("p (a b)", "p b a", {"a": 4}) or rearrange(("p", ("a", "b")),
+        ("p", "b", "a"), {"a": 4}); never copies."""
         src, dst = _groups(src_pattern), _groups(dst_pattern)
         if len(src) != self.ndim:
             raise ShapeError(f"rearrange: pattern {src_pattern!r} names {len(src)} dims; {self.name!r} has {self.ndim}")
@@ -532,13 +533,19 @@ class View:
             raise ShapeError(f"vector_select gathers rows (dim 0) of an HBM tensor; {self.name!r} is in {self.space.value}")
         n = vector_offset.size if isinstance(vector_offset, View) else int(np.asarray(vector_offset).size)
         return self.ap([[self.strides[0], n]] + [[s, k] for s, k in zip(self.strides[1:], self.shape[1:])],
-                       offset=self.offset, vector_offset=vector_offset)
+                       vector_offset=vector_offset)
 
-    def ap(self, pattern, offset=0, vector_offset=None, indirect_dim=0, dtype=None, scalar_offset=None) -> View:
-        """A raw access pattern `[[step, num], ...]` over the whole tensor's storage (not this view)."""
+    def ap(self, pattern, offset=None, vector_offset=None, indirect_dim=0, dtype=None, scalar_offset=None) -> View:
+        """A raw access pattern `[[step, num], ...]` over the tensor's storage, from where this view starts:
+        `offset` elements more (None: none). NKI 0.5 made the offset relative to the view (nki/api/nki/language/
+        __init__.py: NkiTensor.ap); on a whole tensor the two readings agree."""
         dt = numerics.dtype(dtype) if dtype is not None else self.dtype
         root = View(self.alloc, dt, (1,), (1,))
-        offset = int(offset or 0)
+        start = self.offset * self.dtype.itemsize
+        if start % dt.itemsize:
+            raise ShapeError(f".ap on {self.name!r}: the view starts {start} bytes into a partition, not a whole "
+                             f"number of {dt.name} elements")
+        offset = start // dt.itemsize + (self.poff * root.alloc_elems if self.on_chip else 0) + int(offset or 0)
         if scalar_offset is not None:
             if isinstance(scalar_offset, View):
                 scalar_offset = int(scalar_offset.array().reshape(-1)[0])
@@ -638,7 +645,11 @@ def _reshaped_strides(shape, strides, new_shape) -> list[int] | None:
     return out
 
 
-def _groups(pattern: str) -> list[list[str]]:
+def _groups(pattern) -> list[list[str]]:
+    """The dims of a rearrange pattern, each a list of names: an einops string "p (a b)" or the tuple form the
+    NKI reference writes, ('p', ('a', 'b'))."""
+    if not isinstance(pattern, str):
+        return [[x] if isinstance(x, str) else list(x) for x in pattern]
     import re
     return [m[0].split() if m[0] else [m[1]] for m in re.findall(r"\(([^)]*)\)|(\S+)", pattern)]
 
