@@ -291,3 +291,32 @@ def test_equality_on_a_class_without_eq_is_a_07_warning_with_the_migration_page(
     assert any(f["kind"] == "unwritten" for f in doc["findings"]) and code == 1
     _, doc06, _ = check(EQUALITY, "--arg", "x=float32[128,8]", "--nki-version", "0.6")
     assert not [f for f in doc06["findings"] if f["kind"] == "equality"]
+
+
+LAUNCHED = COPY + '''
+
+if __name__ == "__main__":
+    copy_rows[2](np.zeros((256, 64), np.float32))
+'''
+
+
+def test_the_lnc_degree_is_checked_against_the_compilers_where_that_is_set(check, monkeypatch):
+    monkeypatch.delenv("NEURON_LOGICAL_NC_CONFIG", raising=False)
+    monkeypatch.delenv("NEURON_CC_FLAGS", raising=False)
+    code, doc, _ = check(LAUNCHED, "--arg", "x=float32[256,64]")
+    assert code == 0 and doc["findings"] == []  # no compiler degree set: the kernel is compiled alone
+    code, doc, path = check(LAUNCHED, "--arg", "x=float32[256,64]", "--lnc", "1")
+    (f,) = doc["findings"]
+    assert code == 1 and f["kind"] == "lnc" and f["location"] == f"{path}:{line_of(path, 'copy_rows[2](')}"
+    assert "'copy_rows' is configured with LNC=2 (kernel[2]), but neuronx-cc is using LNC=1 (--lnc 1)" in f["message"]
+    assert f["doc"].endswith("EVRF066.html")
+    monkeypatch.setenv("NEURON_CC_FLAGS", "--lnc=2")
+    code, doc, _ = check(LAUNCHED, "--arg", "x=float32[256,64]")
+    assert code == 0 and doc["findings"] == []
+    monkeypatch.setenv("NEURON_LOGICAL_NC_CONFIG", "1")  # a kernel without a grid takes the environment's
+    code, doc, path = check(COPY, "--arg", "x=float32[256,64]")
+    assert code == 1 and "LNC=1 (NEURON_LOGICAL_NC_CONFIG=1), but neuronx-cc is using LNC=2 (NEURON_CC_FLAGS " \
+                         "--lnc=2)" in doc["findings"][0]["message"]
+    assert doc["findings"][0]["location"] == f"{path}:{line_of(path, 'def copy_rows')}"
+    code, doc, _ = check(COPY, "--arg", "x=float32[256,64]", "--nki-version", "0.6")
+    assert code == 0 and doc["findings"] == []  # NKI 0.6's compiler does not check it

@@ -12,6 +12,7 @@ import contextlib
 import functools
 import inspect
 import os
+import re
 import warnings
 
 import click
@@ -163,6 +164,30 @@ def equality_findings(path: str, tree) -> list[dict]:
                                     f"compare the fields", f"{path}:{node.lineno}", versions.MIGRATION_07))
     unique = {f["location"]: f for f in out}  # a nested function's compare is seen from each enclosing scope
     return sorted(unique.values(), key=lambda f: int(f["location"].rsplit(":", 1)[1]))
+
+
+def lnc_findings(path: str, source: str, kernel, compiler: int | None, target: str | None) -> list[dict]:
+    """NKI 0.7's compiler check of the kernel's LNC degree (NCC_EVRF066) against the compiler's, where the
+    compiler's is set (`--lnc`, NEURON_CC_FLAGS, NEURON_LOGICAL_NC_CONFIG; a kernel compiled alone takes its
+    own): at each `kernel[lnc](...)` launch of the file, else for a launch without a grid."""
+    from trnsim.nki import _frontend
+
+    explicit = compiler is not None or os.environ.get(_frontend.LNC_ENV) or re.search(
+        r"(?:--lnc|-lnc|--logical-nc-config)\b", os.environ.get("NEURON_CC_FLAGS", ""))
+    if not explicit or not getattr(kernel, "checks_lnc", False):
+        return []
+    name, tree = kernel.fn.__name__, ast.parse(source)
+    grids = [(n.lineno, n.slice.value) for n in ast.walk(tree) if isinstance(n, ast.Subscript)
+             and isinstance(n.value, ast.Name) and n.value.id == name and isinstance(n.slice, ast.Constant)
+             and isinstance(n.slice.value, int)]
+    defined = next((n.lineno for n in ast.walk(tree) if isinstance(n, ast.FunctionDef) and n.name == name),
+                   kernel.fn.__code__.co_firstlineno)
+    out = []
+    for line, grid in grids or [(defined, None)]:
+        message = _frontend.lnc_mismatch(name, _frontend.lnc_degrees(grid, target, compiler))
+        if message:
+            out.append(_finding("lnc", "error", message.split(" (see ")[0], f"{path}:{line}", _frontend.EVRF066))
+    return out
 
 
 # -- the trace -------------------------------------------------------------------------------------------
@@ -325,9 +350,12 @@ def _merge(static: list[dict], traced: list[dict]) -> list[dict]:
               help="The NKI version to check against (default: trnsim --nki-version, else 0.7).")
 @click.option("--kernel", "name", metavar="NAME", help="Which kernel of FILE (default: the last one defined).")
 @click.option("--target", type=click.Choice(specs.targets()), help="NKI target (default: trn2).")
+@click.option("--lnc", type=click.IntRange(1, 2), default=None,
+              help="The compiler's LNC degree (neuronx-cc --lnc) to check the kernel's against (default: --lnc in "
+                   "NEURON_CC_FLAGS, else NEURON_LOGICAL_NC_CONFIG; with none, the kernel is compiled alone).")
 @click.option("--json", "as_json", is_flag=True, help="Print the findings as JSON.")
 @click.option("-q", "--quiet", is_flag=True, help="No progress bar.")
-def check(file, argv, version, name, target, as_json, quiet):
+def check(file, argv, version, name, target, lnc, as_json, quiet):
     """Check an NKI kernel against the NKI version it targets, without hardware.
 
     Lists names the version removed or lacks (with the documentation page), the named errors the
@@ -350,6 +378,8 @@ def check(file, argv, version, name, target, as_json, quiet):
         if not any(f["kind"] == "syntax" for f in findings):
             bar.phase("loading the kernel")
             kernel, inputs = load_kernel(file, name, need_inputs=False)
+            if version == "0.7":
+                findings += lnc_findings(file, source, kernel, lnc, target)
             args, kwargs = (), {}
             if argv:
                 kwargs = kernel_arguments(kernel, argv, values=False, target=target)
