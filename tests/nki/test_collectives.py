@@ -240,3 +240,11 @@ def test_prepare_and_trigger_are_nki_07_names(rng, trn, monkeypatch):
         _v_kernel("all_gather_v", 12, split=True)[2](x, np.zeros((2, 3, 2), np.uint32))
     out, _ = _v_kernel("all_gather_v", 12)[2](x, np.zeros((2, 3, 2), np.uint32))  # the plain form is 0.6's too
     np.testing.assert_array_equal(out, np.full((2, 24), -1.0, np.float32))
+
+
+def test_a_timing_only_run_cannot_size_a_variable_collective(rng, trn):
+    """The counts are values in memory, which a timing-only run does not compute: refused by name."""
+    from trnsim.core.errors import ValueUnknownError
+    x = rng.standard_normal((2, 64)).astype(np.float32)
+    with pytest.raises(ValueUnknownError, match="decides a variable-size collective's element count"):
+        _v_kernel("all_to_all_v", 12)[2].trace(x, np.zeros((2, 3, 2), np.uint32), values=False)
