@@ -270,7 +270,7 @@ def _element(flat, k):
     return flat[0:1, k:k + 1] if flat.ndim == 2 else flat[k:k + 1]
 
 
-def _read(flat, k, n_cols, row, col) -> int:
+def _read(flat, n_cols, row, col) -> int:
     """One metadata entry, through a sequencer register as the collective's setup reads it."""
     reg = Register(name=f"md{row}_{col}")
     nisa.register_load(reg, _element(flat, row * n_cols + col))
@@ -296,18 +296,18 @@ def _prepare(kind, srcs, dsts, replica_group, metadata_tensor, recv_counts_known
     rows = 4 if has_rdispls else 3
     md = metadata_tensor
     flat = _metadata_flat(md, rows, n, what)
-    mine = [(_read(flat, 0, n, SEND_COUNT, j), _read(flat, 0, n, SEND_DISPL, j)) for j in range(n)]
-    if kind == "all_gather_v":  # one chunk broadcast to every rank: only the first column is read
-        mine = [mine[0]] * n
+    def sends(f):
+        """(count, displacement) per destination; all_gather_v broadcasts one chunk: only column 0 is read."""
+        if kind == "all_gather_v":
+            return [(_read(f, n, SEND_COUNT, 0), _read(f, n, SEND_DISPL, 0))] * n
+        return [(_read(f, n, SEND_COUNT, j), _read(f, n, SEND_DISPL, j)) for j in range(n)]
     sent = [None] * n
-    sent[me] = mine
+    sent[me] = sends(flat)
     if n == 2:
         other = ndarray(md.shape, md.dtype, "sbuf" if md.on_chip else "hbm")
         _exchange(md, other)
-        oflat = other.reshape(flat.shape)
-        theirs = [(_read(oflat, 0, n, SEND_COUNT, j), _read(oflat, 0, n, SEND_DISPL, j)) for j in range(n)]
-        sent[1 - me] = [theirs[0]] * n if kind == "all_gather_v" else theirs
-    rdispls = [_read(flat, 0, n, RECV_DISPL, j) for j in range(n)] if has_rdispls else None
+        sent[1 - me] = sends(other.reshape(flat.shape))
+    rdispls = [_read(flat, n, RECV_DISPL, j) for j in range(n)] if has_rdispls else None
     for count, displ in sent[me]:
         if displ + count > src.size:
             raise OutOfBoundsError(f"{what}: a chunk of {count} elements at displacement {displ} runs past src "
