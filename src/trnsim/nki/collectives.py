@@ -245,7 +245,6 @@ class PreparedCollective(NKIObject):
     recv_counts_known: bool
     sent: list  # sent[i][j]: (count, displacement) rank-list member i sends member j
     rdispls: list | None  # this rank's receive displacement per sender, or None (equal slots)
-    owner: object = None
     triggered: bool = False
 
 
@@ -256,7 +255,7 @@ def _metadata_flat(md, rows, n, what):
     want = (rows, n) if not md.on_chip else (1, rows, n)
     if md.dtype.name != "uint32":
         raise KernelError(f"{what}: metadata_tensor is {md.dtype.name}; it is nl.uint32")
-    if tuple(md.shape[-2:]) != (rows, n) and not (tuple(md.shape[-2:])[1:] == (n,) and md.shape[-2] >= rows):
+    if md.ndim < 2 or md.shape[-1] != n or md.shape[-2] < rows:
         raise ShapeError(f"{what}: metadata_tensor {list(md.shape)} must be {list(want)} (rows: send counts, send "
                          f"displacements, receive counts{', receive displacements' if rows == 4 else ''}; one "
                          f"column per rank of the rank-list)")
@@ -296,6 +295,7 @@ def _prepare(kind, srcs, dsts, replica_group, metadata_tensor, recv_counts_known
     rows = 4 if has_rdispls else 3
     md = metadata_tensor
     flat = _metadata_flat(md, rows, n, what)
+
     def sends(f):
         """(count, displacement) per destination; all_gather_v broadcasts one chunk: only column 0 is read."""
         if kind == "all_gather_v":
@@ -312,7 +312,7 @@ def _prepare(kind, srcs, dsts, replica_group, metadata_tensor, recv_counts_known
         if displ + count > src.size:
             raise OutOfBoundsError(f"{what}: a chunk of {count} elements at displacement {displ} runs past src "
                                    f"{src.name!r} of {src.size} elements")
-    return PreparedCollective(kind, src, dst, group, md, bool(recv_counts_known), sent, rdispls, owner=core())
+    return PreparedCollective(kind, src, dst, group, md, bool(recv_counts_known), sent, rdispls)
 
 
 def _landing(p: PreparedCollective, sender: int) -> int:
