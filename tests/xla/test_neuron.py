@@ -127,3 +127,77 @@ def test_autocast_runs_matmuls_in_bf16_and_keeps_fp32_weights(ledger):
     torch.testing.assert_close(c.cpu(), a.bfloat16() @ b.bfloat16(), rtol=0, atol=0)
     out.float().sum().backward()
     assert m.weight.dtype == m.weight.grad.dtype == torch.float32
+
+
+def test_fsdp2_example_ends_with_the_full_batch_weights(tmp_path):
+    """FSDP2 over the `neuron` group: sharded weights gathered, gradients reduce-scattered, each on the fabric."""
+    rep = torchrun(str(ROOT / "examples" / "train_fsdp.py"), ["--steps", "3", "--save-all", str(tmp_path)],
+                   nproc_per_node=2, instance="trn2.48xlarge", progress=False)
+    want = _reference(2, 3, 32, 0.05)
+    for r in range(2):
+        got = torch.load(tmp_path / f"rank{r}.pt")
+        for k, v in want.items():
+            torch.testing.assert_close(got[k], v, rtol=1e-5, atol=1e-6)
+    assert rep["step_time_ms"] > 0 and rep["breakdown_ms"]["collective"] > 0 and rep["unpriced"] == {}
+    # three units of one linear layer each: gathered for the forward and again for the backward, their
+    # gradients reduce-scattered once
+    assert rep["per_step"][1]["collectives"] == {"all_gather": 6, "reduce_scatter": 3}
+
+
+def _mlp_step(x, w):
+    return (torch.tanh(x @ w) * 2 + 1).sum()
+
+
+def test_compile_time_is_a_warm_up_estimate_and_the_persistent_cache_spares_it(tmp_path):
+    from trnsim.specs import training
+    from trnsim.xla.graphs import CompileCache
+
+    torchneuron.install()
+    x, w = torch.randn(64, 32).to("neuron"), torch.randn(32, 16).to("neuron")
+    runs = []
+    for _ in range(2):  # two runs of a script, one cache directory between them
+        torch._dynamo.reset()
+        neuron.METER.ledger = led = Ledger(CostModel("trn2.48xlarge"), cache=CompileCache(str(tmp_path)))
+        try:
+            c = torch.compile(_mlp_step, backend="neuron")
+            c(x, w)
+            led.end_step()
+            c(x, w)
+            led.end_step()
+        finally:
+            neuron.METER.ledger = None
+        runs.append(led)
+    first, second = runs
+    assert [c["cache"] for c in first.compilations] == ["miss"]
+    entry = first.compilations[0]
+    graph_s = training.compile_time(0) / 1e9
+    per_ins_s = training.compile_time(1) / 1e9 - graph_s
+    assert entry["compile_s"] == pytest.approx(graph_s + per_ins_s * entry["instructions"])
+    assert entry["instructions"] >= 5  # parameters, the dot, tanh, scale, shift, the sum
+    assert first.steps[0].compile_ns == pytest.approx(entry["compile_s"] * 1e9) and first.steps[1].compile_ns == 0
+    assert first.steps[0].time_ns == pytest.approx(first.steps[1].time_ns)  # compile time stays out of the step
+    assert [c["cache"] for c in second.compilations] == ["hit"] and second.steps[0].compile_ns == 0
+
+
+def test_eager_debug_mode_prices_compiled_graphs_op_by_op(monkeypatch):
+    torchneuron.install()
+    x, w = torch.randn(64, 32).to("neuron"), torch.randn(32, 16).to("neuron")
+
+    def step_time(fn) -> tuple:
+        torch._dynamo.reset()
+        neuron.METER.ledger = led = Ledger(CostModel("trn2.48xlarge"))
+        neuron.METER.eager.clear()
+        try:
+            out = fn(x, w)
+        finally:
+            neuron.METER.ledger = None
+        return led.current.time_ns, led.current.graphs, len(led.compilations), out
+
+    eager = step_time(_mlp_step)
+    fused = step_time(torch.compile(_mlp_step, backend="neuron"))
+    monkeypatch.setenv("NEURON_USE_EAGER_DEBUG_MODE", "1")
+    debug = step_time(torch.compile(_mlp_step, backend="neuron"))
+    assert debug[2] == 0 and fused[2] == 1  # nothing compiled in debug mode
+    assert debug[1] == eager[1] >= 5 and fused[1] == 1  # one priced op each, as eagerly
+    assert debug[0] == pytest.approx(eager[0]) and debug[0] > fused[0]  # unfused: the chain's HBM trips
+    torch.testing.assert_close(debug[3].cpu(), _mlp_step(x.cpu(), w.cpu()))

@@ -55,10 +55,10 @@ class Rank:
         if self.rank == 0:
             from trnsim.plan import Cluster
             from trnsim.xla.cost import CostModel
-            from trnsim.xla.graphs import Ledger
+            from trnsim.xla.graphs import CompileCache, Ledger
 
             cluster = Cluster(cfg["instance"], nodes=cfg["nodes"], lnc=cfg["lnc"])
-            self.ledger = Ledger(CostModel(cluster, world=self.world), bf16=self.bf16)
+            self.ledger = Ledger(CostModel(cluster, world=self.world), bf16=self.bf16, cache=CompileCache())
 
     # --- the world -----------------------------------------------------------------------------
     def patch(self) -> None:
