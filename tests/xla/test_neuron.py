@@ -201,3 +201,20 @@ def test_eager_debug_mode_prices_compiled_graphs_op_by_op(monkeypatch):
     assert debug[1] == eager[1] >= 5 and fused[1] == 1  # one priced op each, as eagerly
     assert debug[0] == pytest.approx(eager[0]) and debug[0] > fused[0]  # unfused: the chain's HBM trips
     torch.testing.assert_close(debug[3].cpu(), _mlp_step(x.cpu(), w.cpu()))
+
+
+def test_dtensor_tensor_parallel_example_ends_with_the_full_batch_weights(tmp_path):
+    """parallelize_module over the `neuron` group: column- and row-wise linears, DTensor's collectives timed."""
+    rep = torchrun(str(ROOT / "examples" / "train_tp.py"), ["--steps", "3", "--save-all", str(tmp_path)],
+                   nproc_per_node=2, instance="trn2.48xlarge", progress=False)
+    want = _reference(2, 3, 32, 0.05)  # every rank trains on both ranks' batches: the full batch
+    for r in range(2):
+        got = torch.load(tmp_path / f"rank{r}.pt")
+        for k, v in want.items():
+            torch.testing.assert_close(got[k], v, rtol=1e-5, atol=1e-6)
+    assert rep["step_time_ms"] > 0 and rep["unpriced"] == {} and rep["steps"] == 3
+    # forward: the row-wise layer's partial sums all-reduced, the last layer's columns all-gathered; backward:
+    # the input gradient of the first column-wise layer all-reduced
+    assert rep["per_step"][1]["collectives"] == {"all_reduce": 2, "all_gather": 1}
+    steady = rep["per_step"][1]["time_ms"]
+    assert rep["step_time_ms"] == pytest.approx(steady, rel=0.05) and rep["per_step"][0]["time_ms"] > steady

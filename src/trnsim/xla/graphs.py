@@ -137,6 +137,7 @@ class Step:
     memory_bytes: float = 0.0
     custom_ops: dict = field(default_factory=dict)  # "ns::op" -> {"calls", "time_ns"} on the GpSimd engine
     compile_ns: float = 0.0  # estimated wall time of this step's compilations (warm-up, not step time)
+    warm_up: bool = False  # set-up work ran in it (the first optimizer step on the neuron device): not steady
 
     @property
     def custom_op_ns(self) -> float:
@@ -147,7 +148,7 @@ class Step:
         return {"time_ns": self.time_ns, "graphs": self.graphs, "compilations": self.compilations,
                 "engines_ns": engines, "hbm_bound_ns": self.compute.hbm_bound_ns,
                 "collective_ns": self.collective_ns, "flops": self.compute.flops, "memory_bytes": self.memory_bytes,
-                "compile_ns": self.compile_ns, "custom_op_ns": self.custom_op_ns, "custom_ops": self.custom_ops, "collectives": self.collectives()}
+                "compile_ns": self.compile_ns, "warm_up": self.warm_up, "custom_op_ns": self.custom_op_ns, "custom_ops": self.custom_ops, "collectives": self.collectives()}
 
     def collectives(self) -> dict:
         """Per collective op: calls, bytes and fabric time in this step."""

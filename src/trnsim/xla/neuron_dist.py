@@ -15,6 +15,7 @@ from __future__ import annotations
 import torch
 import torch._dynamo
 import torch.distributed as dist
+import torch._C._distributed_c10d as _c10d
 from torch.futures import Future
 
 from trnsim.xla import neuron
@@ -25,6 +26,19 @@ def _done(result):
     fut = Future()
     fut.set_result(result)
     return torch._C._distributed_c10d._create_work_from_future(fut)
+
+
+def _hosts(tensors) -> list:
+    """The host values of (nested lists of) device tensors, contiguous, as gloo takes them."""
+    return [_hosts(t) if isinstance(t, list) else neuron.host(t).contiguous() for t in tensors]
+
+
+def _write_back(tensors, hosts) -> None:
+    for t, h in zip(tensors, hosts):
+        if isinstance(t, list):
+            _write_back(t, h)
+        elif neuron.host(t) is not h:
+            neuron.host(t).copy_(h)
 
 
 def _nbytes(tensors) -> int:
@@ -85,12 +99,15 @@ class NeuronProcessGroup(dist.ProcessGroup):
 
     def _reduce(self, tensors, op) -> None:
         """Reduce device (or host) tensors in place across the ranks."""
-        hosts = [neuron.host(t) for t in tensors]
-        flat = [h.contiguous() for h in hosts]
+        flat = _hosts(tensors)
         self._sum(flat, op)
-        for h, f in zip(hosts, flat):
-            if h is not f:
-                h.copy_(f)
+        _write_back(tensors, flat)
+
+    def _through_gloo(self, collective: str, outputs, inputs, opts) -> None:
+        """gloo's `collective` on the host values; the outputs written back."""
+        outs = _hosts(outputs)
+        getattr(self.gloo, collective)(outs, _hosts(inputs), opts).wait()
+        _write_back(outputs, outs)
 
     @torch._dynamo.disable
     def allreduce(self, tensors, opts=None):
@@ -106,25 +123,15 @@ class NeuronProcessGroup(dist.ProcessGroup):
 
     @torch._dynamo.disable
     def broadcast(self, tensors, opts=None):  # timed as the all-gather a broadcast costs on the ring
-        hosts = [neuron.host(t) for t in tensors]
-        flat = [h.contiguous() for h in hosts]
+        flat = _hosts(tensors)
         self.gloo.broadcast(flat, opts or dist.BroadcastOptions()).wait()
-        for h, f in zip(hosts, flat):
-            if h is not f:
-                h.copy_(f)
+        _write_back(tensors, flat)
         self._charge("all_gather", _nbytes(tensors))
         return _done(tensors)
 
-    def _gather(self, outputs: list[list], inputs: list) -> None:
-        outs = [[neuron.host(o).contiguous() for o in group] for group in outputs]
-        self.gloo.allgather(outs, [neuron.host(t).contiguous() for t in inputs]).wait()
-        for group, host_group in zip(outputs, outs):
-            for o, h in zip(group, host_group):
-                neuron.host(o).copy_(h)
-
     @torch._dynamo.disable
     def allgather(self, outputs, inputs, opts=None):
-        self._gather(outputs, inputs)
+        self._through_gloo("allgather", outputs, inputs, _c10d.AllgatherOptions())
         self._charge("all_gather", sum(_nbytes(g) for g in outputs))
         return _done(outputs)
 
@@ -135,7 +142,8 @@ class NeuronProcessGroup(dist.ProcessGroup):
     @torch._dynamo.disable
     def allgather_into_tensor_coalesced(self, outputs, inputs, opts=None):
         """Each output is the ranks' inputs end to end (what `all_gather_into_tensor` asks)."""
-        self._gather([list(torch.chunk(neuron.host(o), self.size())) for o in outputs], inputs)
+        for out, inp in zip(outputs, inputs):
+            self._through_gloo("allgather", [list(torch.chunk(out, self.size()))], [inp], _c10d.AllgatherOptions())
         self._charge("all_gather", _nbytes(outputs))
         return _done(outputs)
 
@@ -166,6 +174,27 @@ class NeuronProcessGroup(dist.ProcessGroup):
             neuron.host(out).copy_(full[start:start + out.numel()].reshape(out.shape))
         self._charge("reduce_scatter", sum(_nbytes(p) for p in input_lists))
         return _done(outputs)
+
+    @torch._dynamo.disable
+    def scatter(self, outputs, inputs, opts=None):  # DTensor shards a tensor from one rank: timed as an all-gather
+        self._through_gloo("scatter", outputs, inputs, opts or dist.ScatterOptions())
+        self._charge("all_gather", _nbytes(outputs) * self.size())
+        return _done(outputs)
+
+    @torch._dynamo.disable
+    def gather(self, outputs, inputs, opts=None):  # timed as the all-gather it is the first half of
+        self._through_gloo("gather", outputs, inputs, opts or dist.GatherOptions())
+        self._charge("all_gather", _nbytes(inputs) * self.size())
+        return _done(outputs)
+
+    @torch._dynamo.disable
+    def alltoall_base(self, output, input, output_split_sizes, input_split_sizes, opts=None):
+        out = _hosts([output])
+        self.gloo.alltoall_base(out[0], _hosts([input])[0], output_split_sizes, input_split_sizes,
+                                opts or dist.AllToAllOptions()).wait()
+        _write_back([output], out)
+        self._charge("all_to_all", _nbytes([input]))
+        return _done([output])
 
     @torch._dynamo.disable
     def barrier(self, opts=None):

@@ -1,7 +1,7 @@
 """The per-step report of a simulated torch-xla run: the summary dict, its table, TensorBoard scalars.
 
-Steady-state figures average the steps that compiled nothing (every step when all compiled). MFU
-is the graph's dot FLOPs over the step time and the rank's dense BF16 peak, as Neuron reports it.
+Steady-state figures average the steps that compiled nothing and set nothing up (every step when none is
+such). MFU is the graph's dot FLOPs over the step time and the rank's dense BF16 peak, as Neuron reports it.
 """
 from __future__ import annotations
 
@@ -23,7 +23,7 @@ def unpriced_text(unpriced: dict[str, int]) -> str:
 def summarize(ledger: dict, cluster: Cluster, *, world: int, procs: int, script: str, wall_s: float,
               batch_size: int | None = None) -> dict:
     steps = ledger["steps"]
-    steady = [s for s in steps if not s["compilations"]] or steps
+    steady = [s for s in steps if not s["compilations"] and not s.get("warm_up")] or steps
     n = max(len(steady), 1)
     step_ns = sum(s["time_ns"] for s in steady) / n
     unpriced = ledger.get("unpriced", {})

@@ -46,6 +46,7 @@ class Rank:
         self.world, self.procs, self.rank = cfg["world"], cfg["procs"], cfg["rank"]
         self.local = self.rank % cfg["nproc_per_node"]
         self.ledger = None
+        self.neuron = False  # the script runs on the native neuron device (steps end at optimizer.step())
         self.dump = os.environ.get("XLA_SAVE_TENSORS_FILE")
         self.offset = 0
         self.checks = 0
@@ -143,6 +144,7 @@ class Rank:
         from trnsim.xla import neuron, neuron_dist, torchneuron
 
         torchneuron.install()
+        self.neuron = True
         neuron.METER.ledger = self.ledger
         neuron_dist.NeuronProcessGroup.world = self.world
 
@@ -152,6 +154,7 @@ class Rank:
                 if self.ledger is not None:  # weights, gradients, optimizer state and activations kept alive
                     s = self.ledger.current
                     s.memory_bytes = max(s.memory_bytes, neuron.METER.live_bytes())
+                    s.warm_up = not self.ledger.steps  # the first also moved, sharded and set up the model
                 self.after_step()
 
         register_optimizer_step_post_hook(step_done)
@@ -261,8 +264,8 @@ class Rank:
         if self.ledger is None:
             return
         self._read()
-        if self.ledger.current.graphs:
-            self.ledger.end_step()
+        if self.ledger.current.graphs and not (self.neuron and self.ledger.steps):
+            self.ledger.end_step()  # on the neuron device a step ends at optimizer.step(): what follows is no step
         if self.cfg.get("progress") and sys.stderr.isatty():
             print(file=sys.stderr)
         led = self.ledger
