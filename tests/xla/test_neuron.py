@@ -101,7 +101,7 @@ def _reference(ranks: int, steps: int, batch: int, lr: float) -> dict:
 
 def test_ddp_compiled_example_ends_with_the_full_batch_weights(tmp_path):
     rep = torchrun(str(EXAMPLE), ["--steps", "3", "--save-all", str(tmp_path)], nproc_per_node=2,
-                   instance="trn2.48xlarge", progress=False)
+                   instance="trn2.48xlarge", progress=False, trace=str(tmp_path / "trace"))
     want = _reference(2, 3, 32, 0.05)
     for r in range(2):
         got = torch.load(tmp_path / f"rank{r}.pt")
@@ -114,6 +114,31 @@ def test_ddp_compiled_example_ends_with_the_full_batch_weights(tmp_path):
     assert rep["memory_per_core_gib"] * 2**30 >= 3 * weights  # weights, gradients, momentum at least
     assert [(c["line"].rsplit("/", 1)[-1], c["cause"]) for c in rep["compilations"]] == [
         ("train_neuron.py:31", "first compilation (forward)"), ("train_neuron.py:32", "first compilation (backward)")]
+    _check_traces(rep)
+
+
+def _check_traces(rep: dict) -> None:
+    """Each rank's Perfetto trace: its steps end to end, each as long as its work; compilations in step 1."""
+    import json
+
+    assert len(rep["traces"]) == 2
+    for r, path in enumerate(rep["traces"]):
+        events = json.load(open(path))["traceEvents"]
+        slices = [e for e in events if e["ph"] == "X"]
+        tracks = {e["tid"]: e["args"]["name"] for e in events if e["name"] == "thread_name"}
+        steps = [e for e in slices if tracks[e["tid"]] == "steps"]
+        assert [e["name"] for e in steps] == ["step 1", "step 2", "step 3"]
+        for a, b in zip(steps, steps[1:]):
+            assert b["ts"] == pytest.approx(a["ts"] + a["dur"])
+        work = [e for e in slices if tracks[e["tid"]] != "steps"]
+        inside = [sum(e["dur"] for e in work if s["ts"] - 1e-6 <= e["ts"] < s["ts"] + s["dur"] - 1e-6) for s in steps]
+        assert inside == pytest.approx([s["dur"] for s in steps])
+        compiles = [e for e in slices if tracks[e["tid"]] == "compile"]
+        assert len(compiles) == 2 and all(e["ts"] < steps[0]["dur"] and e["dur"] >= 10e6 for e in compiles)  # >= 10 s
+        assert any(tracks[e["tid"]] == "collective" and e["name"] == "all_reduce" for e in slices)
+        if r == 0:  # the report's steps are rank 0's: compute and collectives, plus the warm-up's compile estimate
+            want = [(p["time_ms"] * 1e3 + p["compile_s"] * 1e6) for p in rep["per_step"]]
+            assert [s["dur"] for s in steps] == pytest.approx(want)
 
 
 def test_autocast_runs_matmuls_in_bf16_and_keeps_fp32_weights(ledger):

@@ -103,7 +103,8 @@ class CompileCache:
     compiled once for a target is loaded by later runs, not compiled again. An entry is a small file named by
     the target and the graph's structure."""
 
-    def __init__(self, root: str | None = None):
+    def __init__(self, root: str | None = None, run: str = ""):
+        self.run = run  # the ranks of one run compile side by side: an entry one of them wrote is no hit
         self.root = root or os.environ.get("NEURON_COMPILE_CACHE_URL") or os.path.join(
             os.environ.get("XDG_CACHE_HOME", os.path.expanduser("~/.cache")), "trnsim", "neuron-compile-cache")
 
@@ -111,7 +112,13 @@ class CompileCache:
         return os.path.join(self.root, f"MODULE_{key}.json")
 
     def hit(self, key: str) -> bool:
-        return os.path.exists(self._path(key))
+        import json
+
+        try:
+            with open(self._path(key)) as f:
+                return json.load(f).get("run") != self.run or not self.run
+        except (OSError, ValueError):
+            return False
 
     def store(self, key: str, entry: dict) -> None:
         """Record a compiled graph; a cache that cannot be written (read-only, full) only loses the hit later."""
@@ -138,6 +145,7 @@ class Step:
     custom_ops: dict = field(default_factory=dict)  # "ns::op" -> {"calls", "time_ns"} on the GpSimd engine
     compile_ns: float = 0.0  # estimated wall time of this step's compilations (warm-up, not step time)
     warm_up: bool = False  # set-up work ran in it (the first optimizer step on the neuron device): not steady
+    events: list = field(default_factory=list)  # (kind, name, ns, args) in order, when the Ledger keeps a timeline
 
     @property
     def custom_op_ns(self) -> float:
@@ -168,6 +176,7 @@ class Ledger:
     def __init__(self, model: CostModel, bf16: bool = False, cache: CompileCache | None = None):
         self.model = model
         self.cache = cache  # the persistent compile cache; None: every run compiles afresh
+        self.timeline = False  # keep each step's events (compilations, compute, collectives) for a trace
         self.bf16 = bf16  # fp32 tensors stored in bf16 (XLA_USE_BF16): priced as stored
         self.priced: dict[str, GraphCost] = {}
         self.compiled: dict[str, str] = {}  # key -> the user line that first cut it
@@ -188,7 +197,7 @@ class Ledger:
         cost = self.priced.get(key)
         if cost is None:
             cost = self.priced[key] = self.model.cost(hlo.parse(self.stored(rec.text)))
-        self.charge(cost)
+        self.charge(cost, name=f"graph ({via}) {rec.user_line().rsplit('/', 1)[-1]}")
         s = self.current
         if via == "collective":  # on the device the collective sits inside the step's graph
             self.pending.append(key)
@@ -213,15 +222,27 @@ class Ledger:
         c = self.model.cluster
         target = structure_key(f"{c.system.chip.key}|lnc{c.lnc}|{key}")
         if self.cache is not None and self.cache.hit(target):
+            self.event("compile", f"load {key[:8]} from the persistent cache", 0.0)
             return {"compile_s": 0.0, "cache": "hit"}
         ns = training.compile_time(cost.instructions)
         self.current.compile_ns += ns
+        self.event("compile", f"compile {key[:8]} (estimate)", ns, instructions=cost.instructions)
         if self.cache is not None:
-            self.cache.store(target, {"instructions": cost.instructions, "compile_s": ns / 1e9})
+            self.cache.store(target, {"instructions": cost.instructions, "compile_s": ns / 1e9, "run": self.cache.run})
         return {"compile_s": ns / 1e9, "cache": "miss", "instructions": cost.instructions}
 
-    def charge(self, cost: GraphCost, graphs: int = 1) -> None:
+    def event(self, kind: str, name: str, ns: float, **args) -> None:
+        if self.timeline:
+            self.current.events.append((kind, name, ns, args))
+
+    def charge(self, cost: GraphCost, graphs: int = 1, name: str = "graph") -> None:
         """Add one executed graph's (or eager op's) cost to the current step."""
+        if self.timeline:
+            compute = cost.time_ns - cost.engines["collective"]
+            self.event("compute", name, compute, flops=cost.flops,
+                       **{f"{k}_ns": v for k, v in cost.engines.items() if v and k != "collective"})
+            for c in cost.collectives:
+                self.event("collective", c["op"], c["time_ns"] * c.get("times", 1), bytes=c["bytes"], ranks=c["ranks"])
         for e in cost.estimates:
             if e not in self.estimates:
                 self.estimates.append(e)
@@ -284,6 +305,7 @@ class Ledger:
     def collective(self, op: str, nbytes: float, ranks: int) -> float:
         """A collective trnsim ran for values, timed on the fabric and charged to the current step."""
         t = self.model.collective_time(op, nbytes, ranks)
+        self.event("collective", op, t, bytes=nbytes, ranks=ranks)
         self.current.collective_ns += t
         self.current.time_ns += t
         self.current.compute.collectives.append({"op": op, "bytes": nbytes, "ranks": ranks, "time_ns": t})
@@ -295,6 +317,7 @@ class Ledger:
         c["calls"] += 1
         c["time_ns"] += ns
         self.current.time_ns += ns
+        self.event("compute", f"custom op {name}", ns, gpsimd_ns=ns)
 
     def end_step(self) -> Step:
         done, self.current = self.current, Step()

@@ -313,11 +313,11 @@ class Meter:
             cost = self.eager[key] = self.ledger.model.cost(module)
             cost.unpriced.update(unpriced)
         if cost.time_ns or cost.unpriced:
-            self.ledger.charge(cost)
+            self.ledger.charge(cost, name=_base(func.name()))
 
-    def graph(self, cost) -> None:
+    def graph(self, cost, name: str = "compiled graph") -> None:
         if self.ledger is not None:
-            self.ledger.charge(cost)
+            self.ledger.charge(cost, name=name)
 
     def live_bytes(self) -> float:
         """HBM the device's tensors hold now: each host storage behind a live device tensor, once."""

@@ -55,7 +55,7 @@ def _compiler(kind: str):
 
         def run(*args):
             if cost is not None:
-                meter.graph(cost)
+                meter.graph(cost, f"compiled {kind} graph")
                 if runs[0]:
                     meter.ledger.hits += 1  # a run from the compile cache
             runs[0] += 1

@@ -53,13 +53,14 @@ class Rank:
         self.syncs = 0  # the script's step boundaries so far (equal on every rank)
         self.bf16 = cfg.get("bf16", False)  # XLA_USE_BF16 / XLA_DOWNCAST_BF16: values kept in bf16 (precision)
         self.start = time.perf_counter()
-        if self.rank == 0:
+        if self.rank == 0 or cfg.get("trace"):  # with --trace every rank prices its own work
             from trnsim.plan import Cluster
             from trnsim.xla.cost import CostModel
             from trnsim.xla.graphs import CompileCache, Ledger
 
             cluster = Cluster(cfg["instance"], nodes=cfg["nodes"], lnc=cfg["lnc"])
-            self.ledger = Ledger(CostModel(cluster, world=self.world), bf16=self.bf16, cache=CompileCache())
+            self.ledger = Ledger(CostModel(cluster, world=self.world), bf16=self.bf16, cache=CompileCache(run=cfg["out"]))
+            self.ledger.timeline = bool(cfg.get("trace"))
 
     # --- the world -----------------------------------------------------------------------------
     def patch(self) -> None:
@@ -253,7 +254,7 @@ class Rank:
             return
         self._read()
         step = self.ledger.end_step()
-        if self.cfg.get("progress"):
+        if self.cfg.get("progress") and self.rank == 0:
             n = len(self.ledger.steps)
             msg = (f"trnsim: step {n}  {step.time_ns / 1e6:.3f} ms simulated  {step.graphs} graph(s)  "
                    f"{len(self.ledger.compilations)} compilation(s)  {time.perf_counter() - self.start:.1f} s")
@@ -266,9 +267,16 @@ class Rank:
         self._read()
         if self.ledger.current.graphs and not (self.neuron and self.ledger.steps):
             self.ledger.end_step()  # on the neuron device a step ends at optimizer.step(): what follows is no step
+        led = self.ledger
+        if self.cfg.get("trace"):
+            from trnsim.xla import timeline
+
+            timeline.write(self.cfg["trace"], led.steps, self.rank, f"{os.path.basename(self.cfg['script'])} on "
+                           f"{self.cfg['instance']}")
+        if self.rank != 0:
+            return
         if self.cfg.get("progress") and sys.stderr.isatty():
             print(file=sys.stderr)
-        led = self.ledger
         if "trnsim.xla.neuron_compile" in sys.modules:
             from trnsim.xla.neuron_compile import graph_breaks
 
