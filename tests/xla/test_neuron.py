@@ -101,7 +101,7 @@ def _reference(ranks: int, steps: int, batch: int, lr: float) -> dict:
 
 def test_ddp_compiled_example_ends_with_the_full_batch_weights(tmp_path):
     rep = torchrun(str(EXAMPLE), ["--steps", "3", "--save-all", str(tmp_path)], nproc_per_node=2,
-                   instance="trn2.48xlarge", progress=False)
+                   instance="trn2.48xlarge", progress=False, trace=str(tmp_path / "trace"))
     want = _reference(2, 3, 32, 0.05)
     for r in range(2):
         got = torch.load(tmp_path / f"rank{r}.pt")
@@ -114,6 +114,31 @@ def test_ddp_compiled_example_ends_with_the_full_batch_weights(tmp_path):
     assert rep["memory_per_core_gib"] * 2**30 >= 3 * weights  # weights, gradients, momentum at least
     assert [(c["line"].rsplit("/", 1)[-1], c["cause"]) for c in rep["compilations"]] == [
         ("train_neuron.py:31", "first compilation (forward)"), ("train_neuron.py:32", "first compilation (backward)")]
+    _check_traces(rep)
+
+
+def _check_traces(rep: dict) -> None:
+    """Each rank's Perfetto trace: its steps end to end, each as long as its work; compilations in step 1."""
+    import json
+
+    assert len(rep["traces"]) == 2
+    for r, path in enumerate(rep["traces"]):
+        events = json.load(open(path))["traceEvents"]
+        slices = [e for e in events if e["ph"] == "X"]
+        tracks = {e["tid"]: e["args"]["name"] for e in events if e["name"] == "thread_name"}
+        steps = [e for e in slices if tracks[e["tid"]] == "steps"]
+        assert [e["name"] for e in steps] == ["step 1", "step 2", "step 3"]
+        for a, b in zip(steps, steps[1:]):
+            assert b["ts"] == pytest.approx(a["ts"] + a["dur"])
+        work = [e for e in slices if tracks[e["tid"]] != "steps"]
+        inside = [sum(e["dur"] for e in work if s["ts"] - 1e-6 <= e["ts"] < s["ts"] + s["dur"] - 1e-6) for s in steps]
+        assert inside == pytest.approx([s["dur"] for s in steps])
+        compiles = [e for e in slices if tracks[e["tid"]] == "compile"]
+        assert len(compiles) == 2 and all(e["ts"] < steps[0]["dur"] and e["dur"] >= 10e6 for e in compiles)  # >= 10 s
+        assert any(tracks[e["tid"]] == "collective" and e["name"] == "all_reduce" for e in slices)
+        if r == 0:  # the report's steps are rank 0's: compute and collectives, plus the warm-up's compile estimate
+            want = [(p["time_ms"] * 1e3 + p["compile_s"] * 1e6) for p in rep["per_step"]]
+            assert [s["dur"] for s in steps] == pytest.approx(want)
 
 
 def test_autocast_runs_matmuls_in_bf16_and_keeps_fp32_weights(ledger):
@@ -127,3 +152,94 @@ def test_autocast_runs_matmuls_in_bf16_and_keeps_fp32_weights(ledger):
     torch.testing.assert_close(c.cpu(), a.bfloat16() @ b.bfloat16(), rtol=0, atol=0)
     out.float().sum().backward()
     assert m.weight.dtype == m.weight.grad.dtype == torch.float32
+
+
+def test_fsdp2_example_ends_with_the_full_batch_weights(tmp_path):
+    """FSDP2 over the `neuron` group: sharded weights gathered, gradients reduce-scattered, each on the fabric."""
+    rep = torchrun(str(ROOT / "examples" / "train_fsdp.py"), ["--steps", "3", "--save-all", str(tmp_path)],
+                   nproc_per_node=2, instance="trn2.48xlarge", progress=False)
+    want = _reference(2, 3, 32, 0.05)
+    for r in range(2):
+        got = torch.load(tmp_path / f"rank{r}.pt")
+        for k, v in want.items():
+            torch.testing.assert_close(got[k], v, rtol=1e-5, atol=1e-6)
+    assert rep["step_time_ms"] > 0 and rep["breakdown_ms"]["collective"] > 0 and rep["unpriced"] == {}
+    # three units of one linear layer each: gathered for the forward and again for the backward, their
+    # gradients reduce-scattered once
+    assert rep["per_step"][1]["collectives"] == {"all_gather": 6, "reduce_scatter": 3}
+
+
+def _mlp_step(x, w):
+    return (torch.tanh(x @ w) * 2 + 1).sum()
+
+
+def test_compile_time_is_a_warm_up_estimate_and_the_persistent_cache_spares_it(tmp_path):
+    from trnsim.specs import training
+    from trnsim.xla.graphs import CompileCache
+
+    torchneuron.install()
+    x, w = torch.randn(64, 32).to("neuron"), torch.randn(32, 16).to("neuron")
+    runs = []
+    for _ in range(2):  # two runs of a script, one cache directory between them
+        torch._dynamo.reset()
+        neuron.METER.ledger = led = Ledger(CostModel("trn2.48xlarge"), cache=CompileCache(str(tmp_path)))
+        try:
+            c = torch.compile(_mlp_step, backend="neuron")
+            c(x, w)
+            led.end_step()
+            c(x, w)
+            led.end_step()
+        finally:
+            neuron.METER.ledger = None
+        runs.append(led)
+    first, second = runs
+    assert [c["cache"] for c in first.compilations] == ["miss"]
+    entry = first.compilations[0]
+    graph_s = training.compile_time(0) / 1e9
+    per_ins_s = training.compile_time(1) / 1e9 - graph_s
+    assert entry["compile_s"] == pytest.approx(graph_s + per_ins_s * entry["instructions"])
+    assert entry["instructions"] >= 5  # parameters, the dot, tanh, scale, shift, the sum
+    assert first.steps[0].compile_ns == pytest.approx(entry["compile_s"] * 1e9) and first.steps[1].compile_ns == 0
+    assert first.steps[0].time_ns == pytest.approx(first.steps[1].time_ns)  # compile time stays out of the step
+    assert [c["cache"] for c in second.compilations] == ["hit"] and second.steps[0].compile_ns == 0
+
+
+def test_eager_debug_mode_prices_compiled_graphs_op_by_op(monkeypatch):
+    torchneuron.install()
+    x, w = torch.randn(64, 32).to("neuron"), torch.randn(32, 16).to("neuron")
+
+    def step_time(fn) -> tuple:
+        torch._dynamo.reset()
+        neuron.METER.ledger = led = Ledger(CostModel("trn2.48xlarge"))
+        neuron.METER.eager.clear()
+        try:
+            out = fn(x, w)
+        finally:
+            neuron.METER.ledger = None
+        return led.current.time_ns, led.current.graphs, len(led.compilations), out
+
+    eager = step_time(_mlp_step)
+    fused = step_time(torch.compile(_mlp_step, backend="neuron"))
+    monkeypatch.setenv("NEURON_USE_EAGER_DEBUG_MODE", "1")
+    debug = step_time(torch.compile(_mlp_step, backend="neuron"))
+    assert debug[2] == 0 and fused[2] == 1  # nothing compiled in debug mode
+    assert debug[1] == eager[1] >= 5 and fused[1] == 1  # one priced op each, as eagerly
+    assert debug[0] == pytest.approx(eager[0]) and debug[0] > fused[0]  # unfused: the chain's HBM trips
+    torch.testing.assert_close(debug[3].cpu(), _mlp_step(x.cpu(), w.cpu()))
+
+
+def test_dtensor_tensor_parallel_example_ends_with_the_full_batch_weights(tmp_path):
+    """parallelize_module over the `neuron` group: column- and row-wise linears, DTensor's collectives timed."""
+    rep = torchrun(str(ROOT / "examples" / "train_tp.py"), ["--steps", "3", "--save-all", str(tmp_path)],
+                   nproc_per_node=2, instance="trn2.48xlarge", progress=False)
+    want = _reference(2, 3, 32, 0.05)  # every rank trains on both ranks' batches: the full batch
+    for r in range(2):
+        got = torch.load(tmp_path / f"rank{r}.pt")
+        for k, v in want.items():
+            torch.testing.assert_close(got[k], v, rtol=1e-5, atol=1e-6)
+    assert rep["step_time_ms"] > 0 and rep["unpriced"] == {} and rep["steps"] == 3
+    # forward: the row-wise layer's partial sums all-reduced, the last layer's columns all-gathered; backward:
+    # the input gradient of the first column-wise layer all-reduced
+    assert rep["per_step"][1]["collectives"] == {"all_reduce": 2, "all_gather": 1}
+    steady = rep["per_step"][1]["time_ms"]
+    assert rep["step_time_ms"] == pytest.approx(steady, rel=0.05) and rep["per_step"][0]["time_ms"] > steady

@@ -93,13 +93,15 @@ def _unclaimed_options(script: str, script_args: tuple[str, ...], own: set[str])
 @click.option("--json", "as_json", is_flag=True, help="Print the report as JSON instead of the summary.")
 @click.option("--tensorboard", "tb_dir", type=click.Path(file_okay=False), help="Write TensorBoard scalars here.")
 @click.option("--quiet", is_flag=True, help="No live progress line.")
+@click.option("--trace", "trace_dir", type=click.Path(file_okay=False),
+              help="Write each rank's timeline here (Perfetto / Chrome trace JSON, rankN.trace.json).")
 @click.argument("script", type=click.Path(dir_okay=False))
 @click.argument("script_args", nargs=-1, type=click.UNPROCESSED)
 @click.pass_context
 def torchrun(ctx, nproc, nnodes, node_rank, master_addr, master_port, local_addr, rdzv_backend, rdzv_endpoint,
              rdzv_conf, run_id, standalone, max_restarts, monitor_interval, start_method, module, no_python, log_dir,
              redirects, tee, local_ranks_filter, instance, lnc, max_procs, batch_size, report_path, as_json, tb_dir,
-             quiet, script, script_args):
+             quiet, trace_dir, script, script_args):
     """Run a torch-xla training SCRIPT on a simulated instance:
     `trnsim torchrun --nproc_per_node=8 --report run.json train.py --lr 0.1`.
 
@@ -125,6 +127,8 @@ def torchrun(ctx, nproc, nnodes, node_rank, master_addr, master_port, local_addr
     output_file("--report", report_path)
     if tb_dir:
         output_folder("--tensorboard", tb_dir)
+    if trace_dir:
+        output_folder("--trace", trace_dir)
     try:
         only = {int(r) for r in local_ranks_filter.split(",") if r.strip()} or None
     except ValueError:
@@ -132,7 +136,7 @@ def torchrun(ctx, nproc, nnodes, node_rank, master_addr, master_port, local_addr
     rep = launch.torchrun(script, list(script_args), nproc_per_node=_nproc(nproc), nnodes=_nnodes(nnodes),
                           instance=instance, lnc=lnc, max_procs=max_procs, batch_size=batch_size,
                           progress=not (quiet or as_json), log_dir=log_dir, redirects=redirects, tee=tee,
-                          local_ranks_filter=only, run_id=run_id, quiet_stdout=as_json)
+                          local_ranks_filter=only, run_id=run_id, quiet_stdout=as_json, trace=trace_dir)
     if as_json:
         click.echo(emit_json(rep))
     else:

@@ -45,6 +45,13 @@ def link_latency(where: str) -> float:
     return units.value(_data()["link_latency"][where], "ns")
 
 
+def compile_time(instructions: int) -> float:
+    """Estimated wall time in ns of compiling one graph of `instructions` HLO instructions (an assumed model:
+    see source("compile", "graph"))."""
+    c = _data()["compile"]
+    return units.value(c["graph"], "ns") + instructions * units.value(c["per_instruction"], "ns")
+
+
 def overlap(kind: str) -> float:
     """Fraction of `kind` communication (tp, dp_reduce, dp_gather, cp, pp, ep) hidden under compute."""
     return float(_data()["overlap"][kind])

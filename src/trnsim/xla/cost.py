@@ -92,6 +92,7 @@ class GraphCost:
     temporary_bytes: float = 0.0  # peak of the buffers the graph creates
     collectives: list[dict] = field(default_factory=list)
     ops: int = 0
+    instructions: int = 0  # in the module as written (a loop's body once): what the compiler compiles
     unpriced: dict[str, int] = field(default_factory=dict)  # opcode -> instructions run that no model prices
     estimates: list[str] = field(default_factory=list)  # where a price is an estimate, and why
 
@@ -189,6 +190,7 @@ class CostModel:
             module = hlo.parse(module)
         g = self._computation(module, module.entry)
         g.parameter_bytes = sum(i.nbytes for i in module.entry.instructions if i.opcode == "parameter")
+        g.instructions = sum(len(c.instructions) for c in module.computations.values())
         return g
 
     def _computation(self, module: hlo.Module, comp: hlo.Computation, depth: int = 0) -> GraphCost:

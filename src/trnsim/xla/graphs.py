@@ -98,6 +98,42 @@ def _constants(text: str) -> list[str]:
     return re.findall(r"constant\(([^)]*)\)", text)
 
 
+class CompileCache:
+    """The persistent compile cache, as neuronx-cc keeps one across runs (NEURON_COMPILE_CACHE_URL): a graph
+    compiled once for a target is loaded by later runs, not compiled again. An entry is a small file named by
+    the target and the graph's structure."""
+
+    def __init__(self, root: str | None = None, run: str = ""):
+        self.run = run  # the ranks of one run compile side by side: an entry one of them wrote is no hit
+        self.root = root or os.environ.get("NEURON_COMPILE_CACHE_URL") or os.path.join(
+            os.environ.get("XDG_CACHE_HOME", os.path.expanduser("~/.cache")), "trnsim", "neuron-compile-cache")
+
+    def _path(self, key: str) -> str:
+        return os.path.join(self.root, f"MODULE_{key}.json")
+
+    def hit(self, key: str) -> bool:
+        import json
+
+        try:
+            with open(self._path(key)) as f:
+                return json.load(f).get("run") != self.run or not self.run
+        except (OSError, ValueError):
+            return False
+
+    def store(self, key: str, entry: dict) -> None:
+        """Record a compiled graph; a cache that cannot be written (read-only, full) only loses the hit later."""
+        import json
+
+        try:
+            os.makedirs(self.root, exist_ok=True)
+            tmp = f"{self._path(key)}.{os.getpid()}"
+            with open(tmp, "w") as f:
+                json.dump(entry, f)
+            os.replace(tmp, self._path(key))
+        except OSError:
+            pass
+
+
 @dataclass
 class Step:
     graphs: int = 0
@@ -107,6 +143,9 @@ class Step:
     compilations: int = 0
     memory_bytes: float = 0.0
     custom_ops: dict = field(default_factory=dict)  # "ns::op" -> {"calls", "time_ns"} on the GpSimd engine
+    compile_ns: float = 0.0  # estimated wall time of this step's compilations (warm-up, not step time)
+    warm_up: bool = False  # set-up work ran in it (the first optimizer step on the neuron device): not steady
+    events: list = field(default_factory=list)  # (kind, name, ns, args) in order, when the Ledger keeps a timeline
 
     @property
     def custom_op_ns(self) -> float:
@@ -117,14 +156,27 @@ class Step:
         return {"time_ns": self.time_ns, "graphs": self.graphs, "compilations": self.compilations,
                 "engines_ns": engines, "hbm_bound_ns": self.compute.hbm_bound_ns,
                 "collective_ns": self.collective_ns, "flops": self.compute.flops, "memory_bytes": self.memory_bytes,
-                "custom_op_ns": self.custom_op_ns, "custom_ops": self.custom_ops}
+                "compile_ns": self.compile_ns, "warm_up": self.warm_up, "custom_op_ns": self.custom_op_ns, "custom_ops": self.custom_ops, "collectives": self.collectives()}
+
+    def collectives(self) -> dict:
+        """Per collective op: calls, bytes and fabric time in this step."""
+        out: dict = {}
+        for c in self.compute.collectives:
+            o = out.setdefault(c["op"], {"calls": 0, "bytes": 0.0, "time_ns": 0.0})
+            times = c.get("times", 1)
+            o["calls"] += times
+            o["bytes"] += c["bytes"] * times
+            o["time_ns"] += c["time_ns"] * times
+        return out
 
 
 class Ledger:
     """Prices each executed graph once per structure and keeps the compile cache and the steps."""
 
-    def __init__(self, model: CostModel, bf16: bool = False):
+    def __init__(self, model: CostModel, bf16: bool = False, cache: CompileCache | None = None):
         self.model = model
+        self.cache = cache  # the persistent compile cache; None: every run compiles afresh
+        self.timeline = False  # keep each step's events (compilations, compute, collectives) for a trace
         self.bf16 = bf16  # fp32 tensors stored in bf16 (XLA_USE_BF16): priced as stored
         self.priced: dict[str, GraphCost] = {}
         self.compiled: dict[str, str] = {}  # key -> the user line that first cut it
@@ -145,7 +197,7 @@ class Ledger:
         cost = self.priced.get(key)
         if cost is None:
             cost = self.priced[key] = self.model.cost(hlo.parse(self.stored(rec.text)))
-        self.charge(cost)
+        self.charge(cost, name=f"graph ({via}) {rec.user_line().rsplit('/', 1)[-1]}")
         s = self.current
         if via == "collective":  # on the device the collective sits inside the step's graph
             self.pending.append(key)
@@ -158,11 +210,39 @@ class Ledger:
         else:
             s.compilations += 1
             self.compiled[unit] = line
-            self.compilations.append({"step": len(self.steps) + 1, "line": line, "cause": self._cause(rec, line, via)})
+            self.compilations.append({"step": len(self.steps) + 1, "line": line, "cause": self._cause(rec, line, via),
+                                      **self._compile(unit, cost)})
         self.by_line[line, via] = rec.text
 
-    def charge(self, cost: GraphCost, graphs: int = 1) -> None:
+    def _compile(self, key: str, cost: GraphCost) -> dict:
+        """Charge a new graph's compilation to the step's warm-up: the estimated compile time, or nothing when
+        the persistent cache holds the graph for this target."""
+        from trnsim.specs import training
+
+        c = self.model.cluster
+        target = structure_key(f"{c.system.chip.key}|lnc{c.lnc}|{key}")
+        if self.cache is not None and self.cache.hit(target):
+            self.event("compile", f"load {key[:8]} from the persistent cache", 0.0)
+            return {"compile_s": 0.0, "cache": "hit"}
+        ns = training.compile_time(cost.instructions)
+        self.current.compile_ns += ns
+        self.event("compile", f"compile {key[:8]} (estimate)", ns, instructions=cost.instructions)
+        if self.cache is not None:
+            self.cache.store(target, {"instructions": cost.instructions, "compile_s": ns / 1e9, "run": self.cache.run})
+        return {"compile_s": ns / 1e9, "cache": "miss", "instructions": cost.instructions}
+
+    def event(self, kind: str, name: str, ns: float, **args) -> None:
+        if self.timeline:
+            self.current.events.append((kind, name, ns, args))
+
+    def charge(self, cost: GraphCost, graphs: int = 1, name: str = "graph") -> None:
         """Add one executed graph's (or eager op's) cost to the current step."""
+        if self.timeline:
+            compute = cost.time_ns - cost.engines["collective"]
+            self.event("compute", name, compute, flops=cost.flops,
+                       **{f"{k}_ns": v for k, v in cost.engines.items() if v and k != "collective"})
+            for c in cost.collectives:
+                self.event("collective", c["op"], c["time_ns"] * c.get("times", 1), bytes=c["bytes"], ranks=c["ranks"])
         for e in cost.estimates:
             if e not in self.estimates:
                 self.estimates.append(e)
@@ -176,16 +256,17 @@ class Ledger:
         s.compute.hbm_bound_ns += cost.hbm_bound_ns
         s.compute.flops += cost.flops
         s.collective_ns += cost.engines["collective"]
+        s.compute.collectives += cost.collectives
         s.memory_bytes = max(s.memory_bytes, cost.memory_bytes)
 
-    def compiled_graph(self, key: str, line: str, kind: str, shapes: str) -> None:
+    def compiled_graph(self, key: str, line: str, kind: str, shapes: str, cost: GraphCost) -> None:
         """A graph compiled outside the dump (torch.compile on the `neuron` device, `kind` forward or
         backward): a compilation, with its cause when the same line compiled before."""
         before = self.by_line.get((line, kind))
         cause = f"first compilation ({kind})" if before is None else f"new input shapes ({kind}): {before} -> {shapes}"
         self.current.compilations += 1
         self.compiled[key] = line
-        self.compilations.append({"step": len(self.steps) + 1, "line": line, "cause": cause})
+        self.compilations.append({"step": len(self.steps) + 1, "line": line, "cause": cause, **self._compile(key, cost)})
         self.by_line[line, kind] = shapes
 
     def stored(self, text: str) -> str:
@@ -224,6 +305,7 @@ class Ledger:
     def collective(self, op: str, nbytes: float, ranks: int) -> float:
         """A collective trnsim ran for values, timed on the fabric and charged to the current step."""
         t = self.model.collective_time(op, nbytes, ranks)
+        self.event("collective", op, t, bytes=nbytes, ranks=ranks)
         self.current.collective_ns += t
         self.current.time_ns += t
         self.current.compute.collectives.append({"op": op, "bytes": nbytes, "ranks": ranks, "time_ns": t})
@@ -235,6 +317,7 @@ class Ledger:
         c["calls"] += 1
         c["time_ns"] += ns
         self.current.time_ns += ns
+        self.event("compute", f"custom op {name}", ns, gpsimd_ns=ns)
 
     def end_step(self) -> Step:
         done, self.current = self.current, Step()

@@ -88,13 +88,15 @@ def torchrun(script: str, args: list[str] = (), *, nproc_per_node: int | str = 1
              instance: str = "trn1.32xlarge", lnc: int | None = None, max_procs: int = MAX_PROCS,
              batch_size: int | None = None, progress: bool = True, env: dict | None = None,
              log_dir: str | None = None, redirects: str = "0", tee: str = "0",
-             local_ranks_filter: set[int] | None = None, run_id: str = "none", quiet_stdout: bool = False) -> dict:
+             local_ranks_filter: set[int] | None = None, run_id: str = "none", quiet_stdout: bool = False,
+             trace: str | None = None) -> dict:
     """Run `script` on a simulated `nnodes` x `instance` with `nproc_per_node` ranks each; return the report.
 
     The ranks' output follows torchrun: `redirects` and `tee` (0 none, 1 stdout, 2 stderr, 3 both; or per
     local rank "0:1,1:2") send it to LOG_DIR/RUN_ID_*/attempt_0/RANK/{stdout,stderr}.log, `tee` to the console
     as well with a "[defaultN]:" prefix; `local_ranks_filter` silences the console output of the other ranks;
-    `quiet_stdout` sends the ranks' stdout to stderr, so that stdout carries only the launcher's JSON."""
+    `quiet_stdout` sends the ranks' stdout to stderr, so that stdout carries only the launcher's JSON;
+    `trace` is a folder where every rank run writes its timeline (trnsim.xla.timeline)."""
     require("torch", "torch_xla")
     if not os.path.isfile(script):
         raise ConfigError(f"no such script: {script}")
@@ -115,14 +117,15 @@ def torchrun(script: str, args: list[str] = (), *, nproc_per_node: int | str = 1
     for rank in range(procs):
         cfg = {"instance": cluster.system.name, "nodes": nnodes, "lnc": cluster.lnc, "world": world, "procs": procs,
                "rank": rank, "nproc_per_node": nproc_per_node, "out": out, "script": script,
-               "progress": progress}
+               "progress": progress, "trace": os.path.abspath(trace) if trace else None}
         e = dict(os.environ, **(env or {}))
         e.update({"PJRT_DEVICE": "CPU", "TRNSIM_XLA": json.dumps(cfg), "MASTER_ADDR": "127.0.0.1",
                   "MASTER_PORT": str(port), "RANK": str(rank), "WORLD_SIZE": str(procs),
                   "LOCAL_RANK": str(rank % nproc_per_node), "LOCAL_WORLD_SIZE": str(min(procs, nproc_per_node)),
                   "OMP_NUM_THREADS": "1", "TF_CPP_MIN_LOG_LEVEL": "3", "PYTHONWARNINGS": "ignore"})
-        if rank == 0:
-            e.update({"XLA_SAVE_TENSORS_FILE": os.path.join(out, "graphs.hlo"), "XLA_SAVE_TENSORS_FMT": "hlo"})
+        if rank == 0 or trace:  # the graphs a rank executes, for the rank that prices them
+            e.update({"XLA_SAVE_TENSORS_FILE": os.path.join(out, f"graphs{rank or ''}.hlo"),
+                      "XLA_SAVE_TENSORS_FMT": "hlo"})
         else:
             e.pop("XLA_SAVE_TENSORS_FILE", None)
         # a session of its own: the terminal's Ctrl-C reaches the launcher alone, which stops every rank
@@ -144,7 +147,10 @@ def torchrun(script: str, args: list[str] = (), *, nproc_per_node: int | str = 1
         raise RankFailedError(ledger["error"].split(": ", 1)[1])
     if bad is not None:
         raise RankFailedError(f"{script}: rank {bad} exited with status {codes[bad]}")
-    return summarize(ledger, cluster, world=world, procs=procs, script=script, wall_s=wall, batch_size=batch_size)
+    rep = summarize(ledger, cluster, world=world, procs=procs, script=script, wall_s=wall, batch_size=batch_size)
+    if trace:
+        rep["traces"] = [os.path.join(trace, f"rank{r}.trace.json") for r in range(procs)]
+    return rep
 
 
 def _wait(workers: list[subprocess.Popen]) -> tuple[list[int], int | None]:

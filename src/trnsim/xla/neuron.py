@@ -22,6 +22,7 @@ name as unpriced.
 """
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import os
 import sys
@@ -89,6 +90,11 @@ FREE = {"view", "_unsafe_view", "reshape", "t", "transpose", "permute", "expand"
         "new_zeros", "new_ones", "scalar_tensor", "fill_", "fill", "zero_", "_local_scalar_dense", "lift_fresh_copy",
         "arange", "resize_", "set_", "_has_compatible_shallow_copy_type", "is_same_size", "sym_size", "sym_stride",
         "sym_numel", "sym_storage_offset", "_to_copy", "copy_", "clone", "contiguous"}
+# collectives as ops (functional collectives, DTensor's redistribution): the process group times each on the
+# fabric as it runs (neuron_dist), so as ops on the core they cost nothing more
+COLLECTIVE = {"all_gather_into_tensor", "all_gather_into_tensor_out", "all_gather_into_tensor_coalesced",
+              "reduce_scatter_tensor", "reduce_scatter_tensor_coalesced", "all_reduce", "all_reduce_coalesced",
+              "all_to_all_single", "broadcast", "wait_tensor"}
 ELEMENTWISE = {"add": "add", "sub": "subtract", "rsub": "subtract", "mul": "multiply", "div": "divide",
                "neg": "negate", "exp": "exponential", "log": "log", "tanh": "tanh", "sigmoid": "logistic",
                "relu": "maximum", "gelu": "erf", "silu": "logistic", "sqrt": "sqrt", "rsqrt": "rsqrt",
@@ -113,7 +119,7 @@ MOVE = {"cat": "concatenate", "stack": "concatenate", "index_select": "gather", 
         "scatter_add": "scatter", "index_put": "scatter", "index_add": "scatter", "constant_pad_nd": "pad",
         "flip": "reverse", "sort": "sort", "topk": "sort", "repeat": "copy", "roll": "copy", "tril": "select",
         "triu": "select", "slice_scatter": "dynamic-update-slice", "select_scatter": "dynamic-update-slice",
-        "copy": "copy"}
+        "copy": "copy", "all_gather_copy_in": "copy", "split_with_sizes_copy": "copy", "chunk_cat": "concatenate"}
 
 
 def _array(t) -> hlo.Array:
@@ -156,7 +162,7 @@ class ModuleBuilder:
             return names
         ops = [o for o in operands if o[1] is not None]
         outs = [r for r in results if r is not None]
-        if base in FREE or not outs:
+        if base in FREE or base in COLLECTIVE or not outs:
             names = []
             for r in outs:  # a view or a fresh buffer: free, as the compiler folds it
                 name = self.fresh(base)
@@ -171,7 +177,8 @@ class ModuleBuilder:
         if base in ("convolution", "convolution_backward"):
             opcode = "convolution"
         if opcode is None:
-            self.unpriced[f"aten.{base}"] = self.unpriced.get(f"aten.{base}", 0) + 1
+            name = f"{aten.split('::')[0] if '::' in aten else 'aten'}.{base}"
+            self.unpriced[name] = self.unpriced.get(name, 0) + 1
             return [self._opaque(o) for o in outs]
         if opcode == "convolution":
             return [self._convolution(ops, r) for r in outs]
@@ -306,11 +313,11 @@ class Meter:
             cost = self.eager[key] = self.ledger.model.cost(module)
             cost.unpriced.update(unpriced)
         if cost.time_ns or cost.unpriced:
-            self.ledger.charge(cost)
+            self.ledger.charge(cost, name=_base(func.name()))
 
-    def graph(self, cost) -> None:
+    def graph(self, cost, name: str = "compiled graph") -> None:
         if self.ledger is not None:
-            self.ledger.charge(cost)
+            self.ledger.charge(cost, name=name)
 
     def live_bytes(self) -> float:
         """HBM the device's tensors hold now: each host storage behind a live device tensor, once."""
@@ -385,6 +392,8 @@ def _tensor_class():
                 METER.eager_op(func, uargs, ukwargs, out)
             if leaves:
                 return out
+            if not func._schema.returns:  # writes its `out` tensors (FSDP2's copy ops), returns nothing
+                return None
             if func._schema.name.endswith("_") or "out" in kwargs:
                 return args[0]  # in place: the same device tensor, its host values updated
             return tree_map(lambda t: NeuronTensor(t) if isinstance(t, torch.Tensor) else t, out)
@@ -440,6 +449,11 @@ def _device_module():
     mod.manual_seed = mod.manual_seed_all = lambda seed: None  # values come from the host generator
     mod.get_amp_supported_dtype = lambda: [torch.bfloat16, torch.float16]
     mod.is_bf16_supported = lambda: True
+    # one stream: values are computed in order on the host (FSDP2 asks for its side streams and events)
+    mod.Stream = lambda device=None, priority=0, **kwargs: torch.Stream(device=f"{NAME}:0", priority=priority)
+    mod.Event = lambda *args, **kwargs: torch.Event(device=f"{NAME}:0")
+    mod.current_stream = mod.default_stream = lambda device=None: torch.Stream(device=f"{NAME}:0")
+    mod.stream = lambda stream=None: contextlib.nullcontext()
     return mod
 
 
@@ -502,7 +516,11 @@ def install() -> None:
     lib = torch.library.Library("aten", "IMPL")
     lib.impl("empty.memory_format", factory(torch.empty), "PrivateUse1")
     lib.impl("empty_strided", factory(torch.empty_strided), "PrivateUse1")
-    install.libs = (lib, _autocast())  # the registrations live as long as the library objects
+    # an op with no autograd formula (FSDP2's copy-in and split ops) runs as on the host: CPU has this
+    # fallback built in, a PrivateUse1 device has to ask for it
+    untracked = torch.library.Library("_", "IMPL")
+    untracked.fallback(torch.library.fallthrough_kernel, "AutogradPrivateUse1")
+    install.libs = (lib, untracked, _autocast())  # the registrations live as long as the library objects
     _installed = True
 
 

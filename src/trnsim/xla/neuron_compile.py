@@ -6,11 +6,16 @@ fuse as the compiler fuses them), charged at every run, and executed by FX on th
 compiles static shapes only: automatic dynamic shapes are turned off, so every new input shape is a new
 compilation with its cause, and `dynamic=True` is refused. Graph breaks (Dynamo's own record of them)
 are reported with their user lines.
+
+NEURON_USE_EAGER_DEBUG_MODE=1 runs the compiled graphs op by op, as the debug mode does on the device: nothing
+is compiled, each ATen op is priced as an eager op (no fusion), so the step shows what the graph's ops cost
+one at a time.
 """
 from __future__ import annotations
 
 import hashlib
 import logging
+import os
 import re
 
 from trnsim.xla import neuron
@@ -36,19 +41,21 @@ def _compiler(kind: str):
             raise DynamicShapesError(f"{neuron.user_line()}: torch.compile(backend='neuron') compiles static shapes "
                                      f"only (as TorchNeuron); drop dynamic=True or mark_dynamic")
         meter = neuron.METER
+        if eager_debug():  # each op runs (and is priced) on its own
+            return make_boxed_func(_op_by_op(gm))
         cost = None
         if meter.ledger is not None:
             module, unpriced = neuron.fx_module(gm)
             cost = meter.ledger.model.cost(module)
             cost.unpriced.update(unpriced)
             key = hashlib.sha1(f"{kind}{gm.code}{_shapes(example_inputs)}".encode()).hexdigest()[:16]
-            meter.ledger.compiled_graph(key, neuron.user_line(), kind, _shapes(example_inputs))
+            meter.ledger.compiled_graph(key, neuron.user_line(), kind, _shapes(example_inputs), cost)
 
         runs = [0]
 
         def run(*args):
             if cost is not None:
-                meter.graph(cost)
+                meter.graph(cost, f"compiled {kind} graph")
                 if runs[0]:
                     meter.ledger.hits += 1  # a run from the compile cache
             runs[0] += 1
@@ -61,6 +68,26 @@ def _compiler(kind: str):
         return make_boxed_func(run)
 
     return compile_graph
+
+
+def _op_by_op(gm):
+    """Run graph `gm` (on the host tensors AOTAutograd hands it) one ATen op at a time, each priced as the
+    device prices an eager op."""
+    import torch
+
+    class OpByOp(torch.fx.Interpreter):
+        def call_function(self, target, args, kwargs):
+            out = super().call_function(target, args, kwargs)
+            if isinstance(target, torch._ops.OpOverload):
+                neuron.METER.eager_op(target, args, kwargs, out)
+            return out
+
+    return lambda *args: OpByOp(gm).run(*args)
+
+
+def eager_debug() -> bool:
+    """NEURON_USE_EAGER_DEBUG_MODE=1: compiled graphs run op by op."""
+    return os.environ.get("NEURON_USE_EAGER_DEBUG_MODE", "0") not in ("", "0")
 
 
 def backend(gm, example_inputs, **kwargs):

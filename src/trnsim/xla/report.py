@@ -1,7 +1,7 @@
 """The per-step report of a simulated torch-xla run: the summary dict, its table, TensorBoard scalars.
 
-Steady-state figures average the steps that compiled nothing (every step when all compiled). MFU
-is the graph's dot FLOPs over the step time and the rank's dense BF16 peak, as Neuron reports it.
+Steady-state figures average the steps that compiled nothing and set nothing up (every step when none is
+such). MFU is the graph's dot FLOPs over the step time and the rank's dense BF16 peak, as Neuron reports it.
 """
 from __future__ import annotations
 
@@ -23,7 +23,7 @@ def unpriced_text(unpriced: dict[str, int]) -> str:
 def summarize(ledger: dict, cluster: Cluster, *, world: int, procs: int, script: str, wall_s: float,
               batch_size: int | None = None) -> dict:
     steps = ledger["steps"]
-    steady = [s for s in steps if not s["compilations"]] or steps
+    steady = [s for s in steps if not s["compilations"] and not s.get("warm_up")] or steps
     n = max(len(steady), 1)
     step_ns = sum(s["time_ns"] for s in steady) / n
     unpriced = ledger.get("unpriced", {})
@@ -53,13 +53,26 @@ def summarize(ledger: dict, cluster: Cluster, *, world: int, procs: int, script:
         "mfu": flops * per_s / peak if peak else 0.0,
         "memory_per_core_gib": memory / GIB, "hbm_per_core_gib": cluster.hbm_per_rank / GIB,
         "compilations": ledger["compilations"], "cache_hits": ledger["cache_hits"], "graphs": ledger["graphs"],
+        "warm_up": _warm_up(ledger["compilations"]),
         "unpriced": unpriced, "estimates": ledger.get("estimates", []), "graph_breaks": ledger.get("graph_breaks", []),
         "per_step": [{"step": i + 1, "time_ms": s["time_ns"] / 1e6, "compilations": s["compilations"],
                       "mfu": s["flops"] / (s["time_ns"] * 1e-9) / peak if s["time_ns"] and peak else 0.0,
-                      "steps_per_s": 1e9 / s["time_ns"] if s["time_ns"] else 0.0} for i, s in enumerate(steps)],
+                      "steps_per_s": 1e9 / s["time_ns"] if s["time_ns"] else 0.0,
+                      "compile_s": s.get("compile_ns", 0.0) / 1e9,
+                      "collectives": {op: c["calls"] for op, c in s.get("collectives", {}).items()}}
+                     for i, s in enumerate(steps)],
         "wall_s": wall_s,
     }
     return out
+
+
+def _warm_up(compilations: list[dict]) -> dict:
+    """The compilations' estimated wall time (an assumed model: specs/data/training.toml [compile]) and how
+    many the persistent cache spared."""
+    return {"compile_s": sum(c.get("compile_s", 0.0) for c in compilations),
+            "compiled": sum(c.get("cache") == "miss" for c in compilations),
+            "persistent_cache_hits": sum(c.get("cache") == "hit" for c in compilations),
+            "estimate": "assumed compile-time model (specs/data/training.toml [compile]); no published figure"}
 
 
 def _custom_ops(steady: list[dict]) -> dict:
@@ -98,8 +111,14 @@ def render(rep: dict, console) -> None:
     for b in rep.get("graph_breaks", []):
         t.add_row("graph break", f"{b['line']}: {b['reason']} (x{b['count']})")
     t.add_row("compilations", f"{len(rep['compilations'])} ({rep['cache_hits']} cache hits)")
+    w = rep.get("warm_up")
+    if w and rep["compilations"]:
+        t.add_row("warm-up (estimate)", f"{w['compile_s']:.1f} s compiling {w['compiled']} graph(s), "
+                                        f"{w['persistent_cache_hits']} loaded from the persistent cache; an assumed "
+                                        f"compile-time model, apart from the step time")
     for c in rep["compilations"]:
-        t.add_row(f"  step {c['step']}", f"{c['line']}: {c['cause']}")
+        cached = {"hit": " [persistent cache hit]", "miss": f" [~{c.get('compile_s', 0):.1f} s]"}.get(c.get("cache"), "")
+        t.add_row(f"  step {c['step']}", f"{c['line']}: {c['cause']}{cached}")
     if rep["processes"] < rep["world"]:
         t.add_row("ranks run", f"{rep['processes']} of {rep['world']} as processes; the rest timed, not run")
     t.add_row("host time", f"{rep['wall_s']:.1f} s")

@@ -46,19 +46,21 @@ class Rank:
         self.world, self.procs, self.rank = cfg["world"], cfg["procs"], cfg["rank"]
         self.local = self.rank % cfg["nproc_per_node"]
         self.ledger = None
+        self.neuron = False  # the script runs on the native neuron device (steps end at optimizer.step())
         self.dump = os.environ.get("XLA_SAVE_TENSORS_FILE")
         self.offset = 0
         self.checks = 0
         self.syncs = 0  # the script's step boundaries so far (equal on every rank)
         self.bf16 = cfg.get("bf16", False)  # XLA_USE_BF16 / XLA_DOWNCAST_BF16: values kept in bf16 (precision)
         self.start = time.perf_counter()
-        if self.rank == 0:
+        if self.rank == 0 or cfg.get("trace"):  # with --trace every rank prices its own work
             from trnsim.plan import Cluster
             from trnsim.xla.cost import CostModel
-            from trnsim.xla.graphs import Ledger
+            from trnsim.xla.graphs import CompileCache, Ledger
 
             cluster = Cluster(cfg["instance"], nodes=cfg["nodes"], lnc=cfg["lnc"])
-            self.ledger = Ledger(CostModel(cluster, world=self.world), bf16=self.bf16)
+            self.ledger = Ledger(CostModel(cluster, world=self.world), bf16=self.bf16, cache=CompileCache(run=cfg["out"]))
+            self.ledger.timeline = bool(cfg.get("trace"))
 
     # --- the world -----------------------------------------------------------------------------
     def patch(self) -> None:
@@ -143,6 +145,7 @@ class Rank:
         from trnsim.xla import neuron, neuron_dist, torchneuron
 
         torchneuron.install()
+        self.neuron = True
         neuron.METER.ledger = self.ledger
         neuron_dist.NeuronProcessGroup.world = self.world
 
@@ -152,6 +155,7 @@ class Rank:
                 if self.ledger is not None:  # weights, gradients, optimizer state and activations kept alive
                     s = self.ledger.current
                     s.memory_bytes = max(s.memory_bytes, neuron.METER.live_bytes())
+                    s.warm_up = not self.ledger.steps  # the first also moved, sharded and set up the model
                 self.after_step()
 
         register_optimizer_step_post_hook(step_done)
@@ -250,7 +254,7 @@ class Rank:
             return
         self._read()
         step = self.ledger.end_step()
-        if self.cfg.get("progress"):
+        if self.cfg.get("progress") and self.rank == 0:
             n = len(self.ledger.steps)
             msg = (f"trnsim: step {n}  {step.time_ns / 1e6:.3f} ms simulated  {step.graphs} graph(s)  "
                    f"{len(self.ledger.compilations)} compilation(s)  {time.perf_counter() - self.start:.1f} s")
@@ -261,11 +265,18 @@ class Rank:
         if self.ledger is None:
             return
         self._read()
-        if self.ledger.current.graphs:
-            self.ledger.end_step()
+        if self.ledger.current.graphs and not (self.neuron and self.ledger.steps):
+            self.ledger.end_step()  # on the neuron device a step ends at optimizer.step(): what follows is no step
+        led = self.ledger
+        if self.cfg.get("trace"):
+            from trnsim.xla import timeline
+
+            timeline.write(self.cfg["trace"], led.steps, self.rank, f"{os.path.basename(self.cfg['script'])} on "
+                           f"{self.cfg['instance']}")
+        if self.rank != 0:
+            return
         if self.cfg.get("progress") and sys.stderr.isatty():
             print(file=sys.stderr)
-        led = self.ledger
         if "trnsim.xla.neuron_compile" in sys.modules:
             from trnsim.xla.neuron_compile import graph_breaks
 
