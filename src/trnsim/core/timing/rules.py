@@ -60,16 +60,20 @@ class Rules:
 
     # -- Vector / Scalar / GpSimd -----------------------------------------------------------------
     def perf_mode(self, rec) -> float:
-        """v3+ VectorE speedups for 16-bit data (reference 1.6); 1 elsewhere."""
+        """v3+ VectorE speedups (reference 1.6); 1 elsewhere. All operands 16-bit: the documented perf modes.
+        Otherwise a copy or tensor_scalar wholly in SBUF and contiguous streams at the datapath's width for
+        other data types (256 elements a cycle on v3/v4 against 128 on v2, trainium2_arch.rst), halved, as
+        the 16-bit modes are, when PSUM is read or written."""
         if rec.engine is not Engine.VECTOR:  # the catalog's modes are 1 where a generation has none
             return 1.0
         ops = rec.operands.values()
-        if not all(r.dtype in _HALF for r in ops):
-            return 1.0
         modes = self.t.vector_perf_modes
         sbuf = all(r.space == "sbuf" for r in ops)
-        if rec.op in (Op.TENSOR_COPY, Op.TENSOR_SCALAR):
-            dense = all(r.contiguous >= math.prod(r.shape[1:]) * numerics.dtype(r.dtype).itemsize for r in ops)
+        copy = rec.op in (Op.TENSOR_COPY, Op.TENSOR_SCALAR)
+        dense = copy and all(r.contiguous >= math.prod(r.shape[1:]) * numerics.dtype(r.dtype).itemsize for r in ops)
+        if not all(r.dtype in _HALF for r in ops):
+            return modes["copy_sbuf_wide"] if sbuf and dense else 1.0
+        if copy:
             return modes["copy_sbuf"] if sbuf and dense else modes["copy_psum"]
         if rec.op is Op.TENSOR_TENSOR and sbuf:
             return modes["tensor_tensor"]
