@@ -2368,12 +2368,70 @@ def _pe_transpose_mode(nl, nisa, a):
     return nl.copy(ps)
 
 
+def _coalesced(nl, nisa, r, x, call, shapes):
+    """call(srcs, dsts) with two HBM tensors per list: rows 0..31 and 32..63 of x[r]; each dst copied out."""
+    srcs = [x[r][0:32], x[r][32:64]]
+    dsts = [nl.ndarray(s, x.dtype, buffer=nl.hbm) for s in shapes]
+    call(srcs, dsts)
+    outs = []
+    for d in dsts:
+        outs.append(_per_rank(nl, nisa, r, d.shape, x.dtype, d))
+    return tuple(outs)
+
+
+def _stacked(outs, *_):
+    return np.concatenate([np.asarray(o).reshape(2, -1) for o in outs], 1)
+
+
+def _coalesced_rows() -> list[Form]:
+    """Coalesced collectives (lists of two HBM tensors) and collectives on SBUF along other dims."""
+    rows = []
+    x = lambda rng: (rng.standard_normal((2, 64, 16)).astype(np.float32),)  # noqa: E731
+    halves = lambda x: (x[:, 0:32], x[:, 32:64])  # noqa: E731 - each rank's two srcs
+    rows.append(Form("current", "collectives.all_reduce", "coalesced: two HBM tensors in one call", _ranks_post(
+        lambda nl, nisa, cc, G, r, x: _coalesced(nl, nisa, r, x, lambda s, d: cc.all_reduce(s, d, G, nl.add),
+                                                 [(32, 16), (32, 16)])), x,
+        lambda x: np.broadcast_to(np.concatenate([(h[0] + h[1]).reshape(-1) for h in halves(_f64(x))]), (2, 1024)),
+        1e-6))
+    rows.append(Form("current", "collectives.all_gather", "coalesced: two HBM tensors, collective_dim=0", _ranks_post(
+        lambda nl, nisa, cc, G, r, x: _coalesced(nl, nisa, r, x, lambda s, d: cc.all_gather(s, d, G, 0),
+                                                 [(64, 16), (64, 16)])), x,
+        lambda x: np.broadcast_to(np.concatenate([np.concatenate([h[0], h[1]]).reshape(-1) for h in halves(_f64(x))]),
+                                  (2, 2048))))
+    rows.append(Form("current", "collectives.reduce_scatter", "coalesced: two HBM tensors, collective_dim=0",
+                     _ranks_post(lambda nl, nisa, cc, G, r, x: _coalesced(
+                         nl, nisa, r, x, lambda s, d: cc.reduce_scatter(s, d, G, 0, nl.add), [(16, 16), (16, 16)])), x,
+                     lambda x: np.stack([np.concatenate([(h[0] + h[1])[k * 16:(k + 1) * 16].reshape(-1)
+                                                         for h in halves(_f64(x))]) for k in range(2)]), 1e-6))
+    rows.append(Form("current", "collectives.all_to_all", "coalesced: two HBM tensors, collective_dim=0", _ranks_post(
+        lambda nl, nisa, cc, G, r, x: _coalesced(nl, nisa, r, x, lambda s, d: cc.all_to_all(s, d, G, 0),
+                                                 [(32, 16), (32, 16)])), x,
+        lambda x: np.stack([np.concatenate([np.concatenate([h[0][k * 16:(k + 1) * 16], h[1][k * 16:(k + 1) * 16]])
+                                            .reshape(-1) for h in halves(_f64(x))]) for k in range(2)])))
+    for dim in (0, 1):
+        shape = (16, 16) if dim == 0 else (32, 8)
+        rows.append(Form("current", "collectives.reduce_scatter", f"SBUF tiles, collective_dim={dim}", _ranks(
+            lambda nl, nisa, cc, G, r, x, shape=shape, dim=dim: _sbuf_collective(
+                nl, nisa, r, x, lambda s, d: cc.reduce_scatter([s], [d], G, collective_dim=dim, op=nl.add), shape)),
+            lambda rng: (rng.standard_normal((2, 32, 16)).astype(np.float32),),
+            lambda x, dim=dim: np.stack(np.split(_f64(x[0]) + _f64(x[1]), 2, axis=dim)), 1e-6))
+    return rows
+
+
+def _ranks_post(body):
+    """_ranks, its outputs stacked rank by rank ([2, n]) for one comparison."""
+    def build():
+        run = _ranks(body)()
+        return lambda *args: _stacked(run(*args))
+    return build
+
+
 def _reference_rows() -> list[Form]:
     return (_both_language_rows() + _control_rows() + _beta_index_rows() + _current_isa_rows() + _collective_rows()
             + _beta_isa_more_rows() + _launch_rows() + _breadth_rows() + _axes_rows()
             + _more_param_rows() + _mask_rows() + _language_param_rows()
             + _more_language_rows() + _release_rows() + _tensor_rows()
-            + _beta_breadth_rows())
+            + _beta_breadth_rows() + _coalesced_rows())
 
 
 FORMS: list[Form] = _rows() + _reference_rows()
