@@ -2426,12 +2426,36 @@ def _ranks_post(body):
     return build
 
 
+def _sign_rows() -> list[Form]:
+    """Signs the reference spells out: right_shift is the ALU's logical shift (no arithmetic one), mod takes the
+    divisor's sign and fmod the dividend's."""
+    rows = []
+    for api in ("current", "beta"):
+        rows.append(Form(api, "language.right_shift", "negative int32: a logical shift (zeros come in)",
+                         _lang(api, "right_shift", 2),
+                         lambda rng: (rng.integers(-10 ** 6, 10 ** 6, (32, 64)).astype(np.int32),
+                                      rng.integers(0, 8, (32, 64)).astype(np.int32)),
+                         lambda a, b: (a.view(np.uint32) >> b.astype(np.uint32)).view(np.int32).astype(np.int64)))
+        rows.append(Form(api, "language.left_shift", "negative int32", _lang(api, "left_shift", 2),
+                         lambda rng: (rng.integers(-10 ** 4, 10 ** 4, (32, 64)).astype(np.int32),
+                                      rng.integers(0, 8, (32, 64)).astype(np.int32)),
+                         lambda a, b: np.left_shift(a, b).astype(np.int64)))
+        for name, fn in (("mod", np.mod), ("fmod", np.fmod)):
+            rows.append(Form(api, f"language.{name}", "float32 signed tiles, negative divisors included",
+                             _lang(api, name, 2),
+                             lambda rng: (_math_input("wide", "float32", rng),
+                                          (_math_input("positive", "float32", rng)
+                                           * rng.choice([-1, 1], (32, 64))).astype(np.float32)),
+                             lambda a, b, fn=fn: fn(_f64(a), _f64(b)), 1e-5))
+    return rows
+
+
 def _reference_rows() -> list[Form]:
     return (_both_language_rows() + _control_rows() + _beta_index_rows() + _current_isa_rows() + _collective_rows()
             + _beta_isa_more_rows() + _launch_rows() + _breadth_rows() + _axes_rows()
             + _more_param_rows() + _mask_rows() + _language_param_rows()
             + _more_language_rows() + _release_rows() + _tensor_rows()
-            + _beta_breadth_rows() + _coalesced_rows())
+            + _beta_breadth_rows() + _coalesced_rows() + _sign_rows())
 
 
 FORMS: list[Form] = _rows() + _reference_rows()
