@@ -248,3 +248,26 @@ def test_a_timing_only_run_cannot_size_a_variable_collective(rng, trn):
     x = rng.standard_normal((2, 64)).astype(np.float32)
     with pytest.raises(ValueUnknownError, match="decides a variable-size collective's element count"):
         _v_kernel("all_to_all_v", 12)[2].trace(x, np.zeros((2, 3, 2), np.uint32), values=False)
+
+
+def test_each_prepare_has_exactly_one_trigger(rng, trn):
+    x = rng.standard_normal((2, 64)).astype(np.float32)
+    md = np.zeros((2, 3, 2), np.uint32)
+
+    def kernel(triggers):
+        @nki.jit
+        def k(a, m):
+            r = cc.rank_id()
+            meta = nl.ndarray(m.shape[1:], m.dtype, buffer=nl.hbm)
+            nisa.dma_copy(meta, m[r])
+            d = nl.ndarray((24,), a.dtype, buffer=nl.hbm)
+            p = cc.all_gather_v_prepare([a[r]], [d], G, meta)  # the prepare's line
+            for _ in range(triggers):
+                cc.all_gather_v_trigger(p)
+        return k
+    line = next(i for i, t in enumerate(open(__file__).read().splitlines(), 1) if "# the prepare's line" in t)
+    with pytest.raises(KernelError, match=rf"all_gather_v_prepare was never triggered.* at .*_collectives.py:{line}$"):
+        kernel(0)[2](x, md)
+    with pytest.raises(KernelError, match="its prepare was already triggered"):
+        kernel(2)[2](x, md)
+    kernel(1)[2](x, md)

@@ -149,8 +149,8 @@ def equality_findings(path: str, tree) -> list[dict]:
         for node in ast.walk(scope):
             if isinstance(node, ast.Assign):
                 for t in node.targets:
-                    pairs = (zip(t.elts, node.value.elts) if isinstance(t, ast.Tuple) and isinstance(node.value, ast.Tuple)
-                             and len(t.elts) == len(node.value.elts) else [(t, node.value)])
+                    both = isinstance(t, ast.Tuple) and isinstance(node.value, ast.Tuple)
+                    pairs = zip(t.elts, node.value.elts) if both else [(t, node.value)]
                     made.update((n.id, _dotted(v.func)) for n, v in pairs if isinstance(n, ast.Name)
                                 and isinstance(v, ast.Call) and _dotted(v.func) in plain)
 
