@@ -2303,11 +2303,159 @@ def _indirect_flags(nl, x, i):
     return out
 
 
+def _beta_breadth_rows() -> list[Form]:
+    """Beta isa parameter forms beyond the plain ones: engines, bias and scale tiles, two operators reversed,
+    casts by dtype=, several reduced axes with negate, integer and GpSimd forms."""
+    rows = []
+    b = "beta"
+    for eng, shape in (("vector", (32, 32)), ("tensor", (32, 64))):
+        rows.append(Form(b, "isa.nc_transpose", f"engine={eng}, float32 {list(shape)}", _kernel(
+            b, lambda nl, nisa, a, eng=eng: nl.copy(nisa.nc_transpose(a, engine=getattr(nisa, f"{eng}_engine"))),
+            lambda a: a.shape[::-1]),
+            lambda rng, shape=shape: (rng.standard_normal(shape).astype(np.float32),), lambda a: _f64(a).T, 1e-6))
+    rows.append(Form(b, "isa.activation", "op=exp with a [P, 1] bias tile and a [P, 1] scale tile", _kernel(
+        b, lambda nl, nisa, a, bias, s: nisa.activation(op=nl.exp, data=a, bias=bias, scale=s),
+        lambda a, bias, s: a.shape),
+        lambda rng: (_data("float32", 1, rng, small=True), rng.standard_normal((32, 1)).astype(np.float32) / 4,
+                     rng.standard_normal((32, 1)).astype(np.float32)),
+        lambda a, bias, s: np.exp(_f64(a) * _f64(s) + _f64(bias)), 1e-5))
+    rows.append(Form(b, "isa.tensor_scalar", "(2.0 - data) * [P, 1] column, reverse0", _kernel(
+        b, lambda nl, nisa, a, c: nisa.tensor_scalar(a, np.subtract, 2.0, reverse0=True, op1=np.multiply, operand1=c),
+        lambda a, c: a.shape),
+        lambda rng: (_data("float32", 2, rng), rng.standard_normal((32, 1)).astype(np.float32)),
+        lambda a, c: (2.0 - _f64(a)) * _f64(c)[:, :, None], 1e-6))
+    rows.append(Form(b, "isa.tensor_copy", "float32 to bfloat16 by dtype=, on the scalar engine", _kernel(
+        b, lambda nl, nisa, a: nisa.tensor_copy(a, dtype=nl.bfloat16, engine=nisa.scalar_engine), lambda a: a.shape,
+        "bfloat16"),
+        lambda rng: (_data("float32", 2, rng),), lambda a: _f64(a.astype(BF16))))
+    rows.append(Form(b, "isa.tensor_reduce", "op=maximum over free axes (1, 2), negate=True, keepdims", _kernel(
+        b, lambda nl, nisa, a: nisa.tensor_reduce(np.maximum, a, axis=(1, 2), negate=True, keepdims=True),
+        lambda a: (a.shape[0], 1, 1), "float32"),
+        lambda rng: (rng.standard_normal((32, 4, 16)).astype(np.float32),),
+        lambda a: -_f64(a).max(axis=(1, 2), keepdims=True), 1e-6))
+    for op, fn in (("add", np.add), ("bitwise_and", np.bitwise_and), ("maximum", np.maximum)):
+        rows.append(Form(b, "isa.tensor_tensor", f"int32 op={op} on the GpSimd engine", _kernel(
+            b, lambda nl, nisa, x, y, op=op: nisa.tensor_tensor(x, y, getattr(np, op), engine=nisa.gpsimd_engine),
+            lambda x, y: x.shape, "int32"),
+            lambda rng: (rng.integers(-1000, 1000, (32, 64)).astype(np.int32),
+                         rng.integers(-1000, 1000, (32, 64)).astype(np.int32)),
+            lambda x, y, fn=fn: fn(x.astype(np.int64), y.astype(np.int64))))
+    rows.append(Form(b, "isa.memset", "engine=gpsimd, bfloat16", _kernel(
+        b, lambda nl, nisa, a: nisa.memset(a.shape, -2.5, nl.bfloat16, engine=nisa.gpsimd_engine), lambda a: a.shape,
+        "bfloat16"), lambda rng: (_data("float32", 2, rng),), lambda a: np.full(a.shape, -2.5)))
+    rows.append(Form(b, "isa.dma_copy", "HBM to HBM, whole tensors", _raw(
+        b, lambda nl, nisa, x: (o := _out(nl, x.shape, x.dtype), nisa.dma_copy(dst=o, src=x))[0]),
+        lambda rng: (_data("float32", 2, rng),), _f64))
+    rows.append(Form(b, "isa.nc_matmul", "is_transpose=True with an identity moving tile: NaN and Inf kept", _kernel(
+        b, lambda nl, nisa, a: nl.copy(nisa.nc_matmul(a, nl.load(nl.shared_identity_matrix(32, dtype=nl.float32)),
+                                                      is_transpose=True)), lambda a: a.shape[::-1], "float32"),
+        _with_nonfinite, lambda a: _f64(a).T))
+    rows.append(Form("current", "isa.nc_matmul", "is_transpose=True with an identity moving tile: NaN and Inf kept",
+                     _kernel("current", lambda nl, nisa, a: _pe_transpose_mode(nl, nisa, a), lambda a: a.shape[::-1],
+                             "float32"), _with_nonfinite, lambda a: _f64(a).T))
+    return rows
+
+
+def _with_nonfinite(rng):
+    a = _data("float32", 1, rng)[:, :32].copy()
+    a[3, 5], a[7, 1], a[0, 31] = np.nan, np.inf, -np.inf
+    return (a,)
+
+
+def _pe_transpose_mode(nl, nisa, a):
+    ps = nl.ndarray(a.shape[::-1], nl.float32, buffer=nl.psum)
+    nisa.nc_matmul(ps, a, nl.shared_identity_matrix(a.shape[0], dtype=nl.float32), is_transpose=True)
+    return nl.copy(ps)
+
+
+def _coalesced(nl, nisa, r, x, call, shapes):
+    """call(srcs, dsts) with two HBM tensors per list: rows 0..31 and 32..63 of x[r]; each dst copied out."""
+    srcs = [x[r][0:32], x[r][32:64]]
+    dsts = [nl.ndarray(s, x.dtype, buffer=nl.hbm) for s in shapes]
+    call(srcs, dsts)
+    outs = []
+    for d in dsts:
+        outs.append(_per_rank(nl, nisa, r, d.shape, x.dtype, d))
+    return tuple(outs)
+
+
+def _stacked(outs, *_):
+    return np.concatenate([np.asarray(o).reshape(2, -1) for o in outs], 1)
+
+
+def _coalesced_rows() -> list[Form]:
+    """Coalesced collectives (lists of two HBM tensors) and collectives on SBUF along other dims."""
+    rows = []
+    x = lambda rng: (rng.standard_normal((2, 64, 16)).astype(np.float32),)  # noqa: E731
+    halves = lambda x: (x[:, 0:32], x[:, 32:64])  # noqa: E731 - each rank's two srcs
+    rows.append(Form("current", "collectives.all_reduce", "coalesced: two HBM tensors in one call", _ranks_post(
+        lambda nl, nisa, cc, G, r, x: _coalesced(nl, nisa, r, x, lambda s, d: cc.all_reduce(s, d, G, nl.add),
+                                                 [(32, 16), (32, 16)])), x,
+        lambda x: np.broadcast_to(np.concatenate([(h[0] + h[1]).reshape(-1) for h in halves(_f64(x))]), (2, 1024)),
+        1e-6))
+    rows.append(Form("current", "collectives.all_gather", "coalesced: two HBM tensors, collective_dim=0", _ranks_post(
+        lambda nl, nisa, cc, G, r, x: _coalesced(nl, nisa, r, x, lambda s, d: cc.all_gather(s, d, G, 0),
+                                                 [(64, 16), (64, 16)])), x,
+        lambda x: np.broadcast_to(np.concatenate([np.concatenate([h[0], h[1]]).reshape(-1) for h in halves(_f64(x))]),
+                                  (2, 2048))))
+    rows.append(Form("current", "collectives.reduce_scatter", "coalesced: two HBM tensors, collective_dim=0",
+                     _ranks_post(lambda nl, nisa, cc, G, r, x: _coalesced(
+                         nl, nisa, r, x, lambda s, d: cc.reduce_scatter(s, d, G, 0, nl.add), [(16, 16), (16, 16)])), x,
+                     lambda x: np.stack([np.concatenate([(h[0] + h[1])[k * 16:(k + 1) * 16].reshape(-1)
+                                                         for h in halves(_f64(x))]) for k in range(2)]), 1e-6))
+    rows.append(Form("current", "collectives.all_to_all", "coalesced: two HBM tensors, collective_dim=0", _ranks_post(
+        lambda nl, nisa, cc, G, r, x: _coalesced(nl, nisa, r, x, lambda s, d: cc.all_to_all(s, d, G, 0),
+                                                 [(32, 16), (32, 16)])), x,
+        lambda x: np.stack([np.concatenate([np.concatenate([h[0][k * 16:(k + 1) * 16], h[1][k * 16:(k + 1) * 16]])
+                                            .reshape(-1) for h in halves(_f64(x))]) for k in range(2)])))
+    for dim in (0, 1):
+        shape = (16, 16) if dim == 0 else (32, 8)
+        rows.append(Form("current", "collectives.reduce_scatter", f"SBUF tiles, collective_dim={dim}", _ranks(
+            lambda nl, nisa, cc, G, r, x, shape=shape, dim=dim: _sbuf_collective(
+                nl, nisa, r, x, lambda s, d: cc.reduce_scatter([s], [d], G, collective_dim=dim, op=nl.add), shape)),
+            lambda rng: (rng.standard_normal((2, 32, 16)).astype(np.float32),),
+            lambda x, dim=dim: np.stack(np.split(_f64(x[0]) + _f64(x[1]), 2, axis=dim)), 1e-6))
+    return rows
+
+
+def _ranks_post(body):
+    """_ranks, its outputs stacked rank by rank ([2, n]) for one comparison."""
+    def build():
+        run = _ranks(body)()
+        return lambda *args: _stacked(run(*args))
+    return build
+
+
+def _sign_rows() -> list[Form]:
+    """Signs the reference spells out: right_shift is the ALU's logical shift (no arithmetic one), mod takes the
+    divisor's sign and fmod the dividend's."""
+    rows = []
+    for api in ("current", "beta"):
+        rows.append(Form(api, "language.right_shift", "negative int32: a logical shift (zeros come in)",
+                         _lang(api, "right_shift", 2),
+                         lambda rng: (rng.integers(-10 ** 6, 10 ** 6, (32, 64)).astype(np.int32),
+                                      rng.integers(0, 8, (32, 64)).astype(np.int32)),
+                         lambda a, b: (a.view(np.uint32) >> b.astype(np.uint32)).view(np.int32).astype(np.int64)))
+        rows.append(Form(api, "language.left_shift", "negative int32", _lang(api, "left_shift", 2),
+                         lambda rng: (rng.integers(-10 ** 4, 10 ** 4, (32, 64)).astype(np.int32),
+                                      rng.integers(0, 8, (32, 64)).astype(np.int32)),
+                         lambda a, b: np.left_shift(a, b).astype(np.int64)))
+        for name, fn in (("mod", np.mod), ("fmod", np.fmod)):
+            rows.append(Form(api, f"language.{name}", "float32 signed tiles, negative divisors included",
+                             _lang(api, name, 2),
+                             lambda rng: (_math_input("wide", "float32", rng),
+                                          (_math_input("positive", "float32", rng)
+                                           * rng.choice([-1, 1], (32, 64))).astype(np.float32)),
+                             lambda a, b, fn=fn: fn(_f64(a), _f64(b)), 1e-5))
+    return rows
+
+
 def _reference_rows() -> list[Form]:
     return (_both_language_rows() + _control_rows() + _beta_index_rows() + _current_isa_rows() + _collective_rows()
             + _beta_isa_more_rows() + _launch_rows() + _breadth_rows() + _axes_rows()
             + _more_param_rows() + _mask_rows() + _language_param_rows()
-            + _more_language_rows() + _release_rows() + _tensor_rows())
+            + _more_language_rows() + _release_rows() + _tensor_rows()
+            + _beta_breadth_rows() + _coalesced_rows() + _sign_rows())
 
 
 FORMS: list[Form] = _rows() + _reference_rows()

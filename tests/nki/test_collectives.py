@@ -220,18 +220,6 @@ def test_variable_size_collectives_refuse_what_the_reference_refuses(rng, trn):
     with pytest.raises(KernelError, match="has_rdispls=True is not supported for all_gather_v"):
         _v_kernel("all_gather_v", 12, rdispls=True)[2](x, np.zeros((2, 4, 2), np.uint32))
 
-    @nki.jit
-    def two_prepares(a, m):
-        r = cc.rank_id()
-        meta = nl.ndarray(m.shape[1:], m.dtype, buffer=nl.hbm)
-        nisa.dma_copy(meta, m[r])
-        d = nl.ndarray((24,), a.dtype, buffer=nl.hbm)
-        cc.all_to_all_v_prepare([a[r]], [d], G, meta)
-        cc.all_gather_v_prepare([a[r]], [d], G, meta)
-    md[:, 1, 0] = 0
-    with pytest.raises(KernelError, match="has not been triggered; prepares share one slot"):
-        two_prepares[2](x, md)
-
 
 def test_prepare_and_trigger_are_nki_07_names(rng, trn, monkeypatch):
     monkeypatch.setenv("TRNSIM_NKI_VERSION", "0.6")
@@ -248,3 +236,31 @@ def test_a_timing_only_run_cannot_size_a_variable_collective(rng, trn):
     x = rng.standard_normal((2, 64)).astype(np.float32)
     with pytest.raises(ValueUnknownError, match="decides a variable-size collective's element count"):
         _v_kernel("all_to_all_v", 12)[2].trace(x, np.zeros((2, 3, 2), np.uint32), values=False)
+
+
+def test_each_prepare_has_exactly_one_trigger(rng, trn):
+    x = rng.standard_normal((2, 64)).astype(np.float32)
+    md = np.zeros((2, 3, 2), np.uint32)
+
+    def kernel(triggers, first=None):
+        @nki.jit
+        def k(a, m):
+            r = cc.rank_id()
+            meta = nl.ndarray(m.shape[1:], m.dtype, buffer=nl.hbm)
+            nisa.dma_copy(meta, m[r])
+            d = nl.ndarray((24,), a.dtype, buffer=nl.hbm)
+            if first:
+                first([a[r]], [d], G, meta)
+            p = cc.all_gather_v_prepare([a[r]], [d], G, meta)  # the prepare's line
+            for _ in range(triggers):
+                cc.all_gather_v_trigger(p)
+        return k
+    with pytest.raises(KernelError, match="all_to_all_v_prepare before it has not been triggered; prepares share "
+                                          "one slot"):
+        kernel(1, cc.all_to_all_v_prepare)[2](x, md)
+    line = next(i for i, t in enumerate(open(__file__).read().splitlines(), 1) if "# the prepare's line" in t)
+    with pytest.raises(KernelError, match=rf"all_gather_v_prepare was never triggered.* at .*_collectives.py:{line}$"):
+        kernel(0)[2](x, md)
+    with pytest.raises(KernelError, match="its prepare was already triggered"):
+        kernel(2)[2](x, md)
+    kernel(1)[2](x, md)

@@ -25,6 +25,7 @@ from trnsim.core.lnc import Barrier, Turns
 from trnsim.errors import ConfigError, TrnsimError
 from trnsim.nki._current import _state, core, issue  # noqa: F401  (the front ends' names for them)
 
+LAUNCH_END: list = []  # calls on a launch's cores when its programs end: an error for what they left undone, or None
 LAUNCHES: list[dict] = []  # one summary per kernel launch, for `trnsim run --json`
 LAST: dict = {}  # the latest launch: {"kernel": name, "cores": [...]} (`trnsim profile --main` times it)
 
@@ -380,6 +381,10 @@ def launch(kernel: Kernel, args, kwargs, target=None, values=True, order=None):
         # allocator relies on, and the cyclic collector stays off (core/fast.py).
         with fast.collector_off():
             _take_turns(programs, run)
+            for end in LAUNCH_END:  # each says what its cores left undone (and forgets it)
+                left = end(cores)
+                if left is not None and not errors:
+                    errors.append(left)
             if not errors:
                 for c in cores:
                     c.sync()

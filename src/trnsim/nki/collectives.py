@@ -12,10 +12,10 @@ import dataclasses
 import enum
 
 from trnsim.core import Register
-from trnsim.core.errors import KernelError, OutOfBoundsError, ShapeError
+from trnsim.core.errors import KernelError, OutOfBoundsError, ShapeError, where
 from trnsim.nki import isa as nisa
 from trnsim.nki import versions as _versions
-from trnsim.nki._frontend import core, ndarray
+from trnsim.nki._frontend import LAUNCH_END, core, ndarray
 from trnsim.nki.language import NKIObject
 
 
@@ -245,6 +245,7 @@ class PreparedCollective(NKIObject):
     recv_counts_known: bool
     sent: list  # sent[i][j]: (count, displacement) rank-list member i sends member j
     rdispls: list | None  # this rank's receive displacement per sender, or None (equal slots)
+    location: str = ""
     triggered: bool = False
 
 
@@ -312,7 +313,7 @@ def _prepare(kind, srcs, dsts, replica_group, metadata_tensor, recv_counts_known
         if displ + count > src.size:
             raise OutOfBoundsError(f"{what}: a chunk of {count} elements at displacement {displ} runs past src "
                                    f"{src.name!r} of {src.size} elements")
-    return PreparedCollective(kind, src, dst, group, md, bool(recv_counts_known), sent, rdispls)
+    return PreparedCollective(kind, src, dst, group, md, bool(recv_counts_known), sent, rdispls, where())
 
 
 def _landing(p: PreparedCollective, sender: int) -> int:
@@ -374,6 +375,18 @@ def _prepare_into_slot(kind, *args):
     p = _prepare(kind, *args)
     _PENDING[id(nc)] = (nc, p)
     return p
+
+
+def _untriggered(cores):
+    """A prepare a core of the launch left without its trigger (forgotten either way)."""
+    left = [p for p in (_PENDING.pop(id(c), (None, None))[1] for c in cores) if p is not None]
+    if left:
+        return KernelError(f"{left[0].kind}_prepare was never triggered: each prepare is followed by exactly one "
+                           f"{left[0].kind}_trigger", left[0].location)
+    return None
+
+
+LAUNCH_END.append(_untriggered)
 
 
 def _trigger_from_slot(kind, prepare_instr):
