@@ -38,7 +38,6 @@ from trnsim.plan.serve.model import LLM, load
 from trnsim.plan.workload import Op
 
 GiB = 2.0**30
-PE_ROWS = 128  # tokens a TensorE matmul pass covers at once (the PE array's stationary columns)
 WEIGHT_BYTES = {"bf16": 2.0, "fp8": 1.0, "int8": 1.0, "mxfp8": 1.0 + 1 / 32, "mxfp4": 0.5 + 1 / 32}  # MX: +1 scale byte per 32
 COMPUTE_DTYPE = {"bf16": "bf16", "fp8": "fp8", "int8": "bf16", "mxfp8": "mxfp8", "mxfp4": "mxfp4"}  # int8: dequantized
 KV_BYTES = {"bf16": 2.0, "fp16": 2.0, "fp8": 1.0}
@@ -172,12 +171,13 @@ def op_ns(op: Op, cluster: Cluster, dtype: str = "bf16", decode: bool = False) -
     target, lnc = chip.core.target, cluster.lnc
     hbm = op.bytes / stream_rate(target, lnc) * 1e9
     peak = chip.core.peak_flops("bf16") * lnc / _chip_ratio(chip, dtype)
-    if op.kind == "matmul" and op.m <= PE_ROWS:  # a weight stream: TensorE sweeps it once at its peak
-        return max(2.0 * PE_ROWS * op.k * op.n * op.batch / peak * 1e9, hbm)
+    pe_rows = chip.core.pe_rows  # tokens a TensorE matmul pass covers at once
+    if op.kind == "matmul" and op.m <= pe_rows:  # a weight stream: TensorE sweeps it once at its peak
+        return max(2.0 * pe_rows * op.k * op.n * op.batch / peak * 1e9, hbm)
     if op.kind == "matmul":
         return max(_COMPUTE.op_time(op, cluster, "bf16") * _chip_ratio(chip, dtype), hbm)
     if op.kind == "attention" and decode:
-        queries = math.ceil(op.m / PE_ROWS) * PE_ROWS
+        queries = math.ceil(op.m / pe_rows) * pe_rows
         return max(4.0 * queries * op.k * op.n * op.batch / (chip.core.peak_flops("bf16") * lnc) * 1e9, hbm)
     return _COMPUTE.op_time(op, cluster, "bf16")
 
