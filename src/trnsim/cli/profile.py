@@ -32,8 +32,6 @@ if TYPE_CHECKING:
     from trnsim.core.timing import BenchmarkResult
 
 TARGETS = specs.targets()
-_DTYPE_ALIASES = {"bf16": "bfloat16", "fp32": "float32", "f32": "float32", "fp16": "float16", "f16": "float16",
-                  "tf32": "tfloat32"}
 
 
 def _operands(rec) -> str:
@@ -193,7 +191,7 @@ def parse_arg(text: str, values: bool = True, target: str | None = None):
     m = re.fullmatch(r"\s*([A-Za-z][\w]*)\s*\[([\d,\s]*)\]\s*", value)
     if m:
         dt = m.group(1)
-        dt = _DTYPE_ALIASES.get(dt, re.sub(r"^fp8", "float8", dt))
+        dt = numerics.dtype_name(dt)
         dims = [x for x in m.group(2).replace(" ", "").split(",") if x]
         if any(len(x) > 18 for x in dims):
             raise ConfigError(f"--arg {text[:60]!r}...: a dimension of {max(map(len, dims))} digits; no memory "

@@ -31,6 +31,7 @@ import re
 from dataclasses import dataclass, field
 from math import prod
 
+from trnsim import numerics
 from trnsim.errors import TrnsimError
 from trnsim.plan import Cluster, Op
 from trnsim.plan.comm import FabricComm
@@ -61,7 +62,6 @@ COLLECTIVE = {"all-reduce": "all_reduce", "all-reduce-start": "all_reduce", "all
               "all-gather-start": "all_gather", "reduce-scatter": "reduce_scatter", "all-to-all": "all_to_all",
               "collective-permute": "send_recv", "collective-permute-start": "send_recv"}
 PASS = {"reshape", "bitcast", "broadcast", "get-tuple-element", "copy-done"}  # an operand read through these reads their source
-DTYPES = {"f32": "fp32", "bf16": "bf16", "f16": "fp16", "f8e4m3fn": "fp8", "f8e5m2": "fp8", "f8e4m3": "fp8"}
 ENGINES = ("tensor", "vector", "scalar", "dma", "collective")
 
 
@@ -243,7 +243,7 @@ class CostModel:
             g.ops += 1
             if op in TENSOR:
                 mm = (_dot_op if op == "dot" else _conv_op)(ins, table)
-                dtype = DTYPES.get(table[ins.operands[0]].shapes[0].dtype, "fp32")
+                dtype = numerics.family(table[ins.operands[0]].shapes[0].dtype) or "fp32"
                 dtype = self.matmul_dtype or dtype
                 t = self.op_time(mm, dtype)
                 g.engines["tensor"] += t
