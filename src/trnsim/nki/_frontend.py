@@ -15,7 +15,7 @@ import warnings
 
 import numpy as np
 
-from trnsim import live, numerics
+from trnsim import flags, live, numerics
 from trnsim.core import NeuronCore, Op, View
 from trnsim.core.machine import TARGET_ENV
 from trnsim.core import fast, races as _races
@@ -256,7 +256,7 @@ def launch(kernel: Kernel, args, kwargs, target=None, values=True, order=None):
     target = target or kernel.options.get("platform_target")
     if target is None and any(_to_numpy(a)[1] == "torch" for a in (*args, *kwargs.values())):
         target = compile_target()
-    nc0 = NeuronCore(target, strict=os.environ.get("TRNSIM_STRICT", "1") != "0", values=values,
+    nc0 = NeuronCore(target, strict=flags.STRICT.on(), values=values,
                      budget=launch_budget(kernel.options), race_check=kernel.options.get("race_check"))
     if kernel.lnc not in nc0.lnc_configs:
         raise ConfigError(f"an LNC {kernel.lnc} launch (kernel[{kernel.lnc}]) needs a chip with logical cores of "
@@ -344,7 +344,7 @@ def _outputs(res, kind, inputs=(), hbm_ok=False, unwritten=None):
     kernel option `unwritten_output=`, else TRNSIM_UNWRITTEN_OUTPUT) is "error".
     """
     if unwritten is None:
-        unwritten = os.environ.get("TRNSIM_UNWRITTEN_OUTPUT", "warn")
+        unwritten = flags.UNWRITTEN_OUTPUT.value()
     if unwritten not in ("warn", "error"):
         raise ConfigError(f"unwritten_output={unwritten!r}: it is 'warn' or 'error'")
     if isinstance(res, View):
