@@ -334,8 +334,3 @@ def processes() -> list[dict]:
         os.close(dfd)
     return sorted(out, key=lambda p: p["pid"])
 
-
-def on_cores(ids: Iterable[int]) -> list[dict]:
-    """The live processes using any of these NeuronCore ids (for `trnsim ls`'s process column)."""
-    want = set(ids)
-    return [p for p in processes() if want & set(p.get("cores", ()))]
