@@ -33,6 +33,7 @@ import time
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 
+from trnsim import flags
 from trnsim.errors import TrnsimError
 
 INTERVAL_S = 0.25  # at most this often a process rewrites its file (unless forced)
@@ -58,8 +59,8 @@ class StateDirError(TrnsimError):
 
 def runtime_dir() -> Path:
     """Where the per-process files live (created on first publish)."""
-    if os.environ.get("TRNSIM_RUNTIME_DIR"):
-        return Path(os.environ["TRNSIM_RUNTIME_DIR"])
+    if flags.RUNTIME_DIR.raw():
+        return Path(flags.RUNTIME_DIR.raw())
     if os.environ.get("XDG_RUNTIME_DIR"):
         return Path(os.environ["XDG_RUNTIME_DIR"]) / "trnsim"
     return Path(tempfile.gettempdir()) / f"trnsim-{os.getuid()}"
@@ -82,7 +83,7 @@ def _checked_dir(create: bool) -> int | None:
     except OSError as e:  # a symbolic link (ELOOP), a file where the directory should be (ENOTDIR), ...
         raise _refused(d, f"cannot be opened as a directory without following links ({e.strerror})") from None
     st, me = os.fstat(fd), os.geteuid()
-    if st.st_uid == me and st.st_mode & 0o077 and not os.environ.get("TRNSIM_RUNTIME_DIR"):
+    if st.st_uid == me and st.st_mode & 0o077 and not flags.RUNTIME_DIR.raw():
         os.fchmod(fd, 0o700)  # our own default folder, made open by an older trnsim: its files are checked one by one
         st = os.fstat(fd)
     problem = (f"is owned by uid {st.st_uid}, not by you (uid {me})" if st.st_uid != me else
@@ -102,7 +103,7 @@ def _refused(d: Path, problem: str) -> StateDirError:
 
 def enabled() -> bool:
     """Publishing is on unless TRNSIM_PUBLISH=0."""
-    return os.environ.get("TRNSIM_PUBLISH", "1") != "0"
+    return flags.PUBLISH.on()
 
 
 def _start_ticks(pid: int) -> str | None:
@@ -390,8 +391,3 @@ def processes() -> list[dict]:
         os.close(dfd)
     return sorted(out, key=lambda p: p["pid"])
 
-
-def on_cores(ids: Iterable[int]) -> list[dict]:
-    """The live processes using any of these NeuronCore ids (for `trnsim ls`'s process column)."""
-    want = set(ids)
-    return [p for p in processes() if want & set(p.get("cores", ()))]

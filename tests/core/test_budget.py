@@ -2,6 +2,7 @@
 import pytest
 
 import trnsim.core.limits as limits
+from trnsim import flags
 from trnsim.core import NeuronCore, Op
 from trnsim.core.limits import Budget, BudgetError
 
@@ -27,7 +28,7 @@ def test_default_budget_bounds_values_runs_not_timing_only(monkeypatch):
 def test_a_budget_the_user_set_holds_in_timing_only_runs(monkeypatch, from_env):
     """max_instructions (or TRNSIM_MAX_INSTRUCTIONS) given by the user bounds a timing-only run too."""
     if from_env:
-        monkeypatch.setenv(limits.INSTRUCTIONS_ENV, "60")
+        monkeypatch.setenv(flags.MAX_INSTRUCTIONS.name, "60")
     budget = Budget() if from_env else Budget(instructions=60)
     with pytest.raises(BudgetError, match="more than 60 instructions"):
         issue(NeuronCore("trn1", values=False, budget=budget), 100)

@@ -89,3 +89,12 @@ def test_fabric_catalog_has_a_source_for_every_figure():
         assert set(fields) == set(rec.sources), rec
         assert all(v.strip() for v in rec.sources.values())
     assert set(c.efa_nics) == set(c.efa_nics_sources)
+
+
+def test_one_hashable_cluster_for_the_fabric_and_the_planner():
+    from trnsim import plan
+
+    a, b = plan.Cluster("trn2.48xlarge", 2), tf.cluster("trn2.48xlarge", nodes=2)
+    assert plan.Cluster is tf.Cluster and a == b and hash(a) == hash(b)
+    assert len({a, b, tf.cluster("trn2.48xlarge", nodes=2, lnc=1)}) == 2
+    assert (a.ranks, a.ranks_per_chip, a.lnc) == (2 * 16 * 4, 4, 2)  # 16 Trainium2 chips of 8 cores, LNC 2

@@ -122,7 +122,7 @@ def test_permute_send_recv_and_broadcast():
 def test_bad_input_gets_clear_errors():
     """Disagreeing shapes, an unknown reduction or dtype, too many ranks and unsplittable arrays are refused."""
     c = tf.cluster("trn2.48xlarge")
-    with pytest.raises(tf.ShapeError, match=r"rank 1 has shape \(3,\), rank 0 has \(4,\).*test_values\.py"):
+    with pytest.raises(tf.CollectiveShapeError, match=r"rank 1 has shape \(3,\), rank 0 has \(4,\).*test_values\.py"):
         tf.all_reduce([np.zeros(4, np.float32), np.zeros(3, np.float32)], cluster=c)
     with pytest.raises(UnknownNameError, match="reduction 'avg'"):
         tf.all_reduce([np.zeros(4, np.float32)] * 2, "avg", cluster=c)
@@ -130,7 +130,7 @@ def test_bad_input_gets_clear_errors():
         tf.all_reduce([np.zeros(4, np.complex64)] * 2, cluster=c)
     with pytest.raises(tf.RankError, match="65 ranks do not fit trn2.48xlarge: it holds 64"):
         tf.all_reduce([np.zeros(4, np.float32)] * 65, cluster=c)
-    with pytest.raises(tf.ShapeError, match="must split into 3 equal blocks"):
+    with pytest.raises(tf.CollectiveShapeError, match="must split into 3 equal blocks"):
         tf.reduce_scatter([np.zeros(4, np.float32)] * 3, cluster=c)
     with pytest.raises(tf.AlgorithmError, match="power-of-two"):
         tf.reduce_scatter([np.zeros(6, np.float32)] * 6, cluster=c, algorithm="rdh")

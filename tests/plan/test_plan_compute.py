@@ -6,7 +6,7 @@ import pytest
 
 from trnsim import specs
 from trnsim.specs import training
-from trnsim.plan import Cluster, Op, efficiency, plan
+from trnsim.plan import Cluster, StepOp, efficiency, plan
 from trnsim.plan.compute import SimulatedCompute
 
 
@@ -41,7 +41,7 @@ def test_matmul_runs_at_its_bucket_efficiency_of_the_core_peak():
     """A trn1 matmul takes FLOPs / (bucket efficiency x PE rows x cols x 2 x TensorE clock)."""
     cluster = Cluster("trn1.32xlarge", 1)
     core = specs.neuroncore("trn1")
-    op = Op("qkv", "matmul", 8192, 4096, 384, bytes=1.0)
+    op = StepOp("qkv", "matmul", 8192, 4096, 384, bytes=1.0)
     eff = efficiency._table()[("trn1", "matmul", "bf16", (8192, 512, 4096))]["efficiency"]
     peak = core.pe_rows * core.pe_cols * 2 * core.clocks["tensor"]
     assert SimulatedCompute().op_time(op, cluster, "bf16") == pytest.approx(2 * 8192 * 4096 * 384 / (eff * peak) * 1e9)
@@ -58,14 +58,14 @@ def test_elementwise_takes_the_slower_of_vector_and_dma():
     dma = efficiency.efficiency("trn2", "stream", (_nearest_pow2(nbytes / 2 / 2 / core.partitions, 512, 65536),))
     expect = max(elems / (vec * core.partitions * core.clocks["vector"] * 2),
                  nbytes / (dma * core.hbm_bandwidth * 2))
-    op = Op("norm", "elementwise", elems=elems, bytes=nbytes)
+    op = StepOp("norm", "elementwise", elems=elems, bytes=nbytes)
     assert SimulatedCompute().op_time(op, cluster, "bf16") == pytest.approx(expect * 1e9)
 
 
 def test_gpus_keep_the_declared_efficiency():
     """On H100 a matmul runs at training.toml's declared efficiency of the chip's BF16 peak."""
     cluster = Cluster("p5.48xlarge", 1)
-    op = Op("mm", "matmul", 4096, 4096, 4096, bytes=1.0)
+    op = StepOp("mm", "matmul", 4096, 4096, 4096, bytes=1.0)
     eff = training.matmul_efficiency(specs.chip("h100-80gb"))
     assert SimulatedCompute().op_time(op, cluster, "bf16") == pytest.approx(2 * 4096**3 / (989.5e12 * eff) * 1e9)
 
@@ -92,7 +92,7 @@ def test_lnc2_rank_splits_a_matmul_over_its_two_cores():
     """On trn2 at LNC 2 a matmul's bucket holds half the rows, and the rank runs at twice one core's peak."""
     cluster = Cluster("trn2.48xlarge", 1, lnc=2)
     core = specs.neuroncore("trn2")
-    op = Op("qkv", "matmul", 8192, 4096, 512, bytes=1.0)
+    op = StepOp("qkv", "matmul", 8192, 4096, 512, bytes=1.0)
     eff = efficiency._table()[("trn2", "matmul", "bf16", (4096, 512, 4096))]["efficiency"]
     peak = 2 * core.pe_rows * core.pe_cols * 2 * core.clocks["tensor"]
     assert SimulatedCompute().op_time(op, cluster, "bf16") == pytest.approx(2 * 8192 * 4096 * 512 / (eff * peak) * 1e9)

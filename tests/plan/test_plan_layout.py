@@ -2,6 +2,7 @@
 import numpy as np
 import pytest
 
+from trnsim.fabric.cluster import ClusterError
 from trnsim.plan import Cluster, Layout, LayoutError, Placement, Recipe, model, plan
 from trnsim.plan.layout import validate
 from trnsim.plan.memory import layer_activation_bytes, memory
@@ -40,9 +41,9 @@ def test_groups_on_trn1_llama_layouts():
 
 def test_trn2_lnc_sets_ranks_per_node():
     """A trn2.48xlarge runs 64 ranks at LNC 2 and 128 at LNC 1; Trn1 refuses LNC 2, naming the field."""
-    assert Cluster("trn2.48xlarge").world == 64
-    assert Cluster("trn2.48xlarge", 2, lnc=1).world == 256
-    with pytest.raises(LayoutError, match="'lnc'.*allows LNC 1, got 2"):
+    assert Cluster("trn2.48xlarge").ranks == 64
+    assert Cluster("trn2.48xlarge", 2, lnc=1).ranks == 256
+    with pytest.raises(ClusterError, match="'lnc'.*allows LNC 1, got 2"):
         Cluster("trn1.32xlarge", lnc=2)
 
 

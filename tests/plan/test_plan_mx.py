@@ -9,13 +9,13 @@ from trnsim import specs
 from trnsim.plan import plan
 from trnsim.plan.compute import SimulatedCompute
 from trnsim.plan.layout import Cluster
-from trnsim.plan.workload import Op
+from trnsim.plan.workload import StepOp
 from trnsim.specs.records import UnsupportedDTypeError
 
 
 def test_mx_matmul_runs_the_bf16_schedule_at_the_mx_rate():
     cluster = Cluster(specs.system("Trn3 Gen2 UltraServer"), 1, 2)
-    op = Op("mlp_up", "matmul", 8192, 4096, 3584, 1, 0.0, float(8192 * 4096 + 4096 * 3584 + 8192 * 3584))
+    op = StepOp("mlp_up", "matmul", 8192, 4096, 3584, 1, 0.0, float(8192 * 4096 + 4096 * 3584 + 8192 * 3584))
     c = SimulatedCompute()
     bf16 = c.op_time(op, cluster, "bf16")
     core = specs.neuroncore("trn3")

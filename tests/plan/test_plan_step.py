@@ -9,7 +9,7 @@ from trnsim.plan import Cluster, Layout, Recipe, StepModel, model, plan
 from trnsim.plan.comm import AlphaBeta, FabricComm
 from trnsim.plan.compute import Roofline
 from trnsim.plan.layout import Placement
-from trnsim.plan.workload import Op, head_ops, layer_ops
+from trnsim.plan.workload import StepOp, head_ops, layer_ops
 from trnsim.specs import training
 
 
@@ -63,10 +63,10 @@ def test_roofline_uses_catalog_peak_and_declared_efficiency():
     """A big matmul runs at peak x efficiency; an elementwise pass at HBM bandwidth, per trn1 core."""
     cluster = Cluster("trn1.32xlarge")
     chip = specs.chip("Trainium")
-    mm = Op("mm", "matmul", 4096, 8192, 8192)
+    mm = StepOp("mm", "matmul", 4096, 8192, 8192)
     eff = training.matmul_efficiency(chip)
     assert Roofline().op_time(mm, cluster, "bf16") == pytest.approx(2 * 4096 * 8192 * 8192 / (190e12 / 2 * eff) * 1e9)
-    ew = Op("ew", "elementwise", elems=1e6, bytes=1e9)
+    ew = StepOp("ew", "elementwise", elems=1e6, bytes=1e9)
     assert Roofline().op_time(ew, cluster, "bf16") == pytest.approx(1e9 / (chip.hbm_bandwidth / 2) * 1e9)
     assert "matrix_multiplication.rst" in training.source("matmul_efficiency", "trainium")
 
@@ -89,7 +89,7 @@ def test_alpha_beta_hierarchical_all_reduce():
 def test_calibration_case_says_which_models_timed_it():
     """The published Llama-3.1-8B trn1 layout plans with the fabric's collectives and the simulated compute model."""
     p = plan("llama3.1-8b", "trn1.32xlarge", 32, tp=32, seq=8192, global_batch=1024, zero1=True)
-    assert (p.layout.dp, p.cluster.world) == (32, 1024)
+    assert (p.layout.dp, p.cluster.ranks) == (32, 1024)
     assert p.models == {"compute": "simulated", "comm": "fabric"}
     assert sum(p.memory.values()) < p.capacity
 
@@ -113,7 +113,7 @@ def test_fabric_comm_prices_the_real_groups():
 def test_gpu_cluster_has_one_rank_per_gpu():
     """p4d.24xlarge plans with 8 ranks per node, A100 memory per rank and its declared efficiency."""
     p = plan("llama2-7b", "p4d.24xlarge", 2, tp=8)
-    assert p.cluster.world == 16 and p.capacity == specs.system("p4d.24xlarge").chip.hbm_bytes
+    assert p.cluster.ranks == 16 and p.capacity == specs.system("p4d.24xlarge").chip.hbm_bytes
     assert training.matmul_efficiency(p.cluster.system.chip) == 0.52
     assert p.models == {"compute": "roofline at declared efficiency", "comm": "alpha-beta (interim)"}
 

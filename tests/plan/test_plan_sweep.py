@@ -81,5 +81,5 @@ def test_a_cluster_that_cannot_exist_is_one_row_with_its_reason():
     """LNC 2 on Trn1 leaves one unranked row naming the field; the Trn2 and GPU candidates still rank."""
     got = S.sweep("llama2-7b", ["trn1.32xlarge", "trn2.48xlarge", "p4d.24xlarge"], [1], workers=1, lnc=2)
     trn1 = [r for r in got.unranked if r["system"] == "trn1.32xlarge"]
-    assert len(trn1) == 1 and "layout field 'lnc'" in trn1[0]["reason"]
+    assert len(trn1) == 1 and "cluster field 'lnc'" in trn1[0]["reason"]
     assert {r["system"] for r in got.ranked} == {"trn2.48xlarge", "p4d.24xlarge"}

@@ -96,7 +96,7 @@ def test_memory_counts_parameters_and_peak_buffers():
     assert g.parameter_bytes == (M * K + K * N + N * K) * 4
     # dot.3 dies at the ReLU (fused, never stored); the peak is exp's result while the last dot writes
     assert g.temporary_bytes == pytest.approx((M * N + M * K) * 4)
-    assert CostModel("trn1.32xlarge").hbm_per_rank == Cluster("trn1.32xlarge").hbm_per_rank
+    assert CostModel("trn1.32xlarge").hbm_per_rank == Cluster("trn1.32xlarge").hbm_bytes_per_rank
 
 
 def test_all_reduce_is_timed_on_the_fabric():

@@ -7,6 +7,7 @@ import sys
 
 import click
 
+from trnsim import flags
 from trnsim.errors import OptionError, TrnsimError
 
 
@@ -79,7 +80,7 @@ class _Group(click.Group):
         try:
             rv = super().main(args, prog_name, complete_var, standalone_mode=False, **extra)
         except TrnsimError as e:
-            if os.environ.get("TRNSIM_TRACEBACK"):
+            if flags.TRACEBACK.raw():
                 _user_frames(e)
             fail(str(e), e.exit_code, type(e).__name__, js)
         except click.UsageError as e:
@@ -96,7 +97,7 @@ class _Group(click.Group):
         except OSError as e:  # a file that cannot be read or written
             fail(f"{e.strerror or e}: {e.filename}" if e.filename else str(e), 1, type(e).__name__, js)
         except Exception as e:  # a fault in trnsim itself: one line, the traceback on request
-            if os.environ.get("TRNSIM_TRACEBACK"):
+            if flags.TRACEBACK.raw():
                 raise
             fail(f"internal error {type(e).__name__}: {e} (TRNSIM_TRACEBACK=1 shows where)", 1, "InternalError", js)
         sys.exit(rv if isinstance(rv, int) else 0)
@@ -104,12 +105,12 @@ class _Group(click.Group):
 
 @click.group(cls=_Group, invoke_without_command=True, context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(package_name="trnsim")
-@click.option("--hardware", metavar="CHIP.toml", envvar="TRNSIM_HARDWARE",
+@click.option("--hardware", metavar="CHIP.toml", envvar=flags.HARDWARE.name,
               help="Run every command on a what-if chip: a catalog chip (base = \"trn2\") with changed figures.")
-@click.option("--race-check", type=click.Choice(["auto", "off", "warn", "error", "order"]), envvar="TRNSIM_RACE_CHECK",
+@click.option("--race-check", type=click.Choice(["auto", "off", "warn", "error", "order"]), envvar=flags.RACE_CHECK.name,
               help="Loop-carried dependencies in affine_range loops: auto (default) warns about them where the "
                    "compiler would reorder the loop (beta API; TRNSIM_STRICT=1 refuses them); warn or error checks every affine loop; order reruns the launch with affine iterations reversed, then interleaved, and compares the outputs bit for bit.")
-@click.option("--nki-version", type=click.Choice(["0.6", "0.7"]), envvar="TRNSIM_NKI_VERSION",
+@click.option("--nki-version", type=click.Choice(["0.6", "0.7"]), envvar=flags.NKI_VERSION.name,
               help="The NKI version kernels target (default 0.7): names 0.7 removed run for 0.6 kernels with a "
                    "deprecation warning; names 0.7 added are refused for 0.6.")
 @click.pass_context
@@ -122,11 +123,11 @@ def cli(ctx, hardware, race_check, nki_version):
         from trnsim import specs
 
         specs.hardware(hardware).use()
-        os.environ["TRNSIM_HARDWARE"] = os.path.abspath(hardware)  # worker processes run on it too
+        flags.HARDWARE.set(os.path.abspath(hardware))  # worker processes run on it too
     if race_check:
-        os.environ["TRNSIM_RACE_CHECK"] = race_check
+        flags.RACE_CHECK.set(race_check)
     if nki_version:
-        os.environ["TRNSIM_NKI_VERSION"] = nki_version
+        flags.NKI_VERSION.set(nki_version)
 
 
 def _finite(v):

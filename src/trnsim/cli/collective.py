@@ -35,11 +35,6 @@ OP_NAMES = {
     "all_to_all": "all_to_all", "alltoallv": "all_to_allv", "all_to_allv": "all_to_allv",
     "permute": "permute", "sendrecv": "send_recv", "send_recv": "send_recv", "broadcast": "broadcast",
 }
-# nccom-test's dtype names -> trnsim.numerics names; printed back under nccom-test's names
-DTYPE_NAMES = {"fp32": "float32", "fp16": "float16", "bf16": "bfloat16", "fp8": "float8_e4m3", "fp8e4": "float8_e4m3",
-               "fp8_e4m3": "float8_e4m3", "fp8_e5m2": "float8_e5m2", "uint8": "uint8", "int8": "int8",
-               "uint16": "uint16", "int16": "int16", "uint32": "uint32", "int32": "int32"}
-NCCOM_NAME = {v: k for k, v in reversed(DTYPE_NAMES.items())}
 GIB = 2**30
 CHECK_ELEMS = 2**22  # values checked per row at most (all ranks together); larger rows check a prefix
 MAX_ROWS = 10_000  # sizes in one sweep: a table, not a scan of every byte count
@@ -261,10 +256,10 @@ def sweep(op: str, system: str, nodes: int, ranks: int | None, sizes_: list[int]
     if operation is None:
         raise UnknownNameError("collective operation", op, list(OP_NAMES))
     try:
-        dt = numerics.dtype(DTYPE_NAMES.get(dtype, dtype))
+        dt = numerics.dtype(numerics.dtype_name(dtype))  # nccom-test's names (fp8, bf16) or trnsim's
     except UnknownNameError as e:
         raise OptionError("-d/--datatype", str(e)) from None
-    name = NCCOM_NAME.get(dt.name, dt.name)
+    name = numerics.SHORT.get(dt.name, dt.name)
     for s, opt in ((sizes_[0], "-b/--minbytes"), (sizes_[-1], "-e/--maxbytes")):
         if s % dt.itemsize:
             raise OptionError(opt, f"{s} B is not a whole number of {dt.itemsize}-byte {name} elements")

@@ -221,14 +221,14 @@ def _best(m, cluster, rec, tp, pp, vpp, cp, ep):
         if best is None or p.tokens_per_s > best.tokens_per_s:
             best = p
     if best is None:
-        raise first_error or LayoutError("tp", f"no layout of {m.name} fits {cluster.describe()}")
+        raise first_error or LayoutError("tp", f"no layout of {m.name} fits {cluster.short()}")
     return best
 
 
 def _table(p, tokens: float, chosen: bool = False):
     from rich.table import Table
 
-    t = Table(title=f"{p.model.name} on {p.cluster.describe()}: {p.layout.short()}"
+    t = Table(title=f"{p.model.name} on {p.cluster.short()}: {p.layout.short()}"
                     + (" (fastest valid)" if chosen else ""), show_header=False, box=None, pad_edge=False)
     t.add_column(style="bold")
     t.add_column()

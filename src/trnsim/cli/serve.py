@@ -128,7 +128,7 @@ def _table(p, chosen: bool = False):
 
     s, d = p.setup, p.to_dict()
     lay = f"TP{s.tp} DP{s.dp}" + (f" EP{s.ep}" if s.ep > 1 else "") + (f" CP{s.cp}" if s.cp > 1 else "")
-    t = Table(title=f"{p.model.name} served on {p.cluster.describe()}: {lay}" + (" (lowest TPOT that fits)" if chosen else ""),
+    t = Table(title=f"{p.model.name} served on {p.cluster.short()}: {lay}" + (" (lowest TPOT that fits)" if chosen else ""),
               show_header=False, box=None, pad_edge=False)
     t.add_column(style="bold")
     t.add_column()

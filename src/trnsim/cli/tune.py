@@ -25,6 +25,7 @@ from pathlib import Path
 
 import click
 
+from trnsim import flags
 from trnsim.cli import CHARTS_MISSING, charts_installed, cli, emit_json, output_folder
 from trnsim.cli.profile import TARGETS, _Progress, load_kernel, parse_arg, run_profile
 from trnsim.errors import ConfigError, OptionError, TrnsimError, UserCodeError
@@ -97,7 +98,7 @@ def run_config(task) -> dict:
     from trnsim.core.errors import KernelError
     from trnsim.core.timing import benchmark
 
-    hw = os.environ.get("TRNSIM_HARDWARE")
+    hw = flags.HARDWARE.raw()
     if hw and specs.active() is None:  # a worker that did not inherit the what-if chip
         specs.hardware(hw).use()
     row = {"index": index, "config": config, "ok": False}

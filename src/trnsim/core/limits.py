@@ -19,10 +19,10 @@ import functools
 import os
 import resource
 
+from trnsim import flags
 from trnsim.core.errors import KernelError
 from trnsim.errors import ConfigError
 
-INSTRUCTIONS_ENV, MEMORY_ENV = "TRNSIM_MAX_INSTRUCTIONS", "TRNSIM_MAX_MEMORY_MB"
 DEFAULT_INSTRUCTIONS = 300_000  # 30 times what a 4096^3 tiled bf16 matmul issues
 DEFAULT_MEMORY_MB = 4096  # growth of this process during the launch
 _CHECK_EVERY = 1 << 14  # instructions between two memory readings
@@ -36,9 +36,9 @@ class Budget:
     """What one launch may still spend; every core of an LNC 2 launch charges the same budget."""
 
     def __init__(self, instructions: int | None = None, memory_mb: int | None = None):
-        self.max_instructions = int(_setting(instructions, INSTRUCTIONS_ENV, DEFAULT_INSTRUCTIONS))
-        self.chosen = instructions is not None or bool(os.environ.get(INSTRUCTIONS_ENV))
-        self.max_bytes = int(_setting(memory_mb, MEMORY_ENV, DEFAULT_MEMORY_MB)) << 20
+        self.max_instructions = int(_setting(instructions, flags.MAX_INSTRUCTIONS, DEFAULT_INSTRUCTIONS))
+        self.chosen = instructions is not None or bool(flags.MAX_INSTRUCTIONS.raw())
+        self.max_bytes = int(_setting(memory_mb, flags.MAX_MEMORY_MB, DEFAULT_MEMORY_MB)) << 20
         self.issued = 0
         self.rss0 = _rss()
         self.held: list = []  # memories whose tensors' bytes are not charged (core/memory.HBM)
@@ -62,25 +62,25 @@ class Budget:
         self.issued += 1
         if self.max_instructions is not None and self.issued > self.max_instructions:
             note, at = _where(location)
-            raise BudgetError(f"the launch issued more than {self.max_instructions:,} instructions ({INSTRUCTIONS_ENV}"
+            raise BudgetError(f"the launch issued more than {self.max_instructions:,} instructions ({flags.MAX_INSTRUCTIONS.name}"
                               f" or @nki.jit(max_instructions=N) raises the budget){note}", at)
         if not self.issued % _CHECK_EVERY:
             grown = self.grown()
             if grown > self.max_bytes:
                 note, at = _where(location)
                 raise BudgetError(f"the launch took {grown >> 20} MiB of memory after {self.issued:,} instructions, "
-                                  f"over its {self.max_bytes >> 20} MiB budget ({MEMORY_ENV} or "
+                                  f"over its {self.max_bytes >> 20} MiB budget ({flags.MAX_MEMORY_MB.name} or "
                                   f"@nki.jit(max_memory_mb=N) raises it){note}", at)
 
 
-def _setting(given, env: str, default: int):
+def _setting(given, flag: flags.Flag, default: int):
     if given is not None:
         return given
-    raw = os.environ.get(env)
+    raw = flag.raw()
     if raw is None or raw == "":
         return default
     if not raw.isdigit():
-        raise ConfigError(f"{env}={raw!r}: expected a whole number")
+        raise ConfigError(f"{flag.name}={raw!r}: expected a whole number")
     return int(raw)
 
 

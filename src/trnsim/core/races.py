@@ -30,18 +30,16 @@ that cross dims) falls back to its flat element range, which can only over-repor
 """
 from __future__ import annotations
 
-import os
 import warnings
 
 import ml_dtypes
 import numpy as np
 
+from trnsim import flags
 from trnsim.core.errors import KernelError, UninitializedError, where
 from trnsim.core.isa.opcodes import MATMUL
 from trnsim.core.memory import Space
 
-ENV = "TRNSIM_RACE_CHECK"
-STRICT = "TRNSIM_STRICT"  # set to 1: every rule the hardware may break is refused, loop-carried dependencies too
 MODES = ("auto", "off", "warn", "error", "order")
 
 
@@ -56,7 +54,7 @@ class LoopCarriedWarning(UserWarning):
 def mode(option=None) -> str:
     """The race-check mode from a kernel option or TRNSIM_RACE_CHECK; True means `error`, False `off`.
     `auto` (the default) checks the loops that promise independence to their compiler (NeuronCore.loop)."""
-    raw = option if option is not None else os.environ.get(ENV, "auto")
+    raw = option if option is not None else flags.RACE_CHECK.raw() or "auto"
     raw = {True: "error", False: "off"}.get(raw, raw)
     raw = str(raw).lower()
     if raw in ("1", "on", "true"):
@@ -73,7 +71,7 @@ def how(race_check: str) -> str:
     (`--race-check error`) or strict mode (TRNSIM_STRICT=1 set) a LoopCarriedError. The compiler compiles such
     loops and the hardware runs them, often as their authors intend (the iterations of a short loop in order),
     so only the asking user is refused."""
-    return "error" if race_check == "error" or os.environ.get(STRICT) == "1" else "warn"
+    return "error" if race_check == "error" or flags.STRICT.raw() == "1" else "warn"
 
 
 def box(view):

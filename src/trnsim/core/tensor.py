@@ -19,8 +19,7 @@ from typing import NamedTuple
 import numpy as np
 
 from trnsim import numerics
-from trnsim.core.errors import (DTypeError, KernelError, MemorySpaceError, OutOfBoundsError, PartitionLimitError,
-                                ShapeError)
+from trnsim.core.errors import DTypeError, KernelError, OutOfBoundsError, ShapeError
 from trnsim.core.memory import Allocation, Space
 
 _MASK_TYPES = {1: np.uint8, 2: np.uint16, 4: np.uint32, 8: np.uint64}
@@ -702,12 +701,3 @@ def _slice_bounds(k: slice, n: int, view: View, dim: int):
     return start, max(start, stop), step
 
 
-def check_partitions(v: View, pmax: int, what: str):
-    if v.on_chip and v.shape[0] > pmax:
-        raise PartitionLimitError(f"{what}: partition dim {v.shape[0]} exceeds pmax {pmax}")
-
-
-def check_space(v: View, allowed, what: str):
-    if v.space not in allowed:
-        names = "/".join(s.value for s in allowed)
-        raise MemorySpaceError(f"{what} must be in {names}; {v.name!r} is in {v.space.value}")

@@ -7,16 +7,18 @@
 
 See docs/fabric.md.
 """
-from trnsim.fabric.cluster import Cluster, Device, Placement, RankError, cluster
+from trnsim.fabric.cluster import Cluster, ClusterError, Device, RankError, RankLocation, cluster
 from trnsim.fabric.collectives import (
-    REDUCE_OPS, CollectiveResult, ShapeError, all_gather, all_reduce, all_to_all, all_to_allv, broadcast,
+    REDUCE_OPS, CollectiveResult, CollectiveShapeError, all_gather, all_reduce, all_to_all, all_to_allv, broadcast,
     permute, reduce_scatter, send_recv,
 )
 from trnsim.fabric.runtime import ALGORITHMS, OPS, AlgorithmError
 from trnsim.fabric.timing import MODELS, bus_factor, choose, collective_time
 
+Placement, ShapeError = RankLocation, CollectiveShapeError  # the names earlier releases exported
+
 __all__ = [
-    "ALGORITHMS", "MODELS", "OPS", "REDUCE_OPS", "AlgorithmError", "Cluster", "CollectiveResult", "Device", "Placement",
-    "RankError", "ShapeError", "all_gather", "all_reduce", "all_to_all", "all_to_allv", "broadcast", "bus_factor",
+    "ALGORITHMS", "MODELS", "OPS", "REDUCE_OPS", "AlgorithmError", "Cluster", "ClusterError", "CollectiveResult", "CollectiveShapeError",
+    "Device", "Placement", "RankError", "RankLocation", "ShapeError", "all_gather", "all_reduce", "all_to_all", "all_to_allv", "broadcast", "bus_factor",
     "choose", "cluster", "collective_time", "permute", "reduce_scatter", "send_recv",
 ]

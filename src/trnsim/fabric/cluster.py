@@ -2,7 +2,7 @@
 
     >>> c = cluster("trn1.32xlarge", nodes=2)
     >>> c.ranks, c.place(33)
-    (64, Placement(rank=33, node=1, chip=16, core=1))
+    (64, RankLocation(rank=33, node=1, chip=16, core=1))
 
 A cluster is `nodes` copies of one catalog system (an instance or an UltraServer) joined over EFA.
 Ranks are placed as the Neuron runtime places them: contiguous per node, then rank r of a node on
@@ -33,7 +33,7 @@ def where() -> str:
 
 
 @dataclass(frozen=True)
-class Placement:
+class RankLocation:
     rank: int
     node: int  # which system of the cluster
     chip: int  # global chip index: node * chips per node + chip in node
@@ -58,13 +58,44 @@ class Device:
         return self.spec.hbm_bandwidth
 
 
-@dataclass(frozen=True, eq=False)
+class ClusterError(ConfigError):
+    """A cluster that cannot be built: names the field, the rule and the numbers."""
+
+    def __init__(self, field: str, rule: str):
+        self.field, self.rule = field, rule
+        super().__init__(f"cluster field {field!r}: {rule}")
+
+
+@dataclass(frozen=True)
 class Cluster:
-    """`nodes` identical systems (instances or UltraServers) on one EFA network."""
+    """`nodes` identical systems (instances or UltraServers) on one EFA network, and the logical core size: the
+    one cluster of the fabric and the planner. Hashable by value, so caches key on it; a GPU system (kept for
+    comparison by the planner) runs one rank per GPU."""
 
     system: SystemSpec
-    nodes: int
-    lnc: int
+    nodes: int = 1
+    lnc: int | None = None  # None: the generation's default
+
+    def __post_init__(self):
+        if isinstance(self.system, str):
+            object.__setattr__(self, "system", specs.system(self.system))
+        chip = self.system.chip
+        if not chip.is_neuron:
+            if self.lnc not in (None, 1):
+                raise ClusterError("lnc", f"{self.system.name} has GPUs, not NeuronCores: LNC does not apply, got {self.lnc}")
+            object.__setattr__(self, "lnc", 1)
+        elif self.lnc is None:
+            object.__setattr__(self, "lnc", chip.lnc_default)
+        elif self.lnc not in chip.lnc_configs:
+            raise ClusterError("lnc", f"{chip.name} allows LNC {', '.join(map(str, chip.lnc_configs))}, got {self.lnc}")
+        if isinstance(self.nodes, bool) or not isinstance(self.nodes, int) or self.nodes < 1:
+            raise ClusterError("nodes", f"must be a positive integer, got {self.nodes!r}")
+        if self.nodes > 1 and self.system.efa_bandwidth <= 0:
+            raise ClusterError("nodes", f"{self.nodes} x {self.system.name}: the catalog has no EFA bandwidth for "
+                                        f"{self.system.name}, so a multi-node cluster cannot be timed")
+
+    def __hash__(self):  # equal clusters have equal keys; a what-if system differs in its fields, not its key
+        return hash((self.system.key, self.nodes, self.lnc))
 
     @property
     def chips_per_node(self) -> int:
@@ -75,13 +106,14 @@ class Cluster:
         return self.nodes * self.system.chips
 
     @property
-    def cores_per_chip(self) -> int:
-        """Logical NeuronCores (ranks) per chip."""
-        return self.system.chip.cores // self.lnc
+    def ranks_per_chip(self) -> int:
+        """Logical NeuronCores (Trainium) or GPUs per chip: one rank each."""
+        chip = self.system.chip
+        return chip.cores // self.lnc if chip.is_neuron else 1  # lnc checked against the chip's configs when made
 
     @property
     def ranks_per_node(self) -> int:
-        return self.system.chips * self.cores_per_chip
+        return self.system.chips * self.ranks_per_chip
 
     @property
     def ranks(self) -> int:
@@ -93,31 +125,31 @@ class Cluster:
 
     @property
     def hbm_bytes_per_rank(self) -> int:
-        return self.system.chip.hbm_bytes // self.cores_per_chip
+        return self.system.chip.hbm_bytes // self.ranks_per_chip
 
-    def place(self, rank: int) -> Placement:
+    def place(self, rank: int) -> RankLocation:
         """Where rank `rank` runs (node, global chip, logical core on the chip)."""
         self.check_ranks([rank])
         node, local = divmod(rank, self.ranks_per_node)
-        chip, core = divmod(local, self.cores_per_chip)
-        return Placement(rank, node, node * self.chips_per_node + chip, core)
+        chip, core = divmod(local, self.ranks_per_chip)
+        return RankLocation(rank, node, node * self.chips_per_node + chip, core)
 
     def device(self, chip: int) -> Device:
         """Chip `chip` of the cluster (global index, node by node)."""
         if not 0 <= chip < self.chips:
             raise RankError(f"chip {chip} is outside {self.name}, which has chips 0..{self.chips - 1}{where()}")
-        k = self.cores_per_chip
+        k = self.ranks_per_chip
         return Device(chip, chip // self.chips_per_node, self.system.chip, range(chip * k, (chip + 1) * k))
 
     def chip_of(self, ranks):
         """Global chip index of each rank (numpy-vectorized)."""
-        return ranks // self.cores_per_chip
+        return ranks // self.ranks_per_chip
 
     def check_ranks(self, ranks) -> None:
         bad = [r for r in ranks if not 0 <= int(r) < self.ranks]
         if bad:
             raise RankError(f"rank {bad[0]} is outside {self.name}, which holds ranks 0..{self.ranks - 1} "
-                            f"({self.chips} chips x {self.cores_per_chip} logical cores at LNC {self.lnc}){where()}")
+                            f"({self.chips} chips x {self.ranks_per_chip} logical cores at LNC {self.lnc}){where()}")
         if len(set(int(r) for r in ranks)) != len(ranks):
             raise RankError(f"a rank appears twice in the group {list(ranks)[:16]}{where()}")
 
@@ -131,6 +163,11 @@ class Cluster:
 
         return Network(self)
 
+    def short(self) -> str:
+        """One line for titles and messages: systems, ranks and LNC."""
+        lnc = f", LNC {self.lnc}" if self.system.chip.core else ""
+        return f"{self.nodes} x {self.system.name} ({self.ranks} ranks{lnc})"
+
     def describe(self) -> str:
         """A few lines: systems, chips, ranks, links and EFA, for `trnsim ls` and reports."""
         s, net = self.system, self.network
@@ -138,8 +175,8 @@ class Cluster:
         lines = [
             f"{self.name}: {self.chips:,} x {s.chip.name} in {self.nodes:,} x {s.name} "
             f"({s.topology_kind} {'x'.join(map(str, s.topology_shape))})",
-            f"  ranks: {self.ranks:,} (LNC {self.lnc}: {self.cores_per_chip} per chip, {self.ranks_per_node} per node; "
-            f"rank r -> node r // {self.ranks_per_node}, chip (r mod {self.ranks_per_node}) // {self.cores_per_chip})",
+            f"  ranks: {self.ranks:,} (LNC {self.lnc}: {self.ranks_per_chip} per chip, {self.ranks_per_node} per node; "
+            f"rank r -> node r // {self.ranks_per_node}, chip (r mod {self.ranks_per_node}) // {self.ranks_per_chip})",
             f"  {s.chip.link}: {s.intra_link_bandwidth / 1e9:,.0f} GB/s per chip inside a server"
             + (f", {s.inter_link_bandwidth / 1e9:,.0f} GB/s across servers" if s.inter_link_bandwidth else "")
             + (f"; links: {', '.join(kinds)}" if kinds else ""),

@@ -29,7 +29,7 @@ from trnsim.fabric.cluster import Cluster, cluster as make_cluster, where
 REDUCE_OPS = {"sum": np.add, "max": np.maximum, "min": np.minimum, "prod": np.multiply}
 
 
-class ShapeError(TrnsimError, ValueError):
+class CollectiveShapeError(TrnsimError, ValueError):
     """Per-rank arrays whose shapes or dtypes disagree, or that the operation cannot split."""
 
     exit_code = 2
@@ -58,11 +58,11 @@ class CollectiveResult:
 def _inputs(arrays, what: str, dtype=None, same_shape: bool = True):
     """Check the per-rank arrays and resolve their trnsim dtype."""
     if isinstance(arrays, np.ndarray) or not hasattr(arrays, "__len__") or len(arrays) == 0:
-        raise ShapeError(f"{what} takes a non-empty list of per-rank arrays, got {type(arrays).__name__}{where()}")
+        raise CollectiveShapeError(f"{what} takes a non-empty list of per-rank arrays, got {type(arrays).__name__}{where()}")
     xs = [np.asarray(a) for a in arrays]
     dts = {x.dtype for x in xs}
     if len(dts) > 1 and dtype is None:
-        raise ShapeError(f"{what}: per-rank arrays disagree in dtype ({', '.join(sorted(map(str, dts)))}); "
+        raise CollectiveShapeError(f"{what}: per-rank arrays disagree in dtype ({', '.join(sorted(map(str, dts)))}); "
                          f"cast them to one type{where()}")
     try:
         dt = numerics.dtype(dtype if dtype is not None else xs[0].dtype)
@@ -70,14 +70,14 @@ def _inputs(arrays, what: str, dtype=None, same_shape: bool = True):
         raise UnknownNameError("collective dtype", str(dtype if dtype is not None else xs[0].dtype),
                                [t.name for t in numerics.ALL if t.kind in ("float", "int", "uint")]) from None
     if dt.kind not in ("float", "int", "uint"):
-        raise ShapeError(f"{what}: dtype {dt.name} cannot be reduced or moved by collectives; use an unpacked "
+        raise CollectiveShapeError(f"{what}: dtype {dt.name} cannot be reduced or moved by collectives; use an unpacked "
                          f"float or integer type{where()}")
     if dtype is not None:
         xs = [numerics.cast(x, dt, rounding="rne") if x.dtype != dt.np else x for x in xs]
     if same_shape:
         for i, x in enumerate(xs):
             if x.shape != xs[0].shape:
-                raise ShapeError(f"{what}: rank {i} has shape {x.shape}, rank 0 has {xs[0].shape}; "
+                raise CollectiveShapeError(f"{what}: rank {i} has shape {x.shape}, rank 0 has {xs[0].shape}; "
                                  f"every rank must pass the same shape{where()}")
     return xs, dt
 
@@ -87,7 +87,7 @@ def _setup(n: int, cluster: Cluster | None, ranks):
         cluster = make_cluster("trn2.48xlarge", nodes=max(1, -(-n // 64)))
     g = R.group_of(cluster, n if ranks is None else ranks)
     if g.n != n:
-        raise ShapeError(f"{n} per-rank arrays for a group of {g.n} ranks; pass one array per rank{where()}")
+        raise CollectiveShapeError(f"{n} per-rank arrays for a group of {g.n} ranks; pass one array per rank{where()}")
     return g
 
 
@@ -165,7 +165,7 @@ def _reduction(kind: str, arrays, op, cluster, ranks, algorithm, model, rounding
     n = len(xs)
     g = _setup(n, cluster, ranks)
     if kind in ("rs", "ag") and xs[0].ndim == 0 or kind == "rs" and xs[0].shape[0] % n:
-        raise ShapeError(f"{what}: axis 0 of the per-rank arrays ({xs[0].shape}) must split into {n} equal "
+        raise CollectiveShapeError(f"{what}: axis 0 of the per-rank arrays ({xs[0].shape}) must split into {n} equal "
                          f"blocks, one per rank{where()}")
     nbytes = xs[0].size * dt.itemsize * (n if kind == "ag" else 1)
     t, alg, steps = T.collective_time(what, nbytes, g, g.cluster, algorithm, model)
@@ -228,7 +228,7 @@ def all_to_all(arrays, *, cluster: Cluster | None = None, ranks=None, model: str
     n = len(xs)
     g = _setup(n, cluster, ranks)
     if xs[0].ndim == 0 or xs[0].shape[0] % n:
-        raise ShapeError(f"all_to_all: axis 0 of the per-rank arrays ({xs[0].shape}) must split into {n} "
+        raise CollectiveShapeError(f"all_to_all: axis 0 of the per-rank arrays ({xs[0].shape}) must split into {n} "
                          f"equal blocks, one per destination rank{where()}")
     t, alg, steps = T.collective_time("all_to_all", xs[0].nbytes, g, g.cluster, None, model)
     parts = [np.split(x, n) for x in xs]
@@ -240,7 +240,7 @@ def all_to_allv(arrays, *, cluster: Cluster | None = None, ranks=None, model: st
     """arrays[j][i] (any length) goes from rank j to rank i; rank i gets the list [arrays[0][i], ...]."""
     n = len(arrays)
     if any(not hasattr(a, "__len__") or len(a) != n for a in arrays):
-        raise ShapeError(f"all_to_allv: every rank passes a list of {n} arrays, one per destination{where()}")
+        raise CollectiveShapeError(f"all_to_allv: every rank passes a list of {n} arrays, one per destination{where()}")
     flat, dt = _inputs([x for a in arrays for x in a], "all_to_allv", dtype, same_shape=False)
     g = _setup(n, cluster, ranks)
     sizes = np.array([x.nbytes for x in flat], dtype=float).reshape(n, n)
@@ -263,7 +263,7 @@ def permute(arrays, pairs=None, *, cluster: Cluster | None = None, ranks=None, m
     dsts = [b for _, b in pairs]
     bad = [p for p in pairs if not (0 <= p[0] < n and 0 <= p[1] < n)]
     if bad or len(set(dsts)) != len(dsts):
-        raise ShapeError(f"permute: pairs must name ranks 0..{n - 1} and each destination once, got "
+        raise CollectiveShapeError(f"permute: pairs must name ranks 0..{n - 1} and each destination once, got "
                          f"{bad[0] if bad else pairs}{where()}")
     out = [np.zeros_like(x) for x in xs]
     for a, b in pairs:
@@ -289,7 +289,7 @@ def broadcast(arrays, root: int = 0, *, cluster: Cluster | None = None, ranks=No
     xs, dt = _inputs(arrays, "broadcast", dtype)
     n = len(xs)
     if not 0 <= root < n:
-        raise ShapeError(f"broadcast: root {root} is not a rank of this {n}-rank group{where()}")
+        raise CollectiveShapeError(f"broadcast: root {root} is not a rank of this {n}-rank group{where()}")
     g = _setup(n, cluster, ranks)
     t, alg, steps = T.collective_time("broadcast", xs[0].nbytes, g, g.cluster, None, model)
     return CollectiveResult([xs[root].copy() for _ in xs], t, alg, steps)

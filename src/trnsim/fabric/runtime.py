@@ -38,7 +38,7 @@ def check_op(op: str) -> str:
 
 
 @dataclass(frozen=True, eq=False)
-class Group:
+class CollectiveGroup:
     """The ranks of one collective (group position i runs on global rank ranks[i]) and their shape."""
 
     cluster: Cluster
@@ -75,8 +75,8 @@ class Group:
         return self.n % 2 == 0 and self.n >= 4 and bool((self.chips[0::2] == self.chips[1::2]).all())
 
 
-def group_of(cluster: Cluster, group) -> Group:
-    """A Group from None (every rank), a rank count (the first n ranks) or a sequence of ranks; cached."""
+def group_of(cluster: Cluster, group) -> CollectiveGroup:
+    """A CollectiveGroup from None (every rank), a rank count (the first n ranks) or a sequence of ranks; cached."""
     cache = cluster.__dict__.setdefault("_groups", {})
     key = group if group is None or isinstance(group, (int, np.integer)) else tuple(map(int, group))
     if key not in cache:
@@ -86,27 +86,27 @@ def group_of(cluster: Cluster, group) -> Group:
     return cache[key]
 
 
-def _new_group(cluster: Cluster, group) -> Group:
+def _new_group(cluster: Cluster, group) -> CollectiveGroup:
     if group is None:
         ranks = np.arange(cluster.ranks)
     elif isinstance(group, (int, np.integer)) and not isinstance(group, bool):
         if not 1 <= group <= cluster.ranks:
             raise RankError(f"{group} ranks do not fit {cluster.name}: it holds {cluster.ranks} "
-                            f"({cluster.chips} chips x {cluster.cores_per_chip} logical cores at LNC {cluster.lnc}){where()}")
+                            f"({cluster.chips} chips x {cluster.ranks_per_chip} logical cores at LNC {cluster.lnc}){where()}")
         ranks = np.arange(group)
     else:
         ranks = np.asarray(list(group), dtype=np.int64)
         if ranks.ndim != 1 or len(ranks) == 0:
             raise RankError(f"a group is a non-empty list of ranks, got {group!r}{where()}")
         cluster.check_ranks(ranks)
-    return Group(cluster, ranks)
+    return CollectiveGroup(cluster, ranks)
 
 
 def _pow2(n: int) -> bool:
     return n >= 2 and n & (n - 1) == 0
 
 
-def _intra(op: str, nbytes: float, g: Group) -> list[str]:
+def _intra(op: str, nbytes: float, g: CollectiveGroup) -> list[str]:
     """What the runtime may run inside one node at this size (reference 2.3): each algorithm up to its
     published size limit, the large-message one at every size. Larger messages only lose candidates."""
     th = fabric_specs.constants().thresholds
@@ -133,14 +133,14 @@ def _inter(op: str, nbytes: float, Y: int) -> list[str]:
     return out + ["rdh"] * ((_pow2(Y) or op == "all_reduce") and nbytes < th.rdh_max_bytes) + ["ring"]
 
 
-def rings_only(g: Group) -> bool:
+def rings_only(g: CollectiveGroup) -> bool:
     """Whether the 2023 runtime's rings-only policy holds: on Trn1, over as many nodes as its published tables
     measure (fabric.toml); beyond, the current runtime's choice."""
     return (g.cluster.constants.policy == "ring"
             and g.nodes <= fabric_specs.constants().thresholds.ring_policy_max_nodes)
 
 
-def candidates(op: str, nbytes: float, g: Group) -> list[tuple[str, tuple[str, str] | None]]:
+def candidates(op: str, nbytes: float, g: CollectiveGroup) -> list[tuple[str, tuple[str, str] | None]]:
     """(algorithm, hierarchical's row and column algorithms or None) the runtime may run for `op` of `nbytes`.
 
     The runtime runs the fastest of them (`timing.choose`). Every algorithm's time grows with size and a
@@ -164,7 +164,7 @@ def candidates(op: str, nbytes: float, g: Group) -> list[tuple[str, tuple[str, s
     if not g.grid:
         return [("ring", None)]
     Y, X = servers or g.grid
-    rows = dict.fromkeys("mesh" if a == "oneshot" else a for a in _intra(op, nbytes, Group(g.cluster, g.ranks[:X]))
+    rows = dict.fromkeys("mesh" if a == "oneshot" else a for a in _intra(op, nbytes, CollectiveGroup(g.cluster, g.ranks[:X]))
                          if a != "torus")
     two = [("hierarchical", (r, c)) for r in rows for c in _inter(op, nbytes / X, Y)]
     if servers:
@@ -174,7 +174,7 @@ def candidates(op: str, nbytes: float, g: Group) -> list[tuple[str, tuple[str, s
     return two + [("ring", None)] * (g.cluster.constants.policy == "ring")
 
 
-def _servers(g: Group) -> tuple[int, int] | None:
+def _servers(g: CollectiveGroup) -> tuple[int, int] | None:
     """(servers, ranks per server) when the group is a whole UltraServer of several servers (instances), whose
     links between servers make it a two-level system; else None."""
     s = g.cluster.system
@@ -198,7 +198,7 @@ def _chip_cycle(system) -> np.ndarray:
     return pos
 
 
-def _ring_orders(g: Group, rows: np.ndarray, ch: int, rotate: bool) -> np.ndarray:
+def _ring_orders(g: CollectiveGroup, rows: np.ndarray, ch: int, rotate: bool) -> np.ndarray:
     """[ch, G, M] ring orders of the rows of group positions: neighbours on wires, channels alternate direction.
 
     Members are visited chip by chip along the system's ring of chips, node by node; with `rotate`
@@ -209,7 +209,7 @@ def _ring_orders(g: Group, rows: np.ndarray, ch: int, rotate: bool) -> np.ndarra
     cyc = _chip_cycle(c.system)
     r = g.ranks[rows]
     node, local = np.divmod(r, c.ranks_per_node)
-    key = (node * c.ranks_per_node + cyc[local // c.cores_per_chip] * c.cores_per_chip + local % c.cores_per_chip)
+    key = (node * c.ranks_per_node + cyc[local // c.ranks_per_chip] * c.ranks_per_chip + local % c.ranks_per_chip)
     base = np.argsort(key, axis=1, kind="stable")
     out = np.empty((ch,) + rows.shape, dtype=np.int64)
     G, M = rows.shape
@@ -218,7 +218,7 @@ def _ring_orders(g: Group, rows: np.ndarray, ch: int, rotate: bool) -> np.ndarra
         o = base
         if rotate and per_node > 1:
             step = (k // 2) * per_node // max(1, ch // 2)
-            step -= step % min(c.cores_per_chip, per_node)
+            step -= step % min(c.ranks_per_chip, per_node)
             o = o.reshape(G, -1, per_node)
             o = np.roll(o, -step, axis=2).reshape(G, M)
         out[k] = o if k % 2 == 0 else o[:, ::-1]
@@ -231,7 +231,7 @@ def _natural(ch: int, G: int, M: int) -> np.ndarray:
     return np.broadcast_to(np.where(np.arange(ch)[:, None, None] % 2 == 0, fwd, fwd[::-1]), (ch, G, M)).copy()
 
 
-def schedule(op: str, algorithm: str, g: Group, nbytes: float = 0.0, subs: tuple[str, str] | None = None) -> A.Schedule:
+def schedule(op: str, algorithm: str, g: CollectiveGroup, nbytes: float = 0.0, subs: tuple[str, str] | None = None) -> A.Schedule:
     """The schedule of `op` with `algorithm` on group `g` (hierarchical's row and column algorithms
     `subs`, else the runtime's first candidates for `nbytes`)."""
     n, c = g.n, g.cluster
@@ -248,7 +248,7 @@ def schedule(op: str, algorithm: str, g: Group, nbytes: float = 0.0, subs: tuple
                                  f"the extra ranks in){where()}")
         if algorithm == "kangaring" and not g.pairs_on_chips:
             raise AlgorithmError(f"kangaring needs ranks paired on chips (2i and 2i+1 on one chip, 4 or more ranks); "
-                                 f"this group of {n} ranks has {c.cores_per_chip} rank(s) per chip{where()}")
+                                 f"this group of {n} ranks has {c.ranks_per_chip} rank(s) per chip{where()}")
         # rings run one channel per direction, and across nodes one per EFA NIC (reference 2.4)
         ch = 1 if algorithm in ("mesh", "rdh") else max(2, fabric_specs.efa_nics(c.system.key) if g.nodes > 1 else 2)
         rows = np.arange(n)[None, :]
@@ -268,7 +268,7 @@ def schedule(op: str, algorithm: str, g: Group, nbytes: float = 0.0, subs: tuple
                          f"hierarchical, oneshot{where()}")
 
 
-def hierarchical_parts(op: str, g: Group, nbytes: float = 0.0, subs: tuple[str, str] | None = None):
+def hierarchical_parts(op: str, g: CollectiveGroup, nbytes: float = 0.0, subs: tuple[str, str] | None = None):
     """Hierarchical's phases for one row (node 0's) and one column (each node's first member), each marked
     "row" or "column", with the schedule's name and chunk count: on a grid every row moves the same
     traffic on its own node, and every column the same on each node's chips, so timing prices these
@@ -280,7 +280,7 @@ def hierarchical_parts(op: str, g: Group, nbytes: float = 0.0, subs: tuple[str, 
     return f"hier({row}+{col})", Y * X * ch, A.compose(_KIND[op], Y, row, col, rows, cols)
 
 
-def two_level_shape(op: str, algorithm: str, g: Group, nbytes: float,
+def two_level_shape(op: str, algorithm: str, g: CollectiveGroup, nbytes: float,
                     subs: tuple[str, str] | None = None) -> tuple[int, int, str, str]:
     """(rows Y, members per row X, row algorithm, column algorithm) of hierarchical or torus."""
     n, c = g.n, g.cluster
@@ -289,7 +289,7 @@ def two_level_shape(op: str, algorithm: str, g: Group, nbytes: float,
         if c.system.topology_kind != "torus" or g.nodes > 1 or n != c.ranks_per_node:
             raise AlgorithmError(f"torus rings run on one whole torus system; this group is {n} ranks "
                                  f"on {g.nodes} {c.system.name} ({c.system.topology_kind}){where()}")
-        X = shape[-1] * c.cores_per_chip
+        X = shape[-1] * c.ranks_per_chip
         return n // X, X, "ring", "ring"
     if not _servers(g) and (not g.grid or g.nodes < 2):
         raise AlgorithmError(f"hierarchical needs the same ranks on each of 2 or more nodes (or a whole UltraServer); "
@@ -298,12 +298,12 @@ def two_level_shape(op: str, algorithm: str, g: Group, nbytes: float,
     if rings_only(g):
         return Y, X, "ring", "ring"
     if subs is None:
-        row, col = _intra(op, nbytes, Group(c, g.ranks[:X]))[0], _inter(op, nbytes / X, Y)[0]
+        row, col = _intra(op, nbytes, CollectiveGroup(c, g.ranks[:X]))[0], _inter(op, nbytes / X, Y)[0]
         subs = "mesh" if row == "oneshot" else row, col
     return Y, X, *subs
 
 
-def _scatter_all_gather(g: Group) -> A.Schedule:
+def _scatter_all_gather(g: CollectiveGroup) -> A.Schedule:
     """Broadcast from position 0 as large-message runtimes run it: the root scatters block x to
     position x, then a ring all-gather gives every rank every block ((n-1)/n of the message each way)."""
     n, ch = g.n, 2
@@ -322,7 +322,7 @@ def _check_direct(algorithm: str, op: str, n: int) -> None:
                              f"prices at most {MAX_DIRECT:,} (4,096 ranks); over more, use hierarchical{where()}")
 
 
-def _pointwise(op: str, algorithm: str, g: Group) -> A.Schedule:
+def _pointwise(op: str, algorithm: str, g: CollectiveGroup) -> A.Schedule:
     """Schedules for the data-movement ops: all_to_all (mesh), permute/send_recv/broadcast (direct)."""
     n = g.n
     if op in ("all_to_all", "all_to_allv"):

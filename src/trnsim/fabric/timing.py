@@ -23,7 +23,7 @@ from trnsim import specs
 from trnsim.errors import ConfigError, UnknownNameError
 from trnsim.fabric import algorithms as A
 from trnsim.fabric.cluster import Cluster, cluster as make_cluster, where
-from trnsim.fabric.runtime import (ALGORITHMS, Group, candidates, check_op, group_of, hierarchical_parts, schedule,
+from trnsim.fabric.runtime import (ALGORITHMS, CollectiveGroup, candidates, check_op, group_of, hierarchical_parts, schedule,
                                    two_level_shape)
 
 MODELS = ("alpha-beta", "flow")
@@ -31,7 +31,7 @@ FLOW_TOLERANCE = 0.01  # relative: flows finishing this close together end in on
 FLOW_MAX_RANKS = 2**17  # the flow model prices every node's flows: 30,000 Trn2 chips (120,000 ranks) fit, Rainier does not
 
 
-def _incidence(g: Group, ph: A.Phase, fold: bool, merge: bool = False):
+def _incidence(g: CollectiveGroup, ph: A.Phase, fold: bool, merge: bool = False):
     """Resource loads of a round's transfers: (transfer, resource, weight) entries, latency per
     transfer, capacities and chunks per transfer.
 
@@ -56,7 +56,7 @@ def _incidence(g: Group, ph: A.Phase, fold: bool, merge: bool = False):
     return t, res, w, lat, cap, count
 
 
-def _alpha_beta(g: Group, ph: A.Phase, fold: bool) -> tuple[float, float]:
+def _alpha_beta(g: CollectiveGroup, ph: A.Phase, fold: bool) -> tuple[float, float]:
     """(latency ns, ns per chunk) of one round."""
     if len(ph.src) == 0:
         return 0.0, 0.0
@@ -104,7 +104,7 @@ class _Incidence:
         return rate
 
 
-def _flow(g: Group, ph: A.Phase, fold: bool = False, simulate: bool = False) -> tuple[float, float]:
+def _flow(g: CollectiveGroup, ph: A.Phase, fold: bool = False, simulate: bool = False) -> tuple[float, float]:
     """(latency ns, ns per chunk) of one round under max-min fair sharing, flows finishing in turn.
 
     When every flow of the round has the same size the answer is known without simulating: the
@@ -149,7 +149,7 @@ class Profile:
         return self.floor + sum(rep * (lat + nbytes * per) for _, rep, lat, per in self.phases)
 
 
-def _column(g: Group, ph: A.Phase) -> tuple[float, float]:
+def _column(g: CollectiveGroup, ph: A.Phase) -> tuple[float, float]:
     """(latency ns, ns per chunk) of one round of hierarchical's column level on a grid, from one column's
     transfers: node y's resources carry what member y of every column sends (its chip's memory path and
     NIC out) and receives (memory path, NIC in), so the busiest resource is found per distinct
@@ -172,7 +172,7 @@ def _column(g: Group, ph: A.Phase) -> tuple[float, float]:
     return float(net.k.efa_hop_latency), float((load / net.capacity[:net.per_node]).max() * 1e9)
 
 
-def profile(op: str, algorithm: str, g: Group, model: str = "alpha-beta", nbytes: float = 0.0,
+def profile(op: str, algorithm: str, g: CollectiveGroup, model: str = "alpha-beta", nbytes: float = 0.0,
             subs: tuple[str, str] | None = None, detailed: bool = False) -> Profile:
     """Price the schedule once; cached per (group, op, algorithm, model, sub-algorithms).
 
@@ -206,7 +206,7 @@ def profile(op: str, algorithm: str, g: Group, model: str = "alpha-beta", nbytes
     return cache[key]
 
 
-def price_once(g: Group, ph: A.Phase, model: str = "alpha-beta", unit_bytes: float = 1.0) -> float:
+def price_once(g: CollectiveGroup, ph: A.Phase, model: str = "alpha-beta", unit_bytes: float = 1.0) -> float:
     """Nanoseconds of one collective made of the single round `ph` whose counts are in units of `unit_bytes`."""
     if model not in MODELS:
         raise UnknownNameError("timing model", model, MODELS)
@@ -235,7 +235,7 @@ def collective_time(op: str, nbytes: float, group=None, cluster: Cluster | str |
         cluster = _named_cluster(cluster, specs.active())
     if nbytes < 0:
         raise ConfigError(f"nbytes must be >= 0, got {nbytes}{where()}")
-    g = group if isinstance(group, Group) else group_of(cluster, group)
+    g = group if isinstance(group, CollectiveGroup) else group_of(cluster, group)
     if algorithm is not None and algorithm not in ALGORITHMS:
         raise UnknownNameError("collective algorithm", algorithm, ALGORITHMS)
     if g.n == 1:
@@ -248,18 +248,18 @@ def collective_time(op: str, nbytes: float, group=None, cluster: Cluster | str |
     return p.time(nbytes), p.algorithm, p.steps
 
 
-def pick(op: str, nbytes: float, g: Group, model: str = "alpha-beta") -> tuple[str, tuple[str, str] | None]:
+def pick(op: str, nbytes: float, g: CollectiveGroup, model: str = "alpha-beta") -> tuple[str, tuple[str, str] | None]:
     """The runtime's choice: the fastest of the algorithms it may run at this size (`runtime.candidates`)."""
     return _fastest(candidates(op, nbytes, g), op, nbytes, g, model)
 
 
-def _fastest(cands, op: str, nbytes: float, g: Group, model: str):
+def _fastest(cands, op: str, nbytes: float, g: CollectiveGroup, model: str):
     if len(cands) == 1:
         return cands[0]
     return min(cands, key=lambda a: profile(op, a[0], g, model, nbytes, a[1]).time(nbytes))
 
 
-def choose(op: str, nbytes: float, g: Group, model: str = "alpha-beta") -> str:
+def choose(op: str, nbytes: float, g: CollectiveGroup, model: str = "alpha-beta") -> str:
     """The name of the algorithm the runtime runs for `op` of `nbytes` on group `g`."""
     return pick(op, nbytes, g, model)[0]
 

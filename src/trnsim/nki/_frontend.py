@@ -15,7 +15,7 @@ import warnings
 
 import numpy as np
 
-from trnsim import live, numerics
+from trnsim import flags, live, numerics
 from trnsim.core import NeuronCore, Op, View
 from trnsim.core.machine import TARGET_ENV, resolve_target
 from trnsim.core import fast, races as _races
@@ -336,7 +336,7 @@ def launch(kernel: Kernel, args, kwargs, target=None, values=True, order=None):
     if kernel.checks_lnc and versions.target() == "0.7" and any(map(_on_device, (*args, *kwargs.values()))):
         lnc = check_lnc(kernel, target)  # NEURON_LOGICAL_NC_CONFIG sets it for a kernel launched without a grid
     programs = (kernel if lnc == kernel.lnc else Kernel(kernel.fn, lnc, **kernel.options)).programs()
-    nc0 = NeuronCore(target, strict=os.environ.get("TRNSIM_STRICT", "1") != "0", values=values,
+    nc0 = NeuronCore(target, strict=flags.STRICT.on(), values=values,
                      budget=launch_budget(kernel.options), race_check=kernel.options.get("race_check"))
     if lnc not in nc0.lnc_configs:
         raise ConfigError(f"an LNC {lnc} launch (kernel[{lnc}]) needs a chip with logical cores of "
@@ -429,7 +429,7 @@ def _outputs(res, kind, inputs=(), hbm_ok=False, unwritten=None):
     kernel option `unwritten_output=`, else TRNSIM_UNWRITTEN_OUTPUT) is "error".
     """
     if unwritten is None:
-        unwritten = os.environ.get("TRNSIM_UNWRITTEN_OUTPUT", "warn")
+        unwritten = flags.UNWRITTEN_OUTPUT.value()
     if unwritten not in ("warn", "error"):
         raise ConfigError(f"unwritten_output={unwritten!r}: it is 'warn' or 'error'")
     if isinstance(res, View):

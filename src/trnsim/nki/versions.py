@@ -7,12 +7,12 @@ names 0.7 added (`nisa.scalar_load`, `nl.alloc_tiles` ...) are refused for a 0.6
 """
 from __future__ import annotations
 
-import os
 
+from trnsim import flags
 from trnsim.core.errors import KernelError, NkiDeprecationWarning, warn
 from trnsim.errors import ConfigError
 
-ENV = "TRNSIM_NKI_VERSION"
+ENV = flags.NKI_VERSION.name
 VERSIONS = ("0.6", "0.7")
 RELEASES = {"0.6": "0.6.0", "0.7": "0.7.0"}  # the release each version means (`nki.__version__`)
 _WARNED: dict = {}
@@ -36,7 +36,7 @@ class VersionError(KernelError):
 
 def target() -> str:
     """The targeted version, "0.6" or "0.7" (a release such as 0.7.0 names its version)."""
-    raw = os.environ.get(ENV, "0.7").strip()
+    raw = flags.NKI_VERSION.value().strip()
     v = ".".join(raw.split(".")[:2])
     if v not in VERSIONS:
         raise ConfigError(f"{ENV}={raw!r}: trnsim emulates NKI {' and '.join(VERSIONS)}")

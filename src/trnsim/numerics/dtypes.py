@@ -164,6 +164,28 @@ TFLOAT32_HOST = np.dtype("V4")
 _BY_NUMPY[TFLOAT32_HOST] = tfloat32
 
 
+# Short spellings the tools take -> nki names, the first spelling of each type the one tools print: the CLI's
+# and nccom-test's (bf16, fp8_e5m2) and XLA HLO's (f32, f8e4m3fn).
+ALIASES = {"fp32": "float32", "f32": "float32", "tf32": "tfloat32", "bf16": "bfloat16", "fp16": "float16",
+           "f16": "float16", "fp8": "float8_e4m3", "fp8e4": "float8_e4m3", "fp8_e4m3": "float8_e4m3",
+           "f8e4m3": "float8_e4m3", "fp8_e5m2": "float8_e5m2", "f8e5m2": "float8_e5m2", "fp8_e4m3fn": "float8_e4m3fn",
+           "f8e4m3fn": "float8_e4m3fn", "fp8_e3m4": "float8_e3m4", "f8e3m4": "float8_e3m4"}
+SHORT = {v: k for k, v in reversed(ALIASES.items())}  # nki name -> the spelling tools print
+# nki names -> the planner's dtype families (the keys of a chip's peak-FLOPS table)
+FAMILIES = {"float32": "fp32", "tfloat32": "tf32", "bfloat16": "bf16", "float16": "fp16", "float8_e4m3": "fp8",
+            "float8_e5m2": "fp8", "float8_e4m3fn": "fp8", "float8_e3m4": "fp8"}
+
+
+def dtype_name(text: str) -> str:
+    """The nki name of a dtype written `text` (an alias, or already an nki name: returned as it is)."""
+    return ALIASES.get(text, text)
+
+
+def family(text: str) -> str | None:
+    """The planner's dtype family of a dtype written `text` (fp32, bf16, fp8...), or None for one it has none of."""
+    return FAMILIES.get(dtype_name(text))
+
+
 def dtype(x) -> DType:
     """Resolve a DType, an nki name ('bfloat16'), a numpy dtype or a numpy scalar type to a DType."""
     if isinstance(x, DType):

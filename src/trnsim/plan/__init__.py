@@ -11,8 +11,10 @@ Layers: `workload` (models, ops, FLOPs), `layout` (parallel layouts, placement, 
 """
 from trnsim.plan.layout import Cluster, Layout, LayoutError, Placement, Recipe, bubble_fraction, enumerate_layouts
 from trnsim.plan.step import Plan, StepModel, plan
-from trnsim.plan.workload import Model, Op, WorkloadError, aws_flops_per_sequence, load, model, presets
+from trnsim.plan.workload import Model, StepOp, WorkloadError, aws_flops_per_sequence, load, model, presets
 
-__all__ = ["Cluster", "Layout", "LayoutError", "Model", "Op", "Placement", "Plan", "Recipe", "StepModel",
+Op = StepOp  # the name earlier releases exported
+
+__all__ = ["Cluster", "Layout", "LayoutError", "Model", "Op", "StepOp", "Placement", "Plan", "Recipe", "StepModel",
            "WorkloadError", "aws_flops_per_sequence", "bubble_fraction", "enumerate_layouts", "load", "model",
            "plan", "presets"]

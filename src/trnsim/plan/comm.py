@@ -18,7 +18,7 @@ from typing import Protocol
 
 from trnsim import specs
 from trnsim.specs import training
-from trnsim.plan.layout import Cluster, Group
+from trnsim.plan.layout import Cluster, ParallelGroup
 
 OPS = ("all_reduce", "all_gather", "reduce_scatter", "all_to_all", "send_recv")
 
@@ -27,7 +27,7 @@ class CommModel(Protocol):
     name: str
     interim: bool
 
-    def collective_time(self, op: str, nbytes: float, group: Group, cluster: Cluster) -> float:
+    def collective_time(self, op: str, nbytes: float, group: ParallelGroup, cluster: Cluster) -> float:
         """Time of one collective over `group`, in ns."""
 
 
@@ -58,7 +58,7 @@ class AlphaBeta:
     name = "alpha-beta"
     interim = True
 
-    def collective_time(self, op: str, nbytes: float, group: Group, cluster: Cluster) -> float:
+    def collective_time(self, op: str, nbytes: float, group: ParallelGroup, cluster: Cluster) -> float:
         if op not in OPS:
             raise ValueError(f"unknown collective {op!r}; known: {', '.join(OPS)}")
         if group.size <= 1 or nbytes <= 0:
@@ -111,7 +111,7 @@ class FabricComm:
         """The model that times this cluster's collectives."""
         return self if _fabric_cluster(cluster.system.key, cluster.nodes, cluster.lnc, specs.active()) else self.fallback
 
-    def collective_time(self, op: str, nbytes: float, group: Group, cluster: Cluster) -> float:
+    def collective_time(self, op: str, nbytes: float, group: ParallelGroup, cluster: Cluster) -> float:
         if op not in OPS:
             raise ValueError(f"unknown collective {op!r}; known: {', '.join(OPS)}")
         if self.which(cluster) is not self:
@@ -123,7 +123,7 @@ class FabricComm:
                             cluster.system.key, cluster.nodes, cluster.lnc, specs.active())
 
     @staticmethod
-    def nic_sharing(group: Group, cluster: Cluster) -> float:
+    def nic_sharing(group: ParallelGroup, cluster: Cluster) -> float:
         """Groups' worth of EFA traffic on each NIC this group uses (1 inside one instance)."""
         if group.nodes <= 1:
             return 1.0

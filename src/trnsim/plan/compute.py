@@ -25,7 +25,7 @@ from trnsim import specs
 from trnsim.specs import training
 from trnsim.plan import efficiency as eff
 from trnsim.plan.layout import Cluster
-from trnsim.plan.workload import Op
+from trnsim.plan.workload import StepOp
 
 
 MX = ("mxfp8", "mxfp4")  # block-scaled formats: no simulated bucket of their own
@@ -35,7 +35,7 @@ class ComputeModel(Protocol):
     name: str
     interim: bool
 
-    def op_time(self, op: Op, cluster: Cluster, dtype: str) -> float:
+    def op_time(self, op: StepOp, cluster: Cluster, dtype: str) -> float:
         """Time of `op` on one rank of `cluster`, in ns."""
 
 
@@ -59,12 +59,12 @@ class Roofline:
     name = "roofline at declared efficiency"
     interim = False
 
-    def op_time(self, op: Op, cluster: Cluster, dtype: str) -> float:
+    def op_time(self, op: StepOp, cluster: Cluster, dtype: str) -> float:
         return _op_time(op, cluster.system.key, cluster.lnc, dtype)
 
 
 @functools.lru_cache(maxsize=65536)
-def _op_time(op: Op, system_key: str, lnc: int, dtype: str) -> float:
+def _op_time(op: StepOp, system_key: str, lnc: int, dtype: str) -> float:
     flops, hbm, vector, scalar = _rates(system_key, lnc, dtype)
     # softmax exponentials run on the Scalar (activation) engine, other elementwise work on Vector
     lanes = scalar if op.kind == "attention" else vector
@@ -81,7 +81,7 @@ class SimulatedCompute:
         """The model that times ops on `cluster`: this one, or Roofline where there is no NeuronCore."""
         return self if cluster.system.chip.core is not None else Roofline()
 
-    def op_time(self, op: Op, cluster: Cluster, dtype: str) -> float:
+    def op_time(self, op: StepOp, cluster: Cluster, dtype: str) -> float:
         if cluster.system.chip.core is None:
             return _op_time(op, cluster.system.key, cluster.lnc, dtype)
         return _simulated_time(op, cluster.system.chip.core.target, cluster.lnc, dtype)
@@ -93,7 +93,7 @@ def _rate(target: str, kernel: str, shape: tuple, dtype: str, lnc: int) -> float
 
 
 @functools.lru_cache(maxsize=65536)
-def _simulated_time(op: Op, target: str, lnc: int, dtype: str) -> float:
+def _simulated_time(op: StepOp, target: str, lnc: int, dtype: str) -> float:
     # An LNC 2 rank splits each op over its two physical cores: matmul rows (tokens), attention heads
     # (or queries when there is one head), elementwise work evenly. Buckets are the per-core shapes.
     partitions = specs.neuroncore(target).partitions

@@ -38,7 +38,6 @@ MATMUL_CAP = 2**36  # M x N x K of one simulation (~10k instructions, ~2 s): lar
 ELEMENTWISE_SPAN = (512, 65536)  # elements per partition of one elementwise simulation
 ATTENTION_DIMS = ((128, 8192), (128, 8192), (64, 128))  # queries, keys, head dim of one simulated head
 KERNELS = ("matmul", "attention", "vector", "stream")
-NUMERICS = {"bf16": "bfloat16", "fp16": "float16", "fp32": "float32", "fp8": "float8_e4m3"}  # planner -> kernel dtype
 
 
 def peak(core, kernel: str, dtype: str = "bf16") -> float:
@@ -116,7 +115,7 @@ def simulate(target: str, kernel: str, shape: tuple[int, ...], dtype: str = "bf1
     from trnsim.plan import kernels
 
     core = specs.neuroncore(target)
-    np_dtype = numerics.dtype(NUMERICS.get(dtype, dtype)).np
+    np_dtype = numerics.dtype(numerics.dtype_name(dtype)).np
     if kernel == "matmul":
         m, n, k = shape
         r = benchmark(kernels.matmul, np.zeros((k, m), np_dtype), np.zeros((k, n), np_dtype), target=target,

@@ -18,13 +18,18 @@ import trnsim.nki as nki
 import trnsim.nki.isa as nisa
 import trnsim.nki.language as nl
 
-TILE_K, TILE_M, TILE_N = 128, 128, 512  # partitions, stationary free size, moving free size (one PSUM bank)
+
+def _tiles() -> tuple[int, int, int]:
+    """The running core's partitions, stationary free size and moving free size (one PSUM bank), from the catalog."""
+    ts = nl.tile_size
+    return ts.pmax, ts.gemm_stationary_fmax, ts.gemm_moving_fmax
 
 
 @nki.jit
 def matmul(lhsT, rhs):
     K, M = lhsT.shape
     _, N = rhs.shape
+    TILE_K, TILE_M, TILE_N = _tiles()
     tk, tm, tn = min(K, TILE_K), min(M, TILE_M), min(N, TILE_N)
     # tiles per block: 8 K x 16 M tiles of 2-byte operands, half each of fp32, so a block takes the same
     # SBUF bytes in every dtype (under Trn1's 192 KiB per partition, double-buffered)
@@ -74,6 +79,7 @@ def attention(qT, kT, v):
     """O[Sq, D] = exp(Q K^T) V for one head; qT [D, Sq], kT [D, S], v [S, D], D <= 128."""
     D, Sq = qT.shape
     S = kT.shape[1]
+    TILE_K, TILE_M, TILE_N = _tiles()
     tq = min(Sq, TILE_N)
     out = nl.ndarray((Sq, D), dtype=qT.dtype, buffer=nl.shared_hbm)
     keys = nl.ndarray((D, S), dtype=kT.dtype, buffer=nl.sbuf)

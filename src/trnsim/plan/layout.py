@@ -14,6 +14,7 @@ from functools import cached_property
 
 from trnsim import specs
 from trnsim.errors import ConfigError
+from trnsim.fabric.cluster import Cluster, ClusterError  # noqa: F401  (the planner's cluster is the fabric's)
 from trnsim.specs import training
 from trnsim.plan.workload import Model
 
@@ -29,55 +30,6 @@ class LayoutError(ConfigError):
     def __init__(self, field: str, rule: str):
         self.field, self.rule = field, rule
         super().__init__(f"layout field {field!r}: {rule}")
-
-
-@dataclass(frozen=True)
-class Cluster:
-    """`nodes` systems of one kind (instances or UltraServers) and the logical core size."""
-
-    system: specs.SystemSpec
-    nodes: int = 1
-    lnc: int | None = None  # None: the generation's default
-
-    def __post_init__(self):
-        if isinstance(self.system, str):
-            object.__setattr__(self, "system", specs.system(self.system))
-        chip = self.system.chip
-        if not chip.is_neuron:  # one training process per GPU
-            if self.lnc not in (None, 1):
-                raise LayoutError("lnc", f"{self.system.name} has GPUs, not NeuronCores: LNC does not apply, got {self.lnc}")
-            object.__setattr__(self, "lnc", 1)
-        elif self.lnc is None:
-            object.__setattr__(self, "lnc", chip.lnc_default)
-        elif self.lnc not in chip.lnc_configs:
-            raise LayoutError("lnc", f"{chip.name} allows LNC {', '.join(map(str, chip.lnc_configs))}, got {self.lnc}")
-        if isinstance(self.nodes, bool) or not isinstance(self.nodes, int) or self.nodes < 1:
-            raise LayoutError("nodes", f"must be a positive integer, got {self.nodes!r}")
-        if self.nodes > 1 and self.system.efa_bandwidth <= 0:
-            raise LayoutError("nodes", f"{self.nodes} x {self.system.name}: the catalog has no EFA bandwidth for "
-                                       f"{self.system.name}, so a multi-node plan cannot be timed")
-
-    @property
-    def ranks_per_chip(self) -> int:
-        """Logical cores (Trainium) or GPUs per chip: one training process each."""
-        chip = self.system.chip
-        return chip.logical_cores(self.lnc) if chip.is_neuron else 1
-
-    @property
-    def ranks_per_node(self) -> int:
-        return self.system.chips * self.ranks_per_chip
-
-    @property
-    def world(self) -> int:
-        return self.nodes * self.ranks_per_node
-
-    @property
-    def hbm_per_rank(self) -> float:
-        return self.system.chip.hbm_bytes / self.ranks_per_chip
-
-    def describe(self) -> str:
-        lnc = f", LNC {self.lnc}" if self.system.chip.core else ""
-        return f"{self.nodes} x {self.system.name} ({self.world} ranks{lnc})"
 
 
 @dataclass(frozen=True)
@@ -136,10 +88,10 @@ class Layout:
         if self.dp:
             return self
         denom = self.tp * self.pp * self.cp
-        if cluster.world % denom:
+        if cluster.ranks % denom:
             raise LayoutError("tp", f"tp {self.tp} x pp {self.pp} x cp {self.cp} = {denom} does not divide the "
-                                    f"{cluster.world} ranks of {cluster.describe()}")
-        return dataclasses.replace(self, dp=cluster.world // denom)
+                                    f"{cluster.ranks} ranks of {cluster.short()}")
+        return dataclasses.replace(self, dp=cluster.ranks // denom)
 
     def short(self) -> str:
         parts = [f"TP{self.tp}", f"PP{self.pp}" + (f"x{self.vpp}" if self.vpp > 1 else ""), f"DP{self.dp}"]
@@ -182,8 +134,8 @@ def check_degree(model: Model, cluster: Cluster, recipe: Recipe, field: str, v) 
     elif field == "ep" and model.experts % v:
         raise LayoutError("ep", f"experts {model.experts} are not divisible by ep {v}" if model.moe else
                                 f"{model.name} is dense (no experts): ep must be 1, got {v}")
-    if field in ("tp", "pp", "cp") and cluster.world % v:
-        raise LayoutError(field, f"{field} {v} does not divide the {cluster.world} ranks of {cluster.describe()}")
+    if field in ("tp", "pp", "cp") and cluster.ranks % v:
+        raise LayoutError(field, f"{field} {v} does not divide the {cluster.ranks} ranks of {cluster.short()}")
 
 
 def validate(model: Model, cluster: Cluster, layout: Layout, recipe: Recipe) -> Layout:
@@ -195,10 +147,10 @@ def validate(model: Model, cluster: Cluster, layout: Layout, recipe: Recipe) -> 
     for f in ("tp", "cp", "pp", "ep"):
         check_degree(model, cluster, recipe, f, getattr(layout, f))
     lay = layout.resolve(cluster)
-    t, world = lay.tp * lay.pp * lay.dp * lay.cp, cluster.world
+    t, world = lay.tp * lay.pp * lay.dp * lay.cp, cluster.ranks
     if t != world:
         raise LayoutError("dp", f"tp {lay.tp} x pp {lay.pp} x dp {lay.dp} x cp {lay.cp} = {t}, but "
-                                f"{cluster.describe()} has {world} ranks")
+                                f"{cluster.short()} has {world} ranks")
     if recipe.sp and (recipe.seq // lay.cp) % lay.tp:
         raise LayoutError("tp", f"sequence parallelism splits each rank's {recipe.seq // lay.cp} tokens over "
                                 f"tp {lay.tp}: not divisible")
@@ -225,7 +177,7 @@ def validate(model: Model, cluster: Cluster, layout: Layout, recipe: Recipe) -> 
 
 
 @dataclass(frozen=True)
-class Group:
+class ParallelGroup:
     """One parallel group as the fabric sees it: how many ranks, over how many chips and nodes."""
 
     dim: str
@@ -268,13 +220,13 @@ class Placement:
         base = rank - (rank // st % size) * st
         return [base + j * st for j in range(size)]
 
-    def group(self, dim: str) -> Group:
+    def group(self, dim: str) -> ParallelGroup:
         R, rpc = self.cluster.ranks_per_node, self.cluster.ranks_per_chip
         ranks = self.members(dim)
         nodes = {r // R for r in ranks}
         chips = {r // rpc for r in ranks if r // R == 0}
-        return Group(dim, len(ranks), len(nodes), len(ranks) // len(nodes), max(len(chips), 1), self.strides[dim],
-                     tuple(ranks))
+        return ParallelGroup(dim, len(ranks), len(nodes), len(ranks) // len(nodes), max(len(chips), 1),
+                             self.strides[dim], tuple(ranks))
 
 
 # --- Enumeration --------------------------------------------------------------------------------
@@ -288,7 +240,7 @@ def enumerate_layouts(model: Model, cluster: Cluster, recipe: Recipe, *, max_pp:
                       vpps: tuple[int, ...] = (1, 2), cps: tuple[int, ...] = (1, 2, 4, 8)) -> list[Layout]:
     """Every candidate layout for the cluster (TP inside an instance); validity is checked later."""
     out = []
-    world, R = cluster.world, cluster.ranks_per_node
+    world, R = cluster.ranks, cluster.ranks_per_node
     pps = [d for d in _divisors(world) if d <= max_pp]
     for tp, pp, cp, ep, vpp in itertools.product(_divisors(R), pps, cps,
                                                  _divisors(model.experts), vpps):

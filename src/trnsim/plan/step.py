@@ -23,7 +23,7 @@ from trnsim.plan.comm import CommModel, FabricComm
 from trnsim.plan.compute import MX, ComputeModel, SimulatedCompute
 from trnsim.plan.layout import Cluster, Layout, LayoutError, Placement, Recipe, microbatches, validate
 from trnsim.plan.memory import memory
-from trnsim.plan.workload import Model, Op, aws_flops_per_sequence, head_ops, layer_ops
+from trnsim.plan.workload import Model, StepOp, aws_flops_per_sequence, head_ops, layer_ops
 from trnsim.plan import workload
 
 GiB = 2.0**30
@@ -87,7 +87,7 @@ class Plan:
     def to_dict(self, tokens: float | None = None) -> dict:
         d = {
             "model": self.model.name, "system": self.cluster.system.name, "nodes": self.cluster.nodes,
-            "lnc": self.cluster.lnc, "ranks": self.cluster.world, "layout": dataclasses.asdict(self.layout),
+            "lnc": self.cluster.lnc, "ranks": self.cluster.ranks, "layout": dataclasses.asdict(self.layout),
             "schedule": self.layout.schedule, "recipe": dataclasses.asdict(self.recipe),
             "step_s": self.step_ns * 1e-9, "breakdown_s": {k: v * 1e-9 for k, v in self.breakdown.items()},
             "seqs_per_s": self.seqs_per_s, "tokens_per_s": self.tokens_per_s, "mfu": self.mfu,
@@ -114,7 +114,7 @@ class StepModel:
         """Validate the layout, check that it fits in memory, and time one training step."""
         lay = validate(model, cluster, layout, recipe)
         mem = memory(model, cluster, lay, recipe)
-        cap = cluster.hbm_per_rank
+        cap = cluster.hbm_bytes_per_rank
         if sum(mem.values()) > cap:
             parts = ", ".join(f"{k} {v / GiB:.1f}" for k, v in mem.items())
             raise LayoutError("memory", f"{sum(mem.values()) / GiB:.1f} GiB per rank exceeds the {cap / GiB:.1f} GiB "
@@ -191,7 +191,7 @@ class StepModel:
         shard = stage_params / (dp_group.size if recipe.zero1 else 1)
         # Adam: read weight, gradient, master, m, v; write them back (FP32 states, 16-bit weight copy)
         adam_bytes = 2 * d["optimizer_bytes"] + 2 * d["weight_bytes"] + d["grad_bytes"]
-        opt = self.compute.op_time(Op("adam", "elementwise", elems=10 * shard, bytes=shard * adam_bytes), cluster, recipe.dtype)
+        opt = self.compute.op_time(StepOp("adam", "elementwise", elems=10 * shard, bytes=shard * adam_bytes), cluster, recipe.dtype)
 
         breakdown = {
             "compute": m * (layers * (fwd + bwd) + head_t), "recompute": m * layers * recompute,

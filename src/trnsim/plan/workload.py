@@ -105,7 +105,7 @@ def aws_flops_per_sequence(m: Model, seq: int | None = None) -> float:
 
 
 @dataclass(frozen=True)
-class Op:
+class StepOp:
     """One piece of work on one rank: a matmul, fused attention or elementwise pass.
 
     Matmuls are `batch` products of [m, k] x [k, n]; attention is `batch` heads of QK^T
@@ -129,7 +129,7 @@ class Op:
         per = 2.0 * self.m * self.k * self.n * self.batch
         return 2 * per * self.share if self.kind == "attention" else per
 
-    def backward(self) -> tuple["Op", ...]:
+    def backward(self) -> tuple["StepOp", ...]:
         """The ops of this op's backward pass: data and weight gradients for a matmul."""
         if self.kind == "matmul":
             return (dataclasses.replace(self, name=f"{self.name}.dgrad", k=self.n, n=self.k),
@@ -139,13 +139,13 @@ class Op:
                                     bytes=self.bytes * 2),)
 
 
-def _matmul(name, m, k, n, dt, batch=1) -> Op:
-    return Op(name, "matmul", m, k, n, batch, 0.0, float(batch * (m * k + k * n + m * n) * dt))
+def _matmul(name, m, k, n, dt, batch=1) -> StepOp:
+    return StepOp(name, "matmul", m, k, n, batch, 0.0, float(batch * (m * k + k * n + m * n) * dt))
 
 
 @functools.lru_cache(maxsize=4096)
 def layer_ops(m: Model, micro_batch: int, seq: int, tp: int, cp: int = 1, ep: int = 1, sp: bool = True,
-              dt: int = 2) -> tuple[Op, ...]:
+              dt: int = 2) -> tuple[StepOp, ...]:
     """Forward ops of one transformer layer on one rank of a TP x CP x EP layout."""
     hd, h = m.head_dim, m.hidden
     sq = seq // cp  # queries this rank attends for; keys and values span the whole sequence
@@ -155,13 +155,13 @@ def layer_ops(m: Model, micro_batch: int, seq: int, tp: int, cp: int = 1, ep: in
     # decoders attend causally; a context-parallel split is taken as load-balanced (each rank the same share)
     share = training.causal_share(seq) if m.kind == "decoder" else 1.0
     ops = [
-        Op("norm_attn", "elementwise", elems=rows * h, bytes=2.0 * rows * h * dt),
+        StepOp("norm_attn", "elementwise", elems=rows * h, bytes=2.0 * rows * h * dt),
         _matmul("qkv", tokens, h, (heads + 2 * kv) * hd, dt),
-        Op("attention", "attention", sq, hd, seq, micro_batch * heads, float(micro_batch * heads * sq * seq) * share,
+        StepOp("attention", "attention", sq, hd, seq, micro_batch * heads, float(micro_batch * heads * sq * seq) * share,
            float(micro_batch * (sq * heads + 2 * seq * kv + sq * heads) * hd * dt), share),
         _matmul("o_proj", tokens, heads * hd, h, dt),
-        Op("residual", "elementwise", elems=2 * rows * h, bytes=6.0 * rows * h * dt),
-        Op("norm_mlp", "elementwise", elems=rows * h, bytes=2.0 * rows * h * dt),
+        StepOp("residual", "elementwise", elems=2 * rows * h, bytes=6.0 * rows * h * dt),
+        StepOp("norm_mlp", "elementwise", elems=rows * h, bytes=2.0 * rows * h * dt),
     ]
     f = m.ffn // tp
     if m.moe:
@@ -169,23 +169,23 @@ def layer_ops(m: Model, micro_batch: int, seq: int, tp: int, cp: int = 1, ep: in
         routed = math.ceil(tokens * m.top_k / local)  # rows per local expert, balanced routing
         ops.append(_matmul("router", tokens, h, m.experts, dt))
         ops.append(_matmul("mlp_up", routed, h, (m.ffn_matrices - 1) * f, dt, batch=local))
-        ops.append(Op("mlp_act", "elementwise", elems=local * routed * f, bytes=float(local * routed * f * m.ffn_matrices * dt)))
+        ops.append(StepOp("mlp_act", "elementwise", elems=local * routed * f, bytes=float(local * routed * f * m.ffn_matrices * dt)))
         ops.append(_matmul("mlp_down", routed, f, h, dt, batch=local))
     else:
         ops.append(_matmul("mlp_up", tokens, h, (m.ffn_matrices - 1) * f, dt))
-        ops.append(Op("mlp_act", "elementwise", elems=tokens * f, bytes=float(tokens * f * m.ffn_matrices * dt)))
+        ops.append(StepOp("mlp_act", "elementwise", elems=tokens * f, bytes=float(tokens * f * m.ffn_matrices * dt)))
         ops.append(_matmul("mlp_down", tokens, f, h, dt))
     return tuple(ops)
 
 
 @functools.lru_cache(maxsize=1024)
-def head_ops(m: Model, micro_batch: int, seq: int, tp: int, cp: int = 1, dt: int = 2) -> tuple[Op, ...]:
+def head_ops(m: Model, micro_batch: int, seq: int, tp: int, cp: int = 1, dt: int = 2) -> tuple[StepOp, ...]:
     """Forward ops of the embedding lookup, the logits matmul and the loss on one rank."""
     tokens = micro_batch * seq // cp
     v = math.ceil(m.vocab / tp)
-    return (Op("embedding", "elementwise", elems=tokens * m.hidden, bytes=2.0 * tokens * m.hidden * dt),
+    return (StepOp("embedding", "elementwise", elems=tokens * m.hidden, bytes=2.0 * tokens * m.hidden * dt),
             _matmul("logits", tokens, m.hidden, v, dt),
-            Op("loss", "elementwise", elems=float(tokens * v), bytes=float(tokens * v * 4 * 2)))  # FP32 softmax
+            StepOp("loss", "elementwise", elems=float(tokens * v), bytes=float(tokens * v * 4 * 2)))  # FP32 softmax
 
 
 # --- Presets and files --------------------------------------------------------------------------

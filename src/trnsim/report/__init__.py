@@ -1,7 +1,8 @@
 """Reports on a finished kernel schedule: Perfetto trace, terminal summary, HTML report.
 
 The timing model hands over a `Schedule` of `Span`s (see `trnsim.report.schedule` and
-docs/profiling.md); everything here reads only that.
+docs/profiling.md); everything here reads only that, save `profile.py`, which makes one from a timing result
+with what a profile shows beside it (occupancy, hotspots, Neuron Explorer's summary figures).
 """
 _WHERE = {"render_html": "html", "TraceFormatError": "perfetto", "to_trace_events": "perfetto",
           "validate_trace_events": "perfetto", "write_trace": "perfetto", "CriticalPath": "schedule",

@@ -77,6 +77,7 @@ class NeuronCoreSpec(_Published):
     limits: Mapping[str, int]  # nl.tile_size-style limits (pmax, gemm_moving_fmax, ...)
     cycles: Mapping[str, float]  # documented fixed costs in engine cycles (min_ii, ...)
     capabilities: Mapping[str, object]  # what its instructions can do: name -> true/false or the allowed values
+    engines: Mapping[str, Mapping[str, tuple]]  # engine -> reads, writes (memories), dtypes (absent: any), mx_dtypes
     sources: Mapping[str, str] = field(repr=False)
     notes: tuple[str, ...] = field(default=(), repr=False)
     alternatives: Mapping[str, Mapping[str, float]] = field(default_factory=lambda: _NONE, repr=False)
@@ -88,6 +89,15 @@ class NeuronCoreSpec(_Published):
     def can(self, name: str):
         """Capability `name` of this generation (catalog `capabilities`): false, true, or the values allowed."""
         return self.capabilities[name]
+
+    @cached_property
+    def wiring(self) -> Mapping[str, tuple[frozenset, frozenset, frozenset | None]]:
+        """engine -> (memories it reads, memories it writes, dtypes it takes or None for any), as sets; the MX
+        dtypes count where the core has MX data paths."""
+        mx = bool(self.capabilities.get("mx"))
+        return {e: (frozenset(w["reads"]), frozenset(w["writes"]),
+                    frozenset(w["dtypes"] + (w.get("mx_dtypes", ()) if mx else ())) if "dtypes" in w else None)
+                for e, w in self.engines.items()}
 
     @property
     def sbuf_bytes(self) -> int:

@@ -65,9 +65,6 @@ class Topology:
         plane, ring = range(len(self.shape) - 2, len(self.shape)), range(len(self.shape) - 2)
         return [step(a, -1) for a in plane] + [step(a, 1) for a in plane] + [step(a, d) for a in ring for d in (-1, 1)]
 
-    def node_name(self, node: int) -> str:
-        return str(node) if node < self.chips else self.switches[node - self.chips]
-
 
 def _strides(shape: tuple[int, ...]) -> list[int]:
     """Row-major strides: the last axis varies fastest."""

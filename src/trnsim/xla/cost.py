@@ -3,10 +3,10 @@
 Each instruction of the entry computation becomes the planner's per-op work (trnsim.plan), so one
 cost model serves planning and the framework path:
 
-    dot, convolution        a matmul Op on TensorE, at the efficiency the kernel timing model gives
+    dot, convolution        a matmul StepOp on TensorE, at the efficiency the kernel timing model gives
                             its bucket and dtype (fp32 stays fp32 unless NEURON_CC_FLAGS asks for
                             --auto-cast matmult|all; reference/multichip-and-training.md)
-    elementwise, reduce     an elementwise Op: its results on the Vector engine (transcendentals on
+    elementwise, reduce     an elementwise StepOp: its results on the Vector engine (transcendentals on
                             the Scalar engine) or its HBM bytes through DMA, whichever is slower
     transpose, slice, ...   data movement: bytes read and written through DMA
     all-reduce, ...         the collective over its replica group, timed on the instance's fabric
@@ -31,11 +31,12 @@ import re
 from dataclasses import dataclass, field
 from math import prod
 
+from trnsim import numerics
 from trnsim.errors import TrnsimError
-from trnsim.plan import Cluster, Op
+from trnsim.plan import Cluster, StepOp
 from trnsim.plan.comm import FabricComm
 from trnsim.plan.compute import SimulatedCompute
-from trnsim.plan.layout import Group
+from trnsim.plan.layout import ParallelGroup
 from trnsim.xla import hlo
 
 FREE = {"parameter", "constant", "tuple", "get-tuple-element", "reshape", "bitcast", "broadcast", "iota",
@@ -61,7 +62,6 @@ COLLECTIVE = {"all-reduce": "all_reduce", "all-reduce-start": "all_reduce", "all
               "all-gather-start": "all_gather", "reduce-scatter": "reduce_scatter", "all-to-all": "all_to_all",
               "collective-permute": "send_recv", "collective-permute-start": "send_recv"}
 PASS = {"reshape", "bitcast", "broadcast", "get-tuple-element", "copy-done"}  # an operand read through these reads their source
-DTYPES = {"f32": "fp32", "bf16": "bf16", "f16": "fp16", "f8e4m3fn": "fp8", "f8e5m2": "fp8", "f8e4m3": "fp8"}
 ENGINES = ("tensor", "vector", "scalar", "dma", "collective")
 
 
@@ -121,7 +121,7 @@ class GraphCost:
                 "unpriced": dict(self.unpriced), "estimates": list(self.estimates)}
 
 
-def _dot_op(ins: hlo.Instruction, table: dict[str, hlo.Instruction]) -> Op:
+def _dot_op(ins: hlo.Instruction, table: dict[str, hlo.Instruction]) -> StepOp:
     """A dot as `batch` products of [m, k] x [k, n]."""
     lhs, rhs = (table[o].shapes[0] for o in ins.operands[:2])
     lb, lc = ins.dims_attr("lhs_batch_dims"), ins.dims_attr("lhs_contracting_dims")
@@ -130,10 +130,10 @@ def _dot_op(ins: hlo.Instruction, table: dict[str, hlo.Instruction]) -> Op:
     k = prod(lhs.dims[d] for d in lc)
     m = prod(s for d, s in enumerate(lhs.dims) if d not in lb and d not in lc)
     n = prod(s for d, s in enumerate(rhs.dims) if d not in rb and d not in rc)
-    return Op(ins.name, "matmul", m=m, k=k, n=n, batch=batch, bytes=lhs.nbytes + rhs.nbytes + ins.nbytes)
+    return StepOp(ins.name, "matmul", m=m, k=k, n=n, batch=batch, bytes=lhs.nbytes + rhs.nbytes + ins.nbytes)
 
 
-def _conv_op(ins: hlo.Instruction, table: dict[str, hlo.Instruction]) -> Op:
+def _conv_op(ins: hlo.Instruction, table: dict[str, hlo.Instruction]) -> StepOp:
     """A convolution as the matmul of its im2col form: output elements x (kernel elements / output features)."""
     kernel = table[ins.operands[1]].shapes[0]
     out = ins.shapes[0]
@@ -142,7 +142,7 @@ def _conv_op(ins: hlo.Instruction, table: dict[str, hlo.Instruction]) -> Op:
     features = kernel.dims[o_pos]
     k = kernel.elems // max(features, 1)
     groups = int(ins.attr("feature_group_count") or 1)
-    return Op(ins.name, "matmul", m=out.elems // max(features, 1), k=max(k // 1, 1), n=features // groups, batch=groups,
+    return StepOp(ins.name, "matmul", m=out.elems // max(features, 1), k=max(k // 1, 1), n=features // groups, batch=groups,
               bytes=sum(table[o].nbytes for o in ins.operands[:2]) + ins.nbytes)
 
 
@@ -157,13 +157,13 @@ def _replicas(ins: hlo.Instruction, world: int) -> int:
     return int(iota.group(2)) if iota else world
 
 
-def group_of(size: int, cluster: Cluster) -> Group:
+def group_of(size: int, cluster: Cluster) -> ParallelGroup:
     """The first `size` ranks of the cluster as the fabric sees a group."""
     R, rpc = cluster.ranks_per_node, cluster.ranks_per_chip
     ranks = tuple(range(size))
     nodes = max(1, -(-size // R))
     chips = {r // rpc for r in ranks if r < R}
-    return Group("dp", size, nodes, size // nodes, max(len(chips), 1), 1, ranks)
+    return ParallelGroup("dp", size, nodes, size // nodes, max(len(chips), 1), 1, ranks)
 
 
 class CostModel:
@@ -177,9 +177,9 @@ class CostModel:
 
     @property
     def hbm_per_rank(self) -> float:
-        return self.cluster.hbm_per_rank
+        return self.cluster.hbm_bytes_per_rank
 
-    def op_time(self, op: Op, dtype: str) -> float:
+    def op_time(self, op: StepOp, dtype: str) -> float:
         return self.compute.op_time(op, self.cluster, dtype)
 
     def collective_time(self, op: str, nbytes: float, size: int) -> float:
@@ -245,7 +245,7 @@ class CostModel:
             g.ops += 1
             if op in TENSOR:
                 mm = (_dot_op if op == "dot" else _conv_op)(ins, table)
-                dtype = DTYPES.get(table[ins.operands[0]].shapes[0].dtype, "fp32")
+                dtype = numerics.family(table[ins.operands[0]].shapes[0].dtype) or "fp32"
                 dtype = self.matmul_dtype or dtype
                 t = self.op_time(mm, dtype)
                 g.engines["tensor"] += t
@@ -273,8 +273,8 @@ class CostModel:
                 else:
                     elems = float(max([ins.elems, *(table[o].elems for o in ins.operands if o in table)]))
                     engine = "scalar" if op in SCALAR else "vector"
-                t = self.op_time(Op(ins.name, "elementwise", elems=elems, bytes=reads + writes), "bf16")
-                engine_only = self.op_time(Op(ins.name, "elementwise", elems=elems), "bf16") if elems else 0.0
+                t = self.op_time(StepOp(ins.name, "elementwise", elems=elems, bytes=reads + writes), "bf16")
+                engine_only = self.op_time(StepOp(ins.name, "elementwise", elems=elems), "bf16") if elems else 0.0
                 g.engines[engine] += engine_only
                 g.hbm_bound_ns += t - engine_only
                 g.hbm_bytes += reads + writes

@@ -17,6 +17,7 @@ import tempfile
 import threading
 import time
 
+from trnsim import flags
 from trnsim.errors import ConfigError, TrnsimError
 from trnsim.plan import Cluster
 from trnsim.xla.report import summarize
@@ -119,7 +120,7 @@ def torchrun(script: str, args: list[str] = (), *, nproc_per_node: int | str = 1
                "rank": rank, "nproc_per_node": nproc_per_node, "out": out, "script": script,
                "progress": progress, "trace": os.path.abspath(trace) if trace else None}
         e = dict(os.environ, **(env or {}))
-        e.update({"PJRT_DEVICE": "CPU", "TRNSIM_XLA": json.dumps(cfg), "MASTER_ADDR": "127.0.0.1",
+        e.update({"PJRT_DEVICE": "CPU", flags.XLA.name: json.dumps(cfg), "MASTER_ADDR": "127.0.0.1",
                   "MASTER_PORT": str(port), "RANK": str(rank), "WORLD_SIZE": str(procs),
                   "LOCAL_RANK": str(rank % nproc_per_node), "LOCAL_WORLD_SIZE": str(min(procs, nproc_per_node)),
                   "OMP_NUM_THREADS": "1", "TF_CPP_MIN_LOG_LEVEL": "3", "PYTHONWARNINGS": "ignore"})

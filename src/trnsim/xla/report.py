@@ -51,7 +51,7 @@ def summarize(ledger: dict, cluster: Cluster, *, world: int, procs: int, script:
         "samples_per_s": per_s * batch_size * world if batch_size else None,
         "tflops_per_rank": flops * per_s / 1e12,
         "mfu": flops * per_s / peak if peak else 0.0,
-        "memory_per_core_gib": memory / GIB, "hbm_per_core_gib": cluster.hbm_per_rank / GIB,
+        "memory_per_core_gib": memory / GIB, "hbm_per_core_gib": cluster.hbm_bytes_per_rank / GIB,
         "compilations": ledger["compilations"], "cache_hits": ledger["cache_hits"], "graphs": ledger["graphs"],
         "warm_up": _warm_up(ledger["compilations"]),
         "unpriced": unpriced, "estimates": ledger.get("estimates", []), "graph_breaks": ledger.get("graph_breaks", []),

@@ -29,8 +29,10 @@ import sys
 import time
 import traceback
 
+from trnsim import flags
+
 NAMES_DEVICE = re.compile(r"""["']neuron(:\d+)?["']|\btorch_neuronx\b""")  # "neuron", 'neuron:0', torch_neuronx
-ENV = "TRNSIM_XLA"  # JSON: instance, nodes, lnc, world, procs, rank, out, batch, script
+ENV = flags.XLA.name  # JSON: instance, nodes, lnc, world, procs, rank, out, batch, script
 
 
 def _config() -> dict:

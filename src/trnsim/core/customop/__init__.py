@@ -19,7 +19,7 @@ from trnsim.core.customop import build as _build
 from trnsim.core.customop import cost
 from trnsim.core.customop.errors import (CustomOpBuildError, CustomOpCompileError, CustomOpError,
                                          CustomOpPlatformError, CustomOpRuleError)
-from trnsim.core.customop.library import Call, Library, Op
+from trnsim.core.customop.library import Call, CustomOp, Library
 from trnsim.specs import neuroncore
 from trnsim.specs.customop import customop as spec_for
 
@@ -44,5 +44,6 @@ def run(lib: Library, op: str, args: list, target: str = "trn1") -> tuple[np.nda
     return out, cost.time_ns(calls, lib.spec, neuroncore(target).clocks["gpsimd"])
 
 
-__all__ = ["load", "load_library", "run", "Library", "Op", "Call", "cost", "CustomOpError", "CustomOpBuildError",
+Op = CustomOp  # the name earlier releases exported
+__all__ = ["load", "load_library", "run", "Library", "CustomOp", "Op", "Call", "cost", "CustomOpError", "CustomOpBuildError",
            "CustomOpCompileError", "CustomOpRuleError", "CustomOpPlatformError"]

@@ -42,7 +42,7 @@ class _Out(ctypes.Structure):
 
 
 @dataclass(frozen=True)
-class Op:
+class CustomOp:
     index: int  # its place in the library's registry
     name: str
     kernel: str
@@ -89,7 +89,7 @@ class Library:
                                      f"({', '.join(info['libraries']) or 'none'}); a library has exactly one")
         self.namespace = info["libraries"][0]
         kernels = {k["name"]: k["args"] for k in info["kernels"]}
-        self.ops: dict[str, Op] = {}
+        self.ops: dict[str, CustomOp] = {}
         for i, o in enumerate(info["ops"]):
             if o["name"] in self.ops:
                 raise CustomOpBuildError(f"{path}: operator {o['name']!r} is defined twice in NEURON_LIBRARY")
@@ -99,7 +99,7 @@ class Library:
                 raise CustomOpBuildError(
                     f"operator {o['name']!r}: its shape function takes ({_kinds(o['args'])}) but its kernel function "
                     f"{o['kernel']!r} takes ({_kinds(kernels[o['kernel']])}); both have the operator's parameters")
-            self.ops[o["name"]] = Op(i, o["name"], o["kernel"], o["args"])
+            self.ops[o["name"]] = CustomOp(i, o["name"], o["kernel"], o["args"])
         if len(self.ops) > spec.max_functions:
             raise CustomOpBuildError(f"library {self.namespace!r} registers {len(self.ops)} functions; a custom-op "
                                      f"library may have at most {spec.max_functions}")
@@ -145,7 +145,7 @@ class Library:
         return result, calls
 
     # --- internals -----------------------------------------------------------------------------------
-    def _op(self, name: str) -> Op:
+    def _op(self, name: str) -> CustomOp:
         if name not in self.ops:
             raise CustomOpBuildError(f"library {self.namespace!r} has no operator {name!r}; it has "
                                      f"{', '.join(self.ops) or 'none'}")
@@ -160,7 +160,7 @@ class Library:
             raise CustomOpRuleError("tensor size", f"{what} has sizes {list(sizes)}; a custom operator's tensors have "
                                     f"{forms}")
 
-    def _pack(self, o: Op, args: list):
+    def _pack(self, o: CustomOp, args: list):
         if len(args) != len(o.kinds):
             raise CustomOpRuleError("arguments", f"{o.signature} takes {len(o.kinds)} arguments; {len(args)} given")
         packed = (_Arg * max(len(args), 1))()
@@ -188,7 +188,7 @@ class Library:
                 p.d = float(a)  # Scalars reach the device as double, the only scalar dtype it takes
         return packed, keep
 
-    def _invoke(self, o: Op, shape: bool, cpu: int, cores: int, packed, out: _Out) -> None:
+    def _invoke(self, o: CustomOp, shape: bool, cpu: int, cores: int, packed, out: _Out) -> None:
         err = ctypes.create_string_buffer(4096)
         if self._call(o.index, int(shape), cpu, cores, len(o.kinds), packed, ctypes.byref(out),
                       err, len(err)):

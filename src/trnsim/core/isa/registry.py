@@ -12,7 +12,6 @@ core's instruction stream keeps: regions, not views, so recording never keeps a 
 """
 from __future__ import annotations
 
-import functools
 import math
 from typing import Callable
 
@@ -24,31 +23,6 @@ from trnsim.core.errors import (DTypeError, FreeSizeError, GenerationError, Memo
 from trnsim.core.isa.opcodes import Engine, Op
 from trnsim.core.memory import Space
 from trnsim.core.tensor import Region, View, region_at
-
-# Engine <-> memory connectivity (reference 1.4): TensorE reads SBUF and writes PSUM only; GpSimd never
-# touches PSUM; DMA moves HBM<->SBUF, HBM<->HBM and SBUF<->SBUF, never PSUM (dropped in NKI 0.3.0).
-READS = {Engine.TENSOR: {Space.SBUF}, Engine.VECTOR: {Space.SBUF, Space.PSUM}, Engine.SCALAR: {Space.SBUF, Space.PSUM},
-         Engine.GPSIMD: {Space.SBUF}, Engine.DMA: {Space.SBUF, Space.HBM}, Engine.SYNC: {Space.SBUF, Space.PSUM, Space.HBM}}
-WRITES = {Engine.TENSOR: {Space.PSUM}, Engine.VECTOR: {Space.SBUF, Space.PSUM}, Engine.SCALAR: {Space.SBUF, Space.PSUM},
-          Engine.GPSIMD: {Space.SBUF}, Engine.DMA: {Space.SBUF, Space.HBM}, Engine.SYNC: {Space.SBUF, Space.PSUM, Space.HBM}}
-
-_FLOAT_COMPUTE = {"float32", "tfloat32", "bfloat16", "float16", "float8_e4m3", "float8_e5m2"}
-_INTS = {"int8", "int16", "int32", "uint8", "uint16", "uint32", "bool_"}
-_MX = {"float8_e4m3fn", "float8_e8m0fnu", "float8_e4m3fn_x4", "float8_e5m2_x4", "float4_e2m1fn_x4"}
-
-
-@functools.cache
-def engine_dtypes(engine: Engine, mx: bool) -> frozenset[str]:
-    """Dtypes an engine reads and writes (reference 1.10), `mx` on a core with MX data paths; DMA moves any bytes."""
-    if engine is Engine.GPSIMD:
-        return frozenset({"float32", "bfloat16", "float16"} | _INTS)
-    if engine in (Engine.VECTOR, Engine.SCALAR):
-        return frozenset(_FLOAT_COMPUTE | _INTS | (_MX if mx else set()))
-    if engine is Engine.TENSOR:
-        return frozenset({"float32", "tfloat32", "bfloat16", "float16", "float8_e4m3", "float8_e5m2"}
-                         | (_MX | {"uint8"} if mx else set()))
-    return frozenset(t.name for t in numerics.ALL)
-
 
 class Record:
     """One instruction in the core's stream, as the timing model replays it.
@@ -201,7 +175,7 @@ def generic_check(d: OpDef, ins: Instruction, nc) -> bool:
         raise MemorySpaceError(f"{d.op.value} runs on {'/'.join(e.value for e in d.engines)}, not on engine {ins.engine.value}")
     limits, eng = nc.spec.limits, ins.engine
     pmax = limits["pmax"]
-    dtypes = engine_dtypes(eng, bool(nc.can("mx")))
+    reads, writes, dtypes = nc.spec.wiring[eng.value]  # the catalog's engine <-> memory wiring and dtypes
     lanes, psum = eng in _LANE_ENGINES, False
     for name, v in ins.operands.items():
         if v.alloc.evicted:
@@ -215,15 +189,15 @@ def generic_check(d: OpDef, ins: Instruction, nc) -> bool:
         if v.on_chip and v.shape[0] > pmax:
             raise PartitionLimitError(f"{_what(d, name)} ({v.name!r} {list(v.shape)}): partition dim {v.shape[0]} "
                                       f"exceeds pmax {pmax}")
-        allowed = WRITES[eng] if name in ins.writes else READS[eng]
+        allowed = writes if name in ins.writes else reads
         if eng is Engine.DMA and space is Space.PSUM:
             raise MemorySpaceError(f"{_what(d, name)}: DMA cannot {'write' if name in ins.writes else 'read'} PSUM "
                                    f"({v.name!r}); copy PSUM to SBUF with tensor_copy first")
-        if space not in allowed:
+        if space.value not in allowed:
             verb = "write" if name in ins.writes else "read"
             raise MemorySpaceError(f"{_what(d, name)}: the {eng.value} engine cannot {verb} {space.value} ({v.name!r}); "
-                                   f"it {verb}s {'/'.join(sorted(s.value for s in allowed))}")
-        if v.dtype.name not in dtypes:
+                                   f"it {verb}s {'/'.join(sorted(allowed))}")
+        if dtypes is not None and v.dtype.name not in dtypes:
             raise DTypeError(f"{_what(d, name)}: dtype {v.dtype.name} is not supported by the {eng.value} engine on "
                              f"v{nc.gen}; supported: {', '.join(sorted(dtypes))}")
         if lanes and v.on_chip:

@@ -16,11 +16,6 @@ from trnsim.core.isa.vector import apply, bitvec_check, check_scalar_operand, sc
 _RED = ("dst", "reduce_res")
 
 
-def _mask(shape, dst, *views):
-    m = masks(shape, *views)
-    return None if m is None else m.reshape(dst.shape)
-
-
 def _operand(ins, key, p, default=0.0):
     return scalar_operand(ins.operands.get(key, ins.attrs.get(key, default)), p)
 

@@ -48,7 +48,7 @@ def _tile_check(nc, ins, k, m):
             raise ShapeError(f"nc_matmul: {what} tile size {s} at {p}: sizes {sizes} on v{nc.gen}, start a multiple of the size")
     if k > size[0] or m > size[1]:
         raise FreeSizeError(f"nc_matmul: K={k} and M={m} must fit the PE tile of {size[0]} rows x {size[1]} columns")
-    if ins.attrs.get("perf_mode") == "double_row" and size[1] != 128:
+    if ins.attrs.get("perf_mode") == "double_row" and size[1] != nc.spec.pe_cols:
         raise ShapeError("nc_matmul: double_row cannot be combined with column tiling")
 
 

@@ -310,7 +310,7 @@ def _reciprocal_semantics(ins, nc):
 
 
 define(Op.RECIPROCAL, Engine.VECTOR, _reciprocal_check, _reciprocal_semantics,
-       lambda rec, spec: stream_cost(rec, spec, factor=8.0), pure=True)
+       lambda rec, spec: stream_cost(rec, spec, factor=spec.cycles["reciprocal_per_element"]), pure=True)
 
 
 # -- tensor_reduce: reduce trailing free axes ---------------------------------------------------------------------

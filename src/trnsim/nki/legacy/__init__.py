@@ -15,11 +15,11 @@ NeuronCore (the programs of an `nl.all_reduce` wait there for each other). `nki.
 """
 from __future__ import annotations
 
-import os
 import warnings
 
 import numpy as np
 
+from trnsim import flags
 from trnsim.core import GridWarning
 from trnsim.errors import TrnsimError
 from trnsim.nki import _frontend
@@ -69,7 +69,7 @@ class SpmdGrid(_frontend.Programs):
 
     def __init__(self, kernel: Kernel):
         super().__init__(kernel)
-        self.launch = Launch(kernel.grid, os.environ.get("TRNSIM_STRICT", "1") != "0")
+        self.launch = Launch(kernel.grid, flags.STRICT.on())
         if getattr(kernel.fn, "skip_middle_end_transformations", False):  # its loops keep their order (nki/compiler.py)
             self.launch.affine = "warn"
         self.indices = list(np.ndindex(*kernel.grid)) if kernel.grid else [()]

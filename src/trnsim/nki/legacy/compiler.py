@@ -19,7 +19,7 @@ from trnsim.nki.compiler import enable_stack_allocator, force_auto_alloc, skip_m
 from trnsim.nki.legacy._tile import core, instance, register_direct
 
 
-class Placement:
+class DirectAllocation:
     """A direct allocation: `func(block_index, partitions, bytes_per_partition) -> (start_partition, byte_addr)`."""
 
     def __init__(self, space: str, func):
@@ -61,12 +61,12 @@ class _Memory:
         """The compiler's allocator (the same as `buffer=nl.sbuf` / `nl.psum`)."""
         return self.space
 
-    def alloc(self, func) -> Placement:
+    def alloc(self, func) -> DirectAllocation:
         """Place logical tile `idx` where `func(idx, pdim_size, fdim_size)` says."""
-        return Placement(self.space, func)
+        return DirectAllocation(self.space, func)
 
     def mod_alloc(self, base_addr=0, *, base_partition=0, num_par_tiles=(), num_free_tiles=(), base_bank=None,
-                  num_bank_tiles=(), **kwargs) -> Placement:
+                  num_bank_tiles=(), **kwargs) -> DirectAllocation:
         """Modulo allocation: logical tile i goes to physical tile i % (tiles) (double/multi buffering).
         Flattened block index l -> partition tile l % num_par_tiles, free tile (l // num_par_tiles) % num_free_tiles."""
         npar = math.prod(num_par_tiles) if num_par_tiles else 1
@@ -79,10 +79,10 @@ class _Memory:
             flat = _flat(idx, shape) if shape else (idx[0] if idx else 0)
             step = max(fbytes, bank) if num_bank_tiles else fbytes
             return base_partition + (flat % npar) * pdim, base + ((flat // npar) % nfree) * step
-        return _ModPlacement(self.space, func)
+        return _ModAllocation(self.space, func)
 
 
-class _ModPlacement(Placement):
+class _ModAllocation(DirectAllocation):
     def allocate(self, tensor, idx, tile_shape, name):
         self.func.blocks = tensor.block_shape
         return super().allocate(tensor, idx, tile_shape, name)

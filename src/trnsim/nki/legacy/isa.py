@@ -389,14 +389,14 @@ def sequence_bounds(*, segment_ids, dtype=None, **kwargs) -> Tile:
 
 
 def local_gather(src_buffer, index, num_elem_per_idx=1, num_valid_indices=None, mask=None, **kwargs) -> Tile:
-    """Gathers inside each GpSimd core's 16 partitions, in src_buffer's dtype. With every index valid the result
-    is [P, *index free dims, 16, num_elem_per_idx] (a core's indices in the order it reads them: partition
+    """Gathers inside each GpSimd core's partitions (gpsimd_core_partitions: 16), in src_buffer's dtype. With every
+    index valid the result is [P, *index free dims, per-core partitions, num_elem_per_idx] (a core's indices in the order it reads them: partition
     fastest); else [P, num_valid_indices, num_elem_per_idx]."""
     src, idx = as_tile(src_buffer), as_tile(index)
     for what, v in (("num_elem_per_idx", num_elem_per_idx), ("num_valid_indices", num_valid_indices)):
         if not (v is None and what == "num_valid_indices") and not hasattr(type(v), "__index__"):
             raise OperandTypeError(f"local_gather {what} is an int; got {type(v).__name__} {str(v)[:40]!r}")
-    per_core, k = min(idx.shape[0], 16), int(num_elem_per_idx)
+    per_core, k = min(idx.shape[0], cur.core().limit("gpsimd_core_partitions")), int(num_elem_per_idx)
     total = int(np.prod(idx.shape[1:])) * per_core
     n = total if num_valid_indices is None else int(num_valid_indices)
     shape = (src.shape[0],) + tuple(idx.shape[1:]) + (per_core, k) if n == total else (src.shape[0], n, k)

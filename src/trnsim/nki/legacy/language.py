@@ -64,9 +64,9 @@ def par_dim(n) -> ParDim:
 def ndarray(shape, dtype, buffer=sbuf, name="", **kwargs) -> Tile:
     """Allocate a tensor, never-written; `buffer` may be an `nki.compiler` direct allocation."""
     from trnsim.nki.legacy._tile import Tensor
-    from trnsim.nki.legacy.compiler import Placement
+    from trnsim.nki.legacy.compiler import DirectAllocation
     shape = (shape,) if isinstance(shape, (int, np.integer)) else tuple(shape)
-    if isinstance(buffer, Placement):  # one tensor per declaration, placed as the loop body's one trace placed it
+    if isinstance(buffer, DirectAllocation):  # one tensor per declaration, placed as the loop body's one trace placed it
         buffer = traced(core(), _location(), lambda: buffer)
         return Tile.whole(Tensor(shape, dtype, buffer.space, name or None, place=buffer))
     kind = getattr(buffer, "value", buffer) or "sbuf"

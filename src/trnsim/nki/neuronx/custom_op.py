@@ -11,10 +11,10 @@ apart from the graphs' engines. One library per process, as one per model on the
 from __future__ import annotations
 
 import json
-import os
 
 import numpy as np
 
+from trnsim import flags
 from trnsim.core import customop
 from trnsim.core.customop import CustomOpBuildError, CustomOpError, CustomOpPlatformError
 from trnsim.errors import user_location
@@ -27,7 +27,7 @@ on_call = None  # (op name, GpSimd ns) -> None: set by the framework path to cha
 
 def target() -> str:
     """The NKI target of the simulated instance (`trnsim torchrun --instance`), else trn1."""
-    cfg = os.environ.get("TRNSIM_XLA")
+    cfg = flags.XLA.raw()
     if cfg:
         from trnsim import specs
 

@@ -33,12 +33,11 @@ from trnsim.specs.records import UnsupportedDTypeError
 from trnsim.plan import efficiency as eff
 from trnsim.plan.comm import AlphaBeta
 from trnsim.plan.compute import SimulatedCompute
-from trnsim.plan.layout import Cluster, Group, LayoutError
+from trnsim.plan.layout import Cluster, ParallelGroup, LayoutError
 from trnsim.plan.serve.model import LLM, load
-from trnsim.plan.workload import Op
+from trnsim.plan.workload import StepOp
 
 GiB = 2.0**30
-PE_ROWS = 128  # tokens a TensorE matmul pass covers at once (the PE array's stationary columns)
 WEIGHT_BYTES = {"bf16": 2.0, "fp8": 1.0, "int8": 1.0, "mxfp8": 1.0 + 1 / 32, "mxfp4": 0.5 + 1 / 32}  # MX: +1 scale byte per 32
 COMPUTE_DTYPE = {"bf16": "bf16", "fp8": "fp8", "int8": "bf16", "mxfp8": "mxfp8", "mxfp4": "mxfp4"}  # int8: dequantized
 KV_BYTES = {"bf16": 2.0, "fp16": 2.0, "fp8": 1.0}
@@ -164,7 +163,7 @@ def stream_rate(target: str, lnc: int) -> float:
 _COMPUTE = SimulatedCompute()
 
 
-def op_ns(op: Op, cluster: Cluster, dtype: str = "bf16", decode: bool = False) -> float:
+def op_ns(op: StepOp, cluster: Cluster, dtype: str = "bf16", decode: bool = False) -> float:
     """Time of one op on one rank of `cluster` (see the module docstring)."""
     chip = cluster.system.chip
     if chip.core is None:
@@ -172,12 +171,13 @@ def op_ns(op: Op, cluster: Cluster, dtype: str = "bf16", decode: bool = False) -
     target, lnc = chip.core.target, cluster.lnc
     hbm = op.bytes / stream_rate(target, lnc) * 1e9
     peak = chip.core.peak_flops("bf16") * lnc / _chip_ratio(chip, dtype)
-    if op.kind == "matmul" and op.m <= PE_ROWS:  # a weight stream: TensorE sweeps it once at its peak
-        return max(2.0 * PE_ROWS * op.k * op.n * op.batch / peak * 1e9, hbm)
+    pe_rows = chip.core.pe_rows  # tokens a TensorE matmul pass covers at once
+    if op.kind == "matmul" and op.m <= pe_rows:  # a weight stream: TensorE sweeps it once at its peak
+        return max(2.0 * pe_rows * op.k * op.n * op.batch / peak * 1e9, hbm)
     if op.kind == "matmul":
         return max(_COMPUTE.op_time(op, cluster, "bf16") * _chip_ratio(chip, dtype), hbm)
     if op.kind == "attention" and decode:
-        queries = math.ceil(op.m / PE_ROWS) * PE_ROWS
+        queries = math.ceil(op.m / pe_rows) * pe_rows
         return max(4.0 * queries * op.k * op.n * op.batch / (chip.core.peak_flops("bf16") * lnc) * 1e9, hbm)
     return _COMPUTE.op_time(op, cluster, "bf16")
 
@@ -215,16 +215,16 @@ def collective_ns(op: str, nbytes: float, ranks: tuple[int, ...], cluster: Clust
         return _coll(op, float(nbytes), ranks, cluster.system.key, cluster.nodes, cluster.lnc)
     R = cluster.ranks_per_node
     nodes = len({r // R for r in ranks})
-    g = Group("tp", len(ranks), nodes, len(ranks) // nodes, 1, 1, ranks)
+    g = ParallelGroup("tp", len(ranks), nodes, len(ranks) // nodes, 1, 1, ranks)
     return AlphaBeta().collective_time(op, nbytes, g, cluster)
 
 
 # --- The ops of one step ------------------------------------------------------------------------
 
 
-def _mm(name, m, k, n, wb, batch=1) -> Op:
+def _mm(name, m, k, n, wb, batch=1) -> StepOp:
     """A matmul whose [k, n] operand is weights of `wb` bytes per element (activations bf16)."""
-    return Op(name, "matmul", int(m), int(k), int(n), batch, 0.0, float(batch * (2 * m * k + wb * k * n + 2 * m * n)))
+    return StepOp(name, "matmul", int(m), int(k), int(n), batch, 0.0, float(batch * (2 * m * k + wb * k * n + 2 * m * n)))
 
 
 def experts_hit(tokens: float, experts: int, top_k: int) -> float:
@@ -244,7 +244,7 @@ def attended(prefix: int, new: int, window: int) -> float:
 
 
 def layer_ops(m: LLM, s: Setup, seqs: int, new: int, ctx: int, moe: bool, decode: bool, groups: int = 1,
-              prefix: int | None = None) -> list[Op]:
+              prefix: int | None = None) -> list[StepOp]:
     """One layer's ops on one rank: `seqs` sequences of its attention group, each adding `new` tokens over
     `ctx` keys of context (the layer's window where it has one; `prefix` tokens were cached before the new
     ones, default ctx - new); the experts see the tokens of all `groups` attention groups of the EP group."""
@@ -253,7 +253,7 @@ def layer_ops(m: LLM, s: Setup, seqs: int, new: int, ctx: int, moe: bool, decode
     kvb = KV_BYTES[s.kv_dtype]
     T, h, hd = seqs * new, m.hidden, m.head_dim
     heads = m.heads // tp
-    ops = [Op("norm_attn", "elementwise", elems=T * h, bytes=4.0 * T * h)]
+    ops = [StepOp("norm_attn", "elementwise", elems=T * h, bytes=4.0 * T * h)]
     if m.mla:
         vd = m.v_head_dim or hd
         if m.q_rank:
@@ -270,14 +270,14 @@ def layer_ops(m: LLM, s: Setup, seqs: int, new: int, ctx: int, moe: bool, decode
         width, attn_heads, kv_groups, q_per, o_in = hd, heads, kv, heads // kv, heads * hd
     kv_read = seqs * ctx * m.kv_width(tp) * kvb
     if decode:  # each KV group's queries (its heads x new tokens) read the group's cache once
-        ops.append(Op("attention", "attention", q_per * new, width, ctx, seqs * kv_groups,
+        ops.append(StepOp("attention", "attention", q_per * new, width, ctx, seqs * kv_groups,
                       float(seqs * attn_heads * new * ctx), kv_read + 4.0 * T * heads * hd))
     else:
         share = attended(prefix, new, ctx) / (new * ctx)  # causal (and windowed): the keys each new token sees
-        ops.append(Op("attention", "attention", new, width, ctx, seqs * attn_heads, float(seqs * attn_heads * new * ctx) * share,
+        ops.append(StepOp("attention", "attention", new, width, ctx, seqs * attn_heads, float(seqs * attn_heads * new * ctx) * share,
                       kv_read + 4.0 * T * heads * hd, share))
     ops.append(_mm("o_proj", T, o_in, h, wb))
-    ops.append(Op("norm_mlp", "elementwise", elems=2 * T * h, bytes=8.0 * T * h))
+    ops.append(StepOp("norm_mlp", "elementwise", elems=2 * T * h, bytes=8.0 * T * h))
     if moe:
         f = m.expert_ffn // max(1, tp // s.ep)  # EP inside TP splits each expert's width over tp / ep ranks
         routed = T * groups
@@ -292,7 +292,7 @@ def layer_ops(m: LLM, s: Setup, seqs: int, new: int, ctx: int, moe: bool, decode
     else:
         f = m.ffn // tp
         ops.append(_mm("mlp_up", T, h, (m.mlp_matrices - 1) * f, wb))
-        ops.append(Op("mlp_act", "elementwise", elems=T * f, bytes=float(T * f * 2 * 3)))
+        ops.append(StepOp("mlp_act", "elementwise", elems=T * f, bytes=float(T * f * 2 * 3)))
         ops.append(_mm("mlp_down", T, f, h, wb))
     return ops
 
@@ -359,7 +359,7 @@ def step_time(m: LLM, s: Setup, cluster: Cluster, seqs: int, new: int, ctx: int,
                      "bytes": act, "ns": 2 * ar, "layers": n})
     out_rows = seqs * (new if decode else 1)  # prefill emits one token per sequence
     v = math.ceil(m.vocab / s.tp)
-    head = [Op("final_norm", "elementwise", elems=out_rows * m.hidden, bytes=4.0 * out_rows * m.hidden),
+    head = [StepOp("final_norm", "elementwise", elems=out_rows * m.hidden, bytes=4.0 * out_rows * m.hidden),
             _mm("logits", out_rows, m.hidden, v, WEIGHT_BYTES[s.weights])]
     parts["head"] = sum(op_ns(op, cluster, dtype, decode) for op in head)
     parts["head"] += collective_ns("all_gather", out_rows * v * s.tp * 2, tp_ranks, cluster)
@@ -512,7 +512,7 @@ def _speculative(m: LLM, s: Setup, cluster: Cluster, ctx: int) -> float:
 def kv_room(m: LLM, s: Setup, cluster: Cluster, mem: dict | None = None) -> tuple[float, float, float]:
     """(usable HBM bytes per rank, KV bytes per token on a rank, bytes left for the KV cache)."""
     mem = mem or memory(m, s, cluster)
-    capacity = cluster.hbm_per_rank * (1 - serving.defaults()["hbm_reserved"])
+    capacity = cluster.hbm_bytes_per_rank * (1 - serving.defaults()["hbm_reserved"])
     per_token = m.kv_bytes_per_token(KV_BYTES[s.kv_dtype], s.tp, s.context) / s.cp
     return capacity, per_token, capacity - mem["weights"] - mem["activations"]
 
