@@ -200,6 +200,20 @@ def test_a_32_bit_copy_streams_at_the_datapath_width_for_other_types(target, src
     assert ev.end - ev.start == pytest.approx(512 * 128 / per_cycle / ghz)
 
 
+@pytest.mark.parametrize("target, dtype, ghz, per_cycle", [
+    ("trn3", "bfloat16", 1.2, 256),   # NC-v4 ScalarE: 256 BF16/FP16/FP8 elements a cycle
+    ("trn3", "float32", 1.2, 128),    # 128 of other types
+    ("trn2", "bfloat16", 1.2, 128),   # NC-v3 ScalarE: 128 for every type
+])
+def test_scalar_engine_streams_at_its_datapath_width(target, dtype, ghz, per_cycle):
+    """An activation streams N elements per partition at the ScalarE datapath's elements a cycle over 128
+    partitions (trainium2_arch.rst, trainium3_arch.rst: compute engine specifications)."""
+    def b(nc):  # its input written by no instruction: no wait, no static overhead
+        nc.issue(Op.ACTIVATION, dst=nc.tensor((128, 2048), dtype), data=nc.tensor((128, 2048), dtype), op="exp")
+    ev = run(target, b)[-1]
+    assert ev.end - ev.start == pytest.approx(2048 * 128 / per_cycle / ghz)
+
+
 @pytest.mark.parametrize("target, rate", [("trn1", 17.0), ("trn3", 33.0)])
 def test_dma_splits_over_16_engines(target, rate):
     """A [128, 512] bf16 load gives each of 16 DMA engines 8 partitions of 1 KiB: fixed latency,

@@ -24,7 +24,8 @@ class TimingSpec:
     dma_turnaround_latency: float  # ns from a transfer's end until its queue can start the next one
     tensor_warmup_start: float  # TensorE rate fraction when the dI/dt throttle engages (1.0: none)
     tensor_warmup_latency: float  # ns to ramp from that fraction to full rate
-    vector_perf_modes: Mapping[str, float]  # v3+ speedups: copy_sbuf, copy_psum, tensor_tensor
+    vector_perf_modes: Mapping[str, float]  # v3+ speedups: copy_sbuf, copy_psum, tensor_tensor, copy_sbuf_wide
+    scalar_perf_mode: float  # ScalarE speedup when every operand is 16-bit or FP8 (v4's wider datapath)
     strided_access: Mapping[str, float]  # bytes: most-minor free stride above which SBUF/PSUM give `rate`
     dma_transpose: Mapping[str, float]  # block: elements per partition one descriptor moves; hbm/sbuf: rate share
     execution_overhead: float  # ns of start-up and tear-down per kernel (NEFF) execution, outside its profile

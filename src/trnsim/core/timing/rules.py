@@ -60,13 +60,16 @@ class Rules:
 
     # -- Vector / Scalar / GpSimd -----------------------------------------------------------------
     def perf_mode(self, rec) -> float:
-        """v3+ VectorE speedups (reference 1.6); 1 elsewhere. All operands 16-bit: the documented perf modes.
+        """v3+ VectorE and v4 ScalarE speedups (reference 1.6); 1 elsewhere. All operands 16-bit: the documented perf modes.
         Otherwise a copy or tensor_scalar wholly in SBUF and contiguous streams at the datapath's width for
         other data types (256 elements a cycle on v3/v4 against 128 on v2, trainium2_arch.rst), halved, as
         the 16-bit modes are, when PSUM is read or written."""
+        ops = rec.operands.values()
+        if rec.engine is Engine.SCALAR:  # v4: 256 16-bit or FP8 elements a cycle, 128 of other types
+            narrow = all(r.dtype in _HALF or r.dtype.startswith("float8") for r in ops)
+            return self.t.scalar_perf_mode if narrow else 1.0
         if rec.engine is not Engine.VECTOR:  # the catalog's modes are 1 where a generation has none
             return 1.0
-        ops = rec.operands.values()
         modes = self.t.vector_perf_modes
         sbuf = all(r.space == "sbuf" for r in ops)
         copy = rec.op in (Op.TENSOR_COPY, Op.TENSOR_SCALAR)
