@@ -322,6 +322,25 @@ def _script_line() -> str | None:
     return None
 
 
+def run_script(script: str, args: list[str]) -> tuple[str | None, int]:
+    """Run the user's script as `python script args...` would: (trnsim's error message or None, exit code).
+    An error of trnsim's own is reported by the launcher; any other exception goes up with its traceback."""
+    sys.argv = [script, *args]
+    sys.path.insert(0, os.path.dirname(os.path.abspath(script)))
+    try:
+        runpy.run_path(script, run_name="__main__")
+    except SystemExit as e:
+        return None, e.code if isinstance(e.code, int) else (0 if e.code is None else 1)
+    except Exception as e:  # noqa: BLE001 - the launcher reports it; trnsim's own errors carry their message
+        from trnsim.errors import TrnsimError
+
+        if not isinstance(e, TrnsimError):
+            raise
+        print(f"trnsim: error: {e}", file=sys.stderr)
+        return f"{type(e).__name__}: {e}", 3
+    return None, 0
+
+
 def main(argv: list[str]) -> int:
     from trnsim import shim
     from trnsim.nki.neuronx import custom_op
@@ -338,20 +357,7 @@ def main(argv: list[str]) -> int:
     with open(cfg["script"], encoding="utf-8", errors="replace") as f:
         if NAMES_DEVICE.search(f.read()):  # the script names the device: set it up, as importing TorchNeuron does
             rank.patch_neuron()
-    sys.argv = [cfg["script"], *argv[1:]]  # argv[0] is the script, as the launcher passes it
-    sys.path.insert(0, os.path.dirname(os.path.abspath(cfg["script"])))
-    error, code = None, 0
-    try:
-        runpy.run_path(cfg["script"], run_name="__main__")
-    except SystemExit as e:
-        code = e.code if isinstance(e.code, int) else (0 if e.code is None else 1)
-    except Exception as e:  # noqa: BLE001 - the launcher reports it; trnsim's own errors carry their message
-        from trnsim.errors import TrnsimError
-
-        if not isinstance(e, TrnsimError):
-            raise
-        error, code = f"{type(e).__name__}: {e}", 3
-        print(f"trnsim: error: {e}", file=sys.stderr)
+    error, code = run_script(cfg["script"], argv[1:])
     rank.finish(error)
     if rank.procs > 1 and rank.dist.is_initialized() and error is None:
         rank.dist.destroy_process_group()
