@@ -61,6 +61,7 @@ class Rank:
             cluster = Cluster(cfg["instance"], nodes=cfg["nodes"], lnc=cfg["lnc"])
             self.ledger = Ledger(CostModel(cluster, world=self.world), bf16=self.bf16, cache=CompileCache(run=cfg["out"]))
             self.ledger.timeline = bool(cfg.get("trace"))
+            self.ledger.eager_debug = eager_debug()
 
     # --- the world -----------------------------------------------------------------------------
     def patch(self) -> None:
@@ -322,6 +323,11 @@ def _script_line() -> str | None:
     return None
 
 
+def eager_debug() -> bool:
+    """NEURON_USE_EAGER_DEBUG_MODE=1: ops run (and are priced) one by one, torch-xla's and the neuron device's."""
+    return os.environ.get("NEURON_USE_EAGER_DEBUG_MODE", "0") not in ("", "0")
+
+
 def run_script(script: str, args: list[str]) -> tuple[str | None, int]:
     """Run the user's script as `python script args...` would: (trnsim's error message or None, exit code).
     An error of trnsim's own is reported by the launcher; any other exception goes up with its traceback."""
@@ -347,6 +353,8 @@ def main(argv: list[str]) -> int:
     from trnsim.xla.precision import take_flags
 
     cfg = _config()
+    if eager_debug():  # torch-xla's own switch, read when it is imported: each op a graph of its own
+        os.environ["XLA_USE_EAGER_DEBUG_MODE"] = "1"
     cfg["bf16"] = take_flags()  # before torch-xla reads them: trnsim keeps bf16 storage itself
     os.environ.setdefault("PJRT_DEVICE", "CPU")
     rank = Rank(cfg)
