@@ -164,3 +164,15 @@ def test_bf16_with_stochastic_rounding_tracks_fp32_where_rne_stalls(tmp_path, mo
     assert abs(on_xla - fp32) < abs(rne - fp32) / 10
     torchrun(str(SCRIPTS / "bf16_regression.py"), [str(out)], progress=False, env={"XLA_USE_BF16": "1"})
     assert float(out.read_text()) == pytest.approx(rne, rel=0.05)  # RNE under torchrun stalls alike
+
+
+def test_eager_debug_mode_runs_and_prices_op_by_op(tmp_path):
+    """NEURON_USE_EAGER_DEBUG_MODE=1: each op a graph of its own (torch-xla's eager debug mode), the values
+    unchanged."""
+    rep = torchrun(str(EXAMPLE), ["--steps", "2", "--save-all", str(tmp_path)], progress=False,
+                   env={"NEURON_USE_EAGER_DEBUG_MODE": "1"})
+    for k, v in _reference(1, 2, 32, 0.05).items():
+        torch.testing.assert_close(torch.load(tmp_path / "rank0.pt")[k], v, rtol=1e-5, atol=1e-6)
+    causes = [c["cause"] for c in rep["compilations"]]
+    assert len(causes) > 10 and all(c.startswith("eager debug mode: the op at ") for c in causes)
+    assert rep["per_step"][1]["time_ms"] > 0 and rep["graphs"] > 10

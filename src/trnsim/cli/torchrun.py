@@ -111,8 +111,6 @@ def torchrun(ctx, nproc, nnodes, node_rank, master_addr, master_port, local_addr
     core and compilations (with the line and cause of each recompilation). A failing rank stops the
     others (exit 1); Ctrl-C or SIGTERM stops every rank (exit 130 or 143). Needs `pip install 'trnsim[torch]'`.
     """
-    from rich.console import Console
-
     from trnsim.errors import OptionError
     from trnsim.xla import launch, report
 
@@ -137,6 +135,17 @@ def torchrun(ctx, nproc, nnodes, node_rank, master_addr, master_port, local_addr
                           instance=instance, lnc=lnc, max_procs=max_procs, batch_size=batch_size,
                           progress=not (quiet or as_json), log_dir=log_dir, redirects=redirects, tee=tee,
                           local_ranks_filter=only, run_id=run_id, quiet_stdout=as_json, trace=trace_dir)
+    show(rep, as_json, report_path)
+    if tb_dir:
+        report.tensorboard(rep, tb_dir)
+
+
+def show(rep: dict, as_json: bool, report_path: str | None) -> None:
+    """A run's report: the summary table (or JSON on stdout), and the JSON file `report_path` if given."""
+    from rich.console import Console
+
+    from trnsim.xla import report
+
     if as_json:
         click.echo(emit_json(rep))
     else:
@@ -144,8 +153,6 @@ def torchrun(ctx, nproc, nnodes, node_rank, master_addr, master_port, local_addr
     if report_path:
         with open(report_path, "w") as f:
             json.dump(rep, f, indent=1)
-    if tb_dir:
-        report.tensorboard(rep, tb_dir)
 
 
 def _mlp_hlo(batch: int, d: int, h: int) -> str:

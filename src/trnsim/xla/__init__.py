@@ -7,7 +7,10 @@
     precision bf16 storage and stochastic rounding as the runtime keeps them (XLA_USE_BF16)
     neuron    the native `neuron` device (PrivateUse1): tensors with host values, eager ops priced
     neuron_compile  torch.compile(backend="neuron"): Dynamo graphs priced whole
-    neuron_dist     torch.distributed backend "neuron" (values reduced across the rank processes)
+    neuron_dist     torch.distributed backend "neuron" (values reduced across the rank processes; DDP, FSDP2,
+                    DTensor)
+    timeline  per-rank Perfetto timelines of the steps (`trnsim torchrun --trace`)
+    jaxrun    `trnsim jax`: a JAX script on N simulated NeuronCores, each step priced
     worker    one rank of `trnsim torchrun` (the script on real torch-xla or the neuron device, in a simulated world)
     launch    `trnsim torchrun`: one worker per rank, the report gathered
     report    the summary, its table, TensorBoard scalars

@@ -177,6 +177,7 @@ class Ledger:
         self.model = model
         self.cache = cache  # the persistent compile cache; None: every run compiles afresh
         self.timeline = False  # keep each step's events (compilations, compute, collectives) for a trace
+        self.eager_debug = False  # NEURON_USE_EAGER_DEBUG_MODE: every op runs as a graph of its own
         self.bf16 = bf16  # fp32 tensors stored in bf16 (XLA_USE_BF16): priced as stored
         self.priced: dict[str, GraphCost] = {}
         self.compiled: dict[str, str] = {}  # key -> the user line that first cut it
@@ -276,6 +277,8 @@ class Ledger:
         return as_stored(text) if self.bf16 else text
 
     def _cause(self, rec: Record, line: str, via: str) -> str:
+        if via == "forced" and self.eager_debug:
+            return f"eager debug mode: the op at {line} compiled and run on its own"
         if via == "forced":
             return f"early execution: {line} needed a value (print, .item(), .cpu()) before mark_step"
         if via == "compile-inputs":

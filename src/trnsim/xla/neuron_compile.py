@@ -15,10 +15,10 @@ from __future__ import annotations
 
 import hashlib
 import logging
-import os
 import re
 
 from trnsim.xla import neuron
+from trnsim.xla.worker import eager_debug
 
 
 class DynamicShapesError(neuron.NeuronDeviceError):
@@ -83,11 +83,6 @@ def _op_by_op(gm):
             return out
 
     return lambda *args: OpByOp(gm).run(*args)
-
-
-def eager_debug() -> bool:
-    """NEURON_USE_EAGER_DEBUG_MODE=1: compiled graphs run op by op."""
-    return os.environ.get("NEURON_USE_EAGER_DEBUG_MODE", "0") not in ("", "0")
 
 
 def backend(gm, example_inputs, **kwargs):

@@ -63,6 +63,7 @@ class Rank:
             cluster = Cluster(cfg["instance"], nodes=cfg["nodes"], lnc=cfg["lnc"])
             self.ledger = Ledger(CostModel(cluster, world=self.world), bf16=self.bf16, cache=CompileCache(run=cfg["out"]))
             self.ledger.timeline = bool(cfg.get("trace"))
+            self.ledger.eager_debug = eager_debug()
 
     # --- the world -----------------------------------------------------------------------------
     def patch(self) -> None:
@@ -324,12 +325,38 @@ def _script_line() -> str | None:
     return None
 
 
+def eager_debug() -> bool:
+    """NEURON_USE_EAGER_DEBUG_MODE=1: ops run (and are priced) one by one, torch-xla's and the neuron device's."""
+    return os.environ.get("NEURON_USE_EAGER_DEBUG_MODE", "0") not in ("", "0")
+
+
+def run_script(script: str, args: list[str]) -> tuple[str | None, int]:
+    """Run the user's script as `python script args...` would: (trnsim's error message or None, exit code).
+    An error of trnsim's own is reported by the launcher; any other exception goes up with its traceback."""
+    sys.argv = [script, *args]
+    sys.path.insert(0, os.path.dirname(os.path.abspath(script)))
+    try:
+        runpy.run_path(script, run_name="__main__")
+    except SystemExit as e:
+        return None, e.code if isinstance(e.code, int) else (0 if e.code is None else 1)
+    except Exception as e:  # noqa: BLE001 - the launcher reports it; trnsim's own errors carry their message
+        from trnsim.errors import TrnsimError
+
+        if not isinstance(e, TrnsimError):
+            raise
+        print(f"trnsim: error: {e}", file=sys.stderr)
+        return f"{type(e).__name__}: {e}", 3
+    return None, 0
+
+
 def main(argv: list[str]) -> int:
     from trnsim import shim
     from trnsim.nki.neuronx import custom_op
     from trnsim.xla.precision import take_flags
 
     cfg = _config()
+    if eager_debug():  # torch-xla's own switch, read when it is imported: each op a graph of its own
+        os.environ["XLA_USE_EAGER_DEBUG_MODE"] = "1"
     cfg["bf16"] = take_flags()  # before torch-xla reads them: trnsim keeps bf16 storage itself
     os.environ.setdefault("PJRT_DEVICE", "CPU")
     rank = Rank(cfg)
@@ -340,20 +367,7 @@ def main(argv: list[str]) -> int:
     with open(cfg["script"], encoding="utf-8", errors="replace") as f:
         if NAMES_DEVICE.search(f.read()):  # the script names the device: set it up, as importing TorchNeuron does
             rank.patch_neuron()
-    sys.argv = [cfg["script"], *argv[1:]]  # argv[0] is the script, as the launcher passes it
-    sys.path.insert(0, os.path.dirname(os.path.abspath(cfg["script"])))
-    error, code = None, 0
-    try:
-        runpy.run_path(cfg["script"], run_name="__main__")
-    except SystemExit as e:
-        code = e.code if isinstance(e.code, int) else (0 if e.code is None else 1)
-    except Exception as e:  # noqa: BLE001 - the launcher reports it; trnsim's own errors carry their message
-        from trnsim.errors import TrnsimError
-
-        if not isinstance(e, TrnsimError):
-            raise
-        error, code = f"{type(e).__name__}: {e}", 3
-        print(f"trnsim: error: {e}", file=sys.stderr)
+    error, code = run_script(cfg["script"], argv[1:])
     rank.finish(error)
     if rank.procs > 1 and rank.dist.is_initialized() and error is None:
         rank.dist.destroy_process_group()
