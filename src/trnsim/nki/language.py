@@ -15,10 +15,9 @@ from trnsim import numerics
 from trnsim.core import View
 from trnsim.core.errors import ShapeError, locate_all
 from trnsim.core.machine import Register
-from trnsim.nki import isa as nisa, lower, operands
+from trnsim.nki import _frontend, isa as nisa, lower, operands
 from trnsim.nki import versions as _versions
 from trnsim.nki.grids import NkiBlockGrid, NkiGrid, NkiTileGrid, alloc_blocks, alloc_tiles, blocks, tiles  # noqa: F401
-from trnsim.nki import _frontend
 from trnsim.nki._frontend import core, ndarray as _ndarray
 
 # -- dtypes --------------------------------------------------------------------------------------------------
@@ -451,6 +450,8 @@ def device_print(print_prefix, tensor):
 
 
 __all__ = [n for n in dir() if not n.startswith("_") and not n.endswith("_into") and n not in (
-    "annotations", "contextlib", "enum", "np", "numerics", "View", "Register", "ShapeError", "core", "nisa", "lower", "operands", "locate_all")]
-operands.Kinds((View,), optional={"nl.rms_norm n"}).check_all(globals(), __all__)  # a value of the wrong kind is refused by name
+    "annotations", "contextlib", "enum", "np", "numerics", "View", "Register", "ShapeError", "core", "nisa", "lower",
+    "operands", "locate_all")]
+# a value of the wrong kind is refused by name (rms_norm's n defaults to the free size)
+operands.Kinds((View,), optional={"nl.rms_norm n"}).check_all(globals(), __all__)
 locate_all(globals())  # after every definition: a name an op looks up (a dtype) is refused at the kernel line

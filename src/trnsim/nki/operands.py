@@ -21,8 +21,8 @@ INTS = frozenset({"n", "size", "start", "stop", "lower", "upper", "init"})  # co
 SHAPES = frozenset({"shape", "tile_shape", "block_shape", "element_shape", "loop_indices", "program_axes"})  # int(s)
 NUMBERS = frozenset({"fill_value"})
 FINITE = frozenset({"epsilon"})
-EITHER = frozenset({"nl.where y"})
-OWN = frozenset({"nl.dynamic_range step"})  # checked by the op itself, with its own rule  # besides an element-wise op's x and y: a tile or a number
+EITHER = frozenset({"nl.where y"})  # besides an element-wise op's x and y: a tile or a number
+OWN = frozenset({"nl.dynamic_range step"})  # checked by the op itself, with its own rule
 BUFFERS = ("sbuf", "psum", "hbm", "private_hbm", "shared_hbm")
 OPTIONAL = frozenset({"stop", "buffer", "address"})  # None there: not given
 

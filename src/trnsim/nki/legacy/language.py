@@ -187,7 +187,7 @@ def num_programs(axes=None) -> int:
         if not isinstance(a, (int, np.integer)) or not -len(grid) <= a < len(grid):
             raise KernelError(f"nl.num_programs({axes!r}): an axis is an int in -{len(grid)}..{len(grid) - 1} (the "
                               f"launch grid {list(grid)} has {len(grid)} dims)")
-    return math.prod(grid[a] for a in listed) if isinstance(axes, (tuple, list)) else grid[axes]
+    return math.prod(grid[a] for a in listed)
 
 
 def program_ndim() -> int:
