@@ -1,12 +1,23 @@
-"""Calls the API fuzz (fuzz_forms.py) found raising an internal exception: each now runs or raises a named
-error that names the kernel line of the call."""
+"""Calls the fuzz (benchmarks/bench_fuzz.py) found raising an internal exception: each now runs or raises a
+named error that names the kernel line of the call."""
 import numpy as np
 import pytest
 
-from trnsim.core.errors import DTypeError, OperandTypeError, ShapeError, UninitializedError
+from trnsim.core.errors import DTypeError, KernelError, OperandTypeError, ShapeError, UninitializedError
 from trnsim.errors import UnknownNameError
 
-from tests.nki.fuzz_forms import modules
+
+def modules(api):
+    """(nki, nisa, nl) of an API generation."""
+    if api == "current":
+        import trnsim.nki as nki
+        import trnsim.nki.isa as nisa
+        import trnsim.nki.language as nl
+    else:
+        import trnsim.nki.legacy as nki
+        import trnsim.nki.legacy.isa as nisa
+        import trnsim.nki.legacy.language as nl
+    return nki, nisa, nl
 
 
 def run(api, body):
@@ -129,6 +140,84 @@ CASES = [  # (api, error, what, the call): each call on its own line, which the 
                                                      predicate=t((128, 1)))),
     ("beta", UnknownNameError, "a dtype that is text",
      lambda nisa, nl, t: nisa.tensor_copy(t(), dtype="x")),
+    # the nl.* ops of both generations
+    (C, OperandTypeError, "a unary op of a number",
+     lambda nisa, nl, t: nl.exp(1.5)),
+    ("beta", OperandTypeError, "a unary op of None",
+     lambda nisa, nl, t: nl.exp(None)),
+    (C, OperandTypeError, "a binary op of two numbers",
+     lambda nisa, nl, t: nl.add(2.0, 3.0)),
+    ("beta", OperandTypeError, "a binary op of a tile and a tuple",
+     lambda nisa, nl, t: nl.add(t(), (1, 2))),
+    (C, OperandTypeError, "a matmul by a number",
+     lambda nisa, nl, t: nl.matmul(t((128, 64)), 2.0)),
+    (C, OperandTypeError, "a reduction of text",
+     lambda nisa, nl, t: nl.sum("x", axis=1)),
+    (C, OperandTypeError, "nl.ds from NaN",
+     lambda nisa, nl, t: nl.ds(float("nan"), 4)),
+    ("beta", OperandTypeError, "nl.ds of an infinite size",
+     lambda nisa, nl, t: nl.ds(0, float("inf"))),
+    (C, OperandTypeError, "a static_range over a float",
+     lambda nisa, nl, t: nl.static_range(2.5)),
+    ("beta", OperandTypeError, "an affine_range with a tuple stop",
+     lambda nisa, nl, t: nl.affine_range(0, (1, 2))),
+    (C, OperandTypeError, "a fori_loop from NaN",
+     lambda nisa, nl, t: nl.fori_loop(float("nan"), 1, lambda i: None)),
+    (C, OperandTypeError, "a fori_loop whose body is no function",
+     lambda nisa, nl, t: nl.fori_loop(0, 1, 3)),
+    (C, OperandTypeError, "a while_loop on infinity",
+     lambda nisa, nl, t: nl.while_loop(float("inf"), lambda: 0)),
+    (C, OperandTypeError, "an ndarray address that is a list of one float",
+     lambda nisa, nl, t: nl.ndarray((128, 1), nl.int32, address=[1.0])),
+    (C, OperandTypeError, "a buffer that is text",
+     lambda nisa, nl, t: nl.ones((32, 16), nl.float16, buffer="x")),
+    ("beta", OperandTypeError, "a buffer that is a list",
+     lambda nisa, nl, t: nl.full((1, 8), 0.0, nl.float32, buffer=[1.0])),
+    ("beta", OperandTypeError, "zeros_like of text",
+     lambda nisa, nl, t: nl.zeros_like("x")),
+    (C, OperandTypeError, "a store of a number (the current API stores tiles)",
+     lambda nisa, nl, t: nl.store(t(buffer="shared_hbm"), 2.5)),
+    (C, OperandTypeError, "a dropout rate of NaN",
+     lambda nisa, nl, t: nl.dropout(t(), float("nan"))),
+    ("beta", OperandTypeError, "loop_reduce over a tile of loop indices",
+     lambda nisa, nl, t: nl.loop_reduce(t(), nl.add, t())),
+    ("beta", KernelError, "num_programs of a NaN axis",
+     lambda nisa, nl, t: nl.num_programs(float("nan"))),
+    (C, ShapeError, "a shared identity matrix of 0 rows",
+     lambda nisa, nl, t: nl.shared_identity_matrix(0)),
+    ("beta", ShapeError, "a shared identity matrix bigger than HBM",
+     lambda nisa, nl, t: nl.shared_identity_matrix(2**20)),
+    (C, ShapeError, "a tile of no partition",
+     lambda nisa, nl, t: nl.ndarray((0, 8), nl.float32)),
+    (C, UnknownNameError, "an nl op's dtype that is text",
+     lambda nisa, nl, t: nl.exp(t(), dtype="x")),
+    ("beta", ShapeError, "a 1-d stationary of a matmul",
+     lambda nisa, nl, t: nisa.nc_matmul(t((64,)), t((64, 512)))),
+    ("beta", ShapeError, "nc_find_index8 with 1-d vals",
+     lambda nisa, nl, t: nisa.nc_find_index8(data=t((64, 512)), vals=t((64,)))),
+    ("beta", OperandTypeError, "iterating a tile (a shuffle mask given as one)",
+     lambda nisa, nl, t: list(t((32, 8)))),
+    (C, OperandTypeError, "a loop step of 0",
+     lambda nisa, nl, t: nl.affine_range(0, 4, 0)),
+    (C, KernelError, "a shared constant from a file that does not exist",
+     lambda nisa, nl, t: nl.shared_constant("/nonexistent/constant.npy")),
+    ("beta", OperandTypeError, "a shared constant that is a tile",
+     lambda nisa, nl, t: nl.shared_constant(t())),
+    ("beta", ShapeError, "broadcast_to a shape that is one negative int",
+     lambda nisa, nl, t: nl.broadcast_to(t((1, 8)), -1)),
+    ("beta", OperandTypeError, "rms_norm with no n (the beta API takes one)",
+     lambda nisa, nl, t: nl.rms_norm(t((32, 16)), t((32, 16)), 1, None)),
+    (C, ShapeError, "a matmul of a moving tile with no element per partition",
+     lambda nisa, nl, t: nisa.nc_matmul(dst=t((64, 0), buffer="psum"), stationary=t((128, 64)),
+                                        moving=t((128, 0)))),
+    (C, ShapeError, "select_reduce with on_false on other partitions",
+     lambda nisa, nl, t: nisa.select_reduce(dst=t((128, 1)), predicate=t((128, 1)), on_true=t((128, 1)),
+                                            on_false=t((74, 1)))),
+    (C, ShapeError, "tensor_reduce over an axis of no element",
+     lambda nisa, nl, t: nisa.tensor_reduce(dst=t((128, 1)), op=nl.maximum, data=t((128, 0)), axis=1)),
+    (C, OperandTypeError, "a bitvec immediate past 32 bits",
+     lambda nisa, nl, t: nisa.tensor_scalar(dst=t((32, 16), "int32"), data=t((32, 16), "int32"), op0=nl.left_shift,
+                                            operand0=10**30)),
 ]
 
 
@@ -181,3 +270,87 @@ def test_a_unary_op_with_reverse_writes_every_element():
 
     got = kernel(np.ones((4, 8), np.float32))
     assert got.shape == (4, 8) and np.isfinite(got).all()
+
+
+I32 = np.iinfo(np.int32)
+
+
+def _to_int32(f: np.ndarray) -> np.ndarray:
+    """numpy: the engines' output conversion into int32: round to nearest even, saturate, NaN gives 0."""
+    f = np.nan_to_num(np.asarray(f, np.float64), nan=0.0, posinf=I32.max, neginf=I32.min)
+    return np.clip(np.rint(f), I32.min, I32.max).astype(np.int32)
+
+
+def test_an_integer_power_with_negative_exponents_is_a_fraction_converted_into_the_integer_dst():
+    """Arithmetic ops take integers as numbers (the ISA reference's operator table): 2 ** -2 is 0.25, which
+    the output conversion stores as 0; 0 ** -1 is infinity, stored saturated."""
+    import trnsim.nki as nki
+    import trnsim.nki.language as nl
+
+    @nki.jit
+    def power(a, b):
+        out = nl.ndarray(a.shape, nl.int32, buffer=nl.shared_hbm)
+        nl.store(out, nl.power(nl.load(a), nl.load(b)))
+        return out
+
+    a = np.array([[2, -1, 1, 0, 3, 2, -2, 7]], np.int32)
+    b = np.array([[-2, -3, -5, -1, 2, -1, 3, 0]], np.int32)
+    got = power(a, b)
+    with np.errstate(divide="ignore"):
+        assert np.array_equal(got, _to_int32(np.power(a.astype(np.float64), b.astype(np.float64))))
+    assert got.tolist() == [[0, -1, 1, I32.max, 9, 0, -8, 1]]
+
+
+@pytest.mark.parametrize("engine", ["vector", "gpsimd"])
+def test_nan_added_to_an_int_tile_takes_the_output_conversion(engine):
+    """Arithmetic runs on float values; writing into an int32 tile rounds and saturates, NaN becoming 0 (the
+    ISA reference's casting rule, docs/numerics.md): 3 + NaN stores 0, 3 + inf the int32 maximum."""
+    import trnsim.nki as nki
+    import trnsim.nki.isa as nisa
+    import trnsim.nki.language as nl
+
+    @nki.jit
+    def add(a):
+        t = nl.load(a)
+        out = nl.ndarray((3,) + a.shape, nl.int32, buffer=nl.shared_hbm)
+        for i, v in enumerate((float("nan"), float("inf"), -float("inf"))):
+            d = nl.ndarray(a.shape, nl.int32, buffer=nl.sbuf)
+            nisa.tensor_scalar(d, t, nl.add, v, engine=getattr(nisa.engine, engine))
+            nl.store(out[i], d)
+        return out
+
+    a = np.array([[3, -7, 0, I32.max]], np.int32)
+    got = add(a)
+    with np.errstate(invalid="ignore"):
+        want = np.stack([_to_int32(a.astype(np.float32) + np.float32(v)) for v in (np.nan, np.inf, -np.inf)])
+    assert np.array_equal(got, want)
+    assert got[0].tolist() == [[0, 0, 0, 0]] and got[1].tolist() == [[I32.max] * 4]
+
+
+def test_a_bitwise_first_stage_of_a_cumulative_or_reducing_scalar_op_works_on_the_integer_bits():
+    """tensor_scalar_cumulative and tensor_scalar_reduce with a bitwise op0 on integer data apply it to the bit
+    patterns, then scan or reduce the values."""
+    import trnsim.nki as nki
+    import trnsim.nki.isa as nisa
+    import trnsim.nki.language as nl
+
+    @nki.jit
+    def kernel(x):
+        a = nl.load(x)
+        scan = nl.ndarray(x.shape, nl.int16, buffer=nl.sbuf)  # the scan takes no 32-bit integers
+        nisa.tensor_scalar_cumulative(dst=scan, src=a, op0=nl.bitwise_and, op1=nl.add, imm0=6)
+        xored = nl.ndarray(x.shape, nl.uint8, buffer=nl.sbuf)
+        total = nl.ndarray((x.shape[0], 1), nl.int32, buffer=nl.sbuf)
+        nisa.tensor_scalar_reduce(dst=xored, data=a, op0=nl.bitwise_xor, operand0=1, reduce_op=nl.add,
+                                  reduce_res=total)
+        out = nl.ndarray((x.shape[0], 2 * x.shape[1] + 1), nl.int32, buffer=nl.shared_hbm)
+        nl.store(out[:, 0:x.shape[1]], nl.copy(scan, dtype=nl.int32))
+        nl.store(out[:, x.shape[1]:2 * x.shape[1]], nl.copy(xored, dtype=nl.int32))
+        nl.store(out[:, 2 * x.shape[1]:], total)
+        return out
+
+    x = np.array([[1, 2, 3, 7], [4, 5, 6, 255]], np.uint8)
+    got = kernel(x)
+    assert np.array_equal(got[:, :4], np.cumsum(x & 6, axis=1))
+    assert np.array_equal(got[:, 4:8], x ^ 1)
+    assert np.array_equal(got[:, 8], (x ^ 1).astype(np.int64).sum(axis=1))

@@ -35,7 +35,7 @@ import numpy as np
 
 from trnsim.core import fast
 from trnsim.core.liveness import drop_dead_names
-from trnsim.core.errors import CapacityError, OutOfBoundsError, PartitionLimitError, PartitionStartError, PSUMBankError
+from trnsim.core.errors import CapacityError, OutOfBoundsError, PartitionLimitError, PartitionStartError, PSUMBankError, ShapeError
 
 POISON_BYTE = 0xFF
 _SERIALS = itertools.count()  # names each memory for the timing model; never reused, unlike id()
@@ -226,6 +226,8 @@ class Memory:
                  address: tuple[int, int] | None = None, pmax: int = 128) -> Allocation:
         if partitions > pmax:
             raise PartitionLimitError(f"{self.space.value} tensor {name!r}: partition dim {partitions} exceeds pmax {pmax}")
+        if partitions < 1:
+            raise ShapeError(f"{self.space.value} tensor {name!r}: partition dim {partitions}; a tile has 1..{pmax}")
         if address is not None:
             return self._place(partitions, nbytes, name, kind, location, address, pmax)
         best = self._room(partitions, nbytes, align, pmax)

@@ -49,6 +49,19 @@ def ndarray(shape, dtype, buffer=None, name=None, address=None) -> View:
     return nc.tensor(shape, numerics.dtype(dtype), space, name=name or None, address=address, kind=kind)
 
 
+def host_constant(constant) -> np.ndarray:
+    """The data of `nl.shared_constant`: an array as given, or the array a .npy file holds (read only from a
+    regular file, never unpickled)."""
+    if not isinstance(constant, str):
+        return np.asarray(constant)
+    if not os.path.isfile(constant):
+        raise KernelError(f"nl.shared_constant({constant!r}): no such .npy file (a path names a regular file)")
+    try:
+        return np.load(constant, allow_pickle=False)
+    except (OSError, ValueError) as e:
+        raise KernelError(f"nl.shared_constant({constant!r}): not a .npy array file ({e})") from None
+
+
 # -- arguments and results -------------------------------------------------------------------------------
 def _to_numpy(x):
     """A numpy array from a numpy array or a torch tensor (bf16 kept bit-exact); None if neither."""

@@ -13,9 +13,9 @@ import numpy as np
 
 from trnsim import numerics
 from trnsim.core import View
-from trnsim.core.errors import ShapeError
+from trnsim.core.errors import ShapeError, locate_all
 from trnsim.core.machine import Register
-from trnsim.nki import isa as nisa, lower
+from trnsim.nki import _frontend, isa as nisa, lower, operands
 from trnsim.nki import versions as _versions
 from trnsim.nki.grids import NkiBlockGrid, NkiGrid, NkiTileGrid, alloc_blocks, alloc_tiles, blocks, tiles  # noqa: F401
 from trnsim.nki._frontend import core, ndarray as _ndarray
@@ -294,6 +294,8 @@ def random_seed(seed):
 
 def shared_identity_matrix(n, dtype=uint8, dst=None) -> View:
     """An n x n identity in SBUF: ones where partition == column (GpSimd affine_select)."""
+    if n < 1:
+        raise ShapeError(f"nl.shared_identity_matrix({n}): n is 1 or more")
     ones_ = ones((n, n), dtype)
     out = dst if dst is not None else ndarray((n, n), dtype)
     nisa.affine_select(out, [[-1, n]], 1, ones_, 0.0, cmp_op="equal")
@@ -302,7 +304,7 @@ def shared_identity_matrix(n, dtype=uint8, dst=None) -> View:
 
 def shared_constant(constant) -> View:
     """A numpy array (or .npy path) placed in shared HBM."""
-    arr = np.load(constant) if isinstance(constant, str) else np.asarray(constant)
+    arr = _frontend.host_constant(constant)
     return core().hbm_tensor(np.ascontiguousarray(arr), name="shared_constant", kind="shared_hbm")
 
 
@@ -449,4 +451,8 @@ def device_print(print_prefix, tensor):
 
 
 __all__ = [n for n in dir() if not n.startswith("_") and not n.endswith("_into") and n not in (
-    "annotations", "contextlib", "enum", "np", "numerics", "View", "Register", "ShapeError", "core", "nisa", "lower")]
+    "annotations", "contextlib", "enum", "np", "numerics", "View", "Register", "ShapeError", "core", "nisa", "lower",
+    "operands", "locate_all")]
+# a value of the wrong kind is refused by name (rms_norm's n defaults to the free size)
+operands.Kinds((View,), optional={"nl.rms_norm n"}).check_all(globals(), __all__)
+locate_all(globals())  # after every definition: a name an op looks up (a dtype) is refused at the kernel line

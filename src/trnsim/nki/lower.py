@@ -224,7 +224,7 @@ def broadcast_to(x: View, shape, dtype=None) -> View:
     """Size-1 dims broadcast: free dims by a zero stride, an on-chip partition dim of 1 by `spread` (an fp32
     result up to a PSUM bank stays in PSUM, read there by the Vector engine, as the compiler lowers it; else an
     SBUF tile); cast to `dtype` (default x's) by a copy."""
-    shape = tuple(shape)
+    shape = (shape,) if isinstance(shape, (int, np.integer)) else tuple(shape)
     want = numerics.dtype(dtype) if dtype is not None else x.dtype
     padded = tuple(x.shape) + (1,) * (len(shape) - x.ndim)
     if len(padded) != len(shape) or any(n not in (1, m) for n, m in zip(padded, shape)):

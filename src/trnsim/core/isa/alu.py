@@ -29,6 +29,16 @@ def _f(a, b, fn):
         return fn(a, b)
 
 
+def _power(a, b):
+    """Arithmetic ops take integers through floats (the ISA reference's operator table), so an integer raised
+    to a negative power is a fraction (2 ** -2 = 0.25), which the output conversion rounds and saturates into
+    an integer destination; numpy's integer power refuses negative exponents. Float64 keeps integer results
+    exact up to 2**53, past any integer destination's range."""
+    if a.dtype.kind in "iub" or b.dtype.kind in "iub":
+        a, b = a.astype(np.float64), b.astype(np.float64)
+    return _f(a, b, np.power)
+
+
 def _shift_right(a, b):
     # Logical shift on the unsigned bit pattern: the ALU has no arithmetic right shift.
     ua = a.astype(np.uint64) & np.uint64((1 << (8 * a.dtype.itemsize)) - 1)
@@ -45,7 +55,7 @@ _ALU = [
     # The signed operand of the larger (smaller) magnitude; b on a tie (nki.language.abs_max, abs_min)
     AluOp("abs_max", lambda a, b: np.where(np.abs(a) > np.abs(b), a, b), "arith"),
     AluOp("abs_min", lambda a, b: np.where(np.abs(a) < np.abs(b), a, b), "arith"),
-    AluOp("power", lambda a, b: _f(a, b, np.power), "arith"),
+    AluOp("power", _power, "arith"),
     AluOp("fmod", lambda a, b: _f(a, b, np.fmod), "arith"),  # the ALU remainder keeps the dividend's sign
     AluOp("mod", lambda a, b: _f(a, b, np.mod), "arith"),
     AluOp("equal", lambda a, b: (a == b).astype(np.float32), "arith"),

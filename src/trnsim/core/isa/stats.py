@@ -7,11 +7,11 @@ from __future__ import annotations
 import numpy as np
 
 from trnsim.core.errors import DTypeError, FreeSizeError, ShapeError
-from trnsim.core.isa.alu import op_name
+from trnsim.core.isa.alu import alu, op_name
 from trnsim.core.isa.opcodes import Engine, Op
 from trnsim.core.isa.registry import define, masks, pf, put, same_free, same_partitions, stream_cost
 from trnsim.core.isa.scalar import accumulate, reduce_check, reduce_cmd
-from trnsim.core.isa.vector import apply, bitvec_check, check_scalar_operand, scalar_operand
+from trnsim.core.isa.vector import _int_operand, apply, bitvec_check, check_scalar_operand, scalar_operand
 
 _RED = ("dst", "reduce_res")
 
@@ -110,7 +110,13 @@ def _cumulative_semantics(ins, nc):
         acc[lanes], bad[lanes] = _CUMULATIVE[op1], False
     elif cmd == "load_reduce":
         acc[lanes], bad[lanes] = _operand(ins, "imm1", p).reshape(-1), masks((p, 1), ins.operands.get("imm1")) is not None
-    x = apply(ins.attrs["op0"], pf(src), _operand(ins, "imm0", p), reverse=ins.attrs.get("reverse0", False))
+    imm0 = ins.operands.get("imm0", ins.attrs.get("imm0", 0.0))
+    if alu(ins.attrs["op0"]).kind == "bitvec":  # on the integer src's bit patterns, then scanned in fp32
+        a = src.array().reshape(p, -1)
+        x = apply(ins.attrs["op0"], a, _int_operand(imm0, p).astype(a.dtype), integer=True,
+                  reverse=ins.attrs.get("reverse0", False)).astype(np.float32)
+    else:
+        x = apply(ins.attrs["op0"], pf(src), scalar_operand(imm0, p), reverse=ins.attrs.get("reverse0", False))
     reg, out = acc[lanes].astype(np.float32), np.empty_like(x)
     for i in range(x.shape[1]):  # a true scan: each step depends on the last
         reg = apply(op1, x[:, i], reg)
@@ -132,6 +138,9 @@ def _select_reduce_check(ins, nc):
     f = ins.operands.get("on_false")
     if f is not None and f.free_size != 1:
         _same(ins, "dst", "on_false")
+    elif f is not None and f.partitions != ins.predicate.partitions:
+        raise ShapeError(f"select_reduce: on_false {f.name!r} {list(f.shape)} must be a number, a "
+                         f"[{ins.predicate.partitions}, 1] tile or a tile like dst")
 
 
 def _select_reduce_semantics(ins, nc):

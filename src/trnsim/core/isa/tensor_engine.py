@@ -73,6 +73,9 @@ def _nc_matmul_check(ins, nc):
         m, n = st.shape[2], mv.shape[2]
     else:
         m, n = st.free_size, mv.free_size
+    if not m or not n:
+        raise ShapeError(f"nc_matmul: stationary {list(st.shape)} and moving {list(mv.shape)} must each hold an "
+                         f"element per partition (M={m}, N={n})")
     # nki/api/nki/isa/__init__.py: nc_matmul: on v2 is_transpose only marks the instruction as a transpose for
     # profiling; it stays a plain matmul (FP32 PSUM result, not bit-accurate with NaN/Inf).
     if attrs.get("is_transpose") and nc.can("matmul_transpose_mode"):

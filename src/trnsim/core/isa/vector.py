@@ -37,8 +37,11 @@ def _ints(*views):
 
 
 def _int_operand(x, p: int):
+    """An operand of integer arithmetic or a bitvec op: a [P, 1] tile, or an immediate a 32-bit lane holds."""
     if isinstance(x, View):
         return x.array().reshape(p, 1).astype(np.int64)
+    if not (np.isfinite(float(x)) and -2**31 <= float(x) < 2**32):
+        raise OperandTypeError(f"an integer or bitvec operand is a 32-bit integer (-2**31 .. 2**32 - 1); got {x!r}")
     return np.int64(x)
 
 
@@ -52,11 +55,19 @@ def bitvec_check(ins, ops, *views):
                              + ", ".join(v.dtype.name for v in views if isinstance(v, View)))
 
 
+def _whole(x) -> np.ndarray:
+    """Integer values held as floats, as int64 (NaN, a never-written element's, as 0)."""
+    return np.clip(np.nan_to_num(np.asarray(x, np.float64)), -2.0**62, 2.0**62).astype(np.int64)
+
+
 def apply(op, a, b, *, integer=False, reverse=False):
     """One ALU stage; `reverse` swaps the operands (operand op data)."""
     o = alu(op)
     if reverse:
         a, b = b, a
+    if o.kind == "bitvec" and (np.asarray(a).dtype.kind == "f" or np.asarray(b).dtype.kind == "f"):
+        # integer values a scan or a reduction carries as fp32 (its operands are integer tiles): their bits
+        return o.fn(_whole(a), _whole(b)).astype(np.float32)
     if o.kind == "bitvec" or integer:
         return o.fn(a, b)
     out = np.asarray(o.fn(a, b), dtype=np.float32)
@@ -332,6 +343,9 @@ def _tensor_reduce_check(ins, nc):
     axes = reduce_axes(ins, data)
     reduce_ufunc(ins.attrs.get("op"))
     kept = [n for d, n in enumerate(data.shape) if d not in axes]
+    if not all(data.shape[a] for a in axes):
+        raise ShapeError(f"tensor_reduce: axes {list(axes)} of {data.name!r} {list(data.shape)} hold no element to "
+                         f"reduce")
     if dst.size != int(np.prod(kept)):
         raise ShapeError(f"tensor_reduce: dst {list(dst.shape)} must hold the reduced shape {kept} of {list(data.shape)}")
 

@@ -22,7 +22,7 @@ import numpy as np
 
 from trnsim import numerics
 from trnsim.core import View
-from trnsim.core.errors import KernelError, OutOfBoundsError, ShapeError, where
+from trnsim.core.errors import KernelError, OperandTypeError, OutOfBoundsError, ShapeError, where
 from trnsim.core.liveness import releasers
 from trnsim.nki import _frontend, isa as cur, lower
 from trnsim.nki.legacy._grid import Cond, Expr, Mask, MaskExpressionError, boxes, evaluate
@@ -286,6 +286,9 @@ class Tile:
         box = box or tuple((0, n) for n in self.shape)
         if len(box) > len(self.shape) and all(r == (0, 1) for r in box[len(self.shape):]):
             box = box[:len(self.shape)]  # a [P] tile asked for as [P, 1]
+        if len(box) != len(self.shape) or any(not 0 <= lo <= hi <= n for (lo, hi), n in zip(box, self.shape)):
+            raise ShapeError(f"tile {self.name!r} of shape {list(self.shape)} is used as "
+                             f"{[f'{lo}:{hi}' for lo, hi in box]}; an operand must hold what the instruction reads")
         shape = [hi - lo for lo, hi in box]
         const = [c + sum(cf * lo for cf, (lo, _) in zip(row, box)) for c, row in zip(self.const, self.coefs)]
         t = self.tensor
@@ -365,6 +368,12 @@ class Tile:
             return True  # an HBM tensor is a present argument (`if bias:` on an optional kernel argument)
         raise KernelError("err_ambiguous_tensor_truth_value: a tile cannot be a Python truth value (branching on "
                           "tensor values is dynamic control flow)")
+
+    def __iter__(self):
+        """A tile's indexing is lazy (masks may reach past its end), so Python's fallback iteration through
+        `t[0], t[1], ...` would never stop: iterating a tile is refused."""
+        raise OperandTypeError(f"tile {self.name!r} of shape {list(self.shape)} is not iterable; index it (t[i]) in a "
+                               f"loop over nl.affine_range({self.shape[0] if self.shape else 0})")
 
     # -- nki.tensor methods ----------------------------------------------------------------------------------
     def astype(self, dtype):
@@ -747,7 +756,7 @@ def run_pending(value: Tile, dst: Tile, acc: bool):
 def _broadcast_to(x, shape, dtype=None) -> Tile:
     """Size-1 dims broadcast (nki/lower.py: broadcast_to). Axes align on the partition dim: a partition-only
     [P] tile is [P, 1, ...] here."""
-    return wrap(lower.broadcast_to(as_tile(x).view(), tuple(shape), dtype))
+    return wrap(lower.broadcast_to(as_tile(x).view(), shape, dtype))
 
 
 def _expand_dims(x, axis) -> Tile:

@@ -15,10 +15,10 @@ import numpy as np
 from trnsim import numerics
 from trnsim.core import View
 from trnsim.core import races as _races
-from trnsim.core.errors import KernelError, ShapeError
+from trnsim.core.errors import KernelError, ShapeError, locate_all
 from trnsim.core.errors import where as _location
 from trnsim.core.liveness import traced
-from trnsim.nki import isa as cur, lower
+from trnsim.nki import _frontend, isa as cur, lower, operands
 from trnsim.nki import language as _cur_nl
 from trnsim.nki.legacy import _tile
 from trnsim.nki.legacy._grid import arange, boxes, evaluate, mgrid  # noqa: F401
@@ -182,9 +182,12 @@ def num_programs(axes=None) -> int:
     grid = instance().launch.grid or (1,)
     if axes is None:
         return math.prod(grid)
-    if isinstance(axes, (tuple, list)):
-        return math.prod(grid[a] for a in axes)
-    return grid[axes]
+    listed = tuple(axes) if isinstance(axes, (tuple, list)) else (axes,)
+    for a in listed:
+        if not isinstance(a, (int, np.integer)) or not -len(grid) <= a < len(grid):
+            raise KernelError(f"nl.num_programs({axes!r}): an axis is an int in -{len(grid)}..{len(grid) - 1} (the "
+                              f"launch grid {list(grid)} has {len(grid)} dims)")
+    return math.prod(grid[a] for a in listed)
 
 
 def program_ndim() -> int:
@@ -265,6 +268,10 @@ def pending_matmul(stationary, moving, mask=None, **attrs) -> Tile:
     [K, 2, M] and [K, 2, N] (both rows of a partition contract) and the result is still [M, N]."""
     st, mv = as_tile(stationary), as_tile(moving)
     mid = ((0, 2),) if attrs.get("perf_mode") == "double_row" else ()
+    for name, t in (("stationary", st), ("moving", mv)):
+        if t.ndim != 2 + len(mid):
+            raise ShapeError(f"matmul: {name} must be a {2 + len(mid)}-d tile ({'[K, 2, M]' if mid else '[K, M]'}); "
+                             f"got shape {list(t.shape)}")
     m, n = st.shape[-1] if mid else st.shape[1], mv.shape[-1] if mid else mv.shape[1]
     (k0, k1), (m0, m1) = _rect(st)[0], _rect(st)[-1 if mid else 1]
     (j0, j1), (n0, n1) = _rect(mv)[0], _rect(mv)[-1 if mid else 1]
@@ -593,7 +600,7 @@ def _wait_for_programs(inst, ready, what):
 # of SDK 2.26: rand, shared_constant, shared_identity_matrix, floor, ceil, trunc, logical_not, gather_flattened) ----
 def rand(shape, dtype=np.float32, **kwargs) -> Tile:
     """Uniform values in [0, 1) from the core's seeded generator, in a new SBUF tile."""
-    out = new_tile(tuple(shape), numerics.dtype(dtype))
+    out = new_tile((shape,) if isinstance(shape, (int, np.integer)) else tuple(shape), numerics.dtype(dtype))
     lower.rand(out.view())
     return out
 
@@ -601,7 +608,7 @@ def rand(shape, dtype=np.float32, **kwargs) -> Tile:
 def shared_constant(constant, dtype=None, **kwargs) -> Tile:
     """A tensor in shared HBM holding `constant` (an array or a .npy path), as the compiler embeds it in the
     binary; kernels load it like any HBM tensor."""
-    arr = np.load(constant) if isinstance(constant, str) else np.asarray(constant)
+    arr = _frontend.host_constant(constant)
     if dtype is not None:
         arr = numerics.cast(arr, numerics.dtype(dtype))
     return wrap(core().hbm_tensor(np.ascontiguousarray(arr), name="shared_constant", kind="shared_hbm"))
@@ -609,7 +616,11 @@ def shared_constant(constant, dtype=None, **kwargs) -> Tile:
 
 def shared_identity_matrix(n, dtype=np.uint8, **kwargs) -> Tile:
     """An n x n identity in shared HBM (the beta API's constant, loaded with nl.load)."""
-    return shared_constant(np.eye(int(n), dtype=np.float32), dtype=dtype)
+    nc, n = core(), int(n)
+    if n < 1 or n * n * numerics.dtype(dtype).itemsize > nc.hbm.capacity:
+        raise ShapeError(f"nl.shared_identity_matrix({n}): n is 1 or more, and n x n {numerics.dtype(dtype).name} "
+                         f"fits the core's HBM of {nc.hbm.capacity} B")
+    return shared_constant(np.eye(n, dtype=np.float32), dtype=dtype)
 
 
 def _rounding(mode):
@@ -651,7 +662,12 @@ def atomic_rmw(dst, value, op, *, mask=None, **kwargs):
 
 _INTERNAL = {"annotations", "builtins", "math", "np", "numerics", "View", "KernelError", "ShapeError", "cur", "ParDim",
              "Tile", "as_tile", "core", "each_box", "emit", "instance", "new_tile", "part", "promote", "lower", "wrap",
-             "boxes", "evaluate", "pending_matmul", "wrap_results", "Abandoned", "reissue_destination"}
+             "boxes", "evaluate", "pending_matmul", "wrap_results", "Abandoned", "reissue_destination",
+             "operands", "locate_all"}
 __all__ = [n for n in dir() if not n.startswith("_") and n not in _INTERNAL]
 # assign writes its own dst and redirects the call that made its value: it must see that call as the latest
 wrap_results(globals(), skip={"all_reduce", "assign", "ndarray", "zeros", "zeros_like", "empty_like", "ones", "full", "dropout", "store"})
+# a value of the wrong kind is refused by name (static_cast runs on the host, on numpy arrays); nl.store and
+# atomic_rmw store a number too
+operands.Kinds((Tile, View), either={"value"}).check_all(globals(), [n for n in __all__ if n != "static_cast"])
+locate_all(globals())  # a name an op looks up (a dtype) is refused at the kernel line
