@@ -234,3 +234,100 @@ def test_text_output_lists_each_finding_and_the_totals(tmp_path, monkeypatch):
     assert r.exit_code == 1
     assert f"{path}:{line_of(path, 'dynamic_range')}: error: nl.dynamic_range was removed in NKI 0.7" in r.output
     assert "1 error(s), 0 warning(s) for NKI 0.7" in r.output
+
+
+EQUALITY = '''
+import dataclasses
+
+
+class Tiling:
+    def __init__(self, rows):
+        self.rows = rows
+
+
+class Wide(Tiling):
+    pass
+
+
+class Keyed:
+    def __init__(self, rows):
+        self.rows = rows
+
+    def __eq__(self, other):
+        return self.rows == other.rows
+
+
+@dataclasses.dataclass
+class Plan:
+    rows: int
+
+
+@nki.jit
+def copy_rows(x):
+    a, b = Tiling(128), Wide(128)
+    k = Keyed(128)
+    out = nl.ndarray(x.shape, x.dtype, buffer=nl.shared_hbm)
+    t = nl.ndarray(x.shape, x.dtype, buffer=nl.sbuf)
+    nisa.dma_copy(dst=t, src=x)
+    if a == Tiling(128):
+        nisa.dma_copy(dst=out, src=t)
+    if k != Keyed(128) or Plan(1) != Plan(1):
+        pass
+    if Wide(128) != b:
+        pass
+    return out
+'''
+
+
+def test_equality_on_a_class_without_eq_is_a_07_warning_with_the_migration_page(check):
+    code, doc, path = check(EQUALITY, "--arg", "x=float32[128,8]")
+    eq = [f for f in doc["findings"] if f["kind"] == "equality"]
+    # the identity compare is false here, so out is never written: the trace says so too
+    assert [f["location"] for f in eq] == [f"{path}:{line_of(path, 'if a == Tiling')}",
+                                           f"{path}:{line_of(path, 'if Wide(128) != b')}"]
+    assert "instances of Tiling, which defines no __eq__" in eq[0]["message"]
+    assert "instances of Wide" in eq[1]["message"]
+    assert all(f["severity"] == "warning" and f["doc"].endswith("#nki-migrate-0-6-to-0-7") for f in eq)
+    assert any(f["kind"] == "unwritten" for f in doc["findings"]) and code == 1
+    _, doc06, _ = check(EQUALITY, "--arg", "x=float32[128,8]", "--nki-version", "0.6")
+    assert not [f for f in doc06["findings"] if f["kind"] == "equality"]
+    beta = "\nfrom neuronxcc import nki\nimport neuronxcc.nki.language as nl\nimport neuronxcc.nki.isa as nisa\n"
+    _, doc_beta, _ = check(EQUALITY, "--arg", "x=float32[128,8]", head=beta)  # the beta API is not traced by 0.7
+    assert not [f for f in doc_beta["findings"] if f["kind"] == "equality"]
+
+
+LAUNCHED = COPY + '''
+
+if __name__ == "__main__":
+    copy_rows[2](np.zeros((256, 64), np.float32))
+'''
+
+
+def test_the_lnc_degree_is_checked_against_the_compilers_where_that_is_set(check, monkeypatch):
+    monkeypatch.delenv("NEURON_LOGICAL_NC_CONFIG", raising=False)
+    monkeypatch.delenv("NEURON_CC_FLAGS", raising=False)
+    code, doc, _ = check(LAUNCHED, "--arg", "x=float32[256,64]")
+    assert code == 0 and doc["findings"] == []  # no compiler degree set: the kernel is compiled alone
+    code, doc, path = check(LAUNCHED, "--arg", "x=float32[256,64]", "--lnc", "1")
+    (f,) = doc["findings"]
+    assert code == 1 and f["kind"] == "lnc" and f["location"] == f"{path}:{line_of(path, 'copy_rows[2](')}"
+    assert "'copy_rows' is configured with LNC=2 (kernel[2]), but neuronx-cc is using LNC=1 (--lnc 1)" in f["message"]
+    assert f["doc"].endswith("EVRF066.html")
+    monkeypatch.setenv("NEURON_CC_FLAGS", "--lnc=2")
+    code, doc, _ = check(LAUNCHED, "--arg", "x=float32[256,64]")
+    assert code == 0 and doc["findings"] == []
+    monkeypatch.setenv("NEURON_LOGICAL_NC_CONFIG", "1")  # a kernel without a grid takes the environment's
+    code, doc, path = check(COPY, "--arg", "x=float32[256,64]")
+    assert code == 1 and "LNC=1 (NEURON_LOGICAL_NC_CONFIG=1), but neuronx-cc is using LNC=2 (NEURON_CC_FLAGS " \
+                         "--lnc=2)" in doc["findings"][0]["message"]
+    assert doc["findings"][0]["location"] == f"{path}:{line_of(path, 'def copy_rows')}"
+    code, doc, _ = check(COPY, "--arg", "x=float32[256,64]", "--nki-version", "0.6")
+    assert code == 0 and doc["findings"] == []  # NKI 0.6's compiler does not check it
+
+
+def test_tensor_indirection_by_its_nki_name_is_said_to_be_not_emulated(check):
+    src = COPY.replace("nisa.dma_copy(dst=out[r:r + 128, :], src=t)",
+                       "nisa.tensor_copy(t, t.indirect(t))\n        nisa.dma_copy(dst=out[r:r + 128, :], src=t)")
+    code, doc, path = check(src)
+    (f,) = doc["findings"]
+    assert code == 1 and f["kind"] == "not emulated" and f["location"] == f"{path}:{line_of(path, '.indirect(')}"

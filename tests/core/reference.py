@@ -246,6 +246,26 @@ def after_barrier(writes):
     return out
 
 
+def indirect_offsets(index, num_elem, group=16):
+    """Tensor Indirection: offset i lies at index[i % group, i // group] (a snake down the group's partitions)."""
+    index = np.asarray(index)
+    return np.array([index[i % group, i // group] for i in range(num_elem)], np.int64)
+
+
+def indirect_gather(base, index, num_elem):
+    """Column i of the result is column offset_i of `base` on every partition."""
+    return np.asarray(base).reshape(len(base), -1)[:, indirect_offsets(index, num_elem)]
+
+
+def indirect_scatter(base, index, src):
+    """Column i of `src` lands at column offset_i of `base` (a later column wins an offset named twice)."""
+    out = np.array(base).reshape(len(base), -1)
+    for i, o in enumerate(indirect_offsets(index, np.asarray(src).shape[1])):
+        out[:, o] = np.asarray(src)[:, i]
+    return out
+
+
+INSTRUCTIONS.update({"tensor_indirection_gather": indirect_gather, "tensor_indirection_scatter": indirect_scatter})
 INSTRUCTIONS.update({"gather_flattened": gather_flattened, "range_select": range_select, "nc_find_index8": find8, "nc_match_replace8": match_replace8,
                      "nc_stream_shuffle": shuffle, "affine_select": affine_select, "local_gather": local_gather,
                      "rand": uniform_moments, "set_rng_seed": seed_value, "dropout": lambda x, keep: x * keep,

@@ -7,7 +7,7 @@ import trnsim.nki as nki
 import trnsim.nki.collectives as cc
 import trnsim.nki.isa as nisa
 import trnsim.nki.language as nl
-from trnsim.core.errors import KernelError
+from trnsim.core.errors import KernelError, OutOfBoundsError, ShapeError
 
 G = cc.ReplicaGroup([[0, 1]])
 
@@ -125,3 +125,142 @@ def test_ring_permutes(rng, trn):
     np.testing.assert_array_equal(got[1], x[0])
     np.testing.assert_array_equal(red[0], x[1] + x[0])  # rank 1 sent x1 + (x0 it had received)
     np.testing.assert_array_equal(red[1], x[0] + x[1])
+
+
+# -- variable-size collectives: flat element buffers sized by a uint32 metadata tensor ---------------------------
+def _gather_v_reference(x, md, slot):
+    """Each rank's dst: sender s's chunk x[s][displ:displ+count] (column 0 of its rows 0/1) in slot s."""
+    out = np.full((2, 2 * slot), -1.0, np.float32)
+    for s in range(2):
+        c, d = md[s][0, 0], md[s][1, 0]
+        for r in range(2):
+            out[r, s * slot:s * slot + c] = x[s][d:d + c]
+    return out
+
+
+def _to_all_v_reference(x, md, slot, rdispls=False):
+    """Rank j's dst: rank i's chunk for j (row 0/1 column j of i's metadata) in slot i or at j's recv_displs[i]."""
+    out = np.full((2, 2 * slot), -1.0, np.float32)
+    for i in range(2):
+        for j in range(2):
+            c, d = md[i][0, j], md[i][1, j]
+            at = md[j][3, i] if rdispls else i * slot
+            out[j, at:at + c] = x[i][d:d + c]
+    return out
+
+
+def _v_kernel(kind, slot, split=False, rdispls=False, sbuf_metadata=False):
+    @nki.jit
+    def kernel(x, md):
+        r = cc.rank_id()
+        dst = nl.ndarray((2 * slot,), x.dtype, buffer=nl.hbm)
+        nisa.dma_copy(dst, x[r][0:2 * slot])  # filled, to see what the collective leaves alone
+        nisa.memset(dst_fill := nl.ndarray((1, 2 * slot), x.dtype, buffer=nl.sbuf), -1.0)
+        nisa.dma_copy(dst.reshape((1, 2 * slot)), dst_fill)
+        if sbuf_metadata:
+            meta = nl.ndarray((1,) + md.shape[1:], md.dtype, buffer=nl.sbuf)
+            nisa.dma_copy(meta, md[r:r + 1])
+        else:
+            meta = nl.ndarray(md.shape[1:], md.dtype, buffer=nl.hbm)
+            nisa.dma_copy(meta, md[r])
+        args = ([x[r]], [dst], G, meta)
+        if split:
+            prep = getattr(cc, f"{kind}_prepare")(*args, has_rdispls=rdispls)
+            getattr(cc, f"{kind}_trigger")(prep)
+        else:
+            getattr(cc, kind)(*args, has_rdispls=rdispls)
+        out = _per_rank_out((2 * slot,), x.dtype)
+        counts = _per_rank_out(md.shape[1:], md.dtype)
+        nisa.dma_copy(out[r], dst)
+        nisa.dma_copy(counts[r].reshape((1, meta.size)), meta.reshape((1, meta.size)))
+        return out, counts
+    return kernel
+
+
+@pytest.mark.parametrize("split", [False, True])
+@pytest.mark.parametrize("sbuf_metadata", [False, True])
+def test_all_gather_v(rng, trn, split, sbuf_metadata):
+    x = rng.standard_normal((2, 64)).astype(np.float32)
+    md = np.zeros((2, 3, 2), np.uint32)
+    md[0, :2] = [[5, 99], [3, 99]]  # rank 0 broadcasts x0[3:8]; the second column is never read
+    md[1, :2] = [[9, 0], [20, 0]]  # rank 1 broadcasts x1[20:29]
+    out, counts = _v_kernel("all_gather_v", 12, split, sbuf_metadata=sbuf_metadata)[2](x, md)
+    np.testing.assert_array_equal(out, _gather_v_reference(x, md, 12))
+    for r in range(2):  # row 2: what arrived from each rank
+        np.testing.assert_array_equal(counts[r][2].reshape(-1), [5, 9])
+
+
+@pytest.mark.parametrize("split", [False, True])
+@pytest.mark.parametrize("rdispls", [False, True])
+def test_all_to_all_v(rng, trn, split, rdispls):
+    x = rng.standard_normal((2, 64)).astype(np.float32)
+    md = np.zeros((2, 4 if rdispls else 3, 2), np.uint32)
+    md[0, :2] = [[4, 7], [0, 10]]  # rank 0: x0[0:4] to itself, x0[10:17] to rank 1
+    md[1, :2] = [[2, 0], [30, 0]]  # rank 1: x1[30:32] to rank 0, nothing to itself
+    if rdispls:
+        md[0, 3] = [1, 13]  # where rank 0 puts what rank 0 and rank 1 send it
+        md[1, 3] = [5, 0]
+    out, counts = _v_kernel("all_to_all_v", 10, split, rdispls)[2](x, md)
+    np.testing.assert_array_equal(out, _to_all_v_reference(x, md, 10, rdispls))
+    np.testing.assert_array_equal(counts[0][2].reshape(-1), [4, 2])
+    np.testing.assert_array_equal(counts[1][2].reshape(-1), [7, 0])
+
+
+def test_variable_size_collectives_refuse_what_the_reference_refuses(rng, trn):
+    x = rng.standard_normal((2, 64)).astype(np.float32)
+    md = np.zeros((2, 3, 2), np.uint32)
+    md[:, 0, 0] = 40  # a chunk of 40 into slots of 12
+    with pytest.raises(OutOfBoundsError, match="40 elements from rank [01] do not fit"):
+        _v_kernel("all_gather_v", 12)[2](x, md)
+    md[:, 0, 0], md[:, 1, 0] = 8, 60  # a chunk running past src
+    with pytest.raises(OutOfBoundsError, match="runs past src"):
+        _v_kernel("all_gather_v", 12)[2](x, md)
+    with pytest.raises(ShapeError, match=r"metadata_tensor \[2, 2\] must be \[3, 2\]"):
+        _v_kernel("all_to_all_v", 12)[2](x, np.zeros((2, 2, 2), np.uint32))
+    with pytest.raises(KernelError, match="has_rdispls=True is not supported for all_gather_v"):
+        _v_kernel("all_gather_v", 12, rdispls=True)[2](x, np.zeros((2, 4, 2), np.uint32))
+
+
+def test_prepare_and_trigger_are_nki_07_names(rng, trn, monkeypatch):
+    monkeypatch.setenv("TRNSIM_NKI_VERSION", "0.6")
+    x = rng.standard_normal((2, 64)).astype(np.float32)
+    with pytest.raises(KernelError, match="all_gather_v_prepare is new in NKI 0.7"):
+        _v_kernel("all_gather_v", 12, split=True)[2](x, np.zeros((2, 3, 2), np.uint32))
+    out, _ = _v_kernel("all_gather_v", 12)[2](x, np.zeros((2, 3, 2), np.uint32))  # the plain form is 0.6's too
+    np.testing.assert_array_equal(out, np.full((2, 24), -1.0, np.float32))
+
+
+def test_a_timing_only_run_cannot_size_a_variable_collective(rng, trn):
+    """The counts are values in memory, which a timing-only run does not compute: refused by name."""
+    from trnsim.core.errors import ValueUnknownError
+    x = rng.standard_normal((2, 64)).astype(np.float32)
+    with pytest.raises(ValueUnknownError, match="decides a variable-size collective's element count"):
+        _v_kernel("all_to_all_v", 12)[2].trace(x, np.zeros((2, 3, 2), np.uint32), values=False)
+
+
+def test_each_prepare_has_exactly_one_trigger(rng, trn):
+    x = rng.standard_normal((2, 64)).astype(np.float32)
+    md = np.zeros((2, 3, 2), np.uint32)
+
+    def kernel(triggers, first=None):
+        @nki.jit
+        def k(a, m):
+            r = cc.rank_id()
+            meta = nl.ndarray(m.shape[1:], m.dtype, buffer=nl.hbm)
+            nisa.dma_copy(meta, m[r])
+            d = nl.ndarray((24,), a.dtype, buffer=nl.hbm)
+            if first:
+                first([a[r]], [d], G, meta)
+            p = cc.all_gather_v_prepare([a[r]], [d], G, meta)  # the prepare's line
+            for _ in range(triggers):
+                cc.all_gather_v_trigger(p)
+        return k
+    with pytest.raises(KernelError, match="all_to_all_v_prepare before it has not been triggered; prepares share "
+                                          "one slot"):
+        kernel(1, cc.all_to_all_v_prepare)[2](x, md)
+    line = next(i for i, t in enumerate(open(__file__).read().splitlines(), 1) if "# the prepare's line" in t)
+    with pytest.raises(KernelError, match=rf"all_gather_v_prepare was never triggered.* at .*_collectives.py:{line}$"):
+        kernel(0)[2](x, md)
+    with pytest.raises(KernelError, match="its prepare was already triggered"):
+        kernel(2)[2](x, md)
+    kernel(1)[2](x, md)

@@ -12,6 +12,7 @@ import contextlib
 import functools
 import inspect
 import os
+import re
 import warnings
 
 import click
@@ -23,6 +24,7 @@ from trnsim.errors import TrnsimError, UserCodeError
 
 _MODULES = {"nki.language": "nl", "nki.isa": "nisa"}
 _BETA = "https://awsdocs-neuron.readthedocs-hosted.com/en/latest/nki/deep-dives/nki-migration-guide.html"
+_INDIRECT_DOC = "https://awsdocs-neuron.readthedocs-hosted.com/en/latest/nki/api/generated/nki.language.NkiTensor.html"
 
 
 def _finding(kind: str, severity: str, message: str, location: str, doc: str | None = None) -> dict:
@@ -95,6 +97,102 @@ def static_findings(path: str, source: str, version: str) -> list[dict]:
         elif name in versions.ADDED_IN_07 and version == "0.6":
             out.append(_finding("added", "error", f"{name} is new in NKI 0.7; NKI 0.6 lacks it", at,
                                 versions.page(name)))
+    for node in ast.walk(tree):  # what trnsim does not run yet, said before the trace meets it
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "indirect":
+            out.append(_finding("not emulated", "error", "t.indirect(index) (Tensor Indirection) is not emulated under "
+                                "that name: trnsim's tensors use `indirect` for a DMA gather's rows (docs/kernels.md)",
+                                f"{path}:{node.lineno}", _INDIRECT_DOC))
+    if version == "0.7" and not any(f["kind"] == "namespace" for f in out):  # 0.7 takes no beta kernel
+        out += equality_findings(path, tree)
+    return out
+
+
+def _identity_classes(tree) -> set[str]:
+    """Classes of the file whose instances `==` compares by identity: no `__eq__` of their own or of a base of
+    the file, not a dataclass (which defines one), and no base from elsewhere (whose `__eq__` is unknown here)."""
+    classes = {n.name: n for n in ast.walk(tree) if isinstance(n, ast.ClassDef)}
+
+    def has_eq(cls, seen=()) -> bool | None:  # None: a base from outside the file
+        if any(isinstance(b, ast.FunctionDef) and b.name == "__eq__" for b in cls.body):
+            return True
+        for d in cls.decorator_list:
+            call = d if isinstance(d, ast.Call) else None
+            if (_dotted(call.func if call else d) or "").split(".")[-1] == "dataclass":
+                return not any(k.arg == "eq" and isinstance(k.value, ast.Constant) and k.value.value is False
+                               for k in (call.keywords if call else ()))
+        for b in cls.bases:
+            name = _dotted(b) or ""
+            if name == "object" or name.split(".")[-1] == "NKIObject":
+                continue
+            if name not in classes or name in seen:
+                return None
+            got = has_eq(classes[name], seen + (cls.name,))
+            if got is not False:
+                return got
+        return False
+    return {name for name, cls in classes.items() if has_eq(cls) is False}
+
+
+def equality_findings(path: str, tree) -> list[dict]:
+    """`==` / `!=` on instances of the file's classes without `__eq__`: NKI 0.7 traces the kernel as ordinary
+    Python, so such a comparison is true only for the very same object, where NKI 0.6's specialization
+    compared them its own way (the 0.7 migration guide: kernels using `==` on user classes can behave
+    differently)."""
+    from trnsim.nki import versions
+
+    plain = _identity_classes(tree)
+    if not plain:
+        return []
+    out = []
+    for scope in [tree, *(n for n in ast.walk(tree) if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef)))]:
+        made = {}  # a name -> the class of the instance assigned to it (`a = C()`, `a, b = C(), D()`)
+        for node in ast.walk(scope):
+            if isinstance(node, ast.Assign):
+                for t in node.targets:
+                    both = isinstance(t, ast.Tuple) and isinstance(node.value, ast.Tuple)
+                    pairs = zip(t.elts, node.value.elts) if both else [(t, node.value)]
+                    made.update((n.id, _dotted(v.func)) for n, v in pairs if isinstance(n, ast.Name)
+                                and isinstance(v, ast.Call) and _dotted(v.func) in plain)
+
+        def instance_of(e):
+            if isinstance(e, ast.Call) and _dotted(e.func) in plain:
+                return _dotted(e.func)
+            return made.get(e.id) if isinstance(e, ast.Name) else None
+        for node in ast.walk(scope):
+            if not isinstance(node, ast.Compare) or not any(isinstance(o, (ast.Eq, ast.NotEq)) for o in node.ops):
+                continue
+            cls = next(filter(None, map(instance_of, [node.left, *node.comparators])), None)
+            if cls is not None:
+                out.append(_finding("equality", "warning",
+                                    f"`==` on instances of {cls}, which defines no __eq__: NKI 0.7 traces kernels "
+                                    f"as ordinary Python, where this compares identity (true only for the same "
+                                    f"object), not the fields; define __eq__ (or make {cls} a dataclass) or "
+                                    f"compare the fields", f"{path}:{node.lineno}", versions.MIGRATION_07))
+    unique = {f["location"]: f for f in out}  # a nested function's compare is seen from each enclosing scope
+    return sorted(unique.values(), key=lambda f: int(f["location"].rsplit(":", 1)[1]))
+
+
+def lnc_findings(path: str, source: str, kernel, compiler: int | None, target: str | None) -> list[dict]:
+    """NKI 0.7's compiler check of the kernel's LNC degree (NCC_EVRF066) against the compiler's, where the
+    compiler's is set (`--lnc`, NEURON_CC_FLAGS, NEURON_LOGICAL_NC_CONFIG; a kernel compiled alone takes its
+    own): at each `kernel[lnc](...)` launch of the file, else for a launch without a grid."""
+    from trnsim.nki import _frontend
+
+    explicit = compiler is not None or os.environ.get(_frontend.LNC_ENV) or re.search(
+        r"(?:--lnc|-lnc|--logical-nc-config)\b", os.environ.get("NEURON_CC_FLAGS", ""))
+    if not explicit or not getattr(kernel, "checks_lnc", False):
+        return []
+    name, tree = kernel.fn.__name__, ast.parse(source)
+    grids = [(n.lineno, n.slice.value) for n in ast.walk(tree) if isinstance(n, ast.Subscript)
+             and isinstance(n.value, ast.Name) and n.value.id == name and isinstance(n.slice, ast.Constant)
+             and isinstance(n.slice.value, int)]
+    defined = next((n.lineno for n in ast.walk(tree) if isinstance(n, ast.FunctionDef) and n.name == name),
+                   kernel.fn.__code__.co_firstlineno)
+    out = []
+    for line, grid in grids or [(defined, None)]:
+        message = _frontend.lnc_mismatch(name, _frontend.lnc_degrees(grid, target, compiler))
+        if message:
+            out.append(_finding("lnc", "error", message.split(" (see ")[0], f"{path}:{line}", _frontend.EVRF066))
     return out
 
 
@@ -258,9 +356,12 @@ def _merge(static: list[dict], traced: list[dict]) -> list[dict]:
               help="The NKI version to check against (default: trnsim --nki-version, else 0.7).")
 @click.option("--kernel", "name", metavar="NAME", help="Which kernel of FILE (default: the last one defined).")
 @click.option("--target", type=click.Choice(specs.targets()), help="NKI target (default: trn2).")
+@click.option("--lnc", type=click.IntRange(1, 2), default=None,
+              help="The compiler's LNC degree (neuronx-cc --lnc) to check the kernel's against (default: --lnc in "
+                   "NEURON_CC_FLAGS, else NEURON_LOGICAL_NC_CONFIG; with none, the kernel is compiled alone).")
 @click.option("--json", "as_json", is_flag=True, help="Print the findings as JSON.")
 @click.option("-q", "--quiet", is_flag=True, help="No progress bar.")
-def check(file, argv, version, name, target, as_json, quiet):
+def check(file, argv, version, name, target, lnc, as_json, quiet):
     """Check an NKI kernel against the NKI version it targets, without hardware.
 
     Lists names the version removed or lacks (with the documentation page), the named errors the
@@ -283,6 +384,8 @@ def check(file, argv, version, name, target, as_json, quiet):
         if not any(f["kind"] == "syntax" for f in findings):
             bar.phase("loading the kernel")
             kernel, inputs = load_kernel(file, name, need_inputs=False)
+            if version == "0.7":
+                findings += lnc_findings(file, source, kernel, lnc, target)
             args, kwargs = (), {}
             if argv:
                 kwargs = kernel_arguments(kernel, argv, values=False, target=target)

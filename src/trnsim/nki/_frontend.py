@@ -17,7 +17,7 @@ import numpy as np
 
 from trnsim import live, numerics
 from trnsim.core import NeuronCore, Op, View
-from trnsim.core.machine import TARGET_ENV
+from trnsim.core.machine import TARGET_ENV, resolve_target
 from trnsim.core import fast, races as _races
 from trnsim.core.errors import KernelError, MemorySpaceError, UninitializedError, UninitializedWarning
 from trnsim.core.limits import Budget
@@ -25,6 +25,7 @@ from trnsim.core.lnc import Barrier, Turns
 from trnsim.errors import ConfigError
 from trnsim.nki._current import _state, core, issue  # noqa: F401  (the front ends' names for them)
 
+LAUNCH_END: list = []  # calls on a launch's cores when its programs end: an error for what they left undone, or None
 LAUNCHES: list[dict] = []  # one summary per kernel launch, for `trnsim run --json`
 LAST: dict = {}  # the latest launch: {"kernel": name, "cores": [...]} (`trnsim profile --main` times it)
 
@@ -62,6 +63,13 @@ def _to_numpy(x):
     return None, None
 
 
+def _on_device(x) -> bool:
+    """A torch tensor on the XLA or `neuron` device: the kernel is compiled into the model's graph by neuronx-cc
+    (a CPU tensor runs on the simulator, as NKI_SIMULATOR=1 runs it)."""
+    return type(x).__module__.startswith("torch") and getattr(getattr(x, "device", None), "type", None) in (
+        "xla", "neuron")
+
+
 def _read_only(a: np.ndarray) -> np.ndarray:
     """A read-only view of `a` (contiguous), which an HBM tensor reads in place until the kernel writes it."""
     v = np.ascontiguousarray(a).view()
@@ -81,8 +89,11 @@ def _from_numpy(a, kind):
 class Kernel:
     """An `@nki.jit` kernel: call it with numpy arrays (or torch tensors) to run it on the emulator."""
 
+    checks_lnc = True  # NKI 0.7's compiler checks a framework launch's LNC degree (the beta API has no such check)
+
     def __init__(self, fn, lnc: int = 1, **options):
         self.fn, self.lnc, self.options = fn, lnc, options
+        self.lnc_given = False  # kernel[lnc](...) named it
         functools.update_wrapper(self, fn)
         self.last_cores: list[NeuronCore] = []
 
@@ -90,7 +101,9 @@ class Kernel:
         lnc = math.prod(grid) if isinstance(grid, tuple) else int(grid)
         if lnc not in (1, 2):
             raise KernelError(f"kernel[{grid}]: a launch runs on a logical NeuronCore of 1 or 2 cores; got {lnc}")
-        return Kernel(self.fn, lnc, **self.options)
+        k = Kernel(self.fn, lnc, **self.options)
+        k.lnc_given = True
+        return k
 
     def with_schedule(self, edges):
         return self
@@ -139,6 +152,68 @@ def compile_target() -> str | None:
     flags = os.environ.get("NEURON_CC_FLAGS", "")
     found = re.search(r"--target[=\s]+(\w+)", flags)
     return None if os.environ.get(TARGET_ENV) or not found else found.group(1)
+
+
+LNC_ENV = "NEURON_LOGICAL_NC_CONFIG"
+EVRF066 = "https://awsdocs-neuron.readthedocs-hosted.com/en/latest/compiler/error-codes/EVRF066.html"
+
+
+class LncMismatchError(KernelError):
+    """A kernel's LNC degree differs from the compiler's (neuronx-cc NCC_EVRF066, checked from NKI 0.7)."""
+
+
+def _env_lnc(chip) -> int | None:
+    value = os.environ.get(LNC_ENV)
+    if value is None:
+        return None
+    if value.strip() not in [str(c) for c in chip.lnc_configs]:
+        raise ConfigError(f"{LNC_ENV}={value}: {chip.name} takes {' or '.join(map(str, chip.lnc_configs))}")
+    return int(value)
+
+
+def lnc_degrees(grid: int | None, target: str | None, compiler: int | None = None) -> tuple[int, str, int, str]:
+    """The LNC degrees of a kernel launched inside a model and of the compiler compiling it, each with where it
+    came from: the kernel's from its kernel[lnc] grid, else NEURON_LOGICAL_NC_CONFIG, else 1; the compiler's
+    from `compiler` (trnsim check --lnc), else --lnc (or --logical-nc-config) in NEURON_CC_FLAGS, else
+    NEURON_LOGICAL_NC_CONFIG, else the chip's default."""
+    from trnsim import specs
+
+    chip = specs.chip(resolve_target(target))
+    env = _env_lnc(chip)
+    if grid is not None:
+        k = (grid, f"kernel[{grid}]")
+    else:
+        k = (env, f"{LNC_ENV}={env}") if env is not None else (1, "no kernel[lnc] grid")
+    flag = re.search(r"(?:--lnc|-lnc|--logical-nc-config)[=\s]+(\d+)", os.environ.get("NEURON_CC_FLAGS", ""))
+    if compiler is not None:
+        c = (compiler, f"--lnc {compiler}")
+    elif flag:
+        c = (int(flag.group(1)), f"NEURON_CC_FLAGS {flag.group(0)}")
+    elif env is not None:
+        c = (env, f"{LNC_ENV}={env}")
+    else:
+        c = (chip.lnc_default, f"the {chip.name} default")
+    return k[0], k[1], c[0], c[1]
+
+
+def lnc_mismatch(name: str, degrees: tuple[int, str, int, str]) -> str | None:
+    """The compiler's message for LNC degrees that differ (neuronx-cc NCC_EVRF066), or None."""
+    k, k_why, c, c_why = degrees
+    if k == c:
+        return None
+    return (f"NKI kernel '{name}' is configured with LNC={k} ({k_why}), but neuronx-cc is using LNC={c} ({c_why}) "
+            f"(NCC_EVRF066): set {LNC_ENV} to the LNC degree wanted and launch the kernel without a grid, or make "
+            f"kernel[lnc] match (see {EVRF066})")
+
+
+def check_lnc(kernel: Kernel, target: str | None) -> int:
+    """The LNC degree a kernel launched inside a model runs at; a degree the compiler does not share is refused,
+    as NKI 0.7's compiler does (the LNC degree is a property of the whole compiled graph)."""
+    degrees = lnc_degrees(kernel.lnc if kernel.lnc_given else None, target)
+    message = lnc_mismatch(kernel.fn.__name__, degrees)
+    if message:
+        raise LncMismatchError(message)
+    return degrees[0]
 
 
 class Abandoned(BaseException):
@@ -252,15 +327,20 @@ def launch(kernel: Kernel, args, kwargs, target=None, values=True, order=None):
     target in NEURON_CC_FLAGS, else the default. With `values=False` (timing only) no instruction computes
     and nothing is returned; the cores, with their instruction streams, are left in `kernel.last_cores`
     either way."""
-    programs = kernel.programs()
+    from trnsim.nki import versions
+
     target = target or kernel.options.get("platform_target")
     if target is None and any(_to_numpy(a)[1] == "torch" for a in (*args, *kwargs.values())):
         target = compile_target()
+    lnc = kernel.lnc
+    if kernel.checks_lnc and versions.target() == "0.7" and any(map(_on_device, (*args, *kwargs.values()))):
+        lnc = check_lnc(kernel, target)  # NEURON_LOGICAL_NC_CONFIG sets it for a kernel launched without a grid
+    programs = (kernel if lnc == kernel.lnc else Kernel(kernel.fn, lnc, **kernel.options)).programs()
     nc0 = NeuronCore(target, strict=os.environ.get("TRNSIM_STRICT", "1") != "0", values=values,
                      budget=launch_budget(kernel.options), race_check=kernel.options.get("race_check"))
-    if kernel.lnc not in nc0.lnc_configs:
-        raise ConfigError(f"an LNC {kernel.lnc} launch (kernel[{kernel.lnc}]) needs a chip with logical cores of "
-                          f"{kernel.lnc}; {nc0.target} has LNC {', '.join(map(str, nc0.lnc_configs))}")
+    if lnc not in nc0.lnc_configs:
+        raise ConfigError(f"an LNC {lnc} launch (kernel[{lnc}]) needs a chip with logical cores of "
+                          f"{lnc}; {nc0.target} has LNC {', '.join(map(str, nc0.lnc_configs))}")
     cores = programs.cores_made = programs.cores(nc0)
     for c in cores:
         c.affine_order = order
@@ -301,6 +381,10 @@ def launch(kernel: Kernel, args, kwargs, target=None, values=True, order=None):
         # allocator relies on, and the cyclic collector stays off (core/fast.py).
         with fast.collector_off():
             _take_turns(programs, run)
+            for end in LAUNCH_END:  # each says what its cores left undone (and forgets it)
+                left = end(cores)
+                if left is not None and not errors:
+                    errors.append(left)
             if not errors:
                 for c in cores:
                     c.sync()

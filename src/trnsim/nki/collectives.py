@@ -12,9 +12,10 @@ import dataclasses
 import enum
 
 from trnsim.core import Register
-from trnsim.core.errors import KernelError, ShapeError
+from trnsim.core.errors import KernelError, OutOfBoundsError, ShapeError, where
 from trnsim.nki import isa as nisa
-from trnsim.nki._frontend import core, ndarray
+from trnsim.nki import versions as _versions
+from trnsim.nki._frontend import LAUNCH_END, core, ndarray
 from trnsim.nki.language import NKIObject
 
 
@@ -225,13 +226,212 @@ def collective_permute_implicit_current_processing_rank_id(iteration_id, replica
     return Register(group[(me - step) % len(group)], name="rank")
 
 
-def _unimplemented(fname):
-    def fn(*args, **kwargs):
-        raise KernelError(f"nki.collectives.{fname} (the variable-size collectives, sized by a metadata tensor) is "
-                          f"not emulated yet; every other collective of nki.collectives is")
-    fn.__name__ = fname
-    return fn
+# -- the variable-size collectives: flat element buffers sized by a uint32 metadata tensor -------------------
+# Rows of the metadata tensor ((rows, ranks) in HBM, (1, rows, ranks) in SBUF), one column per rank of the
+# rank-list: send counts, send displacements, receive counts (written back unless recv_counts_known) and,
+# with has_rdispls, receive displacements. Counts and displacements are in elements.
+SEND_COUNT, SEND_DISPL, RECV_COUNT, RECV_DISPL = range(4)
 
 
-all_gather_v = _unimplemented("all_gather_v")
-all_to_all_v = _unimplemented("all_to_all_v")
+@dataclasses.dataclass
+class PreparedCollective(NKIObject):
+    """What a `*_v_prepare` hands its trigger: the operands and the metadata it read (counts per rank)."""
+
+    kind: str
+    src: object
+    dst: object
+    group: list
+    metadata: object
+    recv_counts_known: bool
+    sent: list  # sent[i][j]: (count, displacement) rank-list member i sends member j
+    rdispls: list | None  # this rank's receive displacement per sender, or None (equal slots)
+    location: str = ""
+    triggered: bool = False
+
+
+_PENDING: dict = {}  # id(core) -> (core, the prepare awaiting its trigger): prepares share one slot per core
+
+
+def _metadata_flat(md, rows, n, what):
+    want = (rows, n) if not md.on_chip else (1, rows, n)
+    if md.dtype.name != "uint32":
+        raise KernelError(f"{what}: metadata_tensor is {md.dtype.name}; it is nl.uint32")
+    if md.ndim < 2 or md.shape[-1] != n or md.shape[-2] < rows:
+        raise ShapeError(f"{what}: metadata_tensor {list(md.shape)} must be {list(want)} (rows: send counts, send "
+                         f"displacements, receive counts{', receive displacements' if rows == 4 else ''}; one "
+                         f"column per rank of the rank-list)")
+    if md.on_chip and (md.ndim != 3 or md.shape[0] != 1):
+        raise ShapeError(f"{what}: an SBUF metadata_tensor lives on one partition: (1, {rows}, {n}), not "
+                         f"{list(md.shape)}")
+    return md.reshape((1, md.size)) if md.on_chip else md.reshape((md.size,))
+
+
+def _element(flat, k):
+    return flat[0:1, k:k + 1] if flat.ndim == 2 else flat[k:k + 1]
+
+
+def _read(flat, n_cols, row, col) -> int:
+    """One metadata entry, through a sequencer register as the collective's setup reads it."""
+    reg = Register(name=f"md{row}_{col}")
+    nisa.register_load(reg, _element(flat, row * n_cols + col))
+    return int(core().read_register(reg, "a variable-size collective's element count"))
+
+
+def _prepare(kind, srcs, dsts, replica_group, metadata_tensor, recv_counts_known, has_rdispls):
+    """Check the operands and read the metadata of every rank of the rank-list (the peer's comes over a
+    sendrecv): the setup half of a variable-size collective."""
+    what = f"{kind}_prepare"
+    srcs, dsts = list(srcs), list(dsts)
+    if len(srcs) != 1 or len(dsts) != 1:
+        raise KernelError(f"{what}: exactly one src and one dst tensor; got {len(srcs)} and {len(dsts)}")
+    src, dst = srcs[0], dsts[0]
+    if src.on_chip or dst.on_chip:
+        raise KernelError(f"{what}: src and dst are HBM tensors (flat element buffers); got "
+                          f"{src.space.value} and {dst.space.value}")
+    if kind == "all_gather_v" and has_rdispls:
+        raise KernelError(f"{what}: has_rdispls=True is not supported for all_gather_v (nki.collectives."
+                          f"all_gather_v: current limitations); incoming chunks land in equal slots")
+    group = _members(replica_group)
+    n, me = len(group), group.index(core().program_id)
+    rows = 4 if has_rdispls else 3
+    md = metadata_tensor
+    flat = _metadata_flat(md, rows, n, what)
+
+    def sends(f):
+        """(count, displacement) per destination; all_gather_v broadcasts one chunk: only column 0 is read."""
+        if kind == "all_gather_v":
+            return [(_read(f, n, SEND_COUNT, 0), _read(f, n, SEND_DISPL, 0))] * n
+        return [(_read(f, n, SEND_COUNT, j), _read(f, n, SEND_DISPL, j)) for j in range(n)]
+    sent = [None] * n
+    sent[me] = sends(flat)
+    if n == 2:
+        other = ndarray(md.shape, md.dtype, "sbuf" if md.on_chip else "hbm")
+        _exchange(md, other)
+        sent[1 - me] = sends(other.reshape(flat.shape))
+    rdispls = [_read(flat, n, RECV_DISPL, j) for j in range(n)] if has_rdispls else None
+    for count, displ in sent[me]:
+        if displ + count > src.size:
+            raise OutOfBoundsError(f"{what}: a chunk of {count} elements at displacement {displ} runs past src "
+                                   f"{src.name!r} of {src.size} elements")
+    return PreparedCollective(kind, src, dst, group, md, bool(recv_counts_known), sent, rdispls, where())
+
+
+def _landing(p: PreparedCollective, sender: int) -> int:
+    """Where in this rank's dst the chunk from rank-list member `sender` begins."""
+    me = p.group.index(core().program_id)
+    count = p.sent[sender][me][0]
+    if p.rdispls is not None:
+        at, room = p.rdispls[sender], p.dst.size - p.rdispls[sender]
+    else:
+        slot = p.dst.size // len(p.group)
+        at, room = slot * sender, slot
+    if count > room:
+        raise OutOfBoundsError(f"{p.kind}: {count} elements from rank {p.group[sender]} do not fit at element {at} "
+                               f"of dst {p.dst.name!r} ({room} elements there)")
+    return at
+
+
+def _trigger(p: PreparedCollective):
+    """The data half: each rank's chunk for each rank of the rank-list moves into that rank's dst; receive
+    counts are written into row 2 of the metadata unless recv_counts_known."""
+    me = p.group.index(core().program_id)
+    src, dst = p.src.reshape((p.src.size,)), p.dst.reshape((p.dst.size,))
+    count, displ = p.sent[me][me]
+    at = _landing(p, me)
+    if count:
+        nisa.dma_copy(dst[at:at + count], src[displ:displ + count])
+    if len(p.group) == 2:
+        peer = 1 - me
+        (out_count, out_displ), in_count = p.sent[me][peer], p.sent[peer][me][0]
+        width = max(out_count, in_count)  # one exchange both ways: as long as the longer chunk
+        if width:
+            at = _landing(p, peer)
+            send = src[out_displ:out_displ + width] if out_displ + width <= src.size else None
+            if send is None:
+                send = ndarray((width,), src.dtype, "hbm")
+                if out_count:
+                    nisa.dma_copy(send[0:out_count], src[out_displ:out_displ + out_count])
+            if in_count == width:
+                _exchange(send, dst[at:at + width])
+            else:
+                recv = ndarray((width,), dst.dtype, "hbm")
+                _exchange(send, recv)
+                if in_count:
+                    nisa.dma_copy(dst[at:at + in_count], recv[0:in_count])
+    if not p.recv_counts_known:
+        flat = _metadata_flat(p.metadata, 3, len(p.group), p.kind)
+        for j in range(len(p.group)):
+            nisa.register_store(_element(flat, RECV_COUNT * len(p.group) + j),
+                                Register(p.sent[j][me][0], name=f"recv{j}"))
+
+
+def _prepare_into_slot(kind, *args):
+    _versions.added(f"nki.collectives.{kind}_prepare")
+    nc = core()
+    held = _PENDING.get(id(nc))
+    if held is not None and held[0] is nc:
+        raise KernelError(f"{kind}_prepare: the {held[1].kind}_prepare before it has not been triggered; prepares "
+                          f"share one slot, so each is followed by its trigger before the next prepare")
+    p = _prepare(kind, *args)
+    _PENDING[id(nc)] = (nc, p)
+    return p
+
+
+def _untriggered(cores):
+    """A prepare a core of the launch left without its trigger (forgotten either way)."""
+    left = [p for p in (_PENDING.pop(id(c), (None, None))[1] for c in cores) if p is not None]
+    if left:
+        return KernelError(f"{left[0].kind}_prepare was never triggered: each prepare is followed by exactly one "
+                           f"{left[0].kind}_trigger", left[0].location)
+    return None
+
+
+LAUNCH_END.append(_untriggered)
+
+
+def _trigger_from_slot(kind, prepare_instr):
+    _versions.added(f"nki.collectives.{kind}_trigger")
+    nc = core()
+    if not isinstance(prepare_instr, PreparedCollective) or prepare_instr.kind != kind:
+        raise KernelError(f"{kind}_trigger takes the instruction {kind}_prepare returned; got {prepare_instr!r}")
+    held = _PENDING.get(id(nc))
+    if held is None or held[1] is not prepare_instr:
+        raise KernelError(f"{kind}_trigger: its prepare was "
+                          f"{'already triggered' if prepare_instr.triggered else 'not the last prepare'}; each "
+                          f"prepare is followed by exactly one trigger")
+    del _PENDING[id(nc)]
+    prepare_instr.triggered = True
+    _trigger(prepare_instr)
+    return prepare_instr
+
+
+def _split(kind):
+    """The prepare and trigger halves of a variable-size collective (NKI 0.7)."""
+    def prepare(srcs, dsts, replica_group, metadata_tensor, recv_counts_known=False, has_rdispls=False,
+                priority=None, name=None) -> PreparedCollective:
+        return _prepare_into_slot(kind, srcs, dsts, replica_group, metadata_tensor, recv_counts_known, has_rdispls)
+
+    def trigger(prepare_instr, name=None):
+        return _trigger_from_slot(kind, prepare_instr)
+    prepare.__name__, trigger.__name__ = f"{kind}_prepare", f"{kind}_trigger"
+    prepare.__doc__ = f"The setup half of {kind}: reads the metadata, not srcs or dsts."
+    trigger.__doc__ = f"The data half of {kind}, with the operands of its prepare."
+    return prepare, trigger
+
+
+all_gather_v_prepare, all_gather_v_trigger = _split("all_gather_v")
+all_to_all_v_prepare, all_to_all_v_trigger = _split("all_to_all_v")
+
+
+def all_gather_v(srcs, dsts, replica_group, metadata_tensor, recv_counts_known=False, has_rdispls=False,
+                 priority=None, name=None):
+    """Each rank's one chunk src[send_displ : send_displ + send_count] lands in every rank's dst, sender s's in
+    slot s (dst split equally among the rank-list)."""
+    _trigger(_prepare("all_gather_v", srcs, dsts, replica_group, metadata_tensor, recv_counts_known, has_rdispls))
+
+
+def all_to_all_v(srcs, dsts, replica_group, metadata_tensor, recv_counts_known=False, has_rdispls=False,
+                 priority=None, name=None):
+    """Rank i's chunk for rank j (send_counts[j] elements at send_displs[j]) lands in rank j's dst, in slot i or
+    at recv_displs[i]."""
+    _trigger(_prepare("all_to_all_v", srcs, dsts, replica_group, metadata_tensor, recv_counts_known, has_rdispls))

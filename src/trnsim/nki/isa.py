@@ -9,6 +9,7 @@ from trnsim.core import Op, Register, View
 from trnsim.core.memory import Space
 from trnsim import numerics
 from trnsim.core.errors import DTypeWarning, KernelError, OperandTypeError, locate_all, warn
+from trnsim.core.isa.indirection import Indirection as _Indirection
 from trnsim.core.isa.registry import Instruction as NkiInstruction  # noqa: F401 - what an nki.isa call returns
 from trnsim.nki import versions as _versions
 from trnsim.nki._current import core, issue
@@ -521,5 +522,63 @@ def register_store(dst, src):
 def core_barrier(data, cores=(0, 1), engine=engine.gpsimd, name=None):
     return issue(Op.CORE_BARRIER, data=data, cores=_ints("core_barrier cores", cores), on_engine=_name(_ENGINE, engine))
 
+
+# -- Tensor Indirection: `t.indirect(index)` operands (v4+) -----------------------------------------------------
+# The instructions whose operands take an indirect view (each nki.isa page's "Tensor indirection" section), with
+# the engine they run on by default.
+_INDIRECT = {"tensor_tensor": engine.vector, "tensor_scalar": engine.vector, "tensor_reduce": engine.vector,
+             "tensor_copy": engine.vector, "tensor_copy_predicated": engine.vector,
+             "tensor_scalar_reduce": engine.vector, "tensor_scalar_cumulative": engine.vector,
+             "exponential": engine.vector, "activation": engine.scalar, "activate2": engine.scalar}
+
+
+def _with_indirection(fn, default):
+    """`fn` taking indirect views: each one it reads is gathered into a tile on its engine first, each one it
+    writes (dst) is scattered from a tile after; the instruction itself sees plain tiles."""
+    import functools
+    import inspect
+
+    from trnsim.nki._frontend import ndarray
+
+    signature = inspect.signature(fn)
+
+    @functools.wraps(fn)
+    def run(*args, **kwargs):
+        if not any(type(v) is _Indirection for v in (*args, *kwargs.values())):
+            return fn(*args, **kwargs)
+        bound = signature.bind_partial(*args, **kwargs)
+        found = {k: v for k, v in bound.arguments.items() if isinstance(v, _Indirection)}
+        eng = _eng(bound.arguments.get("engine")) or default
+        scatters = []
+        for k, ind in found.items():
+            tile = ndarray(ind.shape, ind.dtype, ind.base.space.value)
+            if k == "dst":
+                scatters.append((tile, ind))
+            else:
+                issue(Op.TI_GATHER, engine=eng, dst=tile, base=ind.base, index=ind.index, num_elem=ind.num_elem)
+            bound.arguments[k] = tile
+        out = fn(*bound.args, **bound.kwargs)
+        for tile, ind in scatters:
+            issue(Op.TI_SCATTER, engine=eng, src=tile, base=ind.base, index=ind.index, num_elem=ind.num_elem)
+        return out
+    return run
+
+
+def _no_indirection(fn):
+    """The Tensor engine reads indirect operands in groups of 32 partitions; that is not emulated."""
+    import functools
+
+    @functools.wraps(fn)
+    def run(*args, **kwargs):
+        if any(type(v) is _Indirection for v in (*args, *kwargs.values())):
+            raise KernelError(f"{fn.__name__}: Tensor Indirection (.indirect) on Tensor engine operands is not "
+                              f"emulated; the Vector, Scalar and GpSimd instructions take it")
+        return fn(*args, **kwargs)
+    return run
+
+
+for _fn_name, _fn_engine in _INDIRECT.items():
+    globals()[_fn_name] = _with_indirection(globals()[_fn_name], _eng(_fn_engine))
+nc_matmul, nc_matmul_mx = _no_indirection(nc_matmul), _no_indirection(nc_matmul_mx)
 
 locate_all(globals())  # after every definition: the names a kernel calls

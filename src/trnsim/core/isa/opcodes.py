@@ -68,6 +68,9 @@ class Op(_Member):
     NONZERO_WITH_COUNT = "nonzero_with_count"
     TOPK = "topk"
     GATHER_FLATTENED = "gather_flattened"
+    # Tensor Indirection (v4+): the columns of an indirect operand, moved on the engine of its instruction
+    TI_GATHER = "tensor_indirection_gather"
+    TI_SCATTER = "tensor_indirection_scatter"
     # DMA
     DMA_COPY = "dma_copy"
     DMA_COMPUTE = "dma_compute"

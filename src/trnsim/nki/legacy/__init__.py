@@ -33,6 +33,8 @@ class Kernel(_frontend.Kernel):
     """A beta `@nki.jit` kernel; `kernel[d0, d1](...)` launches an SPMD grid of programs (one NeuronCore,
     LNC 1). A kind of `trnsim.nki.Kernel`, so `trnsim.benchmark` and `trnsim profile` take it too."""
 
+    checks_lnc = False  # the LNC degree check is NKI 0.7's compiler's, which no longer takes neuronxcc.nki kernels
+
     def __init__(self, fn, grid=(), **options):
         super().__init__(fn, 1, **options)
         self.grid = tuple(grid)
