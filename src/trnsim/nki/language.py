@@ -13,7 +13,7 @@ import numpy as np
 
 from trnsim import numerics
 from trnsim.core import View
-from trnsim.core.errors import ShapeError
+from trnsim.core.errors import DTypeError, ShapeError
 from trnsim.core.machine import Register
 from trnsim.nki import isa as nisa, lower
 from trnsim.nki import versions as _versions
@@ -261,9 +261,10 @@ def var(x, axis, dtype=None, keepdims=False) -> View:
 
 
 def all(x, axis, dtype=None) -> View:  # noqa: A001
-    """1 where every element along the axes is non-zero."""
+    """1 where every element along the axes is non-zero, in the input's dtype unless `dtype` says otherwise (the
+    current reference; the beta API's nl.all defaults to bool instead)."""
     axes = lower.axes_of(x.ndim, axis, "nl.all")
-    out = _reduced(x, axes, numerics.dtype(dtype or uint8), False)
+    out = _reduced(x, axes, _out_dtype(dtype, x), False)
     lower.all_(out, x, axes)
     return out
 
@@ -300,9 +301,21 @@ def shared_identity_matrix(n, dtype=uint8, dst=None) -> View:
     return out
 
 
+def _constant_array(constant) -> np.ndarray:
+    """The array of a shared constant (an array or a .npy path). numpy has no bfloat16 or fp8 dtype of its own:
+    it saves ml_dtypes arrays as raw bytes ('|V2', '|V1'), which carry no number type to load them back as."""
+    arr = np.load(constant) if isinstance(constant, str) else np.asarray(constant)
+    if arr.dtype.type is np.void:
+        raise DTypeError(f"shared_constant: {constant if isinstance(constant, str) else 'the array'} holds raw "
+                         f"{arr.dtype.itemsize}-byte records (numpy dtype {arr.dtype.str!r}), which is how numpy "
+                         f"saves bfloat16 and fp8 arrays; pass the array itself with its ml_dtypes dtype, or "
+                         f"`np.load(path).view(ml_dtypes.bfloat16)` (the dtype it was saved from)")
+    return arr
+
+
 def shared_constant(constant) -> View:
     """A numpy array (or .npy path) placed in shared HBM."""
-    arr = np.load(constant) if isinstance(constant, str) else np.asarray(constant)
+    arr = _constant_array(constant)
     return core().hbm_tensor(np.ascontiguousarray(arr), name="shared_constant", kind="shared_hbm")
 
 

@@ -601,7 +601,7 @@ def rand(shape, dtype=np.float32, **kwargs) -> Tile:
 def shared_constant(constant, dtype=None, **kwargs) -> Tile:
     """A tensor in shared HBM holding `constant` (an array or a .npy path), as the compiler embeds it in the
     binary; kernels load it like any HBM tensor."""
-    arr = np.load(constant) if isinstance(constant, str) else np.asarray(constant)
+    arr = _cur_nl._constant_array(constant)
     if dtype is not None:
         arr = numerics.cast(arr, numerics.dtype(dtype))
     return wrap(core().hbm_tensor(np.ascontiguousarray(arr), name="shared_constant", kind="shared_hbm"))
