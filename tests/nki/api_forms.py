@@ -856,16 +856,16 @@ def _both_language_rows() -> list[Form]:
                 lambda rng: (np.zeros(1, np.float32),), lambda x: np.eye(32)))
         for name, fn in (("abs_max", lambda a, b: np.where(np.abs(a) > np.abs(b), a, b)),  # signed; b on a tie
                          ("abs_min", lambda a, b: np.where(np.abs(a) < np.abs(b), a, b))):
-            for dt in ("float32", "bfloat16"):
+            for dt in ("float32", "bfloat16"):  # trn3 operators (NKI 0.4.0 release notes)
                 rows.append(Form(api, f"language.{name}", f"{dt} tile op tile", _lang(api, name, 2),
                                  lambda rng, dt=dt: (_data(dt, 2, rng), _data(dt, 2, rng)),
-                                 lambda a, b, fn=fn: fn(_f64(a), _f64(b))))
+                                 lambda a, b, fn=fn: fn(_f64(a), _f64(b)), 0.0, "trn3"))
             rows.append(Form(api, f"language.{name}", "float32 tile op scalar", _lang(api, name, 1, -0.5),
-                             lambda rng: (_data("float32", 2, rng),), lambda a, fn=fn: fn(_f64(a), -0.5)))
+                             lambda rng: (_data("float32", 2, rng),), lambda a, fn=fn: fn(_f64(a), -0.5), 0.0, "trn3"))
             rows.append(Form(api, f"language.{name}", "float32 tile op a [P, 1] column, many ties (which give y)",
                              _lang(api, name, 2), lambda rng: (_small_ints("float32", rng, -2, 3),
                                                                rng.integers(-2, 3, (32, 1)).astype(np.float32)),
-                             lambda a, b, fn=fn: fn(_f64(a), _f64(b))))
+                             lambda a, b, fn=fn: fn(_f64(a), _f64(b)), 0.0, "trn3"))
         for dt in ("float32", "bfloat16") if api == "current" else ():  # a current-API name only
             rows.append(Form(api, "language.gelu_apprx_sigmoid_dx", f"{dt} tile",
                              _lang(api, "gelu_apprx_sigmoid_dx", 1),

@@ -159,3 +159,61 @@ def test_activation_on_the_vector_engine_is_refused(trn):
     with pytest.raises(MemorySpaceError, match=r"activation runs on scalar/gpsimd, not on engine vector"):
         _acts(np.ones((8, 16), np.float32), np.zeros((8, 1), np.float32), nisa.engine.vector)
 
+
+# -- trn3 operators: abs_max / abs_min, and square / relu as a tensor_scalar op0 ------------------------------------
+def _abs_max_kernel(x, y):
+    o = nl.ndarray(x.shape, nl.float32, buffer=nl.shared_hbm)
+    nl.store(o, nl.abs_max(nl.load(x), nl.load(y)))
+    return o
+
+
+def _op0_kernel(op, reduce):
+    def k(x):
+        t = nl.load(x)
+        d = nl.ndarray(x.shape, nl.float32, buffer=nl.sbuf)
+        r = nl.ndarray((x.shape[0], 1), nl.float32, buffer=nl.sbuf)
+        if reduce:
+            nisa.tensor_scalar_reduce(d, t, getattr(nl, op), 0.0, nl.add, r)
+        else:
+            nisa.tensor_scalar(d, t, getattr(nl, op), 0.0, op1=nl.add, operand1=1.0)
+        o = nl.ndarray(x.shape, nl.float32, buffer=nl.shared_hbm)
+        nisa.dma_copy(o, d)
+        return o
+    return nki.jit(k)
+
+
+@pytest.mark.parametrize("target", ["trn1", "trn2"])
+def test_abs_max_is_refused_before_trn3(trn, target):
+    trn(target)
+    x = np.ones((8, 16), np.float32)
+    with pytest.raises(GenerationError, match=rf"op=abs_max needs NeuronCore-v4.*trn3 operators.*\({target}\)"):
+        nki.jit(_abs_max_kernel)(x, x)
+
+
+def test_abs_max_on_trn3_keeps_the_signed_larger_magnitude(rng, trn):
+    trn("trn3")
+    x, y = (rng.integers(-3, 4, (8, 16)).astype(np.float32) for _ in range(2))
+    np.testing.assert_array_equal(nki.jit(_abs_max_kernel)(x, y), np.where(np.abs(x) > np.abs(y), x, y))
+
+
+@pytest.mark.parametrize("reduce", [False, True])
+@pytest.mark.parametrize("op", ["square", "relu"])
+def test_square_and_relu_as_op0_are_trn3_operators(rng, trn, op, reduce):
+    x = rng.standard_normal((8, 16)).astype(np.float32)
+    with pytest.raises(GenerationError, match=rf"op0={op} needs NeuronCore-v4.*\(trn2\)"):
+        _op0_kernel(op, reduce)(x)
+    trn("trn3")
+    want = {"square": np.square, "relu": lambda v: np.maximum(v, 0)}[op](x.astype(np.float64))
+    np.testing.assert_allclose(_op0_kernel(op, reduce)(x), want if reduce else want + 1, rtol=1e-6)
+
+
+def test_square_and_relu_as_activations_stay_on_every_target(rng, trn):
+    """nl.square / nl.relu run on the Scalar engine's activation functions, which every generation has."""
+    x = rng.standard_normal((8, 16)).astype(np.float32)
+
+    @nki.jit
+    def k(a):
+        o = nl.ndarray(a.shape, nl.float32, buffer=nl.shared_hbm)
+        nl.store(o, nl.add(nl.square(nl.load(a)), nl.relu(nl.load(a))))
+        return o
+    np.testing.assert_allclose(k(x), np.square(x.astype(np.float64)) + np.maximum(x, 0), rtol=1e-6)
