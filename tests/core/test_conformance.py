@@ -36,6 +36,8 @@ def test_unary_alu_ops(nc, name):
     x = R.uniform(0.5, 3, (8, 16)).astype(F32) * np.where(R.random((8, 16)) > 0.5, 1, -1).astype(F32)
     if name == "rsqrt":
         x = np.abs(x)
+    if name in ("square", "relu"):  # as a tensor_scalar op0, trn3 operators (NKI 0.4.0 release notes)
+        nc = NeuronCore("trn3")
     dst = nc.tensor((8, 16), "float32")
     nc.issue(Op.TENSOR_SCALAR, dst=dst, data=on_chip(nc, x), op0=name, operand0=7.0)
     np.testing.assert_allclose(read(dst), ref.UNARY[name](x), rtol=1e-6)
@@ -176,6 +178,8 @@ def test_tensor_tensor_alu_ops(nc, name):
     a = R.uniform(-3, 3, (16, 32)).astype(F32)
     b = R.uniform(0.5, 3, (16, 32)).astype(F32)
     a[0, :4] = [np.inf, -np.inf, 0.0, -0.0]
+    if name in ("abs_max", "abs_min"):  # trn3 operators (NKI 0.4.0 release notes)
+        nc = NeuronCore("trn3")
     dst = nc.tensor((16, 32), "float32")
     nc.issue(Op.TENSOR_TENSOR, dst=dst, data1=on_chip(nc, a), data2=on_chip(nc, b), op=name)
     with np.errstate(all="ignore"):

@@ -856,16 +856,16 @@ def _both_language_rows() -> list[Form]:
                 lambda rng: (np.zeros(1, np.float32),), lambda x: np.eye(32)))
         for name, fn in (("abs_max", lambda a, b: np.where(np.abs(a) > np.abs(b), a, b)),  # signed; b on a tie
                          ("abs_min", lambda a, b: np.where(np.abs(a) < np.abs(b), a, b))):
-            for dt in ("float32", "bfloat16"):
+            for dt in ("float32", "bfloat16"):  # trn3 operators (NKI 0.4.0 release notes)
                 rows.append(Form(api, f"language.{name}", f"{dt} tile op tile", _lang(api, name, 2),
                                  lambda rng, dt=dt: (_data(dt, 2, rng), _data(dt, 2, rng)),
-                                 lambda a, b, fn=fn: fn(_f64(a), _f64(b))))
+                                 lambda a, b, fn=fn: fn(_f64(a), _f64(b)), 0.0, "trn3"))
             rows.append(Form(api, f"language.{name}", "float32 tile op scalar", _lang(api, name, 1, -0.5),
-                             lambda rng: (_data("float32", 2, rng),), lambda a, fn=fn: fn(_f64(a), -0.5)))
+                             lambda rng: (_data("float32", 2, rng),), lambda a, fn=fn: fn(_f64(a), -0.5), 0.0, "trn3"))
             rows.append(Form(api, f"language.{name}", "float32 tile op a [P, 1] column, many ties (which give y)",
                              _lang(api, name, 2), lambda rng: (_small_ints("float32", rng, -2, 3),
                                                                rng.integers(-2, 3, (32, 1)).astype(np.float32)),
-                             lambda a, b, fn=fn: fn(_f64(a), _f64(b))))
+                             lambda a, b, fn=fn: fn(_f64(a), _f64(b)), 0.0, "trn3"))
         for dt in ("float32", "bfloat16") if api == "current" else ():  # a current-API name only
             rows.append(Form(api, "language.gelu_apprx_sigmoid_dx", f"{dt} tile",
                              _lang(api, "gelu_apprx_sigmoid_dx", 1),
@@ -1422,9 +1422,9 @@ def _topk(nl, nisa, x, n, k):
 def _ranks(body):
     """An LNC 2 kernel of the current API running `body(nl, nisa, cc, G, r, x)` on each rank r of the group
     [[0, 1]]; x holds each rank's input along dim 0."""
-    def run(nl, nisa, r, x):
+    def run(nl, nisa, r, *xs):
         import trnsim.nki.collectives as cc
-        return body(nl, nisa, cc, cc.ReplicaGroup([[0, 1]]), r, x)
+        return body(nl, nisa, cc, cc.ReplicaGroup([[0, 1]]), r, *xs)
     return _lnc2(run)
 
 
@@ -1455,6 +1455,61 @@ def _ring_ids(nl, nisa, cc, G, r, x):
     for i in range(3):
         nisa.register_store(t[:, i:i + 1], cc.collective_permute_implicit_current_processing_rank_id(i, G))
     return _per_rank(nl, nisa, r, (1, 3), nl.int32, t)
+
+
+_V_SLOT = 12  # elements of each rank's slot in a variable-size collective's flat dst
+
+
+def _v_collective(nl, nisa, cc, G, r, x, md, kind, split):
+    """A variable-size collective of flat buffers: dst starts at -1 (to see what the collective leaves alone),
+    this rank's uint32 metadata md[r] in HBM; called whole or as prepare + trigger."""
+    dst = nl.ndarray((2 * _V_SLOT,), x.dtype, buffer=nl.hbm)
+    fill = nl.ndarray((1, 2 * _V_SLOT), x.dtype, buffer=nl.sbuf)
+    nisa.memset(fill, -1.0)
+    nisa.dma_copy(dst.reshape((1, 2 * _V_SLOT)), fill)
+    meta = nl.ndarray(md.shape[1:], md.dtype, buffer=nl.hbm)
+    nisa.dma_copy(meta, md[r])
+    args = ([x[r]], [dst], G, meta)
+    if split:
+        getattr(cc, f"{kind}_trigger")(getattr(cc, f"{kind}_prepare")(*args))
+    else:
+        getattr(cc, kind)(*args)
+    return _per_rank(nl, nisa, r, (2 * _V_SLOT,), x.dtype, dst)
+
+
+def _v_rows() -> list[Form]:
+    """all_gather_v and all_to_all_v: metadata rows 0 and 1 hold each destination's (count, source
+    displacement); incoming chunks land in slot s of sender s."""
+    rows = []
+    gather_md = np.zeros((2, 3, 2), np.uint32)
+    gather_md[0, :2] = [[5, 0], [3, 0]]  # rank 0 sends x0[3:8] to every rank
+    gather_md[1, :2] = [[9, 0], [20, 0]]  # rank 1 sends x1[20:29]
+    to_all_md = np.zeros((2, 3, 2), np.uint32)
+    to_all_md[0, :2] = [[4, 7], [0, 10]]  # rank 0: x0[0:4] to itself, x0[10:17] to rank 1
+    to_all_md[1, :2] = [[2, 0], [30, 0]]  # rank 1: x1[30:32] to rank 0, nothing to itself
+
+    def gathered(x, md):
+        out = np.full((2, 2 * _V_SLOT), -1.0)
+        for s in range(2):
+            count, displ = md[s, 0, 0], md[s, 1, 0]
+            out[:, s * _V_SLOT:s * _V_SLOT + count] = x[s, displ:displ + count]
+        return out
+
+    def exchanged(x, md):
+        out = np.full((2, 2 * _V_SLOT), -1.0)
+        for s in range(2):
+            for d in range(2):
+                count, displ = md[s, 0, d], md[s, 1, d]
+                out[d, s * _V_SLOT:s * _V_SLOT + count] = x[s, displ:displ + count]
+        return out
+    for kind, md, ref in (("all_gather_v", gather_md, gathered), ("all_to_all_v", to_all_md, exchanged)):
+        for split in (False, True):
+            rows.append(Form("current", f"collectives.{kind}", "HBM flat buffers, HBM metadata" +
+                             (", as prepare + trigger" if split else ""), _ranks(
+                                 lambda nl, nisa, cc, G, r, x, m, kind=kind, split=split: _v_collective(
+                                     nl, nisa, cc, G, r, x, m, kind, split)),
+                             lambda rng, md=md: (rng.standard_normal((2, 64)).astype(np.float32), md), ref))
+    return rows
 
 
 def _collective_rows() -> list[Form]:
@@ -2451,7 +2506,7 @@ def _sign_rows() -> list[Form]:
 
 
 def _reference_rows() -> list[Form]:
-    return (_both_language_rows() + _control_rows() + _beta_index_rows() + _current_isa_rows() + _collective_rows()
+    return (_both_language_rows() + _control_rows() + _beta_index_rows() + _current_isa_rows() + _collective_rows() + _v_rows()
             + _beta_isa_more_rows() + _launch_rows() + _breadth_rows() + _axes_rows()
             + _more_param_rows() + _mask_rows() + _language_param_rows()
             + _more_language_rows() + _release_rows() + _tensor_rows()

@@ -151,8 +151,13 @@ def _latency(nc) -> float:
     return summarize("k", [simulate(nc.stream, nc.spec.target)], nc.spec).latency
 
 
+TRN3_OPS = {"abs_max", "abs_min"}  # trn3 operators (NKI 0.4.0 release notes)
+
+
 @pytest.mark.parametrize("case", sorted(CASES))
-def test_both_generations_lower_the_same(case):
+def test_both_generations_lower_the_same(case, monkeypatch):
+    if case.split("[")[0] in TRN3_OPS:
+        monkeypatch.setenv("NEURON_PLATFORM_TARGET_OVERRIDE", "trn3")
     call, (a, b), ref, rtol = CASES[case]
     cur, beta = _kernels(call)
     out_cur, out_beta = cur(a.copy(), b.copy()), beta(a.copy(), b.copy())

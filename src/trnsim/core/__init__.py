@@ -3,8 +3,9 @@
     >>> from trnsim.core import NeuronCore, Op
     >>> nc = NeuronCore("trn2")
 """
-from trnsim.core.errors import (CapacityError, DTypeError, DTypeWarning, FreeSizeError, GenerationError,  # noqa: F401
-                                GridWarning,
+from trnsim.core.errors import (CapacityError, DTypeError, DTypeWarning, EngineError, FreeSizeError,  # noqa: F401
+                                GenerationError,
+                                GridWarning, ProfileOutputWarning,
                                 KernelError, MemorySpaceError, OperandTypeError, OutOfBoundsError, OutOfScopeError, PartitionLimitError,
                                 PartitionStartError, PSUMBankError, ShapeError, SpillWarning, UninitializedError,
                                 UninitializedWarning)

@@ -149,6 +149,11 @@ class GenerationError(KernelError):
     """An instruction or mode the chosen NeuronCore generation lacks."""
 
 
+class EngineError(KernelError):
+    """A mode of an instruction that the engine it was given to lacks on every generation (activation's
+    accumulator registers are the Scalar engine's)."""
+
+
 class ShapeError(KernelError):
     """Operand shapes that do not match as the instruction requires."""
 
@@ -195,3 +200,8 @@ class NkiDeprecationWarning(DeprecationWarning):
 class GridWarning(UserWarning):
     """A launch grid with a dim of 0, run as one program along that dim (the beta front end, see
     nki/legacy Kernel.__getitem__)."""
+
+
+class ProfileOutputWarning(UserWarning):
+    """`nki.profile` asked for a NEFF or NTFF file: trnsim compiles no NEFF and records no device trace, so it
+    writes neither; the message says where its own profile is."""

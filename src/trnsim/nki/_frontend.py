@@ -19,7 +19,7 @@ from trnsim import flags, live, numerics
 from trnsim.core import NeuronCore, Op, View
 from trnsim.core.machine import TARGET_ENV, resolve_target
 from trnsim.core import fast, races as _races
-from trnsim.core.errors import KernelError, MemorySpaceError, UninitializedError, UninitializedWarning
+from trnsim.core.errors import DTypeError, KernelError, MemorySpaceError, UninitializedError, UninitializedWarning
 from trnsim.core.limits import Budget
 from trnsim.core.lnc import Barrier, Turns
 from trnsim.errors import ConfigError, TrnsimError
@@ -53,13 +53,23 @@ def host_constant(constant) -> np.ndarray:
     """The data of `nl.shared_constant`: an array as given, or the array a .npy file holds (read only from a
     regular file, never unpickled)."""
     if not isinstance(constant, str):
-        return np.asarray(constant)
+        arr = np.asarray(constant)
+        if arr.dtype.type is np.void:
+            raise DTypeError(f"nl.shared_constant: the array holds raw {arr.dtype.itemsize}-byte records (numpy "
+                             f"dtype {arr.dtype.str!r}); give it its ml_dtypes dtype (bfloat16, fp8)")
+        return arr
     if not os.path.isfile(constant):
         raise KernelError(f"nl.shared_constant({constant!r}): no such .npy file (a path names a regular file)")
     try:
-        return np.load(constant, allow_pickle=False)
+        arr = np.load(constant, allow_pickle=False)
     except (OSError, ValueError) as e:
         raise KernelError(f"nl.shared_constant({constant!r}): not a .npy array file ({e})") from None
+    if arr.dtype.type is np.void:  # numpy has no bfloat16 or fp8: it saves ml_dtypes arrays as raw bytes
+        raise DTypeError(f"nl.shared_constant({constant!r}) holds raw {arr.dtype.itemsize}-byte records (numpy dtype "
+                         f"{arr.dtype.str!r}), which is how numpy saves bfloat16 and fp8 arrays; pass the array itself "
+                         f"with its ml_dtypes dtype, or `np.load(path).view(ml_dtypes.bfloat16)` (the dtype it was "
+                         f"saved from)")
+    return arr
 
 
 # -- arguments and results -------------------------------------------------------------------------------

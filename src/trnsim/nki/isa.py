@@ -142,9 +142,9 @@ def nc_transpose(dst, data, engine=engine.unknown, name=None):
 
 # -- Scalar engine ------------------------------------------------------------------------------------------
 def activation(dst, op, data, bias=None, scale=1.0, reduce_op=None, reduce_res=None, reduce_cmd=reduce_cmd.idle,
-               name=None, relu_param=0.0):
-    return issue(Op.ACTIVATION, dst=dst, op=op, data=data, bias=bias, scale=scale, reduce_op=reduce_op,
-                 reduce_res=reduce_res, reduce_cmd=reduce_cmd, relu_param=relu_param)
+               engine=engine.scalar, name=None, relu_param=0.0):
+    return issue(Op.ACTIVATION, engine=_eng(engine), dst=dst, op=op, data=data, bias=bias, scale=scale,
+                 reduce_op=reduce_op, reduce_res=reduce_res, reduce_cmd=reduce_cmd, relu_param=relu_param)
 
 
 def activation_reduce(dst, op, data, reduce_op, reduce_res, bias=None, scale=1.0, name=None):
@@ -153,8 +153,8 @@ def activation_reduce(dst, op, data, reduce_op, reduce_res, bias=None, scale=1.0
 
 
 def activate2(dst, op, data, imm0=0.0, imm1=0.0, op0=None, op1=None, relu_param=0.0, reverse0=False, reverse1=False,
-              reduce_op=None, reduce_res=None, reduce_cmd=reduce_cmd.idle, name=None):
-    return issue(Op.ACTIVATE2, dst=dst, op=op, data=data, imm0=imm0, imm1=imm1, op0=op0, op1=op1, relu_param=relu_param,
+              reduce_op=None, reduce_res=None, reduce_cmd=reduce_cmd.idle, engine=engine.scalar, name=None):
+    return issue(Op.ACTIVATE2, engine=_eng(engine), dst=dst, op=op, data=data, imm0=imm0, imm1=imm1, op0=op0, op1=op1, relu_param=relu_param,
                  reverse0=reverse0, reverse1=reverse1, reduce_op=reduce_op, reduce_res=reduce_res, reduce_cmd=reduce_cmd)
 
 

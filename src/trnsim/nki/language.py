@@ -261,9 +261,10 @@ def var(x, axis, dtype=None, keepdims=False) -> View:
 
 
 def all(x, axis, dtype=None) -> View:  # noqa: A001
-    """1 where every element along the axes is non-zero."""
+    """1 where every element along the axes is non-zero, in the input's dtype unless `dtype` says otherwise (the
+    current reference; the beta API's nl.all defaults to bool instead)."""
     axes = lower.axes_of(x.ndim, axis, "nl.all")
-    out = _reduced(x, axes, numerics.dtype(dtype or uint8), False)
+    out = _reduced(x, axes, _out_dtype(dtype, x), False)
     lower.all_(out, x, axes)
     return out
 

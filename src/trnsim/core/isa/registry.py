@@ -20,6 +20,7 @@ import numpy as np
 from trnsim import numerics, specs
 from trnsim.core.errors import (DTypeError, FreeSizeError, GenerationError, MemorySpaceError, OperandTypeError,
                                 OutOfScopeError, PartitionLimitError, ShapeError)
+from trnsim.core.isa.alu import op_name
 from trnsim.core.isa.opcodes import Engine, Op
 from trnsim.core.memory import Space
 from trnsim.core.tensor import Region, View, region_at
@@ -148,6 +149,22 @@ INT_PARAMS = frozenset({"offset", "channel_multiplier", "num_elem_per_idx", "num
 OPTIONAL_INTS = frozenset({"num_valid_indices"})  # None: not given
 
 
+_OP0_UNARY = frozenset({Op.TENSOR_SCALAR, Op.TENSOR_SCALAR_REDUCE})  # where square / relu as op0 are v4's
+
+
+def new_operator_check(ins, nc):
+    """The ALU operators NeuronCore-v4 added (NKI 0.4.0 release notes): abs_max and abs_min wherever an ALU
+    operator is taken, and square and relu as the op0 of tensor_scalar and tensor_scalar_reduce."""
+    for key in ("op", "op0", "op1", "reduce_op"):
+        name = op_name(ins.attrs[key]) if key in ins.attrs else None
+        rule = ("abs_max_ops" if name in ("abs_max", "abs_min") else
+                "square_relu_op0" if name in ("square", "relu") and key == "op0" and ins.op in _OP0_UNARY else None)
+        if rule and not nc.can(rule):
+            raise GenerationError(f"{ins.op.value}: {key}={name} needs {specs.having(rule)} (abs_max and abs_min, and "
+                                  f"square and relu as a tensor_scalar op0, are trn3 operators); this core is "
+                                  f"v{nc.gen} ({nc.spec.target})")
+
+
 def _number(v) -> bool:
     """A Python or numpy number, or a register or scalar holding one (what converts to a float or an index)."""
     return hasattr(type(v), "__float__") or hasattr(type(v), "__index__")
@@ -171,6 +188,7 @@ def generic_check(d: OpDef, ins: Instruction, nc) -> bool:
                                    f"{str(v)[:40]!r}")
     if d.needs and not nc.can(d.needs):
         raise GenerationError(f"{d.op.value} needs {specs.having(d.needs)}; this core is v{nc.gen} ({nc.spec.target})")
+    new_operator_check(ins, nc)
     if ins.engine not in d.engines:
         raise MemorySpaceError(f"{d.op.value} runs on {'/'.join(e.value for e in d.engines)}, not on engine {ins.engine.value}")
     limits, eng = nc.spec.limits, ins.engine

@@ -8,7 +8,7 @@ from __future__ import annotations
 import numpy as np
 
 from trnsim import specs
-from trnsim.core.errors import DTypeError, GenerationError, ShapeError
+from trnsim.core.errors import DTypeError, EngineError, GenerationError, ShapeError
 from trnsim.core.isa.alu import activation_fn, alu, op_name, reduce_ufunc
 from trnsim.core.isa.opcodes import Engine, Op
 from trnsim.core.isa.registry import define, masks, pf, put, same_free, same_partitions, stream_cost
@@ -66,8 +66,17 @@ def reduce_check(ins, data: View, default_op="add"):
 
 
 def _act_common_check(ins, nc):
+    """The shared rules; on the GpSimd engine (NeuronCore-v4 on), without the Scalar engine's accumulator."""
     same_partitions(ins, "dst", "data")
     same_free(ins, "dst", "data")
+    if ins.engine is Engine.GPSIMD:
+        if not nc.can("gpsimd_activation"):
+            raise GenerationError(f"{ins.op.value} on the gpsimd engine needs {specs.having('gpsimd_activation')}; "
+                                  f"this core is v{nc.gen} ({nc.spec.target}): run it on the scalar engine")
+        if ins.operands.get("reduce_res") is not None or reduce_cmd(ins.attrs.get("reduce_cmd")) != "idle":
+            raise EngineError(f"{ins.op.value}: the accumulator (reduce_res, reduce_cmd="
+                              f"{reduce_cmd(ins.attrs.get('reduce_cmd'))}) is the scalar engine's only; on the "
+                              f"gpsimd engine reduce the result with a separate nisa.tensor_reduce")
     reduce_check(ins, ins.data)
 
 
@@ -115,7 +124,7 @@ def _activation_cost(rec, spec):
     return c
 
 
-define(Op.ACTIVATION, Engine.SCALAR, _activation_check, _activation_semantics, _activation_cost,
+define(Op.ACTIVATION, (Engine.SCALAR, Engine.GPSIMD), _activation_check, _activation_semantics, _activation_cost,
        writes=("dst", "reduce_res"))
 
 
@@ -148,5 +157,5 @@ def _activate2_semantics(ins, nc):
     accumulate(nc, Engine.SCALAR, ins, data, y, m, ins.attrs.get("reduce_op"))
 
 
-define(Op.ACTIVATE2, Engine.SCALAR, _activate2_check, _activate2_semantics, _activation_cost,
+define(Op.ACTIVATE2, (Engine.SCALAR, Engine.GPSIMD), _activate2_check, _activate2_semantics, _activation_cost,
        writes=("dst", "reduce_res"), needs="activate2")

@@ -20,7 +20,8 @@ import warnings
 import numpy as np
 
 from trnsim import flags
-from trnsim.core import GridWarning
+from trnsim.core import GridWarning, ProfileOutputWarning
+from trnsim.core.errors import warn
 from trnsim.errors import TrnsimError
 from trnsim.nki import _frontend
 from trnsim.nki.legacy import compiler, isa, language, typing  # noqa: F401
@@ -164,11 +165,20 @@ def benchmark(kernel=None, warmup=10, iters=100, **options):
     return BenchmarkKernel(getattr(kernel, "fn", kernel), mode="benchmark", warmup=warmup, iters=iters, **options)
 
 
+_WARNED: dict = {}  # profile calls already warned about, once per kernel line
+
+
 def profile(func=None, working_directory=None, save_neff_name=None, save_trace_name=None, **options):
     """`@nki.profile`: runs and times the kernel like `nki.benchmark`; its instruction stream is on `.last_cores`
     and its timing on `.benchmark_result.timing` (`trnsim profile FILE.py` writes the Perfetto trace)."""
     if func is None:
         return lambda f: profile(f, working_directory, save_neff_name, save_trace_name, **options)
+    asked = [f"{what}={name!r}" for what, name in (("save_neff_name", save_neff_name),
+                                                   ("save_trace_name", save_trace_name)) if name]
+    if asked:
+        warn(f"nki.profile {', '.join(asked)}: trnsim compiles no NEFF and records no NTFF, so no file is written; "
+             f"the kernel's instructions are on .last_cores and its timing on .benchmark_result.timing after a "
+             f"call, and `trnsim profile FILE.py` writes its Perfetto trace", ProfileOutputWarning, registry=_WARNED)
     return BenchmarkKernel(getattr(func, "fn", func), mode="profile", **options)
 
 
