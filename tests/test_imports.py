@@ -135,3 +135,22 @@ def test_the_lowering_layer_sits_between_the_instructions_and_both_languages():
 def test_the_walk_sees_function_level_imports():
     """The check would catch the circle the lowering layer dissolved: a function-level import is an arrow."""
     assert "trnsim.specs" in GRAPH["trnsim.specs.hardware"]  # `from trnsim import specs` inside a function
+
+
+def test_the_meaning_never_imports_the_speed_layer():
+    """core/fast/ overrides the hook points of core/builder.py; nothing below the front ends imports it (the
+    meaning runs and is defined without it), and it is chosen only where a launch makes its cores (nki/)."""
+    below = [m for m in MODULES if layer(m) <= layers().index("core") and not m.startswith("trnsim.core.fast")]
+    assert "trnsim.core.machine" in below and "trnsim.core.timing.scheduler" in below
+    assert sorted(m for m in below if any(w.startswith("trnsim.core.fast") for w in GRAPH[m])) == []
+    users = {m for m, ws in GRAPH.items() if not m.startswith("trnsim.core.fast")
+             and any(w.startswith("trnsim.core.fast") for w in ws)}
+    assert users and all(m.startswith("trnsim.nki.") for m in users), sorted(users)
+
+
+def test_no_word_of_the_speed_layer_in_the_meaning():
+    """The instruction set, tensors, memories and the machine say nothing of the speed layer: its tricks live in
+    core/fast/, behind the hook points the meaning exposes."""
+    files = [*(PKG / "core" / "isa").glob("*.py"), *(PKG / "core" / n for n in ("tensor.py", "memory.py", "machine.py"))]
+    assert [f"{p.relative_to(PKG)}:{i}" for p in files for i, line in enumerate(p.read_text().splitlines(), 1)
+            if "fast" in line.lower()] == []

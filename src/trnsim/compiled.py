@@ -1,6 +1,7 @@
-"""The speed layer's compiled half: trnsim's hottest modules built by Cython from their own sources.
+"""The speed layer's compiled half: the speed layer's modules (core/fast/) and the timing scheduler, built by
+Cython from their own sources.
 
-A built module is imported in place of its source while the speed layer is on (TRNSIM_FAST, core/fast.py)
+A built module is imported in place of its source while the speed layer is on (TRNSIM_FAST, core/fast/)
 and only if it was built from that source as it is now: an edited module runs as Python until the next
 build. They are built when trnsim is installed (setup.py: `pip install .`, `pip install -e .`, a wheel), as
 optional extensions: without a C compiler the install still succeeds, and trnsim says once, in one line, that
@@ -28,10 +29,10 @@ from importlib.machinery import EXTENSION_SUFFIXES
 from pathlib import Path
 
 ENV = "TRNSIM_FAST"  # the speed layer's one switch: 0 turns it off, compiled modules included
-MODULES = ("trnsim.core.errors", "trnsim.core.tensor", "trnsim.core.memory", "trnsim.core.liveness",
-           "trnsim.core.hoist", "trnsim.core.machine", "trnsim.core.isa.registry", "trnsim.core.isa.psum",
-           "trnsim.core.isa.tensor_engine", "trnsim.core.timing.intervals", "trnsim.core.timing.scheduler",
-           "trnsim.core.timing.result", "trnsim.nki._current", "trnsim.nki.isa")
+# The speed layer's modules (core/fast/) and the timing scheduler with its interval maps: the meaning runs as
+# written, and only what exists for speed, or replays every instruction of every timed stream, is compiled.
+MODULES = ("trnsim.core.fast.psum", "trnsim.core.fast.loads", "trnsim.core.fast.views", "trnsim.core.fast.memo",
+           "trnsim.core.timing.intervals", "trnsim.core.timing.scheduler")
 ROOT = Path(__file__).resolve().parent.parent  # the directory holding the trnsim package
 BUILT = Path(__file__).resolve().parent / "_compiled"  # one extension per module, and sources.json
 SUFFIX = EXTENSION_SUFFIXES[0]  # sysconfig's EXT_SUFFIX, without importing sysconfig

@@ -1,6 +1,8 @@
 """The compiled modules (trnsim/compiled.py): built in CI, loaded only when current, and the same runs as
 their Python sources."""
+import ast
 import json
+import re
 import os
 import subprocess
 import sys
@@ -65,7 +67,7 @@ def test_ci_runs_the_compiled_modules():
     assert sorted(built) == sorted(compiled.MODULES)
     for m in compiled.MODULES:
         __import__(m)
-    assert compiled.loaded() == list(compiled.MODULES)
+    assert compiled.loaded() == (list(compiled.MODULES) if compiled.enabled() else [])  # TRNSIM_FAST=0: as Python
 
 
 def test_a_fresh_process_loads_the_built_modules():
@@ -115,6 +117,7 @@ def test_the_install_builds_each_module_as_an_optional_extension_under_the_packa
 
 def test_the_python_build_is_reported_once(tmp_path, monkeypatch, capsys):
     """With no compiled module current, one line on stderr the first time, none after."""
+    monkeypatch.setenv(compiled.ENV, "1")  # the speed layer on, as installed (off, nothing is looked for)
     monkeypatch.setattr(compiled, "BUILT", tmp_path / "_compiled")
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
     monkeypatch.setattr(compiled.sys, "meta_path", [f for f in compiled.sys.meta_path
@@ -186,3 +189,55 @@ def test_no_compiled_function_keeps_a_nested_function_in_its_closure():
     assert found == []
     walk(compile("def f():\n    def g(): pass\n    def h(): g()\n", "<check>", "exec"))
     assert found == ["f -> g"]  # the check sees such a function
+
+
+def _declared(pxd: Path) -> dict:
+    """class -> the attributes a .pxd declares on it (`cdef [public] type a, b` lines in its `cdef class` body)."""
+    out, cls = {}, None
+    for line in pxd.read_text().splitlines():
+        m = re.match(r"cdef class (\w+)", line)
+        if m:
+            cls = out.setdefault(m[1], set())
+            continue
+        if cls is not None and line and not line[0].isspace():
+            cls = None
+        m = re.match(r"\s+cdef (?:public |readonly )?(?:[\w.]+) ([\w, ]+)$", line)
+        if cls is not None and m:
+            cls |= {n.strip() for n in m[1].split(",")} - {"__dict__", "__weakref__"}
+    return out
+
+
+def _attributes(source: Path, name: str) -> set:
+    """A class's attributes in its source: its __slots__, else every `self.x =` its methods assign."""
+    cls = next(n for n in ast.walk(ast.parse(source.read_text())) if isinstance(n, ast.ClassDef) and n.name == name)
+    for node in cls.body:
+        if isinstance(node, ast.Assign) and any(getattr(t, "id", None) == "__slots__" for t in node.targets):
+            return set(ast.literal_eval(node.value)) - {"__dict__", "__weakref__"}
+    found = set()
+    for node in ast.walk(cls):
+        targets = node.targets if isinstance(node, ast.Assign) else [node.target] if isinstance(node, (ast.AnnAssign, ast.AugAssign)) else []
+        for t in targets:
+            for x in (t.elts if isinstance(t, ast.Tuple) else [t]):
+                if isinstance(x, ast.Attribute) and getattr(x.value, "id", None) == "self":
+                    found.add(x.attr)
+    return found
+
+
+def test_each_declaration_mirrors_its_class():
+    """A .pxd declares its classes' attributes again for the compiled build: an attribute added to a class and
+    not declared breaks only that build, so each declared class must list exactly its source's attributes."""
+    pxds = sorted((Path(compiled.__file__).parent).rglob("*.pxd"))
+    assert {compiled.source(m).with_suffix(".pxd") for m in compiled.MODULES if compiled.source(m).with_suffix(".pxd").exists()} == set(pxds)
+    checked = 0
+    for pxd in pxds:
+        for cls, declared in _declared(pxd).items():
+            assert declared == _attributes(pxd.with_suffix(".py"), cls), f"{pxd.name}: {cls}"
+            checked += 1
+    assert checked >= 4
+
+
+def test_the_compiled_modules_are_the_speed_layer_and_the_scheduler():
+    """Only what exists for speed (core/fast/) and the scheduler that replays every timed instruction are
+    compiled: the meaning runs as written."""
+    assert all(m.startswith(("trnsim.core.fast.", "trnsim.core.timing.")) for m in compiled.MODULES)
+    assert "trnsim.core.timing.scheduler" in compiled.MODULES

@@ -1,9 +1,11 @@
-"""The front end's speed layer (core/fast.py): check verdicts by instruction signature, views shared by index,
+"""The front end's speed layer (core/fast/): check verdicts by instruction signature, views shared by index,
 never-written memory made when first read. Each must give what the long way gives."""
 import numpy as np
 import pytest
 
-from trnsim.core import NeuronCore, Op
+from trnsim.core import NeuronCore, Op, fast
+from trnsim.core.builder import REFERENCE
+from trnsim.core.fast.views import keyed
 from trnsim.core.errors import DTypeError, OutOfScopeError
 
 
@@ -14,28 +16,28 @@ def speed_layer_on(monkeypatch):
 
 
 def test_the_same_layout_has_the_same_signature():
-    nc = NeuronCore("trn2", values=False)
+    nc = NeuronCore("trn2", values=False, builder=fast.builder())
     t, u = nc.tensor((128, 256), "float32"), nc.tensor((128, 256), "float32")
     nc.issue(Op.TENSOR_COPY, dst=u, src=t)
     nc.issue(Op.TENSOR_COPY, dst=u, src=t)
     nc.issue(Op.TENSOR_COPY, dst=u[:, 0:128], src=t[:, 128:256])
     sigs = [r.sig for r in nc.stream]
     assert sigs[0] == sigs[1] is not None and sigs[2] not in (None, sigs[0])
-    assert len(nc.verdicts) == 2
+    assert len(nc.builder.verdicts) == 2
 
 
 def test_without_the_speed_layer_nothing_is_memoised(monkeypatch):
     monkeypatch.setenv("TRNSIM_FAST", "0")
-    nc = NeuronCore("trn2", values=False)
+    nc = NeuronCore("trn2", values=False, builder=fast.builder())
     t, u = nc.tensor((128, 256), "float32"), nc.tensor((128, 256), "float32")
     nc.issue(Op.TENSOR_COPY, dst=u, src=t)
-    assert nc.stream[0].sig is None and nc.verdicts is None
+    assert nc.stream[0].sig is None and nc.builder is REFERENCE
     assert t[:, 0:64] is not t[:, 0:64]
 
 
 def test_a_memoised_verdict_does_not_pass_another_attribute():
     """memset of an int32 tile: 3 passes; 3.5 on the same tile is refused though the layout is the same."""
-    nc = NeuronCore("trn2", values=False)
+    nc = NeuronCore("trn2", values=False, builder=fast.builder())
     t = nc.tensor((128, 64), "int32")
     nc.issue(Op.MEMSET, dst=t, value=3)
     nc.issue(Op.MEMSET, dst=t, value=3)
@@ -45,7 +47,7 @@ def test_a_memoised_verdict_does_not_pass_another_attribute():
 
 def test_a_memoised_verdict_still_refuses_an_evicted_tile():
     """Eviction is state, not layout: a tile whose bytes were given away is refused even on a verdict hit."""
-    nc = NeuronCore("trn2", values=False)
+    nc = NeuronCore("trn2", values=False, builder=fast.builder())
     t, u = nc.tensor((128, 64), "float32"), nc.tensor((128, 64), "float32")
     nc.issue(Op.TENSOR_COPY, dst=u, src=t)
     t.alloc.evicted = True  # what Memory.evict sets when an expired tile's bytes go to another tensor
@@ -56,7 +58,7 @@ def test_a_memoised_verdict_still_refuses_an_evicted_tile():
 def test_the_accumulation_group_opens_on_every_issue():
     """The second matmul into a PSUM tile accumulates; the third, after another engine read the tile, does not,
     though all three share one verdict."""
-    nc = NeuronCore("trn2", values=False)
+    nc = NeuronCore("trn2", values=False, builder=fast.builder())
     a, b = nc.tensor((128, 128), "bfloat16"), nc.tensor((128, 512), "bfloat16")
     acc, out = nc.tensor((128, 512), "float32", "psum"), nc.tensor((128, 512), "float32")
     nc.issue(Op.NC_MATMUL, dst=acc, stationary=a, moving=b)
@@ -69,7 +71,7 @@ def test_the_accumulation_group_opens_on_every_issue():
 
 
 def test_a_view_is_shared_by_index():
-    nc = NeuronCore("trn2", values=False)
+    nc = NeuronCore("trn2", values=False, builder=fast.builder())
     t = nc.tensor((128, 4, 256), "float32")
     assert t[:, 1, 0:128] is t[:, 1, 0:128]
     assert t[:, 1, 0:128] is not t[:, 2, 0:128]
@@ -80,7 +82,7 @@ def test_a_view_is_shared_by_index():
 
 def test_values_read_through_shared_views():
     """Shared views read and write the memory like fresh ones (values on)."""
-    nc = NeuronCore("trn2")
+    nc = NeuronCore("trn2", builder=fast.builder())
     src = nc.hbm_tensor(np.arange(128 * 64, dtype=np.float32).reshape(128, 64))
     t = nc.tensor((128, 64), "float32")
     for j in range(2):
@@ -90,7 +92,7 @@ def test_values_read_through_shared_views():
 
 
 def test_timing_only_memory_is_made_when_first_read():
-    nc = NeuronCore("trn2", values=False)
+    nc = NeuronCore("trn2", values=False, builder=fast.builder())
     assert "data" not in vars(nc.sbuf) and "poison" not in vars(nc.sbuf)
     out = nc.hbm_tensor((64, 32), "bfloat16")
     assert "data" not in vars(out.alloc.memory)
@@ -101,10 +103,10 @@ def test_timing_only_memory_is_made_when_first_read():
 def test_a_part_of_a_new_tile_laid_out_as_an_old_one_is_the_same_part():
     """View._part: the second tile's part comes from the cache kept for the first tile's; it must be the part
     numpy slicing gives, with the first part's layout number only where the layouts are the same."""
-    nc = NeuronCore("trn2")
+    nc = NeuronCore("trn2", builder=fast.builder())
     a = nc.tensor((128, 4, 64), "float32")
     first = a[:, 1, 8:24]
-    was = (first.shape, first.strides, first.offset, first.poff, first.keyed()[1], a.alloc.place[:5])
+    was = (first.shape, first.strides, first.offset, first.poff, keyed(first)[1], a.alloc.place[:5])
     b = nc.tensor((128, 4, 64), "float32")  # laid out as `a`, at other bytes
     del a, first
     c = nc.tensor((128, 4, 64), "float32")  # at `a`'s bytes again
@@ -116,24 +118,24 @@ def test_a_part_of_a_new_tile_laid_out_as_an_old_one_is_the_same_part():
     for part in (part_b, part_c):
         assert (part.shape, part.strides, part.offset, part.poff) == was[:4]
         np.testing.assert_array_equal(part.array(), src[:, 1, 8:24])
-    assert part_c.keyed()[1] == was[4] != part_b.keyed()[1]
-    assert part_b.keyed()[2] == part_b.placement()
+    assert keyed(part_c)[1] == was[4] != keyed(part_b)[1]
+    assert keyed(part_b)[2] == part_b.placement()
 
 
 def test_the_collector_is_off_in_a_launch_and_what_it_made_is_settled():
-    """fast.collector_off restores the collector as it was; with the speed layer on, what was made meanwhile
+    """collector.collector_off restores the collector as it was; with the speed layer on, what was made meanwhile
     waits for no young collection (the young generation's count starts again from 0)."""
     import gc
 
-    from trnsim.core import fast
+    from trnsim.core import collector
     assert gc.isenabled()
-    with fast.collector_off():
+    with collector.collector_off():
         assert not gc.isenabled()
         made = [[i] for i in range(5000)]
     assert gc.isenabled() and gc.get_count()[0] < 1000 and len(made) == 5000
     gc.disable()
     try:
-        with fast.collector_off():
+        with collector.collector_off():
             pass
         assert not gc.isenabled()
     finally:

@@ -1,12 +1,13 @@
 """The scheduler's shortcuts: skipping a memory's partition-quadrant maps until a narrow access is recorded,
 and the speed layer's shared Regions (TRNSIM_FAST), change no event."""
-from trnsim.core import NeuronCore, Op
+from trnsim.core import NeuronCore, Op, fast
+from trnsim.core.fast.views import keyed
 from trnsim.core.timing import simulate
 
 
 def stream(target="trn2"):
     """Whole-tile work, then a narrow (quadrant) write and read of the same tile, then whole work again."""
-    nc = NeuronCore(target, values=False)
+    nc = NeuronCore(target, values=False, builder=fast.Speed())
     t, u = nc.tensor((128, 256), "float32"), nc.tensor((128, 256), "float32")
     src = nc.hbm_tensor((128, 256), "float32")
     for _ in range(3):
@@ -34,29 +35,30 @@ def test_a_narrow_write_after_whole_accesses_is_waited_for():
     assert evs[7].index in whole_write.deps  # ScalarE read t[64:96] before the VectorE memset overwrites it
 
 
-def test_speed_layer_changes_no_event(monkeypatch):
-    """The same stream scheduled with the speed layer on and off: the same events, deps and blockers."""
+def test_speed_layer_changes_no_event():
+    """The same stream scheduled with the speed layer's signatures (cost and regions cached) and without: the
+    same events, deps and blockers."""
     recs = stream()
+    assert sum(r.sig is not None for r in recs) > len(recs) // 2
     on = events(recs)
     for r in recs:
-        r._regions = None  # regions made again, not shared
-    monkeypatch.setenv("TRNSIM_FAST", "0")
+        r._regions = r.sig = None  # regions made again, not shared; nothing cached by signature
     assert events(recs) == on
 
 
 def test_views_laid_out_alike_share_a_layout_number():
-    """Signature parts (View.keyed): the same place, dtype, shape and offsets give one number; any other, another."""
-    nc = NeuronCore("trn2", values=False)
+    """Signature parts (fast.views.keyed): the same place, dtype, shape and offsets give one number; any other, another."""
+    nc = NeuronCore("trn2", values=False, builder=fast.Speed())
     t = nc.tensor((128, 512), "float32")
     same, other = t._index((slice(None), slice(0, 128))), t._index((slice(None), slice(128, 256)))
-    assert t[:, 0:128].keyed()[1] == same.keyed()[1] != other.keyed()[1]
-    assert same.keyed()[2] == same.placement()
+    assert keyed(t[:, 0:128])[1] == keyed(same)[1] != keyed(other)[1]
+    assert keyed(same)[2] == same.placement()
 
 
 def test_operands_sharing_bytes_wait_as_separate_accesses():
     """An instruction that reads and writes one tile (recorded after all its lookups) and one whose operands
     touch disjoint bytes (each looked up and recorded in one walk) both wait for their producers and readers."""
-    nc = NeuronCore("trn2", values=False)
+    nc = NeuronCore("trn2", values=False, builder=fast.Speed())
     t, u, v = (nc.tensor((128, 256), "float32") for _ in range(3))
     nc.issue(Op.MEMSET, dst=t, value=0.0, engine="gpsimd")
     nc.issue(Op.ACTIVATION, dst=u, data=t, op="copy")  # ScalarE reads t

@@ -19,12 +19,13 @@ import weakref
 import numpy as np
 
 from trnsim import numerics, specs
-from trnsim.core import fast, isa as _isa  # noqa: F401  (registers every instruction)
-from trnsim.core.errors import (KernelError, NkiDeprecationWarning, ShapeError, SpillWarning, UninitializedError,
+from trnsim.core import isa as _isa  # noqa: F401  (registers every instruction)
+from trnsim.core.builder import REFERENCE, Builder
+from trnsim.core.errors import (NkiDeprecationWarning, ShapeError, SpillWarning, UninitializedError,
                                 UninitializedWarning, ValueUnknownError, inside, warn, where, where_call)
 from trnsim.core.isa.opcodes import MATMUL, Engine, Op
-from trnsim.core.isa.psum import accumulating as psum_accumulating, close as close_psum, flush as flush_psum
-from trnsim.core.isa.registry import REGISTRY, Instruction, generic_check
+from trnsim.core.isa.psum import accumulating as psum_accumulating, close as close_psum
+from trnsim.core.isa.registry import REGISTRY, Instruction
 from trnsim.core import races as _races
 from trnsim.core.hoist import Invariants
 from trnsim.core.liveness import iterations, next_use, note_uses
@@ -96,7 +97,7 @@ class NeuronCore:
 
     def __init__(self, target: str | None = None, *, strict: bool = True, values: bool = True, hbm: HBM | None = None,
                  program_id: int = 0, num_programs: int = 1, seed: int = 0, race_check=None,
-                 budget: Budget | None = None):
+                 budget: Budget | None = None, builder: Builder | None = None):
         self.target = resolve_target(target)
         self.spec = specs.neuroncore(self.target)
         self.gen = self.spec.version  # for messages; what the core can do is `can(name)`
@@ -114,18 +115,9 @@ class NeuronCore:
         self.spills = 0  # tiles saved to HBM so far
         self.aside: set[int] = set()  # ids of the expired blocks set aside in HBM (set_aside), not yet back
         # PSUM bytes inside an open matmul accumulation group, as disjoint rectangles (partition, partitions,
-        # byte_lo, byte_hi), and deferred groups (isa/psum.py).
+        # byte_lo, byte_hi) (isa/psum.py).
         self.psum_open: set = set()
-        self.lazy_psum = False  # kernel launches evaluate accumulation groups lazily
-        self.psum_pending: dict = {}
-        self.fast = fast.enabled()  # the speed layer (core/fast.py): off changes no value, only the time taken
-        self.widen_cache: dict = {}
-        # Check verdicts by instruction signature (_signature): an instruction issued again on operands laid
-        # out the same way passes the same checks; only their stateful part (OpDef.state) runs again.
-        self.verdicts: dict | None = {} if self.fast else None
-        self.verdicts_spec = self.spec  # the catalog entry they were reached under
-        self.signatures = 0  # signatures numbered so far (Record.sig), never reused within the core's stream
-        self.hbm_f32: dict = {}  # FP32 conversions of whole HBM tensors that matmuls read (isa/psum.py)
+        self.builder = builder or REFERENCE  # the hook points' behaviour (core/builder.py): no value depends on it
         self.strict, self.values = strict, values
         self.program_id, self.num_programs = program_id, num_programs
         self.stream: list = []
@@ -198,9 +190,7 @@ class NeuronCore:
         v = View.whole(alloc, dt, shape)
         if mem is self.psum:
             close_psum(self, v)
-        if self.fast:
-            v.keep_parts()
-        return v
+        return self.builder.tensor(v)
 
     def hbm_tensor(self, init, dtype=None, name: str | None = None, kind="hbm", location=None) -> View:
         """An HBM tensor: from a numpy array (its values, written) or a shape (never-written)."""
@@ -212,10 +202,7 @@ class NeuronCore:
         nbytes = max(1, math.prod(shape)) * dt.itemsize
         alloc = self.hbm.allocate(nbytes, name or self._name("hbm"), kind, location or where(), data)
         alloc.shape = shape
-        v = View.whole(alloc, dt, shape)
-        if self.fast:
-            v.keep_parts()
-        return v
+        return self.builder.tensor(View.whole(alloc, dt, shape))
 
     def loop(self, indices, affine: str | None = None):
         """Iterate `indices` as a kernel loop: tensors made in an iteration die with it (core/liveness.py).
@@ -265,35 +252,7 @@ class NeuronCore:
                 location, attrs["site"] = where_call()
             else:
                 location = where()
-        sig, placed = _signature(op, engine, operands, attrs) if d.pure and self.verdicts is not None else (None, None)
-        hit = sig
-        if sig is not None:
-            if self.verdicts_spec is not self.spec:  # the catalog entry changed (a what-if chip)
-                self.verdicts, self.verdicts_spec = {}, self.spec
-            try:
-                hit = self.verdicts.get(sig)
-            except TypeError:  # an unhashable attribute
-                sig = hit = None
-        if hit is None:
-            eng = _engine(engine) or (d.pick(operands, attrs, self) if d.pick else None) or d.engines[0]
-            ins = Instruction(op, eng, operands, attrs, location, d.writes)
-            self.budget.charge(ins.location)
-            before = dict(attrs) if sig is not None else None
-            psum = generic_check(d, ins, self)
-            d.check(ins, self)
-            if sig is not None:  # the verdict, with what the check set in the attributes, numbered
-                changed = {k: v for k, v in attrs.items() if before.get(k, before) is not v}
-                self.verdicts[sig] = (eng, psum, changed, self.signatures)
-                sig, self.signatures = self.signatures, self.signatures + 1
-        else:
-            eng, psum, changed, sig = hit
-            if changed:
-                attrs.update(changed)
-            ins = Instruction(op, eng, operands, attrs, location, d.writes)
-            self.budget.charge(ins.location)
-            for t in operands.values():
-                if t.alloc.evicted:  # the one fact of the generic check that changes over a run
-                    generic_check(d, ins, self)
+        ins, psum, sig, placed = self.builder.checked(self, d, op, engine, operands, attrs, location)
         if d.state is not None:
             d.state(ins, self)
         first = self.invariants.check(ins, self.scopes, len(self.stream))
@@ -307,8 +266,8 @@ class NeuronCore:
             for w in self.races:
                 w.record(ins, boxes)
         if self.values or d.control:
-            if evicts and self.psum_pending:
-                flush_psum(self)
+            if evicts:
+                self.builder.flush(self)
             d.semantics(ins, self)
         if evicts:  # closes the accumulation groups of the regions it touches
             for k, t in operands.items():
@@ -345,8 +304,8 @@ class NeuronCore:
         self.aside.add(a.id)
         if a.saved:
             return
-        if a.memory is self.psum and self.psum_pending:  # matmul products owed to PSUM land first
-            flush_psum(self)
+        if a.memory is self.psum:  # matmul products owed to PSUM land first
+            self.builder.flush(self)
         tile = _bytes(a)
         a.scratch = self.hbm_tensor((a.partitions, a.nbytes), "uint8", name=f"{a.name}.spill", kind="spill")
         if self.values:
@@ -392,16 +351,13 @@ class NeuronCore:
             a.saved = True  # the scratch copy holds its bytes (or it was never written)
 
     def sync(self) -> None:
-        """Finish deferred work (pending PSUM accumulation groups) so memories hold final values; drop the
-        cached FP32 conversions."""
-        flush_psum(self)
-        self.widen_cache.clear()
-        self.hbm_f32.clear()
+        """Finish deferred work so memories hold final values (core/builder.py)."""
+        self.builder.sync(self)
 
     def host_read(self, view: View) -> np.ndarray:
         """The values of `view` as the host sees them now (device_print): deferred work lands first."""
-        if view.space is Space.PSUM and self.psum_pending:
-            flush_psum(self)
+        if view.space is Space.PSUM:
+            self.builder.flush(self)
         if view.alloc.spilled:
             self._reload_operands("a host read", {"src": view})
         return view.array()
@@ -447,47 +403,6 @@ def _weak(method):
     reference counting alone, with no cycle for the collector to find."""
     ref = weakref.WeakMethod(method)
     return lambda *args: ref()(*args)
-
-
-def _signature(op, engine, operands, attrs) -> tuple:
-    """(signature, placements) of an instruction. The signature is what a pure check's verdict and an
-    instruction's cost depend on: the opcode, the engine asked for, each operand's layout (its allocation's
-    place but not which tile it is, dtype, shape, strides, offsets: View.keyed numbers it) and the attributes
-    with their types (1 and 1.0 compare equal but may check differently), as one flat tuple: (name, layout
-    number) per operand, then (name, type, value) per attribute (a layout number is an int, never a name or a
-    type, so the tuple cannot be read two ways). (None, None) for an indirect operand;
-    an unhashable attribute shows when it is looked up."""
-    key, placed = [op, engine], {}
-    for n, v in operands.items():
-        if v.indirect is not None:
-            return None, None
-        k = v._keyed
-        if k is None or k[0] is not v.alloc.place:
-            k = v.keyed()
-        key.append(n)
-        key.append(k[1])
-        placed[n] = k[2]
-    for n, x in attrs.items():  # name, type, value
-        key.append(n)
-        key.append(type(x))
-        key.append(x)
-    return tuple(key), placed
-
-
-def _engine(engine):
-    if engine is None:
-        return None
-    name = getattr(engine, "name", str(engine)).lower().removesuffix("_engine")
-    if name in ("unknown", "0", "none"):
-        return None
-    if name == "act":
-        name = "scalar"
-    if name in ("pool", "gpsimd"):
-        name = "gpsimd"
-    try:
-        return Engine(name)
-    except ValueError:
-        raise KernelError(f"unknown engine {engine!r}; engines: {', '.join(e.value for e in Engine)}") from None
 
 
 def _ranges(values) -> str:

@@ -33,7 +33,6 @@ import weakref
 
 import numpy as np
 
-from trnsim.core import fast
 from trnsim.core.liveness import drop_dead_names
 from trnsim.core.errors import CapacityError, OutOfBoundsError, PartitionLimitError, PartitionStartError, PSUMBankError, ShapeError
 
@@ -75,7 +74,7 @@ class Allocation:
         tile = next(memory.tiles) if memory.space is not Space.HBM else -1  # counted per memory: reproducible
         self.place = (memory.space.value, memory.serial, p0, b0, nbytes, tile)
         self.clean = False  # known to hold no never-written byte (a cache; see View.poisoned)
-        self.source = None  # the HBM bytes an on-chip tensor holds unchanged (see View.remember_source)
+        self.source = None  # the HBM bytes an on-chip tensor holds unchanged (a builder notes it: core/builder.py, Builder.loaded)
         self.pending = None  # bytes owed, written when first touched: FILL or a deferred load (see settle)
         self.shared = False  # placed over other live tensors (address=): their bytes are its bytes
         self.expired = False  # the loop iteration that made it has ended (core/liveness.py)
@@ -160,9 +159,8 @@ class Memory:
         shape = (partitions, row_bytes)
         if refill:  # each tensor's bytes are filled as never-written when first touched (Allocation.settle)
             self.data, self.poison = np.empty(shape, np.uint8), np.empty(shape, np.uint8)
-        elif not fast.enabled():  # nothing will ever write (timing only): every byte is never-written from the start
-            self.data, self.poison = np.full(shape, POISON_BYTE, np.uint8), np.ones(shape, np.uint8)
-        # else: the same bytes, made when first asked for (__getattr__); a timing-only run mostly never asks
+        # else nothing will ever write (timing only): every byte is never-written from the start, made when
+        # first asked for (__getattr__); a timing-only run mostly never asks
         self.version = 0  # counts writes, so cached conversions of its bytes know when they are stale
         self.live = WeakTable()
         self.sourced = WeakTable()  # with a source
@@ -175,8 +173,8 @@ class Memory:
         self.keeper = None  # the core's set_aside(alloc), which keeps an expired block's bytes in HBM (_reclaim)
 
     def __getattr__(self, name):
-        """`data` and `poison` of a memory made never-written (timing only) with the speed layer on (core/fast.py):
-        filled when first read, as they would have been at creation."""
+        """`data` and `poison` of a memory made never-written (timing only): filled when first read, as they would
+        have been at creation."""
         if name not in ("data", "poison"):
             raise AttributeError(name)
         return _never_written(self, (self.partitions, self.row_bytes), name)
@@ -504,11 +502,8 @@ class _HBMBuffer:
 
     def __init__(self, nbytes: int, init: np.ndarray | None = None):
         self.row_bytes, self.serial = nbytes, next(_SERIALS)
-        if init is None:
-            if not fast.enabled():  # else made when first asked for (__getattr__)
-                self.data, self.poison = np.full((1, nbytes), POISON_BYTE, np.uint8), np.ones((1, nbytes), np.uint8)
-        else:  # every byte written from `init` (poison all 0, made when asked for); a read-only `init` is
-            # borrowed until the tensor is written
+        if init is not None:  # every byte written from `init` (poison all 0, made when asked for); a read-only
+            # `init` is borrowed until the tensor is written. Else never-written: made when asked for (__getattr__)
             self.data = init.reshape(1, -1).view(np.uint8)
             if init.flags.writeable or not init.flags.c_contiguous:
                 self.data = self.data.copy()
@@ -516,7 +511,7 @@ class _HBMBuffer:
         self.readers: weakref.WeakValueDictionary[int, Allocation] = weakref.WeakValueDictionary()  # deferred loads
 
     def __getattr__(self, name):
-        """`data` and `poison` of a never-written tensor with the speed layer on: filled when first asked for
+        """`data` and `poison` of a never-written tensor: filled when first asked for
         (a timing-only run never writes its outputs); the all-0 `poison` of one made from `init`, likewise."""
         if name not in ("data", "poison"):
             raise AttributeError(name)

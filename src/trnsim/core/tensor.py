@@ -11,7 +11,6 @@ it element by element through those rows.
 """
 from __future__ import annotations
 
-import itertools
 import math
 import operator
 from typing import NamedTuple
@@ -52,7 +51,8 @@ class View:
         self.shape, self.strides = tuple(map(int, shape)), tuple(map(int, strides))
         self.offset, self.poff, self.indirect = int(offset), int(poff), indirect
         self.on_chip = alloc.memory.space is not Space.HBM
-        # caches: a view never changes (nor its tile's bytes, but by a spill)
+        # caches: a view never changes (nor its tile's bytes, but by a spill); _parts and _keyed are a builder's
+        # (core/builder.py: View.__getitem__)
         self._scanned = self._region = self._parts = self._keyed = None
 
     @classmethod
@@ -201,44 +201,6 @@ class View:
         if marked or not was_clean:
             self._raw(mem.poison, t)[...] = flags
 
-    def remember_source(self, src: View, defer: bool = False) -> bool:
-        """Note that this whole on-chip tensor holds the bytes of HBM view `src` unchanged (a plain DMA load).
-
-        Matmuls then read the tile from one FP32 conversion of the HBM tensor (isa/psum.py) instead of
-        copying and converting every load of it. The note is dropped by any write over the tile's bytes
-        (store; Memory.written for tensors placed over each other) and is void once the HBM tensor is
-        written (its version changes).
-        With `defer` the load itself is made here, deferred (see store): a tile that only matmuls read is
-        never copied. Returns whether the note was taken.
-        """
-        a = self.alloc
-        if (src.space is not Space.HBM or src.dtype != self.dtype or src.indirect is not None or not self.on_chip
-                or not self.covers_alloc() or (defer and (a.shared or src.poisoned()))):
-            return False
-        try:  # partition p, element f of the tile is element [p, f] of src seen as [P, F]
-            flat = src.reshape((self.partitions, self.free_size))
-        except ShapeError:
-            return False
-        mem = src.alloc.memory
-        if defer:
-            self.store(flat.array(), defer=mem)
-        a.source = (mem, mem.version, self.dtype, flat.offset, flat.strides[0], flat.strides[1])
-        a.memory.sourced[a.id] = a
-        return True
-
-    def origin(self):
-        """(HBM memory, element offset, element strides) of this view's values in the HBM tensor its tile
-        was loaded from unchanged (see remember_source); None when there is no such source."""
-        src = self.alloc.source
-        if src is None or self.indirect is not None:
-            return None
-        mem, version, dtype, off, sp, sf = src
-        if mem.version != version or dtype != self.dtype:
-            return None
-        st = self.strides
-        strides = (st[0] * sp, st[1] * sf) if len(st) == 2 else (st[0] * sp,) + tuple([s * sf for s in st[1:]])
-        return mem, off + self.poff * sp + self.offset * sf, strides
-
     def covers_alloc(self) -> bool:
         """Whether the view reaches every byte of its allocation (each once)."""
         a = self.alloc
@@ -279,21 +241,6 @@ class View:
         return (self.alloc.place, self.dtype, self.shape, self.strides, self.offset, self.poff, self.on_chip,
                 self.indirect is not None, self._scanned)
 
-    def keyed(self) -> tuple:
-        """(layout number, placement) while the tile stays where it is: the speed layer's signature part
-        (core/machine.py: _signature) and the record's placement, computed once per view. Views laid out
-        the same way (the same place, dtype, shape, strides, offsets) share the number."""
-        k, a = self._keyed, self.alloc
-        if k is None or k[0] is not a.place:
-            layout = (a.place[:5], a.partitions, a.kind, self.dtype, self.shape, self.strides, self.offset, self.poff)
-            n = _LAYOUTS.get(layout)
-            if n is None:
-                if len(_LAYOUTS) >= _LAYOUTS_MAX:
-                    _LAYOUTS.clear()  # numbers are never reused, so views keeping theirs stay right
-                n = _LAYOUTS[layout] = next(_LAYOUT_NUMBERS)
-            k = self._keyed = (a.place, n, self.placement())
-        return k
-
     def _scan(self) -> tuple[int, int, int]:
         """Lowest and highest element offset, and elements in the innermost contiguous run (cached)."""
         if self._scanned is None:
@@ -329,42 +276,9 @@ class View:
                 raise OutOfBoundsError(f"view of {self.name!r} reaches partitions {self.poff}..{last} of a tensor "
                                        f"of {self.alloc.partitions} partitions")
 
-    def keep_parts(self) -> None:
-        """Remember the views that indexing this one gives, by index, and give the same view for the same index
-        again (the speed layer, core/fast.py: a kernel slices its tiles the same way in every iteration, and a
-        view shared keeps its computed layout). A view never changes, so sharing one is safe."""
-        self._parts = {}
-
     def __getitem__(self, key) -> View:
-        parts = self._parts
-        if parts is not None:
-            k = _hashable(key)
-            if k is not None:
-                v = parts.get(k)
-                if v is None:
-                    if len(parts) >= _PARTS:
-                        parts.clear()
-                    v = parts[k] = self._part(key, k)
-                return v
-        return self._index(key)
-
-    def _part(self, key, k) -> View:
-        """self[key], `k` its hashable form, already keyed (View.keyed): a part taken the same way from a tile
-        laid out the same way is laid out the same way, so its shape, strides, offsets and layout number are
-        remembered by (the tile's layout number, k) (the speed layer: a kernel slices each iteration's new
-        tiles as it sliced the last ones)."""
-        key_of = (self.keyed()[1], k)
-        got = _DERIVED.get(key_of)
-        if got is None:
-            v = self._index(key)
-            if len(_DERIVED) >= _LAYOUTS_MAX:
-                _DERIVED.clear()
-            _DERIVED[key_of] = (v.shape, v.strides, v.offset, v.poff, v.keyed()[1])
-            return v
-        shape, strides, offset, poff, n = got
-        v = self._sub(shape, strides, offset, poff, self.dtype, self.indirect)
-        v._keyed = (self.alloc.place, n, v.placement())
-        return v
+        parts = self._parts  # a hook point: a builder may keep this view's parts by index (core/builder.py)
+        return self._index(key) if parts is None else parts.part(self, key)
 
     def _index(self, key) -> View:
         key = key if type(key) is tuple else (key,)
@@ -651,32 +565,6 @@ def _groups(pattern) -> list[list[str]]:
         return [[x] if isinstance(x, str) else list(x) for x in pattern]
     import re
     return [m[0].split() if m[0] else [m[1]] for m in re.findall(r"\(([^)]*)\)|(\S+)", pattern)]
-
-
-_PARTS = 1024  # views a tensor remembers by index (keep_parts) before it starts again
-_LAYOUTS: dict = {}  # view layout -> its number (View.keyed)
-_DERIVED: dict = {}  # (a tile's layout number, hashable index) -> the part's shape, strides, offsets, number (View._part)
-_LAYOUT_NUMBERS = itertools.count()
-_LAYOUTS_MAX = 1 << 16
-
-
-def _hashable(key):
-    """An index made only of ints and step-less int slices as a hashable tuple (slices do not hash before
-    Python 3.12), else None."""
-    out = []
-    for k in (key if type(key) is tuple else (key,)):
-        c = type(k)
-        if c is int:
-            out.append(k)
-        elif c is slice:
-            sl = k  # a slice (the compiled build reads its bounds directly)
-            start, stop = sl.start, sl.stop
-            if sl.step is not None or not (start is None or type(start) is int) or not (stop is None or type(stop) is int):
-                return None
-            out.append((start, stop))
-        else:
-            return None
-    return tuple(out)
 
 
 def _as_index(k):

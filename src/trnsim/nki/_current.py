@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import threading
 
-from trnsim.core import NeuronCore, Op
+from trnsim.core import NeuronCore, Op, fast
 
 _state = threading.local()
 
@@ -17,7 +17,7 @@ def core() -> NeuronCore:
     """The core running the calling kernel; outside a kernel, a default one (so helpers work in a REPL)."""
     nc = getattr(_state, "core", None)
     if nc is None:
-        nc = _state.core = NeuronCore()
+        nc = _state.core = NeuronCore(builder=fast.builder())
     return nc
 
 

@@ -19,6 +19,7 @@ from trnsim import flags, live, numerics
 from trnsim.core import NeuronCore, Op, View
 from trnsim.core.machine import TARGET_ENV, resolve_target
 from trnsim.core import fast, races as _races
+from trnsim.core.collector import collector_off
 from trnsim.core.errors import DTypeError, KernelError, MemorySpaceError, UninitializedError, UninitializedWarning
 from trnsim.core.limits import Budget
 from trnsim.core.lnc import Barrier, Turns
@@ -296,7 +297,7 @@ class LncPair(Programs):
 
     def cores(self, nc0):
         second = NeuronCore(nc0.target, strict=nc0.strict, values=nc0.values, hbm=nc0.hbm, program_id=1,
-                            num_programs=2, budget=nc0.budget, race_check=nc0.race_check)
+                            num_programs=2, budget=nc0.budget, race_check=nc0.race_check, builder=nc0.builder.another())
         nc0.num_programs = 2
         nc0.peer, second.peer = second, nc0
         return [nc0, second]
@@ -360,14 +361,15 @@ def launch(kernel: Kernel, args, kwargs, target=None, values=True, order=None):
         lnc = check_lnc(kernel, target)  # NEURON_LOGICAL_NC_CONFIG sets it for a kernel launched without a grid
     programs = (kernel if lnc == kernel.lnc else Kernel(kernel.fn, lnc, **kernel.options)).programs()
     nc0 = NeuronCore(target, strict=flags.STRICT.on(), values=values,
-                     budget=launch_budget(kernel.options), race_check=kernel.options.get("race_check"))
+                     budget=launch_budget(kernel.options), race_check=kernel.options.get("race_check"),
+                     builder=fast.builder(launch=True))  # the speed layer or the reference, once per launch
     if lnc not in nc0.lnc_configs:
         raise ConfigError(f"an LNC {lnc} launch (kernel[{lnc}]) needs a chip with logical cores of "
                           f"{lnc}; {nc0.target} has LNC {', '.join(map(str, nc0.lnc_configs))}")
     cores = programs.cores_made = programs.cores(nc0)
     for c in cores:
         c.affine_order = order
-        c.lazy_psum = c.in_launch = True  # a jit function the kernel calls runs inline (Kernel.__call__)
+        c.in_launch = True  # a jit function the kernel calls runs inline (Kernel.__call__)
     backs, sink = [], {"kind": "numpy"}
 
     def conv(x, name):
@@ -401,8 +403,8 @@ def launch(kernel: Kernel, args, kwargs, target=None, values=True, order=None):
     saved = getattr(_state, "core", None)
     try:
         # Views and records form no cycles: reference counting frees every tensor at once, which is all the
-        # allocator relies on, and the cyclic collector stays off (core/fast.py).
-        with fast.collector_off():
+        # allocator relies on, and the cyclic collector stays off (core/collector.py).
+        with collector_off():
             _take_turns(programs, run)
             for end in LAUNCH_END:  # each says what its cores left undone (and forgets it)
                 left = end(cores)

@@ -97,8 +97,8 @@ def _dma_copy_semantics(ins, nc):
     if ins.attrs.get("dst_rmw_op") is not None:
         _rows_kept(ins, nc, src), _rows_kept(ins, nc, dst)  # oob_mode=error: raises on a bad row
         return _accumulate(ins, nc, dst, [src])
-    if nc.fast and nc.peer is None and dst.remember_source(src, defer=True):
-        return  # a plain load of a whole tile, made when the tile is first read (View.store)
+    if nc.builder.load(nc, dst, src):
+        return  # a plain DMA the builder copies later (core/builder.py)
     ks, kd = _rows_kept(ins, nc, src), _rows_kept(ins, nc, dst)
     if ks is not None:  # oob_mode=skip: read row 0 in place of a bad row, then leave its destination alone
         src = _with_rows(src, np.where(ks, src.rows(), 0))
@@ -118,8 +118,8 @@ def _dma_copy_semantics(ins, nc):
         m = None if m is None else m.reshape(dst.shape)[kd]
         dst = _with_rows(dst, dst.rows()[kd], kd)
     _moved(ins, nc, dst, m, values, store_mask)
-    if nc.fast and m is None and ks is None and kd is None:
-        dst.remember_source(src)
+    if m is None and ks is None and kd is None:
+        nc.builder.loaded(nc, dst, src)
 
 
 define(Op.DMA_COPY, Engine.DMA, _dma_copy_check, _dma_copy_semantics, _dma_cost, pure=True)

@@ -13,7 +13,7 @@ from trnsim import numerics
 from trnsim.core.errors import DTypeError, FreeSizeError, ShapeError
 from trnsim.core.isa.opcodes import Engine, Op
 from trnsim.core.isa.registry import define, stream_cost
-from trnsim.core.isa.psum import matmul_into, open_group
+from trnsim.core.isa.psum import open_group
 from trnsim.core.isa.tensor_engine import _bank_check, _matmul_cost
 
 
@@ -75,7 +75,7 @@ def _nc_matmul_mx_check(ins, nc):
 def _nc_matmul_mx_semantics(ins, nc):
     st, mv = ins.stationary, ins.moving
     sm, mm = st.mask().reshape(st.partitions, -1), mv.mask().reshape(mv.partitions, -1)
-    matmul_into(ins, nc, dequantize(nc, st, ins.stationary_scale), dequantize(nc, mv, ins.moving_scale),
+    nc.builder.matmul_into(ins, nc, dequantize(nc, st, ins.stationary_scale), dequantize(nc, mv, ins.moving_scale),
                 sm.any(0) if sm.any() else None, mm.any(0) if mm.any() else None)
 
 

@@ -7,24 +7,13 @@ The hardware's order defines the bits: each matmul adds its own FP32 product int
 so a group holds (((prior + P1) + P2) + ...), where Pk is that one matmul's product (the sum over its K
 partitions runs in FP32 in BLAS order; the PE array's own order is undocumented). Products are computed
 by single-threaded BLAS: OpenBLAS's sums depend on its thread count, so bits would otherwise depend on
-how many CPU cores the host has. With the speed layer
-on (core/fast.py), a kernel launch keeps a group pending until anything next touches PSUM or the kernel
-ends, then computes all its products in one batched call and adds them in issue order; groups that share
-their stationary tiles (one row block accumulating into several banks) share that call. Nothing can
-observe PSUM in between, and the bits are those of computing each matmul as issued.
-
-A moving tile that a plain DMA loaded from an HBM tensor, unchanged since on both sides, is read from
-one FP32 conversion of that tensor (see View.remember_source) rather than copied and converted at every
-load: a kernel that streams B past each row block of A loads B many times but converts it once (on all
-CPU cores), and when the tiles of a GEMM sit side by side in that conversion, the GEMM reads them in
-place.
+how many CPU cores the host has. Here each product is computed and added as its matmul is issued
+(`add_product`); a builder (core/builder.py) may compute them later, together, as long as the bits are
+these.
 """
 from __future__ import annotations
 
 import functools
-import os
-from concurrent.futures import ThreadPoolExecutor
-from typing import NamedTuple
 
 import numpy as np
 from threadpoolctl import ThreadpoolController
@@ -104,165 +93,7 @@ def close(nc, v) -> None:
         _clear(nc, _key(v))
 
 
-class Group:
-    """Matmuls accumulating into one PSUM region, in issue order, waiting to be computed."""
-
-    def __init__(self, dst, onto: bool):
-        self.dst, self.onto = dst, onto  # onto: add to the PSUM contents present when the group opened
-        self.a, self.b, self.amask, self.bmask = [], [], None, None
-        self.akeys = []  # which bytes each stationary tile came from (stationary_key)
-
-    def add(self, a, b, am, bm, akey=None):
-        """Add operands a[K, M] (FP32, read from the bytes `akey` names) and b[K, N] (a Piece, or an array of
-        any storage, owned or read-only) and their column masks."""
-        self.akeys.append(akey if akey is not None else id(a))
-        self.a.append(a)
-        self.b.append(b)
-        if am is not None or bm is not None:
-            m = a.shape[1], b.shape[1]
-            self.amask = (self.amask if self.amask is not None else np.zeros(m[0], bool)) | (am if am is not None else False)
-            self.bmask = (self.bmask if self.bmask is not None else np.zeros(m[1], bool)) | (bm if bm is not None else False)
-
-    def start(self, first):
-        """The running sum after the group's first product `first` [N, M]: the product itself, or added to
-        the PSUM contents the group opened onto."""
-        if not self.onto:
-            return first.copy()
-        return first + self.dst.array().reshape(first.shape[1], first.shape[0]).T.astype(np.float32)
-
-    def finish(self, acc_t):
-        """Store the running sum [N, M] into PSUM; never-written inputs mark the columns and rows they reach."""
-        mask = None
-        if self.amask is not None:
-            mask = self.amask[:, None] | self.bmask[None, :]
-        if self.onto and self.dst.poisoned():
-            pm = self.dst.mask().reshape(acc_t.shape[1], acc_t.shape[0])
-            mask = pm if mask is None else (mask | pm)
-        dst = self.dst
-        out = acc_t.T.reshape(dst.shape)
-        dst.store(out if dst.dtype.name == "float32" else numerics.cast(out, dst.dtype),
-                  None if mask is None else mask.reshape(dst.shape))
-
-    def compute(self):
-        compute_together([self])
-
-
-# Products computed by one np.matmul call, at most (elements): bounds the memory a deep group takes at once.
-_CHUNK = 1 << 23
-_CACHED = 1 << 19  # per group and thread: products summed while still in the CPU's cache
-
-
-def compute_together(groups):
-    """Compute groups that share their stationary tiles, in issue order.
-
-    The bits are those of the hardware's order: each matmul adds its own FP32 product into PSUM, so a
-    group's result is (((prior + P1) + P2) + ...), each Pk = moving_k.T @ stationary_k computed as one
-    matmul on its own, transposed ([N, M]): BLAS's sum over K depends on the call's shapes, so the same
-    shapes are used whether a matmul is computed eagerly or here. The speed comes from batching: the
-    products go through np.matmul over stacked operands (a call per slice, each bit-identical to the
-    single call), shared out over the CPU cores, moving tiles read in place when they are adjacent blocks
-    of one HBM tensor's FP32 conversion, laid out [N, K] row-major otherwise.
-    """
-    a, t_n = groups[0].a, len(groups[0].a)
-    shapes = {x.shape for x in a}
-    n_set = {g.b[0].shape[1] for g in groups}
-    if len(shapes) != 1 or len(n_set) != 1 or any(p.shape[1] != g.b[0].shape[1] for g in groups for p in g.b):
-        with one_blas_thread():
-            for g in groups:  # ragged tiles: one call per matmul
-                acc = g.start(_moving_t(g.b[0]) @ np.ascontiguousarray(a[0]))
-                for x, piece in zip(a[1:], g.b[1:]):
-                    acc += _moving_t(piece) @ np.ascontiguousarray(x)
-                g.finish(acc)
-        return
-    (k, m), n, g_n = shapes.pop(), n_set.pop(), len(groups)
-    bt = _grid(groups)
-    if bt is None:
-        bt = np.empty((t_n, g_n, n, k), np.float32)
-        for j, g in enumerate(groups):
-            for i, piece in enumerate(g.b):
-                _widen_into(bt[i, j], _array(piece).T)
-    at = np.stack(a)  # [T, K, M]: each stationary tile serves every group
-    acc = np.empty((g_n, n, m), np.float32)
-
-    with one_blas_thread():
-        if g_n == 1:  # the products side by side on the CPU cores, then the sum
-            step = max(1, _CHUNK // (n * m))
-            prods = np.empty((min(step, t_n), n, m), np.float32)
-            for t0 in range(0, t_n, step):
-                t1 = min(t_n, t0 + step)
-                _on_all_cores(lambda lo, hi: np.matmul(bt[t0 + lo:t0 + hi, 0], at[t0 + lo:t0 + hi],
-                                                       out=prods[lo:hi]), t1 - t0, 1)
-                _add_in_order(acc, groups, 0, t0, prods[:t1 - t0])
-        else:  # the groups shared out over the CPU cores, each summed while its products are in cache
-            step = max(1, _CACHED // (n * m))
-
-            def run(lo, hi):
-                prods = np.empty((min(step, t_n), n, m), np.float32)
-                for j in range(lo, hi):
-                    for t0 in range(0, t_n, step):
-                        t1 = min(t_n, t0 + step)
-                        _add_in_order(acc, groups, j, t0, np.matmul(bt[t0:t1, j], at[t0:t1], out=prods[:t1 - t0]))
-            _on_all_cores(run, g_n, 1)
-    for j, g in enumerate(groups):
-        g.finish(acc[j])
-
-
-def _add_in_order(acc, groups, j, t0, prods) -> None:
-    """Add group j's products of tiles t0, t0 + 1, ... to its running sum acc[j], in issue order."""
-    if t0 == 0:
-        acc[j], prods = groups[j].start(prods[0]), prods[1:]
-    for p in prods:
-        acc[j] += p
-
-
-def _moving_t(piece) -> np.ndarray:
-    """A moving tile as FP32 [N, K] with unit stride along K (the operand layout every product uses)."""
-    if isinstance(piece, Piece):
-        return piece.array().T
-    x = _array(piece)
-    out = np.empty((x.shape[1], x.shape[0]), np.float32)
-    _widen_into(out, x.T)
-    return out
-
-
-def _grid(groups):
-    """The moving tiles of `groups` as one [T, G, N, K] view of an FP32 conversion when they sit on a regular
-    grid in it (tile t of group g at offset o + t * dt + g * dg, same strides); else None."""
-    first = groups[0].b[0]
-    if not isinstance(first, Piece):
-        return None
-    t_n, g_n = len(groups[0].b), len(groups)
-    dt = groups[0].b[1].offset - first.offset if t_n > 1 and isinstance(groups[0].b[1], Piece) else 0
-    dg = groups[1].b[0].offset - first.offset if g_n > 1 and isinstance(groups[1].b[0], Piece) else 0
-    for j, g in enumerate(groups):
-        for i, p in enumerate(g.b):
-            if (type(p) is not Piece or p.table is not first.table or p.strides != first.strides
-                    or p.shape != first.shape or p.offset != first.offset + i * dt + j * dg):
-                return None
-    (k, n), (sk, sn) = first.shape, first.strides
-    if min(dt, dg) < 0:
-        return None
-    return np.ndarray((t_n, g_n, n, k), np.float32, first.table, first.offset * 4, (dt * 4, dg * 4, sn * 4, sk * 4))
-
-
-class Piece(NamedTuple):
-    """A moving tile [K, N] read in place from an HBM tensor's FP32 conversion: a block of `table` at
-    element `offset` with element strides (k, n). Kept as numbers so that adjacent pieces join cheaply."""
-
-    table: np.ndarray
-    offset: int
-    shape: tuple
-    strides: tuple
-
-    def array(self) -> np.ndarray:
-        return np.ndarray(self.shape, np.float32, self.table, self.offset * 4, (self.strides[0] * 4, self.strides[1] * 4))
-
-
-def _array(x) -> np.ndarray:
-    return x.array() if isinstance(x, Piece) else x
-
-
-def _widen_into(out: np.ndarray, x: np.ndarray) -> None:
+def widen_into(out: np.ndarray, x: np.ndarray) -> None:
     """Write x (any storage) into the FP32 array `out` exactly."""
     if x.dtype == numerics.bfloat16.np:  # bf16 is the top half of fp32: a shift widens it exactly
         np.left_shift(x.view(np.uint16), 16, out=out.view(np.uint32), dtype=np.uint32)
@@ -270,126 +101,44 @@ def _widen_into(out: np.ndarray, x: np.ndarray) -> None:
         np.copyto(out, x, casting="unsafe")
 
 
-def stationary_key(v, rows: int) -> tuple:
-    """Names the bytes of stationary tile `v` as they are now (the memory's version counts its writes)."""
-    return (id(v.alloc), v.poff, v.offset, v.strides, v.shape, v.dtype.name, rows, v.alloc.memory.version)
+def product(a, b) -> np.ndarray:
+    """One matmul's FP32 product, transposed ([N, M]): moving b[K, N] (any storage) laid out [N, K] row-major
+    times stationary a[K, M] (FP32), by single-threaded BLAS. BLAS's sum over K depends on the call's
+    shapes, so whoever computes products computes them with these shapes."""
+    bt = np.empty((b.shape[1], b.shape[0]), np.float32)
+    widen_into(bt, b.T)
+    with one_blas_thread():
+        return np.matmul(bt, np.ascontiguousarray(a))
 
 
-def widened(nc, v, rows: int) -> np.ndarray:
-    """`v` as FP32 [rows, -1], reusing the last conversion of the same bytes while they are unchanged."""
-    if not nc.fast:
-        return numerics.widen(v.array().reshape(rows, -1))
-    key = stationary_key(v, rows)
-    hit = nc.widen_cache.get(key)
-    if hit is not None:
-        return hit
-    a = numerics.widen(v.array().reshape(rows, -1))
-    if len(nc.widen_cache) > 8:
-        nc.widen_cache.clear()
-    nc.widen_cache[key] = a
-    return a
+def onto(dst, first) -> np.ndarray:
+    """The running sum after a group's first product `first` [N, M] when the group opened onto what PSUM
+    region `dst` held."""
+    return first + dst.array().reshape(first.shape[1], first.shape[0]).T.astype(np.float32)
 
 
-def moving(nc, v, k: int):
-    """The moving tile as [K, N]: a Piece of its HBM source's FP32 conversion when the tile holds that
-    source's bytes unchanged, else an owned copy of its bytes (widened when computed)."""
-    origin = v.origin() if nc.fast else None
-    piece = None if origin is None else _in_source(nc, v, k, *origin)
-    return np.array(v.array().reshape(k, -1)) if piece is None else piece
+def land(dst, acc_t, amask, bmask, added: bool) -> None:
+    """Store a running sum [N, M] into PSUM region `dst`; never-written inputs mark the columns (amask, M)
+    and rows (bmask, N) they reach, and with `added` the never-written elements of what it was added to."""
+    mask = None
+    if amask is not None or bmask is not None:
+        m = acc_t.shape[1], acc_t.shape[0]
+        mask = ((amask if amask is not None else np.zeros(m[0], bool))[:, None]
+                | (bmask if bmask is not None else np.zeros(m[1], bool))[None, :])
+    if added and dst.poisoned():
+        pm = dst.mask().reshape(acc_t.shape[1], acc_t.shape[0])
+        mask = pm if mask is None else (mask | pm)
+    out = acc_t.T.reshape(dst.shape)
+    dst.store(out if dst.dtype.name == "float32" else numerics.cast(out, dst.dtype),
+              None if mask is None else mask.reshape(dst.shape))
 
 
-def _in_source(nc, v, k, mem, offset, strides):
-    """Tile `v` as [K, N] in its HBM source's FP32 conversion (a Piece, or a read-only array when its free
-    dims do not collapse to one stride), or None.
-
-    The conversion sees the tensor as rows of `pitch` elements (the tile's partition stride) and is kept
-    transposed, [pitch, rows] row-major: the moving tiles of a GEMM, side by side, then form the [N, K]
-    row-major operand with which BLAS runs a 128-column product fastest.
-    """
-    pitch, free, shape = strides[0], strides[1:], v.shape
-    extent = 0
-    for n, s in zip(shape[1:], free):
-        if s < 0:
-            return None
-        extent += (n - 1) * s
-    rows = mem.row_bytes // v.dtype.itemsize // pitch if pitch > 0 else 0
-    r0, c0 = divmod(offset, pitch or 1)
-    if r0 + shape[0] > rows or c0 + extent >= pitch:
-        return None  # the tile is not a block of whole rows' columns
-    size = v.size
-    t = _hbm_f32(nc, mem, v.dtype, pitch, rows, size)
-    if t is None:
-        return None
-    step = free[0] if len(free) == 1 else _collapsed(shape[1:], free)
-    if step is not None and shape[0] == k:
-        return Piece(t, r0 + c0 * rows, (k, size // k), (1, step * rows))
-    view = np.ndarray(shape, np.float32, t, (r0 + c0 * rows) * 4, (4,) + tuple(s * rows * 4 for s in free))
-    return view.reshape(k, -1)
-
-
-def _collapsed(shape, strides):
-    """The one element stride that walks dims (shape, strides) in row-major order, or None."""
-    step = None
-    for n, s in reversed(list(zip(shape, strides))):
-        if n == 1:
-            continue
-        if step is None:
-            step, span = s, n * s
-        elif s != span:
-            return None
-        else:
-            span *= n
-    return 1 if step is None else step
-
-
-def _hbm_f32(nc, mem, dtype, pitch: int, rows: int, need: int):
-    """An HBM tensor's first rows x pitch elements as `dtype`, in FP32, transposed ([pitch, rows]) and
-    converted once per version of its bytes; or None.
-
-    After the first conversion, another one (the tensor was written since) waits until the moving
-    elements read without it add up to the tensor's size, so a tensor rewritten between loads does not
-    cost a whole conversion per matmul.
-    """
-    key = (mem, dtype.name, pitch)
-    hit = nc.hbm_f32.get(key)
-    if hit is not None:
-        if hit[0] == mem.version:
-            return hit[1]
-        hit[2] += need
-        if hit[2] < rows * pitch:
-            return None
-    src = mem.data[0, :rows * pitch * dtype.itemsize].view(dtype.np).reshape(rows, pitch)
-    t = np.empty((pitch, rows), np.float32)
-    bi = min(pitch, 128)
-    bj = max(128, 16384 // bi)
-
-    def convert(lo, hi):  # in blocks: one transposing pass over a big array is cache-hostile
-        for i in range(lo, hi, bi):
-            for j in range(0, rows, bj):
-                _widen_into(t[i:i + bi, j:j + bj], src[j:j + bj, i:i + bi].T)
-
-    _on_all_cores(convert, pitch, bi)
-    t.flags.writeable = False  # pending groups may hold views of it after the tensor changes
-    if hit is None and len(nc.hbm_f32) >= 4:
-        nc.hbm_f32.pop(next(iter(nc.hbm_f32)))
-    nc.hbm_f32[key] = [mem.version, t, 0]
-    return t
-
-
-@functools.cache
-def _pool() -> ThreadPoolExecutor:
-    return ThreadPoolExecutor(4, thread_name_prefix="trnsim")
-
-
-def _on_all_cores(fn, n: int, step: int) -> None:
-    """fn(lo, hi) over [0, n) in parts aligned to `step`, one per CPU core, side by side (numpy releases
-    the GIL while it converts, so threads share out a conversion that would keep one core busy)."""
-    parts = max(1, min(os.cpu_count() or 1, 4, n // step))
-    if parts == 1:
-        fn(0, n)
-        return
-    cuts = [n * p // parts // step * step for p in range(parts)] + [n]
-    list(_pool().map(lambda p: fn(cuts[p], cuts[p + 1]), range(parts)))
+def add_product(ins, nc, a, b, am, bm) -> None:
+    """Add a.T @ b (a[K, M] FP32, b[K, N] any storage; am, bm: never-written columns of each, or None) into
+    the matmul's PSUM region now: overwrite or accumulate as open_group decided."""
+    p = product(a, b)
+    added = ins.attrs["accumulated"]
+    land(ins.dst, onto(ins.dst, p) if added else p, am, bm, added)
 
 
 def open_group(ins, nc) -> None:
@@ -408,39 +157,3 @@ def open_group(ins, nc) -> None:
         _clear(nc, key)
         nc.psum_open.add(key)
     ins.attrs["accumulated"] = accumulate
-
-
-def matmul_into(ins, nc, a, b, am, bm, akey=None):
-    """Add a.T @ b (a[K, M] FP32 from the bytes `akey` names, b[K, N] any storage; owned or read-only; column
-    masks or None) to dst.
-
-    With the speed layer on, a kernel launch keeps an FP32 group pending until something next touches PSUM
-    (compute_together gives the bits of computing each matmul as issued). A narrower dst rounds its sum
-    at every matmul, so it is computed as issued.
-    """
-    dst, key, accumulate = ins.dst, _key(ins.dst), ins.attrs["accumulated"]
-    lazy = nc.lazy_psum and nc.fast and dst.dtype.name == "float32"
-    g = nc.psum_pending.get(key) if lazy else None
-    if g is None:  # pending regions never overlap each other, so only a new one can overlap any
-        for k in [k for k in nc.psum_pending if _overlap(k, key)]:
-            nc.psum_pending.pop(k).compute()
-    elif not accumulate:
-        nc.psum_pending.pop(key).compute()
-        g = None
-    if g is None:
-        g = Group(dst, accumulate)
-        if lazy:
-            nc.psum_pending[key] = g
-    g.add(a, b, am, bm, akey)
-    if not lazy:
-        g.compute()
-
-
-def flush(nc):
-    """Compute every pending accumulation group (before anything else touches PSUM)."""
-    buckets: dict[tuple, list] = {}
-    for g in nc.psum_pending.values():  # groups over the same stationary bytes share one GEMM, cached or not
-        buckets.setdefault(tuple(g.akeys), []).append(g)
-    nc.psum_pending.clear()
-    for groups in buckets.values():
-        compute_together(groups)

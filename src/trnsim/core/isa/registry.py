@@ -29,9 +29,9 @@ class Record:
     """One instruction in the core's stream, as the timing model replays it.
 
     index: its position in the stream; placed: operand -> View.placement(), whose regions are made when
-    first asked for; sig: the number of its signature in its core (machine._signature: the same number, the
-    same layouts and attributes, so the same check verdict and cost), or None: the speed layer's memo key
-    (core/fast.py)."""
+    first asked for; sig: the number of its signature in its core when a builder numbers them (the same
+    number, the same layouts and attributes, so the same check verdict and cost), or None: the speed layer's
+    memo key (core/builder.py: Builder.checked)."""
 
     __slots__ = ("index", "op", "engine", "placed", "writes", "attrs", "location", "sig", "_regions")
 
@@ -52,7 +52,7 @@ class Record:
 
     def regions(self, shared: dict) -> dict[str, Region]:
         """`operands`, taking each Region from `shared` (placement -> Region) when an earlier record of the
-        stream had the same placement: the speed layer's region cache (core/fast.py)."""
+        stream had the same placement: the speed layer's region cache."""
         ops = self._regions
         if ops is None:
             ops = {}
@@ -73,7 +73,7 @@ class Record:
 class Instruction:
     """An instruction while it is checked and executed: operand views plus static attributes.
 
-    Operands are also plain attributes (ins.dst), the common and fast case; attributes are reached the
+    Operands are also plain attributes (ins.dst), the common and quick case; attributes are reached the
     same way (ins.perf_mode) through __getattr__.
     """
 
@@ -104,7 +104,7 @@ class OpDef:
     needs: the catalog capability the instruction needs; pick: chooses the default engine from the operands,
     when it depends on them; control: sequencer state (registers), whose semantics run in timing-only mode
     too. `check` reads only the operands' layouts (placement, dtype, shape, strides), the attributes and the
-    core's catalog facts, so with `pure` its verdict can be memoised (core/fast.py); `state` is the part of
+    core's catalog facts, so with `pure` its verdict can be memoised (core/builder.py); `state` is the part of
     checking that changes the core's state (PSUM accumulation groups) and runs at every issue."""
 
     __slots__ = ("op", "engines", "check", "semantics", "cost", "writes", "needs", "pick", "control", "pure", "state")

@@ -12,7 +12,7 @@ import numpy as np
 from trnsim import numerics, specs
 from trnsim.core.errors import DTypeError, FreeSizeError, GenerationError, PSUMBankError, ShapeError
 from trnsim.core.isa.opcodes import Engine, Op
-from trnsim.core.isa.psum import flush, matmul_into, moving, open_group, pe_matmul, stationary_key, widened
+from trnsim.core.isa.psum import open_group, pe_matmul
 from trnsim.core.isa.registry import define
 from trnsim.core.memory import Space
 
@@ -114,7 +114,7 @@ def _nc_matmul_state(ins, nc):
 def _nc_matmul_semantics(ins, nc):
     st, mv, dst = ins.stationary, ins.moving, ins.dst
     if ins.attrs.get("is_transpose") and nc.can("matmul_transpose_mode"):  # bit-exact, NaN/Inf safe
-        flush(nc)
+        nc.builder.flush(nc)
         a = st.array().reshape(st.partitions, -1)
         m = st.mask().reshape(st.partitions, -1).T if st.poisoned() else None
         dst.store(a.T.reshape(dst.shape), None if m is None else m.reshape(dst.shape))
@@ -123,7 +123,9 @@ def _nc_matmul_semantics(ins, nc):
     k = st.partitions * (2 if ins.attrs["perf_mode"] == "double_row" else 1)
     am = st.mask().reshape(k, -1).any(axis=0) if st.poisoned() else None
     bm = mv.mask().reshape(k, -1).any(axis=0) if mv.poisoned() else None
-    matmul_into(ins, nc, widened(nc, st, k), moving(nc, mv, k), am, bm, stationary_key(st, k))
+    b = nc.builder  # the hook points (core/builder.py)
+    a, akey = b.stationary(nc, st, k)
+    b.matmul_into(ins, nc, a, b.moving(nc, mv, k), am, bm, akey)
 
 
 define(Op.NC_MATMUL, Engine.TENSOR, _nc_matmul_check, _nc_matmul_semantics, _matmul_cost, pure=True,

@@ -15,7 +15,7 @@ from __future__ import annotations
 from array import array
 from dataclasses import dataclass, field
 
-from trnsim.core import fast
+from trnsim.core.collector import collector_off
 from trnsim.core.isa.opcodes import Engine, Op
 from trnsim.core.isa.registry import REGISTRY
 from trnsim.core.timing.intervals import IntervalMap, own
@@ -73,11 +73,12 @@ class Scheduler:
         self.tl = Timeline(spec.target)
         self.high: dict[tuple, int] = {}  # (space, memory, partition, partitions) -> highest byte touched
         self.warm_since, self.tensor_end = None, 0.0
-        self.regions: dict | None = {} if fast.enabled() else None  # placement -> Region (Record.regions)
-        # signature -> its operands' plan (_plan), the positions of its PSUM operands, its cost, _apart, and its
-        # durations by kind (Record.sig: the same layouts and attributes give the same work, so each cost rule
-        # is asked once per signature): the speed layer's cost cache (core/fast.py)
-        self.plans: dict | None = {} if fast.enabled() else None
+        # The speed layer's caches, for the records it numbered (Record.sig, core/builder.py: Builder.checked;
+        # a stream recorded without it has none): placement -> Region (Record.regions), and signature -> its
+        # operands' plan (_plan), the positions of its PSUM operands, its cost, _apart, and its durations by
+        # kind (the same layouts and attributes give the same work, so each cost rule is asked once per signature)
+        self.regions: dict = {}
+        self.plans: dict = {}
         self.psum_tiles: dict[tuple, list[int]] = {}  # PSUM (memory, partition, byte) -> tiles placed there, in order
         self.tile_last: dict[int, tuple[float, int]] = {}  # PSUM tile -> (end, event) of its last access so far
         self.psum_high = 0  # highest PSUM byte per partition touched: the footprint the compiler rotates
@@ -111,7 +112,7 @@ class Scheduler:
         """Per operand, what dependence tracking needs of its region: (maps (see _cells), memory, byte_lo,
         byte_hi, written, PSUM (memory, partition, byte_lo) when written into PSUM else None, high-water key
         or None for HBM). Records of one signature (Record.sig) share it, and need no Region of their own."""
-        ops = rec.regions(self.regions) if self.regions is not None else rec.operands
+        ops = rec.regions(self.regions) if rec.sig is not None else rec.operands
         plan, cells_of, writes, whole = [], self.cells, rec.writes, self.spec.partitions
         for name, r in ops.items():
             hbm, w = r.space == "hbm", name in writes
@@ -472,11 +473,11 @@ def replay(stream, spec, tspec, on_chunk=None) -> Timeline:
 
     `on_chunk(timeline, lo, hi)`, if given, is called after events lo..hi-1 are placed, every CHUNK
     instructions and at the end (progress bars and the live state `trnsim top` reads). The cyclic garbage
-    collector is off meanwhile, as in a kernel launch (core/fast.py): scheduling makes an event and a few
+    collector is off meanwhile, as in a kernel launch (core/collector.py): scheduling makes an event and a few
     cells per instruction and frees no cycles, so its passes over the growing timeline would find nothing."""
     s = Scheduler(spec, tspec)
     step, lo = s.step, 0
-    with fast.collector_off():
+    with collector_off():
         for i, rec in enumerate(stream, 1):
             step(rec)
             if on_chunk is not None and i - lo == CHUNK:

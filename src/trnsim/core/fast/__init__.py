@@ -1,0 +1,71 @@
+"""The speed layer: a builder (core/builder.py) whose hook points only make a run faster, and its one switch,
+TRNSIM_FAST (0 turns it off), read once per launch by the front end (`builder()`).
+
+Behind it: the lazy evaluation of PSUM accumulation groups in a kernel launch (fast/psum.py: a group's
+products computed in one batched call when something next touches PSUM, then added in issue order),
+deferred DMA loads (fast/loads.py: a whole-tile load is copied when first read), matmul operands read from
+one FP32 conversion of their HBM source (with its thread pool) instead of the tile's own bytes, and the
+cache of widened stationary tiles. For timing-only speed: check verdicts kept by instruction signature
+(fast/memo.py: an instruction whose check is pure, issued again on operands laid out the same way, skips
+the checks but not their stateful part), numbered so that the timing scheduler asks each cost rule once
+per signature and shares one Region between records of the same placement (Record.regions), signatures
+built from layout numbers kept on each view, and views shared by index (fast/views.py). And these modules
+and the scheduler run compiled by Cython from their own sources, when built (trnsim/compiled.py). With it
+off, each matmul adds its product into PSUM as it is issued, which defines the bits. None of them changes
+a value or an instruction: tests/replay runs every kernel the tests launch both ways and compares output
+bits and streams, and tests/core/test_compiled.py compares the compiled modules' runs with a process
+running them all as Python.
+"""
+from __future__ import annotations
+
+from trnsim.compiled import ENV, enabled  # noqa: F401  read once per launch (compiled modules: at import)
+from trnsim.core.builder import Builder
+from trnsim.core.fast import loads, psum, views
+from trnsim.core.fast.memo import Verdicts
+
+
+class Speed(Builder):
+    """One core's speed layer: its verdict memo, pending PSUM groups and FP32 conversions."""
+
+    def __init__(self, launch: bool = False):
+        self.verdicts = Verdicts()
+        self.checked = self.verdicts.checked
+        self.lazy = launch  # a kernel launch: nothing outside observes PSUM until it ends (host_read flushes)
+        self.pending: dict = {}  # PSUM region -> its accumulation group not yet computed
+        self.widened: dict = {}  # stationary tiles in FP32 by the bytes they came from
+        self.conversions: dict = {}  # FP32 conversions of whole HBM tensors that matmuls read
+
+    def another(self):
+        return Speed(self.lazy)
+
+    def tensor(self, v):
+        return views.keep_parts(v)
+
+    def stationary(self, nc, v, rows: int):
+        return psum.widened(self.widened, v, rows), psum.stationary_key(v, rows)
+
+    def moving(self, nc, v, rows: int):
+        return psum.moving(self.conversions, v, rows)
+
+    def matmul_into(self, ins, nc, a, b, am, bm, akey=None) -> None:
+        psum.matmul_into(self.pending, self.lazy, ins, a, b, am, bm, akey)
+
+    def flush(self, nc) -> None:
+        if self.pending:
+            psum.flush(self.pending)
+
+    def sync(self, nc) -> None:
+        self.flush(nc)
+        self.widened.clear()
+        self.conversions.clear()
+
+    def load(self, nc, dst, src) -> bool:
+        return nc.peer is None and loads.remember_source(dst, src, defer=True)
+
+    def loaded(self, nc, dst, src) -> None:
+        loads.remember_source(dst, src)
+
+
+def builder(launch: bool = False) -> Builder | None:
+    """A core's builder as TRNSIM_FAST chooses it now: the speed layer, or None (the reference)."""
+    return Speed(launch) if enabled() else None

@@ -1,0 +1,98 @@
+"""Views kept by index and layout numbers: the speed layer's view caches.
+
+A kernel slices its tiles the same way in every iteration. A tensor the core gives out keeps the views
+indexing it gives (Parts, in View._parts), so the same index gives the same view again, with its layout
+computed once (a view never changes, so sharing one is safe). A part taken the same way from a tile laid
+out the same way is laid out the same way, so its shape, strides, offsets and layout number are kept by
+(the tile's layout number, the index) for the next iteration's new tiles. Layout numbers (keyed) name a
+view's place, dtype, shape, strides and offsets: the signature parts of the verdict memo (fast/memo.py).
+"""
+from __future__ import annotations
+
+import itertools
+
+_PARTS = 1024  # views a tensor remembers by index before it starts again
+_LAYOUTS: dict = {}  # view layout -> its number (keyed)
+_DERIVED: dict = {}  # (a tile's layout number, hashable index) -> the part's shape, strides, offsets, number
+_LAYOUT_NUMBERS = itertools.count()
+_LAYOUTS_MAX = 1 << 16
+
+
+def keyed(v) -> tuple:
+    """(place, layout number, placement) of view `v` while its tile stays where it is, computed once per view
+    (View._keyed). Views laid out the same way (the same place, dtype, shape, strides, offsets) share the
+    number."""
+    k, a = v._keyed, v.alloc
+    if k is None or k[0] is not a.place:
+        layout = (a.place[:5], a.partitions, a.kind, v.dtype, v.shape, v.strides, v.offset, v.poff)
+        n = _LAYOUTS.get(layout)
+        if n is None:
+            if len(_LAYOUTS) >= _LAYOUTS_MAX:
+                _LAYOUTS.clear()  # numbers are never reused, so views keeping theirs stay right
+            n = _LAYOUTS[layout] = next(_LAYOUT_NUMBERS)
+        k = v._keyed = (a.place, n, v.placement())
+    return k
+
+
+class Parts:
+    """The views indexing one tensor gave, by index (View._parts: the hook View.__getitem__ calls)."""
+
+    __slots__ = ("kept",)
+
+    def __init__(self):
+        self.kept = {}
+
+    def part(self, view, key):
+        """view[key]: the view given for this index before, or a new one kept."""
+        k = _hashable(key)
+        if k is None:
+            return view._index(key)
+        kept = self.kept
+        v = kept.get(k)
+        if v is None:
+            if len(kept) >= _PARTS:
+                kept.clear()
+            v = kept[k] = _part(view, key, k)
+        return v
+
+
+def keep_parts(v):
+    """Tensor view `v`, keeping the views indexing it gives."""
+    v._parts = Parts()
+    return v
+
+
+def _part(view, key, k):
+    """view[key], `k` its hashable form, its layout number kept: from the shape, strides, offsets and number
+    of the same part of a tile laid out the same way, when one was taken."""
+    key_of = (keyed(view)[1], k)
+    got = _DERIVED.get(key_of)
+    if got is None:
+        v = view._index(key)
+        if len(_DERIVED) >= _LAYOUTS_MAX:
+            _DERIVED.clear()
+        _DERIVED[key_of] = (v.shape, v.strides, v.offset, v.poff, keyed(v)[1])
+        return v
+    shape, strides, offset, poff, n = got
+    v = view._sub(shape, strides, offset, poff, view.dtype, view.indirect)
+    v._keyed = (view.alloc.place, n, v.placement())
+    return v
+
+
+def _hashable(key):
+    """An index made only of ints and step-less int slices as a hashable tuple (slices do not hash before
+    Python 3.12), else None."""
+    out = []
+    for k in (key if type(key) is tuple else (key,)):
+        c = type(k)
+        if c is int:
+            out.append(k)
+        elif c is slice:
+            sl = k  # a slice (the compiled build reads its bounds directly)
+            start, stop = sl.start, sl.stop
+            if sl.step is not None or not (start is None or type(start) is int) or not (stop is None or type(stop) is int):
+                return None
+            out.append((start, stop))
+        else:
+            return None
+    return tuple(out)
