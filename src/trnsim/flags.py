@@ -56,6 +56,8 @@ TRACEBACK = Flag("TRNSIM_TRACEBACK", None, "any value: the CLI shows the traceba
                                            "one-line message")
 XLA = Flag("TRNSIM_XLA", None, "set by trnsim torchrun for each worker: JSON with the simulated instance, its "
                                "world and the worker's rank")
+JAX = Flag("TRNSIM_JAX", None, "set by trnsim jax for the script's process: JSON with the simulated instance, LNC, "
+                               "devices, report path and script")
 
 FLAGS = {f.name: f for f in (FAST, STRICT, RACE_CHECK, NKI_VERSION, HARDWARE, UNWRITTEN_OUTPUT, MAX_INSTRUCTIONS,
-                             MAX_MEMORY_MB, PUBLISH, RUNTIME_DIR, TRACEBACK, XLA)}
+                             MAX_MEMORY_MB, PUBLISH, RUNTIME_DIR, TRACEBACK, XLA, JAX)}

@@ -18,9 +18,10 @@ import json
 import os
 import sys
 
+from trnsim import flags
 from trnsim.errors import ConfigError
 
-ENV = "TRNSIM_JAX"  # JSON: instance, lnc, devices, out, script
+ENV = flags.JAX.name  # JSON: instance, lnc, devices, out, script
 
 
 class JaxLedger:

@@ -18,7 +18,7 @@ import logging
 import re
 
 from trnsim.xla import neuron
-from trnsim.xla.worker import eager_debug
+from trnsim.xla.graphs import eager_debug
 
 
 class DynamicShapesError(neuron.NeuronDeviceError):

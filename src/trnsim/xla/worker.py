@@ -30,6 +30,7 @@ import time
 import traceback
 
 from trnsim import flags
+from trnsim.xla.graphs import eager_debug
 
 NAMES_DEVICE = re.compile(r"""["']neuron(:\d+)?["']|\btorch_neuronx\b""")  # "neuron", 'neuron:0', torch_neuronx
 ENV = flags.XLA.name  # JSON: instance, nodes, lnc, world, procs, rank, out, batch, script
@@ -323,11 +324,6 @@ def _script_line() -> str | None:
             return f"{frame.f_code.co_filename}:{frame.f_lineno}"
         frame = frame.f_back
     return None
-
-
-def eager_debug() -> bool:
-    """NEURON_USE_EAGER_DEBUG_MODE=1: ops run (and are priced) one by one, torch-xla's and the neuron device's."""
-    return os.environ.get("NEURON_USE_EAGER_DEBUG_MODE", "0") not in ("", "0")
 
 
 def run_script(script: str, args: list[str]) -> tuple[str | None, int]:
