@@ -31,12 +31,12 @@ _PACKAGE_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 _FRAME = re.compile(r"^\s+(\S+) \((.*):(\d+)\)\s*$")
 
 
-@dataclass
 def eager_debug() -> bool:
     """NEURON_USE_EAGER_DEBUG_MODE=1: ops run (and are priced) one by one, torch-xla's and the neuron device's."""
     return os.environ.get("NEURON_USE_EAGER_DEBUG_MODE", "0") not in ("", "0")
 
 
+@dataclass
 class Record:
     """One executed graph: who cut it and its HLO text."""
 
