@@ -40,7 +40,7 @@ def test_trnsim_jax_runs_a_training_script_on_simulated_cores(tmp_path):
 
     out = tmp_path / "run.npz"
     res = CliRunner().invoke(cli, ["jax", "--devices", "4", "--instance", "trn2.48xlarge", "--json",
-                                   str(SCRIPT.parent / "jax_train.py"), str(out)])
+                                   str(pathlib.Path(__file__).parents[2] / "examples" / "train_jax.py"), str(out)])
     assert res.exit_code == 0, res.output
     rep = json.loads(res.stdout)
     d = np.load(out)

@@ -1,6 +1,6 @@
 """A JAX regression trained data-parallel with pmap on every device JAX sees, as for `trnsim jax`.
 
-    trnsim jax --devices 4 --instance trn2.48xlarge tests/xla/scripts/jax_train.py OUT.npz
+    trnsim jax --devices 4 --instance trn2.48xlarge examples/train_jax.py OUT.npz
 
 Saves the first weights, the batches and every device's final weights in OUT.npz.
 """
