@@ -1,5 +1,5 @@
-"""The speed layer's compiled half: the speed layer's modules (core/fast/) and the timing scheduler, built by
-Cython from their own sources.
+"""The speed layer's compiled half: the speed layer's modules (core/fast/), the timing scheduler and the hottest
+modules of the meaning, built by Cython from their own sources.
 
 A built module is imported in place of its source while the speed layer is on (TRNSIM_FAST, core/fast/)
 and only if it was built from that source as it is now: an edited module runs as Python until the next
@@ -29,10 +29,14 @@ from importlib.machinery import EXTENSION_SUFFIXES
 from pathlib import Path
 
 ENV = "TRNSIM_FAST"  # the speed layer's one switch: 0 turns it off, compiled modules included
-# The speed layer's modules (core/fast/) and the timing scheduler with its interval maps: the meaning runs as
-# written, and only what exists for speed, or replays every instruction of every timed stream, is compiled.
+# The speed layer's modules (core/fast/), the timing scheduler with its interval maps and results, and the
+# meaning's modules every issued instruction runs through (its checks, views, memories, records and the call
+# itself): compiled from the same sources, which stay the meaning (tests/core/test_compiled.py).
 MODULES = ("trnsim.core.fast.psum", "trnsim.core.fast.loads", "trnsim.core.fast.views", "trnsim.core.fast.memo",
-           "trnsim.core.timing.intervals", "trnsim.core.timing.scheduler")
+           "trnsim.core.timing.intervals", "trnsim.core.timing.scheduler", "trnsim.core.timing.result",
+           "trnsim.core.errors", "trnsim.core.tensor", "trnsim.core.memory", "trnsim.core.liveness", "trnsim.core.hoist",
+           "trnsim.core.machine", "trnsim.core.builder", "trnsim.core.isa.registry", "trnsim.core.isa.psum",
+           "trnsim.core.isa.tensor_engine", "trnsim.nki._current", "trnsim.nki.isa")
 ROOT = Path(__file__).resolve().parent.parent  # the directory holding the trnsim package
 BUILT = Path(__file__).resolve().parent / "_compiled"  # one extension per module, and sources.json
 SUFFIX = EXTENSION_SUFFIXES[0]  # sysconfig's EXT_SUFFIX, without importing sysconfig

@@ -1,6 +1,7 @@
 # Declarations for the compiled build of scheduler.py (trnsim/compiled.py): the source is the meaning, these
 # only let Cython make its hot classes extension types and type some locals.
 import cython
+from trnsim.core.isa.registry cimport Record
 from trnsim.core.timing.intervals cimport IntervalMap
 
 @cython.final
@@ -29,14 +30,14 @@ cdef class Scheduler:
 
     @cython.locals(index=Py_ssize_t, q=Py_ssize_t, deps=dict, rest=list, plans=dict, ready=double, sem=double,
                    blocker=Py_ssize_t, end=double, tiles=list, psum=tuple, memo=dict, last=dict, k=object, ev=Event)
-    cpdef step(self, rec)
+    cpdef step(self, Record rec)
 
     @cython.locals(free=double, start=double, end=double, flops=double)
-    cpdef _compute(self, rec, w, str eng, Py_ssize_t index, double ready, Py_ssize_t blocker, dict memo)
+    cpdef _compute(self, Record rec, w, str eng, Py_ssize_t index, double ready, Py_ssize_t blocker, dict memo)
 
     @cython.locals(go=double, turn=double, end=double, start=double, pieces=list, busy=list, s=double, f=double,
                    dur=double, e=Py_ssize_t, tl=object)
-    cpdef _dma(self, rec, w, Py_ssize_t index, double ready, object blocker, Py_ssize_t q, dict memo)
+    cpdef _dma(self, Record rec, w, Py_ssize_t index, double ready, object blocker, Py_ssize_t q, dict memo)
 
 
 @cython.locals(starts=list, ends=list, owner=list, i=Py_ssize_t, n=Py_ssize_t, t=double, take=double, left=double,

@@ -1,0 +1,9 @@
+# Declarations for the compiled build of hoist.py (trnsim/compiled.py): the source is the meaning, these
+# only let Cython make its hot classes extension types and type some locals.
+cimport cython
+
+@cython.final
+cdef class Invariants:
+    cdef public dict first, readers
+
+    cpdef wrote(self, ins)
