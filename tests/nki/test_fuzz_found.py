@@ -218,6 +218,9 @@ CASES = [  # (api, error, what, the call): each call on its own line, which the 
     (C, OperandTypeError, "a bitvec immediate past 32 bits",
      lambda nisa, nl, t: nisa.tensor_scalar(dst=t((32, 16), "int32"), data=t((32, 16), "int32"), op0=nl.left_shift,
                                             operand0=10**30)),
+    (C, DTypeError, "a bitvec first stage chained to a unary arithmetic op",
+     lambda nisa, nl, t: nisa.tensor_scalar(dst=t((32, 16), "int32"), data=t((32, 16), "int32"), op0=nl.left_shift,
+                                            operand0=3, op1=nl.rsqrt)),
 ]
 
 

@@ -128,8 +128,8 @@ def _tensor_scalar_check(ins, nc):
     check_scalar_operand(ins, "operand0", p)
     check_scalar_operand(ins, "operand1", p)
     ops = [alu(ins.attrs.get("op0")), alu(ins.attrs.get("op1"))]
-    kinds = {o.kind for o in ops if o.name != "bypass"} - {"unary"}
-    if len(kinds) > 1:
+    kinds = {o.kind for o in ops if o.name != "bypass"}
+    if len(kinds - {"unary"}) > 1 or ("bitvec" in kinds and "unary" in kinds):  # a unary op computes on fp32 values
         raise DTypeError(f"tensor_scalar: op0 {ops[0].name} and op1 {ops[1].name} must both be arithmetic or both bitvec")
     bitvec_check(ins, ("op0", "op1"), ins.data)
     if ins.engine is Engine.SCALAR:
