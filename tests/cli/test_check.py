@@ -323,11 +323,3 @@ def test_the_lnc_degree_is_checked_against_the_compilers_where_that_is_set(check
     assert doc["findings"][0]["location"] == f"{path}:{line_of(path, 'def copy_rows')}"
     code, doc, _ = check(COPY, "--arg", "x=float32[256,64]", "--nki-version", "0.6")
     assert code == 0 and doc["findings"] == []  # NKI 0.6's compiler does not check it
-
-
-def test_tensor_indirection_by_its_nki_name_is_said_to_be_not_emulated(check):
-    src = COPY.replace("nisa.dma_copy(dst=out[r:r + 128, :], src=t)",
-                       "nisa.tensor_copy(t, t.indirect(t))\n        nisa.dma_copy(dst=out[r:r + 128, :], src=t)")
-    code, doc, path = check(src)
-    (f,) = doc["findings"]
-    assert code == 1 and f["kind"] == "not emulated" and f["location"] == f"{path}:{line_of(path, '.indirect(')}"

@@ -2340,7 +2340,24 @@ def _tensor_rows() -> list[Form]:
                      _raw("current", lambda nl, nisa, x, i: _indirect_flags(nl, x, i)),
                      lambda rng: (rng.standard_normal((64, 8)).astype(np.float32), np.zeros((32, 1), np.int32)),
                      lambda x, i: np.full((1, 1), 2.0)))
+    rows.append(Form("current", "language.NkiTensor.indirect", "an SBUF [128, 64] tensor read through 24 column "
+                     "offsets of an index [128, 2] (column k at index[k % 16, k // 16]) by tensor_copy",
+                     _raw("current", lambda nl, nisa, x, i: _indirect_copy(nl, nisa, x, i, 24)),
+                     lambda rng: (rng.standard_normal((128, 64)).astype(np.float32),
+                                  rng.integers(0, 64, (128, 2)).astype(np.int32)),
+                     lambda x, i: _f64(x)[:, [i[k % 16, k // 16] for k in range(24)]], 0.0, "trn3"))
     return rows
+
+
+def _indirect_copy(nl, nisa, x, i, n):
+    t, idx = nl.ndarray(x.shape, x.dtype, buffer=nl.sbuf), nl.ndarray(i.shape, i.dtype, buffer=nl.sbuf)
+    nisa.dma_copy(t, x)
+    nisa.dma_copy(idx, i)
+    d = nl.ndarray((x.shape[0], n), x.dtype, buffer=nl.sbuf)
+    nisa.tensor_copy(d, t.indirect(idx, n))
+    out = _out(nl, d.shape, d.dtype)
+    nisa.dma_copy(out, d)
+    return out
 
 
 def _gathered(nl, nisa, x, i):

@@ -10,7 +10,6 @@ import trnsim.nki.language as nl
 from tests.core import reference as ref
 from trnsim.core import Op
 from trnsim.core.errors import GenerationError, KernelError, OutOfBoundsError, PartitionStartError, ShapeError
-from trnsim.core.isa.indirection import Indirection
 
 
 def _snake(offsets, cols):
@@ -39,10 +38,10 @@ def gather_ops(x, y, idx, n):
         [nl.ndarray((128, 1), nl.float32, buffer=nl.shared_hbm)]
     d = [nl.ndarray((128, n), nl.float32, buffer=nl.sbuf) for _ in range(3)] + \
         [nl.ndarray((128, 1), nl.float32, buffer=nl.sbuf)]
-    nisa.tensor_copy(d[0], Indirection(t, i, n))
-    nisa.tensor_tensor(d[1], Indirection(t, i, n), u, nl.multiply)
-    nisa.activation(d[2], nl.exp, Indirection(t, i, n))
-    nisa.tensor_reduce(d[3], nl.add, Indirection(t, i, n), axis=1)
+    nisa.tensor_copy(d[0], t.indirect(i, n))
+    nisa.tensor_tensor(d[1], t.indirect(i, n), u, nl.multiply)
+    nisa.activation(d[2], nl.exp, t.indirect(i, n))
+    nisa.tensor_reduce(d[3], nl.add, t.indirect(i, n), axis=1)
     for o, s in zip(outs, d):
         nisa.dma_copy(o, s)
     return outs
@@ -71,7 +70,7 @@ def scatter(x, base, idx, n, on_gpsimd):
     t, b, i = _on_chip(x), _on_chip(base), _on_chip(idx)
     out = nl.ndarray(base.shape, base.dtype, buffer=nl.shared_hbm)
     eng = nisa.engine.gpsimd if on_gpsimd else nisa.engine.unknown
-    nisa.tensor_scalar(Indirection(b, i, n), t, nl.multiply, 2.0, op1=nl.add, operand1=1.0, engine=eng)
+    nisa.tensor_scalar(b.indirect(i, n), t, nl.multiply, 2.0, op1=nl.add, operand1=1.0, engine=eng)
     nisa.dma_copy(out, b)
     return out
 
@@ -109,49 +108,49 @@ def test_what_tensor_indirection_refuses(rng, trn):
 
     def on_trn2(a):
         big, i, d = tiles()
-        nisa.tensor_copy(nl.ndarray((128, 16), nl.float32, buffer=nl.sbuf), Indirection(big, i, 16))
+        nisa.tensor_copy(nl.ndarray((128, 16), nl.float32, buffer=nl.sbuf), big.indirect(i, 16))
     with pytest.raises(GenerationError, match="tensor_indirection_gather needs"):
         _refused(trn, "trn2", on_trn2)
 
     def too_many(a):
         big, i, d = tiles(cols=1)
-        nisa.tensor_copy(nl.ndarray((128, 20), nl.float32, buffer=nl.sbuf), Indirection(big, i, 20))
+        nisa.tensor_copy(nl.ndarray((128, 20), nl.float32, buffer=nl.sbuf), big.indirect(i, 20))
     with pytest.raises(ShapeError, match=r"20 offsets read index\[i % 16, i // 16\]: they need 2 index columns"):
         _refused(trn, "trn3", too_many)
 
     def off_quadrant(a):
         big, i, d = tiles(cols=1)
-        nisa.tensor_copy(d, Indirection(big[16:80], i[16:80], 16))
+        nisa.tensor_copy(d, big[16:80].indirect(i[16:80], 16))
     with pytest.raises(PartitionStartError, match="starts at partition 16; an indirect view's index starts on a "
                                                   "quadrant boundary"):
         _refused(trn, "trn3", off_quadrant)
 
     def elsewhere(a):
         big, i, d = tiles(cols=1)
-        nisa.tensor_copy(d, Indirection(big[64:128], i[0:64], 16))
+        nisa.tensor_copy(d, big[64:128].indirect(i[0:64], 16))
     with pytest.raises(PartitionStartError, match="starts at partition 64 and its index at 0"):
         _refused(trn, "trn3", elsewhere)
 
     def outside(a):
         big, i, d = tiles(cols=1)
         nisa.memset(i, 64)  # one past the last column
-        nisa.tensor_copy(nl.ndarray((128, 16), nl.float32, buffer=nl.sbuf), Indirection(big, i, 16))
+        nisa.tensor_copy(nl.ndarray((128, 16), nl.float32, buffer=nl.sbuf), big.indirect(i, 16))
     with pytest.raises(OutOfBoundsError, match="offset 64 .* outside the 64 columns"):
         _refused(trn, "trn3", outside)
 
     def float_index(a):
         big, i, d = tiles(cols=1, dtype=nl.float32)
-        nisa.tensor_copy(nl.ndarray((128, 16), nl.float32, buffer=nl.sbuf), Indirection(big, i, 16))
+        nisa.tensor_copy(nl.ndarray((128, 16), nl.float32, buffer=nl.sbuf), big.indirect(i, 16))
     with pytest.raises(KernelError, match="free offsets are integers in SBUF"):
         _refused(trn, "trn3", float_index)
 
     def on_the_pe(a):
         big, i, d = tiles(cols=1)
-        nisa.nc_matmul(nl.ndarray((16, 16), nl.float32, buffer=nl.psum), Indirection(big, i, 16), big[:, 0:16])
+        nisa.nc_matmul(nl.ndarray((16, 16), nl.float32, buffer=nl.psum), big.indirect(i, 16), big[:, 0:16])
     with pytest.raises(KernelError, match="nc_matmul: Tensor Indirection .* on Tensor engine operands is not emulated"):
         _refused(trn, "trn3", on_the_pe)
 
     def hbm(a):
-        Indirection(a, nl.ndarray((128, 1), nl.int32, buffer=nl.sbuf))
+        a.indirect(nl.ndarray((128, 1), nl.int32, buffer=nl.sbuf))
     with pytest.raises(ShapeError, match="Tensor Indirection addresses SBUF or PSUM"):
         _refused(trn, "trn3", hbm)

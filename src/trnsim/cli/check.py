@@ -24,7 +24,6 @@ from trnsim.errors import TrnsimError, UserCodeError
 
 _MODULES = {"nki.language": "nl", "nki.isa": "nisa"}
 _BETA = "https://awsdocs-neuron.readthedocs-hosted.com/en/latest/nki/deep-dives/nki-migration-guide.html"
-_INDIRECT_DOC = "https://awsdocs-neuron.readthedocs-hosted.com/en/latest/nki/api/generated/nki.language.NkiTensor.html"
 
 
 def _finding(kind: str, severity: str, message: str, location: str, doc: str | None = None) -> dict:
@@ -97,11 +96,6 @@ def static_findings(path: str, source: str, version: str) -> list[dict]:
         elif name in versions.ADDED_IN_07 and version == "0.6":
             out.append(_finding("added", "error", f"{name} is new in NKI 0.7; NKI 0.6 lacks it", at,
                                 versions.page(name)))
-    for node in ast.walk(tree):  # what trnsim does not run yet, said before the trace meets it
-        if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "indirect":
-            out.append(_finding("not emulated", "error", "t.indirect(index) (Tensor Indirection) is not emulated under "
-                                "that name: trnsim's tensors use `indirect` for a DMA gather's rows (docs/kernels.md)",
-                                f"{path}:{node.lineno}", _INDIRECT_DOC))
     if version == "0.7" and not any(f["kind"] == "namespace" for f in out):  # 0.7 takes no beta kernel
         out += equality_findings(path, tree)
     return out

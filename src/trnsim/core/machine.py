@@ -228,8 +228,8 @@ class NeuronCore:
         for k, v in kw.items():
             if isinstance(v, View):
                 operands[k] = v
-                if v.alloc.spilled or (v.indirect is not None and isinstance(v.indirect[0], View)
-                                       and v.indirect[0].alloc.spilled):
+                if v.alloc.spilled or (v.gather_rows is not None and isinstance(v.gather_rows[0], View)
+                                       and v.gather_rows[0].alloc.spilled):
                     spilled = True
             else:
                 attrs[k] = v
@@ -327,7 +327,7 @@ class NeuronCore:
         together. An operand spilled to place another afresh (core/memory.py: Memory.restore) comes back
         too; one brought back is kept, so each comes back once."""
         views = list(operands.values())
-        views += [v.indirect[0] for v in views if v.indirect is not None and isinstance(v.indirect[0], View)]
+        views += [v.gather_rows[0] for v in views if v.gather_rows is not None and isinstance(v.gather_rows[0], View)]
         allocs = list({id(v.alloc): v.alloc for v in views}.values())
         pinned, kept = frozenset(a.id for a in allocs), set()
         what = f"{what} ({', '.join(repr(x.name) for x in views)})"

@@ -91,8 +91,8 @@ def box(view):
             lo_flat += min(0, (n - 1) * s)
             hi_flat += max(0, (n - 1) * s)
     flat = lead + ((lo_flat, hi_flat),)
-    if view.indirect is not None or not free or hi_flat >= size or lo_flat < 0:
-        return flat if view.indirect is None else lead + ((0, size - 1),), True
+    if view.gather_rows is not None or not free or hi_flat >= size or lo_flat < 0:
+        return flat if view.gather_rows is None else lead + ((0, size - 1),), True
     lo = [(view.offset // natural[k]) % free[k] for k in range(len(free))]
     hi = list(lo)
     for n, s in dims:

@@ -5,9 +5,10 @@ is the first partition inside the allocation; the other dims step through elemen
 from `offset`. HBM views are plain strided views of the tensor's bytes. A view never copies: `array()`
 returns a numpy view straight onto the memory, so two views of overlapping bytes see each other's writes.
 
-An indirect view (a DMA gather/scatter through `vector_offset`) holds one row index per partition (or the
-tile holding them, read only when the DMA runs, as the hardware's DMA reads them); the DMA reads or writes
-it element by element through those rows.
+An indirect DMA view (a gather/scatter through `vector_offset`) holds in `gather_rows` one row index per
+partition (or the tile holding them, read only when the DMA runs, as the hardware's DMA reads them) and the
+elements between rows; the DMA reads or writes it element by element through those rows. Tensor Indirection
+on chip (`indirect()`) is another thing: an `Indirection` of columns, gathered by the engine that reads it.
 """
 from __future__ import annotations
 
@@ -43,13 +44,13 @@ class Region(NamedTuple):
 class View:
     """A strided view of a tensor in SBUF, PSUM or HBM (what NKI calls an NkiTensor)."""
 
-    __slots__ = ("alloc", "dtype", "shape", "strides", "poff", "offset", "indirect", "on_chip", "_scanned", "_region",
+    __slots__ = ("alloc", "dtype", "shape", "strides", "poff", "offset", "gather_rows", "on_chip", "_scanned", "_region",
                  "_parts", "_keyed", "__weakref__")
 
-    def __init__(self, alloc: Allocation, dtype, shape, strides, offset=0, poff=0, indirect=None):
+    def __init__(self, alloc: Allocation, dtype, shape, strides, offset=0, poff=0, gather_rows=None):
         self.alloc, self.dtype = alloc, numerics.dtype(dtype)
         self.shape, self.strides = tuple(map(int, shape)), tuple(map(int, strides))
-        self.offset, self.poff, self.indirect = int(offset), int(poff), indirect
+        self.offset, self.poff, self.gather_rows = int(offset), int(poff), gather_rows
         self.on_chip = alloc.memory.space is not Space.HBM
         # caches: a view never changes (nor its tile's bytes, but by a spill); _parts and _keyed are a builder's
         # (core/builder.py: View.__getitem__)
@@ -128,14 +129,14 @@ class View:
 
     def array(self) -> np.ndarray:
         """The elements in their numpy storage dtype, as a writeable view onto the memory."""
-        if self.indirect is not None:
+        if self.gather_rows is not None:
             return self._flat(self.alloc.memory.data, self.dtype.np)[self._indices()]
         return self._raw(self.alloc.memory.data, self.dtype.np)
 
     def mask(self) -> np.ndarray:
         """True where an element was never written (any of its bytes)."""
         t = _MASK_TYPES[self.dtype.itemsize]
-        if self.indirect is not None:
+        if self.gather_rows is not None:
             return self._flat(self.alloc.memory.poison, t)[self._indices()] != 0
         return self._raw(self.alloc.memory.poison, t) != 0
 
@@ -154,7 +155,7 @@ class View:
         if not mem.poison[a.p0:a.p0 + a.partitions, a.b0:a.b0 + a.nbytes].any():
             a.clean = True
             return False
-        if self.indirect is not None:
+        if self.gather_rows is not None:
             return bool(self.mask().any())
         return bool(self._raw(mem.poison, _MASK_TYPES[self.dtype.itemsize]).any())
 
@@ -192,7 +193,7 @@ class View:
         elif covers:
             a.clean = True  # every byte of the tensor is now written
         flags = np.where(mask, t(int.from_bytes(b"\x01" * self.dtype.itemsize, "little")), t(0)) if marked else 0
-        if self.indirect is not None:
+        if self.gather_rows is not None:
             idx = self._indices()
             self._flat(mem.data, self.dtype.np)[idx] = values
             self._flat(mem.poison, t)[idx] = flags
@@ -204,7 +205,7 @@ class View:
     def covers_alloc(self) -> bool:
         """Whether the view reaches every byte of its allocation (each once)."""
         a = self.alloc
-        if self.indirect is not None or self.offset or self.poff:
+        if self.gather_rows is not None or self.offset or self.poff:
             return False
         if self.on_chip and (self.shape[0] != a.partitions or (a.partitions > 1 and self.strides[0] != 1)):
             return False
@@ -216,11 +217,11 @@ class View:
     def rows(self) -> np.ndarray:
         """The row indices of an indirect view; a tile of them is read now, as its DMA runs (which reports
         never-written indices first: isa/dma.py)."""
-        rows = self.indirect[0]
+        rows = self.gather_rows[0]
         return rows.array().reshape(-1).astype(np.int64) if isinstance(rows, View) else rows
 
     def _indices(self) -> np.ndarray:
-        rows, row_elems = self.rows(), self.indirect[1]
+        rows, row_elems = self.rows(), self.gather_rows[1]
         idx = self.offset + rows.reshape((-1,) + (1,) * (self.ndim - 1)) * row_elems
         for k in range(1, self.ndim):
             shape = [1] * self.ndim
@@ -239,7 +240,7 @@ class View:
         """What region() is computed from, holding no reference to the tensor: an instruction record keeps
         this and computes regions only when the timing model asks (Record.operands)."""
         return (self.alloc.place, self.dtype, self.shape, self.strides, self.offset, self.poff, self.on_chip,
-                self.indirect is not None, self._scanned)
+                self.gather_rows is not None, self._scanned)
 
     def _scan(self) -> tuple[int, int, int]:
         """Lowest and highest element offset, and elements in the innermost contiguous run (cached)."""
@@ -248,23 +249,23 @@ class View:
         return self._scanned
 
     # -- views ---------------------------------------------------------------------------------
-    def _derive(self, shape, strides, offset=None, poff=None, dtype=None, indirect=None, check=True) -> View:
+    def _derive(self, shape, strides, offset=None, poff=None, dtype=None, gather_rows=None, check=True) -> View:
         v = self._sub(tuple(map(int, shape)), tuple(map(int, strides)), int(self.offset if offset is None else offset),
                       int(self.poff if poff is None else poff), dtype or self.dtype,
-                      indirect if indirect is not None else self.indirect)
+                      gather_rows if gather_rows is not None else self.gather_rows)
         if check:
             v._check_bounds()
         return v
 
-    def _sub(self, shape: tuple, strides: tuple, offset: int, poff: int, dtype, indirect) -> View:
+    def _sub(self, shape: tuple, strides: tuple, offset: int, poff: int, dtype, gather_rows) -> View:
         """A view of the same tensor from settled arguments (skips __init__'s conversions)."""
         v = View.__new__(View)
         v.alloc, v.on_chip, v._scanned, v._region, v._parts, v._keyed = self.alloc, self.on_chip, None, None, None, None
-        v.dtype, v.shape, v.strides, v.offset, v.poff, v.indirect = dtype, shape, strides, offset, poff, indirect
+        v.dtype, v.shape, v.strides, v.offset, v.poff, v.gather_rows = dtype, shape, strides, offset, poff, gather_rows
         return v
 
     def _check_bounds(self):
-        if self.indirect is not None or 0 in self.shape:
+        if self.gather_rows is not None or 0 in self.shape:
             return
         lo, hi, _ = self._scan()
         if lo < 0 or hi >= self.alloc_elems:
@@ -319,7 +320,7 @@ class View:
                 if (d == 0 and on_chip) or len(shape) <= keep_min:
                     continue  # on-chip tensors keep the partition dim and at least 2 dims
                 del shape[d], strides[d]
-        return self._sub(tuple(shape), tuple(strides), offset, poff, self.dtype, self.indirect)  # in bounds: a part
+        return self._sub(tuple(shape), tuple(strides), offset, poff, self.dtype, self.gather_rows)  # in bounds: a part
 
     def slice(self, dim, start, end, step=1) -> View:
         key = [slice(None)] * self.ndim
@@ -431,7 +432,13 @@ class View:
         return True
 
     def is_indirect(self) -> bool:
-        return self.indirect is not None
+        return self.gather_rows is not None
+
+    def indirect(self, index: View, num_elem: int | None = None):
+        """Tensor Indirection (nki.language.NkiTensor.indirect, NeuronCore-v4+): `num_elem` columns of this
+        on-chip view at the free offsets held in the SBUF tile `index` (all of its elements when None); an
+        instruction gathers them where it reads the result and scatters into them where it writes it."""
+        return Indirection(self, index, num_elem)
 
     def get_pattern(self) -> list[list[int]]:
         """The access pattern `[[step, num], ...]` (on-chip: the partition pair first, in elements)."""
@@ -474,15 +481,15 @@ class View:
                 raise OutOfBoundsError(f".ap on {self.name!r}: the first pair must step whole partitions "
                                        f"([{whole}, P]); got [{steps[0]}, {shape[0]}]")
             return root._derive(shape, [1] + steps[1:], offset % whole, offset // whole)
-        indirect = None
+        gather_rows = None
         if vector_offset is not None:
             if indirect_dim != 0:
                 raise ShapeError(f".ap on {self.name!r}: vector_offset works with indirect_dim=0 only; got {indirect_dim}")
             rows = vector_offset  # a tile is read when the DMA runs (_indices)
             if not isinstance(rows, View):
                 rows = np.asarray(rows).reshape(-1).astype(np.int64)
-            indirect = (rows, self._dim_step(0))
-        return root._derive(shape, steps, offset, 0, indirect=indirect)
+            gather_rows = (rows, self._dim_step(0))
+        return root._derive(shape, steps, offset, 0, gather_rows=gather_rows)
 
     def _dim_step(self, dim) -> int:
         """Elements between consecutive indices of `dim` as this view lays them out: a reshaped tensor's own
@@ -495,6 +502,47 @@ class View:
 
     def root_shape(self):
         return getattr(self.alloc, "shape", self.shape)
+
+
+class Indirection:
+    """An indirect view: `num_elem` columns of `base` chosen by the offsets in `index` (gather where read,
+    scatter where written); shape (partitions of base, num_elem)."""
+
+    __slots__ = ("base", "index", "num_elem")
+
+    def __init__(self, base: View, index: View, num_elem: int | None = None):
+        if not isinstance(index, View):
+            raise ShapeError(f"{base.name!r}.indirect: index is an SBUF tensor of free offsets; got {index!r}")
+        if not base.on_chip:
+            raise ShapeError(f"{base.name!r}.indirect: Tensor Indirection addresses SBUF or PSUM; {base.name!r} is "
+                             f"in {base.space.value} (a DMA takes .ap(vector_offset=...) there)")
+        if base.gather_rows is not None:
+            raise ShapeError(f"{base.name!r}.indirect: the view is indirect already (one indirection per view)")
+        if index.partitions != base.partitions:
+            raise ShapeError(f"{base.name!r}.indirect: index {list(index.shape)} has {index.partitions} partitions; "
+                             f"it has the tensor's {base.partitions}")
+        self.base, self.index = base, index
+        self.num_elem = index.size if num_elem is None else int(num_elem)
+        if self.num_elem < 1:
+            raise ShapeError(f"{base.name!r}.indirect: num_elem {self.num_elem} must be at least 1")
+
+    @property
+    def shape(self) -> tuple:
+        return (self.base.partitions, self.num_elem)
+
+    @property
+    def dtype(self):
+        return self.base.dtype
+
+    @property
+    def name(self) -> str:
+        return f"{self.base.name}.indirect({self.index.name})"
+
+    def is_indirect(self) -> bool:
+        return True
+
+    def __repr__(self):
+        return f"<indirect view of {self.base!r} by {self.index.name!r}, {list(self.shape)}>"
 
 
 def region_at(place, dtype, shape, strides, offset, poff, on_chip, indirect, span) -> Region:

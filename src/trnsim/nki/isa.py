@@ -9,7 +9,7 @@ from trnsim.core import Op, Register, View
 from trnsim.core.memory import Space
 from trnsim import numerics
 from trnsim.core.errors import DTypeWarning, KernelError, OperandTypeError, locate_all, warn
-from trnsim.core.isa.indirection import Indirection as _Indirection
+from trnsim.core.tensor import Indirection as _Indirection
 from trnsim.core.isa.registry import Instruction as NkiInstruction  # noqa: F401 - what an nki.isa call returns
 from trnsim.nki import versions as _versions
 from trnsim.nki._current import core, issue

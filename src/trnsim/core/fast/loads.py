@@ -17,7 +17,7 @@ def remember_source(dst, src, defer: bool = False) -> bool:
     """Note that the whole on-chip tensor `dst` holds the bytes of HBM view `src` unchanged (a plain DMA load);
     with `defer` the load itself is made here, deferred. Returns whether the note was taken."""
     a = dst.alloc
-    if (src.space is not Space.HBM or src.dtype != dst.dtype or src.indirect is not None or not dst.on_chip
+    if (src.space is not Space.HBM or src.dtype != dst.dtype or src.gather_rows is not None or not dst.on_chip
             or not dst.covers_alloc() or (defer and (a.shared or src.poisoned()))):
         return False
     try:  # partition p, element f of the tile is element [p, f] of src seen as [P, F]
@@ -36,7 +36,7 @@ def origin(v):
     """(HBM memory, element offset, element strides) of view `v`'s values in the HBM tensor its tile was
     loaded from unchanged (remember_source); None when there is no such source."""
     src = v.alloc.source
-    if src is None or v.indirect is not None:
+    if src is None or v.gather_rows is not None:
         return None
     mem, version, dtype, off, sp, sf = src
     if mem.version != version or dtype != v.dtype:

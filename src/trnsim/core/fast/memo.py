@@ -72,7 +72,7 @@ def signature(op, engine, operands: dict, attrs: dict) -> tuple:
     an unhashable attribute shows when it is looked up."""
     key, placed = [op, engine], {}
     for n, v in operands.items():
-        if v.indirect is not None:
+        if v.gather_rows is not None:
             return None, None
         k = v._keyed
         if k is None or k[0] is not v.alloc.place:

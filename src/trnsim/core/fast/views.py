@@ -74,7 +74,7 @@ def _part(view, key, k):
         _DERIVED[key_of] = (v.shape, v.strides, v.offset, v.poff, keyed(v)[1])
         return v
     shape, strides, offset, poff, n = got
-    v = view._sub(shape, strides, offset, poff, view.dtype, view.indirect)
+    v = view._sub(shape, strides, offset, poff, view.dtype, view.gather_rows)
     v._keyed = (view.alloc.place, n, v.placement())
     return v
 

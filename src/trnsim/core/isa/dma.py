@@ -43,12 +43,12 @@ def _moved(ins, nc, dst, src_mask, values, mask=None):
 def _rows_kept(ins, nc, v):
     """For an indirect view: which row indices are in range (None when all are); oob_mode=error raises.
     The DMA reads a tile of indices now: never-written ones are reported (strict: raised)."""
-    if v.indirect is None:
+    if v.gather_rows is None:
         return None
-    idx = v.indirect[0]
+    idx = v.gather_rows[0]
     if isinstance(idx, View) and idx.poisoned():
         nc.never_written(f"index the rows of {v.name!r} (vector_offset)", idx, idx.mask(), ins.location)
-    rows, row_elems = v.rows(), v.indirect[1]
+    rows, row_elems = v.rows(), v.gather_rows[1]
     limit = v.alloc_elems // max(row_elems, 1)
     bad = (rows < 0) | (rows >= limit)
     if not bad.any():
@@ -61,7 +61,7 @@ def _rows_kept(ins, nc, v):
 
 def _with_rows(v, rows, keep=None):
     shape = v.shape if keep is None else (int(keep.sum()),) + v.shape[1:]
-    return View(v.alloc, v.dtype, shape, v.strides, v.offset, v.poff, (rows, v.indirect[1]))
+    return View(v.alloc, v.dtype, shape, v.strides, v.offset, v.poff, (rows, v.gather_rows[1]))
 
 
 # -- dma_copy -------------------------------------------------------------------------------------------
@@ -79,7 +79,7 @@ def _dma_copy_check(ins, nc):
         if src.dtype != dst.dtype:
             raise DTypeError(f"dma_copy with dge_mode=hwdge copies raw bytes: src {src.dtype.name} and dst "
                              f"{dst.dtype.name} must match")
-        if src.indirect is not None or dst.indirect is not None:
+        if src.gather_rows is not None or dst.gather_rows is not None:
             raise GenerationError("dma_copy: indirect gather/scatter (vector_offset) needs dge_mode=swdge, not hwdge")
     queue = str(ins.attrs.get("queue_engine") or "unknown")
     if queue not in ("unknown", "0") and mode != "hwdge":
@@ -152,10 +152,10 @@ def _sum(dst, srcs):
 def _accumulate(ins, nc, dst, srcs):
     """dst = dst + sum(srcs) elementwise in FP32, each indirect dst row once per time it is named."""
     total, m = _sum(dst, srcs)
-    if dst.indirect is not None:
+    if dst.gather_rows is not None:
         rows, inverse = np.unique(dst.rows(), return_inverse=True)
         target = View(dst.alloc, dst.dtype, (rows.size,) + dst.shape[1:], dst.strides, dst.offset, dst.poff,
-                      (rows, dst.indirect[1]))
+                      (rows, dst.gather_rows[1]))
         sums, sm = np.zeros(target.shape, np.float32), np.zeros(target.shape, bool)
         np.add.at(sums, inverse, total)
         np.logical_or.at(sm, inverse, m)

@@ -18,50 +18,8 @@ import numpy as np
 from trnsim.core.errors import DTypeError, OutOfBoundsError, PartitionStartError, ShapeError
 from trnsim.core.isa.opcodes import Engine, Op
 from trnsim.core.isa.registry import define, stream_cost
-from trnsim.core.tensor import View
 
 ENGINES = (Engine.VECTOR, Engine.SCALAR, Engine.GPSIMD)
-
-
-class Indirection:
-    """An indirect view: `num_elem` columns of `base` chosen by the offsets in `index` (gather where read,
-    scatter where written); shape (partitions of base, num_elem)."""
-
-    __slots__ = ("base", "index", "num_elem")
-
-    def __init__(self, base: View, index: View, num_elem: int | None = None):
-        if not isinstance(index, View):
-            raise ShapeError(f"{base.name!r}.indirect: index is an SBUF tensor of free offsets; got {index!r}")
-        if not base.on_chip:
-            raise ShapeError(f"{base.name!r}.indirect: Tensor Indirection addresses SBUF or PSUM; {base.name!r} is "
-                             f"in {base.space.value} (a DMA takes .ap(vector_offset=...) there)")
-        if base.indirect is not None:
-            raise ShapeError(f"{base.name!r}.indirect: the view is indirect already (one indirection per view)")
-        if index.partitions != base.partitions:
-            raise ShapeError(f"{base.name!r}.indirect: index {list(index.shape)} has {index.partitions} partitions; "
-                             f"it has the tensor's {base.partitions}")
-        self.base, self.index = base, index
-        self.num_elem = index.size if num_elem is None else int(num_elem)
-        if self.num_elem < 1:
-            raise ShapeError(f"{base.name!r}.indirect: num_elem {self.num_elem} must be at least 1")
-
-    @property
-    def shape(self) -> tuple:
-        return (self.base.partitions, self.num_elem)
-
-    @property
-    def dtype(self):
-        return self.base.dtype
-
-    @property
-    def name(self) -> str:
-        return f"{self.base.name}.indirect({self.index.name})"
-
-    def is_indirect(self) -> bool:
-        return True
-
-    def __repr__(self):
-        return f"<indirect view of {self.base!r} by {self.index.name!r}, {list(self.shape)}>"
 
 
 def _group(ins, nc) -> int:

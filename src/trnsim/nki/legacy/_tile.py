@@ -324,7 +324,7 @@ class Tile:
         """A DMA gather/scatter view: one HBM row per partition, read from the index tile."""
         idx = self.indirect.view(((box[0][0], box[0][1]),) + ((0, 1),) * (self.indirect.ndim - 1))
         # the DMA reads the rows from the index tile when it runs (View._indices)
-        return View(base.alloc, base.dtype, shape, [0] + strides[1:], offset, 0, indirect=(idx, row_stride))
+        return View(base.alloc, base.dtype, shape, [0] + strides[1:], offset, 0, gather_rows=(idx, row_stride))
 
     # -- assignment and accumulation --------------------------------------------------------------------
     def __setitem__(self, key, value):
