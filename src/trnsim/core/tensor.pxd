@@ -6,7 +6,7 @@ from trnsim.core.memory cimport Allocation
 @cython.final
 cdef class View:
     cdef public Allocation alloc
-    cdef public object dtype, shape, strides, poff, offset, indirect, on_chip, _scanned, _region, _parts, _keyed
+    cdef public object dtype, shape, strides, poff, offset, gather_rows, on_chip, _scanned, _region, _parts, _keyed
     cdef object __weakref__
 
     @cython.locals(nd=Py_ssize_t, d=Py_ssize_t, n=Py_ssize_t, s=Py_ssize_t, shape=list, strides=list, sl=slice,
