@@ -134,6 +134,9 @@ define(Op.TENSOR_SCALAR_CUMULATIVE, Engine.VECTOR, _cumulative_check, _cumulativ
 # -- select_reduce: dst = pred ? on_true : on_false, optional max-reduce --------------------------------------
 def _select_reduce_check(ins, nc):
     _same(ins, "dst", "predicate", "on_true")
+    if ins.predicate.free_size == 0:
+        raise ShapeError(f"select_reduce: predicate {ins.predicate.name!r} {list(ins.predicate.shape)} has no element "
+                         f"per partition to select or reduce")
     reduce_check(ins, ins.predicate, "maximum")
     f = ins.operands.get("on_false")
     if f is not None and f.free_size != 1:
@@ -149,7 +152,7 @@ def _select_reduce_semantics(ins, nc):
     if ins.attrs.get("reverse_pred"):
         c = ~c
     f = ins.operands.get("on_false")
-    on_false = pf(f) if f is not None and f.free_size > 1 else _operand(ins, "on_false", p)
+    on_false = pf(f) if f is not None and f.free_size != 1 else _operand(ins, "on_false", p)
     out = np.where(c, pf(ins.on_true), on_false).astype(np.float32)
     m = masks(out.shape, pred, ins.on_true, f)
     put(dst, out.reshape(dst.shape), None if m is None else m.reshape(dst.shape))
