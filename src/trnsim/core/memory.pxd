@@ -15,8 +15,19 @@ cdef class Allocation:
 @cython.final
 cdef class WeakTable:
     cdef public dict refs
+    cdef public object spans
     cdef object __weakref__
 
     cpdef pop(self, key, default=*)
 
     cpdef list values(self)
+
+
+@cython.final
+cdef class Spans:
+    cdef public list order
+    cdef public dict entries
+
+    cpdef add(self, key, a)
+
+    cpdef discard(self, key)

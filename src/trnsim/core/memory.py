@@ -26,6 +26,7 @@ in SBUF together (the operands of one instruction) cannot fit even with every ot
 """
 from __future__ import annotations
 
+import bisect
 import enum
 import functools
 import itertools
@@ -108,18 +109,24 @@ class Allocation:
 
 class WeakTable:
     """allocation id -> allocation, held weakly (an entry leaves when its allocation is freed), in insertion
-    order: what the memories need of weakref.WeakValueDictionary, with no Python-level bookkeeping per entry."""
+    order: what the memories need of weakref.WeakValueDictionary, with no Python-level bookkeeping per entry.
+    With `spans`, the table also keeps its entries' byte ranges in order (Spans), for the allocator."""
 
-    __slots__ = ("refs", "__weakref__")
+    __slots__ = ("refs", "spans", "__weakref__")
 
-    def __init__(self):
+    def __init__(self, spans: bool = False):
         self.refs: dict[int, weakref.ref] = {}
+        self.spans = Spans() if spans else None
 
     def __setitem__(self, key: int, value) -> None:
         self.refs[key] = weakref.ref(value, functools.partial(_drop, weakref.ref(self), key))
+        if self.spans is not None:
+            self.spans.add(key, value)
 
     def __delitem__(self, key: int) -> None:
         del self.refs[key]
+        if self.spans is not None:
+            self.spans.discard(key)
 
     def __contains__(self, key: int) -> bool:
         r = self.refs.get(key)
@@ -130,6 +137,8 @@ class WeakTable:
 
     def pop(self, key: int, default=None):
         r = self.refs.pop(key, None)
+        if r is not None and self.spans is not None:
+            self.spans.discard(key)
         a = None if r is None else r()
         return default if a is None else a
 
@@ -142,7 +151,31 @@ def _drop(table, key: int, ref) -> None:
     """A table's entry `key` leaves when its allocation (`ref`) is freed, unless the key holds another one now."""
     t = table()
     if t is not None and t.refs.get(key) is ref:
-        del t.refs[key]
+        del t[key]
+
+
+class Spans:
+    """The byte ranges of a memory's live tensors, kept sorted as tensors come and go, so that finding a free
+    range walks them in order instead of sorting every live tensor at each allocation (Memory._first_fit).
+    Each entry is (first byte, end byte, first partition, end partition, allocation id): plain values, read
+    without reaching the allocation; an allocation's place does not change while it is live."""
+
+    __slots__ = ("order", "entries")
+
+    def __init__(self):
+        self.order: list[tuple] = []
+        self.entries: dict[int, tuple] = {}
+
+    def add(self, key: int, a) -> None:
+        self.discard(key)
+        entry = (a.b0, a.b0 + a.nbytes, a.p0, a.p0 + a.partitions, key)
+        self.entries[key] = entry
+        bisect.insort(self.order, entry)
+
+    def discard(self, key: int) -> None:
+        entry = self.entries.pop(key, None)
+        if entry is not None:
+            del self.order[bisect.bisect_left(self.order, entry)]
 
 
 class Memory:
@@ -162,7 +195,7 @@ class Memory:
         # else nothing will ever write (timing only): every byte is never-written from the start, made when
         # first asked for (__getattr__); a timing-only run mostly never asks
         self.version = 0  # counts writes, so cached conversions of its bytes know when they are stale
-        self.live = WeakTable()
+        self.live = WeakTable(spans=True)
         self.sourced = WeakTable()  # with a source
         # Expired tensors still holding their bytes, oldest first; `held` keeps the tensors of each loop's
         # current and last iteration resident where the program drops them (core/liveness.py).
@@ -196,18 +229,17 @@ class Memory:
         """The lowest free offset that fits; in PSUM the first one from where the last tile ended (then,
         with `wrap`, from 0): the compiler rotates PSUM tiles over the banks, so a tile made right after
         another one was freed takes the next bank, not the bank the other one still drains from."""
-        busy = sorted((a.b0, a.b0 + a.nbytes) for a in self.tensors()
-                      if a.p0 < p0 + partitions and p0 < a.p0 + a.partitions and a is not without)
+        p1, skip, usable = p0 + partitions, -1 if without is None else without.id, self.usable_bytes
         for b in ((self.cursor, 0) if self.cursor and wrap else (self.cursor,)):
-            for lo, hi in busy + [(self.usable_bytes, self.usable_bytes)]:
-                if hi <= b:
-                    continue  # busy below the start: nothing to skip past
+            for lo, hi, q0, q1, key in self.live.spans.order:  # busy ranges, lowest first
+                if hi <= b or q0 >= p1 or p0 >= q1 or key == skip:
+                    continue  # busy below the start, or in other partitions: nothing to skip past
                 b = self._fix(b, nbytes, align)
                 if b + nbytes <= lo:
                     return b
                 b = max(b, hi)
             b = self._fix(b, nbytes, align)
-            if b + nbytes <= self.usable_bytes:
+            if b + nbytes <= usable:
                 return b
         return None
 
