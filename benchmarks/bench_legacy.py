@@ -14,7 +14,7 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "examples"))
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests" / "nki_legacy"))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests" / "nki_beta"))
 import matmul_ladder  # noqa: E402
 from test_twin import beta_matmul_tiled  # noqa: E402
 

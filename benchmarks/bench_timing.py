@@ -74,7 +74,7 @@ def _timed(kernel, args, target):
 def calibration():
     """Every kernel figure of calibration.md: simulated vs published, error, wall seconds."""
     import mamba
-    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests" / "nki_legacy"))
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests" / "nki_beta"))
     import test_twin as twin
     quick = "--quick" in sys.argv
     shapes = [np.zeros((ladder.SHAPE["K"], ladder.SHAPE[d]), ladder.nl.bfloat16.np) for d in "MN"]

@@ -127,9 +127,9 @@ def test_the_lowering_layer_sits_between_the_instructions_and_both_languages():
     nki = {w for w in GRAPH["trnsim.nki.lower"] if w.startswith("trnsim.nki")}
     assert nki <= {"trnsim.nki._frontend", "trnsim.nki.isa", "trnsim.nki._current"}
     for below in ("trnsim.nki._frontend", "trnsim.nki.isa", "trnsim.nki._current"):
-        assert not {w for w in GRAPH[below] if w == "trnsim.nki.lower" or "language" in w or "legacy" in w}
-    assert "trnsim.nki.legacy.language" not in GRAPH["trnsim.nki.legacy._tile"]
-    assert "trnsim.nki.lower" in GRAPH["trnsim.nki.legacy._tile"]
+        assert not {w for w in GRAPH[below] if w == "trnsim.nki.lower" or "language" in w or ".beta" in w}
+    assert "trnsim.nki.beta.language" not in GRAPH["trnsim.nki.beta._tile"]
+    assert "trnsim.nki.lower" in GRAPH["trnsim.nki.beta._tile"]
 
 
 def test_the_walk_sees_function_level_imports():

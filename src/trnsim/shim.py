@@ -1,6 +1,6 @@
 """Make `import nki` (and nki.language, nki.isa, nki.isa.constants, nki.typing, nki.compiler) resolve to
 trnsim's emulator, so an unmodified kernel file and its test script run on CPU; `import neuronxcc.nki`
-(the beta API) resolves to trnsim.nki.legacy the same way.
+(the beta API) resolves to trnsim.nki.beta the same way.
 
     import trnsim.shim
     trnsim.shim.install()
@@ -24,18 +24,18 @@ MODULES = {
     "nki.compiler": "trnsim.nki.compiler",
     "nki.collectives": "trnsim.nki.collectives",
     # the beta API of SDK 2.20-2.27: `import neuronxcc.nki as nki`
-    "neuronxcc": "trnsim.nki.legacy.neuronxcc",
-    "neuronxcc.nki": "trnsim.nki.legacy",
-    "neuronxcc.nki.language": "trnsim.nki.legacy.language",
-    "neuronxcc.nki.isa": "trnsim.nki.legacy.isa",
-    "neuronxcc.nki.typing": "trnsim.nki.legacy.typing",
-    "neuronxcc.nki.compiler": "trnsim.nki.legacy.compiler",
-    "neuronxcc.nki.language.constants": "trnsim.nki.legacy.constants",
+    "neuronxcc": "trnsim.nki.beta.neuronxcc",
+    "neuronxcc.nki": "trnsim.nki.beta",
+    "neuronxcc.nki.language": "trnsim.nki.beta.language",
+    "neuronxcc.nki.isa": "trnsim.nki.beta.isa",
+    "neuronxcc.nki.typing": "trnsim.nki.beta.typing",
+    "neuronxcc.nki.compiler": "trnsim.nki.beta.compiler",
+    "neuronxcc.nki.language.constants": "trnsim.nki.beta.constants",
     "neuronxcc.nki.isa.constants": "trnsim.nki.constants",
-    "neuronxcc.nki.compiler.backends": "trnsim.nki.legacy.backends",
-    "neuronxcc.nki.compiler.backends.neuron": "trnsim.nki.legacy.backends",
-    "neuronxcc.nki.compiler.backends.neuron.indexing": "trnsim.nki.legacy.backends",
-    "neuronxcc.nki.compiler.backends.neuron.tensor": "trnsim.nki.legacy.backends",
+    "neuronxcc.nki.compiler.backends": "trnsim.nki.beta.backends",
+    "neuronxcc.nki.compiler.backends.neuron": "trnsim.nki.beta.backends",
+    "neuronxcc.nki.compiler.backends.neuron.indexing": "trnsim.nki.beta.backends",
+    "neuronxcc.nki.compiler.backends.neuron.tensor": "trnsim.nki.beta.backends",
     # torch-neuronx's custom C++ operators: `from torch_neuronx.xla_impl import custom_op`
     "torch_neuronx": "trnsim.nki.neuronx",
     "torch_neuronx.xla_impl": "trnsim.nki.neuronx.xla_impl",

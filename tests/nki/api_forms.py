@@ -151,9 +151,9 @@ def _kernel(api, body, out_shape, out_dtype=None):
     `out_shape(*args)` (in out_dtype, else the first argument's dtype)."""
     def build():
         if api == "beta":
-            import trnsim.nki.legacy as nki
-            import trnsim.nki.legacy.isa as nisa
-            import trnsim.nki.legacy.language as nl
+            import trnsim.nki.beta as nki
+            import trnsim.nki.beta.isa as nisa
+            import trnsim.nki.beta.language as nl
         else:
             import trnsim.nki as nki
             import trnsim.nki.isa as nisa
@@ -273,8 +273,8 @@ def _lang(api, name, n, scalar=None):
     """A kernel applying language function `name` to `n` loaded tiles (and `scalar`), storing the result."""
     def build():
         if api == "beta":
-            import trnsim.nki.legacy as nki
-            import trnsim.nki.legacy.language as nl
+            import trnsim.nki.beta as nki
+            import trnsim.nki.beta.language as nl
         else:
             import trnsim.nki as nki
             import trnsim.nki.language as nl
@@ -292,9 +292,9 @@ def _lang(api, name, n, scalar=None):
 def _beta_isa(body, n):
     """A beta kernel storing what `body(nisa, nl, *tiles)` returns."""
     def build():
-        import trnsim.nki.legacy as nki
-        import trnsim.nki.legacy.isa as nisa
-        import trnsim.nki.legacy.language as nl
+        import trnsim.nki.beta as nki
+        import trnsim.nki.beta.isa as nisa
+        import trnsim.nki.beta.language as nl
 
         @nki.jit
         def kernel(*xs):
@@ -726,9 +726,9 @@ def _replace8_current(nl, nisa, d, v):
 # instructions, collectives, direct allocation ---------------------------------------------------------------------
 def _modules(api):
     if api == "beta":
-        import trnsim.nki.legacy as nki
-        import trnsim.nki.legacy.isa as nisa
-        import trnsim.nki.legacy.language as nl
+        import trnsim.nki.beta as nki
+        import trnsim.nki.beta.isa as nisa
+        import trnsim.nki.beta.language as nl
     else:
         import trnsim.nki as nki
         import trnsim.nki.isa as nisa
@@ -1656,8 +1656,8 @@ def _launch(kind):
             import trnsim.nki as nki
             import trnsim.nki.language as nl
         else:
-            import trnsim.nki.legacy as nki
-            import trnsim.nki.legacy.language as nl
+            import trnsim.nki.beta as nki
+            import trnsim.nki.beta.language as nl
 
         def doubled(x):
             return _doubled(nl, x)
@@ -1708,16 +1708,16 @@ def _psum_placed(nl, nisa, ncc, a, b, buffer):
 def _compiled(option):
     """A beta kernel doubling its input under the compile option `option` (a decorator)."""
     def build():
-        import trnsim.nki.legacy as nki
-        import trnsim.nki.legacy.compiler as ncc
-        import trnsim.nki.legacy.language as nl
+        import trnsim.nki.beta as nki
+        import trnsim.nki.beta.compiler as ncc
+        import trnsim.nki.beta.language as nl
         return getattr(ncc, option)(nki.jit(lambda x: _doubled(nl, x)))
     return build
 
 
 def _beta_compiler(body):
     def build():
-        import trnsim.nki.legacy.compiler as ncc
+        import trnsim.nki.beta.compiler as ncc
         return _raw("beta", lambda nl, nisa, *xs: body(nl, nisa, ncc, *xs))()
     return build
 

@@ -14,9 +14,9 @@ def modules(api):
         import trnsim.nki.isa as nisa
         import trnsim.nki.language as nl
     else:
-        import trnsim.nki.legacy as nki
-        import trnsim.nki.legacy.isa as nisa
-        import trnsim.nki.legacy.language as nl
+        import trnsim.nki.beta as nki
+        import trnsim.nki.beta.isa as nisa
+        import trnsim.nki.beta.language as nl
     return nki, nisa, nl
 
 

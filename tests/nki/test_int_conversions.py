@@ -9,8 +9,8 @@ import pytest
 import trnsim.nki as nki
 import trnsim.nki.isa as nisa
 import trnsim.nki.language as nl
-import trnsim.nki.legacy as bnki
-import trnsim.nki.legacy.language as bnl
+import trnsim.nki.beta as bnki
+import trnsim.nki.beta.language as bnl
 from trnsim.core.errors import DTypeError
 
 I32 = np.array([[16777217, -1, 0x7FFFFFFF, -5, 3]], np.int32)  # 2^24 + 1 is the first int32 FP32 cannot hold

@@ -116,8 +116,8 @@ def test_an_lnc2_failed_launch_is_freed_by_reference_counting():
 
 
 def test_a_failed_beta_launch_is_freed_by_reference_counting():
-    import trnsim.nki.legacy as bnki
-    import trnsim.nki.legacy.language as bnl
+    import trnsim.nki.beta as bnki
+    import trnsim.nki.beta.language as bnl
 
     @bnki.jit
     def bad(x):

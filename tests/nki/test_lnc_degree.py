@@ -8,8 +8,8 @@ import trnsim.nki as nki
 import trnsim.nki.collectives as cc
 import trnsim.nki.isa as nisa
 import trnsim.nki.language as nl
-import trnsim.nki.legacy as nki_beta
-import trnsim.nki.legacy.language as nl_beta
+import trnsim.nki.beta as nki_beta
+import trnsim.nki.beta.language as nl_beta
 from trnsim.nki import _frontend
 from trnsim.nki._frontend import LncMismatchError
 

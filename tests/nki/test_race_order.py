@@ -7,8 +7,8 @@ import pytest
 import trnsim.nki as nki
 import trnsim.nki.isa as nisa
 import trnsim.nki.language as nl
-import trnsim.nki.legacy as legacy
-import trnsim.nki.legacy.language as lnl
+import trnsim.nki.beta as beta
+import trnsim.nki.beta.language as lnl
 from trnsim.core.races import LoopCarriedError, LoopCarriedWarning, reorder
 
 T = 64  # columns per tile
@@ -92,7 +92,7 @@ def test_order_passes_an_independent_kernel_with_psum_accumulation():
 def test_order_catches_an_hbm_round_trip_in_the_beta_api():
     """Block j reads the block j-1 stored in HBM (a prefix sum): reversed, the blocks read stale values."""
 
-    @legacy.jit(race_check="order")
+    @beta.jit(race_check="order")
     def prefix(x):
         out = lnl.ndarray(x.shape, x.dtype, buffer=lnl.shared_hbm)
         lnl.store(out[:, 0:T], value=lnl.load(x[:, 0:T]))

@@ -8,8 +8,8 @@ import pytest
 
 import trnsim.nki as nki
 import trnsim.nki.language as nl
-import trnsim.nki.legacy as bnki
-import trnsim.nki.legacy.language as bnl
+import trnsim.nki.beta as bnki
+import trnsim.nki.beta.language as bnl
 from trnsim.core import DTypeError, ProfileOutputWarning
 
 

@@ -10,10 +10,10 @@ import pytest
 import trnsim.nki as nki
 import trnsim.nki.isa as nisa
 import trnsim.nki.language as nl
-import trnsim.nki.legacy as bnki
-import trnsim.nki.legacy.isa as bisa
-import trnsim.nki.legacy.language as bnl
-import trnsim.nki.legacy.typing as bnt
+import trnsim.nki.beta as bnki
+import trnsim.nki.beta.isa as bisa
+import trnsim.nki.beta.language as bnl
+import trnsim.nki.beta.typing as bnt
 import trnsim.nki.typing as nt
 from trnsim.core.errors import MemorySpaceError, ShapeError, UninitializedError
 from trnsim.core.races import LoopCarriedWarning

@@ -18,7 +18,7 @@ TESTS = pathlib.Path(__file__).parents[1]
 # the fuzz slice counts its own launches and draws random forms: replaying them proves nothing more
 TABLE = {d: sorted(str(p) for p in (TESTS / d).glob("test_*.py") if p.name not in ("test_conformance.py",
                                                                                    "test_fuzz_slice.py"))
-         for d in ("nki", "nki_legacy", "core", "timing")} | {"examples": [str(TESTS / "test_examples.py")]}
+         for d in ("nki", "nki_beta", "core", "timing")} | {"examples": [str(TESTS / "test_examples.py")]}
 SKIP = "not keeps_both_cores_writes"  # 200 launches of one kernel: checked once either way
 
 

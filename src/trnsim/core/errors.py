@@ -199,7 +199,7 @@ class NkiDeprecationWarning(DeprecationWarning):
 
 class GridWarning(UserWarning):
     """A launch grid with a dim of 0, run as one program along that dim (the beta front end, see
-    nki/legacy Kernel.__getitem__)."""
+    nki/beta Kernel.__getitem__)."""
 
 
 class ProfileOutputWarning(UserWarning):

@@ -247,7 +247,7 @@ class Abandoned(BaseException):
 class Programs:
     """The programs of one launch, as `launch` iterates them: one program on one core (this class), the two
     programs of an LNC 2 launch each on its own core (`LncPair`), or a beta SPMD grid of programs taking turns
-    on one core (nki/legacy: `SpmdGrid`). Subclasses say which core each program runs on, what a kernel sees
+    on one core (nki/beta: `SpmdGrid`). Subclasses say which core each program runs on, what a kernel sees
     of its arguments and result, and what each program carries."""
 
     who = "core"  # what takes turns, as messages name it

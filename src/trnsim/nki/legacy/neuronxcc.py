@@ -1,2 +1,0 @@
-"""The `neuronxcc` package as the shim presents it: only its `nki` subpackage (the beta NKI API)."""
-from trnsim.nki import legacy as nki  # noqa: F401
