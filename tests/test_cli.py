@@ -48,4 +48,25 @@ def test_demo_runs_every_section():
     lat, period, over = map(float, re.search(r"timing only: ([\d.]+) us, HFU.*?latency = ([\d.]+) us timeline \+ "
                                               r"([\d.]+) us start-up", r.output.replace("\n", " ")).groups())
     assert over > 0 and abs(period + over - lat) <= 0.11
+    text = " ".join(r.output.split())
+    # --explain as bars: the longest mechanism gets the full bar, each one a basis
+    bars = re.findall(r"([A-Za-z][\w -]+?) ([\d.]+) us (█+) (documented|assumed|calibrated|measured)", text)
+    assert len(bars) >= 3
+    longest = max(bars, key=lambda b: float(b[1]))
+    assert len(longest[2]) == max(len(b[2]) for b in bars) == 20
+    try:
+        import pyarrow  # noqa: F401
+        rows, cols = map(int, re.search(r"Instruction\.parquet, ([\d,]+) instructions x (\d+) columns",
+                                        text).group(1, 2))
+        assert rows > 0 and cols > 0
+    except ImportError:
+        assert "pip install 'trnsim[parquet]'" in text
+    assert re.search(r"t\.indirect\(index\).*gathered on \w+; matches numpy", text)
+    # copy_rows stores 3 of its 4 tiles of 128 rows: 128 x 64 of 512 x 64 elements are never written
+    assert f"{128 * 64:,} of {512 * 64:,} elements never written (rows 384..511)" in text
+    assert re.search(r"all_to_all_v of uneven chunks .* matches numpy; all_gather_v of 7 and 13 matches numpy", text)
+    # the engine at rising load: throughput and the TTFT queue grow with the arrival rate
+    load = [(float(t.replace(",", "")), float(q.replace(",", ""))) for t, q in
+            re.findall(r"req/s ([\d,]+) tok/s TPOT p50 [\d.]+ ms TTFT p50 ([\d,]+) ms █+", text)]
+    assert len(load) == 3 and load == sorted(load)
 

@@ -409,3 +409,16 @@ def check(file, argv, version, name, target, lnc, as_json, quiet):
         click.echo(f"{errors} error(s), {len(findings) - errors} warning(s) for NKI {version}"
                    + ("" if traced or note else "; the trace stopped at its first error"))
     return 1 if errors else 0
+
+
+def tour(console, path: str) -> None:
+    """`trnsim check` on the tour's kernel file: a kernel that leaves rows of its output unwritten, found
+    on shapes alone, before any run."""
+    from trnsim.cli.profile import kernel_arguments, load_kernel
+
+    kernel, _ = load_kernel(path, "copy_rows", need_inputs=False)
+    kwargs = kernel_arguments(kernel, ["x=bf16[512,64]"], values=False, target="trn2")
+    found, _ = trace_findings(kernel, (), kwargs, "trn2", path)
+    console.print("[bold]trnsim check[/] softmax_kernel.py --kernel copy_rows --arg 'x=bf16[512,64]' (shapes only):")
+    for f in found:
+        console.print(f"  {os.path.basename(f['location'])}: [red]{f['severity']}[/]: {f['message']}")

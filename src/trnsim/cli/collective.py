@@ -547,3 +547,52 @@ def tour(console) -> None:
     err = lambda y: float(np.abs(y.astype(np.float64) - exact).mean())  # noqa: E731
     console.print(f"  16-rank ring all-reduce, mean |error| vs exact: fp32 {err(f32):.1e}, "
                   f"bf16 {err(b16):.1e} (a rounding per hop)")
+    _tour_all_to_all_v(console)
+
+
+def _tour_all_to_all_v(console) -> None:
+    """NKI 0.7's all_to_all_v and all_gather_v inside a kernel on the two cores of an LNC 2 launch: uneven
+    chunks, as a mixture-of-experts layer dispatches tokens, against numpy."""
+    import numpy as np
+
+    import trnsim.nki as nki
+    import trnsim.nki.collectives as cc
+    import trnsim.nki.isa as nisa
+    import trnsim.nki.language as nl
+    from trnsim.cli.run import target_env
+
+    slot = 16  # each receiver keeps a slot of this many elements per sender
+
+    @nki.jit
+    def exchange(x, metadata):
+        r = cc.rank_id()
+        out = nl.ndarray((2, 2, 1, 2 * slot), x.dtype, buffer=nl.shared_hbm)  # [kind, rank]
+        for k, kind in enumerate((cc.all_to_all_v, cc.all_gather_v)):
+            dst = nl.ndarray((1, 2 * slot), x.dtype, buffer=nl.hbm)
+            nisa.memset(zeros := nl.ndarray((1, 2 * slot), x.dtype, buffer=nl.sbuf), 0.0)
+            nisa.dma_copy(dst, zeros)
+            meta = nl.ndarray(metadata.shape[2:], metadata.dtype, buffer=nl.hbm)
+            nisa.dma_copy(meta, metadata[k, r])
+            kind([x[r]], [dst.reshape((2 * slot,))], cc.ReplicaGroup([[0, 1]]), meta)
+            nisa.dma_copy(out[k, r], dst)
+        return out
+
+    x = np.random.default_rng(2).standard_normal((2, 64)).astype(np.float32)
+    md = np.zeros((2, 2, 3, 2), np.uint32)  # [kind, rank]: rows of counts and offsets per receiver (row 2: received)
+    md[0, 0, :2] = [[5, 11], [0, 20]]  # all_to_all_v: rank 0 keeps 5 elements and sends 11 to rank 1
+    md[0, 1, :2] = [[3, 14], [40, 50]]
+    md[1, 0, :2] = [[7, 0], [8, 0]]  # all_gather_v: rank 0 broadcasts 7 elements, rank 1 13 (column 0 only)
+    md[1, 1, :2] = [[13, 0], [30, 0]]
+    want = np.zeros((2, 2, 2 * slot), np.float32)
+    for i in range(2):  # sender
+        for j in range(2):  # receiver
+            c, d = md[0, i, 0, j], md[0, i, 1, j]
+            want[0, j, i * slot:i * slot + c] = x[i, d:d + c]
+            c, d = md[1, i, 0, 0], md[1, i, 1, 0]
+            want[1, j, i * slot:i * slot + c] = x[i, d:d + c]
+    with target_env("trn2"):
+        got = exchange[2](x, md).reshape(want.shape)
+    ok = lambda k: "matches numpy" if np.array_equal(got[k], want[k]) else "[red]DIFFERS from numpy[/]"  # noqa: E731
+    console.print(f"  In a kernel on the 2 cores of an LNC 2 launch (NKI 0.7): all_to_all_v of uneven chunks "
+                  f"({md[0, 0, 0, 0]}+{md[0, 0, 0, 1]} and {md[0, 1, 0, 0]}+{md[0, 1, 0, 1]} elements, as an MoE layer "
+                  f"dispatches tokens) {ok(0)}; all_gather_v of {md[1, 0, 0, 0]} and {md[1, 1, 0, 0]} {ok(1)}")

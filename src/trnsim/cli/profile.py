@@ -349,3 +349,32 @@ def tour(console):
     console.print(f"DMA moved {r.dma_bytes / 2**20:.1f} MiB at {r.dma_bandwidth / 1e9:.0f} GB/s; "
                   f"SBUF peak {r.sbuf_peak_bytes / 2**20:.2f} MiB allocated")
     console.print(f"trace: {trace}\nreport: {page}  [dim]({time.perf_counter() - start:.1f} s)[/]")
+    _tour_explain(console, r)
+    _tour_parquet(console, r, trace)
+
+
+def _tour_explain(console, r) -> None:
+    """`--explain` as a picture: the critical path and start-up by mechanism, and how sure each figure is."""
+    from trnsim.core.timing import explain as why
+
+    console.print("[bold]trnsim profile --explain[/]: its critical path by mechanism, and how sure each figure is")
+    ms = why.mechanisms(r)
+    longest = max(m.ns for m in ms)
+    for m in ms:
+        bar = "█" * max(1, round(20 * m.ns / longest))
+        console.print(f"  {m.name:<32} {m.ns / 1e3:6.1f} us [cyan]{bar:<20}[/] [dim]{m.basis}[/]")
+
+
+def _tour_parquet(console, r, trace: Path) -> None:
+    """`--output-format parquet`: the instruction table in Neuron Explorer's schema, read back."""
+    try:
+        import pyarrow.parquet as pq
+    except ImportError:
+        console.print("[dim]trnsim profile --output-format parquet writes Neuron Explorer's instruction table: "
+                      "pip install 'trnsim[parquet]' to see it here[/]")
+        return
+    path = trace.parent / "tables" / "Instruction.parquet"
+    instruction_table(r, path)
+    meta = pq.read_metadata(path)  # read back, as Neuron Explorer's tools would
+    console.print(f"[bold]--output-format parquet[/]: Instruction.parquet, {meta.num_rows:,} instructions x "
+                  f"{meta.num_columns} columns of Neuron Explorer's schema")

@@ -175,6 +175,23 @@ def tour(console) -> None:
     from trnsim.plan.serve import plan as run
 
     console.print(_table(run("llama3-8b", "trn2.48xlarge", tp=8, dp=0, batch=2, input_len=512, output_len=128)))
+    _tour_engine(console)
+
+
+def _tour_engine(console) -> None:
+    """`trnsim serve`: the engine simulated request by request at rising load, TTFT's knee drawn as bars."""
+    from trnsim.plan.serve import engine as E
+
+    console.print("[bold]trnsim serve[/] llama3-8b --rate 2,6,18 (one TP8 replica, 8 sequences at once, "
+                  "60 requests of 512 in / 128 out):")
+    runs = [(rate, E.simulate("llama3-8b", "trn2.48xlarge", E.requests(60, rate, 512, 128, 0), max_num_seqs=8,
+                              tp=8, dp=1, ep=1, lnc=None, weights="bf16", kv_dtype="bf16").summary(None, None))
+            for rate in (2, 6, 18)]
+    worst = max(s["ttft_ms"]["p50"] for _, s in runs)
+    for rate, s in runs:
+        bar = "█" * max(1, round(16 * s["ttft_ms"]["p50"] / worst))
+        console.print(f"  {rate:>2} req/s {s['output_tokens_per_s']:5,.0f} tok/s  TPOT p50 {s['tpot_ms']['p50']:4.1f} ms"
+                      f"  TTFT p50 {s['ttft_ms']['p50']:6,.0f} ms [magenta]{bar}[/]")
 
 
 def _floats(text: str, option: str) -> list[float]:
