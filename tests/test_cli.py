@@ -1,4 +1,5 @@
 """The command line shell: help, version, python -m, and errors without tracebacks."""
+import importlib.util
 import re
 import subprocess
 import sys
@@ -69,4 +70,16 @@ def test_demo_runs_every_section():
     load = [(float(t.replace(",", "")), float(q.replace(",", ""))) for t, q in
             re.findall(r"req/s ([\d,]+) tok/s TPOT p50 [\d.]+ ms TTFT p50 ([\d,]+) ms █+", text)]
     assert len(load) == 3 and load == sorted(load)
+    # the training examples, run under trnsim torchrun and trnsim jax when the torch extra is installed
+    if importlib.util.find_spec("torch_xla") and importlib.util.find_spec("jax"):
+        steps = dict(re.findall(r"(FSDP2 \(fully_shard\)|DTensor tensor parallel|JAX pmap, data parallel) "
+                                r"([\d.]+) ms/step █+ collective \d+%", text))
+        assert len(steps) == 3 and all(float(v) > 0 for v in steps.values())
+        assert "trained 3 steps with FSDP2 on 2 ranks" in text and "trained 3 steps tensor-parallel on 2 ranks" in text
+        jax_diff = float(re.search(r"one-device gradient descent in numpy \(max \|diff\| ([\d.e+-]+)\)", text)[1])
+        same = float(re.search(r"FSDP2 and tensor parallel end with the same weights \(max \|diff\| ([\d.e+-]+)\)",
+                               text)[1])
+        assert jax_diff < 1e-5 and same < 1e-5
+    else:
+        assert "pip install 'trnsim[torch]' to see them here" in text
 

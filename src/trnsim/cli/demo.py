@@ -1,6 +1,8 @@
 """`trnsim demo`: the newcomer's tour, a few real runs of what trnsim does."""
 from __future__ import annotations
 
+import contextlib
+import functools
 import importlib
 import tempfile
 import time
@@ -10,7 +12,9 @@ import click
 from trnsim.cli import cli, emit_json
 from trnsim.errors import OptionError
 
-# (title, module with a `tour(console)` function), in the order a newcomer should meet them.
+# (title, module with a `tour(console)` function), in the order a newcomer should meet them. A module may also
+# have `start()`, a context manager the demo enters before the first section (slow runs go on in other
+# processes while the earlier sections print); what it yields is handed on as `tour(console, started)`.
 SECTIONS: list[tuple[str, str]] = [
     ("The hardware: trnsim ls, trnsim specs", "trnsim.cli.ls"),
     ("Numerics: bf16, fp8, MX and stochastic rounding", "trnsim.cli.dtypes"),
@@ -44,6 +48,15 @@ def demo(only, as_json):
 
 
 def _run(chosen: list[tuple[str, str]], as_json: bool) -> None:
+    with contextlib.ExitStack() as stack:
+        modules = [(title, importlib.import_module(name)) for title, name in chosen]
+        started = {m: stack.enter_context(m.start()) for _, m in modules if hasattr(m, "start")}
+        tours = [(title, functools.partial(m.tour, started=started[m]) if m in started else m.tour)
+                 for title, m in modules]
+        _print(tours, as_json)
+
+
+def _print(tours, as_json: bool) -> None:
     import io
 
     from rich.console import Console
@@ -51,19 +64,19 @@ def _run(chosen: list[tuple[str, str]], as_json: bool) -> None:
 
     if as_json:
         out = []
-        for title, module in chosen:
+        for title, tour in tours:
             start, buf = time.perf_counter(), io.StringIO()
-            importlib.import_module(module).tour(Console(file=buf, width=120, color_system=None))
+            tour(Console(file=buf, width=120, color_system=None))
             out.append({"title": title, "text": buf.getvalue(), "seconds": round(time.perf_counter() - start, 3)})
         click.echo(emit_json({"sections": out}))
         return
     con = Console()
     con.print(Rule("[bold]trnsim: a software Trainium"))
     start = time.perf_counter()
-    for title, module in chosen:
+    for title, tour in tours:
         con.print()
         con.print(Rule(f"[bold cyan]{title}", align="left"))
-        importlib.import_module(module).tour(con)
+        tour(con)
     con.print()
     con.print(Rule(f"[dim]tour done in {time.perf_counter() - start:.1f} s (the files it wrote are removed); "
                    "`trnsim --help` for every command"))

@@ -371,7 +371,7 @@ def _tour_parquet(console, r, trace: Path) -> None:
         import pyarrow.parquet as pq
     except ImportError:
         console.print("[dim]trnsim profile --output-format parquet writes Neuron Explorer's instruction table: "
-                      "pip install 'trnsim[parquet]' to see it here[/]")
+                      "pip install 'trnsim\\[parquet]' to see it here[/]")
         return
     path = trace.parent / "tables" / "Instruction.parquet"
     instruction_table(r, path)

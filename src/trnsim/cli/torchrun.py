@@ -1,7 +1,10 @@
 """`trnsim torchrun`: an unmodified torch-xla training script on a simulated Trainium instance."""
 from __future__ import annotations
 
+import contextlib
 import json
+import os
+from pathlib import Path
 
 import click
 
@@ -167,10 +170,50 @@ def _mlp_hlo(batch: int, d: int, h: int) -> str:
         f"  ROOT %o = {o} dot({y} %r, {w2} %w2), lhs_contracting_dims={{1}}, rhs_contracting_dims={{0}}", "}"])
 
 
-def tour(console) -> None:
-    """One MLP block's graph priced on a NeuronCore of each generation; the torchrun command needs the extra."""
-    import importlib.util
+# The tour's launches, each a real run of an example under trnsim: (label, command after `trnsim`, the modules it
+# needs). `{out}` stands for the run's own temporary folder, where it saves its weights.
+_TORCH = ("torchrun", "--nproc_per_node=2", "--quiet")
+_LAUNCHES = {
+    "fsdp": ("FSDP2 (fully_shard)", [*_TORCH, "train_fsdp.py", "--steps", "3", "--save-all", "{out}"],
+             ("torch", "torch_xla")),
+    "tp": ("DTensor tensor parallel", [*_TORCH, "train_tp.py", "--steps", "3", "--save-all", "{out}"],
+           ("torch", "torch_xla")),
+    "jax": ("JAX pmap, data parallel", ["jax", "--devices", "2", "train_jax.py", "{out}/weights.npz"], ("jax",)),
+}
 
+
+@contextlib.contextmanager
+def start():
+    """Launch the examples the tour shows, each in its own processes, so they run while earlier sections print;
+    yields {key: (process, its report, its folder)} and stops what is still running at the end."""
+    import importlib.util
+    import subprocess
+    import sys
+    import tempfile
+
+    examples = Path(__file__).resolve().parents[3] / "examples"
+    runs = {}
+    try:
+        for key, (_, argv, needs) in _LAUNCHES.items():
+            if not examples.exists() or not all(importlib.util.find_spec(m) for m in needs):
+                continue
+            out = tempfile.mkdtemp(prefix=f"trnsim-{key}-")
+            report = os.path.join(out, "report.json")
+            cmd = [sys.executable, "-m", "trnsim", argv[0], "--report", report, *(a.format(out=out) for a in argv[1:])]
+            runs[key] = (subprocess.Popen(cmd, cwd=examples, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                                          text=True), report, out)
+        yield runs
+    finally:
+        for proc, _, _ in runs.values():
+            if proc.poll() is None:
+                proc.kill()
+            proc.wait()
+            proc.stdout.close()
+
+
+def tour(console, started=None) -> None:
+    """One MLP block's graph priced on a NeuronCore of each generation, then the training examples under
+    `trnsim torchrun` and `trnsim jax` (with the torch extra; without it, what to install)."""
     from trnsim.xla import CostModel
 
     text = _mlp_hlo(4096, 4096, 16384)
@@ -181,8 +224,60 @@ def tour(console) -> None:
         peak = m.cluster.system.chip.peak_flops("bf16") / m.cluster.ranks_per_chip
         console.print(f"  {inst:<22} {g.time_ns / 1e6:7.3f} ms  TensorE {g.engines['tensor'] / 1e6:7.3f} ms  "
                       f"MFU {100 * g.flops / (g.time_ns * 1e-9) / peak:5.1f}%  memory {g.memory_bytes / 2**30:.2f} GiB")
-    if importlib.util.find_spec("torch_xla"):
-        console.print("A whole torch-xla script: trnsim torchrun --nproc_per_node=8 examples/train_xla.py")
-    else:
-        console.print("A whole torch-xla script: pip install 'trnsim[torch]', then "
-                      "trnsim torchrun --nproc_per_node=8 examples/train_xla.py")
+    started = started or {}
+    missing = [label for key, (label, _, _) in _LAUNCHES.items() if key not in started]
+    if missing:
+        console.print(f"The training examples under trnsim torchrun and trnsim jax ({', '.join(missing)}): "
+                      f"pip install 'trnsim\\[torch]' to see them here")
+    if not started:
+        return
+    console.print("examples/ trained on 2 NeuronCores of a trn2.48xlarge (real torch and JAX compute the values; "
+                  "each step's graphs priced; [green]■[/] compute [yellow]■[/] memory [magenta]■[/] collective):")
+    done = {key: _tour_launch(console, key, *run) for key, run in started.items()}
+    if done.get("fsdp") and done.get("tp"):
+        console.print(f"  FSDP2 and tensor parallel end with the same weights (max |diff| "
+                      f"{_max_difference(started['fsdp'][2], started['tp'][2]):.1e}): the same batches, split two ways")
+
+
+def _tour_launch(console, key: str, proc, report: str, out: str) -> bool:
+    """One launch's line: its simulated step time as a bar split by engine, and what its values show."""
+    label, argv, _ = _LAUNCHES[key]
+    text = proc.stdout.read()
+    if proc.wait() != 0:
+        last = text.strip().splitlines()[-1] if text.strip() else f"exit status {proc.returncode}"
+        console.print(f"  {label}: [red]failed[/] (trnsim {' '.join(argv)}): {last}")
+        return False
+    with open(report) as f:
+        rep = json.load(f)
+    parts = rep["breakdown_ms"]
+    total = sum(parts.values())
+    colors = {"collective": "magenta", "hbm": "yellow", "dma": "yellow"}
+    bar = "".join(f"[{colors.get(k, 'green')}]{'█' * round(20 * v / total)}[/]" for k, v in parts.items() if v > 0)
+    shown = next((line.strip() for line in text.splitlines() if line.startswith("trained")), "")
+    if key == "jax":
+        shown = _jax_against_numpy(out)
+    console.print(f"  {label:<24} {rep['step_time_ms']:.3f} ms/step {bar}  "
+                  f"collective {100 * parts.get('collective', 0) / total:.0f}%\n    {shown}")
+    return True
+
+
+def _max_difference(a: str, b: str) -> float:
+    """The largest difference between two runs' final weights (rank 0's, saved by --save-all)."""
+    import torch
+
+    x, y = (torch.load(os.path.join(d, "rank0.pt")) for d in (a, b))
+    return max(float((x[k] - y[k]).abs().max()) for k in x)
+
+
+def _jax_against_numpy(out: str) -> str:
+    """The pmap example's weights against full-batch gradient descent in numpy: the mean of equal shards'
+    gradients (pmean) is the whole batch's gradient."""
+    import numpy as np
+
+    d = np.load(os.path.join(out, "weights.npz"))
+    w = d["w0"].astype(np.float64)
+    for x, y in zip(d["xs"].astype(np.float64), d["ys"].astype(np.float64)):
+        t = np.tanh(x @ w)
+        w = w - float(d["lr"]) * x.T @ (2 * (t - y) * (1 - t * t)) / (t.size)
+    err = float(np.abs(d["w"] - w).max())
+    return f"every device's weights equal one-device gradient descent in numpy (max |diff| {err:.1e})"
