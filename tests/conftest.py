@@ -64,6 +64,17 @@ def one_ray_cluster(tmp_path, monkeypatch):
     assert not calls, f"{len(calls)} connections to the planted Ray cluster: Ray joined it instead of its own"
 
 
+@pytest.fixture
+def shim_as_found():
+    """`trnsim run` and `profile` install the import shim for a kernel file: the test leaves it as it found it."""
+    from trnsim import shim
+
+    before = shim.installed()
+    yield
+    if not before:
+        shim.uninstall()
+
+
 @pytest.fixture(autouse=True)
 def _cli_switches_stay_in_their_test():
     """The CLI's global options (--nki-version, --race-check, --hardware) set TRNSIM_* variables for the worker

@@ -6,7 +6,6 @@ import numpy as np
 import pytest
 from click.testing import CliRunner
 
-from trnsim import shim
 from trnsim.cli import cli
 from trnsim.cli.profile import parse_arg
 from trnsim.errors import ConfigError
@@ -52,12 +51,7 @@ def halves(x):
 '''
 
 
-@pytest.fixture(autouse=True)
-def _shim():
-    was = shim.installed()
-    yield
-    if not was:
-        shim.uninstall()
+pytestmark = pytest.mark.usefixtures("shim_as_found")
 
 
 def profile(*args):

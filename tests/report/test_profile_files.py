@@ -6,7 +6,6 @@ import json
 import pytest
 from click.testing import CliRunner
 
-from trnsim import shim
 from trnsim.cli import cli
 from trnsim.report import compare
 
@@ -28,13 +27,7 @@ GOOD = {"kernel": "k", "target": "trn2", "latency_ns": 1000.0, "active_ns": {"Ve
         "hotspots": [{"source": "k.py:3", "ns": 10.0, "op": "tensor_copy"}]}
 
 
-@pytest.fixture(autouse=True)
-def _shim_as_found():
-    """`profile` installs the import shim for the kernel file: each test leaves it as it found it."""
-    before = shim.installed()
-    yield
-    if not before:
-        shim.uninstall()
+pytestmark = pytest.mark.usefixtures("shim_as_found")
 
 
 def _compare(tmp_path, a: dict | bytes, b: dict = GOOD):
