@@ -12,6 +12,7 @@ if not any(map(shutil.which, ("g++", "c++", "clang++"))):
 
 import torch  # noqa: E402
 
+from tests.xla.reference import data_parallel  # noqa: E402
 from trnsim.core.customop import CustomOpPlatformError  # noqa: E402
 from trnsim.xla.launch import torchrun  # noqa: E402
 
@@ -22,19 +23,12 @@ def _reference(ranks: int, steps: int) -> dict:
     """The same training in plain PyTorch on the CPU, with torch.relu and every rank's gradient averaged."""
     torch.manual_seed(0)
     model = torch.nn.Sequential(torch.nn.Linear(16, 32), torch.nn.Linear(32, 8))
-    opt = torch.optim.SGD(model.parameters(), lr=0.1)
-    for step in range(steps):
-        grads = []
-        for r in range(ranks):
-            g = torch.Generator().manual_seed(1000 * step + r)
-            x, y = torch.randn(12, 16, generator=g), torch.randn(12, 8, generator=g)
-            model.zero_grad()
-            torch.nn.functional.mse_loss(model[1](torch.relu(model[0](x))), y).backward()
-            grads.append([p.grad.clone() for p in model.parameters()])
-        for i, p in enumerate(model.parameters()):
-            p.grad = sum(g[i] for g in grads) / ranks
-        opt.step()
-    return model.state_dict()
+
+    def batch(r, step):
+        g = torch.Generator().manual_seed(1000 * step + r)
+        return torch.randn(12, 16, generator=g), torch.randn(12, 8, generator=g)
+    return data_parallel(model, torch.optim.SGD(model.parameters(), lr=0.1), batch,
+                         lambda x, y: torch.nn.functional.mse_loss(model[1](torch.relu(model[0](x))), y), ranks, steps)
 
 
 def test_a_custom_relu_trains_with_the_values_of_plain_pytorch(tmp_path):

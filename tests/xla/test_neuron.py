@@ -1,11 +1,11 @@
 """The native `neuron` device: eager ops and compiled graphs priced by the HLO cost model, DDP under torchrun."""
-import importlib.util
 import pathlib
 
 import pytest
 
 torch = pytest.importorskip("torch", reason="the framework path needs pip install 'trnsim[torch]'")
 
+from tests.xla.reference import mlp_example  # noqa: E402
 from trnsim import specs  # noqa: E402
 from trnsim.plan import efficiency as eff  # noqa: E402
 from trnsim.xla import neuron, torchneuron  # noqa: E402
@@ -86,9 +86,7 @@ def test_compile_recompiles_per_shape_and_reports_graph_breaks(ledger):
 
 def _reference(ranks: int, steps: int, batch: int, lr: float) -> dict:
     """Plain PyTorch on the host, full batch: every rank's batch in one, one SGD-with-momentum update a step."""
-    spec = importlib.util.spec_from_file_location("mlp", ROOT / "examples" / "mlp.py")  # train_neuron.py's model
-    ex = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(ex)
+    ex = mlp_example()  # train_neuron.py's model
     model = ex.make_model()
     opt = torch.optim.SGD(model.parameters(), lr=lr, momentum=0.9)
     for step in range(steps):

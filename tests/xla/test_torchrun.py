@@ -10,38 +10,20 @@ pytest.importorskip("torch_xla", reason="the framework path needs pip install 't
 import torch  # noqa: E402
 
 from trnsim.xla.cost import DeviceOutOfMemoryError  # noqa: E402,F401
+from tests.xla.reference import ROOT, data_parallel, mlp_example  # noqa: E402
 from trnsim.xla.launch import RankFailedError, torchrun  # noqa: E402
 
-ROOT = pathlib.Path(__file__).parents[2]
 EXAMPLE = ROOT / "examples" / "train_xla.py"
 SCRIPTS = pathlib.Path(__file__).parent / "scripts"
 
 
-def _example():
-    """examples/mlp.py: the model and batches examples/train_xla.py trains."""
-    spec = importlib.util.spec_from_file_location("mlp", ROOT / "examples" / "mlp.py")
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
-
-
 def _reference(ranks: int, steps: int, batch: int, lr: float) -> dict:
-    """Plain PyTorch data parallelism: every rank's gradient averaged, one SGD-with-momentum update."""
-    ex = _example()
+    """examples/train_xla.py in plain PyTorch: SGD with momentum on the averaged gradients."""
+    ex = mlp_example()
     model = ex.make_model()
     opt = torch.optim.SGD(model.parameters(), lr=lr, momentum=0.9)
-    loss_fn = torch.nn.MSELoss()
-    for step in range(steps):
-        grads = []
-        for r in range(ranks):
-            model.zero_grad()
-            x, y = ex.batch(r, step, batch)
-            loss_fn(model(x), y).backward()
-            grads.append([p.grad.clone() for p in model.parameters()])
-        for i, p in enumerate(model.parameters()):
-            p.grad = sum(g[i] for g in grads) / ranks
-        opt.step()
-    return model.state_dict()
+    return data_parallel(model, opt, lambda r, step: ex.batch(r, step, batch),
+                         lambda x, y: torch.nn.functional.mse_loss(model(x), y), ranks, steps)
 
 
 def test_eight_ranks_end_with_the_data_parallel_weights(tmp_path):
@@ -65,7 +47,7 @@ def test_a_world_larger_than_the_processes_is_timed(tmp_path):
     big = torchrun(str(EXAMPLE), ["--steps", "2", "--save-all", str(tmp_path)], nproc_per_node=32, max_procs=2,
                    progress=False)
     assert big["world"] == 32 and big["processes"] == 2
-    ex = _example()
+    ex = mlp_example()
     grads = sum(p.numel() for p in ex.make_model().parameters()) * 4  # one fp32 all-reduce of every gradient
     want = CostModel("trn1.32xlarge", world=32).collective_time("all_reduce", grads, 32)
     assert big["breakdown_ms"]["collective"] == pytest.approx(want / 1e6)
