@@ -172,6 +172,7 @@ def _mlp_hlo(batch: int, d: int, h: int) -> str:
 
 # The tour's launches, each a real run of an example under trnsim: (label, command after `trnsim`, the modules it
 # needs). `{out}` stands for the run's own temporary folder, where it saves its weights.
+_EXAMPLES = Path(__file__).resolve().parents[3] / "examples"
 _TORCH = ("torchrun", "--nproc_per_node=2", "--quiet")
 _LAUNCHES = {
     "fsdp": ("FSDP2 (fully_shard)", [*_TORCH, "train_fsdp.py", "--steps", "3", "--save-all", "{out}"],
@@ -191,23 +192,26 @@ def start():
     import sys
     import tempfile
 
-    examples = Path(__file__).resolve().parents[3] / "examples"
     runs = {}
     try:
         for key, (_, argv, needs) in _LAUNCHES.items():
-            if not examples.exists() or not all(importlib.util.find_spec(m) for m in needs):
+            if not _EXAMPLES.exists() or not all(importlib.util.find_spec(m) for m in needs):
                 continue
             out = tempfile.mkdtemp(prefix=f"trnsim-{key}-")
             report = os.path.join(out, "report.json")
             cmd = [sys.executable, "-m", "trnsim", argv[0], "--report", report, *(a.format(out=out) for a in argv[1:])]
-            runs[key] = (subprocess.Popen(cmd, cwd=examples, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+            runs[key] = (subprocess.Popen(cmd, cwd=_EXAMPLES, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                                           text=True), report, out)
         yield runs
     finally:
         for proc, _, _ in runs.values():
             if proc.poll() is None:
+                proc.terminate()  # the launchers stop their ranks on SIGTERM
+            try:
+                proc.wait(timeout=30)
+            except subprocess.TimeoutExpired:
                 proc.kill()
-            proc.wait()
+                proc.wait()
             proc.stdout.close()
 
 
@@ -226,7 +230,9 @@ def tour(console, started=None) -> None:
                       f"MFU {100 * g.flops / (g.time_ns * 1e-9) / peak:5.1f}%  memory {g.memory_bytes / 2**30:.2f} GiB")
     started = started or {}
     missing = [label for key, (label, _, _) in _LAUNCHES.items() if key not in started]
-    if missing:
+    if not _EXAMPLES.exists():
+        console.print("(the training examples are not next to this installation: run from a checkout to see them)")
+    elif missing:
         console.print(f"The training examples under trnsim torchrun and trnsim jax ({', '.join(missing)}): "
                       f"pip install 'trnsim\\[torch]' to see them here")
     if not started:
