@@ -190,8 +190,8 @@ def _tour_engine(console) -> None:
     worst = max(s["ttft_ms"]["p50"] for _, s in runs)
     for rate, s in runs:
         bar = "█" * max(1, round(16 * s["ttft_ms"]["p50"] / worst))
-        console.print(f"  {rate:>2} req/s {s['output_tokens_per_s']:5,.0f} tok/s  TPOT p50 {s['tpot_ms']['p50']:4.1f} ms"
-                      f"  TTFT p50 {s['ttft_ms']['p50']:6,.0f} ms [magenta]{bar}[/]")
+        console.print(f"  {rate:>2} req/s {s['output_tokens_per_s']:5,.0f} tok/s  "
+                      f"TPOT p50 {s['tpot_ms']['p50']:4.1f} ms  TTFT p50 {s['ttft_ms']['p50']:6,.0f} ms [magenta]{bar}[/]")
 
 
 def _floats(text: str, option: str) -> list[float]:
