@@ -419,6 +419,6 @@ def tour(console, path: str) -> None:
     kernel, _ = load_kernel(path, "copy_rows", need_inputs=False)
     kwargs = kernel_arguments(kernel, ["x=bf16[512,64]"], values=False, target="trn2")
     found, _ = trace_findings(kernel, (), kwargs, "trn2", path)
-    console.print("[bold]trnsim check[/] softmax_kernel.py --kernel copy_rows --arg 'x=bf16[512,64]' (shapes only):")
+    console.print("[bold]trnsim check[/] softmax_kernel.py --kernel copy_rows --arg 'x=bf16[512,64]':")
     for f in found:
         console.print(f"  {os.path.basename(f['location'])}: [red]{f['severity']}[/]: {f['message']}")

@@ -221,13 +221,13 @@ def tour(console, started=None) -> None:
     from trnsim.xla import CostModel
 
     text = _mlp_hlo(4096, 4096, 16384)
-    console.print("An MLP block's graph (4096 tokens, 4096 -> 16384 -> 4096, BF16) on one NeuronCore:")
+    console.print("An MLP block's graph (4096 tokens, 4096->16384->4096, BF16) on one NeuronCore:")
     for inst in ("trn1.32xlarge", "trn2.48xlarge", "Trn3 Gen2 UltraServer"):
         m = CostModel(inst)
         g = m.cost(text)
         peak = m.cluster.system.chip.peak_flops("bf16") / m.cluster.ranks_per_chip
-        console.print(f"  {inst:<22} {g.time_ns / 1e6:7.3f} ms  TensorE {g.engines['tensor'] / 1e6:7.3f} ms  "
-                      f"MFU {100 * g.flops / (g.time_ns * 1e-9) / peak:5.1f}%  memory {g.memory_bytes / 2**30:.2f} GiB")
+        console.print(f"  {inst:<22} {g.time_ns / 1e6:6.3f} ms  TensorE {g.engines['tensor'] / 1e6:6.3f} ms  "
+                      f"MFU {100 * g.flops / (g.time_ns * 1e-9) / peak:4.1f}%  {g.memory_bytes / 2**30:.2f} GiB")
     started = started or {}
     missing = [label for key, (label, _, _) in _LAUNCHES.items() if key not in started]
     if not _EXAMPLES.exists():
