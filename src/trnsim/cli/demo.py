@@ -13,7 +13,7 @@ from trnsim.cli import cli, emit_json
 from trnsim.errors import OptionError
 
 # (title, module with a `tour(console)` function), in the order a newcomer should meet them. A module may also
-# have `start()`, a context manager the demo enters before the first section (slow runs go on in other
+# have `tour_start()`, a context manager the demo enters before the first section (slow runs go on in other
 # processes while the earlier sections print); what it yields is handed on as `tour(console, started)`.
 SECTIONS: list[tuple[str, str]] = [
     ("The hardware: trnsim ls, trnsim specs", "trnsim.cli.ls"),
@@ -50,7 +50,7 @@ def demo(only, as_json):
 def _run(chosen: list[tuple[str, str]], as_json: bool) -> None:
     with contextlib.ExitStack() as stack:
         modules = [(title, importlib.import_module(name)) for title, name in chosen]
-        started = {m: stack.enter_context(m.start()) for _, m in modules if hasattr(m, "start")}
+        started = {m: stack.enter_context(m.tour_start()) for _, m in modules if hasattr(m, "tour_start")}
         tours = [(title, functools.partial(m.tour, started=started[m]) if m in started else m.tour)
                  for title, m in modules]
         _print(tours, as_json)

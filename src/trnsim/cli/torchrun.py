@@ -184,7 +184,7 @@ _LAUNCHES = {
 
 
 @contextlib.contextmanager
-def start():
+def tour_start():
     """Launch the examples the tour shows, each in its own processes, so they run while earlier sections print;
     yields {key: (process, its report, its folder)} and stops what is still running at the end."""
     import importlib.util
