@@ -65,6 +65,9 @@ def test_demo_runs_every_section():
                      r"[\d.e+-]+\)", text)
     # copy_rows stores 3 of its 4 tiles of 128 rows: 128 x 64 of 512 x 64 elements are never written
     assert f"{128 * 64:,} of {512 * 64:,} elements never written (rows 384..511)" in text
+    from trnsim.cli.run import _TOUR_KERNEL  # the finding names the line that made the output
+    made = _TOUR_KERNEL.splitlines().index("def copy_rows(x):") + 2  # its first line, 1-based
+    assert f"softmax_kernel.py:{made}: error: returned tensor" in text
     assert re.search(r"all_to_all_v of uneven chunks .* matches numpy; all_gather_v of 7 and 13 matches numpy", text)
     # the engine at rising load: throughput and the TTFT queue grow with the arrival rate
     load = [(float(t.replace(",", "")), float(q.replace(",", ""))) for t, q in
