@@ -21,6 +21,8 @@ progress line, and before a new graph runs checks that its buffers fit the Neuro
 from __future__ import annotations
 
 import gc
+import importlib.abc
+import importlib.util
 import json
 import re
 import os
@@ -68,23 +70,9 @@ class Rank:
 
     # --- the world -----------------------------------------------------------------------------
     def patch(self) -> None:
-        import torch_xla
-        import torch_xla.core.xla_model as xm
-        import torch_xla.runtime as xr
-
+        """The world as the script sees it: torch.distributed now; torch-xla's runtime when the script (or a
+        library it uses) imports torch_xla, which costs seconds a native-device script need not pay."""
         dist = self.dist
-        xr.world_size = lambda: self.world
-        xr.global_ordinal = lambda: self.rank
-        xr.local_ordinal = lambda: self.local
-        xr.process_index = lambda: self.rank
-        xr.process_count = lambda: self.world
-        xr.local_process_count = lambda: self.cfg["nproc_per_node"]
-        xr.global_runtime_device_count = lambda: self.world
-        xr.addressable_runtime_device_count = lambda: 1
-        xm.xrt_world_size = lambda *a, **k: self.world
-        xm.get_ordinal = lambda *a, **k: self.rank
-        xm.all_reduce = self.all_reduce
-        xm.xla_rendezvous = self.rendezvous
         init = dist.init_process_group
 
         def init_process_group(backend=None, *args, **kwargs):
@@ -102,6 +90,25 @@ class Rank:
         dist.init_process_group = init_process_group
         dist.get_world_size = lambda group=None: self.world if group is None else dist.distributed_c10d.get_world_size(group)
         dist.get_rank = lambda group=None: self.rank if group is None else dist.distributed_c10d.get_rank(group)
+        after_import("torch_xla", self.patch_xla)
+
+    def patch_xla(self) -> None:
+        import torch_xla
+        import torch_xla.core.xla_model as xm
+        import torch_xla.runtime as xr
+
+        xr.world_size = lambda: self.world
+        xr.global_ordinal = lambda: self.rank
+        xr.local_ordinal = lambda: self.local
+        xr.process_index = lambda: self.rank
+        xr.process_count = lambda: self.world
+        xr.local_process_count = lambda: self.cfg["nproc_per_node"]
+        xr.global_runtime_device_count = lambda: self.world
+        xr.addressable_runtime_device_count = lambda: 1
+        xm.xrt_world_size = lambda *a, **k: self.world
+        xm.get_ordinal = lambda *a, **k: self.rank
+        xm.all_reduce = self.all_reduce
+        xm.xla_rendezvous = self.rendezvous
         sync = torch_xla.sync
 
         def traced_sync(*args, **kwargs):
@@ -289,6 +296,31 @@ class Rank:
                "graphs": len(led.priced), "unpriced": led.unpriced, "estimates": led.estimates, "error": error}
         with open(os.path.join(self.cfg["out"], "rank0.json"), "w") as f:
             json.dump(out, f)
+
+
+def after_import(name: str, then) -> None:
+    """Call `then()` once module `name` has been imported (now, if it already has been)."""
+    if name in sys.modules:
+        then()
+        return
+
+    class Finder(importlib.abc.MetaPathFinder):
+        def find_spec(self, fullname, path, target=None):
+            if fullname != name:
+                return None
+            sys.meta_path.remove(self)
+            spec = importlib.util.find_spec(fullname)
+            if spec is not None and spec.loader is not None:
+                run = spec.loader.exec_module
+
+                def exec_module(module):
+                    run(module)
+                    then()
+
+                spec.loader.exec_module = exec_module
+            return spec
+
+    sys.meta_path.insert(0, Finder())
 
 
 def _main_frames() -> list[tuple[str, str, int]]:
