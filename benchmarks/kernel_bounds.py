@@ -18,6 +18,9 @@ start-up and tear-down lies inside it. trnsim's latency is the kernel's period p
 tear-down (`execution_overhead`, read off the profile calibration 1.3 comes from; docs/timing.md), without the
 host transfers: like against like, trnsim's side the smaller. Each row also shows the period alone.
 
+The software stack: the tests' figures were last revised in 2025, so the cases run with the 2025 stack's DMA
+costs, trnsim's default (TRNSIM_NEURON_SDK, docs/timing.md); each row names the stack it ran with.
+
 The target: the double-row matmul test runs only on a trn2 (it reads the instance name); the others do not
 say, and most were written in 2023-2024 (their copyright lines), before Trn2 was available, so they run on trn1
 (the slower core: a bound met there is met on trn2) unless `--target` says otherwise.
@@ -155,7 +158,9 @@ def run_case(root: Path, case, target: str) -> dict:
     import neuronxcc.nki.language as nl
     test, label, (module, name, grid, make), bound, pct, trn2_only = case
     target = "trn2" if trn2_only else target
-    entry = {"test": test, "case": label, "target": target, "bound_us": round(bound, 2), "percentile": pct}
+    from trnsim import flags
+    entry = {"test": test, "case": label, "target": target, "sdk": flags.NEURON_SDK.value(), "bound_us": round(bound, 2),
+             "percentile": pct}
     t0 = time.perf_counter()
     try:
         kernel = getattr(load(root / "src" / "nki_samples" / "reference" / f"{module}.py", root), name)

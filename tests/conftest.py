@@ -77,9 +77,9 @@ def shim_as_found():
 
 @pytest.fixture(autouse=True)
 def _cli_switches_stay_in_their_test():
-    """The CLI's global options (--nki-version, --race-check, --hardware) set TRNSIM_* variables for the worker
+    """The CLI's global options (--nki-version, --race-check, --neuron-sdk, --hardware) set TRNSIM_* variables for the worker
     processes they start; a command run in-process by CliRunner must not leave them to the tests after it."""
-    keys = ("TRNSIM_NKI_VERSION", "TRNSIM_RACE_CHECK", "TRNSIM_HARDWARE")
+    keys = ("TRNSIM_NKI_VERSION", "TRNSIM_RACE_CHECK", "TRNSIM_NEURON_SDK", "TRNSIM_HARDWARE")
     saved = {k: os.environ.get(k) for k in keys}
     yield
     for k, v in saved.items():

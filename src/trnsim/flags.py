@@ -44,6 +44,9 @@ STRICT = Flag("TRNSIM_STRICT", "1", "0 downgrades the rules the hardware may bre
 RACE_CHECK = Flag("TRNSIM_RACE_CHECK", "auto", "auto, off, warn, error or order: which affine loops the race "
                                                "detector checks and what it does on a race (--race-check)")
 NKI_VERSION = Flag("TRNSIM_NKI_VERSION", "0.7", "the NKI version kernels target, 0.6 or 0.7 (--nki-version)")
+NEURON_SDK = Flag("TRNSIM_NEURON_SDK", "2025", "the Neuron SDK whose compiler and runtime build the DMA programs, by "
+                                               "release year: 2025 (current) or 2024 (the 2024 tutorials' figures); "
+                                               "it sets the DMA descriptor and queue costs (--neuron-sdk)")
 HARDWARE = Flag("TRNSIM_HARDWARE", None, "a what-if chip's TOML file every process runs on (--hardware)")
 UNWRITTEN_OUTPUT = Flag("TRNSIM_UNWRITTEN_OUTPUT", "warn", "warn or error: what a kernel output with bytes the "
                                                            "kernel never wrote gets")
@@ -59,5 +62,5 @@ XLA = Flag("TRNSIM_XLA", None, "set by trnsim torchrun for each worker: JSON wit
 JAX = Flag("TRNSIM_JAX", None, "set by trnsim jax for the script's process: JSON with the simulated instance, LNC, "
                                "devices, report path and script")
 
-FLAGS = {f.name: f for f in (FAST, STRICT, RACE_CHECK, NKI_VERSION, HARDWARE, UNWRITTEN_OUTPUT, MAX_INSTRUCTIONS,
+FLAGS = {f.name: f for f in (FAST, STRICT, RACE_CHECK, NKI_VERSION, NEURON_SDK, HARDWARE, UNWRITTEN_OUTPUT, MAX_INSTRUCTIONS,
                              MAX_MEMORY_MB, PUBLISH, RUNTIME_DIR, TRACEBACK, XLA, JAX)}

@@ -47,3 +47,16 @@ def test_targeting_06_refuses_the_07_names_in_one_line(kernel_file):
 def test_an_unknown_version_is_refused(kernel_file):
     r = CliRunner().invoke(cli, ["--nki-version", "0.5", "run", kernel_file])
     assert r.exit_code == 2 and "'0.5' is not one of '0.6', '0.7'" in r.output
+
+
+def test_neuron_sdk_picks_the_stacks_dma_costs(monkeypatch):
+    """`trnsim --neuron-sdk YEAR` sets the software stack whose DMA costs the clock uses; an unknown year is refused."""
+    from trnsim import flags
+    from trnsim.specs.timing import timing
+
+    monkeypatch.delenv(flags.NEURON_SDK.name, raising=False)
+    r = CliRunner().invoke(cli, ["--neuron-sdk", "2024", "specs", "trn1"])
+    assert r.exit_code == 0, r.output
+    assert flags.NEURON_SDK.value() == "2024" and timing("trn1").dma_descriptor_latency == 60.0
+    r = CliRunner().invoke(cli, ["--neuron-sdk", "2023", "specs", "trn1"])
+    assert r.exit_code != 0 and "2023" in r.output

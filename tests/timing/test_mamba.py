@@ -7,10 +7,17 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from trnsim import flags
 from trnsim.core import SpillWarning
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "examples"))
 import mamba  # noqa: E402
+
+
+@pytest.fixture(autouse=True)
+def _the_tutorials_stack(monkeypatch):
+    """The tutorial and its profile figures came with Neuron 2.20 (2024-09-16): its DMA costs are the 2024 stack's."""
+    monkeypatch.setenv(flags.NEURON_SDK.name, "2024")
 
 
 @pytest.mark.parametrize("kernel", mamba.KERNELS, ids=lambda k: k.__name__)

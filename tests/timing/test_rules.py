@@ -310,3 +310,33 @@ def test_minor_stride_over_16_bytes_halves_vector_rate(step, slower):
         nc.issue(Op.TENSOR_COPY, dst=out, src=a[:, ::step])
     ev = run("trn1", build)[-1]
     assert ev.end - ev.start == pytest.approx(slower * 512 / 1.12)
+
+
+@pytest.mark.parametrize("sdk, desc, turnaround", [("2024", 60.0, 300.0), ("2025", 2.0, 100.0)])
+def test_dma_costs_are_those_of_the_software_stack(sdk, desc, turnaround, monkeypatch):
+    """What a descriptor and a queue's turnaround cost on trn1 depends on the Neuron SDK that built the DMA
+    program: 60 ns per contiguous run and 300 ns between transfers with the 2024 compiler (the 2024 ladder),
+    2 and 100 ns with the 2025 one (the tiled kernel's 20.99 ms). Two [128, 512] bf16 loads from one call site
+    share a queue: each engine moves 8 runs of 1 KiB, and the second load starts a turnaround after the first."""
+    from trnsim import flags
+    monkeypatch.setenv(flags.NEURON_SDK.name, sdk)
+
+    def build(nc):
+        src = nc.hbm_tensor((128, 512), "bfloat16")
+        for _ in range(2):
+            nc.issue(Op.DMA_COPY, dst=nc.tensor((128, 512), "bfloat16"), src=src)
+    one, two = run("trn1", build)[-2:]
+    for _, start, end in one.pieces:
+        assert end - start == pytest.approx(8 * 1024 / 17.0 + 8 * desc)
+    assert two.start == pytest.approx(one.end + turnaround)
+
+
+def test_the_current_stack_is_the_default_and_an_unknown_one_is_refused(monkeypatch):
+    from trnsim import flags
+    from trnsim.errors import ConfigError
+
+    monkeypatch.delenv(flags.NEURON_SDK.name, raising=False)
+    assert timing("trn1") is timing("trn1", sdk="2025")
+    assert timing("trn2", sdk="2024").dma_descriptor_latency == timing("trn2", sdk="2025").dma_descriptor_latency
+    with pytest.raises(ConfigError, match="2024 and 2025"):
+        timing("trn1", sdk="2023")

@@ -113,8 +113,11 @@ class _Group(click.Group):
 @click.option("--nki-version", type=click.Choice(["0.6", "0.7"]), envvar=flags.NKI_VERSION.name,
               help="The NKI version kernels target (default 0.7): names 0.7 removed run for 0.6 kernels with a "
                    "deprecation warning; names 0.7 added are refused for 0.6.")
+@click.option("--neuron-sdk", type=click.Choice(["2024", "2025"]), envvar=flags.NEURON_SDK.name,
+              help="The Neuron SDK (release year) whose compiler and runtime build the DMA programs the clock "
+                   "times (default 2025): its DMA descriptor and queue costs (docs/timing.md).")
 @click.pass_context
-def cli(ctx, hardware, race_check, nki_version):
+def cli(ctx, hardware, race_check, nki_version, neuron_sdk):
     """trnsim: a software Trainium. Run NKI kernels, time them, simulate collectives, plan training."""
     if ctx.invoked_subcommand is None:  # bare `trnsim`: the help, not an error
         click.echo(ctx.get_help())
@@ -128,6 +131,8 @@ def cli(ctx, hardware, race_check, nki_version):
         flags.RACE_CHECK.set(race_check)
     if nki_version:
         flags.NKI_VERSION.set(nki_version)
+    if neuron_sdk:
+        flags.NEURON_SDK.set(neuron_sdk)
 
 
 def _finite(v):

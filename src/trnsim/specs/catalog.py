@@ -48,7 +48,8 @@ def _load(filename: str, cls, **links) -> dict:
         table = dict(table)
         table.setdefault("notes", [])
         sources = table.pop("sources", {})
-        kwargs = {"key": key, "sources": _freeze({k: _expand(v, legend) for k, v in sources.items()}),
+        kwargs = {"key": key, "sources": _freeze({k: {s: _expand(x, legend) for s, x in v.items()} if isinstance(v, dict)
+                                                  else _expand(v, legend) for k, v in sources.items()}),
                   "alternatives": _alternatives(table.pop("alternatives", {}), legend, filename, key)}
         for f in dataclasses.fields(cls):
             if f.name in ("key", "sources", "alternatives"):
