@@ -40,12 +40,12 @@ def schedule_of(result: BenchmarkResult, every: int = 1):
         if e.index % every and e.index != last:
             continue
         args = {"operands": _operands(e.rec), "source": e.rec.location, "instruction": e.index}
-        if "spill" in e.rec.attrs:  # inserted by the compiler, not written in the kernel
-            args["compiler"] = f"spill {e.rec.attrs['spill']} for {e.rec.attrs.get('line')}"
+        if e.rec.spill is not None:  # inserted by the compiler, not written in the kernel
+            args["compiler"] = f"spill {e.rec.spill} for {e.rec.attrs.get('line')}"
         if e.pieces:
             args["queues"] = len(e.pieces)
-        if e.rec.attrs.get("hoisted") is not None:
-            args["lowering"] = f"loop-invariant, hoisted by the compiler: computed once by instruction {e.rec.attrs['hoisted']}"
+        if e.rec.hoisted is not None:
+            args["lowering"] = f"loop-invariant, hoisted by the compiler: computed once by instruction {e.rec.hoisted}"
         deps = tuple(d for d in e.deps if d % every == 0)
         spans.append(Span(e.index, "DMA" if e.pieces else e.track, e.rec.op.value, e.start, e.end - e.start, args,
                           deps))
