@@ -193,7 +193,7 @@ def instruction_table(result: BenchmarkResult, path: Path) -> int:
             engine = "dma" if e.pieces else _EXPLORER_ENGINE_NAMES.get(e.track, e.track.lower())
             start, end = round(e.start - t0), round(e.end - t0)
             pcs[engine] = pcs.get(engine, -1) + 1
-            transpose = e.rec.op.value == "nc_transpose" or bool(e.rec.attrs.get("is_transpose"))
+            transpose = e.flops > e.model_flops  # PE work whose FLOPs are not the model's: a transpose
             for k, v in (("start_ts", start), ("end_ts", end), ("duration_ns", end - start), ("engine", engine),
                          ("timeline_track", e.track), ("pcore_idx", core), ("opcode", e.rec.op.value),
                          ("operands", _operands(e.rec)), ("id", base + e.index), ("pc", pcs[engine]), ("bir_id", ""),

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 
 from trnsim import specs
 from trnsim.core.isa.registry import REGISTRY
+from trnsim.core.isa.work import PE
 from trnsim.core.timing.rules import Rules
 from trnsim.specs.timing import timing
 
@@ -74,8 +75,8 @@ def mechanisms(result) -> list[Mechanism]:
             add("DMA descriptors", desc)
             add("DMA bytes", moving - desc)
         else:
-            kind = getattr(REGISTRY[e.rec.op].cost(e.rec, spec), "kind", None)  # PE work says what it is
-            add(f"{e.track} {'matmuls' if kind == 'matmul' else 'instructions'}", on_path)
+            w = REGISTRY[e.rec.op].cost(e.rec, spec)  # PE work says what it is
+            add(f"{e.track} {'matmuls' if isinstance(w, PE) and w.kind == 'matmul' else 'instructions'}", on_path)
         add("semaphore waits", gap)
         cur = e.blocker
     add("execution start-up and tear-down", result.overhead)
