@@ -7,8 +7,10 @@ specs (the hardware catalog) < numerics < core (the NeuronCore) < nki (front end
 __version__ = "0.1.0"
 
 from trnsim import compiled as _compiled  # noqa: E402  first: the built modules load in place of their sources
+from trnsim import memos as _memos  # noqa: E402  the speed layer's memos of the fabric's and planner's pure functions
 
 _compiled.install()
+_memos.install()
 
 _LAZY = {"trnsim.specs": ("chip", "chips", "hardware", "instance", "instances", "neuroncore", "system", "systems",
                           "ultraserver"),

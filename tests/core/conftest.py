@@ -25,9 +25,10 @@ def nc():
     core = NeuronCore("trn2")
     yield core
     from trnsim.core import REGISTRY
+    from trnsim.core.isa.work import PE, Stream, Transfer
     for rec in core.stream:
         cost = REGISTRY[rec.op].cost(rec, core.spec)
-        assert cost is None or cost["engine"] == rec.engine.value, rec
+        assert isinstance(cost, (Stream, PE, Transfer)) and cost.engine == rec.engine.value, rec
 
 
 def on_chip(nc, values, dtype=None, space="sbuf"):

@@ -33,7 +33,7 @@ def test_random_matmuls_and_evictions_accumulate_as_the_byte_flags_say(seed):
             nc.issue(Op.NC_MATMUL, dst=dst, stationary=st[:, 0:rows], moving=mv[:, 0:n])
             want = bool(flags[_bytes(dst)].all())
             flags[_bytes(dst)] = True
-            decided.append((nc.stream[-1].attrs["accumulated"], want))
+            decided.append((nc.stream[-1].accumulated, want))
         else:  # VectorE reads or writes the bytes: their groups close
             nc.issue(Op.TENSOR_COPY, dst=dst, src=src[p0:p0 + rows, 0:n])
             flags[_bytes(dst)] = False

@@ -66,7 +66,7 @@ def test_the_accumulation_group_opens_on_every_issue():
     nc.issue(Op.TENSOR_COPY, dst=out, src=acc)
     nc.issue(Op.NC_MATMUL, dst=acc, stationary=a, moving=b)
     mm = [r for r in nc.stream if r.op is Op.NC_MATMUL]
-    assert [r.attrs["accumulated"] for r in mm] == [False, True, False]
+    assert [r.accumulated for r in mm] == [False, True, False]
     assert len({r.sig for r in mm}) == 1
 
 

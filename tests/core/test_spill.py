@@ -57,24 +57,24 @@ def test_live_tiles_over_sbuf_are_spilled_and_reloaded(small_sbuf):
         out = weighted_sum(x)
     np.testing.assert_array_equal(out, _expected(x))
     stream = weighted_sum.trace(x)[0].stream
-    spills = [r for r in stream if "spill" in r.attrs]
-    assert {r.attrs["spill"] for r in spills} == {"save", "reload"}
+    spills = [r for r in stream if r.spill is not None]
+    assert {r.spill for r in spills} == {"save", "reload"}
     assert all(r.op is Op.DMA_COPY and r.engine.value == "dma" for r in spills)
     for r in spills:  # SBUF to HBM scratch and back, the tile's bytes whole
-        sbuf = r.operands["src" if r.attrs["spill"] == "save" else "dst"]
-        hbm = r.operands["dst" if r.attrs["spill"] == "save" else "src"]
+        sbuf = r.operands["src" if r.spill == "save" else "dst"]
+        hbm = r.operands["dst" if r.spill == "save" else "src"]
         assert (sbuf.space, hbm.space) == ("sbuf", "hbm")
         assert sbuf.partitions == 128 and sbuf.byte_hi - sbuf.byte_lo == COLS * 4
-        assert r.location == f"spill {r.attrs['spill']} (compiler)" and "test_spill.py:" in r.attrs["line"]
+        assert r.location == f"spill {r.spill} (compiler)" and "test_spill.py:" in r.attrs["line"]
     # every reload reads what a save wrote, and the next kernel instruction (after any other spill DMAs) reads
     # the reloaded bytes
     saved = set()
     for n, r in enumerate(stream):
-        if r.attrs.get("spill") == "save":
+        if r.spill == "save":
             saved.add(r.placed["dst"][0][1])
-        elif r.attrs.get("spill") == "reload":
+        elif r.spill == "reload":
             assert r.placed["src"][0][1] in saved
-            user = next(u for u in stream[n + 1:] if "spill" not in u.attrs)
+            user = next(u for u in stream[n + 1:] if u.spill is None)
             assert r.placed["dst"][0] in [p[0] for p in user.placed.values()]
 
 
@@ -118,7 +118,7 @@ def test_a_partly_written_tile_keeps_its_marks_through_a_spill(small_sbuf):
         out = half_written(x)
     h = COLS // 2
     np.testing.assert_array_equal(out, x[0, :, :h] + ((x[1, :, :h] + x[2, :, :h]) + x[3, :, :h]))
-    assert any(r.attrs.get("spill") == "save" for r in half_written.trace(x)[0].stream)
+    assert any(r.spill == "save" for r in half_written.trace(x)[0].stream)
 
 
 @nki.jit
@@ -222,7 +222,7 @@ def test_spills_inside_an_affine_loop_are_no_loop_carried_dependency(small_sbuf,
     assert seen and all(w.category is SpillWarning for w in seen)  # no LoopCarriedWarning
     want = ((x[1] + x[0]) + x[2]) + x[3]
     np.testing.assert_array_equal(out, np.stack([want, want]))
-    assert any(r.attrs.get("spill") == "reload" for r in shared_in_affine_loop.trace(x)[0].stream)
+    assert any(r.spill == "reload" for r in shared_in_affine_loop.trace(x)[0].stream)
 
 
 @nki.jit
@@ -254,7 +254,7 @@ def test_the_spill_victim_is_the_tile_needed_last(small_sbuf):
         want += np.float32(1)
     np.testing.assert_array_equal(out, want)
     stream = round_robin.trace(x, 8, values=False)[0].stream
-    reloads = [n for n, r in enumerate(stream) if r.attrs.get("spill") == "reload"]
+    reloads = [n for n, r in enumerate(stream) if r.spill == "reload"]
     assert len(reloads) <= 20  # least recently used: 36
 
 
@@ -284,7 +284,7 @@ def test_a_tile_holds_no_bytes_before_its_first_write(small_sbuf):
         out = declared_ahead(x)
     np.testing.assert_array_equal(out, (x[0] + x[1]) * np.float32(2))
     stream = declared_ahead.trace(x, values=False)[0].stream
-    assert not any("spill" in r.attrs for r in stream)
+    assert not any(r.spill is not None for r in stream)
     offset = [r.placed["dst"][0][3] for r in stream[:4]]  # the byte offset of a, b, d and c
     assert offset[3] in offset[:2] and offset[2] not in offset[:2]
 

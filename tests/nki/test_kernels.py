@@ -110,5 +110,5 @@ def test_timing_only_launch_records_the_same_stream(rng, trn):
     shapes = stream()
     assert shapes == full and sum(op is Op.NC_MATMUL for op, _, _ in shapes) == 2
     mms = [r for r in tiled_matmul.last_cores[0].stream if r.op is Op.NC_MATMUL]
-    assert [r.attrs["accumulated"] for r in mms] == [False, True]  # the group: overwrite, then accumulate
+    assert [r.accumulated for r in mms] == [False, True]  # the group: overwrite, then accumulate
     assert "dst" not in mms[0].reads and "dst" in mms[1].reads

@@ -61,7 +61,7 @@ def test_live_tiles_over_sbuf_are_spilled():
     d = c * F32(5)
     with pytest.warns(SpillWarning):
         np.testing.assert_array_equal(chain_used_at_the_end(x), ((d + x) + b) + c)
-    kinds = [r.attrs["spill"] for r in chain_used_at_the_end.trace(x, values=False)[0].stream if "spill" in r.attrs]
+    kinds = [r.spill for r in chain_used_at_the_end.trace(x, values=False)[0].stream if r.spill is not None]
     assert "save" in kinds and "reload" in kinds
 
 

@@ -240,7 +240,7 @@ def test_psum_blocks_read_after_their_loop_come_back_through_sbuf():
     for i in range(16):
         np.testing.assert_allclose(got[i], i * ref, rtol=1e-4, atol=1e-3)
     stream = psum_blocks_written_then_read.trace(a, b)[0].stream
-    reloads = [r for r in stream if r.attrs.get("spill") == "reload"]
+    reloads = [r for r in stream if r.spill == "reload"]
     into_psum = [r for r in reloads if r.op.value == "tensor_copy" and r.placed["dst"][0][0] == "psum"]
     assert len(into_psum) >= 8 and len(reloads) == 2 * len(into_psum)
 

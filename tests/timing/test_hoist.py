@@ -57,14 +57,14 @@ def test_an_invariant_multiply_costs_once_and_keeps_its_values(loop):
     engine time) and point at it; every iteration's output is still right."""
     muls = _run(loop, rewrite=False)
     first, rest = muls[0], muls[1:]
-    assert first.rec.attrs.get("hoisted") is None and first.end - first.start > 0
-    assert all(e.rec.attrs.get("hoisted") == first.index for e in rest)
+    assert first.rec.hoisted is None and first.end - first.start > 0
+    assert all(e.rec.hoisted == first.index for e in rest)
     assert all(e.end == e.start for e in rest)
 
 
 def test_a_multiply_whose_input_the_loop_rewrites_costs_every_iteration():
     """`a` is rewritten in place each iteration: the product is not invariant, nothing is hoisted."""
     muls = _run(nl.affine_range, rewrite=True)
-    assert all(e.rec.attrs.get("hoisted") is None for e in muls)
+    assert all(e.rec.hoisted is None for e in muls)
     durations = [e.end - e.start for e in muls]
     assert min(durations) > 0.9 * max(durations) > 0

@@ -47,8 +47,8 @@ def test_delta_times_u_is_hoisted_where_delta_and_u_are_loaded_outside_the_state
     args = [np.zeros(x.shape, np.float32) for x in mamba.inputs(channels=256, seq=512, state=4)]
     kernel(*args)
     stream = kernel.last_cores[0].stream
-    assert sum(r.attrs.get("hoisted") is not None for r in stream) == 2 * hoisted
-    assert all(r.op.value == "tensor_tensor" for r in stream if r.attrs.get("hoisted") is not None)
+    assert sum(r.hoisted is not None for r in stream) == 2 * hoisted
+    assert all(r.op.value == "tensor_tensor" for r in stream if r.hoisted is not None)
 
 
 @pytest.mark.parametrize("seq, spills", [(6144, False), (7168, True)])
@@ -62,7 +62,7 @@ def test_v2_spills_from_the_seq_where_its_peak_tiles_outgrow_sbuf(seq, spills):
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", SpillWarning)
         stream = mamba.mamba_v2.trace(*args, target="trn1", values=False)[0].stream
-    assert any(r.attrs.get("spill") for r in stream) is spills
+    assert any(r.spill for r in stream) is spills
 
 
 def test_the_execution_overhead_is_what_the_v1_profile_shows_outside_the_kernel():

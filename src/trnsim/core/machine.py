@@ -246,21 +246,20 @@ class NeuronCore:
             scope.step += 1
             if self.spills:  # when tiles were used, for the spill policy's next-use prediction
                 note_uses(scope, [v.alloc for v in operands.values() if v.alloc.memory is self.sbuf])
-        location = attrs.pop("_location", None)
+        location, site = attrs.pop("_location", None), None
         if location is None:
             if d.engines[0] is Engine.DMA:  # its queue follows its call site (core/timing/scheduler.py)
-                location, attrs["site"] = where_call()
+                location, site = where_call()
             else:
                 location = where()
         ins, psum, sig, placed = self.builder.checked(self, d, op, engine, operands, attrs, location)
         if d.state is not None:
             d.state(ins, self)
+        # not None: the compiler computes it once, at stream index `first` (core/hoist.py)
         first = self.invariants.check(ins, self.scopes, len(self.stream))
-        if first is not None:
-            ins.attrs["hoisted"] = first  # the compiler computes it once, at stream index `first` (core/hoist.py)
         self.invariants.wrote(ins)
         evicts = psum and op not in MATMUL  # another engine touching PSUM
-        self.stream.append(ins.record(len(self.stream), sig, placed))
+        self.stream.append(ins.record(len(self.stream), sig, placed, site, first))
         if self.races and "spill" not in attrs:  # a spill moves a tile, not its values: no access of the kernel's
             boxes = {n: (v, _races.box(v)) for n, v in operands.items()}
             for w in self.races:

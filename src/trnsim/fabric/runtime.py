@@ -16,6 +16,7 @@ import numpy as np
 from trnsim.errors import TrnsimError, UnknownNameError
 from trnsim.fabric import algorithms as A
 from trnsim.fabric.cluster import Cluster, RankError, where
+from trnsim.pure import pure
 from trnsim.specs import fabric as fabric_specs
 
 OPS = ("all_reduce", "all_gather", "reduce_scatter", "all_to_all", "all_to_allv", "permute", "send_recv", "broadcast")
@@ -76,16 +77,11 @@ class CollectiveGroup:
 
 
 def group_of(cluster: Cluster, group) -> CollectiveGroup:
-    """A CollectiveGroup from None (every rank), a rank count (the first n ranks) or a sequence of ranks; cached."""
-    cache = cluster.__dict__.setdefault("_groups", {})
-    key = group if group is None or isinstance(group, (int, np.integer)) else tuple(map(int, group))
-    if key not in cache:
-        if len(cache) > 4096:
-            cache.clear()
-        cache[key] = _new_group(cluster, group)
-    return cache[key]
+    """A CollectiveGroup from None (every rank), a rank count (the first n ranks) or a sequence of ranks."""
+    return _new_group(cluster, group if group is None or isinstance(group, (int, np.integer)) else tuple(map(int, group)))
 
 
+@pure(4096)
 def _new_group(cluster: Cluster, group) -> CollectiveGroup:
     if group is None:
         ranks = np.arange(cluster.ranks)

@@ -14,7 +14,6 @@ and cached: `collective_time` is then a few multiply-adds.
 from __future__ import annotations
 
 import dataclasses
-import functools
 from dataclasses import dataclass
 
 import numpy as np
@@ -25,6 +24,7 @@ from trnsim.fabric import algorithms as A
 from trnsim.fabric.cluster import Cluster, cluster as make_cluster, where
 from trnsim.fabric.runtime import (ALGORITHMS, CollectiveGroup, candidates, check_op, group_of, hierarchical_parts, schedule,
                                    two_level_shape)
+from trnsim.pure import pure
 
 MODELS = ("alpha-beta", "flow")
 FLOW_TOLERANCE = 0.01  # relative: flows finishing this close together end in one event of the flow model
@@ -174,7 +174,8 @@ def _column(g: CollectiveGroup, ph: A.Phase) -> tuple[float, float]:
 
 def profile(op: str, algorithm: str, g: CollectiveGroup, model: str = "alpha-beta", nbytes: float = 0.0,
             subs: tuple[str, str] | None = None, detailed: bool = False) -> Profile:
-    """Price the schedule once; cached per (group, op, algorithm, model, sub-algorithms).
+    """Price the schedule of a collective (the speed layer keeps it per group, op, algorithm, model and
+    sub-algorithms).
 
     Hierarchical on a grid of nodes under alpha-beta is priced from one row and one column (`_column`),
     never building a per-rank schedule: 25,000 nodes cost what one does. `detailed` builds and prices
@@ -184,26 +185,29 @@ def profile(op: str, algorithm: str, g: CollectiveGroup, model: str = "alpha-bet
     subs = two_level_shape(op, algorithm, g, nbytes, subs)[2:] if algorithm == "hierarchical" else None
     symmetric = (not detailed and algorithm == "hierarchical" and model == "alpha-beta" and g.nodes > 1
                  and op in ("all_reduce", "reduce_scatter", "all_gather"))
-    key = (g, op, algorithm, subs, model, symmetric)  # groups are cached per cluster, so identity is enough
-    cache = g.cluster.__dict__.setdefault("_profiles", {})
-    if key not in cache:
-        if symmetric:
-            name, nchunks, parts = hierarchical_parts(op, g, nbytes, subs)
-            priced = [(ph, _alpha_beta(g, dataclasses.replace(ph, uniform=True), True) if level == "row"
-                       else _column(g, ph)) for level, ph in parts]
-        else:
-            if model == "flow" and g.n > FLOW_MAX_RANKS:
-                raise ConfigError(f"the flow model simulates every node's flows, for at most {FLOW_MAX_RANKS:,} ranks; "
-                                  f"this group has {g.n:,}: use the alpha-beta model (the same figure wherever a "
-                                  f"round's flows are equal){where()}")
-            sch = schedule(op, algorithm, g, nbytes, subs)
-            fold = g.grid is not None and g.nodes > 1 and model == "alpha-beta"
-            price = _alpha_beta if model == "alpha-beta" else _flow
-            name, nchunks, priced = sch.algorithm, sch.nchunks, [(ph, price(g, ph, fold)) for ph in sch.phases]
-        phases = tuple((ph.name, ph.repeat, lat, per_chunk / nchunks) for ph, (lat, per_chunk) in priced)
-        floor = g.cluster.constants.launch_floor if phases else 0.0
-        cache[key] = Profile(name, sum(ph.repeat for ph, _ in priced), floor, phases)
-    return cache[key]
+    return _priced(g, op, algorithm, subs, model, symmetric, nbytes)
+
+
+@pure(4096, key=lambda g, op, algorithm, subs, model, symmetric, nbytes: (g, op, algorithm, subs, model, symmetric))
+def _priced(g: CollectiveGroup, op: str, algorithm: str, subs, model: str, symmetric: bool, nbytes: float) -> Profile:
+    """`profile`'s schedule priced: the same for every size once its sub-algorithms are chosen (`nbytes` only
+    builds the schedule)."""
+    if symmetric:
+        name, nchunks, parts = hierarchical_parts(op, g, nbytes, subs)
+        priced = [(ph, _alpha_beta(g, dataclasses.replace(ph, uniform=True), True) if level == "row"
+                   else _column(g, ph)) for level, ph in parts]
+    else:
+        if model == "flow" and g.n > FLOW_MAX_RANKS:
+            raise ConfigError(f"the flow model simulates every node's flows, for at most {FLOW_MAX_RANKS:,} ranks; "
+                              f"this group has {g.n:,}: use the alpha-beta model (the same figure wherever a "
+                              f"round's flows are equal){where()}")
+        sch = schedule(op, algorithm, g, nbytes, subs)
+        fold = g.grid is not None and g.nodes > 1 and model == "alpha-beta"
+        price = _alpha_beta if model == "alpha-beta" else _flow
+        name, nchunks, priced = sch.algorithm, sch.nchunks, [(ph, price(g, ph, fold)) for ph in sch.phases]
+    phases = tuple((ph.name, ph.repeat, lat, per_chunk / nchunks) for ph, (lat, per_chunk) in priced)
+    floor = g.cluster.constants.launch_floor if phases else 0.0
+    return Profile(name, sum(ph.repeat for ph, _ in priced), floor, phases)
 
 
 def price_once(g: CollectiveGroup, ph: A.Phase, model: str = "alpha-beta", unit_bytes: float = 1.0) -> float:
@@ -264,7 +268,7 @@ def choose(op: str, nbytes: float, g: CollectiveGroup, model: str = "alpha-beta"
     return pick(op, nbytes, g, model)[0]
 
 
-@functools.cache
+@pure()
 def _named_cluster(name: str, hardware=None) -> Cluster:
     """A cluster by system name; `hardware` (the what-if chip in use) keys the cache."""
     return make_cluster(name)

@@ -13,10 +13,10 @@ systems the fabric does not model (GPU instances: it models NeuronCore systems).
 """
 from __future__ import annotations
 
-import functools
 from typing import Protocol
 
 from trnsim import specs
+from trnsim.pure import pure
 from trnsim.specs import training
 from trnsim.plan.layout import Cluster, ParallelGroup
 
@@ -31,7 +31,7 @@ class CommModel(Protocol):
         """Time of one collective over `group`, in ns."""
 
 
-@functools.lru_cache(maxsize=64)
+@pure(64)
 def _links(system_key: str, lnc: int, hardware=None) -> tuple[float, float, float, float]:
     """(intra-node bytes/s per rank, inter-node bytes/s per rank, intra alpha ns, inter alpha ns); `hardware`
     (the what-if chip in use) keys the cache."""
@@ -75,7 +75,7 @@ class AlphaBeta:
                 + _ring(Y, nbytes / X, bw_out, a_out, passes))  # inter-node ring on this rank's 1/X
 
 
-@functools.lru_cache(maxsize=256)
+@pure(256)
 def _fabric_cluster(system_key: str, nodes: int, lnc: int, hardware=None):
     """The fabric's cluster for a plan's cluster, or None where the fabric has no model of the system."""
     from trnsim import fabric
@@ -84,7 +84,7 @@ def _fabric_cluster(system_key: str, nodes: int, lnc: int, hardware=None):
     return fabric.cluster(system, nodes=nodes, lnc=lnc) if system.chip.is_neuron else None
 
 
-@functools.lru_cache(maxsize=65536)
+@pure(65536)
 def _fabric_time(op: str, nbytes: float, ranks: tuple[int, ...], system_key: str, nodes: int, lnc: int,
                  hardware=None) -> float:
     from trnsim import fabric

@@ -18,10 +18,10 @@ training.toml (a measured GEMM figure with its source) over the catalog's peak.
 """
 from __future__ import annotations
 
-import functools
 from typing import Protocol
 
 from trnsim import specs
+from trnsim.pure import pure
 from trnsim.specs import training
 from trnsim.plan import efficiency as eff
 from trnsim.plan.layout import Cluster
@@ -39,7 +39,7 @@ class ComputeModel(Protocol):
         """Time of `op` on one rank of `cluster`, in ns."""
 
 
-@functools.lru_cache(maxsize=64)
+@pure(64)
 def _rates(system_key: str, lnc: int, dtype: str) -> tuple[float, float, float, float]:
     """(matmul FLOP/s, HBM bytes/s, vector elements/s, scalar elements/s) of one rank."""
     system = specs.catalog.systems()[system_key]
@@ -63,7 +63,7 @@ class Roofline:
         return _op_time(op, cluster.system.key, cluster.lnc, dtype)
 
 
-@functools.lru_cache(maxsize=65536)
+@pure(65536)
 def _op_time(op: StepOp, system_key: str, lnc: int, dtype: str) -> float:
     flops, hbm, vector, scalar = _rates(system_key, lnc, dtype)
     # softmax exponentials run on the Scalar (activation) engine, other elementwise work on Vector
@@ -92,7 +92,7 @@ def _rate(target: str, kernel: str, shape: tuple, dtype: str, lnc: int) -> float
     return eff.efficiency(target, kernel, shape, dtype) * eff.peak(specs.neuroncore(target), kernel, dtype) * lnc
 
 
-@functools.lru_cache(maxsize=65536)
+@pure(65536)
 def _simulated_time(op: StepOp, target: str, lnc: int, dtype: str) -> float:
     # An LNC 2 rank splits each op over its two physical cores: matmul rows (tokens), attention heads
     # (or queries when there is one head), elementwise work evenly. Buckets are the per-core shapes.

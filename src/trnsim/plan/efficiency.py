@@ -31,6 +31,7 @@ from importlib import resources
 import numpy as np
 
 from trnsim import numerics, specs
+from trnsim.pure import pure
 
 TABLE = "efficiency.json"
 MATMUL_DIMS = (128, 8192)  # each of M, N, K rounded to a power of two in this range
@@ -72,7 +73,7 @@ def elementwise_bucket(elems: float, partitions: int = 128) -> tuple[int]:
     return (_pow2(elems / partitions, *ELEMENTWISE_SPAN),)
 
 
-@functools.cache
+@functools.cache  # a package file, read once: loading, not a memo
 def _table() -> dict[tuple, dict]:
     text = resources.files("trnsim.plan").joinpath(TABLE).read_text()
     return {(e["target"], e["kernel"], e["dtype"], tuple(e["shape"])): e for e in json.loads(text)["entries"]}
@@ -107,7 +108,7 @@ def efficiency(target: str, kernel: str, shape: tuple[int, ...], dtype: str = "b
     return entry(target, kernel, shape, dtype)["efficiency"]
 
 
-@functools.cache
+@pure()
 def simulate(target: str, kernel: str, shape: tuple[int, ...], dtype: str = "bf16", hardware=None) -> dict:
     """Time the bucket's kernel on one core of `target` (timing only) and derive its efficiency; `hardware`
     (the what-if chip in use, specs.active()) only keys the cache."""

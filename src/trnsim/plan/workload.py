@@ -23,6 +23,7 @@ from importlib import resources
 import yaml
 
 from trnsim.errors import ConfigError, UnknownNameError, read_user_file
+from trnsim.pure import pure
 from trnsim.specs import training
 
 
@@ -143,7 +144,7 @@ def _matmul(name, m, k, n, dt, batch=1) -> StepOp:
     return StepOp(name, "matmul", m, k, n, batch, 0.0, float(batch * (m * k + k * n + m * n) * dt))
 
 
-@functools.lru_cache(maxsize=4096)
+@pure(4096)
 def layer_ops(m: Model, micro_batch: int, seq: int, tp: int, cp: int = 1, ep: int = 1, sp: bool = True,
               dt: int = 2) -> tuple[StepOp, ...]:
     """Forward ops of one transformer layer on one rank of a TP x CP x EP layout."""
@@ -178,7 +179,7 @@ def layer_ops(m: Model, micro_batch: int, seq: int, tp: int, cp: int = 1, ep: in
     return tuple(ops)
 
 
-@functools.lru_cache(maxsize=1024)
+@pure(1024)
 def head_ops(m: Model, micro_batch: int, seq: int, tp: int, cp: int = 1, dt: int = 2) -> tuple[StepOp, ...]:
     """Forward ops of the embedding lookup, the logits matmul and the loss on one rank."""
     tokens = micro_batch * seq // cp
@@ -194,7 +195,7 @@ _FIELDS = {f.name: f for f in dataclasses.fields(Model)}
 _INTS = ("layers", "hidden", "heads", "kv_heads", "ffn", "vocab", "seq", "experts", "top_k")
 
 
-@functools.cache
+@functools.cache  # a package file, read once: loading, not a memo
 def _presets() -> dict[str, dict]:
     return tomllib.loads(resources.files("trnsim.plan").joinpath("presets.toml").read_text())
 

@@ -40,12 +40,12 @@ def schedule_of(result: BenchmarkResult, every: int = 1):
         if e.index % every and e.index != last:
             continue
         args = {"operands": _operands(e.rec), "source": e.rec.location, "instruction": e.index}
-        if "spill" in e.rec.attrs:  # inserted by the compiler, not written in the kernel
-            args["compiler"] = f"spill {e.rec.attrs['spill']} for {e.rec.attrs.get('line')}"
+        if e.rec.spill is not None:  # inserted by the compiler, not written in the kernel
+            args["compiler"] = f"spill {e.rec.spill} for {e.rec.attrs.get('line')}"
         if e.pieces:
             args["queues"] = len(e.pieces)
-        if e.rec.attrs.get("hoisted") is not None:
-            args["lowering"] = f"loop-invariant, hoisted by the compiler: computed once by instruction {e.rec.attrs['hoisted']}"
+        if e.rec.hoisted is not None:
+            args["lowering"] = f"loop-invariant, hoisted by the compiler: computed once by instruction {e.rec.hoisted}"
         deps = tuple(d for d in e.deps if d % every == 0)
         spans.append(Span(e.index, "DMA" if e.pieces else e.track, e.rec.op.value, e.start, e.end - e.start, args,
                           deps))
@@ -193,7 +193,7 @@ def instruction_table(result: BenchmarkResult, path: Path) -> int:
             engine = "dma" if e.pieces else _EXPLORER_ENGINE_NAMES.get(e.track, e.track.lower())
             start, end = round(e.start - t0), round(e.end - t0)
             pcs[engine] = pcs.get(engine, -1) + 1
-            transpose = e.rec.op.value == "nc_transpose" or bool(e.rec.attrs.get("is_transpose"))
+            transpose = e.flops > e.model_flops  # PE work whose FLOPs are not the model's: a transpose
             for k, v in (("start_ts", start), ("end_ts", end), ("duration_ns", end - start), ("engine", engine),
                          ("timeline_track", e.track), ("pcore_idx", core), ("opcode", e.rec.op.value),
                          ("operands", _operands(e.rec)), ("id", base + e.index), ("pc", pcs[engine]), ("bir_id", ""),

@@ -13,10 +13,11 @@ import numpy as np
 from trnsim.core.errors import DTypeError, GenerationError, OperandTypeError, ShapeError
 from trnsim.core.isa.opcodes import Engine, Op
 from trnsim.core.isa.registry import define
+from trnsim.core.isa.work import Stream
 
 
 def _none(rec, spec):
-    return {"engine": rec.engine.value, "partitions": 0, "elements": 0}
+    return Stream(rec.engine.value, 0, 0)
 
 
 def _set(reg, x):

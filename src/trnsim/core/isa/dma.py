@@ -10,6 +10,7 @@ from trnsim.core.errors import DTypeError, GenerationError, KernelError, OutOfBo
 from trnsim.core.isa.alu import op_name
 from trnsim.core.isa.opcodes import Engine, Op
 from trnsim.core.isa.registry import define
+from trnsim.core.isa.work import Stream, Transfer
 from trnsim.core.memory import Space
 from trnsim.core.tensor import View
 
@@ -21,14 +22,15 @@ def _mode(x) -> str:
     return "unknown" if name is None else str(name)
 
 
-def _dma_cost(rec, spec):
+def _dma_cost(rec, spec, transpose: bool = False) -> Transfer:
+    """The destination's bytes, one descriptor per contiguous run of the shorter-run side; `transpose`: the
+    engines write the destination transposed (dma_transpose)."""
     dst = next(r for n, r in rec.operands.items() if n in rec.writes)
     nbytes = int(np.prod(dst.shape)) * numerics.dtype(dst.dtype).itemsize
     src = rec.operands.get("src")
     runs = [r.contiguous for r in (src, dst) if r is not None and r.contiguous]
-    return {"engine": "dma", "bytes": nbytes, "partitions": max(dst.partitions, src.partitions if src else 1),
-            "dge_mode": rec.attrs.get("dge_mode", "unknown"), "src": src.space if src else None, "dst": dst.space,
-            "chunk_bytes": min(runs) if runs else nbytes}
+    return Transfer(max(dst.partitions, src.partitions if src else 1), nbytes, min(runs) if runs else nbytes,
+                    transpose, rec.attrs.get("dge_mode", "unknown"), src.space if src else None, dst.space)
 
 
 def _moved(ins, nc, dst, src_mask, values, mask=None):
@@ -218,7 +220,8 @@ def _dma_transpose_semantics(ins, nc):
     ins.dst.store(np.transpose(ins.src.array(), ins.axes), np.transpose(m, ins.axes) if m.any() else None)
 
 
-define(Op.DMA_TRANSPOSE, Engine.DMA, _dma_transpose_check, _dma_transpose_semantics, _dma_cost)
+define(Op.DMA_TRANSPOSE, Engine.DMA, _dma_transpose_check, _dma_transpose_semantics,
+       lambda rec, spec: _dma_cost(rec, spec, transpose=True))
 
 
 # -- sendrecv: exchange tiles between the two cores of an LNC 2 ----------------------------------------
@@ -238,4 +241,11 @@ def _sendrecv_semantics(ins, nc):
     ins.dst.store(values, mask if mask.any() else None)
 
 
-define(Op.SENDRECV, (Engine.DMA, Engine.GPSIMD), _sendrecv_check, _sendrecv_semantics, _dma_cost, needs="sendrecv")
+def _sendrecv_cost(rec, spec):
+    """A transfer on the DMA engines; issued from GpSimd, that engine only triggers it (no element of its own)."""
+    if rec.engine is Engine.DMA:
+        return _dma_cost(rec, spec)
+    return Stream(rec.engine.value, rec.operands["dst"].partitions, 0, inputs=0)
+
+
+define(Op.SENDRECV, (Engine.DMA, Engine.GPSIMD), _sendrecv_check, _sendrecv_semantics, _sendrecv_cost, needs="sendrecv")

@@ -89,7 +89,9 @@ def _scatter_semantics(ins, nc):
 def _columns_cost(rec, spec):
     """One pass over the moved columns on the engine (the tile side holds exactly them)."""
     tile = rec.operands["dst" if "dst" in rec.operands else "src"]
-    return {**stream_cost(rec, spec, inputs=1), "elements": math.prod(tile.shape[1:]), "partitions": tile.partitions}
+    w = stream_cost(rec, spec, inputs=1)
+    w.elements, w.partitions = math.prod(tile.shape[1:]), tile.partitions
+    return w
 
 
 define(Op.TI_GATHER, ENGINES, lambda ins, nc: _check(ins, nc, "dst"), _gather_semantics, _columns_cost,

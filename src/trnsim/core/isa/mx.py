@@ -79,7 +79,8 @@ def _nc_matmul_mx_semantics(ins, nc):
                 sm.any(0) if sm.any() else None, mm.any(0) if mm.any() else None)
 
 
-define(Op.NC_MATMUL_MX, Engine.TENSOR, _nc_matmul_mx_check, _nc_matmul_mx_semantics, _matmul_cost, needs="mx")
+define(Op.NC_MATMUL_MX, Engine.TENSOR, _nc_matmul_mx_check, _nc_matmul_mx_semantics,
+       lambda rec, spec: _matmul_cost(rec, spec, packing=4), needs="mx")  # four values per element along K
 
 
 # -- quantize_mx: BF16/FP16 [P, 4F] -> x4 [P, F] + E8M0 scales -----------------------------------------------------

@@ -5,7 +5,7 @@ cimport cython
 
 @cython.final
 cdef class Record:
-    cdef public object index, op, engine, placed, writes, attrs, location, sig, _regions
+    cdef public object index, op, engine, placed, writes, attrs, location, sig, _regions, site, hoisted, accumulated, spill
 
 
 @cython.final
@@ -14,7 +14,7 @@ cdef class Instruction:
     cdef public object op, engine, location, writes
     cdef public dict operands, attrs
 
-    cpdef Record record(self, index, sig=*, placed=*)
+    cpdef Record record(self, index, sig=*, placed=*, site=*, hoisted=*)
 
 
 @cython.final

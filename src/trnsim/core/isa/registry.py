@@ -5,7 +5,8 @@
 - `semantics(ins, nc)` computes values with numpy through trnsim.numerics, and the never-written mask
   with the instruction's own dependence rule.
 - `cost(rec, spec)` reads only the recorded regions and attributes and returns the work the timing model
-  needs (engine, partitions, elements, bytes...).
+  prices (core/isa/work.py: streamed elements, PE-array work or DMA bytes, each with its performance class):
+  all the clock knows of the instruction besides its operands' layouts.
 
 `Instruction` is the live form (operand views, used while checking and executing); `Record` is what the
 core's instruction stream keeps: regions, not views, so recording never keeps a tensor alive.
@@ -22,6 +23,7 @@ from trnsim.core.errors import (DTypeError, FreeSizeError, GenerationError, Memo
                                 OutOfScopeError, PartitionLimitError, ShapeError)
 from trnsim.core.isa.alu import op_name
 from trnsim.core.isa.opcodes import Engine, Op
+from trnsim.core.isa.work import Stream
 from trnsim.core.memory import Space
 from trnsim.core.tensor import Region, View, region_at
 
@@ -29,16 +31,25 @@ class Record:
     """One instruction in the core's stream, as the timing model replays it.
 
     index: its position in the stream; placed: operand -> View.placement(), whose regions are made when
-    first asked for; sig: the number of its signature in its core when a builder numbers them (the same
-    number, the same layouts and attributes, so the same check verdict and cost), or None: the speed layer's
-    memo key (core/builder.py: Builder.checked)."""
+    first asked for; attrs: the instruction's own parameters; sig: the number of its signature in its core
+    when a builder numbers them (the same number, the same layouts and attributes, so the same check verdict
+    and cost), or None: the speed layer's memo key (core/builder.py: Builder.checked).
 
-    __slots__ = ("index", "op", "engine", "placed", "writes", "attrs", "location", "sig", "_regions")
+    The compiler's decisions about it, which the clock reads: site, the DMA statement it came from (its
+    call's column on `location`'s line: the compiler gives each statement its own queue); hoisted, the stream
+    index of the earlier instance that computed it once when it is loop-invariant (core/hoist.py), else None;
+    accumulated, whether a matmul added into PSUM (so it read its destination too); spill, "save" or "reload"
+    for a transfer the compiler inserted to spill a tile (core/memory.py), else None."""
+
+    __slots__ = ("index", "op", "engine", "placed", "writes", "attrs", "location", "sig", "_regions", "site",
+                 "hoisted", "accumulated", "spill")
 
     def __init__(self, index: int, op: Op, engine: Engine, placed: dict[str, tuple], writes: tuple[str, ...],
-                 attrs: dict, location: str, sig: int | None = None):
+                 attrs: dict, location: str, sig: int | None = None, site=None, hoisted: int | None = None,
+                 accumulated: bool = False, spill: str | None = None):
         self.index, self.op, self.engine, self.placed, self.writes = index, op, engine, placed, writes
         self.attrs, self.location, self.sig, self._regions = attrs, location, sig, None
+        self.site, self.hoisted, self.accumulated, self.spill = site, hoisted, accumulated, spill
 
     def __repr__(self):
         return f"Record({self.index}, {self.op.value} on {self.engine.value}, {self.location})"
@@ -67,7 +78,7 @@ class Record:
     @property
     def reads(self) -> tuple[str, ...]:
         """Operands read: the sources, and the destination of a matmul that accumulated into PSUM."""
-        return tuple(n for n in self.operands if n not in self.writes or self.attrs.get("accumulated"))
+        return tuple(n for n in self.operands if n not in self.writes or self.accumulated)
 
 
 class Instruction:
@@ -89,13 +100,20 @@ class Instruction:
                 return attrs[name]
         raise AttributeError(name)
 
-    def record(self, index: int, sig: int | None = None, placed: dict | None = None) -> Record:
+    def record(self, index: int, sig: int | None = None, placed: dict | None = None, site=None,
+               hoisted: int | None = None) -> Record:
         """The stream's record; with a signature (whose attributes all hash, so none is an array) the
-        attributes are copied as they are. `placed`: the operands' placements, when the caller has them."""
+        attributes are copied as they are. `placed`: the operands' placements, when the caller has them;
+        `site` and `hoisted`: the compiler's decisions the core made (Record). The live instruction's
+        `accumulated` (set by the PSUM state) and `spill` (asked by the core) leave the attributes for the
+        record's fields."""
         attrs = dict(self.attrs) if sig is not None else {k: v for k, v in self.attrs.items() if not isinstance(v, np.ndarray)}
+        accumulated = attrs.pop("accumulated", False)
+        spill = attrs.pop("spill", None)
         if placed is None:
             placed = {n: v.placement() for n, v in self.operands.items()}
-        return Record(index, self.op, self.engine, placed, self.writes, attrs, self.location, sig)
+        return Record(index, self.op, self.engine, placed, self.writes, attrs, self.location, sig, site, hoisted,
+                      accumulated, spill)
 
 
 class OpDef:
@@ -287,16 +305,19 @@ def masks(shape, *views) -> np.ndarray | None:
 
 
 # -- shared cost helpers ---------------------------------------------------------------------------
-def stream_cost(rec: Record, spec, inputs=None, factor=1.0, per_memory=False) -> dict:
+def stream_cost(rec: Record, spec, inputs=None, factor=1.0, per_memory=False, vector_mode=None) -> Stream:
     """Work of an engine instruction that streams its input through the lanes (reference 1.12).
 
     With `per_memory`, inputs read from different memories stream side by side: SBUF and PSUM each
     have their own read interface, so a two-input op with one input in PSUM costs ~N, not ~2N cycles
-    (nki.isa tensor_tensor cost note, reference 1.12)."""
+    (nki.isa tensor_tensor cost note, reference 1.12). `vector_mode`: the instruction's own class of the
+    Vector engine's perf modes ("copy": one tensor streamed as a copy; "two_tensor": two tensors combined),
+    where it runs on that engine."""
     srcs = [r for n, r in rec.operands.items() if n not in rec.writes] or list(rec.operands.values())
     first = srcs[0]
     n = math.prod(first.shape[1:]) if first.space != "hbm" else math.prod(first.shape)
     if inputs is not None and per_memory and len(srcs) > 1:
         inputs = max(sum(r.space == s for r in srcs) for s in {r.space for r in srcs})
-    return {"engine": rec.engine.value, "partitions": first.partitions, "elements": n,
-            "inputs": len(srcs) if inputs is None else inputs, "factor": factor, "dtype": first.dtype}
+    eng = rec.engine
+    perf = (vector_mode or "vector") if eng is Engine.VECTOR else "scalar" if eng is Engine.SCALAR else None
+    return Stream(eng.value, first.partitions, n, len(srcs) if inputs is None else inputs, factor, first.dtype, perf)

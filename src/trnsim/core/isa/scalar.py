@@ -120,7 +120,7 @@ def _activation_semantics(ins, nc):
 
 def _activation_cost(rec, spec):
     c = stream_cost(rec, spec, inputs=1)
-    c["reduce"] = "reduce_res" in rec.operands
+    c.reduce = "reduce_res" in rec.operands
     return c
 
 

@@ -13,16 +13,24 @@ from trnsim import numerics, specs
 from trnsim.core.errors import DTypeError, FreeSizeError, GenerationError, PSUMBankError, ShapeError
 from trnsim.core.isa.opcodes import Engine, Op
 from trnsim.core.isa.psum import open_group, pe_matmul
-from trnsim.core.isa.registry import define
+from trnsim.core.isa.registry import define, stream_cost
+from trnsim.core.isa.work import PE
 from trnsim.core.memory import Space
 
 _WIDE = {"float32", "tfloat32"}
 
 
-def _matmul_cost(rec, spec):
+def _matmul_cost(rec, spec, packing: int = 1) -> PE:
+    """stationary [K, M] against moving [K, N]; `packing` values per element along K (MX: 4). FP8 double row
+    reads two K rows per partition in the same time (stationary [K, 2, M], moving [K, 2, N]). FP32 data runs
+    at the FP32 rate, a transpose-mode one at the transpose rate (the catalog's, core/timing/rules.py)."""
     st, mv = rec.operands["stationary"], rec.operands["moving"]
-    return {"engine": "tensor", "k": st.partitions, "m": math.prod(st.shape[1:]), "n": math.prod(mv.shape[1:]),
-            "dtype": mv.dtype, "perf_mode": rec.attrs.get("perf_mode", "none"), "is_transpose": rec.attrs.get("is_transpose", False)}
+    m, n = math.prod(st.shape[1:]), math.prod(mv.shape[1:])
+    if rec.attrs.get("perf_mode") == "double_row":
+        packing, m, n = 2 * packing, m // 2, n // 2
+    transpose = bool(rec.attrs.get("is_transpose"))
+    perf = ("fp32_transpose" if transpose else "fp32") if mv.dtype == "float32" else None
+    return PE("matmul", st.partitions, m, n, packing, perf, model=not transpose)
 
 
 def _bank_check(nc, dst, what):
@@ -162,8 +170,14 @@ def _nc_transpose_semantics(ins, nc):
 
 
 def _transpose_cost(rec, spec):
+    """On TensorE a matmul of the data [P, F] as stationary against the identity as moving (N = P), FP32 at the
+    transpose rate; on VectorE a stream of the data."""
+    if rec.engine is not Engine.TENSOR:
+        return stream_cost(rec, spec)
     d = rec.operands["data"]
-    return {"engine": rec.engine.value, "partitions": d.partitions, "elements": math.prod(d.shape[1:]), "dtype": d.dtype}
+    p = d.partitions
+    return PE("transpose", p, math.prod(d.shape[1:]), p, perf="fp32_transpose" if d.dtype == "float32" else None,
+              model=False)
 
 
 define(Op.NC_TRANSPOSE, (Engine.TENSOR, Engine.VECTOR), _nc_transpose_check, _nc_transpose_semantics, _transpose_cost,

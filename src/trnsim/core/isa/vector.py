@@ -116,7 +116,8 @@ def _mask_for(shape, dst, *views):
 
 
 define(Op.TENSOR_TENSOR, (Engine.VECTOR, Engine.GPSIMD), _tensor_tensor_check, _tensor_tensor_semantics,
-       lambda rec, spec: stream_cost(rec, spec, inputs=2, per_memory=True), pick=_tensor_tensor_pick,
+       lambda rec, spec: stream_cost(rec, spec, inputs=2, per_memory=True, vector_mode="two_tensor"),
+       pick=_tensor_tensor_pick,
        pure=True)
 
 
@@ -164,7 +165,7 @@ def _tensor_scalar_semantics(ins, nc):
 
 
 define(Op.TENSOR_SCALAR, (Engine.VECTOR, Engine.SCALAR, Engine.GPSIMD), _tensor_scalar_check, _tensor_scalar_semantics,
-       stream_cost, pure=True)
+       lambda rec, spec: stream_cost(rec, spec, vector_mode="copy"), pure=True)
 
 
 # -- scalar_tensor_tensor: (data op0 operand0) op1 operand1-tile ------------------------------------------------
@@ -213,7 +214,7 @@ def _tensor_copy_semantics(ins, nc):
 
 
 define(Op.TENSOR_COPY, (Engine.VECTOR, Engine.SCALAR, Engine.GPSIMD), _tensor_copy_check, _tensor_copy_semantics,
-       stream_cost, pure=True)
+       lambda rec, spec: stream_cost(rec, spec, vector_mode="copy"), pure=True)
 
 
 # -- tensor_copy_predicated ---------------------------------------------------------------------------------------

@@ -13,8 +13,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from trnsim import specs
-from trnsim.core.isa.opcodes import Op
 from trnsim.core.isa.registry import REGISTRY
+from trnsim.core.isa.work import PE
 from trnsim.core.timing.rules import Rules
 from trnsim.specs.timing import timing
 
@@ -75,7 +75,8 @@ def mechanisms(result) -> list[Mechanism]:
             add("DMA descriptors", desc)
             add("DMA bytes", moving - desc)
         else:
-            add(f"{e.track} {'matmuls' if e.rec.op in (Op.NC_MATMUL, Op.NC_MATMUL_MX) else 'instructions'}", on_path)
+            w = REGISTRY[e.rec.op].cost(e.rec, spec)  # PE work says what it is
+            add(f"{e.track} {'matmuls' if isinstance(w, PE) and w.kind == 'matmul' else 'instructions'}", on_path)
         add("semaphore waits", gap)
         cur = e.blocker
     add("execution start-up and tear-down", result.overhead)
@@ -89,12 +90,12 @@ def mechanisms(result) -> list[Mechanism]:
 
 def _descriptors(rules: Rules, rec, spec, t) -> float:
     """ns of descriptor cost on the busiest DMA engine of a transfer (Rules.dma_pieces, less its bytes)."""
-    if rec.op is Op.DMA_TRANSPOSE:
-        return 0.0
     w = REGISTRY[rec.op].cost(rec, spec)
-    parts = max(1, w["partitions"])
-    per_part = w["bytes"] / parts
-    chunks = -(-per_part // max(1, w.get("chunk_bytes") or per_part))
+    if w.transpose:
+        return 0.0
+    parts = max(1, w.partitions)
+    per_part = w.bytes / parts
+    chunks = -(-per_part // max(1, w.chunk_bytes or per_part))
     return min(parts, rules.partitions_per_dma) * chunks * t.dma_descriptor_latency
 
 

@@ -7,7 +7,6 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from trnsim import numerics
-from trnsim.core.isa.opcodes import Op
 from trnsim.core.timing.rules import TRACKS
 from trnsim.core.timing.scheduler import Timeline
 from trnsim.specs.timing import timing
@@ -173,13 +172,12 @@ def summarize(kernel: str, timelines: list[Timeline], spec) -> BenchmarkResult:
                 active[track] = active.get(track, 0.0) + (e.end - e.start)
             if e.flops:
                 hw_flops += e.flops
-                if e.rec.op is not Op.NC_TRANSPOSE and not e.rec.attrs.get("is_transpose"):
-                    flops += e.flops
+                flops += e.model_flops
             if e.pieces:
                 src, dst = e.rec.operands.get("src"), next(r for n, r in e.rec.operands.items() if n in e.rec.writes)
                 nbytes = int(np.prod(dst.shape)) * numerics.dtype(dst.dtype).itemsize
                 dma += nbytes
-                kind = e.rec.attrs.get("spill")
+                kind = e.rec.spill
                 if kind is not None:
                     spill[kind][0] += 1
                     spill[kind][1] += nbytes

@@ -1,7 +1,8 @@
 """Work into time: the physical cost classes of a NeuronCore.
 
-Each instruction's `cost(rec, spec)` (in core/isa) says what work it does; this module turns that work
-into nanoseconds with the catalog's figures, through three classes:
+Each instruction's `cost(rec, spec)` (in core/isa) says what work it does (core/isa/work.py: Stream, PE or
+Transfer, each with its performance class); this module turns that work into nanoseconds with the catalog's
+figures, reading the work's fields and the operands' layouts, never the opcode, through three classes:
 
 - engine streaming (Vector, Scalar, GpSimd): `max(MIN_II, N x inputs x factor / perf mode)` engine
   cycles, where N is elements per partition (lane count does not change the cost);
@@ -14,7 +15,6 @@ from __future__ import annotations
 import math
 
 from trnsim import numerics
-from trnsim.core.isa.opcodes import Engine, Op
 
 TRACKS = {"tensor": "TensorE", "vector": "VectorE", "scalar": "ScalarE", "gpsimd": "GpSimdE", "sync": "Sync"}
 _HALF = {"bfloat16", "float16"}
@@ -39,46 +39,37 @@ class Rules:
         self.partitions_per_dma = spec.partitions // spec.dma_engines
 
     # -- TensorE ----------------------------------------------------------------------------------
-    def matmul(self, rec, w) -> tuple[float, float]:
-        """(ns, FLOPs) of one nc_matmul / nc_matmul_mx on the PE array."""
-        m, n, k = w["m"], w["n"], w["k"]
-        if w.get("perf_mode") == "double_row":  # FP8 double row: two K rows per partition, same time
-            k, m, n = 2 * k, m // 2, n // 2
-        if rec.op is Op.NC_MATMUL_MX:  # four packed values per element along K
-            k *= 4
-        cycles = max(min(self.mm_init, m), n)
-        if w["dtype"] == "float32":
-            cycles *= self.fp32_transpose if w.get("is_transpose") else self.fp32_factor
-        return cycles * self.ns_per_cycle["tensor"], 2.0 * k * m * n
-
-    def pe_transpose(self, w) -> tuple[float, float]:
-        """nc_transpose on TensorE: a matmul against the identity, ~max(P, min(64, F)) cycles; FP32 data at the
-        FP32 matmul rate (v2) or twice it (v3+ transpose mode)."""
-        p, f = w["partitions"], w["elements"]
-        cycles = max(p, min(self.mm_init, f)) * (self.fp32_transpose if w.get("dtype") == "float32" else 1)
-        return cycles * self.ns_per_cycle["tensor"], 2.0 * p * p * f
+    def matmul(self, w) -> tuple[float, float, float]:
+        """(ns, FLOPs, model FLOPs) of PE work (a matmul, or a transpose: a matmul against the identity, ~max(P,
+        min(64, F)) cycles). Its performance class sets the rate: FP32 data at the FP32 matmul rate, in
+        transpose mode at the transpose rate (v2: the FP32 matmul rate; v3+: twice it)."""
+        cycles = max(min(self.mm_init, w.m), w.n)
+        if w.perf is not None:
+            cycles *= self.fp32_transpose if w.perf == "fp32_transpose" else self.fp32_factor
+        flops = w.flops
+        return cycles * self.ns_per_cycle["tensor"], flops, flops if w.model else 0.0
 
     # -- Vector / Scalar / GpSimd -----------------------------------------------------------------
-    def perf_mode(self, rec) -> float:
+    def perf_mode(self, rec, w) -> float:
         """v3+ VectorE and v4 ScalarE speedups (reference 1.6); 1 elsewhere. All operands 16-bit: the documented perf modes.
         Otherwise a copy or tensor_scalar wholly in SBUF and contiguous streams at the datapath's width for
         other data types (256 elements a cycle on v3/v4 against 128 on v2, trainium2_arch.rst), halved, as
         the 16-bit modes are, when PSUM is read or written."""
-        ops = rec.operands.values()
-        if rec.engine is Engine.SCALAR:  # v4: 256 16-bit or FP8 elements a cycle, 128 of other types
+        ops, perf = rec.operands.values(), w.perf
+        if perf == "scalar":  # v4: 256 16-bit or FP8 elements a cycle, 128 of other types
             narrow = all(r.dtype in _HALF or r.dtype.startswith("float8") for r in ops)
             return self.t.scalar_perf_mode if narrow else 1.0
-        if rec.engine is not Engine.VECTOR:  # the catalog's modes are 1 where a generation has none
+        if perf is None:  # the catalog's modes are 1 where a generation has none
             return 1.0
         modes = self.t.vector_perf_modes
         sbuf = all(r.space == "sbuf" for r in ops)
-        copy = rec.op in (Op.TENSOR_COPY, Op.TENSOR_SCALAR)
+        copy = perf == "copy"
         dense = copy and all(r.contiguous >= math.prod(r.shape[1:]) * numerics.dtype(r.dtype).itemsize for r in ops)
         if not all(r.dtype in _HALF for r in ops):
             return modes["copy_sbuf_wide"] if sbuf and dense else 1.0
         if copy:
             return modes["copy_sbuf"] if sbuf and dense else modes["copy_psum"]
-        if rec.op is Op.TENSOR_TENSOR and sbuf:
+        if perf == "two_tensor" and sbuf:
             return modes["tensor_tensor"]
         return 1.0
 
@@ -97,26 +88,26 @@ class Rules:
 
     def stream(self, rec, w, dependent: bool) -> float:
         """ns of an instruction that streams N elements per partition through an engine's lanes."""
-        work = w.get("elements", 0) * max(1, w.get("inputs", 1)) * w.get("factor", 1.0) / self.perf_mode(rec)
+        work = w.elements * max(1, w.inputs) * w.factor / self.perf_mode(rec, w)
         work /= self.access_rate(rec)
         cycles = max(self.min_ii, work)
         if dependent:  # a small or serially dependent instruction pays the static overhead
             cycles += self.overhead
-        if w.get("reduce"):  # reading the accumulator registers out is its own instruction
+        if w.reduce:  # reading the accumulator registers out is its own instruction
             cycles += self.act_read
-        return cycles * self.ns_per_cycle[w["engine"] if w["engine"] in TRACKS else "vector"]
+        return cycles * self.ns_per_cycle[w.engine]
 
     # -- DMA --------------------------------------------------------------------------------------
     def dma_pieces(self, rec, w) -> list[tuple[int, float]]:
         """(DMA engine, ns) per engine a transfer uses: partitions split 8 per engine (for 128)."""
         on_chip = [r for r in rec.operands.values() if r.space != "hbm"]
         first = on_chip[0].partition if on_chip else 0
-        parts = max(1, w["partitions"])
-        per_part = w["bytes"] / parts
-        chunks = math.ceil(per_part / max(1, w.get("chunk_bytes") or per_part))
+        parts = max(1, w.partitions)
+        per_part = w.bytes / parts
+        chunks = math.ceil(per_part / max(1, w.chunk_bytes or per_part))
         ns_part = per_part * self.dma_ns_per_byte + chunks * self.t.dma_descriptor_latency
         per, blocks = self.partitions_per_dma, 0.0
-        if rec.op is Op.DMA_TRANSPOSE:
+        if w.transpose:
             ns_part, blocks = self._transpose(rec, per_part)
         out, p = [], first
         while p < first + parts:

@@ -6,7 +6,7 @@ from trnsim.core.timing.intervals cimport IntervalMap
 
 @cython.final
 cdef class Event:
-    cdef public object index, rec, track, start, end, deps, blocker, flops, pieces
+    cdef public object index, rec, track, start, end, deps, blocker, flops, pieces, model_flops
 
 
 @cython.final
@@ -32,7 +32,7 @@ cdef class Scheduler:
                    blocker=Py_ssize_t, end=double, tiles=list, psum=tuple, memo=dict, last=dict, k=object, ev=Event)
     cpdef step(self, Record rec)
 
-    @cython.locals(free=double, start=double, end=double, flops=double)
+    @cython.locals(free=double, start=double, end=double, flops=double, model=double)
     cpdef _compute(self, Record rec, w, str eng, Py_ssize_t index, double ready, Py_ssize_t blocker, dict memo)
 
     @cython.locals(go=double, turn=double, end=double, start=double, pieces=list, busy=list, s=double, f=double,

@@ -16,7 +16,7 @@ from array import array
 from dataclasses import dataclass, field
 
 from trnsim.core.collector import collector_off
-from trnsim.core.isa.opcodes import Engine, Op
+from trnsim.core.isa.opcodes import Engine
 from trnsim.core.isa.registry import REGISTRY
 from trnsim.core.timing.intervals import IntervalMap, own
 from trnsim.core.timing.rules import TRACKS, Rules
@@ -27,15 +27,17 @@ _NAME = {e: e.value for e in Engine}  # an engine's track key (Enum.value is a P
 
 class Event:
     """One instruction as scheduled: [start, end) on `track` ("TensorE", ... or "DMA q<j>" of its last piece),
-    `deps` the events it waited on, `blocker` the event whose end set its start (-1: none) and, for a DMA,
-    `pieces` (engine, start, end) per DMA engine."""
+    `deps` the events it waited on, `blocker` the event whose end set its start (-1: none), the FLOPs of its
+    PE work (`model_flops`: those that count as the model's) and, for a DMA, `pieces` (engine, start, end)
+    per DMA engine."""
 
-    __slots__ = ("index", "rec", "track", "start", "end", "deps", "blocker", "flops", "pieces")
+    __slots__ = ("index", "rec", "track", "start", "end", "deps", "blocker", "flops", "pieces", "model_flops")
 
     def __init__(self, index: int, rec, track: str, start: float, end: float, deps: tuple[int, ...] = (),
-                 blocker: int = -1, flops: float = 0.0, pieces: tuple[tuple[int, float, float], ...] = ()):
+                 blocker: int = -1, flops: float = 0.0, pieces: tuple[tuple[int, float, float], ...] = (),
+                 model_flops: float = 0.0):
         self.index, self.rec, self.track, self.start, self.end = index, rec, track, start, end
-        self.deps, self.blocker, self.flops, self.pieces = deps, blocker, flops, pieces
+        self.deps, self.blocker, self.flops, self.pieces, self.model_flops = deps, blocker, flops, pieces, model_flops
 
     def __repr__(self):
         return f"Event({self.index}, {self.track}, {self.start:.1f}..{self.end:.1f} ns)"
@@ -276,12 +278,12 @@ class Scheduler:
         tiles = [p[0][5] for p in rec.placed.values()]  # the tile each operand belongs to (Region.tile)
         q = -1
         if rec.engine is Engine.DMA:
-            site = (rec.location, rec.attrs.get("site"))  # a DMA statement: two calls on one line are two
+            site = (rec.location, rec.site)  # a DMA statement: two calls on one line are two
             q = self.queue_of.setdefault(site, len(self.queue_of) % self.spec.dma_engines)
             eng = f"dma{q}"
         else:
             eng = _NAME[rec.engine]
-        accumulated = rec.attrs.get("accumulated")
+        accumulated = rec.accumulated
         deps, rest = self._deps(eng, plan, tiles, fresh, index if solo else -1, accumulated)
         ready, blocker = 0.0, -1
         if deps:
@@ -311,17 +313,16 @@ class Scheduler:
     def _compute(self, rec, w, eng, index, ready, blocker, memo) -> Event:
         """An instruction on a compute engine's in-order queue. `memo`: the durations its signature's records
         were given so far, by kind."""
-        if rec.attrs.get("hoisted") is not None:  # computed once, by an earlier instance (core/hoist.py)
+        if rec.hoisted is not None:  # computed once, by an earlier instance (core/hoist.py)
             return Event(index, rec, TRACKS[eng], ready, ready, blocker=blocker)
         free = self.free[eng]
         start = free if free > ready else ready
-        flops = 0.0
+        flops = model = 0.0
         if eng == "tensor":
             got = memo.get("pe")
             if got is None:
-                rules = self.rules
-                got = memo["pe"] = rules.pe_transpose(w) if rec.op is Op.NC_TRANSPOSE else rules.matmul(rec, w)
-            dur, flops = got
+                got = memo["pe"] = self.rules.matmul(w)
+            dur, flops, model = got
             if self.t.tensor_warmup_start < 1.0:
                 dur /= self._throttle(start)
         else:
@@ -338,7 +339,7 @@ class Scheduler:
         self.free[eng], self.last[eng] = end, index
         if eng == "tensor":
             self.tensor_end = end
-        return Event(index, rec, TRACKS[eng], start, end, (), blocker, flops)
+        return Event(index, rec, TRACKS[eng], start, end, (), blocker, flops, (), model)
 
     def _throttle(self, start: float) -> float:
         """TensorE rate under the dI/dt limit: from `tensor_warmup_start` up to 1 over the warm-up time."""

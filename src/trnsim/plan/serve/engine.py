@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import csv
 import dataclasses
-import functools
 import json
 import math
 from collections import deque
@@ -28,6 +27,7 @@ import numpy as np
 from trnsim import specs
 from trnsim.plan.serve import step as S
 from trnsim.plan.serve.model import LLM, load
+from trnsim.pure import pure
 from trnsim.specs import serving
 
 
@@ -151,7 +151,7 @@ class Engine:
         self.steps = {"prefill": 0, "decode": 0, "mixed": 0}
         self.preemptions = 0
 
-    @functools.lru_cache(maxsize=None)
+    @pure()
     def _time(self, seqs: int, new: int, ctx: int, decode: bool) -> S.StepTime:
         return S.step_time(self.m, self.s, self.cluster, seqs, new, ctx, decode)
 

@@ -23,11 +23,11 @@ planner's roofline at a declared matmul efficiency, their collectives its alpha-
 from __future__ import annotations
 
 import dataclasses
-import functools
 import math
 from dataclasses import dataclass, field
 
 from trnsim import fabric, specs
+from trnsim.pure import pure
 from trnsim.specs import serving
 from trnsim.specs.records import UnsupportedDTypeError
 from trnsim.plan import efficiency as eff
@@ -152,7 +152,7 @@ def _chip_ratio(chip, dtype: str) -> float:
         raise ServeError("weights", str(e)) from None
 
 
-@functools.lru_cache(maxsize=16)
+@pure(16)
 def stream_rate(target: str, lnc: int) -> float:
     """HBM bytes/s one rank moves in steady streaming (the simulated stream kernel's largest bucket)."""
     core = specs.neuroncore(target)
@@ -196,13 +196,13 @@ class _InGraph(fabric.Cluster):
                                    link_efficiency=k.link_efficiency * share, policy="runtime")
 
 
-@functools.lru_cache(maxsize=64)
+@pure(64)
 def _in_graph(system_key: str, nodes: int, lnc: int) -> _InGraph:
     base = fabric.cluster(specs.system(system_key), nodes=nodes, lnc=lnc)
     return _InGraph(base.system, base.nodes, base.lnc)
 
 
-@functools.lru_cache(maxsize=4096)
+@pure(4096)
 def _coll(op: str, nbytes: float, ranks: tuple[int, ...], system_key: str, nodes: int, lnc: int) -> float:
     return fabric.collective_time(op, nbytes, list(ranks), _in_graph(system_key, nodes, lnc))[0]
 
