@@ -114,7 +114,8 @@ def product(a, b) -> np.ndarray:
 def onto(dst, first) -> np.ndarray:
     """The running sum after a group's first product `first` [N, M] when the group opened onto what PSUM
     region `dst` held."""
-    return first + dst.array().reshape(first.shape[1], first.shape[0]).T.astype(np.float32)
+    prior = dst.array().reshape(first.shape[1], first.shape[0]).T
+    return first + (prior if prior.dtype == np.float32 else prior.astype(np.float32))  # FP32 is read in place
 
 
 def land(dst, acc_t, amask, bmask, added: bool) -> None:
