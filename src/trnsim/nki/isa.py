@@ -93,6 +93,8 @@ def _enum(cls, x):
 def _ints(what: str, x, depth: int = 1, kind: str = "__index__") -> tuple:
     """A tuple of integers (registers and scalars included; numbers with kind "__float__"; tuples of integers
     with `depth` 2: an access pattern) from a tuple or list of them."""
+    if type(x) is tuple and not x:  # the usual default, at every issue
+        return x
     ok = isinstance(x, (tuple, list)) and all(
         hasattr(type(v), kind) and not isinstance(v, bool) if depth == 1 else isinstance(v, (tuple, list))
         for v in x)
@@ -544,7 +546,7 @@ def _with_indirection(fn, default):
 
     @functools.wraps(fn)
     def run(*args, **kwargs):
-        if not any(type(v) is _Indirection for v in (*args, *kwargs.values())):
+        if not _indirect(args, kwargs):
             return fn(*args, **kwargs)
         bound = signature.bind_partial(*args, **kwargs)
         found = {k: v for k, v in bound.arguments.items() if isinstance(v, _Indirection)}
@@ -564,13 +566,25 @@ def _with_indirection(fn, default):
     return run
 
 
+def _indirect(args, kwargs) -> bool:
+    """Whether any argument is an indirect view: loops, not any() over a generator, which the compiled build
+    makes an object of at every call."""
+    for v in args:
+        if type(v) is _Indirection:
+            return True
+    for v in kwargs.values():
+        if type(v) is _Indirection:
+            return True
+    return False
+
+
 def _no_indirection(fn):
     """The Tensor engine reads indirect operands in groups of 32 partitions; that is not emulated."""
     import functools
 
     @functools.wraps(fn)
     def run(*args, **kwargs):
-        if any(type(v) is _Indirection for v in (*args, *kwargs.values())):
+        if _indirect(args, kwargs):
             raise KernelError(f"{fn.__name__}: Tensor Indirection (.indirect) on Tensor engine operands is not "
                               f"emulated; the Vector, Scalar and GpSimd instructions take it")
         return fn(*args, **kwargs)
