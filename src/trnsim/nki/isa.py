@@ -121,10 +121,13 @@ def _on_sbuf(x, engine=None):
     return t
 
 
+_NC_MATMUL = Op.NC_MATMUL  # the commonest call: an Enum class's attribute goes through its metaclass's __getattr__ hook
+
+
 # -- Tensor engine -----------------------------------------------------------------------------------------
 def nc_matmul(dst, stationary, moving, is_stationary_onezero=False, is_moving_onezero=False, is_transpose=False,
               accumulate=None, tile_position=(), tile_size=(), perf_mode=matmul_perf_mode.none, name=None):
-    return issue(Op.NC_MATMUL, dst=dst, stationary=stationary, moving=moving, is_transpose=is_transpose,
+    return issue(_NC_MATMUL, dst=dst, stationary=stationary, moving=moving, is_transpose=is_transpose,
                  accumulate=accumulate, tile_position=_ints("nc_matmul tile_position", tile_position or ()),
                  tile_size=_ints("nc_matmul tile_size", tile_size or ()),
                  perf_mode=getattr(perf_mode, "_value_", perf_mode) or "none",
