@@ -15,7 +15,9 @@ built, when they are: `compiled_modules` counts them), plus, with `--against REV
 the source tree of git revision REV (before) against this one. `--all` compares every ladder step, not
 only the optimised one; `--repeat N` runs N rounds in which the ways take turns (a fresh process each, the faster of
 two runs) and keeps each way's fastest. The simulated figures (latency,
-instructions) of every way must be the same: `same_figures` says whether they are. `--instructions` adds each
+instructions) of every way must be the same: `same_figures` says whether they are. The CPU speed-up is also
+given for each half of a run apart (`speedup_cpu_frontend`: the kernel traced on shapes; `speedup_cpu_schedule`:
+its stream scheduled), so a change shows where it moved the time. `--instructions` adds each
 way's count of CPU instructions for one run (trace and schedule) under valgrind's callgrind, which, unlike
 seconds, does not move with the machine's load (`speedup_instructions`); it needs valgrind and takes minutes.
 """
@@ -227,7 +229,10 @@ def compare():
         figures = {(x["instructions"], x["simulated_latency_ms"]) for x in per.values()}
         out.append({"kernel": name, "ways": per, "same_figures": len(figures) == 1,
                     "speedup_wall": round(per[first]["wall_s"] / per[last]["wall_s"], 2),
-                    "speedup_cpu": round(per[first]["cpu_s"] / per[last]["cpu_s"], 2)})
+                    "speedup_cpu": round(per[first]["cpu_s"] / per[last]["cpu_s"], 2),
+                    # the two halves apart: the front end (kernel Python, checks, records) and the scheduler
+                    "speedup_cpu_frontend": round(per[first]["cpu_frontend_s"] / per[last]["cpu_frontend_s"], 2),
+                    "speedup_cpu_schedule": round(per[first]["cpu_schedule_s"] / per[last]["cpu_schedule_s"], 2)})
         if "--instructions" in sys.argv:
             out[-1]["speedup_instructions"] = round(per[first]["cpu_instructions"] / per[last]["cpu_instructions"], 2)
     print(json.dumps({"target": "trn1", "shape": ladder.SHAPE, "repeat": repeat, "speedup_of": f"{last} over {first}",

@@ -248,7 +248,7 @@ class NeuronCore:
                 note_uses(scope, [v.alloc for v in operands.values() if v.alloc.memory is self.sbuf])
         location, site = attrs.pop("_location", None), None
         if location is None:
-            if d.engines[0] is Engine.DMA:  # its queue follows its call site (core/timing/scheduler.py)
+            if d.engines[0] is _DMA:  # its queue follows its call site (core/timing/scheduler.py)
                 location, site = where_call()
             else:
                 location = where()
@@ -270,7 +270,7 @@ class NeuronCore:
             d.semantics(ins, self)
         if evicts:  # closes the accumulation groups of the regions it touches
             for k, t in operands.items():
-                if t.space is Space.PSUM:
+                if t.space is _PSUM:
                     close_psum(self, t)
                     a = t.alloc
                     written = k in d.writes
@@ -388,6 +388,8 @@ class NeuronCore:
 
 
 _SPACES = {s.value: s for s in Space}  # Space(name) runs Enum's lookup in Python; tensors are made often
+# Members read at every issue: an Enum class's attribute goes through its metaclass's __getattr__ hook (Python 3.11)
+_DMA, _PSUM = Engine.DMA, Space.PSUM
 
 
 def _bytes(a: Allocation, word="uint8", partitions=None) -> View:

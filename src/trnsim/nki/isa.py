@@ -93,6 +93,8 @@ def _enum(cls, x):
 def _ints(what: str, x, depth: int = 1, kind: str = "__index__") -> tuple:
     """A tuple of integers (registers and scalars included; numbers with kind "__float__"; tuples of integers
     with `depth` 2: an access pattern) from a tuple or list of them."""
+    if type(x) is tuple and not x:  # the usual default, at every issue
+        return x
     ok = isinstance(x, (tuple, list)) and all(
         hasattr(type(v), kind) and not isinstance(v, bool) if depth == 1 else isinstance(v, (tuple, list))
         for v in x)
@@ -119,10 +121,13 @@ def _on_sbuf(x, engine=None):
     return t
 
 
+_NC_MATMUL = Op.NC_MATMUL  # the commonest call: an Enum class's attribute goes through its metaclass's __getattr__ hook
+
+
 # -- Tensor engine -----------------------------------------------------------------------------------------
 def nc_matmul(dst, stationary, moving, is_stationary_onezero=False, is_moving_onezero=False, is_transpose=False,
               accumulate=None, tile_position=(), tile_size=(), perf_mode=matmul_perf_mode.none, name=None):
-    return issue(Op.NC_MATMUL, dst=dst, stationary=stationary, moving=moving, is_transpose=is_transpose,
+    return issue(_NC_MATMUL, dst=dst, stationary=stationary, moving=moving, is_transpose=is_transpose,
                  accumulate=accumulate, tile_position=_ints("nc_matmul tile_position", tile_position or ()),
                  tile_size=_ints("nc_matmul tile_size", tile_size or ()),
                  perf_mode=getattr(perf_mode, "_value_", perf_mode) or "none",
@@ -544,7 +549,7 @@ def _with_indirection(fn, default):
 
     @functools.wraps(fn)
     def run(*args, **kwargs):
-        if not any(type(v) is _Indirection for v in (*args, *kwargs.values())):
+        if not _indirect(args, kwargs):
             return fn(*args, **kwargs)
         bound = signature.bind_partial(*args, **kwargs)
         found = {k: v for k, v in bound.arguments.items() if isinstance(v, _Indirection)}
@@ -564,13 +569,25 @@ def _with_indirection(fn, default):
     return run
 
 
+def _indirect(args, kwargs) -> bool:
+    """Whether any argument is an indirect view: loops, not any() over a generator, which the compiled build
+    makes an object of at every call."""
+    for v in args:
+        if type(v) is _Indirection:
+            return True
+    for v in kwargs.values():
+        if type(v) is _Indirection:
+            return True
+    return False
+
+
 def _no_indirection(fn):
     """The Tensor engine reads indirect operands in groups of 32 partitions; that is not emulated."""
     import functools
 
     @functools.wraps(fn)
     def run(*args, **kwargs):
-        if any(type(v) is _Indirection for v in (*args, *kwargs.values())):
+        if _indirect(args, kwargs):
             raise KernelError(f"{fn.__name__}: Tensor Indirection (.indirect) on Tensor engine operands is not "
                               f"emulated; the Vector, Scalar and GpSimd instructions take it")
         return fn(*args, **kwargs)

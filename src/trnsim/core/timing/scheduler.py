@@ -23,6 +23,7 @@ from trnsim.core.timing.rules import TRACKS, Rules
 
 QUADRANT = 32  # partitions per dependence-tracking group (the partition start rule's finest step)
 _NAME = {e: e.value for e in Engine}  # an engine's track key (Enum.value is a Python-level descriptor)
+_DMA = Engine.DMA  # read at every step: an Enum class's attribute goes through its metaclass's __getattr__ hook
 
 
 class Event:
@@ -277,7 +278,7 @@ class Scheduler:
         plan, psum, w, solo, memo = got
         tiles = [p[0][5] for p in rec.placed.values()]  # the tile each operand belongs to (Region.tile)
         q = -1
-        if rec.engine is Engine.DMA:
+        if rec.engine is _DMA:
             site = (rec.location, rec.site)  # a DMA statement: two calls on one line are two
             q = self.queue_of.setdefault(site, len(self.queue_of) % self.spec.dma_engines)
             eng = f"dma{q}"
