@@ -411,9 +411,16 @@ def check(file, argv, version, name, target, lnc, as_json, quiet):
     return 1 if errors else 0
 
 
-def tour(console, path: str) -> None:
+def tour(console) -> None:
     """`trnsim check` on the tour's kernel file: a kernel that leaves rows of its output unwritten, found
     on shapes alone, before any run."""
+    from trnsim.cli.run import tour_kernel_file
+
+    with tour_kernel_file() as (path, _):
+        _tour_check(console, path)
+
+
+def _tour_check(console, path: str) -> None:
     from trnsim.cli.profile import kernel_arguments, load_kernel
 
     kernel, _ = load_kernel(path, "copy_rows", need_inputs=False)

@@ -19,6 +19,7 @@ SECTIONS: list[tuple[str, str]] = [
     ("The hardware: trnsim ls, trnsim specs", "trnsim.cli.ls"),
     ("Numerics: bf16, fp8, MX and stochastic rounding", "trnsim.cli.dtypes"),
     ("Kernels: an unmodified NKI file on the emulator", "trnsim.cli.run"),
+    ("Checking a kernel before it runs: trnsim check", "trnsim.cli.check"),
     ("Profiling a kernel: trnsim profile", "trnsim.cli.profile"),
     ("Collectives: trnsim collective", "trnsim.cli.collective"),
     ("Training plans: trnsim plan", "trnsim.cli.plan"),

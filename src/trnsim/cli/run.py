@@ -112,8 +112,10 @@ def copy_rows(x):
 '''
 
 
-def tour(console) -> None:
-    """Run a softmax kernel file through the nki shim, compare with numpy, then show a caught error."""
+@contextlib.contextmanager
+def tour_kernel_file():
+    """The tour's kernel file, written to a scratch folder, with the nki shim installed while it is used:
+    (path, folder)."""
     import tempfile
 
     from trnsim import shim
@@ -125,15 +127,19 @@ def tour(console) -> None:
         was = shim.installed()
         shim.install(force=True)
         try:
-            with target_env("trn2"):
-                _tour_run(console, path, d)
-            with target_env("trn3"):
-                _tour_indirect(console, path)
-            from trnsim.cli import check
-            check.tour(console, path)
+            yield path, d
         finally:
             if not was:
                 shim.uninstall()
+
+
+def tour(console) -> None:
+    """Run a softmax kernel file through the nki shim, compare with numpy, then show a caught error."""
+    with tour_kernel_file() as (path, d):
+        with target_env("trn2"):
+            _tour_run(console, path, d)
+        with target_env("trn3"):
+            _tour_indirect(console, path)
 
 
 def _tour_run(console, path: str, tmpdir: str) -> None:
