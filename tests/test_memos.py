@@ -1,12 +1,13 @@
 """The fabric's and the planner's pure functions keep their results only through the speed layer (trnsim/memos.py
 at the hook of trnsim/pure.py): TRNSIM_FAST=0 computes every call afresh, and nothing changes but the time."""
 import ast
-import dataclasses
+import json
+import os
 import pathlib
+import subprocess
+import sys
 
-import pytest
-
-from trnsim import fabric, pure
+from trnsim import fabric, memos, pure
 from trnsim.fabric import timing as fabric_timing
 from trnsim.plan import plan
 from trnsim.plan import serve
@@ -34,7 +35,7 @@ def test_fabric_and_planner_keep_no_cache_of_their_own():
     """Their memos are declared pure; the caches are the speed layer's."""
     files = [*(PKG / "fabric").rglob("*.py"), *(PKG / "plan").rglob("*.py")]
     assert [f for p in files for f in kept_by_hand(p)] == []
-    assert {p.__module__ for p in pure.DECLARED} >= {"trnsim.fabric.timing", "trnsim.fabric.runtime",
+    assert {f.__module__ for f in pure.DECLARED} >= {"trnsim.fabric.timing", "trnsim.fabric.runtime",
                                                       "trnsim.plan.comm", "trnsim.plan.compute"}
 
 
@@ -74,31 +75,34 @@ def figures() -> dict:
     return out
 
 
-def test_the_same_figures_with_the_speed_layer_on_and_off(monkeypatch):
-    """On: a second run is answered from the caches and gives what the first gave; off (TRNSIM_FAST=0): no
-    cache is read or filled, and every figure is the same."""
-    monkeypatch.setenv("TRNSIM_FAST", "1")
-    on = figures()
-    priced = fabric_timing._priced.cache_info()
-    assert figures() == on and fabric_timing._priced.cache_info().hits > priced.hits
-    monkeypatch.setenv("TRNSIM_FAST", "0")
-    before = [(p, p.cache_info()) for p in pure.DECLARED]
-    off = figures()
-    assert off == on
-    assert [(p, p.cache_info()) for p in pure.DECLARED] == before
+def run(fast: str) -> dict:
+    """figures() twice in a fresh process with TRNSIM_FAST=`fast`, and what the declared functions kept."""
+    code = ("import json, test_memos as t; from trnsim import pure; a = t.figures(); b = t.figures(); "
+            "print(json.dumps({'figures': a, 'again': b, 'kept': [f.cache_info() is not None for f in pure.DECLARED], "
+            "'hits': sum(f.cache_info().hits for f in pure.DECLARED if f.cache_info() is not None)}))")
+    env = dict(os.environ, TRNSIM_FAST=fast, PYTHONPATH=os.pathsep.join([str(pathlib.Path(__file__).parent),
+                                                                         os.environ.get("PYTHONPATH", "")]))
+    p = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True)
+    return json.loads(p.stdout)
+
+
+def test_the_same_figures_with_the_speed_layer_on_and_off():
+    """On, every declared function is kept and a second run is answered from the caches; off (TRNSIM_FAST=0),
+    none is, and every figure is the same."""
+    on, off = run("1"), run("0")
+    assert all(on["kept"]) and on["hits"] > 100 and on["again"] == on["figures"]
+    assert not any(off["kept"]) and off["hits"] == 0
+    assert off["figures"] == on["figures"]
 
 
 def test_a_declared_key_leaves_the_other_arguments_out():
     """A pure function with a `key` is kept per key; its other arguments only feed the first computation."""
     calls = []
 
-    @pure.pure(8, key=lambda x, extra: x)
     def f(x, extra):
         calls.append((x, extra))
         return x * 2
 
-    try:
-        assert (f(1, "a"), f(1, "b"), f(2, "c")) == (2, 2, 4)
-        assert calls == [(1, "a"), (2, "c")]
-    finally:
-        pure.DECLARED.remove(f)
+    kept = memos._kept(f, 8, lambda x, extra: x)
+    assert (kept(1, "a"), kept(1, "b"), kept(2, "c")) == (2, 2, 4)
+    assert calls == [(1, "a"), (2, "c")]

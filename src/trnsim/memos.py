@@ -1,9 +1,10 @@
 """The speed layer's memos of the fabric's and the planner's pure functions (trnsim/pure.py): installed by the
 package when it is imported, as compiled.py's module finder is, so that the meaning never imports them.
 
-Each declared function gets a least-recently-used cache of its declared size, keyed by its arguments (or by
-its declared `key` of them). The switch is TRNSIM_FAST, read at each call as every flag is: with 0 a call
-computes afresh and leaves the cache as it was. Results are the same either way (tests/test_memos.py).
+Each declared function is kept in a least-recently-used cache of its declared size, keyed by its arguments
+(or by its declared `key` of them). TRNSIM_FAST chooses once per process, when the package is imported (as
+it chooses the compiled modules): with 0 every function runs as written. Results are the same either way
+(tests/test_memos.py).
 """
 from __future__ import annotations
 
@@ -12,26 +13,21 @@ import functools
 from trnsim import flags, pure
 
 
-def _kept(p: pure.Pure):
-    """`p` through a cache while the speed layer is on."""
-    fn, key = p.fn, p.key
+def _kept(fn, size: int | None, key):
+    """`fn` in a cache of `size` results, by its arguments or by `key(*args, **kwargs)`."""
     if key is None:
-        cached = functools.lru_cache(maxsize=p.size)(fn)
-    else:
-        results = functools.lru_cache(maxsize=p.size)(lambda k, args, kwargs: fn(*args.value, **kwargs.value))
+        return functools.lru_cache(maxsize=size)(fn)
+    results = functools.lru_cache(maxsize=size)(lambda k, args, kwargs: fn(*args.value, **kwargs.value))
 
-        def cached(*args, **kwargs):
-            # equal keys, one result: the first call's arguments compute it (_Args leaves them out of the key)
-            return results(key(*args, **kwargs), _Args(args), _Args(kwargs))
-        cached.cache_info, cached.cache_clear = results.cache_info, results.cache_clear
-
+    @functools.wraps(fn)
     def call(*args, **kwargs):
-        return cached(*args, **kwargs) if flags.FAST.on() else fn(*args, **kwargs)
-    call.cache_info, call.cache_clear = cached.cache_info, cached.cache_clear
+        # equal keys, one result: the first call's arguments compute it (_Carried leaves them out of the key)
+        return results(key(*args, **kwargs), _Carried(args), _Carried(kwargs))
+    call.cache_info, call.cache_clear = results.cache_info, results.cache_clear
     return call
 
 
-class _Args:
+class _Carried:
     """Arguments carried through a cache without being part of its key: every two compare equal."""
 
     __slots__ = ("value",)
@@ -47,5 +43,5 @@ class _Args:
 
 
 def install() -> None:
-    """Give every pure function, declared or still to be, its cache."""
-    pure.keep(_kept)
+    """Keep every pure function declared from now on, unless TRNSIM_FAST is 0."""
+    pure.keep(_kept if flags.FAST.on() else None)

@@ -1,61 +1,40 @@
 """Pure functions of the fabric and the planner: the hook point where the speed layer keeps their results.
 
 A function declared `@pure(size)` takes hashable arguments and returns what they (and the catalog in use,
-which callers pass as an argument) determine; it computes on every call, as written. The speed layer
-(trnsim/memos.py, installed by the package as compiled.py's module finder is) keeps each one's results in a
-cache of `size` entries (None: unbounded) while TRNSIM_FAST is on. `key`, where given, names the part of the
-arguments the result depends on (the rest only feeds its computation). Nothing here imports the speed layer,
-and no result depends on it (tests/test_memos.py). Standard library only, so any layer may declare one.
+which callers pass as an argument) determine. As written it computes on every call; the speed layer
+(trnsim/memos.py, which the package installs when it is imported, before any module declares one, as it
+installs compiled.py's module finder) may return it kept in a cache of `size` entries (None: unbounded).
+`key`, where given, names the part of the arguments the result depends on (the rest only feeds its
+computation). Either way a declared function has `cache_clear()` (for a caller that changes what a result
+depends on beyond its arguments) and `cache_info()` (None where nothing is kept). Nothing here imports the
+speed layer, and no result depends on it (tests/test_memos.py). Standard library only, so any layer may
+declare one.
 """
 from __future__ import annotations
 
-import functools
 from typing import Callable
 
-DECLARED: list["Pure"] = []
-_keeper: Callable | None = None  # the speed layer's wrapper, once it is installed
+DECLARED: list[Callable] = []  # every declared function, as the module that declared it holds it
+_keeper: Callable | None = None  # keeper(fn, size, key) -> fn kept in a cache; set by the speed layer
 
 
-class Pure:
-    """One declared function; `call` is what a call runs: the function itself, or the speed layer's cache of it."""
-
-    def __init__(self, fn: Callable, size: int | None, key: Callable | None):
-        self.fn, self.size, self.key, self.call = fn, size, key, fn
-        functools.update_wrapper(self, fn)
-
-    def __call__(self, *args, **kwargs):
-        return self.call(*args, **kwargs)
-
-    def __get__(self, obj, cls=None):  # a method: bound to its instance, which is then an argument like any
-        return self if obj is None else functools.partial(self, obj)
-
-    def cache_clear(self) -> None:
-        """Forget kept results (where a caller changes what a result depends on beyond the arguments)."""
-        clear = getattr(self.call, "cache_clear", None)
-        if clear is not None:
-            clear()
-
-    def cache_info(self):
-        """The speed layer's hit and miss counts (functools' form), or None while nothing is kept."""
-        info = getattr(self.call, "cache_info", None)
-        return info() if info is not None else None
-
-
-def pure(size: int | None = None, key: Callable | None = None) -> Callable[[Callable], Pure]:
+def pure(size: int | None = None, key: Callable | None = None) -> Callable[[Callable], Callable]:
     """Declare a pure function (see the module docstring)."""
-    def declare(fn: Callable) -> Pure:
-        p = Pure(fn, size, key)
-        DECLARED.append(p)
+    def declare(fn: Callable) -> Callable:
         if _keeper is not None:
-            p.call = _keeper(p)
-        return p
+            fn = _keeper(fn, size, key)
+        else:
+            fn.cache_clear, fn.cache_info = _nothing, _nothing
+        DECLARED.append(fn)
+        return fn
     return declare
 
 
-def keep(wrap: Callable | None) -> None:
-    """The hook: every declared function, and every one declared later, runs as `wrap(pure)` returns it (None:
-    as written)."""
+def _nothing():
+    return None
+
+
+def keep(keeper: Callable | None) -> None:
+    """The hook: functions declared from now on are kept by `keeper(fn, size, key)` (None: run as written)."""
     global _keeper
-    _keeper = wrap
-    for p in DECLARED:
-        p.call = p.fn if wrap is None else wrap(p)
+    _keeper = keeper
