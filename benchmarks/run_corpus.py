@@ -174,6 +174,7 @@ def main():
     ap.add_argument("--samples", type=Path, help="aws-neuron/nki-samples git directory")
     ap.add_argument("--only", action="append", help="run only these corpora")
     ap.add_argument("--filter", default="", help="only files whose name contains this")
+    ap.add_argument("--exclude", default=None, help="leave out files whose name contains this")
     ap.add_argument("--work", type=Path, default=Path(tempfile.gettempdir()) / "trnsim-corpus")
     ap.add_argument("--timeout", type=int, default=600)
     ap.add_argument("--jobs", type=int, default=2)
@@ -181,7 +182,8 @@ def main():
                     help=f"the instance name tests read from {DMI} (empty: the host's own)")
     args = ap.parse_args()
     want = lambda name: not args.only or name in args.only
-    pick = lambda fs: sorted(f for f in fs if args.filter in f.name)
+    keep = lambda name: args.filter in name and not (args.exclude and args.exclude in name)
+    pick = lambda fs: sorted(f for f in fs if keep(f.name))
     env = dict(os.environ, PYTHONUNBUFFERED="1", TRNSIM_CORPUS_INSTANCE=args.instance)
     report = {}
     if args.sdk and want("sdk-tests"):
@@ -208,7 +210,7 @@ def main():
         tutorials = root / "src" / "nki_samples" / "tutorials"
         files = list(tutorials.rglob("*_nki_kernels.py")) + list(tutorials.rglob("mx_toplevel.py"))
         report["samples-tutorials"] = {"commit": commit, **run_scripts(
-            pick(files), root, env, args.timeout, [r for r in attention_runs(root) if args.filter in r[0]])}
+            pick(files), root, env, args.timeout, [r for r in attention_runs(root) if keep(r[0])])}
     if args.samples and want("samples-contributed"):
         commit = newest_with(args.samples, "contributed")
         root = extract(args.samples, commit, args.work / "samples")
