@@ -1,4 +1,5 @@
 """`x[...] = nl.load(...)` / `x[...] = nisa.op(...)`: the instruction writes x itself, no temporary and no copy."""
+import ml_dtypes
 import numpy as np
 
 import trnsim.nki.beta as nki
@@ -64,3 +65,80 @@ def test_a_used_result_is_still_copied(rng):
 def test_destination_read_by_the_call_keeps_the_copy(rng):
     a = rng.standard_normal((64, 64)).astype(np.float32)
     np.testing.assert_allclose(in_place(a), a.T, rtol=1e-6)
+
+
+# -- results whose shape differs from the destination's only by size-1 free dims --------------------------------
+@nki.jit
+def column_max(a):
+    """Each 32-wide block's negated max written to one column of m, with grid and with slice indices."""
+    out = nl.ndarray((128, 8), a.dtype, buffer=nl.shared_hbm)
+    x = nl.load(a)
+    m = nl.ndarray((128, 8), a.dtype, buffer=nl.sbuf)
+    ip, jf = nl.arange(128)[:, None], nl.arange(32)[None, :]
+    for j in nl.affine_range(4):
+        m[ip, j] = nisa.tensor_reduce(np.max, data=x[ip, j * 32 + jf], axis=(1,), dtype=a.dtype, negate=True)
+        m[:, 4 + j] = nl.min(x[:, j * 32:(j + 1) * 32], axis=1)
+    nl.store(out, m)
+    return out
+
+
+@nki.jit
+def kept_into_partition_tile(a):
+    """A keepdims [P, 1] result assigned to a partition-only [P] tile."""
+    out = nl.ndarray((128,), a.dtype, buffer=nl.shared_hbm)
+    x = nl.load(a)
+    v = nl.ndarray((128,), a.dtype, buffer=nl.sbuf)
+    v[...] = nl.max(x, axis=1, keepdims=True)
+    nl.store(out, v)
+    return out
+
+
+@nki.jit
+def rows_into_middle_slot(a):
+    """A [P, 4] result assigned to m[:, j:j+1, :], a [P, 1, 4] slice of a [P, 2, 4] tile."""
+    out = nl.ndarray((128, 2, 4), a.dtype, buffer=nl.shared_hbm)
+    x = nl.load(a)
+    m = nl.ndarray((128, 2, 4), a.dtype, buffer=nl.sbuf)
+    for j in nl.affine_range(2):
+        m[:, j:j + 1, :] = nl.max(x[:, j], axis=2)
+    nl.store(out, m)
+    return out
+
+
+@nki.jit
+def broadcast_column(a):
+    """A [P, 1] result assigned to a [P, 4] tile is a broadcast: the copy stays."""
+    out = nl.ndarray((128, 4), a.dtype, buffer=nl.shared_hbm)
+    x = nl.load(a)
+    m = nl.ndarray((128, 4), a.dtype, buffer=nl.sbuf)
+    m[...] = nl.max(x, axis=1, keepdims=True)
+    nl.store(out, m)
+    return out
+
+
+def test_a_reduction_writes_its_column_directly(rng):
+    for dt in (np.float32, ml_dtypes.bfloat16):
+        a = rng.standard_normal((128, 128)).astype(dt)
+        blocks = a.reshape(128, 4, 32)
+        want = np.concatenate([-blocks.max(axis=2), blocks.min(axis=2)], axis=1)
+        got = column_max(a)
+        assert got.dtype == want.dtype and np.array_equal(got, want)
+        assert _ops(column_max) == ["dma_copy"] + ["tensor_reduce"] * 8 + ["dma_copy"]
+
+
+def test_a_kept_dim_result_fills_a_partition_tile_directly(rng):
+    a = rng.standard_normal((128, 64)).astype(np.float32)
+    assert np.array_equal(kept_into_partition_tile(a), a.max(axis=1))
+    assert _ops(kept_into_partition_tile) == ["dma_copy", "tensor_reduce", "dma_copy"]
+
+
+def test_a_result_fills_a_slice_with_a_size_one_middle_dim_directly(rng):
+    a = rng.standard_normal((128, 2, 4, 8)).astype(np.float32)
+    assert np.array_equal(rows_into_middle_slot(a), a.max(axis=3))
+    assert _ops(rows_into_middle_slot) == ["dma_copy", "tensor_reduce", "tensor_reduce", "dma_copy"]
+
+
+def test_a_broadcast_assignment_keeps_its_copy(rng):
+    a = rng.standard_normal((128, 64)).astype(np.float32)
+    assert np.array_equal(broadcast_column(a), np.repeat(a.max(axis=1, keepdims=True), 4, axis=1))
+    assert _ops(broadcast_column) == ["dma_copy", "tensor_reduce", "tensor_copy", "dma_copy"]

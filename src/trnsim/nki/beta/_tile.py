@@ -419,7 +419,9 @@ def new_tile(shape, dtype, buffer="sbuf", name=None) -> Tile:
 # there is no temporary and no copy. The front end runs the call first (Python evaluates the right side
 # before the assignment), so the assignment takes the call's instructions back off the stream and issues
 # the call again with x as the result tile. Only when nothing ran in between, and x can take the result
-# as is (same shape, dtype and memory, x not among the call's inputs); otherwise the copy stays.
+# as is (same dtype and memory, the same elements per partition in the same order, x not among the call's
+# inputs); otherwise the copy stays. Shapes that differ only by size-1 free dims are one access pattern: a
+# reduction's [P] result assigned to a [P, 1] column is written there by the reduction itself.
 class _Direct(threading.local):
     depth = 0  # nesting of front-end calls (only the outermost one is re-issued)
     made = 0  # new tiles the outermost call made so far
@@ -480,19 +482,35 @@ def redirect(dst: Tile, value: Tile) -> bool:
     call, args, kwargs, mark, end, nth = r
     stream = core().stream
     if (len(stream) != end or value.shape != t.shape or value.const != Tile.whole(t).const or value.indirect
-            is not None or dst.shape != t.shape or dst.tensor.dtype != t.dtype or dst.tensor.buffer != t.buffer
-            or dst.indirect is not None):
+            is not None or dst.tensor.dtype != t.dtype or dst.tensor.buffer != t.buffer or dst.indirect is not None):
         return False
-    if any(isinstance(a, Tile) and a.tensor is dst.tensor for a in (*args, *kwargs.values())):
+    into = _seen_as(dst, t.shape)
+    if into is None or any(isinstance(a, Tile) and a.tensor is dst.tensor for a in (*args, *kwargs.values())):
         return False
     d.last = None
     del stream[mark:]
-    d.depth, d.made, d.into = 1, 0, (nth, dst)
+    d.depth, d.made, d.into = 1, 0, (nth, into)
     try:
         call.__wrapped__(*args, **kwargs)
     finally:
         d.depth, d.into = 0, None
     return True
+
+
+def _seen_as(dst: Tile, shape: tuple) -> Tile | None:
+    """`dst` indexed as a tile of `shape` when both hold the same elements per partition in the same order
+    (the partition dim equal, the free dims equal once size-1 dims are dropped); else None."""
+    if dst.shape == shape:
+        return dst
+    if dst.opmask is not None or not dst.shape or not shape or dst.shape[0] != shape[0]:
+        return None
+    free = [a for a in range(1, dst.ndim) if dst.shape[a] != 1]
+    if [dst.shape[a] for a in free] != [n for n in shape[1:] if n != 1]:
+        return None
+    taken = iter(free)  # each result axis reads the dst axis it stands for; a size-1 one none (its index is 0)
+    axes = [0] + [next(taken) if n != 1 else None for n in shape[1:]]
+    coefs = [[row[a] if a is not None else 0 for a in axes] for row in dst.coefs]
+    return Tile(dst.tensor, dst.const, coefs, shape)
 
 
 def reissue_destination():
