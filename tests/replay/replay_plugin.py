@@ -26,7 +26,8 @@ RESULTS = {"checked": [], "mismatches": []}
 
 
 def signature(cores) -> list:
-    """Each core's stream as (op, engine, operands), memories numbered by first use so two runs compare."""
+    """Each core's stream as (op, engine or engines to choose from, operands), memories numbered by first use so
+    two runs compare."""
     out = []
     for nc in cores:
         ids: dict = {}
@@ -37,7 +38,11 @@ def signature(cores) -> list:
                 mem = ids.setdefault((r.space, r.memory), len(ids))
                 ops.append((name, r.space, mem, r.partition, r.partitions, r.byte_lo, r.byte_hi, tuple(r.shape),
                             r.dtype, r.contiguous))
-            rows.append((rec.op.value, rec.engine.value, tuple(ops)))
+            # an instruction the compiler places by workload: its engines to choose from (the one chosen is set
+            # when the stream is scheduled, and the latencies compared follow from it)
+            choices = rec.attrs.get("choices")
+            engine = tuple(e.value for e in choices) if choices else rec.engine.value
+            rows.append((rec.op.value, engine, tuple(ops)))
         out.append(rows)
     return out
 

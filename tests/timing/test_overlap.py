@@ -17,8 +17,8 @@ def schedule(build, target="trn1"):
 def ready_tiles(nc):
     """A stationary and a moving bf16 tile, written by VectorE, and a PSUM tile for their product."""
     st, mv = nc.tensor((128, 128), "bfloat16"), nc.tensor((128, 512), "bfloat16")
-    nc.issue(Op.MEMSET, dst=st, value=1.0)
-    nc.issue(Op.MEMSET, dst=mv, value=1.0)
+    nc.issue(Op.MEMSET, engine="vector", dst=st, value=1.0)
+    nc.issue(Op.MEMSET, engine="vector", dst=mv, value=1.0)
     return st, mv, nc.tensor((128, 512), "float32", "psum")
 
 
@@ -39,7 +39,7 @@ def test_dependent_matmul_waits_for_its_load():
     """A matmul reading a freshly loaded tile starts a semaphore latency after the load ends."""
     def build(nc):
         st, mv = nc.tensor((128, 128), "bfloat16"), nc.tensor((128, 512), "bfloat16")
-        nc.issue(Op.MEMSET, dst=st, value=1.0)
+        nc.issue(Op.MEMSET, engine="vector", dst=st, value=1.0)
         nc.issue(Op.DMA_COPY, dst=mv, src=nc.hbm_tensor((128, 512), "bfloat16"))
         nc.issue(Op.NC_MATMUL, dst=nc.tensor((128, 512), "float32", "psum"), stationary=st, moving=mv)
     memset, dma, mm = schedule(build)
@@ -61,7 +61,7 @@ def test_disjoint_partitions_do_not_depend():
     """Writing partitions 64..127 of a tile does not wait for a reader of partitions 0..63."""
     def build(nc):
         t = nc.tensor((128, 2048), "float32")
-        nc.issue(Op.MEMSET, dst=t, value=0.0)
+        nc.issue(Op.MEMSET, engine="vector", dst=t, value=0.0)
         nc.issue(Op.ACTIVATION, dst=nc.tensor((64, 2048), "float32"), data=t[0:64], op="exp")
         nc.issue(Op.DMA_COPY, dst=t[64:128], src=nc.hbm_tensor((64, 2048), "float32"))
     _, act, dma = schedule(build)
@@ -72,7 +72,7 @@ def test_one_engine_runs_in_order():
     """Two independent VectorE instructions never overlap: the second starts when the first ends."""
     def build(nc):
         for _ in range(2):
-            nc.issue(Op.MEMSET, dst=nc.tensor((128, 1024), "float32"), value=0.0)
+            nc.issue(Op.MEMSET, engine="vector", dst=nc.tensor((128, 1024), "float32"), value=0.0)
     a, b = schedule(build)
     assert b.start == pytest.approx(a.end)
 
@@ -84,7 +84,7 @@ def test_psum_accumulation_group_then_eviction():
         st, mv, ps = ready_tiles(nc)
         for _ in range(3):
             nc.issue(Op.NC_MATMUL, dst=ps, stationary=st, moving=mv)
-        nc.issue(Op.TENSOR_COPY, dst=nc.tensor((128, 512), "float32"), src=ps)
+        nc.issue(Op.TENSOR_COPY, engine="vector", dst=nc.tensor((128, 512), "float32"), src=ps)
     *mms, copy = schedule(build)[2:]
     for prev, nxt in zip(mms, mms[1:]):
         assert nxt.start == pytest.approx(prev.end)
@@ -99,7 +99,7 @@ def test_a_vector_chain_pays_the_static_overhead():
     def build(nc):
         a, b, c, d, e = (nc.tensor((128, 512), "float32") for _ in range(5))
         for t in (a, b, e):
-            nc.issue(Op.MEMSET, dst=t, value=1.0)
+            nc.issue(Op.MEMSET, engine="vector", dst=t, value=1.0)
         nc.issue(Op.TENSOR_TENSOR, dst=c, data1=a, data2=b, op="multiply")  # independent of the memset before
         nc.issue(Op.TENSOR_TENSOR, dst=d, data1=c, data2=a, op="add")  # reads what the one before wrote
         nc.issue(Op.TENSOR_TENSOR, dst=a, data1=b, data2=b, op="add")  # reads neither c nor d
@@ -119,7 +119,7 @@ def test_pipelined_loads_run_ahead_of_stores():
         for i in range(3):
             src, dst = nc.hbm_tensor((128, 2048), "float32"), nc.hbm_tensor((128, 2048), "float32")
             nc.issue(Op.DMA_COPY, dst=ins[i % 2], src=src)
-            nc.issue(Op.TENSOR_COPY, dst=outs[i % 2], src=ins[i % 2])
+            nc.issue(Op.TENSOR_COPY, engine="vector", dst=outs[i % 2], src=ins[i % 2])
             nc.issue(Op.DMA_COPY, dst=dst, src=outs[i % 2])
     evs = schedule(build)
     load0, copy0, store0, load1 = evs[:4]

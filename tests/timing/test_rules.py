@@ -17,7 +17,7 @@ def run(target, build):
 def apart(nc):
     """An unrelated Vector instruction, so the one measured next does not read what its engine's previous
     instruction wrote (that adds the static overhead: tests/timing/test_overlap.py)."""
-    nc.issue(Op.MEMSET, dst=nc.tensor((128, 8), "float32"), value=0.0)
+    nc.issue(Op.MEMSET, engine="vector", dst=nc.tensor((128, 8), "float32"), value=0.0)
 
 def tiles(nc, k, m, n, dtype):
     st, mv = nc.tensor((k, m), dtype), nc.tensor((k, n), dtype)
@@ -62,7 +62,7 @@ def test_pe_transpose_of_fp32_runs_at_the_fp32_matmul_rate_or_twice_it_in_transp
     its dI/dt warm-up."""
     def build(nc):
         data = nc.tensor((128, 128), dtype)
-        nc.issue(Op.MEMSET, dst=data, value=0.0)
+        nc.issue(Op.MEMSET, engine="vector", dst=data, value=0.0)
         st, mv, ps = tiles(nc, 128, 128, 512, "bfloat16")
         for _ in range(40):
             nc.issue(Op.NC_MATMUL, dst=ps, stationary=st, moving=mv)
@@ -88,13 +88,13 @@ def test_vector_streams_n_or_2n_cycles(op, inputs):
     """VectorE on v2 streams N elements per partition per input at 1.12 GHz (fp32, N=1024)."""
     def build(nc):
         a, b, out = (nc.tensor((128, 1024), "float32") for _ in range(3))
-        nc.issue(Op.MEMSET, dst=a, value=1.0)
-        nc.issue(Op.MEMSET, dst=b, value=1.0)
+        nc.issue(Op.MEMSET, engine="vector", dst=a, value=1.0)
+        nc.issue(Op.MEMSET, engine="vector", dst=b, value=1.0)
         apart(nc)
         if op is Op.TENSOR_TENSOR:
             nc.issue(op, dst=out, data1=a, data2=b, op="add")
         else:
-            nc.issue(op, dst=out, src=a)
+            nc.issue(op, engine="vector", dst=out, src=a)
     ev = run("trn1", build)[-1]
     assert ev.end - ev.start == pytest.approx(inputs * 1024 / 1.12)
 
@@ -106,7 +106,7 @@ def test_bf16_add_or_max_reduce_streams_n_over_2(dtype, op, cycles):
     (reference 1.12, from the nki.isa cost notes); N = 2048 at 1.12 GHz."""
     def build(nc):
         a, out = nc.tensor((128, 2048), dtype), nc.tensor((128, 1), dtype)
-        nc.issue(Op.MEMSET, dst=a, value=1.0)
+        nc.issue(Op.MEMSET, engine="vector", dst=a, value=1.0)
         apart(nc)
         nc.issue(Op.TENSOR_REDUCE, dst=out, data=a, op=op, axis=1)
     ev = run("trn1", build)[-1]
@@ -119,7 +119,7 @@ def test_memset_of_zero_into_16_bit_streams_n_over_2(dtype, value, cycles):
     """memset on VectorE: N cycles, N/2 for zero into BF16/FP16 (reference 1.12); N = 2048 at 1.12 GHz."""
     def build(nc):
         apart(nc)
-        nc.issue(Op.MEMSET, dst=nc.tensor((128, 2048), dtype), value=value)
+        nc.issue(Op.MEMSET, engine="vector", dst=nc.tensor((128, 2048), dtype), value=value)
     ev = run("trn1", build)[-1]
     assert ev.end - ev.start == pytest.approx(cycles / 1.12)
 
@@ -132,7 +132,7 @@ def test_predicated_copy_streams_src_and_predicate_side_by_side_across_memories(
         src, dst = nc.tensor((128, 1024), "float32"), nc.tensor((128, 1024), "float32")
         pred = nc.tensor((128, 1024), "uint32", pred_space)
         for t in (src, dst, pred):
-            nc.issue(Op.MEMSET, dst=t, value=1.0)
+            nc.issue(Op.MEMSET, engine="vector", dst=t, value=1.0)
         apart(nc)
         nc.issue(Op.TENSOR_COPY_PREDICATED, dst=dst, src=src, predicate=pred)
     ev = run("trn1", build)[-1]
@@ -146,8 +146,8 @@ def test_tensor_tensor_with_one_input_in_psum_streams_n_cycles():
         def b(nc):
             a, out = nc.tensor((128, 512), "float32"), nc.tensor((128, 512), "float32")
             p = nc.tensor((128, 512), "float32", space)
-            nc.issue(Op.MEMSET, dst=a, value=1.0)
-            nc.issue(Op.MEMSET, dst=p, value=1.0)
+            nc.issue(Op.MEMSET, engine="vector", dst=a, value=1.0)
+            nc.issue(Op.MEMSET, engine="vector", dst=p, value=1.0)
             apart(nc)
             nc.issue(Op.TENSOR_TENSOR, dst=out, data1=a, data2=p, op="add")
         return b
@@ -160,9 +160,9 @@ def test_tiny_vector_instruction_pays_min_ii():
     """A 16-element copy still costs MIN_II = 64 VectorE cycles."""
     def build(nc):
         a, out = nc.tensor((128, 16), "float32"), nc.tensor((128, 16), "float32")
-        nc.issue(Op.MEMSET, dst=a, value=0.0)
+        nc.issue(Op.MEMSET, engine="vector", dst=a, value=0.0)
         apart(nc)
-        nc.issue(Op.TENSOR_COPY, dst=out, src=a)
+        nc.issue(Op.TENSOR_COPY, engine="vector", dst=out, src=a)
     ev = run("trn1", build)[-1]
     assert ev.end - ev.start == pytest.approx(64 / 1.12)
 
@@ -173,9 +173,9 @@ def test_v3_perf_mode_speeds_up_bf16_copies():
     def build(dtype):
         def b(nc):
             a, out = nc.tensor((128, 2048), dtype), nc.tensor((128, 2048), dtype)
-            nc.issue(Op.MEMSET, dst=a, value=0.0)
+            nc.issue(Op.MEMSET, engine="vector", dst=a, value=0.0)
             apart(nc)
-            nc.issue(Op.TENSOR_COPY, dst=out, src=a)
+            nc.issue(Op.TENSOR_COPY, engine="vector", dst=out, src=a)
         return b
     fp32, bf16 = run("trn2", build("float32"))[-1], run("trn2", build("bfloat16"))[-1]
     assert fp32.end - fp32.start == pytest.approx(2048 / 256 * 128 / 0.96)
@@ -193,9 +193,9 @@ def test_a_32_bit_copy_streams_at_the_datapath_width_for_other_types(target, src
     the Vector datapath's width for other data types (trainium2_arch.rst, trainium3_arch.rst)."""
     def b(nc):
         a, out = nc.tensor((128, 512), src_dtype, src_space), nc.tensor((128, 512), "bfloat16")
-        nc.issue(Op.MEMSET, dst=a, value=0.0)
+        nc.issue(Op.MEMSET, engine="vector", dst=a, value=0.0)
         apart(nc)
-        nc.issue(Op.TENSOR_COPY, dst=out, src=a)
+        nc.issue(Op.TENSOR_COPY, engine="vector", dst=out, src=a)
     ev = run(target, b)[-1]
     assert ev.end - ev.start == pytest.approx(512 * 128 / per_cycle / ghz)
 
@@ -274,7 +274,7 @@ def _transpose_ns(target, src_space, p=128, f=512, dtype="bfloat16"):
     nc = NeuronCore(target, values=False)
     src = nc.hbm_tensor((f, p), dtype) if src_space == "hbm" else nc.tensor((f, p), dtype)
     if src_space != "hbm":
-        nc.issue(Op.MEMSET, dst=src, value=0.0)
+        nc.issue(Op.MEMSET, engine="vector", dst=src, value=0.0)
     nc.issue(Op.DMA_TRANSPOSE, dst=nc.tensor((p, f), dtype), src=src)
     ev = simulate(nc.stream, target).events[-1]
     spec, t = neuroncore(target), timing(target)
@@ -305,9 +305,9 @@ def test_minor_stride_over_16_bytes_halves_vector_rate(step, slower):
     (8, 16 B) streams at full rate; 8 elements (32 B) at half."""
     def build(nc):
         a, out = nc.tensor((128, 512 * step), "float32"), nc.tensor((128, 512), "float32")
-        nc.issue(Op.MEMSET, dst=a, value=1.0)
+        nc.issue(Op.MEMSET, engine="vector", dst=a, value=1.0)
         apart(nc)
-        nc.issue(Op.TENSOR_COPY, dst=out, src=a[:, ::step])
+        nc.issue(Op.TENSOR_COPY, engine="vector", dst=out, src=a[:, ::step])
     ev = run("trn1", build)[-1]
     assert ev.end - ev.start == pytest.approx(slower * 512 / 1.12)
 

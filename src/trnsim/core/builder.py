@@ -15,7 +15,7 @@ from trnsim import numerics
 from trnsim.core.errors import KernelError
 from trnsim.core.isa.opcodes import Engine
 from trnsim.core.isa.psum import add_product
-from trnsim.core.isa.registry import Instruction, generic_check
+from trnsim.core.isa.registry import Instruction, generic_check, workload_engines
 
 
 class Builder:
@@ -70,11 +70,16 @@ REFERENCE = Builder()
 def check(nc, d, op, engine, operands: dict, attrs: dict, location) -> tuple:
     """The instruction (its engine picked) and its checks run, charged to the budget: (instruction, whether it
     touches PSUM)."""
-    eng = _engine(engine) or (d.pick(operands, attrs, nc) if d.pick else None) or d.engines[0]
+    named = _engine(engine)
+    eng = named or (d.pick(operands, attrs, nc) if d.pick else None) or d.engines[0]
     ins = Instruction(op, eng, operands, attrs, location, d.writes)
     nc.budget.charge(ins.location)
     psum = generic_check(d, ins, nc)
     d.check(ins, nc)
+    if named is None:  # the compiler's to place: the scheduler picks among these (registry.workload_engine)
+        choices = workload_engines(d, ins, nc)
+        if choices is not None:
+            attrs["choices"] = choices
     return ins, psum
 
 

@@ -19,8 +19,8 @@ from typing import Callable
 import numpy as np
 
 from trnsim import numerics, specs
-from trnsim.core.errors import (DTypeError, FreeSizeError, GenerationError, MemorySpaceError, OperandTypeError,
-                                OutOfScopeError, PartitionLimitError, ShapeError)
+from trnsim.core.errors import (DTypeError, FreeSizeError, GenerationError, KernelError, MemorySpaceError,
+                                OperandTypeError, OutOfScopeError, PartitionLimitError, ShapeError)
 from trnsim.core.isa.alu import op_name
 from trnsim.core.isa.opcodes import Engine, Op
 from trnsim.core.isa.work import Stream
@@ -245,6 +245,53 @@ def generic_check(d: OpDef, ins: Instruction, nc) -> bool:
 
 
 _LANE_ENGINES = (Engine.VECTOR, Engine.SCALAR, Engine.GPSIMD)
+
+
+# Instructions the compiler places by workload when the kernel names no engine (nki.isa.tensor_copy,
+# nki.isa.memset: engine=unknown, "the compiler selects the best engine based on engine workload")
+BY_WORKLOAD = frozenset({Op.TENSOR_COPY, Op.MEMSET})
+
+
+def workload_engines(d: OpDef, ins: Instruction, nc) -> tuple[Engine, ...] | None:
+    """The engines, in `d.engines` order, that a compiler free to choose may give `ins` (issued with no
+    engine, checked on its default `ins.engine`): those whose catalog wiring, dtypes and limits take these
+    operands (its checks pass with the engine swapped in) and that leave the same bits. ScalarE
+    converts through FP32 even between equal dtypes (nki.isa.tensor_copy), so it is left out where that
+    round trip is not exact (32-bit integers, packed types). None when only the default can run it."""
+    if d.op not in BY_WORKLOAD:
+        return None
+    default, found = ins.engine, []
+    for eng in d.engines:
+        if eng is not default:
+            if eng is Engine.SCALAR and not all(_through_fp32(v.dtype) for v in ins.operands.values()):
+                continue
+            ins.engine = eng
+            try:
+                generic_check(d, ins, nc)
+                d.check(ins, nc)
+            except KernelError:
+                continue
+            finally:
+                ins.engine = default
+        found.append(eng)
+    return tuple(found) if len(found) > 1 else None
+
+
+def _through_fp32(dt) -> bool:
+    """A value of `dt` comes back with the same bits from FP32: floats of up to 32 bits, integers of up to 16."""
+    return not dt.is_packed and (dt.is_float or (dt.is_int and dt.itemsize <= 2) or dt.name == "bool_")
+
+
+def workload_engine(choices: tuple[Engine, ...], ends: list[float]) -> Engine:
+    """The engine a list-scheduling compiler gives an instruction it may place on any of `choices`: the one
+    on which it would end first given the work already placed (`ends`: per choice, when its queue frees plus
+    the instruction's time there), ties to the earlier in `choices` (VectorE first). Deterministic, and
+    values do not depend on it."""
+    best, at = 0, ends[0]
+    for k in range(1, len(ends)):
+        if ends[k] < at:
+            best, at = k, ends[k]
+    return choices[best]
 
 
 def _what(d: OpDef, name: str) -> str:

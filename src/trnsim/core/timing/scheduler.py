@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 
 from trnsim.core.collector import collector_off
 from trnsim.core.isa.opcodes import Engine
-from trnsim.core.isa.registry import REGISTRY
+from trnsim.core.isa.registry import REGISTRY, workload_engine
 from trnsim.core.timing.intervals import IntervalMap, own
 from trnsim.core.timing.rules import TRACKS, Rules
 
@@ -85,6 +85,7 @@ class Scheduler:
         self.psum_tiles: dict[tuple, list[int]] = {}  # PSUM (memory, partition, byte) -> tiles placed there, in order
         self.tile_last: dict[int, tuple[float, int]] = {}  # PSUM tile -> (end, event) of its last access so far
         self.psum_high = 0  # highest PSUM byte per partition touched: the footprint the compiler rotates
+        self.alone: dict[tuple, float] = {}  # (signature, engine) -> ns, for placing by workload (_ends)
 
     def _cells(self, r) -> tuple:
         """(maps to look up, maps to record in, maps a write clears, the lookup while the memory has seen no
@@ -267,6 +268,11 @@ class Scheduler:
     def step(self, rec) -> Event:
         index = len(self.end_of)
         sig, plans = rec.sig, self.plans
+        choices = rec.attrs.get("choices")
+        if choices is not None:  # issued with no engine: placed as the compiler would, by workload
+            rec.engine = workload_engine(choices, [self._ends(rec, e) for e in choices])
+            if sig is not None:
+                sig = (sig, rec.engine)
         got = plans.get(sig) if sig is not None and plans is not None else None
         fresh = got is None
         if fresh:  # the operands' plan, which of them are PSUM tiles, the cost, its durations so far
@@ -310,6 +316,20 @@ class Scheduler:
                 if tile >= 0 and end >= last.get(tile, (-1.0,))[0]:
                     last[tile] = (end, index)
         return ev
+
+    def _ends(self, rec, eng) -> float:
+        """When record `rec` would end on compute engine `eng` after the work already placed there: its queue's
+        end plus its own time on that engine, as a compiler balancing the engines' workloads estimates it
+        (registry.workload_engine; its producers are not looked at). Its time is kept per signature."""
+        key = (rec.sig, eng)
+        dur = self.alone.get(key) if rec.sig is not None else None
+        if dur is None:
+            placed, rec.engine = rec.engine, eng
+            dur = self.rules.stream(rec, REGISTRY[rec.op].cost(rec, self.spec), False)
+            rec.engine = placed
+            if rec.sig is not None:
+                self.alone[key] = dur
+        return self.free[_NAME[eng]] + dur
 
     def _compute(self, rec, w, eng, index, ready, blocker, memo) -> Event:
         """An instruction on a compute engine's in-order queue. `memo`: the durations its signature's records
