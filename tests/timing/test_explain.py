@@ -87,3 +87,19 @@ def test_profile_explain_prints_the_mechanisms_and_marks_assumed_ones(tmp_path):
     r = CliRunner().invoke(cli, args + ["--json"])
     got = json.loads(r.stdout)["mechanisms"]
     assert {m["name"]: m["basis"] for m in got}["semaphore waits"] == "assumed"
+
+
+def test_work_placed_by_workload_is_marked_assumed():
+    """PSUM copies issued with no engine land on ScalarE beside VectorE work (the compiler's choice by
+    workload, whose weighing no document gives): the critical path's ScalarE time is named as placed by
+    workload and marked assumed, and the latency is still split in full."""
+    nc = NeuronCore("trn2", values=False)
+    p = nc.tensor((128, 512), "float32", "psum")
+    for _ in range(4):
+        nc.issue(Op.TENSOR_COPY, dst=nc.tensor((128, 512), "float32"), src=p)
+    r = summarize("copies", [simulate(nc.stream, "trn2")], specs.neuroncore("trn2"))
+    ms = mechanisms(r)
+    placed = [m for m in ms if m.name.endswith("placed by workload")]
+    assert placed and all(m.basis == "assumed" for m in placed)
+    assert sum(m.ns for m in ms) == pytest.approx(r.latency)
+    assert any("placed by workload" in line for line in explain(r)[-1:])
