@@ -11,6 +11,7 @@ import trnsim.nki as nki
 import trnsim.nki.isa as nisa
 import trnsim.nki.language as nl
 from trnsim.core import Engine, NeuronCore, Op
+from trnsim.core.errors import GenerationError
 from trnsim.core.timing import simulate
 
 N = 512
@@ -77,10 +78,55 @@ def test_only_engines_that_can_run_it_and_keep_the_bits_are_offered():
     assert choices("trn1", "float32", "sbuf") == (Engine.VECTOR, Engine.GPSIMD)
 
 
+def test_the_compilers_own_copies_may_be_v2_activation_copies():
+    """A copy the compiler writes itself (nl.copy, an assignment out of PSUM: `lowered`) may go to NeuronCore-v2's
+    ScalarE, where the compiler copies with activation(op=copy), through FP32 (nki.isa.tensor_copy); an
+    nisa.tensor_copy keeps its documented v2 engines (Vector, GpSimd); 32-bit integers never go through FP32."""
+    def choices(dtype, src_space, lowered=True):
+        nc = NeuronCore("trn1", values=False)
+        nc.issue(Op.TENSOR_COPY, dst=nc.tensor((128, 64), dtype), src=nc.tensor((128, 64), dtype, src_space),
+                 **({"lowered": True} if lowered else {}))
+        return nc.stream[-1].attrs.get("choices")
+    assert choices("float32", "psum") == (Engine.VECTOR, Engine.SCALAR)
+    assert choices("bfloat16", "sbuf") == (Engine.VECTOR, Engine.SCALAR, Engine.GPSIMD)
+    assert choices("float32", "psum", lowered=False) is None
+    assert choices("int32", "psum") is None
+    assert choices("int32", "sbuf") == (Engine.VECTOR, Engine.GPSIMD)
+
+
+def test_v2_activation_copies_cost_as_activations():
+    """trn1: VectorE at 1.12 GHz, ScalarE at 1.4 GHz, no perf modes, so an fp32 PSUM copy takes N / 1.12 ns on
+    VectorE and N / 1.4 on ScalarE, the time of an explicit activation copy; each of the compiler's copies
+    beside a two-input tensor_tensor (2N / 1.12 ns) ends first on ScalarE, and the copies run back to back there."""
+    nc = NeuronCore("trn1", values=False)
+    a, p = nc.tensor((128, N), "float32"), nc.tensor((128, N), "float32", "psum")
+    for _ in range(3):
+        nc.issue(Op.TENSOR_TENSOR, engine="vector", dst=nc.tensor((128, N), "float32"), data1=a, data2=a, op="add")
+        nc.issue(Op.TENSOR_COPY, dst=nc.tensor((128, N), "float32"), src=p, lowered=True)
+    nc.issue(Op.ACTIVATION, dst=nc.tensor((128, N), "float32"), data=p, op="copy")
+    events = simulate(nc.stream, "trn1").events
+    copies = [e for e in events if e.rec.op is Op.TENSOR_COPY]
+    assert {e.track for e in copies} == {"ScalarE"}
+    for k, e in enumerate(copies):
+        assert (e.start, e.end) == (pytest.approx(k * N / 1.4), pytest.approx((k + 1) * N / 1.4))
+    act = events[-1]
+    assert act.end - act.start == pytest.approx(N / 1.4)
+    assert max(e.end for e in events) == pytest.approx(3 * 2 * N / 1.12)
+
+
+def test_v2_scalar_tensor_copy_named_by_the_kernel_is_refused():
+    """The activation copy is the compiler's own choice; a kernel asking for tensor_copy on ScalarE of a v2 core
+    is told to use an activation."""
+    nc = NeuronCore("trn1", values=False)
+    with pytest.raises(GenerationError, match="activation"):
+        nc.issue(Op.TENSOR_COPY, engine="scalar", dst=nc.tensor((128, 64), "float32"),
+                 src=nc.tensor((128, 64), "float32", "psum"))
+
+
 @nki.jit
 def _copies(x, w, i):
-    """Matmul products copied out of PSUM, casts, an int32 copy and a memset, none of them given an engine,
-    interleaved with VectorE work."""
+    """Matmul products copied out of PSUM with casts, an int32 copy and a memset, none of them given an
+    engine, interleaved with VectorE work."""
     out = nl.ndarray((128, 512), nl.bfloat16, buffer=nl.shared_hbm)
     ints = nl.ndarray((128, 64), nl.int32, buffer=nl.shared_hbm)
     xs, ws = nl.ndarray((128, 128), nl.bfloat16), nl.ndarray((128, 512), nl.bfloat16)
@@ -91,17 +137,14 @@ def _copies(x, w, i):
     for _ in nl.affine_range(4):
         p = nl.ndarray((128, 512), nl.float32, buffer=nl.psum)
         nisa.nc_matmul(p, xs, ws)
-        s = nl.ndarray((128, 512), nl.bfloat16)
-        nisa.tensor_copy(s, p)  # fp32 -> bf16, RNE, on whichever engine
+        s = nl.copy(p, dtype=nl.bfloat16)  # fp32 -> bf16, RNE, on whichever engine
         busy = nl.ndarray((128, 512), nl.bfloat16)
         nisa.tensor_tensor(busy, ws, ws, nl.multiply, engine=nisa.vector_engine)
         nisa.tensor_tensor(acc, acc, s, nl.add, engine=nisa.vector_engine)
     nisa.dma_copy(out, acc)
     big = nl.ndarray((128, 64), nl.int32)
     nisa.dma_copy(big, i)
-    copied = nl.ndarray((128, 64), nl.int32)
-    nisa.tensor_copy(copied, big)
-    nisa.dma_copy(ints, copied)
+    nisa.dma_copy(ints, nl.copy(big))
     return out, ints
 
 
@@ -111,22 +154,25 @@ def _bf16(a):
     return (((u + 0x7FFF + ((u >> 16) & 1)) >> 16) << 16).astype(np.uint32).view(np.float32)
 
 
-def test_values_do_not_depend_on_the_engine_chosen():
+@pytest.mark.parametrize("target", ["trn1", "trn2"])
+def test_values_do_not_depend_on_the_engine_chosen(target):
     """Small integers multiply and add exactly, so the products are known here; the bf16 casts round them
-    (to nearest even), and 32-bit integers over 2^24 come through the copy unchanged."""
+    (to nearest even), and 32-bit integers over 2^24 come through the copy unchanged. On trn1 the ScalarE
+    copies are activation copies through FP32."""
     rng = np.random.default_rng(3)
     x = rng.integers(-8, 9, (128, 128)).astype(np.float32)
     w = rng.integers(-8, 9, (128, 512)).astype(np.float32)
     i = (rng.integers(-2**31, 2**31 - 1, (128, 64), dtype=np.int64) | 1).astype(np.int32)
-    out, ints = _copies(x, w, i)
+    kernel = nki.jit(platform_target=target)(_copies.fn)
+    out, ints = kernel(x, w, i)
     prod = _bf16(x.T.astype(np.float64) @ w.astype(np.float64))
     acc = np.zeros((128, 512), np.float32)
     for _ in range(4):
         acc = _bf16(acc + prod)
     np.testing.assert_array_equal(np.asarray(out, np.float32), acc)
     np.testing.assert_array_equal(ints, i)
-    stream = _copies.last_cores[0].stream
-    simulate(stream, "trn2")
+    stream = kernel.last_cores[0].stream
+    simulate(stream, target)
     placed = [r.engine for r in stream if r.op is Op.TENSOR_COPY]
     assert Engine.SCALAR in placed[:4]  # the PSUM copies, balanced against the VectorE work
     assert placed[-1] is not Engine.SCALAR  # int32: FP32 would lose its bits

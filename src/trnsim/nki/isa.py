@@ -117,8 +117,18 @@ def _on_sbuf(x, engine=None):
         return x
     from trnsim.nki._frontend import ndarray
     t = ndarray(x.shape, x.dtype, "sbuf")
-    issue(Op.TENSOR_COPY, engine=engine, dst=t, src=x)
+    if engine is None:
+        _lowered_copy(t, x)
+    else:
+        issue(Op.TENSOR_COPY, engine=engine, dst=t, src=x)
     return t
+
+
+def _lowered_copy(dst, src):
+    """A copy the compiler writes itself (nl.copy, an assignment out of PSUM, a cast it inserts), not a
+    tensor_copy the kernel asked for: the compiler may emit it as any instruction that copies, on NeuronCore-v2
+    an activation(op=copy) on the Scalar engine too (core/isa/registry.py: workload_engines)."""
+    return issue(Op.TENSOR_COPY, dst=dst, src=src, lowered=True)
 
 
 _NC_MATMUL = Op.NC_MATMUL  # the commonest call: an Enum class's attribute goes through its metaclass's __getattr__ hook
@@ -225,7 +235,7 @@ def dma_transpose(dst, src, axes=None, priority=None, dge_mode=dge_mode.unknown,
         t = ndarray(dst.shape, src.dtype, "sbuf")
         issue(Op.DMA_TRANSPOSE, dst=t, src=src, axes=None if axes is None else _ints("dma_transpose axes", axes),
               dge_mode=mode)
-        return issue(Op.TENSOR_COPY, dst=dst, src=t)
+        return _lowered_copy(dst, t)
     return issue(Op.DMA_TRANSPOSE, dst=dst, src=src, axes=None if axes is None else _ints("dma_transpose axes", axes),
                  dge_mode=mode)
 

@@ -194,7 +194,7 @@ def spread(row: View, p: int, dtype=None) -> View:
         hi = builtins.min(f, lo + step)
         ps = ndarray((p, hi - lo), float32, "psum")
         issue(nisa.nc_matmul, dst=ps, stationary=ones_, moving=flat[:, lo:hi], accumulate=False)
-        issue(nisa.tensor_copy, dst=out[:, lo:hi], src=ps)
+        issue(nisa._lowered_copy, dst=out[:, lo:hi], src=ps)
     return out
 
 
@@ -243,7 +243,7 @@ def broadcast_to(x: View, shape, dtype=None) -> View:
 
 # -- data movement -------------------------------------------------------------------------------------------
 def copy(dst: View, src: View):
-    issue(nisa.tensor_copy, dst=dst, src=src)
+    issue(nisa._lowered_copy, dst=dst, src=src)
 
 
 def copy_to(src: View, dtype=None, buffer="sbuf") -> View:

@@ -257,7 +257,9 @@ def workload_engines(d: OpDef, ins: Instruction, nc) -> tuple[Engine, ...] | Non
     engine, checked on its default `ins.engine`): those whose catalog wiring, dtypes and limits take these
     operands (its checks pass with the engine swapped in) and that leave the same bits. ScalarE
     converts through FP32 even between equal dtypes (nki.isa.tensor_copy), so it is left out where that
-    round trip is not exact (32-bit integers, packed types). None when only the default can run it."""
+    round trip is not exact (32-bit integers, packed types). A copy the compiler wrote itself (`lowered`:
+    nl.copy, an assignment out of PSUM, an inserted cast) may also go to NeuronCore-v2's ScalarE, as the
+    activation copy it emits there, checked as one (`activation_copy`). None when only the default can run it."""
     if d.op not in BY_WORKLOAD:
         return None
     default, found = ins.engine, []
@@ -265,16 +267,33 @@ def workload_engines(d: OpDef, ins: Instruction, nc) -> tuple[Engine, ...] | Non
         if eng is not default:
             if eng is Engine.SCALAR and not all(_through_fp32(v.dtype) for v in ins.operands.values()):
                 continue
+            v2_act = activation_copy(d.op, eng, nc.spec)
+            if v2_act and not ins.attrs.get("lowered"):
+                continue  # a tensor_copy the kernel asked for runs on its documented engines (v2: Vector, GpSimd)
             ins.engine = eng
             try:
-                generic_check(d, ins, nc)
-                d.check(ins, nc)
+                if v2_act:
+                    act = Instruction(Op.ACTIVATION, eng, {"dst": ins.dst, "data": ins.src}, {"op": "copy"},
+                                      ins.location, REGISTRY[Op.ACTIVATION].writes)
+                    generic_check(REGISTRY[Op.ACTIVATION], act, nc)
+                    REGISTRY[Op.ACTIVATION].check(act, nc)
+                else:
+                    generic_check(d, ins, nc)
+                    d.check(ins, nc)
             except KernelError:
                 continue
             finally:
                 ins.engine = default
         found.append(eng)
     return tuple(found) if len(found) > 1 else None
+
+
+def activation_copy(op: Op, engine: Engine, spec) -> bool:
+    """Whether the compiler makes a copy on `engine` an activation(op=copy): NeuronCore-v2's Scalar engine has
+    no tensor_copy, and copies with an activation, through FP32 (nki.isa.tensor_copy). Only the compiler's own
+    copies take that path (workload_engines); a kernel that names the Scalar engine there is refused (the
+    tensor_copy check)."""
+    return op is Op.TENSOR_COPY and engine is Engine.SCALAR and not spec.capabilities["scalar_tensor_copy"]
 
 
 def _through_fp32(dt) -> bool:

@@ -10,7 +10,8 @@ from trnsim import numerics, specs
 from trnsim.core.errors import DTypeError, GenerationError, KernelError, MemorySpaceError, OperandTypeError, ShapeError
 from trnsim.core.isa.alu import alu, op_name, reduce_ufunc
 from trnsim.core.isa.opcodes import Engine, Op
-from trnsim.core.isa.registry import define, masks, pf, put, same_free, same_partitions, stream_cost
+from trnsim.core.isa.registry import (REGISTRY, activation_copy, define, masks, pf, put, same_free, same_partitions,
+                                      stream_cost)
 from trnsim.core.memory import Space
 from trnsim.core.tensor import View
 
@@ -213,8 +214,16 @@ def _tensor_copy_semantics(ins, nc):
     dst.store(np.asarray(values).reshape(dst.shape), m.reshape(dst.shape) if m is not None and m.any() else None)
 
 
+def _tensor_copy_cost(rec, spec):
+    """A stream in the Vector engine's copy mode; a copy the compiler put on NeuronCore-v2's Scalar engine is
+    the activation(op=copy) it emits there, and costs as one (registry.activation_copy)."""
+    if activation_copy(rec.op, rec.engine, spec):
+        return REGISTRY[Op.ACTIVATION].cost(rec, spec)
+    return stream_cost(rec, spec, vector_mode="copy")
+
+
 define(Op.TENSOR_COPY, (Engine.VECTOR, Engine.SCALAR, Engine.GPSIMD), _tensor_copy_check, _tensor_copy_semantics,
-       lambda rec, spec: stream_cost(rec, spec, vector_mode="copy"), pure=True)
+       _tensor_copy_cost, pure=True)
 
 
 # -- tensor_copy_predicated ---------------------------------------------------------------------------------------

@@ -287,7 +287,7 @@ def pending_matmul(stationary, moving, mask=None, **attrs) -> Tile:
             # the transpose mode writes its input's dtype (nc_matmul): into a PSUM tile of it, then a casting copy
             tmp = new_tile((m, n), st.dtype, "psum")
             matmuls(tmp, False)
-            each_box(dst, mask, [], lambda b: emit(cur.tensor_copy, dst=part(dst, b, dst.shape),
+            each_box(dst, mask, [], lambda b: emit(cur._lowered_copy, dst=part(dst, b, dst.shape),
                                                    src=part(tmp, b, dst.shape)))
         else:
             matmuls(dst, acc)
