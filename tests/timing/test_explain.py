@@ -89,15 +89,18 @@ def test_profile_explain_prints_the_mechanisms_and_marks_assumed_ones(tmp_path):
     assert {m["name"]: m["basis"] for m in got}["semaphore waits"] == "assumed"
 
 
-def test_work_placed_by_workload_is_marked_assumed():
+@pytest.mark.parametrize("target", ["trn2", "trn1"])
+def test_work_placed_by_workload_is_marked_assumed(target):
     """PSUM copies issued with no engine land on ScalarE beside VectorE work (the compiler's choice by
-    workload, whose weighing no document gives): the critical path's ScalarE time is named as placed by
-    workload and marked assumed, and the latency is still split in full."""
-    nc = NeuronCore("trn2", values=False)
+    workload, whose weighing no document gives; on trn1 the compiler's own copies, as activation copies): the
+    critical path's ScalarE time is named as placed by workload and marked assumed, and the latency is still
+    split in full."""
+    nc = NeuronCore(target, values=False)
     p = nc.tensor((128, 512), "float32", "psum")
     for _ in range(4):
-        nc.issue(Op.TENSOR_COPY, dst=nc.tensor((128, 512), "float32"), src=p)
-    r = summarize("copies", [simulate(nc.stream, "trn2")], specs.neuroncore("trn2"))
+        nc.issue(Op.TENSOR_COPY, dst=nc.tensor((128, 512), "float32"), src=p, lowered=True)
+    r = summarize("copies", [simulate(nc.stream, target)], specs.neuroncore(target))
+    assert {e.track for e in r.timelines[0].events} == {"VectorE", "ScalarE"}
     ms = mechanisms(r)
     placed = [m for m in ms if m.name.endswith("placed by workload")]
     assert placed and all(m.basis == "assumed" for m in placed)
