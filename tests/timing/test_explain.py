@@ -4,7 +4,7 @@ import json
 import pytest
 from click.testing import CliRunner
 
-from trnsim import specs
+from trnsim import flags, specs
 from trnsim.cli import cli
 from trnsim.core import NeuronCore, Op
 from trnsim.core.timing import simulate, summarize
@@ -34,10 +34,14 @@ def test_a_load_and_store_split_into_latency_bytes_descriptors_and_start_up():
     assert sum(got.values()) == pytest.approx(r.latency)
 
 
-def test_each_mechanism_says_how_sure_its_figure_is():
-    """Descriptor cost and start-up are fitted to calibration.md; the DMA rate and fixed latency documented."""
+@pytest.mark.parametrize("sdk, start_up", [("2024", "fitted"), ("2025", "assumed")])
+def test_each_mechanism_says_how_sure_its_figure_is(monkeypatch, sdk, start_up):
+    """Descriptor cost is fitted to calibration.md; the DMA rate and fixed latency documented. The start-up is
+    read off a profile of the 2024 stack (calibration 1.3): fitted there, carried over to the 2025 stack as an
+    assumption, since no document or calibration figure gives that stack's."""
+    monkeypatch.setenv(flags.NEURON_SDK.name, sdk)
     basis = {m.name: m.basis for m in mechanisms(one_load())}
-    assert basis["DMA descriptors"] == "fitted" and basis["execution start-up and tear-down"] == "fitted"
+    assert basis["DMA descriptors"] == "fitted" and basis["execution start-up and tear-down"] == start_up
     assert basis["DMA bytes"] == "documented" and basis["DMA fixed latency"] == "documented"
 
 
@@ -83,7 +87,8 @@ def test_profile_explain_prints_the_mechanisms_and_marks_assumed_ones(tmp_path):
     r = CliRunner().invoke(cli, args)
     assert r.exit_code == 0, r.output
     assert "VectorE instructions" in r.output and "Headroom:" in r.output
-    assert "Assumed figures (no document or calibration): semaphore waits" in r.output
+    assumed = next(l for l in r.output.splitlines() if l.startswith("Assumed figures (no document or calibration):"))
+    assert "semaphore waits" in assumed and "execution start-up and tear-down" in assumed  # the 2025 stack's
     r = CliRunner().invoke(cli, args + ["--json"])
     got = json.loads(r.stdout)["mechanisms"]
     assert {m["name"]: m["basis"] for m in got}["semaphore waits"] == "assumed"
