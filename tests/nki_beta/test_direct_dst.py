@@ -1,4 +1,5 @@
 """`x[...] = nl.load(...)` / `x[...] = nisa.op(...)`: the instruction writes x itself, no temporary and no copy."""
+import pytest
 import ml_dtypes
 import numpy as np
 
@@ -185,3 +186,27 @@ def test_a_subscript_that_calls_the_language_keeps_the_direct_write(rng):
     a = rng.standard_normal((128, 128)).astype(np.float32)
     np.testing.assert_array_equal(copy_into_a_slice(a), a)
     assert _ops(copy_into_a_slice).count("tensor_copy") == 2
+
+
+def transposes_into_fp32_psum(p):
+    """Flash attention forward's transpose_p_local: [128, 128] PE transposes of bf16 blocks assigned to the
+    slices of an fp32 PSUM tile, then one copy out."""
+    out = nl.ndarray((128, 512), nl.bfloat16, buffer=nl.shared_hbm)
+    x = nl.load(p)
+    t = nl.ndarray((128, 512), dtype=nl.float32, buffer=nl.psum)
+    for j in nl.affine_range(4):
+        t[:, nl.ds(j * 128, 128)] = nisa.nc_transpose(x[:, nl.ds(j * 128, 128)])
+    nl.store(out, nl.copy(t, dtype=nl.bfloat16))
+    return out
+
+
+@pytest.mark.parametrize("target, copies", [("trn1", 1), ("trn2", 5)])
+def test_a_v2_pe_transpose_writes_an_fp32_psum_tile_itself(rng, target, copies):
+    """On NeuronCore-v2 a PE transpose is a matmul with the identity, which writes FP32 to PSUM: the transpose
+    writes the fp32 tile, no copy. v3's transpose mode writes the input's 16-bit type: a copy widens it."""
+    p = rng.standard_normal((128, 512)).astype(ml_dtypes.bfloat16)
+    kernel = nki.jit(transposes_into_fp32_psum, platform_target=target)
+    got = np.asarray(kernel(p)).astype(np.float32)
+    want = np.concatenate([p[:, j * 128:(j + 1) * 128].T for j in range(4)], axis=1).astype(np.float32)
+    np.testing.assert_array_equal(got, want)
+    assert [r.op.value for r in kernel.last_cores[0].stream].count("tensor_copy") == copies

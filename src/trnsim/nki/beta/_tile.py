@@ -510,16 +510,29 @@ _FP32_ENGINES = {"vector", "scalar", "gpsimd"}
 
 
 def _casts_on_output(issued, result, dtype) -> bool:
-    """Whether the instructions of a call that made an FP32 result could write it in `dtype` instead, bit for
-    bit: those that touch the result only write it, on an engine that casts its output (the others stage
-    operands, as the PSUM -> SBUF copy before a GpSimd instruction does)."""
-    if numerics.dtype(result).name != "float32" or not numerics.dtype(dtype).is_float or not issued:
+    """Whether the instructions of a call could write its result in `dtype` instead, bit for bit: those that
+    touch the result only write it (the others stage operands, as the PSUM -> SBUF copy before a GpSimd
+    instruction does), either an FP32 result on an engine that casts its output, or a PE transpose on a core
+    without transpose mode into FP32 (a matmul with the identity, exact for every narrower float)."""
+    if not issued or not numerics.dtype(dtype).is_float:
         return False
+    fp32_result, pe_widens = numerics.dtype(result).name == "float32", None
     out = {issued[-1].placed[n][0] for n in issued[-1].writes}
     for rec in issued:
         touch = [n for n, p in rec.placed.items() if p[0] in out]
-        if touch and (rec.engine.value not in _FP32_ENGINES or any(n not in rec.writes for n in touch)):
+        if not touch:
+            continue
+        if any(n not in rec.writes for n in touch):
             return False
+        if rec.engine.value in _FP32_ENGINES:
+            if not fp32_result:
+                return False
+        else:
+            if pe_widens is None:
+                pe_widens = (numerics.dtype(dtype).name == "float32" and numerics.dtype(result).is_float
+                             and not core().can("matmul_transpose_mode"))
+            if rec.op.value != "nc_transpose" or not pe_widens:
+                return False
     return True
 
 
