@@ -155,3 +155,25 @@ def test_transpose_mode_matmul_assigned_to_an_fp32_tile(rng):
     cast = stream[at + 1]
     assert str(stream[at].placed["dst"][1]) == "bfloat16" and cast.op.value == "tensor_copy"
     assert (cast.placed["dst"][0][0], str(cast.placed["dst"][1])) == ("psum", "float32")
+
+
+@nki.jit
+def gated_products(a, b):
+    """`acc = nl.zeros(PSUM)` then `acc += nc_matmul(..., mask=<python bool>)`, as attention backward gates each
+    tile pair on causality: a True mask keeps every cell, a False one issues nothing."""
+    out = nl.ndarray((2, 128, 128), nl.float32, buffer=nl.shared_hbm)
+    for i in nl.affine_range(2):
+        acc = nl.zeros((128, 128), nl.float32, buffer=nl.psum)
+        acc += nisa.nc_matmul(nl.load(a), nl.load(b), mask=(i == 0))
+        nl.store(out[i], nl.copy(acc))
+    return out
+
+
+def test_a_true_mask_lets_the_first_matmul_overwrite_the_zeroed_psum_tile(rng):
+    a, b = rng.standard_normal((128, 128), np.float32), rng.standard_normal((128, 128), np.float32)
+    got = gated_products(a, b)
+    np.testing.assert_allclose(got[0], a.T @ b, rtol=1e-4, atol=1e-4)
+    np.testing.assert_array_equal(got[1], 0.0)
+    seq = ops(gated_products)
+    # the gated-off iteration still needs its zeros (a memset); the gated-on one overwrites with its matmul
+    assert seq.count("memset") == 1 and seq.count("nc_matmul") == 1, seq

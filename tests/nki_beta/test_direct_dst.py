@@ -1,4 +1,5 @@
 """`x[...] = nl.load(...)` / `x[...] = nisa.op(...)`: the instruction writes x itself, no temporary and no copy."""
+import pytest
 import ml_dtypes
 import numpy as np
 
@@ -142,3 +143,70 @@ def test_a_broadcast_assignment_keeps_its_copy(rng):
     a = rng.standard_normal((128, 64)).astype(np.float32)
     assert np.array_equal(broadcast_column(a), np.repeat(a.max(axis=1, keepdims=True), 4, axis=1))
     assert _ops(broadcast_column) == ["dma_copy", "tensor_reduce", "tensor_copy", "dma_copy"]
+
+
+# -- an FP32 result assigned to a tile of another float dtype; a subscript that calls the language --------------
+@nki.jit
+def masked_scores_into_bf16(s):
+    """The causal mask of attention backward: an fp32 affine_select of a PSUM tile assigned to a bf16 tile."""
+    out = nl.ndarray(s.shape, nl.bfloat16, buffer=nl.shared_hbm)
+    ps = nl.ndarray((128, 128), nl.float32, buffer=nl.psum)
+    ps[...] = nl.copy(nl.load(s))
+    res = nl.ndarray((128, 128), nl.bfloat16, buffer=nl.sbuf)
+    iq, ik = nl.mgrid[0:128, 0:128]
+    res[:, :] = nisa.affine_select(pred=(iq >= ik), on_true_tile=ps[:, :], on_false_value=-9984.0, dtype=nl.float32)
+    nl.store(out, res)
+    return out
+
+
+@nki.jit
+def copy_into_a_slice(a):
+    """nl.copy assigned to a column block named by nl.ds: the subscript's call runs after the copy."""
+    out = nl.ndarray((128, 128), a.dtype, buffer=nl.shared_hbm)
+    x = nl.load(a)
+    y = nl.ndarray((128, 128), a.dtype, buffer=nl.sbuf)
+    for i in nl.affine_range(2):
+        y[:, nl.ds(i * 64, 64)] = nl.copy(x[:, nl.ds(i * 64, 64)])
+    nl.store(out, y)
+    return out
+
+
+def test_an_fp32_result_is_written_in_the_destination_dtype_without_a_copy(rng):
+    s = rng.standard_normal((128, 128)).astype(np.float32)
+    got = np.asarray(masked_scores_into_bf16(s)).astype(np.float32)
+    want = np.where(np.arange(128)[:, None] >= np.arange(128)[None, :], s, -9984.0)
+    np.testing.assert_array_equal(got, want.astype(ml_dtypes.bfloat16).astype(np.float32))
+    stream = masked_scores_into_bf16.last_cores[0].stream
+    line = next(r.location for r in stream if r.op.value == "affine_select")
+    # the PSUM tile is staged to SBUF for GpSimd (it cannot read PSUM), then affine_select writes bf16 itself
+    assert [r.op.value for r in stream if r.location == line] == ["tensor_copy", "affine_select"]
+
+
+def test_a_subscript_that_calls_the_language_keeps_the_direct_write(rng):
+    a = rng.standard_normal((128, 128)).astype(np.float32)
+    np.testing.assert_array_equal(copy_into_a_slice(a), a)
+    assert _ops(copy_into_a_slice).count("tensor_copy") == 2
+
+
+def transposes_into_fp32_psum(p):
+    """Flash attention forward's transpose_p_local: [128, 128] PE transposes of bf16 blocks assigned to the
+    slices of an fp32 PSUM tile, then one copy out."""
+    out = nl.ndarray((128, 512), nl.bfloat16, buffer=nl.shared_hbm)
+    x = nl.load(p)
+    t = nl.ndarray((128, 512), dtype=nl.float32, buffer=nl.psum)
+    for j in nl.affine_range(4):
+        t[:, nl.ds(j * 128, 128)] = nisa.nc_transpose(x[:, nl.ds(j * 128, 128)])
+    nl.store(out, nl.copy(t, dtype=nl.bfloat16))
+    return out
+
+
+@pytest.mark.parametrize("target, copies", [("trn1", 1), ("trn2", 5)])
+def test_a_v2_pe_transpose_writes_an_fp32_psum_tile_itself(rng, target, copies):
+    """On NeuronCore-v2 a PE transpose is a matmul with the identity, which writes FP32 to PSUM: the transpose
+    writes the fp32 tile, no copy. v3's transpose mode writes the input's 16-bit type: a copy widens it."""
+    p = rng.standard_normal((128, 512)).astype(ml_dtypes.bfloat16)
+    kernel = nki.jit(transposes_into_fp32_psum, platform_target=target)
+    got = np.asarray(kernel(p)).astype(np.float32)
+    want = np.concatenate([p[:, j * 128:(j + 1) * 128].T for j in range(4)], axis=1).astype(np.float32)
+    np.testing.assert_array_equal(got, want)
+    assert [r.op.value for r in kernel.last_cores[0].stream].count("tensor_copy") == copies

@@ -340,3 +340,22 @@ def test_the_current_stack_is_the_default_and_an_unknown_one_is_refused(monkeypa
     assert timing("trn2", sdk="2024").dma_descriptor_latency == timing("trn2", sdk="2025").dma_descriptor_latency
     with pytest.raises(ConfigError, match="2024 and 2025"):
         timing("trn1", sdk="2023")
+
+
+@pytest.mark.parametrize("dtype, op0, op1, n, cycles", [("bfloat16", "subtract", "multiply", 1024, 1024),
+                                                        ("float32", "subtract", "multiply", 1024, 2048),
+                                                        ("bfloat16", "add", "multiply", 1024, 2048),
+                                                        ("bfloat16", "subtract", "multiply", 1023, 2046)])
+def test_scalar_tensor_tensor_streams_2n_or_n_for_bf16_subtract_multiply(dtype, op0, op1, n, cycles):
+    """scalar_tensor_tensor: 2N cycles; N when both tensors are BF16, op0 subtract, op1 multiply and N even
+    (reference 1.12, the nki.isa cost notes); at 1.12 GHz on trn1."""
+    def build(nc):
+        data, t1, out = (nc.tensor((128, n), dtype) for _ in range(3))
+        col = nc.tensor((128, 1), "float32")
+        for t in (data, t1, col):
+            nc.issue(Op.MEMSET, engine="vector", dst=t, value=1.0)
+        apart(nc)
+        nc.issue(Op.SCALAR_TENSOR_TENSOR, engine="vector", dst=out, data=data, op0=op0, operand0=col, op1=op1,
+                 operand1=t1)
+    ev = run("trn1", build)[-1]
+    assert ev.end - ev.start == pytest.approx(cycles / 1.12)

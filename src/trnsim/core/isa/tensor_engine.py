@@ -150,7 +150,11 @@ def _nc_transpose_check(ins, nc):
                             f"{data.name!r} is [{p}, {f}]")
     if dst.partitions != f or dst.free_size != p:
         raise ShapeError(f"nc_transpose: dst {list(dst.shape)} must be [{f}, {p}] for data {list(data.shape)}")
-    if dst.dtype != data.dtype:
+    # v2 has no transpose mode: its PE transpose is a matmul with the identity, which writes FP32 to PSUM as every
+    # matmul does (trainium_inferentia2_arch.rst; trainium2_arch.rst, built-in transpose support)
+    widened = (ins.engine is Engine.TENSOR and not nc.can("matmul_transpose_mode") and dst.dtype.name == "float32"
+               and dst.space is Space.PSUM)
+    if dst.dtype != data.dtype and not widened:
         raise DTypeError(f"nc_transpose keeps the dtype: data {data.dtype.name}, dst {dst.dtype.name}")
     if ins.engine is Engine.TENSOR and data.space is not Space.SBUF:
         raise ShapeError(f"nc_transpose on the tensor engine reads SBUF; {data.name!r} is in {data.space.value}")

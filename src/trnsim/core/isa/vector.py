@@ -4,6 +4,8 @@ output; bitvec operators work on integer bit patterns; GpSimd does integer arith
 """
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
 from trnsim import numerics, specs
@@ -189,8 +191,16 @@ def _stt_semantics(ins, nc):
     put(dst, x.reshape(dst.shape), _mask_for(x.shape, dst, data, ins.operands.get("operand0"), ins.operand1))
 
 
-define(Op.SCALAR_TENSOR_TENSOR, (Engine.VECTOR, Engine.GPSIMD), _stt_check, _stt_semantics,
-       lambda rec, spec: stream_cost(rec, spec, inputs=2), pure=True)
+def _stt_cost(rec, spec):
+    """2N cycles: both tensors stream; N when both are BF16, op0 is subtract, op1 multiply and N is even (reference
+    1.12, from the nki.isa cost notes: the fused softmax-backward step streams them side by side)."""
+    data, t1 = rec.operands["data"], rec.operands["operand1"]
+    fused = (data.dtype == t1.dtype == "bfloat16" and op_name(rec.attrs.get("op0")) == "subtract"
+             and op_name(rec.attrs.get("op1")) == "multiply" and math.prod(data.shape[1:]) % 2 == 0)
+    return stream_cost(rec, spec, inputs=1 if fused else 2)
+
+
+define(Op.SCALAR_TENSOR_TENSOR, (Engine.VECTOR, Engine.GPSIMD), _stt_check, _stt_semantics, _stt_cost, pure=True)
 
 
 # -- tensor_copy -----------------------------------------------------------------------------------------------

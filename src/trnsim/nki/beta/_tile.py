@@ -419,9 +419,14 @@ def new_tile(shape, dtype, buffer="sbuf", name=None) -> Tile:
 # there is no temporary and no copy. The front end runs the call first (Python evaluates the right side
 # before the assignment), so the assignment takes the call's instructions back off the stream and issues
 # the call again with x as the result tile. Only when nothing ran in between, and x can take the result
-# as is (same dtype and memory, the same elements per partition in the same order, x not among the call's
-# inputs); otherwise the copy stays. Shapes that differ only by size-1 free dims are one access pattern: a
-# reduction's [P] result assigned to a [P, 1] column is written there by the reduction itself.
+# as is (same memory, the same elements per partition in the same order, x not among the call's inputs);
+# otherwise the copy stays. Shapes that differ only by size-1 free dims are one access pattern: a
+# reduction's [P] result assigned to a [P, 1] column is written there by the reduction itself. The dtype
+# may differ when the call's FP32 result is written, and not read, by Vector, Scalar or GpSimd instructions:
+# those engines compute in FP32 and cast on output for free (trainium_inferentia2_arch.rst, Vector engine),
+# so writing x's dtype directly is the copy's cast, bit for bit, without the copy. A call that issues
+# nothing (nl.ds or nl.arange in the assignment's own subscript, evaluated after the value) leaves the
+# latest call as it was.
 class _Direct(threading.local):
     depth = 0  # nesting of front-end calls (only the outermost one is re-issued)
     made = 0  # new tiles the outermost call made so far
@@ -443,13 +448,15 @@ def direct_result(fn):
         if d.depth:
             return fn(*args, **kwargs)
         stream = core().stream
-        mark, d.depth, d.made, d.last = len(stream), 1, 0, None
+        mark, d.depth, d.made, before, d.last = len(stream), 1, 0, d.last, None
         try:
             out = fn(*args, **kwargs)
         finally:
             d.depth, d.into = 0, None
         if isinstance(out, Tile) and out.tensor is not None and out.tensor.nth:
             d.last = (out.tensor, (call, args, kwargs, mark, len(stream), out.tensor.nth))
+        elif len(stream) == mark:
+            d.last = before
         return out
     return call
 
@@ -482,7 +489,9 @@ def redirect(dst: Tile, value: Tile) -> bool:
     call, args, kwargs, mark, end, nth = r
     stream = core().stream
     if (len(stream) != end or value.shape != t.shape or value.const != Tile.whole(t).const or value.indirect
-            is not None or dst.tensor.dtype != t.dtype or dst.tensor.buffer != t.buffer or dst.indirect is not None):
+            is not None or dst.tensor.buffer != t.buffer or dst.indirect is not None):
+        return False
+    if dst.tensor.dtype != t.dtype and not _casts_on_output(stream[mark:end], t.dtype, dst.tensor.dtype):
         return False
     into = _seen_as(dst, t.shape)
     if into is None or any(isinstance(a, Tile) and a.tensor is dst.tensor for a in (*args, *kwargs.values())):
@@ -494,6 +503,36 @@ def redirect(dst: Tile, value: Tile) -> bool:
         call.__wrapped__(*args, **kwargs)
     finally:
         d.depth, d.into = 0, None
+    return True
+
+
+_FP32_ENGINES = {"vector", "scalar", "gpsimd"}
+
+
+def _casts_on_output(issued, result, dtype) -> bool:
+    """Whether the instructions of a call could write its result in `dtype` instead, bit for bit: those that
+    touch the result only write it (the others stage operands, as the PSUM -> SBUF copy before a GpSimd
+    instruction does), either an FP32 result on an engine that casts its output, or a PE transpose on a core
+    without transpose mode into FP32 (a matmul with the identity, exact for every narrower float)."""
+    if not issued or not numerics.dtype(dtype).is_float:
+        return False
+    fp32_result, pe_widens = numerics.dtype(result).name == "float32", None
+    out = {issued[-1].placed[n][0] for n in issued[-1].writes}
+    for rec in issued:
+        touch = [n for n, p in rec.placed.items() if p[0] in out]
+        if not touch:
+            continue
+        if any(n not in rec.writes for n in touch):
+            return False
+        if rec.engine.value in _FP32_ENGINES:
+            if not fp32_result:
+                return False
+        else:
+            if pe_widens is None:
+                pe_widens = (numerics.dtype(dtype).name == "float32" and numerics.dtype(result).is_float
+                             and not core().can("matmul_transpose_mode"))
+            if rec.op.value != "nc_transpose" or not pe_widens:
+                return False
     return True
 
 

@@ -293,10 +293,11 @@ def pending_matmul(stationary, moving, mask=None, **attrs) -> Tile:
             matmuls(dst, acc)
 
     def matmuls(dst: Tile, acc: bool):  # not `run` itself: a closure calling itself would hold its tiles in a cycle
-        if acc and dst.tensor.zeroed is not None and mask is None and _whole(dst) and (k0, m0, n0, m1, n1) == (
+        keep = evaluate(mask, (m, n))  # None: every cell (no mask, or a mask that is simply True)
+        if acc and dst.tensor.zeroed is not None and keep is None and _whole(dst) and (k0, m0, n0, m1, n1) == (
                 0, 0, 0, m, n):
             dst.tensor.zeroed, acc = None, False  # nl.zeros + `+=`: the first matmul of the group overwrites
-        for box in boxes(evaluate(mask, (m, n)), (m, n)):
+        for box in boxes(keep, (m, n)):
             (a0, a1), (b0, b1) = _clip(box[0], (m0, m1)), _clip(box[1], (n0, n1))
             if a0 < a1 and b0 < b1 and k0 < k1:
                 out = dst.view(((a0, a1), (b0, b1)))
