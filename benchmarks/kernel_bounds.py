@@ -203,6 +203,8 @@ def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("samples", type=Path, help="aws-neuron/nki-samples: a git directory or work tree")
     p.add_argument("--only", default="", help="run only the cases whose label or test contains this")
+    p.add_argument("--exclude", action="append", default=[],
+                   help="skip the cases whose label or test contains this (repeatable; e.g. the long flash cases)")
     p.add_argument("--target", default="trn1", help="trn1, trn2 or trn3 for the tests that do not say (default trn1)")
     p.add_argument("--json-only", action="store_true", help="print the JSON list alone")
     args = p.parse_args(argv)
@@ -213,6 +215,8 @@ def main(argv=None) -> int:
         root = extract(args.samples, Path(tmp))
         for case in cases():
             if args.only and args.only not in case[1] and args.only not in case[0]:
+                continue
+            if any(x in case[1] or x in case[0] for x in args.exclude):
                 continue
             rows.append(run_case(root, case, args.target))
             print(json.dumps(rows[-1]), file=sys.stderr, flush=True)
