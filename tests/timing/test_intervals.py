@@ -7,7 +7,7 @@ from hypothesis import strategies as st
 from trnsim.core import NeuronCore, Op
 from trnsim.core.timing import simulate
 from trnsim.core.timing.intervals import IntervalMap
-from trnsim.core.timing.scheduler import _right
+from trnsim.core.timing.scheduler import _right, _right_int
 from trnsim.core.timing.result import summarize
 from trnsim import specs
 
@@ -67,3 +67,10 @@ def test_the_schedulers_bisection_is_bisect_right(items, x):
     """The scheduler searches its sorted lists with its own bisection (compiled to a C loop): bisect's answer."""
     items.sort()
     assert _right(items, x) == bisect.bisect_right(items, x)
+
+
+@given(st.lists(st.integers(0, 1 << 40), max_size=30), st.integers(0, 1 << 40))
+def test_the_schedulers_byte_bisection_is_bisect_right(items, x):
+    """Its bisection of an interval map's byte bounds (compared as C integers when compiled): bisect's answer."""
+    items.sort()
+    assert _right_int(items, x) == bisect.bisect_right(items, x)

@@ -3,5 +3,11 @@
 cimport cython
 
 @cython.final
+cdef class Cell:
+    cdef public object writer, owner
+    cdef public list readers
+
+
+@cython.final
 cdef class IntervalMap:
     cdef public list bounds, values

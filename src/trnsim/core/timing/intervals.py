@@ -1,9 +1,9 @@
 """An interval map over byte offsets: who last wrote and who has read each byte range since.
 
 Segments are kept as sorted boundaries with one value each, so a lookup costs a bisection plus the
-segments it overlaps; buffers a kernel reuses keep the map small. A list value is a mutable cell that
-its segment owns (the scheduler's [writer, {engine: reader}, owner], changed in place as it is read):
-splitting a segment gives the new side its own copy. This is what makes dependence
+segments it overlaps; buffers a kernel reuses keep the map small. A Cell (or list) value is mutable and
+owned by its segment (the scheduler changes it in place as the bytes are read and written): splitting a
+segment gives the new side its own copy. This is what makes dependence
 tracking O(n log n) over a stream instead of comparing every pair of instructions.
 """
 from __future__ import annotations
@@ -11,8 +11,24 @@ from __future__ import annotations
 from bisect import bisect_right
 
 
+class Cell:
+    """What the scheduler knows of a byte range: its last writer (an event index, -1 for none), its readers
+    since (event indices, at most one per engine track, the latest, in the order they read) and the tile
+    that owns the bytes (-1: none the compiler placed)."""
+
+    __slots__ = ("writer", "readers", "owner")
+
+    def __init__(self, writer: int, readers: list[int], owner: int):
+        self.writer, self.readers, self.owner = writer, readers, owner
+
+    def __repr__(self):
+        return f"Cell({self.writer}, {self.readers}, {self.owner})"
+
+
 def own(x):
-    """A segment's own copy of value `x`: a cell list (and any dict in it) copied, anything else shared."""
+    """A segment's own copy of value `x`: a Cell or cell list (and any dict in it) copied, anything else shared."""
+    if type(x) is Cell:
+        return Cell(x.writer, list(x.readers), x.owner)
     if type(x) is not list:
         return x
     return [y.copy() if type(y) is dict else y for y in x]

@@ -2,7 +2,7 @@
 # only let Cython make its hot classes extension types and type some locals.
 import cython
 from trnsim.core.isa.registry cimport Record
-from trnsim.core.timing.intervals cimport IntervalMap
+from trnsim.core.timing.intervals cimport Cell, IntervalMap
 
 @cython.final
 cdef class Event:
@@ -12,42 +12,60 @@ cdef class Event:
 @cython.final
 cdef class Scheduler:
     cdef public object spec, t, rules, tl, warm_since, regions, plans
-    cdef public dict free, last, queue_of, maps, cells, high, psum_tiles, tile_last, alone
-    cdef public list dma_busy, queue_end, queue_last, eng_of, end_of
+    cdef public dict queue_of, maps, cells, high, psum_tiles, tile_last, alone
+    cdef public list free, last, dma_names, dma_busy, queue_end, queue_last, eng_of, end_of, waits
     cdef public set narrow
-    cdef public double tensor_end
+    cdef public double tensor_end, sem, warmup_start
     cdef public object psum_high
     cdef public bint chained
 
-    @cython.locals(deps=dict, rest=list, eng_of=list, end_of=list, high=dict, narrow=set, dma=bint,
-                   at=Py_ssize_t, i=Py_ssize_t, n=Py_ssize_t, b=list, v=list, m=IntervalMap, readers=dict,
+    @cython.locals(waits=list, rest=list, eng_of=list, high=dict, narrow=set, last=list, dma=bint,
+                   at=Py_ssize_t, i=Py_ssize_t, n=Py_ssize_t, b=list, v=list, m=IntervalMap, c=Cell,
                    cells=tuple, w=bint)
-    cpdef tuple _deps(self, str eng, tuple plan, list tiles, bint fresh, Py_ssize_t index, object accumulated)
+    cpdef list _deps(self, Py_ssize_t eng, tuple plan, list tiles, bint fresh, object index, object accumulated)
 
-    @cython.locals(narrow=set, i=Py_ssize_t, j=Py_ssize_t, k=Py_ssize_t, b=list, v=list, m=IntervalMap, cells=tuple,
-                   w=bint, r=dict)
-    cpdef _record(self, list accesses, list tiles, str eng, Py_ssize_t index, object accumulated)
+    cpdef _psum_buffer(self, tuple at, byte_hi, tile, list waits)
 
-    @cython.locals(index=Py_ssize_t, q=Py_ssize_t, deps=dict, rest=list, plans=dict, ready=double, sem=double,
-                   blocker=Py_ssize_t, end=double, tiles=list, psum=tuple, memo=dict, last=dict, k=object, ev=Event)
+    @cython.locals(narrow=set, eng_of=list, i=Py_ssize_t, j=Py_ssize_t, k=Py_ssize_t, b=list, v=list, m=IntervalMap,
+                   cells=tuple, w=bint, c=Cell)
+    cpdef _record(self, list accesses, list tiles, Py_ssize_t eng, object index, object accumulated)
+
+    @cython.locals(q=Py_ssize_t, eng=Py_ssize_t, waits=list, end_of=list, rest=list, plans=dict,
+                   ready=double, sem=double, end=double, tiles=list, psum=tuple, memo=dict,
+                   last=dict, k=object, ev=Event)
     cpdef step(self, Record rec)
 
     @cython.locals(free=double, start=double, end=double, flops=double, model=double)
-    cpdef _compute(self, Record rec, w, str eng, Py_ssize_t index, double ready, Py_ssize_t blocker, dict memo)
+    cpdef _compute(self, Record rec, w, Py_ssize_t eng, object index, double ready, object blocker, dict memo)
+
+    @cython.locals(t=object, ramp=double)
+    cpdef double _throttle(self, double start)
 
     @cython.locals(go=double, turn=double, end=double, start=double, pieces=list, busy=list, s=double, f=double,
                    dur=double, e=Py_ssize_t, tl=object)
-    cpdef _dma(self, Record rec, w, Py_ssize_t index, double ready, object blocker, Py_ssize_t q, dict memo)
+    cpdef _dma(self, Record rec, w, object index, double ready, object blocker, Py_ssize_t q, dict memo)
+
+
+@cython.locals(ev=Event)
+cdef Event _event(index, rec, track, double start, double end, blocker, flops, model, pieces)
+
+
+@cython.locals(r=list, k=Py_ssize_t)
+cdef void _read(Cell c, index, Py_ssize_t eng, list eng_of)
 
 
 @cython.locals(starts=list, ends=list, owner=list, i=Py_ssize_t, n=Py_ssize_t, t=double, take=double, left=double,
                gap_end=double, segs=list, s=double, f=double)
-cpdef tuple _place(tuple busy, double at, double dur, Py_ssize_t index)
+cpdef tuple _place(tuple busy, double at, double dur, object index)
 
 
 @cython.locals(i=Py_ssize_t)
-cpdef _book(list starts, list ends, list owner, double s, double f, Py_ssize_t index)
+cpdef _book(list starts, list ends, list owner, double s, double f, object index)
 
 
-@cython.locals(lo=Py_ssize_t, hi=Py_ssize_t, mid=Py_ssize_t)
-cpdef Py_ssize_t _right(list a, x)
+@cython.locals(lo=Py_ssize_t, hi=Py_ssize_t, mid=Py_ssize_t, y=double)
+cpdef Py_ssize_t _right(list a, double x)
+
+
+@cython.locals(lo=Py_ssize_t, hi=Py_ssize_t, mid=Py_ssize_t, y=Py_ssize_t)
+cpdef Py_ssize_t _right_int(list a, Py_ssize_t x)

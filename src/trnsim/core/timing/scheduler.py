@@ -15,14 +15,21 @@ from __future__ import annotations
 from array import array
 from dataclasses import dataclass, field
 
+import numpy as np
+
 from trnsim.core.collector import collector_off
 from trnsim.core.isa.opcodes import Engine
 from trnsim.core.isa.registry import REGISTRY, workload_engine
-from trnsim.core.timing.intervals import IntervalMap, own
+from trnsim.core.timing.intervals import Cell, IntervalMap, own
 from trnsim.core.timing.rules import TRACKS, Rules
 
 QUADRANT = 32  # partitions per dependence-tracking group (the partition start rule's finest step)
-_NAME = {e: e.value for e in Engine}  # an engine's track key (Enum.value is a Python-level descriptor)
+# Engine tracks are numbered: compute engine COMPUTE[t] is track t, DMA queue q is track DMA_TRACK + q.
+COMPUTE = tuple(TRACKS)
+DMA_TRACK = len(COMPUTE)
+_TRACK = {e: COMPUTE.index(e.value) for e in Engine if e.value in TRACKS}  # a compute engine's track
+_TRACK_NAME = tuple(TRACKS[e] for e in COMPUTE)  # a compute track's Event.track
+_TENSOR = COMPUTE.index("tensor")
 _DMA = Engine.DMA  # read at every step: an Enum class's attribute goes through its metaclass's __getattr__ hook
 
 
@@ -46,7 +53,8 @@ class Event:
 
 @dataclass
 class Timeline:
-    """All events of one core's stream, with the DMA pieces as flat arrays for utilisation figures."""
+    """All events of one core's stream, with the DMA pieces as flat arrays for utilisation figures (made when
+    the stream is all placed: Scheduler.finish)."""
 
     target: str
     events: list[Event] = field(default_factory=list)
@@ -61,8 +69,10 @@ class Scheduler:
 
     def __init__(self, spec, tspec):
         self.spec, self.t, self.rules = spec, tspec, Rules(spec, tspec)
-        self.free = {e: 0.0 for e in TRACKS}
-        self.last = {e: -1 for e in TRACKS}
+        self.sem, self.warmup_start = tspec.semaphore_latency, tspec.tensor_warmup_start
+        self.free = [0.0] * DMA_TRACK  # per compute track: when its queue frees, and its last event
+        self.last = [-1] * DMA_TRACK
+        self.dma_names = [f"DMA q{q}" for q in range(spec.dma_engines)]  # a DMA queue's Event.track
         # Per DMA engine, its busy stretches (sorted, disjoint): starts, ends and the transfer of each.
         self.dma_busy = [([], [], []) for _ in range(spec.dma_engines)]
         self.queue_of: dict[tuple, int] = {}  # kernel call site -> the DMA queue the compiler gave its transfers
@@ -71,8 +81,9 @@ class Scheduler:
         self.maps: dict[tuple, IntervalMap] = {}
         self.cells: dict = {}
         self.narrow: set = set()  # memories with a narrow (partition-quadrant) access recorded
-        self.eng_of: list[str] = []  # per event: its engine ("dma" for transfers)
+        self.eng_of: list[int] = []  # per event: its track
         self.end_of: list[float] = []
+        self.waits: list[int] = []  # the events the instruction being placed waits for, in the order found (_deps)
         self.tl = Timeline(spec.target)
         self.high: dict[tuple, int] = {}  # (space, memory, partition, partitions) -> highest byte touched
         self.warm_since, self.tensor_end = None, 0.0
@@ -127,9 +138,9 @@ class Scheduler:
                          None if hbm else (r.space, r.memory, r.partition, r.partitions)))
         return tuple(plan)
 
-    def _deps(self, eng: str, plan, tiles, fresh: bool, index: int, accumulated):
-        """({event index: end} of the events this instruction must wait for, the (position, plan entry) of
-        the operands still to record).
+    def _deps(self, eng: int, plan, tiles, fresh: bool, index: int, accumulated) -> list:
+        """The (position, plan entry) of the operands still to record; the events this instruction must wait
+        for are left in `self.waits`, each once, in the order found (ties for the latest go to the first).
 
         A write into bytes that last belonged to another compiler-placed tile waits for nobody: that tile
         is dead (the allocator reused its bytes), and the compiler gives a new tile a free buffer instead
@@ -139,38 +150,41 @@ class Scheduler:
 
         With `index` >= 0 (the operands touch disjoint bytes, so recording one changes no other's lookup), an
         access of a whole memory's map that covers exactly one segment is recorded here, in the same walk."""
-        deps: dict[int, float] = {}
+        waits = self.waits
+        del waits[:]
         rest = []
         self.chained = False
-        eng_of, end_of, high, narrow = self.eng_of, self.end_of, self.high, self.narrow
-        dma = eng.startswith("dma")
-        for at, ((cells, memory, lo, hi, w, buffer, key), tile) in enumerate(zip(plan, tiles)):
+        eng_of, high, narrow, last = self.eng_of, self.high, self.narrow, self.last
+        dma = eng >= DMA_TRACK
+        for at in range(len(plan)):
+            cells, memory, lo, hi, w, buffer, key = plan[at]
+            tile = tiles[at]
             if buffer is not None and tile >= 0 and tile not in self.tile_last:
-                self._psum_buffer(buffer, hi, tile, deps)
+                self._psum_buffer(buffer, hi, tile, waits)
             if index >= 0 and cells[4] is None and memory not in narrow:
-                b, v = cells[1][0].bounds, cells[1][0].values  # the memory's whole map: looked up, recorded in
-                i = _right(b, lo) - 1
+                m = cells[1][0]  # the memory's whole map: looked up, recorded in
+                b, v = m.bounds, m.values
+                i = _right_int(b, lo) - 1
                 if b[i] == lo and i + 1 < len(b) and b[i + 1] == hi:
-                    val = v[i]
-                    if val is None:
-                        v[i] = [index, {eng: index} if accumulated else {}, tile] if w else [None, {eng: index}, tile]
+                    c = v[i]
+                    if c is None:
+                        v[i] = Cell(index, [index] if accumulated else [], tile) if w else Cell(-1, [index], tile)
                     else:
-                        writer, readers, owner = val
-                        if not (w and tile >= 0 and owner >= 0 and owner != tile):  # as below
-                            if writer is not None and (eng_of[writer] != eng or (dma and not w)):
-                                deps[writer] = end_of[writer]
-                            elif writer is not None and not w and writer == self.last[eng]:
+                        if not (w and tile >= 0 and c.owner >= 0 and c.owner != tile):  # as below
+                            writer = c.writer
+                            if writer >= 0 and (eng_of[writer] != eng or (dma and not w)):
+                                if writer not in waits:
+                                    waits.append(writer)
+                            elif writer >= 0 and not w and writer == last[eng]:
                                 self.chained = True
                             if w:
-                                for r_eng, idx in readers.items():
-                                    if r_eng != eng or dma:
-                                        deps[idx] = end_of[idx]
+                                for idx in c.readers:
+                                    if (eng_of[idx] != eng or dma) and idx not in waits:
+                                        waits.append(idx)
                         if w:
-                            v[i] = [index, {eng: index} if accumulated else {}, tile]
+                            c.writer, c.readers, c.owner = index, [index] if accumulated else [], tile
                         else:
-                            if eng in readers:
-                                del readers[eng]
-                            readers[eng] = index
+                            _read(c, index, eng, eng_of)
                     if fresh and key is not None and high.get(key, 0) < hi:
                         high[key] = hi
                         if key[0] == "psum" and hi > self.psum_high:
@@ -182,31 +196,32 @@ class Scheduler:
                 n = len(b)
                 if n == 1 and v[0] is None:
                     continue  # nothing recorded in this map yet
-                i = _right(b, lo) - 1
+                i = _right_int(b, lo) - 1
                 while i < n and b[i] < hi:
-                    val = v[i]
+                    c = v[i]
                     i += 1
-                    if val is None:
+                    if c is None:
                         continue
-                    writer, readers, owner = val
-                    if w and tile >= 0 and owner >= 0 and owner != tile:
+                    if w and tile >= 0 and c.owner >= 0 and c.owner != tile:
                         continue  # renamed: the old tile's readers and writer need not finish first
                     # In-order queues order same-engine work; a DMA queue also keeps its writes in order.
-                    if writer is not None and (eng_of[writer] != eng or (dma and not w)):
-                        deps[writer] = end_of[writer]
-                    elif writer is not None and not w and writer == self.last[eng]:
+                    writer = c.writer
+                    if writer >= 0 and (eng_of[writer] != eng or (dma and not w)):
+                        if writer not in waits:
+                            waits.append(writer)
+                    elif writer >= 0 and not w and writer == last[eng]:
                         self.chained = True  # reads the tile its engine's previous instruction wrote
                     if w:
-                        for r_eng, idx in readers.items():
-                            if r_eng != eng or dma:
-                                deps[idx] = end_of[idx]
+                        for idx in c.readers:
+                            if (eng_of[idx] != eng or dma) and idx not in waits:
+                                waits.append(idx)
             if fresh and key is not None and high.get(key, 0) < hi:
                 high[key] = hi
                 if key[0] == "psum" and hi > self.psum_high:
                     self.psum_high = hi
-        return deps, rest
+        return rest
 
-    def _psum_buffer(self, at, byte_hi, tile, deps) -> None:
+    def _psum_buffer(self, at, byte_hi, tile, waits) -> None:
         """A new PSUM tile of a loop gets one of the buffers its banks hold, not a free one every time: the
         compiler rotates the loop's PSUM footprint (rounded up to whole 2 KiB banks) over the 8 banks, so
         with `depth` copies of it the tile placed at an address waits for the last access of the tile
@@ -215,16 +230,17 @@ class Scheduler:
         bank = self.spec.psum_bank_bytes
         depth = max(1, self.spec.psum_banks // -(-max(self.psum_high, byte_hi) // bank))
         if len(placed) >= depth and placed[-depth] in self.tile_last:
-            end, idx = self.tile_last[placed[-depth]]
-            deps[idx] = end
+            idx = self.tile_last[placed[-depth]][1]
+            if idx not in waits:
+                waits.append(idx)
         placed.append(tile)
 
-    def _record(self, accesses, tiles, eng: str, index: int, accumulated) -> None:
-        """Note this instruction as the writer or a reader of the bytes it touched. Each segment owns its cell
-        [writer, {engine: reader}, owner] (intervals.own), so a read changes it in place: a segment's readers
-        keep one reader per engine, the latest, in the order they read. An access of exactly one segment, the
-        common case of a kernel reusing its tiles, splits and merges nothing."""
-        narrow = self.narrow
+    def _record(self, accesses, tiles, eng: int, index: int, accumulated) -> None:
+        """Note this instruction as the writer or a reader of the bytes it touched. Each segment owns its Cell
+        (intervals.own), so a read changes it in place: a segment's readers keep one reader per engine track,
+        the latest, in the order they read. An access of exactly one segment, the common case of a kernel
+        reusing its tiles, splits and merges nothing."""
+        narrow, eng_of = self.narrow, self.eng_of
         for at, (cells, memory, lo, hi, w, _, _) in accesses:
             tile = tiles[at]
             _, record, clear, _, mem = cells
@@ -236,7 +252,7 @@ class Scheduler:
                         m.assign(lo, hi, None)
             for m in record:
                 b, v = m.bounds, m.values
-                i = _right(b, lo) - 1
+                i = _right_int(b, lo) - 1
                 if b[i] == lo and i + 1 < len(b) and b[i + 1] == hi:
                     j = i + 1  # exactly one segment
                 else:  # make lo and hi boundaries, each new segment with its own cell (IntervalMap._split)
@@ -244,7 +260,7 @@ class Scheduler:
                         i += 1
                         b.insert(i, lo)
                         v.insert(i, own(v[i - 1]))
-                    j = _right(b, hi) - 1
+                    j = _right_int(b, hi) - 1
                     if b[j] != hi:
                         j += 1
                         b.insert(j, hi)
@@ -253,17 +269,14 @@ class Scheduler:
                         del b[i + 1:j], v[i + 1:j]
                         j = i + 1
                 if w:  # the new writer; a matmul accumulating into PSUM also read what it added to
-                    v[i] = [index, {eng: index} if accumulated else {}, tile]
+                    v[i] = Cell(index, [index] if accumulated else [], tile)
                     continue
                 for k in range(i, j):
-                    x = v[k]
-                    if x is None:
-                        v[k] = [None, {eng: index}, tile]
+                    c = v[k]
+                    if c is None:
+                        v[k] = Cell(-1, [index], tile)
                     else:
-                        r = x[1]
-                        if eng in r:
-                            del r[eng]
-                        r[eng] = index
+                        _read(c, index, eng, eng_of)
 
     def step(self, rec) -> Event:
         index = len(self.end_of)
@@ -287,25 +300,28 @@ class Scheduler:
         if rec.engine is _DMA:
             site = (rec.location, rec.site)  # a DMA statement: two calls on one line are two
             q = self.queue_of.setdefault(site, len(self.queue_of) % self.spec.dma_engines)
-            eng = f"dma{q}"
+            eng = DMA_TRACK + q
         else:
-            eng = _NAME[rec.engine]
+            eng = _TRACK[rec.engine]
         accumulated = rec.accumulated
-        deps, rest = self._deps(eng, plan, tiles, fresh, index if solo else -1, accumulated)
+        rest = self._deps(eng, plan, tiles, fresh, index if solo else -1, accumulated)
+        waits, end_of = self.waits, self.end_of
         ready, blocker = 0.0, -1
-        if deps:
+        if waits:
             # A transfer's fixed latency already holds the wait for its producers' semaphore (DMA-BW: descriptor
             # setup, synchronisation and semaphore-to-start, ~1300 ns cross-engine): no semaphore latency on top.
-            sem = self.t.semaphore_latency if q < 0 else 0.0
-            for idx, end in deps.items():
-                if end + sem > ready:
-                    ready, blocker = end + sem, idx
+            sem = self.sem if q < 0 else 0.0
+            for idx in waits:
+                end = end_of[idx] + sem
+                if end > ready:
+                    ready, blocker = end, idx
         if q >= 0:
             ev = self._dma(rec, w, index, ready, blocker, q, memo)
         else:
             ev = self._compute(rec, w, eng, index, ready, blocker, memo)
-        if deps:
-            ev.deps = tuple(sorted(deps))
+        if waits:
+            waits.sort()
+            ev.deps = tuple(waits)
         self.tl.events.append(ev)
         self.eng_of.append(eng)
         self.end_of.append(ev.end)
@@ -331,22 +347,22 @@ class Scheduler:
             rec.engine = placed
             if rec.sig is not None:
                 self.alone[key] = dur
-        return self.free[_NAME[eng]] + dur
+        return self.free[_TRACK[eng]] + dur
 
     def _compute(self, rec, w, eng, index, ready, blocker, memo) -> Event:
         """An instruction on a compute engine's in-order queue. `memo`: the durations its signature's records
         were given so far, by kind."""
         if rec.hoisted is not None:  # computed once, by an earlier instance (core/hoist.py)
-            return Event(index, rec, TRACKS[eng], ready, ready, blocker=blocker)
+            return _event(index, rec, _TRACK_NAME[eng], ready, ready, blocker, 0.0, 0.0, ())
         free = self.free[eng]
         start = free if free > ready else ready
         flops = model = 0.0
-        if eng == "tensor":
+        if eng == _TENSOR:
             got = memo.get("pe")
             if got is None:
                 got = memo["pe"] = self.rules.matmul(w)
             dur, flops, model = got
-            if self.t.tensor_warmup_start < 1.0:
+            if self.warmup_start < 1.0:
                 dur /= self._throttle(start)
         else:
             # The static overhead: the instruction waited for a producer, or reads what the engine's previous
@@ -360,9 +376,9 @@ class Scheduler:
             blocker = self.last[eng]
         end = start + dur
         self.free[eng], self.last[eng] = end, index
-        if eng == "tensor":
+        if eng == _TENSOR:
             self.tensor_end = end
-        return Event(index, rec, TRACKS[eng], start, end, (), blocker, flops, (), model)
+        return _event(index, rec, _TRACK_NAME[eng], start, end, blocker, flops, model, ())
 
     def _throttle(self, start: float) -> float:
         """TensorE rate under the dI/dt limit: from `tensor_warmup_start` up to 1 over the warm-up time."""
@@ -396,15 +412,21 @@ class Scheduler:
             if f > end:
                 end = f
                 bound = blocker if s == go else before
-        tl = self.tl
-        tl.piece_engine.extend([p[0] for p in pieces])
-        tl.piece_start.extend([p[1] for p in pieces])
-        tl.piece_end.extend([p[2] for p in pieces])
         self.queue_end[q], self.queue_last[q] = end, index
-        return Event(index, rec, f"DMA q{q}", start, end, blocker=bound, pieces=tuple(pieces))
+        return _event(index, rec, self.dma_names[q], start, end, bound, 0.0, 0.0, tuple(pieces))
 
     def finish(self) -> Timeline:
-        """The timeline, with the SBUF/PSUM high-water mark: per partition, the highest byte touched."""
+        """The timeline, with its DMA pieces as flat arrays and the SBUF/PSUM high-water mark: per partition,
+        the highest byte touched."""
+        engines, starts, ends = [], [], []
+        for ev in self.tl.events:
+            for e, s, f in ev.pieces:
+                engines.append(e)
+                starts.append(s)
+                ends.append(f)
+        tl = self.tl  # through numpy: array() would parse each item as a call argument
+        tl.piece_engine = array("i", np.array(engines, np.int32).tobytes())
+        tl.piece_start, tl.piece_end = array("d", np.array(starts, float).tobytes()), array("d", np.array(ends, float).tobytes())
         marks: dict[str, list[int]] = {}
         for (space, _, p0, n), hi in self.high.items():
             row = marks.setdefault(space, [0] * self.spec.partitions)
@@ -412,6 +434,25 @@ class Scheduler:
                 row[p] = max(row[p], hi)
         self.tl.memory_peak = {space: sum(row) for space, row in marks.items()}
         return self.tl
+
+
+def _event(index: int, rec, track: str, start: float, end: float, blocker: int, flops, model, pieces) -> Event:
+    """Event(index, rec, track, start, end, (), blocker, flops, pieces, model), made without calling its
+    constructor (whose keyword arguments the compiled build parses at every call)."""
+    ev = Event.__new__(Event)
+    ev.index, ev.rec, ev.track, ev.start, ev.end, ev.deps = index, rec, track, start, end, ()
+    ev.blocker, ev.flops, ev.pieces, ev.model_flops = blocker, flops, pieces, model
+    return ev
+
+
+def _read(c: Cell, index: int, eng: int, eng_of: list[int]) -> None:
+    """Note event `index` on track `eng` as the latest reader of cell `c`: it replaces that track's earlier reader."""
+    r = c.readers
+    for k in range(len(r)):
+        if eng_of[r[k]] == eng:
+            del r[k]
+            break
+    r.append(index)
 
 
 def _place(busy, at: float, dur: float, index: int) -> tuple[float, float, int]:
@@ -467,12 +508,27 @@ def _book(starts, ends, owner, s: float, f: float, index: int) -> None:
 
 def _right(a, x) -> int:
     """bisect.bisect_right(a, x): where `x` goes in the sorted list `a`, after any equal items. Written out so
-    that the compiled build searches in a C loop: calling bisect costs more than the search in the short
-    lists here."""
+    that the compiled build searches in a C loop on C doubles (times here): calling bisect costs more than the
+    search in the short lists here."""
     lo, hi = 0, len(a)
     while lo < hi:
         mid = (lo + hi) // 2
-        if x < a[mid]:
+        y = a[mid]
+        if x < y:
+            hi = mid
+        else:
+            lo = mid + 1
+    return lo
+
+
+def _right_int(a, x) -> int:
+    """_right for a sorted list of ints (an interval map's byte bounds), which the compiled build compares as
+    C integers."""
+    lo, hi = 0, len(a)
+    while lo < hi:
+        mid = (lo + hi) // 2
+        y = a[mid]
+        if x < y:
             hi = mid
         else:
             lo = mid + 1
