@@ -359,3 +359,45 @@ def test_scalar_tensor_tensor_streams_2n_or_n_for_bf16_subtract_multiply(dtype, 
                  operand1=t1)
     ev = run("trn1", build)[-1]
     assert ev.end - ev.start == pytest.approx(cycles / 1.12)
+
+
+def _warm(nc):
+    """Matmuls that bring a v3+ TensorE past its dI/dt warm-up, so the next instruction runs at full rate."""
+    st, mv, ps = tiles(nc, 128, 128, 512, "bfloat16")
+    for _ in range(40):
+        nc.issue(Op.NC_MATMUL, dst=ps, stationary=st, moving=mv)
+
+
+@pytest.mark.parametrize("st_dtype, mv_dtype, double_row", [
+    ("float8_e4m3", "float8_e4m3", True), ("bfloat16", "bfloat16", False), ("float8_e4m3", "float8_e4m3", False),
+    ("bfloat16", "float8_e4m3", False), ("float8_e4m3", "bfloat16", False)])
+def test_trn2_matmul_rates_by_dtype_and_double_row(st_dtype, mv_dtype, double_row):
+    """NeuronCore-v3 TensorE: 79 BF16 TFLOPS and 158 FP8 TFLOPS (neuron-core-v3.rst), the FP8 figure only in
+    double_row mode, which contracts K = 128 partitions x 2 in the time of a BF16 K = 128 matmul
+    (trainium2_arch.rst; nki.isa.matmul_perf_mode). A 512-wide moving tile: 512 cycles at 2.4 GHz = 213.3 ns
+    whatever the dtypes, FP8 alone or mixed with BF16 at the BF16 rate; double_row does twice the FLOPs."""
+    rows = 2 if double_row else 1
+    def build(nc):
+        _warm(nc)
+        st = nc.tensor((128, rows, 128) if double_row else (128, 128), st_dtype)
+        mv = nc.tensor((128, rows, 512) if double_row else (128, 512), mv_dtype)
+        nc.issue(Op.NC_MATMUL, dst=nc.tensor((128, 512), "float32", "psum"), stationary=st, moving=mv,
+                 perf_mode="double_row" if double_row else None)
+    ev = run("trn2", build)[-1]
+    ns = 512 / 2.4
+    assert ev.end - ev.start == pytest.approx(ns, rel=1e-6)
+    assert ev.flops == 2 * (128 * rows) * 128 * 512
+    tflops = ev.flops / ns / 1e3
+    assert tflops == pytest.approx(157.3 if double_row else 78.6, abs=0.1)  # 158 and 79 as published, at 2.4 GHz
+
+
+def test_trn2_fp8_pe_transpose_costs_a_16_bit_one():
+    """A [128, 128] FP8 nc_transpose on TensorE: max(P, min(64, F)) = 128 cycles at 2.4 GHz, as for 16-bit
+    data (transpose mode's speed-up is for FP32 alone, trainium2_arch.rst)."""
+    def build(nc):
+        data = nc.tensor((128, 128), "float8_e4m3")
+        nc.issue(Op.MEMSET, engine="vector", dst=data, value=0.0)
+        _warm(nc)
+        nc.issue(Op.NC_TRANSPOSE, dst=nc.tensor((128, 128), "float8_e4m3", "psum"), data=data, engine="tensor")
+    ev = run("trn2", build)[-1]
+    assert ev.end - ev.start == pytest.approx(128 / 2.4, rel=1e-6)
