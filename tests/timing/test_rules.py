@@ -401,3 +401,19 @@ def test_trn2_fp8_pe_transpose_costs_a_16_bit_one():
         nc.issue(Op.NC_TRANSPOSE, dst=nc.tensor((128, 128), "float8_e4m3", "psum"), data=data, engine="tensor")
     ev = run("trn2", build)[-1]
     assert ev.end - ev.start == pytest.approx(128 / 2.4, rel=1e-6)
+
+
+@pytest.mark.parametrize("target, ghz", [("trn1", 1.12), ("trn2", 0.96)])
+def test_fp32_psum_scale_and_max_gets_no_perf_mode_so_trn2_is_slower(target, ghz):
+    """A tensor_scalar_reduce of an FP32 [128, 512] PSUM tile into FP32 SBUF (the allocated SD attention's
+    scale-and-max): NC-v3's perf modes need BF16/FP16 operands (trainium2_arch.rst, Vector Engine Performance
+    Mode), so it streams N = 512 cycles on both generations, and the lower NC-v3 Vector clock (0.96 GHz
+    against 1.12, the compute engine specification tables) makes it 1.12 / 0.96 = 1.17x slower on trn2."""
+    def b(nc):
+        ps = nc.tensor((128, 512), "float32", "psum")
+        nc.issue(Op.MEMSET, engine="vector", dst=ps, value=0.0)
+        apart(nc)
+        nc.issue(Op.TENSOR_SCALAR_REDUCE, dst=nc.tensor((128, 512), "float32"), data=ps, op0="multiply",
+                 operand0=1.0, reduce_op="max", reduce_res=nc.tensor((128, 1), "float32"))
+    ev = run(target, b)[-1]
+    assert ev.end - ev.start == pytest.approx(512 / ghz)
