@@ -14,13 +14,16 @@ import inspect
 import os
 import re
 import warnings
+from typing import TYPE_CHECKING
 
 import click
-import numpy as np
 
 from trnsim import specs
 from trnsim.cli import cli, emit_json
 from trnsim.errors import TrnsimError, UserCodeError
+
+if TYPE_CHECKING:
+    import numpy as np
 
 _MODULES = {"nki.language": "nl", "nki.isa": "nisa"}
 _BETA = "https://awsdocs-neuron.readthedocs-hosted.com/en/latest/nki/deep-dives/nki-migration-guide.html"
@@ -208,6 +211,8 @@ def _views(x) -> list:
 
 def _offsets(shape, strides, offset) -> np.ndarray:
     """Element offsets of a strided view, flattened."""
+    import numpy as np
+
     idx = np.full((1,) * len(shape), offset, np.int64)
     for k, (n, s) in enumerate(zip(shape, strides)):
         ax = [1] * len(shape)
@@ -219,6 +224,8 @@ def _offsets(shape, strides, offset) -> np.ndarray:
 def unwritten(view, cores) -> np.ndarray | None:
     """True per element of the HBM `view` that no instruction of the cores' streams wrote (from their records,
     so a timing-only trace tells); None when a scatter wrote its tensor (whose rows only values tell)."""
+    import numpy as np
+
     space, memory, _, b0, nbytes, _ = view.alloc.place
     written = np.zeros(nbytes, bool)
     for core in cores:
@@ -243,6 +250,8 @@ def unwritten(view, cores) -> np.ndarray | None:
 
 
 def _unwritten_finding(view, mask) -> dict:
+    import numpy as np
+
     from trnsim.core.machine import _ranges
 
     n = int(mask.sum())
