@@ -2,7 +2,8 @@
 and the speed layer's shared Regions (TRNSIM_FAST), change no event."""
 from trnsim.core import NeuronCore, Op, fast
 from trnsim.core.fast.views import keyed
-from trnsim.core.timing import simulate
+from trnsim.core.timing import Scheduler, simulate
+from trnsim.specs.timing import timing
 
 
 def stream(target="trn2"):
@@ -69,3 +70,39 @@ def test_operands_sharing_bytes_wait_as_separate_accesses():
     assert evs[0].index in evs[1].deps and evs[1].index in evs[2].deps
     assert evs[2].index in evs[3].deps and evs[3].start >= evs[2].end
     assert evs[2].index in evs[4].deps
+
+
+def test_transfers_reaching_other_hbm_bytes_share_their_cost_and_pieces():
+    """A loop's loads and stores reach other HBM bytes each time: new signatures whose cost and pieces the
+    scheduler shares by a key without HBM addresses. The events equal those of the same stream with nothing
+    shared, also for transfers the key must tell apart: other partitions of a tile (other DMA engines), a
+    strided source (shorter descriptor runs), another dtype."""
+    nc = NeuronCore("trn1", values=False, builder=fast.Speed())
+    src = nc.hbm_tensor((1024, 512), "bfloat16")
+    out = nc.hbm_tensor((1024, 512), "bfloat16")
+    wide = nc.hbm_tensor((1024, 256), "float32")
+    t, u = nc.tensor((128, 512), "bfloat16"), nc.tensor((128, 256), "float32")
+    for i in range(8):
+        nc.issue(Op.DMA_COPY, dst=t, src=src[i * 128:(i + 1) * 128, :])
+        nc.issue(Op.DMA_COPY, dst=t[0:64, 0:256], src=src[i * 64:(i + 1) * 64, 0:256])
+        nc.issue(Op.DMA_COPY, dst=t[64:128, 0:256], src=src[i * 64:(i + 1) * 64, 0:256])  # upper partitions
+        nc.issue(Op.DMA_COPY, dst=t[0:64, 0:256], src=src[i * 64:(i + 1) * 64, 0:512:2])  # strided: 2-byte runs
+        nc.issue(Op.DMA_COPY, dst=u, src=wide[i * 128:(i + 1) * 128, :])  # fp32
+        nc.issue(Op.TENSOR_COPY, dst=t, src=t)
+        nc.issue(Op.DMA_COPY, dst=out[i * 128:(i + 1) * 128, :], src=t)
+    recs = nc.stream
+    dmas = [r for r in recs if r.op is Op.DMA_COPY]
+    assert len({r.sig for r in dmas}) == len(dmas)  # every transfer a new signature
+    s = Scheduler(nc.spec, timing("trn1"))
+    for r in recs:
+        s.step(r)
+    assert len(s.transfers) == 6  # one key per way of moving, whichever bytes
+    on = [(e.index, e.track, e.start, e.end, e.deps, e.blocker, e.pieces) for e in s.tl.events]
+    assert on == events(recs, "trn1")[0]
+    for r in recs:
+        r._regions = r.sig = None  # nothing cached by signature or by transfer key
+    off = events(recs, "trn1")[0]
+    assert on == off
+    lower, upper, strided = off[1], off[2], off[3]  # alike but for the partitions, or the descriptor runs
+    assert {p[0] for p in lower[6]} != {p[0] for p in upper[6]}
+    assert lower[3] - lower[2] != strided[3] - strided[2]

@@ -7,3 +7,5 @@ cdef class Invariants:
     cdef public dict first, readers
 
     cpdef wrote(self, ins)
+
+    cpdef check(self, ins, scopes, index)

@@ -47,7 +47,11 @@ class Invariants:
         """The stream index of the earlier instance that `ins` repeats in a later loop iteration, or None;
         a first instance is remembered."""
         if not scopes or ins.op not in PURE or ins.engine not in ENGINES or tuple(ins.writes) != ("dst",):
-            return None
+            return None  # most instructions: asked here, where the compiled build calls directly
+        return self._repeats(ins, scopes, index)
+
+    def _repeats(self, ins, scopes, index: int) -> int | None:
+        """`check` for a pure instruction of a compute engine writing one fresh result."""
         dst = ins.operands.get("dst")
         inputs = [(n, v) for n, v in ins.operands.items() if n != "dst"]
         if dst is None or not inputs or any(v.alloc.id == dst.alloc.id for _, v in inputs):

@@ -227,9 +227,9 @@ class NeuronCore:
         operands, attrs, spilled = {}, {}, None
         for k, v in kw.items():
             if isinstance(v, View):
-                operands[k] = v
-                if v.alloc.spilled or (v.gather_rows is not None and isinstance(v.gather_rows[0], View)
-                                       and v.gather_rows[0].alloc.spilled):
+                operands[k] = t = v  # (the compiled build reads a typed view's fields directly)
+                if t.alloc.spilled or (t.gather_rows is not None and isinstance(t.gather_rows[0], View)
+                                       and t.gather_rows[0].alloc.spilled):
                     spilled = True
             else:
                 attrs[k] = v

@@ -12,3 +12,7 @@ cdef class View:
     @cython.locals(nd=Py_ssize_t, d=Py_ssize_t, n=Py_ssize_t, s=Py_ssize_t, shape=list, strides=list, sl=slice,
                    on_chip=bint)
     cpdef View _index(self, key)
+
+    cpdef tuple placement(self)
+
+    cpdef View _sub(self, tuple shape, tuple strides, offset, poff, dtype, gather_rows)

@@ -137,11 +137,18 @@ _NC_MATMUL = Op.NC_MATMUL  # the commonest call: an Enum class's attribute goes 
 # -- Tensor engine -----------------------------------------------------------------------------------------
 def nc_matmul(dst, stationary, moving, is_stationary_onezero=False, is_moving_onezero=False, is_transpose=False,
               accumulate=None, tile_position=(), tile_size=(), perf_mode=matmul_perf_mode.none, name=None):
-    return issue(_NC_MATMUL, dst=dst, stationary=stationary, moving=moving, is_transpose=is_transpose,
-                 accumulate=accumulate, tile_position=_ints("nc_matmul tile_position", tile_position or ()),
-                 tile_size=_ints("nc_matmul tile_size", tile_size or ()),
-                 perf_mode=getattr(perf_mode, "_value_", perf_mode) or "none",
-                 is_stationary_onezero=is_stationary_onezero, is_moving_onezero=is_moving_onezero)
+    # The commonest call, so refused indirect operands here rather than in a wrapper, and issued with its operands
+    # and attributes in one dict: each layer of call costs as much as some of the checks.
+    for v in (dst, stationary, moving, is_stationary_onezero, is_moving_onezero, is_transpose, accumulate, tile_position,
+              tile_size, perf_mode, name):
+        if type(v) is _Indirection:
+            _refuse_indirection("nc_matmul")
+    return core().submit(_NC_MATMUL, None, {
+        "dst": dst, "stationary": stationary, "moving": moving, "is_transpose": is_transpose, "accumulate": accumulate,
+        "tile_position": _ints("nc_matmul tile_position", tile_position or ()),
+        "tile_size": _ints("nc_matmul tile_size", tile_size or ()),
+        "perf_mode": getattr(perf_mode, "_value_", perf_mode) or "none",
+        "is_stationary_onezero": is_stationary_onezero, "is_moving_onezero": is_moving_onezero})
 
 
 def nc_matmul_mx(dst, stationary, moving, stationary_scale, moving_scale, tile_position=None, tile_size=None,
@@ -598,14 +605,18 @@ def _no_indirection(fn):
     @functools.wraps(fn)
     def run(*args, **kwargs):
         if _indirect(args, kwargs):
-            raise KernelError(f"{fn.__name__}: Tensor Indirection (.indirect) on Tensor engine operands is not "
-                              f"emulated; the Vector, Scalar and GpSimd instructions take it")
+            _refuse_indirection(fn.__name__)
         return fn(*args, **kwargs)
     return run
 
 
+def _refuse_indirection(name: str):
+    raise KernelError(f"{name}: Tensor Indirection (.indirect) on Tensor engine operands is not emulated; the Vector, "
+                      f"Scalar and GpSimd instructions take it")
+
+
 for _fn_name, _fn_engine in _INDIRECT.items():
     globals()[_fn_name] = _with_indirection(globals()[_fn_name], _eng(_fn_engine))
-nc_matmul, nc_matmul_mx = _no_indirection(nc_matmul), _no_indirection(nc_matmul_mx)
+nc_matmul_mx = _no_indirection(nc_matmul_mx)  # nc_matmul refuses indirect operands itself
 
 locate_all(globals())  # after every definition: the names a kernel calls

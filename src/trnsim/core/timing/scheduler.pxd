@@ -12,7 +12,7 @@ cdef class Event:
 @cython.final
 cdef class Scheduler:
     cdef public object spec, t, rules, tl, warm_since, regions, plans
-    cdef public dict queue_of, maps, cells, high, psum_tiles, tile_last, alone
+    cdef public dict queue_of, maps, cells, high, psum_tiles, tile_last, alone, transfers
     cdef public list free, last, dma_names, dma_busy, queue_end, queue_last, eng_of, end_of, waits
     cdef public set narrow
     cdef public double tensor_end, sem, warmup_start

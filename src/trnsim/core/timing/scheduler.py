@@ -97,6 +97,7 @@ class Scheduler:
         self.tile_last: dict[int, tuple[float, int]] = {}  # PSUM tile -> (end, event) of its last access so far
         self.psum_high = 0  # highest PSUM byte per partition touched: the footprint the compiler rotates
         self.alone: dict[tuple, float] = {}  # (signature, engine) -> ns, for placing by workload (_ends)
+        self.transfers: dict[tuple, tuple] = {}  # _transfer_key -> a transfer's cost and durations (_cost)
 
     def _cells(self, r) -> tuple:
         """(maps to look up, maps to record in, maps a write clears, the lookup while the memory has seen no
@@ -290,8 +291,8 @@ class Scheduler:
         fresh = got is None
         if fresh:  # the operands' plan, which of them are PSUM tiles, the cost, its durations so far
             plan = self._plan(rec)
-            got = (plan, _psum_positions(plan),
-                   REGISTRY[rec.op].cost(rec, self.spec), _apart(plan), {})
+            cost, memo = self._cost(rec)
+            got = (plan, _psum_positions(plan), cost, _apart(plan), memo)
             if sig is not None and plans is not None:
                 plans[sig] = got
         plan, psum, w, solo, memo = got
@@ -334,6 +335,19 @@ class Scheduler:
                 if tile >= 0 and end >= last.get(tile, (-1.0,))[0]:
                     last[tile] = (end, index)
         return ev
+
+    def _cost(self, rec) -> tuple:
+        """(cost, its durations by kind, filled as they are asked for) of a record whose signature is new. The
+        transfers of a loop are new signatures that differ only in which HBM bytes they reach, which neither a
+        transfer's cost (isa/dma.py: _dma_cost) nor its pieces (Rules.dma_pieces) read (no alignment is
+        modelled), so transfers share both by their key without them (_transfer_key)."""
+        if rec.engine is not _DMA or rec.sig is None:
+            return REGISTRY[rec.op].cost(rec, self.spec), {}
+        key = _transfer_key(rec, self.regions)
+        got = self.transfers.get(key)
+        if got is None:
+            got = self.transfers[key] = (REGISTRY[rec.op].cost(rec, self.spec), {})
+        return got
 
     def _ends(self, rec, eng) -> float:
         """When record `rec` would end on compute engine `eng` after the work already placed there: its queue's
@@ -533,6 +547,18 @@ def _right_int(a, x) -> int:
         else:
             lo = mid + 1
     return lo
+
+
+def _transfer_key(rec, shared: dict) -> tuple:
+    """What a transfer's cost and pieces are computed from: its op, destination operands and attributes (with
+    their types, as in a signature) and each operand's Region but for which memory and bytes it reaches (its
+    partitions, shape, dtype and contiguous run stay)."""
+    key = [rec.op, rec.writes]
+    for n, r in rec.regions(shared).items():
+        key.append((n, r.space, r.partition, r.partitions, r.shape, r.dtype, r.contiguous))
+    for n, x in rec.attrs.items():
+        key.append((n, type(x), x))
+    return tuple(key)
 
 
 def _psum_positions(plan) -> tuple[int, ...]:
