@@ -20,6 +20,8 @@ import numpy as np
 import pytest
 
 import trnsim.nki as nki
+import trnsim.nki.beta as beta
+import trnsim.nki.beta.language as bnl
 import trnsim.nki.isa as nisa
 import trnsim.nki.language as nl
 from trnsim.core import NeuronCore, Op
@@ -240,3 +242,90 @@ def test_elementwise_kernels_run_at_their_documented_floor(target, dtype, op):
     floor, bound = _elementwise_floor(target, op, dtype, 1024, 8192)
     assert floor <= r.period <= 1.15 * floor, (r.period, floor)
     assert r.bound.startswith({"DMA": "DMA", "vector": "VectorE", "scalar": "ScalarE"}[bound]), r.bound
+
+
+# -- a course-style convolution: PyTorch layouts, weights transposed by nl.matmul inside the loops -----------------
+@beta.jit
+def conv_torch_layout(X, W):
+    """out = conv2d(X, W), X [B, CI, H, W], W [CO, CI, FH, FW] as PyTorch holds them, beta API: each tap's weights
+    W[:, :, i, j] are [CO, CI], so `nl.matmul(w, x)` transposes them on the PE array (and copies them out of PSUM)
+    at every use, one output row a PSUM tile. The transposes do not change inside the image and row loops."""
+    B, CI, H, Wd = X.shape
+    CO, _, FH, FW = W.shape
+    HO, WO = H - FH + 1, Wd - FW + 1
+    out = bnl.ndarray((B, CO, HO, WO), dtype=X.dtype, buffer=bnl.shared_hbm)
+    w = bnl.load(W)
+    for b in bnl.affine_range(B):
+        x = bnl.load(X[b])
+        for r in bnl.affine_range(HO):
+            res = bnl.zeros((CO, WO), bnl.float32, buffer=bnl.psum)
+            for i in bnl.affine_range(FH):
+                for j in bnl.affine_range(FW):
+                    res += bnl.matmul(w[:, :, i, j], x[:, r + i, j:j + WO])
+            bnl.store(out[b, :, r, :], value=bnl.copy(res, dtype=X.dtype))
+    return out
+
+
+def test_conv_in_torch_layout_computes_the_convolution(rng):
+    """Its values: numpy's convolution of the same inputs (W read as [CO, CI, FH, FW])."""
+    x = rng.standard_normal((1, 128, 10, 10)).astype(np.float16)
+    w = (rng.standard_normal((64, 128, 3, 3)) / 30).astype(np.float16)
+    got = conv_torch_layout(x, w)
+    np.testing.assert_allclose(got.astype(np.float32), _conv_reference(x, w.transpose(2, 3, 1, 0)), rtol=2e-2,
+                               atol=2e-2)
+
+
+@pytest.mark.parametrize("target", ["trn1", "trn2"])
+def test_weight_transposes_that_the_loops_repeat_are_hoisted(target):
+    """Each tap's transpose and its copy out of PSUM read the same weights in every image and row: the compiler's
+    loop-invariant code motion runs them once (core/hoist.py), so the convolution runs at its documented
+    critical path: the weights and first image in, nine transposes of max(P, min(64, F)) = 128 cycles, every
+    matmul at max(64, 32) cycles, the last row's eviction and store."""
+    B, H, W = 2, 34, 34
+    x, w = np.zeros((B, 128, H, W), np.float16), np.zeros((128, 128, 3, 3), np.float16)
+    r = benchmark(conv_torch_layout, x, w, target=target, timing_only=True)
+    d = DOC[target]
+    tensor = (9 * 128 + B * (H - 2) * 9 * 64) / d["tensor"] + WARMUP_NS[target]
+    first_in = (128 * 128 * 9 + 128 * H * W) * 2 / d["dma"]
+    floor = first_in + tensor + 64 / d["vector"] + 1300.0 + 128 * (W - 2) * 2 / d["dma"]
+    hoisted = [rec for rec in conv_torch_layout.last_cores[0].stream if rec.hoisted is not None]
+    assert len(hoisted) == 2 * 9 * (B * (H - 2) - 1)  # all but the first row's transposes and their copies
+    assert r.bound.startswith("TensorE")
+    assert floor <= r.period <= 1.2 * floor, (r.period, floor)
+
+
+def _transpose_chain(rewrite):
+    """out[i] = w.T + x[i]: the transpose of w on the PE array and its copy out of PSUM in every iteration;
+    `rewrite` adds 1 to w in place at the end of each, so both change."""
+    @nki.jit
+    def kernel(w, x):
+        out = nl.ndarray(x.shape, nl.float32, buffer=nl.shared_hbm)
+        wt = nl.load(w)
+        for i in nl.affine_range(x.shape[0]):
+            t = nl.ndarray((128, 128), nl.float32, buffer=nl.psum)
+            nisa.nc_transpose(dst=t, data=wt, engine=nisa.engine.tensor)
+            c = nl.ndarray((128, 128), nl.float32, buffer=nl.sbuf)
+            nisa.tensor_copy(dst=c, src=t)
+            o = nl.ndarray((128, 128), nl.float32, buffer=nl.sbuf)
+            nisa.tensor_tensor(dst=o, data1=c, data2=nl.load(x[i]), op=nl.add)
+            nl.store(out[i], o)
+            if rewrite:
+                nisa.tensor_scalar(dst=wt, data=wt, op0=nl.add, operand0=1.0)
+        return out
+    return kernel
+
+
+@pytest.mark.parametrize("rewrite", [False, True], ids=["invariant", "rewritten"])
+def test_a_hoisted_transpose_hoists_the_copy_that_reads_it(rewrite, rng):
+    """A transpose whose input the loop does not change runs once, and the copy of its result, which in later
+    iterations reads the hoisted instances' PSUM tiles, is the first copy again and runs once too; when the loop
+    rewrites the input neither is hoisted. Values are right either way."""
+    w, x = rng.standard_normal((128, 128)).astype(np.float32), rng.standard_normal((4, 128, 128)).astype(np.float32)
+    k = _transpose_chain(rewrite)
+    got = k(w, x)
+    np.testing.assert_allclose(got, np.stack([(w + i * rewrite).T + x[i] for i in range(4)]), rtol=1e-6, atol=1e-6)
+    stream = k.last_cores[0].stream
+    chain = [r for r in stream if r.op in (Op.NC_TRANSPOSE, Op.TENSOR_COPY)]
+    assert len(chain) == 8
+    hoisted = [r.hoisted for r in chain]
+    assert hoisted == [None] * 8 if rewrite else hoisted == [None, None] + [chain[0].index, chain[1].index] * 3
