@@ -78,6 +78,22 @@ def test_tensor_tensor_costs_what_the_isa_note_and_the_v3_perf_mode_say(target, 
     assert ev.end - ev.start == pytest.approx(cycles / DOC[target]["vector"])
 
 
+# -- TensorE rate by dtype --------------------------------------------------------------------------------------------
+@pytest.mark.parametrize("target", ["trn1", "trn2"])
+@pytest.mark.parametrize("dtype, rate", [("float16", 1), ("bfloat16", 1), ("tfloat32", 1), ("float32", 4)])
+def test_matmul_rate_by_dtype(target, dtype, rate):
+    """92 (v2) and 79 (v3) TFLOPS a core for BF16, FP16 and TF32 alike, FP32 a quarter of that
+    (trainium_inferentia2_arch.rst, trainium2_arch.rst): a [128, 128] x [128, 512] matmul takes 512 TensorE cycles,
+    2048 for FP32. On v3 forty warm-up matmuls first bring the array past its dI/dt ramp."""
+    def build(nc):
+        st, mv = nc.tensor((128, 128), dtype), nc.tensor((128, 512), dtype)
+        ps = nc.tensor((128, 512), "float32", "psum")
+        for _ in range(40):
+            nc.issue(Op.NC_MATMUL, dst=ps, stationary=st, moving=mv)
+    ev = _one(target, build)
+    assert ev.end - ev.start == pytest.approx(rate * 512 / DOC[target]["tensor"], rel=1e-6)
+
+
 # -- a 3x3 convolution as shifted matmuls accumulated in PSUM ---------------------------------------------------------
 @nki.jit
 def conv3x3(x, w):
