@@ -4,7 +4,8 @@ cimport cython
 
 @cython.final
 cdef class Invariants:
-    cdef public dict first, readers
+    cdef public dict first, readers, same, aliased
+    cdef public object pending
 
     cpdef wrote(self, ins)
 

@@ -118,9 +118,29 @@ def _mask_for(shape, dst, *views):
     return None if m is None else m.reshape(dst.shape)
 
 
+_TT_FAST_OPS = ("add", "multiply", "subtract")
+
+
+def _tensor_tensor_cost(rec, spec):
+    """2N cycles: both tensors stream; N with one input in PSUM (its own read interface), and N on VectorE when
+    both inputs are in SBUF with unit stride along the free dim, every operand is BF16 and the op is add,
+    multiply or subtract (the nki.isa tensor_tensor cost note). v3+'s perf mode doubles the throughput on top
+    of that, "compared to NeuronCore-v2" (trainium2_arch.rst; core/timing/rules.py)."""
+    ops = rec.operands
+    d1, d2 = ops["data1"], ops["data2"]
+    fast = (rec.engine is Engine.VECTOR and d1.space == d2.space == "sbuf"
+            and all(r.dtype == "bfloat16" for r in ops.values()) and op_name(rec.attrs.get("op")) in _TT_FAST_OPS
+            and _unit_stride(d1) and _unit_stride(d2))
+    return stream_cost(rec, spec, inputs=2, per_memory=True, factor=0.5 if fast else 1.0, vector_mode="two_tensor")
+
+
+def _unit_stride(r) -> bool:
+    """Whether a region's elements are adjacent along its innermost free dim (its contiguous runs hold a row)."""
+    return r.contiguous >= r.shape[-1] * numerics.dtype(r.dtype).itemsize
+
+
 define(Op.TENSOR_TENSOR, (Engine.VECTOR, Engine.GPSIMD), _tensor_tensor_check, _tensor_tensor_semantics,
-       lambda rec, spec: stream_cost(rec, spec, inputs=2, per_memory=True, vector_mode="two_tensor"),
-       pick=_tensor_tensor_pick,
+       _tensor_tensor_cost, pick=_tensor_tensor_pick,
        pure=True)
 
 
