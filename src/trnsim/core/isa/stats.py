@@ -46,7 +46,15 @@ def _tsr_semantics(ins, nc):
         res.store(-res.array(), res.mask() if res.poisoned() else None)
 
 
-define(Op.TENSOR_SCALAR_REDUCE, Engine.VECTOR, _tsr_check, _tsr_semantics, stream_cost, writes=_RED)
+def _tsr_cost(rec, spec):
+    """max(MIN_II, N) + MIN_II Vector cycles (the nki.isa.tensor_scalar_reduce cost note): the streamed
+    tensor_scalar, then the reduction read out of the accumulators."""
+    c = stream_cost(rec, spec)
+    c.reduce = True
+    return c
+
+
+define(Op.TENSOR_SCALAR_REDUCE, Engine.VECTOR, _tsr_check, _tsr_semantics, _tsr_cost, writes=_RED)
 
 
 # -- tensor_tensor_scan: r[i] = op1(op0(data0[i], r[i-1]), data1[i]), r[-1] = initial -------------------------

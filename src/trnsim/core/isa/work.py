@@ -15,7 +15,7 @@ class Stream:
     first input; inputs: inputs streamed one after another (0: it only writes); factor: cycles per element;
     dtype: the first input's; perf: its performance class, which of the engine's perf modes it may use
     ("copy", "two_tensor", the engine's generic "vector" or "scalar", None where it has none); reduce:
-    whether it reads its accumulator registers out too."""
+    whether it reads its accumulator registers out too (a fixed step after the stream)."""
 
     __slots__ = ("engine", "partitions", "elements", "inputs", "factor", "dtype", "perf", "reduce")
 

@@ -93,8 +93,8 @@ class Rules:
         cycles = max(self.min_ii, work)
         if dependent:  # a small or serially dependent instruction pays the static overhead
             cycles += self.overhead
-        if w.reduce:  # reading the accumulator registers out is its own instruction
-            cycles += self.act_read
+        if w.reduce:  # reading the accumulators out: ACT's read on ScalarE, one more MIN_II elsewhere
+            cycles += self.act_read if w.engine == "scalar" else self.min_ii
         return cycles * self.ns_per_cycle[w.engine]
 
     # -- DMA --------------------------------------------------------------------------------------
