@@ -118,7 +118,7 @@ def _mask_for(shape, dst, *views):
     return None if m is None else m.reshape(dst.shape)
 
 
-_TT_FAST_OPS = ("add", "multiply", "subtract")
+_TT_ONE_PASS_OPS = ("add", "multiply", "subtract")
 
 
 def _tensor_tensor_cost(rec, spec):
@@ -128,10 +128,10 @@ def _tensor_tensor_cost(rec, spec):
     of that, "compared to NeuronCore-v2" (trainium2_arch.rst; core/timing/rules.py)."""
     ops = rec.operands
     d1, d2 = ops["data1"], ops["data2"]
-    fast = (rec.engine is Engine.VECTOR and d1.space == d2.space == "sbuf"
-            and all(r.dtype == "bfloat16" for r in ops.values()) and op_name(rec.attrs.get("op")) in _TT_FAST_OPS
-            and _unit_stride(d1) and _unit_stride(d2))
-    return stream_cost(rec, spec, inputs=2, per_memory=True, factor=0.5 if fast else 1.0, vector_mode="two_tensor")
+    one_pass = (rec.engine is Engine.VECTOR and d1.space == d2.space == "sbuf"
+                and all(r.dtype == "bfloat16" for r in ops.values()) and op_name(rec.attrs.get("op")) in _TT_ONE_PASS_OPS
+                and _unit_stride(d1) and _unit_stride(d2))
+    return stream_cost(rec, spec, inputs=2, per_memory=True, factor=0.5 if one_pass else 1.0, vector_mode="two_tensor")
 
 
 def _unit_stride(r) -> bool:
