@@ -419,3 +419,20 @@ def test_fp32_psum_scale_and_max_gets_no_perf_mode_so_trn2_is_slower(target, ghz
                  operand0=1.0, reduce_op="max", reduce_res=nc.tensor((128, 1), "float32"))
     ev = run(target, b)[-1]
     assert ev.end - ev.start == pytest.approx((max(64, n) + 64) / ghz)
+
+
+@pytest.mark.parametrize("target, ghz", [("trn1", 1.4), ("trn2", 1.2)])
+@pytest.mark.parametrize("n", [512, 8])
+def test_gpsimd_pattern_instructions_start_up_before_they_stream(target, ghz, n):
+    """iota and affine_select cost ~150 + N GpSimd cycles (the nki.isa cost notes): a start-up, then N elements
+    a partition at the GpSimd clock (1.4 GHz on NC-v2, 1.2 on NC-v3), so even a short one is past MIN_II."""
+    def iota(nc):
+        nc.issue(Op.IOTA, dst=nc.tensor((128, n), "int32"), pattern=((1, n),))
+
+    def select(nc):  # on a shapes-only core its input needs no producer, so no static overhead is added
+        nc.issue(Op.AFFINE_SELECT, dst=nc.tensor((128, n), "float32"), pattern=((-1, n),), channel_multiplier=1,
+                 on_true_tile=nc.tensor((128, n), "float32"), on_false_value=0.0, cmp_op="greater_equal")
+    for build in (iota, select):
+        ev = run(target, build)[-1]
+        assert ev.track == "GpSimdE"
+        assert ev.end - ev.start == pytest.approx((150 + n) / ghz)

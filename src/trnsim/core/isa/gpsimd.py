@@ -43,7 +43,16 @@ def _iota_semantics(ins, nc):
     put(ins.dst, v.reshape(ins.dst.shape) if ins.dst.dtype.is_int else v.astype(np.float32).reshape(ins.dst.shape))
 
 
-define(Op.IOTA, Engine.GPSIMD, lambda ins, nc: _pattern_check(ins), _iota_semantics, lambda r, s: stream_cost(r, s, inputs=0))
+def _startup_cost(rec, spec, inputs=None):
+    """~150 + N GpSimd cycles: iota, affine_select and local_gather start up before they stream (the nki.isa
+    cost notes, reference 1.12)."""
+    c = stream_cost(rec, spec, inputs)
+    c.startup = spec.cycles["gpsimd_startup"]
+    return c
+
+
+define(Op.IOTA, Engine.GPSIMD, lambda ins, nc: _pattern_check(ins), _iota_semantics,
+       lambda r, s: _startup_cost(r, s, inputs=0))
 
 
 # -- affine_select: cmp_op(affine value, 0) ? on_true : on_false_value ----------------------------------------------------
@@ -62,7 +71,7 @@ def _affine_select_semantics(ins, nc):
     put(dst, out.reshape(dst.shape), (m.reshape(keep.shape) & keep).reshape(dst.shape) if m.any() else None)
 
 
-define(Op.AFFINE_SELECT, Engine.GPSIMD, _affine_select_check, _affine_select_semantics, stream_cost)
+define(Op.AFFINE_SELECT, Engine.GPSIMD, _affine_select_check, _affine_select_semantics, _startup_cost)
 
 
 # -- tensor_partition_reduce: reduce across partitions ----------------------------------------------------------------
@@ -141,7 +150,7 @@ def _local_gather_semantics(ins, nc):
     dst.store(out.reshape(dst.shape), om.reshape(dst.shape) if om.any() else None)
 
 
-define(Op.LOCAL_GATHER, Engine.GPSIMD, _local_gather_check, _local_gather_semantics, stream_cost)
+define(Op.LOCAL_GATHER, Engine.GPSIMD, _local_gather_check, _local_gather_semantics, _startup_cost)
 
 
 # -- gather_flattened: per partition, pick elements of the flattened free dims by uint32 index ---------------------

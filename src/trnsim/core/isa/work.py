@@ -15,14 +15,15 @@ class Stream:
     first input; inputs: inputs streamed one after another (0: it only writes); factor: cycles per element;
     dtype: the first input's; perf: its performance class, which of the engine's perf modes it may use
     ("copy", "two_tensor", the engine's generic "vector" or "scalar", None where it has none); reduce:
-    whether it reads its accumulator registers out too (a fixed step after the stream)."""
+    whether it reads its accumulator registers out too (a fixed step after the stream); startup: cycles its cost
+    note states before the stream (GpSimd's pattern-generating instructions)."""
 
-    __slots__ = ("engine", "partitions", "elements", "inputs", "factor", "dtype", "perf", "reduce")
+    __slots__ = ("engine", "partitions", "elements", "inputs", "factor", "dtype", "perf", "reduce", "startup")
 
     def __init__(self, engine: str, partitions: int, elements: int, inputs: int = 1, factor: float = 1.0,
-                 dtype: str | None = None, perf: str | None = None, reduce: bool = False):
+                 dtype: str | None = None, perf: str | None = None, reduce: bool = False, startup: int = 0):
         self.engine, self.partitions, self.elements, self.inputs = engine, partitions, elements, inputs
-        self.factor, self.dtype, self.perf, self.reduce = factor, dtype, perf, reduce
+        self.factor, self.dtype, self.perf, self.reduce, self.startup = factor, dtype, perf, reduce, startup
 
     def __repr__(self):
         return f"Stream({self.engine}, {self.partitions}x{self.elements}, perf={self.perf})"

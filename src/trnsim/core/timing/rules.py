@@ -90,7 +90,7 @@ class Rules:
         """ns of an instruction that streams N elements per partition through an engine's lanes."""
         work = w.elements * max(1, w.inputs) * w.factor / self.perf_mode(rec, w)
         work /= self.access_rate(rec)
-        cycles = max(self.min_ii, work)
+        cycles = max(self.min_ii, w.startup + work)
         if dependent:  # a small or serially dependent instruction pays the static overhead
             cycles += self.overhead
         if w.reduce:  # reading the accumulators out: ACT's read on ScalarE, one more MIN_II elsewhere
