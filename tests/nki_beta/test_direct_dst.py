@@ -66,6 +66,30 @@ def test_a_used_result_is_still_copied(rng):
 def test_destination_read_by_the_call_keeps_the_copy(rng):
     a = rng.standard_normal((64, 64)).astype(np.float32)
     np.testing.assert_allclose(in_place(a), a.T, rtol=1e-6)
+    assert _ops(in_place).count("tensor_copy") == 1
+
+
+@nki.jit
+def windowed_in_place(a):
+    """Flash attention's sliding-window mask: an affine_select of a score block assigned back to that block,
+    then a shifted in-place multiply (element i from element i - 1: not position for position)."""
+    out = nl.ndarray(a.shape, a.dtype, buffer=nl.shared_hbm)
+    x = nl.load(a)
+    ip, jf = nl.mgrid[0:128, 0:64]
+    x[:, 0:64] = nisa.affine_select(pred=(jf > ip - 32), on_true_tile=x[:, 0:64], on_false_value=-9984.0,
+                                    dtype=nl.float32)
+    x[:, 65:128] = nl.multiply(x[:, 64:127], 2.0)
+    nl.store(out, x)
+    return out
+
+
+def test_an_element_wise_call_reading_its_destination_writes_it_in_place(rng):
+    a = rng.standard_normal((128, 128)).astype(np.float32)
+    want = a.copy()
+    want[:, :64] = np.where(np.arange(64)[None, :] > np.arange(128)[:, None] - 32, a[:, :64], -9984.0)
+    want[:, 65:] = 2 * want[:, 64:127]
+    np.testing.assert_array_equal(windowed_in_place(a), want)
+    assert _ops(windowed_in_place) == ["dma_copy", "affine_select", "tensor_scalar", "tensor_copy", "dma_copy"]
 
 
 # -- results whose shape differs from the destination's only by size-1 free dims --------------------------------

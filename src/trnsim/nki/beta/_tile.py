@@ -23,6 +23,7 @@ import numpy as np
 from trnsim import numerics
 from trnsim.core import View
 from trnsim.core.errors import KernelError, OperandTypeError, OutOfBoundsError, ShapeError, where
+from trnsim.core.isa.opcodes import ELEMENTWISE, Op
 from trnsim.core.liveness import read_later, releasers
 from trnsim.nki import _frontend, isa as cur, lower
 from trnsim.nki.beta._grid import Cond, Expr, Mask, MaskExpressionError, boxes, evaluate
@@ -496,8 +497,10 @@ def redirect(dst: Tile, value: Tile) -> bool:
     if cast and (not _casts_on_output(stream[mark:end], t.dtype, dst.tensor.dtype) or read_later(value)):
         return False  # a result read again in its own dtype is computed in it, then cast by the copy
     into = _seen_as(dst, t.shape)
-    if (into is None or into.opmask is not None
-            or any(isinstance(a, Tile) and a.tensor is dst.tensor for a in (*args, *kwargs.values()))):
+    if into is None or into.opmask is not None:
+        return False
+    if (any(isinstance(a, Tile) and a.tensor is dst.tensor for a in (*args, *kwargs.values()))
+            and not _in_place(stream[mark:end], into)):
         return False
     d.last = None
     del stream[mark:]
@@ -542,6 +545,19 @@ def _part_from_overwrite(launch: Launch, v: View) -> None:
 
 
 _FP32_ENGINES = {"vector", "scalar", "gpsimd"}
+_POSITIONAL = ELEMENTWISE | {Op.AFFINE_SELECT}  # element i of the result from element i of each input
+
+
+def _in_place(issued, into: Tile) -> bool:
+    """Whether a call that reads its destination can write it in place: one instruction, element for
+    element, reading the destination exactly where it writes it (`x[s] = nisa.affine_select(.., x[s], ..)`):
+    a streaming engine reads each element before it writes that position, as the current API's in-place
+    instructions (`dst` = `data`) do. A transpose, a reduction or a shifted read keeps its copy."""
+    if len(issued) != 1 or issued[0].op not in _POSITIONAL:
+        return False
+    rec, at = issued[0], into.view().placement()
+    reads = [p for n, p in rec.placed.items() if n not in rec.writes and p[0] == at[0]]
+    return bool(reads) and all(p[:8] == at[:8] for p in reads)
 
 
 def _casts_on_output(issued, result, dtype) -> bool:
