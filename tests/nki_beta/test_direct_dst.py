@@ -272,6 +272,27 @@ def exp_read_after_assignment(a, overwrite=False):
 
 
 @nki.jit
+def result_written_after_assignment(a):
+    """r is written into d directly, then r itself is written: d keeps the exponentials."""
+    out = nl.ndarray((2,) + a.shape, a.dtype, buffer=nl.shared_hbm)
+    x = nl.load(a)
+    d = nl.ndarray(a.shape, a.dtype, buffer=nl.sbuf)
+    r = nl.exp(x)
+    d[...] = r
+    r[...] = nl.multiply(x, 3.0)
+    nl.store(out[0], d)
+    nl.store(out[1], r)
+    return out
+
+
+def test_writing_the_result_after_its_direct_write_leaves_the_destination(rng):
+    a = rng.standard_normal((128, 64)).astype(np.float32)
+    got = result_written_after_assignment(a)
+    np.testing.assert_allclose(got[0], np.exp(a), rtol=1e-5)
+    np.testing.assert_allclose(got[1], 3 * a, rtol=1e-6)
+
+
+@nki.jit
 def fp32_result_read_after_bf16_assignment(a):
     """An FP32 result assigned to a bf16 tile and read again itself: it keeps its FP32 values."""
     out = nl.ndarray(a.shape, nl.float32, buffer=nl.shared_hbm)

@@ -330,19 +330,19 @@ class Tile:
 
     # -- assignment and accumulation --------------------------------------------------------------------
     def __setitem__(self, key, value):
-        dst = self[key]
+        dst = own(self)[key]
         if isinstance(value, Tile) and value.pending is None and _same(dst, value):
             return  # `t[i] += x` already accumulated in place
         assign(dst, value)
 
     def __iadd__(self, value):
-        return accumulate(self, "add", value)
+        return accumulate(own(self), "add", value)
 
     def __isub__(self, value):
-        return accumulate(self, "subtract", value)
+        return accumulate(own(self), "subtract", value)
 
     def __imul__(self, value):
-        return accumulate(self, "multiply", value)
+        return accumulate(own(self), "multiply", value)
 
     # -- tile arithmetic ------------------------------------------------------------------------------------
     def _op(self, name, other, reverse=False):
@@ -539,9 +539,22 @@ def _part_from_overwrite(launch: Launch, v: View) -> None:
         if alloc != v.alloc.id or value is None or not _overlap(value.view().region(), v.region()):
             continue
         del launch.coalesced[key]
-        own = Tile.whole(Tensor(value.shape, value.dtype, value.tensor.buffer))
-        each_box(own, None, [value], lambda b: lower.copy(part(own, b, own.shape), part(value, b, own.shape)))
-        value.tensor, value.const, value.coefs, value.opmask = own.tensor, own.const, own.coefs, None
+        _part(value)
+
+
+def own(t: Tile) -> Tile:
+    """`t` about to be written itself (`t[...] = v`, `t += v`): if it stands for another tile's bytes, it
+    takes its own copy first, so the write leaves that tile as it was."""
+    entry = instance().launch.coalesced.pop(id(t), None)
+    if entry is not None and entry[0]() is t:
+        _part(t)
+    return t
+
+
+def _part(value: Tile) -> None:
+    mine = Tile.whole(Tensor(value.shape, value.dtype, value.tensor.buffer))
+    each_box(mine, None, [value], lambda b: lower.copy(part(mine, b, mine.shape), part(value, b, mine.shape)))
+    value.tensor, value.const, value.coefs, value.opmask = mine.tensor, mine.const, mine.coefs, None
 
 
 _FP32_ENGINES = {"vector", "scalar", "gpsimd"}
