@@ -426,7 +426,8 @@ def test_tensor_scalar_reads_its_per_partition_operands_at_no_streaming_cost(ope
     (the nki.isa cost notes of tensor_scalar_reduce and scalar_tensor_tensor count the full tensors only);
     flash attention's rescale `o * alpha`, [128, 96] FP32, at 1.12 GHz on trn1."""
     def build(nc):
-        data, col0, col1 = nc.tensor((128, 96), "float32"), nc.tensor((128, 1), "float32"), nc.tensor((128, 1), "float32")
+        data = nc.tensor((128, 96), "float32")
+        col0, col1 = nc.tensor((128, 1), "float32"), nc.tensor((128, 1), "float32")
         for t in (data, col0, col1):
             nc.issue(Op.MEMSET, engine="vector", dst=t, value=1.0)
         apart(nc)
