@@ -66,6 +66,30 @@ def test_a_used_result_is_still_copied(rng):
 def test_destination_read_by_the_call_keeps_the_copy(rng):
     a = rng.standard_normal((64, 64)).astype(np.float32)
     np.testing.assert_allclose(in_place(a), a.T, rtol=1e-6)
+    assert _ops(in_place).count("tensor_copy") == 1
+
+
+@nki.jit
+def windowed_in_place(a):
+    """Flash attention's sliding-window mask: an affine_select of a score block assigned back to that block,
+    then a shifted in-place multiply (element i from element i - 1: not position for position)."""
+    out = nl.ndarray(a.shape, a.dtype, buffer=nl.shared_hbm)
+    x = nl.load(a)
+    ip, jf = nl.mgrid[0:128, 0:64]
+    x[:, 0:64] = nisa.affine_select(pred=(jf > ip - 32), on_true_tile=x[:, 0:64], on_false_value=-9984.0,
+                                    dtype=nl.float32)
+    x[:, 65:128] = nl.multiply(x[:, 64:127], 2.0)
+    nl.store(out, x)
+    return out
+
+
+def test_an_element_wise_call_reading_its_destination_writes_it_in_place(rng):
+    a = rng.standard_normal((128, 128)).astype(np.float32)
+    want = a.copy()
+    want[:, :64] = np.where(np.arange(64)[None, :] > np.arange(128)[:, None] - 32, a[:, :64], -9984.0)
+    want[:, 65:] = 2 * want[:, 64:127]
+    np.testing.assert_array_equal(windowed_in_place(a), want)
+    assert _ops(windowed_in_place) == ["dma_copy", "affine_select", "tensor_scalar", "tensor_copy", "dma_copy"]
 
 
 # -- results whose shape differs from the destination's only by size-1 free dims --------------------------------
@@ -171,6 +195,23 @@ def copy_into_a_slice(a):
     return out
 
 
+@nki.jit
+def exp_into_bf16(a):
+    """An FP32 activation (no accumulation) assigned to a bf16 tile."""
+    out = nl.ndarray(a.shape, nl.bfloat16, buffer=nl.shared_hbm)
+    d = nl.ndarray(a.shape, nl.bfloat16, buffer=nl.sbuf)
+    d[...] = nisa.activation(op=nl.exp, data=nl.load(a))
+    nl.store(out, d)
+    return out
+
+
+def test_an_fp32_activation_writes_a_bf16_destination_itself(rng):
+    a = rng.standard_normal((128, 64)).astype(np.float32)
+    got = np.asarray(exp_into_bf16(a)).astype(np.float32)
+    np.testing.assert_allclose(got, np.exp(a).astype(ml_dtypes.bfloat16).astype(np.float32), rtol=8e-3)
+    assert _ops(exp_into_bf16) == ["dma_copy", "activation", "dma_copy"]
+
+
 def test_an_fp32_result_is_written_in_the_destination_dtype_without_a_copy(rng):
     s = rng.standard_normal((128, 128)).astype(np.float32)
     got = np.asarray(masked_scores_into_bf16(s)).astype(np.float32)
@@ -210,3 +251,101 @@ def test_a_v2_pe_transpose_writes_an_fp32_psum_tile_itself(rng, target, copies):
     want = np.concatenate([p[:, j * 128:(j + 1) * 128].T for j in range(4)], axis=1).astype(np.float32)
     np.testing.assert_array_equal(got, want)
     assert [r.op.value for r in kernel.last_cores[0].stream].count("tensor_copy") == copies
+
+
+# -- the call's own result, still read after it was written straight into the destination -----------------------
+@nki.jit
+def exp_read_after_assignment(a, overwrite=False):
+    """r is written into d directly (no copy); r itself is read afterwards, and with `overwrite` d is
+    written again before that: r keeps its own values."""
+    out = nl.ndarray(a.shape, a.dtype, buffer=nl.shared_hbm)
+    x = nl.load(a)
+    d = nl.ndarray(a.shape, a.dtype, buffer=nl.sbuf)
+    r = nl.exp(x)
+    d[...] = r
+    if overwrite:
+        d[...] = nl.multiply(x, 3.0)
+        nl.store(out, nl.add(r, d))
+    else:
+        nl.store(out, nl.multiply(r, 2.0))
+    return out
+
+
+@nki.jit
+def result_written_after_assignment(a):
+    """r is written into d directly, then r itself is written: d keeps the exponentials."""
+    out = nl.ndarray((2,) + a.shape, a.dtype, buffer=nl.shared_hbm)
+    x = nl.load(a)
+    d = nl.ndarray(a.shape, a.dtype, buffer=nl.sbuf)
+    r = nl.exp(x)
+    d[...] = r
+    r[...] = nl.multiply(x, 3.0)
+    nl.store(out[0], d)
+    nl.store(out[1], r)
+    return out
+
+
+def test_writing_the_result_after_its_direct_write_leaves_the_destination(rng):
+    a = rng.standard_normal((128, 64)).astype(np.float32)
+    got = result_written_after_assignment(a)
+    np.testing.assert_allclose(got[0], np.exp(a), rtol=1e-5)
+    np.testing.assert_allclose(got[1], 3 * a, rtol=1e-6)
+
+
+@nki.jit
+def fp32_result_read_after_bf16_assignment(a):
+    """An FP32 result assigned to a bf16 tile and read again itself: it keeps its FP32 values."""
+    out = nl.ndarray(a.shape, nl.float32, buffer=nl.shared_hbm)
+    x = nl.load(a)
+    d = nl.ndarray(a.shape, nl.bfloat16, buffer=nl.sbuf)
+    r = nisa.activation(op=nl.exp, data=x)
+    d[...] = r
+    nl.store(out, nl.subtract(r, d, dtype=nl.float32))
+    return out
+
+
+def _timed(kernel, target):
+    from trnsim.core.timing import simulate
+    stream = kernel.last_cores[0].stream
+    return stream, simulate(stream, target).events
+
+
+@pytest.mark.parametrize("target", ["trn1", "trn2"])
+def test_a_result_read_after_its_direct_write_waits_for_it(rng, target):
+    """The result tile is the destination's bytes: its reader depends on the direct write and starts a
+    semaphore latency after it ends (ScalarE -> VectorE), not as soon as the load is in."""
+    from trnsim.specs.timing import timing
+    a = rng.standard_normal((128, 512)).astype(np.float32)
+    kernel = nki.jit(exp_read_after_assignment, platform_target=target)
+    np.testing.assert_allclose(kernel(a), 2 * np.exp(a), rtol=1e-5)
+    stream, evs = _timed(kernel, target)
+    assert [r.op.value for r in stream] == ["dma_copy", "activation", "tensor_scalar", "dma_copy"]
+    load, act, twice, _ = evs
+    assert stream[1].placed["dst"][0] == stream[2].placed["data"][0]  # the reader reads the written bytes
+    assert act.index in twice.deps
+    assert twice.start == pytest.approx(act.end + timing(target).semaphore_latency)
+    assert act.start == pytest.approx(load.end + timing(target).semaphore_latency)
+
+
+def test_a_result_whose_destination_is_written_again_keeps_its_own_copy(rng):
+    a = rng.standard_normal((128, 512)).astype(np.float32)
+    np.testing.assert_allclose(exp_read_after_assignment(a, overwrite=True), np.exp(a) + 3 * a, rtol=1e-5)
+    ops = _ops(exp_read_after_assignment)
+    # the copy the compiler keeps once the two live ranges interfere, taken before the overwrite
+    assert ops == ["dma_copy", "activation", "tensor_copy", "tensor_scalar", "tensor_tensor", "dma_copy"]
+    stream, evs = _timed(exp_read_after_assignment, "trn2")
+    copy, overwrite = evs[2], evs[3]
+    assert overwrite.start >= copy.end  # the overwrite waits for the copy's read
+    assert stream[2].placed["dst"][0] in {p[0] for p in stream[4].placed.values()}  # the add reads r's copy
+
+
+def test_an_fp32_result_read_again_is_cast_by_a_copy(rng):
+    """The direct write in the destination's dtype would lose r's FP32 bits: the copy casts instead."""
+    a = rng.standard_normal((128, 64)).astype(np.float32)
+    e = np.exp(a)
+    want = e - e.astype(ml_dtypes.bfloat16).astype(np.float32)  # the bf16 rounding error, not zero
+    got = fp32_result_read_after_bf16_assignment(a)
+    np.testing.assert_allclose(got, want, rtol=0, atol=2e-6 * np.abs(e).max())
+    assert np.abs(want).max() > 1e-3
+    assert _ops(fp32_result_read_after_bf16_assignment) == ["dma_copy", "activation", "tensor_copy",
+                                                           "tensor_tensor", "dma_copy"]

@@ -220,6 +220,26 @@ def drop_dead_names() -> bool:
     return dropped
 
 
+def read_later(obj) -> bool:
+    """Whether a local of the running kernel's frames holds `obj` under a name its code reads again."""
+    frame, seen = sys._getframe(1), False
+    while frame is not None:
+        if inside(frame.f_code.co_filename):
+            if seen:
+                return False  # the launch that called the kernel: beyond it is the caller's
+        else:
+            seen = True
+            code = frame.f_code
+            names = [k for k, v in frame.f_locals.items() if v is obj]
+            if names:
+                table = _live_after(code)
+                at = bisect.bisect_right(table[0], frame.f_lasti) - 1
+                if at < 0 or any(k in table[1][at] or k in code.co_cellvars for k in names):
+                    return True
+        frame = frame.f_back
+    return False
+
+
 def _drop(frame) -> bool:
     code = frame.f_code
     table = _live_after(code)

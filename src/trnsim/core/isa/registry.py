@@ -378,12 +378,18 @@ def stream_cost(rec: Record, spec, inputs=None, factor=1.0, per_memory=False, ve
     have their own read interface, so a two-input op with one input in PSUM costs ~N, not ~2N cycles
     (nki.isa tensor_tensor cost note, reference 1.12). `vector_mode`: the instruction's own class of the
     Vector engine's perf modes ("copy": one tensor streamed as a copy; "two_tensor": two tensors combined),
-    where it runs on that engine."""
+    where it runs on that engine. By default every tensor read streams, save a per-partition scalar (one
+    element per partition against more in the first input: tensor_scalar's operand0/operand1 vectors), which
+    the engine reads once and broadcasts along the free dims at no cost of its own (reference 1.12: a
+    tensor_scalar is a one-input instruction; the nki.isa cost notes of tensor_scalar_reduce and
+    scalar_tensor_tensor count N, resp. 2N for the two full tensors, with operand0 a [P, 1] tile)."""
     srcs = [r for n, r in rec.operands.items() if n not in rec.writes] or list(rec.operands.values())
     first = srcs[0]
     n = math.prod(first.shape[1:]) if first.space != "hbm" else math.prod(first.shape)
-    if inputs is not None and per_memory and len(srcs) > 1:
+    if inputs is None:
+        inputs = sum(1 for r in srcs if r is first or n <= 1 or r.space == "hbm" or math.prod(r.shape[1:]) > 1)
+    elif per_memory and len(srcs) > 1:
         inputs = max(sum(r.space == s for r in srcs) for s in {r.space for r in srcs})
     eng = rec.engine
     perf = (vector_mode or "vector") if eng is Engine.VECTOR else "scalar" if eng is Engine.SCALAR else None
-    return Stream(eng.value, first.partitions, n, len(srcs) if inputs is None else inputs, factor, first.dtype, perf)
+    return Stream(eng.value, first.partitions, n, inputs, factor, first.dtype, perf)

@@ -23,7 +23,8 @@ import numpy as np
 from trnsim import numerics
 from trnsim.core import View
 from trnsim.core.errors import KernelError, OperandTypeError, OutOfBoundsError, ShapeError, where
-from trnsim.core.liveness import releasers
+from trnsim.core.isa.opcodes import ELEMENTWISE, Op
+from trnsim.core.liveness import read_later, releasers
 from trnsim.nki import _frontend, isa as cur, lower
 from trnsim.nki.beta._grid import Cond, Expr, Mask, MaskExpressionError, boxes, evaluate
 
@@ -47,6 +48,7 @@ class Launch:
         self.direct: weakref.WeakValueDictionary = weakref.WeakValueDictionary()  # alloc id -> Allocation
         self.labels: dict[int, str] = {}
         self.written: dict[int, tuple] = {}  # alloc id -> (stamp, partition lo, hi, byte lo, hi)
+        self.coalesced: dict[int, tuple] = {}  # id(result tile) -> (weak ref, alloc id): see `coalesce`
         self.stamp = itertools.count(1)
         self.turns = None  # the programs' turns on the core (core/lnc.py) when the grid has several
         self.spawn = None  # starts a thread for the next programs, before a program waits
@@ -153,7 +155,7 @@ class Tensor:
 class Tile:
     """A tensor seen through an affine index map (what beta-API calls take and return)."""
 
-    __slots__ = ("tensor", "const", "coefs", "shape", "indirect", "opmask", "pending")
+    __slots__ = ("tensor", "const", "coefs", "shape", "indirect", "opmask", "pending", "__weakref__")
 
     def __init__(self, tensor, const, coefs, shape, indirect=None, opmask=None, pending=None):
         self.tensor, self.const, self.coefs, self.shape = tensor, tuple(const), tuple(map(tuple, coefs)), tuple(shape)
@@ -328,19 +330,19 @@ class Tile:
 
     # -- assignment and accumulation --------------------------------------------------------------------
     def __setitem__(self, key, value):
-        dst = self[key]
+        dst = own(self)[key]
         if isinstance(value, Tile) and value.pending is None and _same(dst, value):
             return  # `t[i] += x` already accumulated in place
         assign(dst, value)
 
     def __iadd__(self, value):
-        return accumulate(self, "add", value)
+        return accumulate(own(self), "add", value)
 
     def __isub__(self, value):
-        return accumulate(self, "subtract", value)
+        return accumulate(own(self), "subtract", value)
 
     def __imul__(self, value):
-        return accumulate(self, "multiply", value)
+        return accumulate(own(self), "multiply", value)
 
     # -- tile arithmetic ------------------------------------------------------------------------------------
     def _op(self, name, other, reverse=False):
@@ -491,10 +493,14 @@ def redirect(dst: Tile, value: Tile) -> bool:
     if (len(stream) != end or value.shape != t.shape or value.const != Tile.whole(t).const or value.indirect
             is not None or dst.tensor.buffer != t.buffer or dst.indirect is not None):
         return False
-    if dst.tensor.dtype != t.dtype and not _casts_on_output(stream[mark:end], t.dtype, dst.tensor.dtype):
-        return False
+    cast = dst.tensor.dtype != t.dtype
+    if cast and (not _casts_on_output(stream[mark:end], t.dtype, dst.tensor.dtype) or read_later(value)):
+        return False  # a result read again in its own dtype is computed in it, then cast by the copy
     into = _seen_as(dst, t.shape)
-    if into is None or any(isinstance(a, Tile) and a.tensor is dst.tensor for a in (*args, *kwargs.values())):
+    if into is None or into.opmask is not None:
+        return False
+    if (any(isinstance(a, Tile) and a.tensor is dst.tensor for a in (*args, *kwargs.values()))
+            and not _in_place(stream[mark:end], into)):
         return False
     d.last = None
     del stream[mark:]
@@ -503,10 +509,68 @@ def redirect(dst: Tile, value: Tile) -> bool:
         call.__wrapped__(*args, **kwargs)
     finally:
         d.depth, d.into = 0, None
+    if not cast:
+        coalesce(value, into)
     return True
 
 
+# The call's own result tile, still held by the kernel (`r = nl.exp(x); d[...] = r; ... r ...`), is the
+# destination's bytes from then on: the compiler coalesced the copy, so a later read of the result reads
+# what the direct write wrote and waits for it. Should the kernel write those bytes again while it still
+# holds the result, the two values part: the result first gets its own copy (the copy the compiler keeps
+# when the two live ranges interfere), so it never reads the newer data.
+def coalesce(value: Tile, into: Tile) -> None:
+    """Make `value` the tile `into` for reads and dependences, watched for a later write of its bytes."""
+    value.tensor, value.const, value.coefs = into.tensor, into.const, into.coefs
+    launch, key = instance().launch, id(value)
+    ref = weakref.ref(value, lambda _, k=key, c=launch.coalesced: c.pop(k, None))
+    launch.coalesced[key] = (ref, value.view().alloc.id)
+
+
+def _overlap(a, b) -> bool:
+    return (a.partition < b.partition + b.partitions and b.partition < a.partition + a.partitions
+            and a.byte_lo < b.byte_hi and b.byte_lo < a.byte_hi)
+
+
+def _part_from_overwrite(launch: Launch, v: View) -> None:
+    """Give each result tile coalesced with bytes `v` is about to write its own copy of them first."""
+    for key, (ref, alloc) in list(launch.coalesced.items()):
+        value = ref()
+        if alloc != v.alloc.id or value is None or not _overlap(value.view().region(), v.region()):
+            continue
+        del launch.coalesced[key]
+        _part(value)
+
+
+def own(t: Tile) -> Tile:
+    """`t` about to be written itself (`t[...] = v`, `t += v`): if it stands for another tile's bytes, it
+    takes its own copy first, so the write leaves that tile as it was."""
+    entry = instance().launch.coalesced.pop(id(t), None)
+    if entry is not None and entry[0]() is t:
+        _part(t)
+    return t
+
+
+def _part(value: Tile) -> None:
+    mine = Tile.whole(Tensor(value.shape, value.dtype, value.tensor.buffer))
+    each_box(mine, None, [value], lambda b: lower.copy(part(mine, b, mine.shape), part(value, b, mine.shape)))
+    value.tensor, value.const, value.coefs, value.opmask = mine.tensor, mine.const, mine.coefs, None
+
+
 _FP32_ENGINES = {"vector", "scalar", "gpsimd"}
+_POSITIONAL = ELEMENTWISE | {Op.AFFINE_SELECT}  # element i of the result from element i of each input
+
+
+def _in_place(issued, into: Tile) -> bool:
+    """Whether a call that reads its destination can write it in place: one instruction, element for
+    element, reading the destination exactly where it writes it (`x[s] = nisa.affine_select(.., x[s], ..)`):
+    a streaming engine reads each element before it writes that position, as the current API's in-place
+    instructions (`dst` = `data`) do. A transpose, a reduction or a shifted read keeps its copy."""
+    if len(issued) != 1 or issued[0].op not in _POSITIONAL:
+        return False
+    rec, at = issued[0], into.view().placement()
+    reads = [p for n, p in rec.placed.items() if n not in rec.writes and p[0] == at[0]]
+    return bool(reads) and all(p[:8] == at[:8] for p in reads)
 
 
 def _casts_on_output(issued, result, dtype) -> bool:
@@ -517,7 +581,8 @@ def _casts_on_output(issued, result, dtype) -> bool:
     if not issued or not numerics.dtype(dtype).is_float:
         return False
     fp32_result, pe_widens = numerics.dtype(result).name == "float32", None
-    out = {issued[-1].placed[n][0] for n in issued[-1].writes}
+    last = issued[-1]
+    out = {last.placed[n][0] for n in last.writes if n in last.placed}  # an unused reduce_res is absent
     for rec in issued:
         touch = [n for n, p in rec.placed.items() if p[0] in out]
         if not touch:
@@ -663,6 +728,11 @@ def _watched(fn, kw):
     """Issue `fn(**kw)`, checking the reads and recording the writes of directly allocated tiles (every
     instruction the lowering layer issues comes here too)."""
     launch = instance().launch
+    if launch.coalesced:
+        for name in _WRITES:
+            v = kw.get(name)
+            if isinstance(v, View):
+                _part_from_overwrite(launch, v)
     if launch.direct:
         for name, v in kw.items():
             if isinstance(v, View) and name not in _WRITES and v.alloc.id in launch.direct:
