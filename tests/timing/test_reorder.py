@@ -118,3 +118,21 @@ def test_values_follow_program_order_whatever_the_schedule():
     expect = {x: 3.0, p: 3.0, z: 2.0, w: 3.0, v: 1.0, y: 9.0}
     for tile, value in expect.items():
         np.testing.assert_array_equal(nc.host_read(tile), np.full(tile.shape, value, np.float32))
+
+
+def test_an_instruction_that_writes_no_memory_keeps_its_place():
+    """An RNG seed writes no memory: the state it sets is invisible to the dependences, so the seed starts after
+    the blocked copy before it on VectorE, and the independent set of Y after it waits for its end instead of
+    filling the gap before the copy."""
+    nc = NeuronCore("trn1", values=False)
+    x, p = nc.tensor((128, 2048), "float32"), nc.tensor((128, 2048), "float32")
+    seed, y = nc.tensor((1, 1), "uint32"), nc.tensor((128, 512), "float32")
+    nc.issue(Op.MEMSET, engine="gpsimd", dst=x, value=3.0)
+    nc.issue(Op.MEMSET, engine="gpsimd", dst=seed, value=7)
+    nc.issue(Op.TENSOR_COPY, engine="vector", dst=p, src=x)
+    nc.issue(Op.SET_RNG_SEED, engine="vector", src_seeds=seed)
+    nc.issue(Op.MEMSET, engine="vector", dst=y, value=2.0)
+    *_, copy_x, set_seed, set_y = simulate(nc.stream, "trn1").events
+    assert copy_x.start == pytest.approx(2048 / POOL + SEM)
+    assert set_seed.start == pytest.approx(copy_x.end)
+    assert set_y.start == pytest.approx(set_seed.end) and set_y.blocker == set_seed.index

@@ -75,9 +75,10 @@ class Scheduler:
         self.sem, self.warmup_start = tspec.semaphore_latency, tspec.tensor_warmup_start
         self.free = [0.0] * DMA_TRACK  # per compute track: when its last work ends, and the event that ends it
         self.last = [-1] * DMA_TRACK
-        # Per compute track, its busy stretches (sorted, disjoint): starts, ends and the event ending each; for
+        # Per compute track, its busy stretches (sorted, disjoint): starts, ends and the event ending each, and
+        # [end, event] of its last instruction that writes no memory (_compute: nothing moves past it); for
         # TensorE also, per stretch, when the dI/dt ramp in effect at its end began (_throttle).
-        self.busy = [([], [], []) for _ in range(DMA_TRACK)]
+        self.busy = [([], [], [], [0.0, -1]) for _ in range(DMA_TRACK)]
         self.warm: list[float] = []
         self.fed: list[int] = []  # the writers on its own engine whose tile the instruction being placed reads
         self.pending: list = []  # cells the instruction being placed read, to note once its end is known (_deps)
@@ -371,12 +372,19 @@ class Scheduler:
     def _compute(self, rec, w, eng, index, ready, blocker, memo) -> Event:
         """An instruction on a compute engine, in the first idle stretch of the engine from `ready` on that holds
         it: the compiler's scheduler lets a later independent instruction run before an earlier blocked one
-        (docs/timing.md, The model). `memo`: the durations its signature's records were given so far, by kind."""
+        (docs/timing.md, The model). An instruction that writes no memory (a barrier, an RNG seed, a register)
+        acts on state the dependences do not see, so it keeps its place on its engine: it starts after all work
+        placed there, and nothing after it starts before it ends. `memo`: the durations its signature's records
+        were given so far, by kind."""
         if rec.hoisted is not None:  # computed once, by an earlier instance (core/hoist.py)
             return _event(index, rec, _TRACK_NAME[eng], ready, ready, blocker, 0.0, 0.0, ())
-        starts, ends, owner = self.busy[eng]
+        starts, ends, owner, fence = self.busy[eng]
         n = len(starts)
-        i = _right(ends, ready)  # the first busy stretch ending after `ready`: the gap before it comes first
+        fenced = not rec.writes
+        at = self.free[eng] if fenced else fence[0]  # the earliest start its engine's order allows
+        if ready > at:
+            at = ready
+        i = _right(ends, at)  # the first busy stretch ending after `at`: the gap before it comes first
         tensor, warms, fed = eng == _TENSOR, self.warm, self.fed
         flops = model = base = warm = 0.0
         if tensor:
@@ -386,7 +394,7 @@ class Scheduler:
             base, flops, model = got
         while True:
             gap, prev = (ends[i - 1], owner[i - 1]) if i > 0 else (0.0, -1)  # the gap after stretch i - 1
-            start = ready if ready > gap else gap
+            start = at if at > gap else gap
             gap_end = starts[i] if i < n else _FOREVER
             if start < gap_end:
                 if tensor:
@@ -411,7 +419,11 @@ class Scheduler:
             i += 1
         if start == gap or blocker < 0:
             blocker = prev
+        if start > ready and start != gap:
+            blocker = fence[1]  # held by the instruction that writes no memory
         end = start + dur
+        if fenced:
+            fence[0], fence[1] = end, index
         _occupy(starts, ends, owner, warms if tensor else None, i, start, end, index, warm)
         if end >= self.free[eng]:
             self.free[eng], self.last[eng] = end, index
