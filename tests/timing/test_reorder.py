@@ -9,6 +9,7 @@ import pytest
 
 from trnsim.core import NeuronCore, Op
 from trnsim.core.timing import simulate
+from trnsim.core.timing.scheduler import ORDERED, keep_order
 from trnsim.specs.timing import timing
 
 SEM = timing("trn1").semaphore_latency
@@ -136,3 +137,38 @@ def test_an_instruction_that_writes_no_memory_keeps_its_place():
     assert copy_x.start == pytest.approx(2048 / POOL + SEM)
     assert set_seed.start == pytest.approx(copy_x.end)
     assert set_y.start == pytest.approx(set_seed.end) and set_y.blocker == set_seed.index
+
+
+def test_a_no_reorder_block_keeps_program_order_on_each_engine():
+    """The gap kernel with its Vector work in an nl.no_reorder() block (keep_order marks it): the set of Y no
+    longer fills the gap before the blocked copy of X, it follows the copy."""
+    nc = NeuronCore("trn1", values=False)
+    gap_kernel(nc)
+    keep_order(nc.stream, 1)
+    fill, copy_x, set_y, copy_y, copy_p, set_v = simulate(nc.stream, "trn1").events
+    assert copy_x.start == pytest.approx(2048 / POOL + SEM)
+    assert set_y.start == pytest.approx(copy_x.end) and set_y.blocker == copy_x.index
+    assert copy_y.start == pytest.approx(set_y.end)
+    assert copy_p.start == pytest.approx(copy_y.end) and set_v.start == pytest.approx(copy_p.end)
+
+
+def test_nl_no_reorder_marks_the_block():
+    """In a kernel, the instructions issued inside `with nl.no_reorder():` are the ones kept in order."""
+    import trnsim.nki as nki
+    import trnsim.nki.language as nl
+
+    @nki.jit
+    def kernel(a):
+        out = nl.ndarray(a.shape, a.dtype, buffer=nl.shared_hbm)
+        t = nl.load(a)
+        with nl.no_reorder():
+            u = nl.multiply(t, 2.0)
+            v = nl.add(u, 1.0)
+        nl.store(out, nl.exp(v))
+        return out
+
+    x = np.ones((128, 512), np.float32)
+    np.testing.assert_allclose(kernel(x), np.exp(x * 2.0 + 1.0), rtol=1e-6)
+    stream = kernel.last_cores[0].stream
+    marked = [r.attrs.get(ORDERED, False) for r in stream]
+    assert any(marked) and not marked[0] and not marked[-1]

@@ -19,6 +19,7 @@ from trnsim.nki import _frontend, isa as nisa, lower, operands
 from trnsim.nki import versions as _versions
 from trnsim.nki.grids import NkiBlockGrid, NkiGrid, NkiTileGrid, alloc_blocks, alloc_tiles, blocks, tiles  # noqa: F401
 from trnsim.nki._frontend import core, ndarray as _ndarray
+from trnsim.core.timing.scheduler import keep_order as _keep_order
 
 # -- dtypes --------------------------------------------------------------------------------------------------
 bool_, int8, int16, int32 = numerics.bool_, numerics.int8, numerics.int16, numerics.int32
@@ -441,8 +442,14 @@ def program_ndim() -> int:
 
 @contextlib.contextmanager
 def no_reorder():
-    """Instructions already run in program order here; the block only marks intent."""
-    yield
+    """The block's instructions keep program order on each engine: the timing model's scheduler otherwise moves
+    independent ones (core/timing/scheduler.py: keep_order)."""
+    nc = core()
+    lo = len(nc.stream)
+    try:
+        yield
+    finally:
+        _keep_order(nc.stream, lo)
 
 
 def device_print(print_prefix, tensor):

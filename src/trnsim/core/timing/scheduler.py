@@ -31,6 +31,7 @@ DMA_TRACK = len(COMPUTE)
 _TRACK = {e: COMPUTE.index(e.value) for e in Engine if e.value in TRACKS}  # a compute engine's track
 _TRACK_NAME = tuple(TRACKS[e] for e in COMPUTE)  # a compute track's Event.track
 _TENSOR = COMPUTE.index("tensor")
+ORDERED = "no_reorder"  # Record.attrs key of an instruction issued in an `nl.no_reorder()` block (keep_order)
 _FOREVER = float("inf")
 _SLACK = 1e-9  # ns: rounding allowance when an instruction fills a gap exactly
 _DMA = Engine.DMA  # read at every step: an Enum class's attribute goes through its metaclass's __getattr__ hook
@@ -76,9 +77,10 @@ class Scheduler:
         self.free = [0.0] * DMA_TRACK  # per compute track: when its last work ends, and the event that ends it
         self.last = [-1] * DMA_TRACK
         # Per compute track, its busy stretches (sorted, disjoint): starts, ends and the event ending each, and
-        # [end, event] of its last instruction that writes no memory (_compute: nothing moves past it); for
-        # TensorE also, per stretch, when the dI/dt ramp in effect at its end began (_throttle).
-        self.busy = [([], [], [], [0.0, -1]) for _ in range(DMA_TRACK)]
+        # [end, event] of its last instruction that writes no memory (_compute: nothing moves past it) and of its
+        # last one in a no_reorder block; for TensorE also, per stretch, when the dI/dt ramp in effect at its end
+        # began (_throttle).
+        self.busy = [([], [], [], [0.0, -1, 0.0, -1]) for _ in range(DMA_TRACK)]
         self.warm: list[float] = []
         self.fed: list[int] = []  # the writers on its own engine whose tile the instruction being placed reads
         self.pending: list = []  # cells the instruction being placed read, to note once its end is known (_deps)
@@ -374,14 +376,17 @@ class Scheduler:
         it: the compiler's scheduler lets a later independent instruction run before an earlier blocked one
         (docs/timing.md, The model). An instruction that writes no memory (a barrier, an RNG seed, a register)
         acts on state the dependences do not see, so it keeps its place on its engine: it starts after all work
-        placed there, and nothing after it starts before it ends. `memo`: the durations its signature's records
+        placed there, and nothing after it starts before it ends. An instruction of a `no_reorder` block starts
+        after the block's instructions before it on its engine. `memo`: the durations its signature's records
         were given so far, by kind."""
         if rec.hoisted is not None:  # computed once, by an earlier instance (core/hoist.py)
             return _event(index, rec, _TRACK_NAME[eng], ready, ready, blocker, 0.0, 0.0, ())
         starts, ends, owner, fence = self.busy[eng]
         n = len(starts)
-        fenced = not rec.writes
-        at = self.free[eng] if fenced else fence[0]  # the earliest start its engine's order allows
+        fenced, ordered = not rec.writes, rec.attrs.get(ORDERED, False)
+        at, held = (self.free[eng], self.last[eng]) if fenced else (fence[0], fence[1])  # the earliest start
+        if ordered and fence[2] > at:  # its engine's order allows, and the event that sets it
+            at, held = fence[2], fence[3]
         if ready > at:
             at = ready
         i = _right(ends, at)  # the first busy stretch ending after `at`: the gap before it comes first
@@ -420,10 +425,12 @@ class Scheduler:
         if start == gap or blocker < 0:
             blocker = prev
         if start > ready and start != gap:
-            blocker = fence[1]  # held by the instruction that writes no memory
+            blocker = held  # held by the engine's order
         end = start + dur
         if fenced:
             fence[0], fence[1] = end, index
+        if ordered:
+            fence[2], fence[3] = end, index
         _occupy(starts, ends, owner, warms if tensor else None, i, start, end, index, warm)
         if end >= self.free[eng]:
             self.free[eng], self.last[eng] = end, index
@@ -484,6 +491,14 @@ class Scheduler:
                 row[p] = max(row[p], hi)
         self.tl.memory_peak = {space: sum(row) for space, row in marks.items()}
         return self.tl
+
+
+def keep_order(stream, lo: int) -> None:
+    """Mark the records of `stream` from position `lo` on as issued in an `nl.no_reorder()` block: the compiler's
+    scheduler keeps them in program order (nki.language.no_reorder), so each waits, on its engine, for the
+    block's instructions before it."""
+    for rec in stream[lo:]:
+        rec.attrs[ORDERED] = True
 
 
 def _event(index: int, rec, track: str, start: float, end: float, blocker: int, flops, model, pieces) -> Event:
