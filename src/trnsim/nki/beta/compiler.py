@@ -17,7 +17,7 @@ import numpy as np
 from trnsim.core.errors import where
 from trnsim.nki.compiler import enable_stack_allocator, force_auto_alloc, skip_middle_end_transformations  # noqa: F401
 from trnsim.nki.beta._tile import core, instance, register_direct
-from trnsim.core.timing.scheduler import keep_order as _keep_order
+from trnsim.nki._frontend import no_reorder  # noqa: F401  (nki.compiler.no_reorder, as in nki.language)
 
 
 class DirectAllocation:
@@ -90,18 +90,6 @@ class _ModAllocation(DirectAllocation):
 
 
 sbuf, psum = _Memory("sbuf"), _Memory("psum")
-
-
-@contextlib.contextmanager
-def no_reorder():
-    """Keep the block's instructions in program order on each engine: the timing model's scheduler otherwise
-    moves independent ones (core/timing/scheduler.py: keep_order)."""
-    nc = core()
-    lo = len(nc.stream)
-    try:
-        yield
-    finally:
-        _keep_order(nc.stream, lo)
 
 
 @contextlib.contextmanager
