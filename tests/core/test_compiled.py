@@ -38,7 +38,27 @@ def figures() -> dict:
                        for r in nc.stream],
             "events": [[e.track, e.start, e.end, list(e.deps), e.blocker] for e in tl.events],
             "bits": np.asarray(res).view(np.uint16).tolist() if values else None}
+    out["reordered trn2"] = {"stream": None, "events": _reordered(), "bits": None}
     return out
+
+
+def _reordered() -> list:
+    """The schedule of a stream whose engines run later independent instructions in the gaps of blocked ones
+    (TensorE under its warm-up throttle on trn2): every event."""
+    from trnsim.core import NeuronCore, Op
+    nc = NeuronCore("trn2", values=False)
+    st, mv = nc.tensor((128, 128), "bfloat16"), nc.tensor((128, 512), "bfloat16")
+    nc.issue(Op.MEMSET, engine="vector", dst=st, value=1.0)
+    nc.issue(Op.MEMSET, engine="vector", dst=mv, value=1.0)
+    for _ in range(6):
+        slow, ps, other = nc.tensor((128, 2048), "bfloat16"), nc.tensor((128, 512), "float32", "psum"), \
+            nc.tensor((128, 512), "float32", "psum")
+        nc.issue(Op.MEMSET, engine="gpsimd", dst=slow, value=2.0)
+        nc.issue(Op.NC_MATMUL, dst=ps, stationary=st, moving=slow[:, 0:512])  # waits for GpSimd
+        nc.issue(Op.TENSOR_COPY, engine="vector", dst=nc.tensor((128, 512), "float32"), src=ps)
+        nc.issue(Op.NC_MATMUL, dst=other, stationary=st, moving=mv)  # free: fills TensorE's gap
+        nc.issue(Op.TENSOR_COPY, engine="vector", dst=nc.tensor((128, 512), "float32"), src=other)
+    return [[e.track, e.start, e.end, list(e.deps), e.blocker] for e in simulate(nc.stream, "trn2").events]
 
 
 def test_the_compiled_modules_run_as_their_sources_do():

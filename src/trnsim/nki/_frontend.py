@@ -6,6 +6,7 @@ Front ends never compute values: they only allocate tensors and issue instructio
 """
 from __future__ import annotations
 
+import contextlib
 import functools
 import math
 import os
@@ -23,12 +24,25 @@ from trnsim.core.collector import collector_off
 from trnsim.core.errors import DTypeError, KernelError, MemorySpaceError, UninitializedError, UninitializedWarning
 from trnsim.core.limits import Budget
 from trnsim.core.lnc import Barrier, Turns
+from trnsim.core.timing.scheduler import keep_order as _keep_order
 from trnsim.errors import ConfigError, TrnsimError
 from trnsim.nki._current import _state, core, issue  # noqa: F401  (the front ends' names for them)
 
 LAUNCH_END: list = []  # calls on a launch's cores when its programs end: an error for what they left undone, or None
 LAUNCHES: list[dict] = []  # one summary per kernel launch, for `trnsim run --json`
 LAST: dict = {}  # the latest launch: {"kernel": name, "cores": [...]} (`trnsim profile --main` times it)
+
+
+@contextlib.contextmanager
+def no_reorder():
+    """The block's instructions keep program order on each engine: the timing model's scheduler otherwise moves
+    independent ones (core/timing/scheduler.py: keep_order). nki.language.no_reorder, and the beta API's."""
+    nc = core()
+    lo = len(nc.stream)
+    try:
+        yield
+    finally:
+        _keep_order(nc.stream, lo)
 
 
 def buffer_name(buffer) -> str:

@@ -6,7 +6,6 @@ nl.sum -> tensor_reduce, nl.softmax -> four instructions); none computes a value
 """
 from __future__ import annotations
 
-import contextlib
 import enum
 
 import numpy as np
@@ -18,7 +17,7 @@ from trnsim.core.machine import Register
 from trnsim.nki import _frontend, isa as nisa, lower, operands
 from trnsim.nki import versions as _versions
 from trnsim.nki.grids import NkiBlockGrid, NkiGrid, NkiTileGrid, alloc_blocks, alloc_tiles, blocks, tiles  # noqa: F401
-from trnsim.nki._frontend import core, ndarray as _ndarray
+from trnsim.nki._frontend import core, ndarray as _ndarray, no_reorder
 
 # -- dtypes --------------------------------------------------------------------------------------------------
 bool_, int8, int16, int32 = numerics.bool_, numerics.int8, numerics.int16, numerics.int32
@@ -437,12 +436,6 @@ def num_programs(axes=0) -> int:
 
 def program_ndim() -> int:
     return 1 if core().num_programs > 1 else 0
-
-
-@contextlib.contextmanager
-def no_reorder():
-    """Instructions already run in program order here; the block only marks intent."""
-    yield
 
 
 def device_print(print_prefix, tensor):

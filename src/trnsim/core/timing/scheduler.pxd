@@ -11,35 +11,37 @@ cdef class Event:
 
 @cython.final
 cdef class Scheduler:
-    cdef public object spec, t, rules, tl, warm_since, regions, plans
+    cdef public object spec, t, rules, tl, regions, plans
     cdef public dict queue_of, maps, cells, high, psum_tiles, tile_last, alone, transfers
-    cdef public list free, last, dma_names, dma_busy, queue_end, queue_last, eng_of, end_of, waits
+    cdef public list free, last, dma_names, dma_busy, queue_end, queue_last, eng_of, end_of, waits, busy, warm, fed
+    cdef public list pending
     cdef public set narrow
-    cdef public double tensor_end, sem, warmup_start
+    cdef public double sem, warmup_start
     cdef public object psum_high
-    cdef public bint chained
 
-    @cython.locals(waits=list, rest=list, eng_of=list, high=dict, narrow=set, last=list, dma=bint,
+    @cython.locals(waits=list, fed=list, pending=list, rest=list, eng_of=list, high=dict, narrow=set, dma=bint,
                    at=Py_ssize_t, i=Py_ssize_t, n=Py_ssize_t, b=list, v=list, m=IntervalMap, c=Cell,
                    cells=tuple, w=bint)
     cpdef list _deps(self, Py_ssize_t eng, tuple plan, list tiles, bint fresh, object index, object accumulated)
 
     cpdef _psum_buffer(self, tuple at, byte_hi, tile, list waits)
 
-    @cython.locals(narrow=set, eng_of=list, i=Py_ssize_t, j=Py_ssize_t, k=Py_ssize_t, b=list, v=list, m=IntervalMap,
+    @cython.locals(narrow=set, eng_of=list, end_of=list, i=Py_ssize_t, j=Py_ssize_t, k=Py_ssize_t, b=list, v=list, m=IntervalMap,
                    cells=tuple, w=bint, c=Cell)
     cpdef _record(self, list accesses, list tiles, Py_ssize_t eng, object index, object accumulated)
 
-    @cython.locals(q=Py_ssize_t, eng=Py_ssize_t, waits=list, end_of=list, rest=list, plans=dict,
+    @cython.locals(q=Py_ssize_t, eng=Py_ssize_t, waits=list, end_of=list, eng_of=list, pending=list, rest=list, plans=dict,
                    ready=double, sem=double, end=double, tiles=list, psum=tuple, memo=dict,
                    last=dict, k=object, ev=Event)
     cpdef step(self, Record rec)
 
-    @cython.locals(free=double, start=double, end=double, flops=double, model=double)
+    @cython.locals(starts=list, ends=list, owner=list, warms=list, fed=list, n=Py_ssize_t, i=Py_ssize_t, tensor=bint,
+                   start=double, end=double, gap=double, gap_end=double, dur=double, base=double, warm=double,
+                   flops=double, model=double, dependent=bint)
     cpdef _compute(self, Record rec, w, Py_ssize_t eng, object index, double ready, object blocker, dict memo)
 
     @cython.locals(t=object, ramp=double)
-    cpdef double _throttle(self, double start)
+    cpdef double _throttle(self, double start, double idle_since, double warm_since)
 
     @cython.locals(go=double, turn=double, end=double, start=double, pieces=list, busy=list, s=double, f=double,
                    dur=double, e=Py_ssize_t, tl=object)
@@ -51,7 +53,11 @@ cdef Event _event(index, rec, track, double start, double end, blocker, flops, m
 
 
 @cython.locals(r=list, k=Py_ssize_t)
-cdef void _read(Cell c, index, Py_ssize_t eng, list eng_of)
+cdef void _read(Cell c, index, Py_ssize_t eng, list eng_of, list end_of)
+
+
+cdef void _occupy(list starts, list ends, list owner, list warms, Py_ssize_t i, double s, double f, object index,
+                  double warm)
 
 
 @cython.locals(starts=list, ends=list, owner=list, i=Py_ssize_t, n=Py_ssize_t, t=double, take=double, left=double,

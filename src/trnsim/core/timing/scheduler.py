@@ -1,14 +1,15 @@
 """Replay a core's instruction stream on its engines: when each instruction starts and ends, and why.
 
-Every engine (Tensor, Vector, Scalar, GpSimd, Sync) runs its own stream in order, and each of the 16
-DMA engines runs its share of every transfer in order. An instruction starts when its engine is free
-and its producers have finished plus a semaphore latency. Producers come from read/write sets: the
-last writer of every byte it reads (RAW), and the last writer and readers since of every byte it
-writes (WAW, WAR) while those bytes still hold the same tile, tracked per memory and partition quadrant
-in interval maps. Engines are in order
-and dependencies point back in program order, so one pass in program order places every instruction
-exactly as an event-driven simulation of the five queues and 16 DMA engines would: deterministic and
-O(n log n).
+Every compute engine (Tensor, Vector, Scalar, GpSimd, Sync) runs the stream the compiler's scheduler made of
+its instructions: an instruction takes the first idle stretch of its engine, from when its producers have
+finished plus a semaphore latency, long enough to hold it, so a later independent instruction runs in a gap
+before an earlier blocked one (the compiler reorders independent instructions: docs/timing.md). Each DMA queue
+runs its transfers in order, and each of the 16 DMA engines fills its free stretches with their pieces.
+Producers come from read/write sets: the last writer of every byte it reads (RAW), and the last writer and
+readers since of every byte it writes (WAW, WAR) while those bytes still hold the same tile, on any engine,
+its own included, tracked per memory and partition quadrant in interval maps. Dependencies point back in
+program order, so one pass in program order, each instruction placed around those placed before it, is a list
+schedule with program order as its priority: deterministic, and O(n log n) plus the gaps an instruction passes.
 """
 from __future__ import annotations
 
@@ -30,6 +31,9 @@ DMA_TRACK = len(COMPUTE)
 _TRACK = {e: COMPUTE.index(e.value) for e in Engine if e.value in TRACKS}  # a compute engine's track
 _TRACK_NAME = tuple(TRACKS[e] for e in COMPUTE)  # a compute track's Event.track
 _TENSOR = COMPUTE.index("tensor")
+ORDERED = "no_reorder"  # Record.attrs key of an instruction issued in an `nl.no_reorder()` block (keep_order)
+_FOREVER = float("inf")
+_SLACK = 1e-9  # ns: rounding allowance when an instruction fills a gap exactly
 _DMA = Engine.DMA  # read at every step: an Enum class's attribute goes through its metaclass's __getattr__ hook
 
 
@@ -70,8 +74,16 @@ class Scheduler:
     def __init__(self, spec, tspec):
         self.spec, self.t, self.rules = spec, tspec, Rules(spec, tspec)
         self.sem, self.warmup_start = tspec.semaphore_latency, tspec.tensor_warmup_start
-        self.free = [0.0] * DMA_TRACK  # per compute track: when its queue frees, and its last event
+        self.free = [0.0] * DMA_TRACK  # per compute track: when its last work ends, and the event that ends it
         self.last = [-1] * DMA_TRACK
+        # Per compute track, its busy stretches (sorted, disjoint): starts, ends and the event ending each, and
+        # [end, event] of its last instruction that writes no memory (_compute: nothing moves past it) and of its
+        # last one in a no_reorder block; for TensorE also, per stretch, when the dI/dt ramp in effect at its end
+        # began (_throttle).
+        self.busy = [([], [], [], [0.0, -1, 0.0, -1]) for _ in range(DMA_TRACK)]
+        self.warm: list[float] = []
+        self.fed: list[int] = []  # the writers on its own engine whose tile the instruction being placed reads
+        self.pending: list = []  # cells the instruction being placed read, to note once its end is known (_deps)
         self.dma_names = [f"DMA q{q}" for q in range(spec.dma_engines)]  # a DMA queue's Event.track
         # Per DMA engine, its busy stretches (sorted, disjoint): starts, ends and the transfer of each.
         self.dma_busy = [([], [], []) for _ in range(spec.dma_engines)]
@@ -86,7 +98,6 @@ class Scheduler:
         self.waits: list[int] = []  # the events the instruction being placed waits for, in the order found (_deps)
         self.tl = Timeline(spec.target)
         self.high: dict[tuple, int] = {}  # (space, memory, partition, partitions) -> highest byte touched
-        self.warm_since, self.tensor_end = None, 0.0
         # The speed layer's caches, for the records it numbered (Record.sig, core/builder.py: Builder.checked;
         # a stream recorded without it has none): placement -> Region (Record.regions), and signature -> its
         # operands' plan (_plan), the positions of its PSUM operands, its cost, _apart, and its durations by
@@ -150,12 +161,16 @@ class Scheduler:
         high-water marks move only on a `fresh` plan: a plan seen before reached the same bytes already.
 
         With `index` >= 0 (the operands touch disjoint bytes, so recording one changes no other's lookup), an
-        access of a whole memory's map that covers exactly one segment is recorded here, in the same walk."""
-        waits = self.waits
-        del waits[:]
+        access of a whole memory's map that covers exactly one segment is recorded here, in the same walk (a read
+        once the instruction's end is known: `pending`).
+
+        A compute instruction waits for every producer, on its own engine too (the compiler's scheduler may move
+        it past them otherwise); the same-engine writers it reads are left in `fed`. A DMA queue keeps its own
+        writes in order, so a transfer does not wait for its queue's earlier writes."""
+        waits, fed = self.waits, self.fed
+        del waits[:], fed[:]
         rest = []
-        self.chained = False
-        eng_of, high, narrow, last = self.eng_of, self.high, self.narrow, self.last
+        eng_of, high, narrow, pending = self.eng_of, self.high, self.narrow, self.pending
         dma = eng >= DMA_TRACK
         for at in range(len(plan)):
             cells, memory, lo, hi, w, buffer, key = plan[at]
@@ -173,19 +188,19 @@ class Scheduler:
                     else:
                         if not (w and tile >= 0 and c.owner >= 0 and c.owner != tile):  # as below
                             writer = c.writer
-                            if writer >= 0 and (eng_of[writer] != eng or (dma and not w)):
+                            if writer >= 0 and (not dma or not w or eng_of[writer] != eng):
                                 if writer not in waits:
                                     waits.append(writer)
-                            elif writer >= 0 and not w and writer == last[eng]:
-                                self.chained = True
+                                if not w and not dma and eng_of[writer] == eng:
+                                    fed.append(writer)
                             if w:
                                 for idx in c.readers:
-                                    if (eng_of[idx] != eng or dma) and idx not in waits:
+                                    if idx not in waits:
                                         waits.append(idx)
                         if w:
                             c.writer, c.readers, c.owner = index, [index] if accumulated else [], tile
                         else:
-                            _read(c, index, eng, eng_of)
+                            pending.append(c)
                     if fresh and key is not None and high.get(key, 0) < hi:
                         high[key] = hi
                         if key[0] == "psum" and hi > self.psum_high:
@@ -205,16 +220,16 @@ class Scheduler:
                         continue
                     if w and tile >= 0 and c.owner >= 0 and c.owner != tile:
                         continue  # renamed: the old tile's readers and writer need not finish first
-                    # In-order queues order same-engine work; a DMA queue also keeps its writes in order.
+                    # A DMA queue keeps its writes in order; anything else waits for its producers.
                     writer = c.writer
-                    if writer >= 0 and (eng_of[writer] != eng or (dma and not w)):
+                    if writer >= 0 and (not dma or not w or eng_of[writer] != eng):
                         if writer not in waits:
                             waits.append(writer)
-                    elif writer >= 0 and not w and writer == last[eng]:
-                        self.chained = True  # reads the tile its engine's previous instruction wrote
+                        if not w and not dma and eng_of[writer] == eng:
+                            fed.append(writer)  # reads a tile its own engine wrote
                     if w:
                         for idx in c.readers:
-                            if (eng_of[idx] != eng or dma) and idx not in waits:
+                            if idx not in waits:
                                 waits.append(idx)
             if fresh and key is not None and high.get(key, 0) < hi:
                 high[key] = hi
@@ -239,9 +254,9 @@ class Scheduler:
     def _record(self, accesses, tiles, eng: int, index: int, accumulated) -> None:
         """Note this instruction as the writer or a reader of the bytes it touched. Each segment owns its Cell
         (intervals.own), so a read changes it in place: a segment's readers keep one reader per engine track,
-        the latest, in the order they read. An access of exactly one segment, the common case of a kernel
+        the one that ends last (_read). An access of exactly one segment, the common case of a kernel
         reusing its tiles, splits and merges nothing."""
-        narrow, eng_of = self.narrow, self.eng_of
+        narrow, eng_of, end_of = self.narrow, self.eng_of, self.end_of
         for at, (cells, memory, lo, hi, w, _, _) in accesses:
             tile = tiles[at]
             _, record, clear, _, mem = cells
@@ -277,7 +292,7 @@ class Scheduler:
                     if c is None:
                         v[k] = Cell(-1, [index], tile)
                     else:
-                        _read(c, index, eng, eng_of)
+                        _read(c, index, eng, eng_of, end_of)
 
     def step(self, rec) -> Event:
         index = len(self.end_of)
@@ -310,10 +325,12 @@ class Scheduler:
         ready, blocker = 0.0, -1
         if waits:
             # A transfer's fixed latency already holds the wait for its producers' semaphore (DMA-BW: descriptor
-            # setup, synchronisation and semaphore-to-start, ~1300 ns cross-engine): no semaphore latency on top.
+            # setup, synchronisation and semaphore-to-start, ~1300 ns cross-engine): no semaphore latency on top,
+            # nor for a producer on the instruction's own engine.
+            eng_of = self.eng_of
             sem = self.sem if q < 0 else 0.0
             for idx in waits:
-                end = end_of[idx] + sem
+                end = end_of[idx] + (sem if eng_of[idx] != eng else 0.0)
                 if end > ready:
                     ready, blocker = end, idx
         if q >= 0:
@@ -326,6 +343,11 @@ class Scheduler:
         self.tl.events.append(ev)
         self.eng_of.append(eng)
         self.end_of.append(ev.end)
+        pending = self.pending
+        if pending:
+            for c in pending:
+                _read(c, index, eng, self.eng_of, end_of)
+            del pending[:]
         if rest:
             self._record(rest, tiles, eng, index, accumulated)
         if psum:
@@ -364,43 +386,78 @@ class Scheduler:
         return self.free[_TRACK[eng]] + dur
 
     def _compute(self, rec, w, eng, index, ready, blocker, memo) -> Event:
-        """An instruction on a compute engine's in-order queue. `memo`: the durations its signature's records
+        """An instruction on a compute engine, in the first idle stretch of the engine from `ready` on that holds
+        it: the compiler's scheduler lets a later independent instruction run before an earlier blocked one
+        (docs/timing.md, The model). An instruction that writes no memory (a barrier, an RNG seed, a register)
+        acts on state the dependences do not see, so it keeps its place on its engine: it starts after all work
+        placed there, and nothing after it starts before it ends. An instruction of a `no_reorder` block starts
+        after the block's instructions before it on its engine. `memo`: the durations its signature's records
         were given so far, by kind."""
         if rec.hoisted is not None:  # computed once, by an earlier instance (core/hoist.py)
             return _event(index, rec, _TRACK_NAME[eng], ready, ready, blocker, 0.0, 0.0, ())
-        free = self.free[eng]
-        start = free if free > ready else ready
-        flops = model = 0.0
-        if eng == _TENSOR:
+        starts, ends, owner, fence = self.busy[eng]
+        n = len(starts)
+        fenced, ordered = not rec.writes, rec.attrs.get(ORDERED, False)
+        at, held = (self.free[eng], self.last[eng]) if fenced else (fence[0], fence[1])  # the earliest start
+        if ordered and fence[2] > at:  # its engine's order allows, and the event that sets it
+            at, held = fence[2], fence[3]
+        if ready > at:
+            at = ready
+        i = _right(ends, at)  # the first busy stretch ending after `at`: the gap before it comes first
+        tensor, warms, fed = eng == _TENSOR, self.warm, self.fed
+        flops = model = base = warm = 0.0
+        if tensor:
             got = memo.get("pe")
             if got is None:
                 got = memo["pe"] = self.rules.matmul(w)
-            dur, flops, model = got
-            if self.warmup_start < 1.0:
-                dur /= self._throttle(start)
-        else:
-            # The static overhead: the instruction waited for a producer, or reads what the engine's previous
-            # instruction wrote (trainium_inferentia2_arch.rst, Vector engine: back-to-back instructions each
-            # depending on the output tile of the previous one add ~100 cycles).
-            dependent = ready > free or self.chained
-            dur = memo.get(dependent)
-            if dur is None:
-                dur = memo[dependent] = self.rules.stream(rec, w, dependent)
-        if start == free or blocker < 0:
-            blocker = self.last[eng]
+            base, flops, model = got
+        while True:
+            gap, prev = (ends[i - 1], owner[i - 1]) if i > 0 else (0.0, -1)  # the gap after stretch i - 1
+            start = at if at > gap else gap
+            gap_end = starts[i] if i < n else _FOREVER
+            if start < gap_end:
+                if tensor:
+                    dur = base
+                    if self.warmup_start < 1.0:
+                        warm = start if i == 0 else warms[i - 1]
+                        dur /= self._throttle(start, gap, warm)
+                        if start - gap > 0.5 * self.t.tensor_warmup_latency:
+                            warm = start
+                else:
+                    # The static overhead: the instruction waited for a producer, or follows the instruction on
+                    # its engine whose output tile it reads (trainium_inferentia2_arch.rst, Vector engine:
+                    # back-to-back instructions each depending on the output tile of the previous one add ~100
+                    # cycles).
+                    dependent = ready > gap or (prev >= 0 and prev in fed)
+                    got = memo.get(dependent)
+                    if got is None:
+                        got = memo[dependent] = self.rules.stream(rec, w, dependent)
+                    dur = got
+                if start + dur <= gap_end + _SLACK:
+                    break
+            i += 1
+        if start == gap or blocker < 0:
+            blocker = prev
+        if start > ready and start != gap:
+            blocker = held  # held by the engine's order
         end = start + dur
-        self.free[eng], self.last[eng] = end, index
-        if eng == _TENSOR:
-            self.tensor_end = end
+        if fenced:
+            fence[0], fence[1] = end, index
+        if ordered:
+            fence[2], fence[3] = end, index
+        _occupy(starts, ends, owner, warms if tensor else None, i, start, end, index, warm)
+        if end >= self.free[eng]:
+            self.free[eng], self.last[eng] = end, index
         return _event(index, rec, _TRACK_NAME[eng], start, end, blocker, flops, model, ())
 
-    def _throttle(self, start: float) -> float:
-        """TensorE rate under the dI/dt limit: from `tensor_warmup_start` up to 1 over the warm-up time."""
+    def _throttle(self, start: float, idle_since: float, warm_since: float) -> float:
+        """TensorE rate under the dI/dt limit: from `tensor_warmup_start` up to 1 over the warm-up time, from
+        `warm_since`, the start of the ramp in effect when TensorE went idle at `idle_since`."""
         t = self.t
         # Below 50% use over a window re-engages the throttle: an idle stretch of half the window.
-        if self.warm_since is None or start - self.tensor_end > 0.5 * t.tensor_warmup_latency:
-            self.warm_since = start
-        ramp = min(1.0, (start - self.warm_since) / t.tensor_warmup_latency)
+        if start - idle_since > 0.5 * t.tensor_warmup_latency:
+            warm_since = start
+        ramp = min(1.0, (start - warm_since) / t.tensor_warmup_latency)
         return t.tensor_warmup_start + (1.0 - t.tensor_warmup_start) * ramp
 
     def _dma(self, rec, w, index, ready, blocker, q, memo) -> Event:
@@ -450,6 +507,14 @@ class Scheduler:
         return self.tl
 
 
+def keep_order(stream, lo: int) -> None:
+    """Mark the records of `stream` from position `lo` on as issued in an `nl.no_reorder()` block: the compiler's
+    scheduler keeps them in program order (nki.language.no_reorder), so each waits, on its engine, for the
+    block's instructions before it."""
+    for rec in stream[lo:]:
+        rec.attrs[ORDERED] = True
+
+
 def _event(index: int, rec, track: str, start: float, end: float, blocker: int, flops, model, pieces) -> Event:
     """Event(index, rec, track, start, end, (), blocker, flops, pieces, model), made without calling its
     constructor (whose keyword arguments the compiled build parses at every call)."""
@@ -459,14 +524,39 @@ def _event(index: int, rec, track: str, start: float, end: float, blocker: int, 
     return ev
 
 
-def _read(c: Cell, index: int, eng: int, eng_of: list[int]) -> None:
-    """Note event `index` on track `eng` as the latest reader of cell `c`: it replaces that track's earlier reader."""
+def _read(c: Cell, index: int, eng: int, eng_of: list[int], end_of: list[float]) -> None:
+    """Note event `index` on track `eng` as a reader of cell `c`. A track keeps one reader, the one that ends last
+    (a writer waits for it, and so for all of that track's readers): with reordering, a later reader may end
+    first. A tie goes to the later reader."""
     r = c.readers
     for k in range(len(r)):
         if eng_of[r[k]] == eng:
+            if end_of[r[k]] > end_of[index]:
+                return
             del r[k]
             break
     r.append(index)
+
+
+def _occupy(starts, ends, owner, warms, i: int, s: float, f: float, index: int, warm: float) -> None:
+    """Mark [s, f) of a compute engine busy by event `index`, in the gap before stretch `i`, merging with the
+    stretches it touches; a stretch's owner is the event that ends it (and `warms`, TensorE's, keeps the ramp's
+    start in effect at its end; None for other engines)."""
+    if i > 0 and ends[i - 1] >= s:
+        ends[i - 1], owner[i - 1] = f, index
+        i -= 1
+    else:
+        starts.insert(i, s)
+        ends.insert(i, f)
+        owner.insert(i, index)
+        if warms is not None:
+            warms.insert(i, warm)
+    if i + 1 < len(starts) and starts[i + 1] <= f + _SLACK:
+        ends[i], owner[i] = ends[i + 1], owner[i + 1]
+        del starts[i + 1], ends[i + 1], owner[i + 1]
+        if warms is not None:
+            warms[i] = warms[i + 1]
+            del warms[i + 1]
 
 
 def _place(busy, at: float, dur: float, index: int) -> tuple[float, float, int]:

@@ -17,6 +17,7 @@ import numpy as np
 from trnsim.core.errors import where
 from trnsim.nki.compiler import enable_stack_allocator, force_auto_alloc, skip_middle_end_transformations  # noqa: F401
 from trnsim.nki.beta._tile import core, instance, register_direct
+from trnsim.nki._frontend import no_reorder  # noqa: F401  (nki.compiler.no_reorder, as in nki.language)
 
 
 class DirectAllocation:
@@ -89,12 +90,6 @@ class _ModAllocation(DirectAllocation):
 
 
 sbuf, psum = _Memory("sbuf"), _Memory("psum")
-
-
-@contextlib.contextmanager
-def no_reorder():
-    """Keep the block's instructions in program order; the emulator always runs them in program order."""
-    yield
 
 
 @contextlib.contextmanager
