@@ -76,8 +76,10 @@ class Scheduler:
         # Per DMA engine, its busy stretches (sorted, disjoint): starts, ends and the transfer of each.
         self.dma_busy = [([], [], []) for _ in range(spec.dma_engines)]
         self.queue_of: dict[tuple, int] = {}  # kernel call site -> the DMA queue the compiler gave its transfers
-        self.queue_end: list[float] = [0.0] * spec.dma_engines
-        self.queue_last: list[int] = [-1] * spec.dma_engines
+        # Per DMA queue, per DMA engine: when the queue's last work there ended (its piece of a transfer, or the
+        # completion write of one that moved nothing there), and that transfer (-1: none yet).
+        self.queue_end: list[list[float]] = [[0.0] * spec.dma_engines for _ in range(spec.dma_engines)]
+        self.queue_last: list[list[int]] = [[-1] * spec.dma_engines for _ in range(spec.dma_engines)]
         self.maps: dict[tuple, IntervalMap] = {}
         self.cells: dict = {}
         self.narrow: set = set()  # memories with a narrow (partition-quadrant) access recorded
@@ -390,14 +392,14 @@ class Scheduler:
         return t.tensor_warmup_start + (1.0 - t.tensor_warmup_start) * ramp
 
     def _dma(self, rec, w, index, ready, blocker, q, memo) -> Event:
-        """A transfer on DMA queue `q`: after the previous transfer of its queue, its pieces take the first
-        free stretch of their DMA engines (engines serve all queues, so a transfer waiting for its data
-        does not hold back another queue's)."""
+        """A transfer on DMA queue `q`: on each DMA engine, its piece follows the queue's previous work on that
+        engine (a queue runs in order per engine, nki-dma-overview.rst) and takes the engine's first free
+        stretch (engines serve all queues, so a transfer waiting for its data does not hold back another
+        queue's). Every engine writes each transfer's completion, also where it moved nothing; the queue's next
+        work on that engine starts a turnaround after it."""
         go = ready + self.spec.dma_fixed_latency  # descriptor setup and semaphore to start
-        # A queue starts its next transfer once the last one's completion writes are in (turnaround).
-        turn = self.queue_end[q] + self.t.dma_turnaround_latency if self.queue_last[q] >= 0 else 0.0
-        if turn > go:
-            go, blocker = turn, self.queue_last[q]
+        turn = self.t.dma_turnaround_latency
+        ends, lasts = self.queue_end[q], self.queue_last[q]
         pieces = []
         end, start, bound = -1.0, -1.0, blocker
         split = memo.get("dma")
@@ -405,14 +407,23 @@ class Scheduler:
             split = memo["dma"] = self.rules.dma_pieces(rec, w)
         busy = self.dma_busy
         for e, dur in split:
-            s, f, before = _place(busy[e], go, dur, index)
+            at, by = go, blocker
+            if lasts[e] >= 0 and ends[e] + turn > at:
+                at, by = ends[e] + turn, lasts[e]
+            s, f, before = _place(busy[e], at, dur, index)
             pieces.append((e, s, f))
+            ends[e], lasts[e] = f, index
             if start < 0.0 or s < start:
                 start = s
             if f > end:
                 end = f
-                bound = blocker if s == go else before
-        self.queue_end[q], self.queue_last[q] = end, index
+                bound = by if s == at else before
+        if len(split) < len(ends):  # the engines it moves nothing on: their completion write, in queue order
+            moved = [e for e, _ in split]
+            for e in range(len(ends)):
+                if e not in moved:
+                    at = go if lasts[e] < 0 or ends[e] + turn <= go else ends[e] + turn
+                    ends[e], lasts[e] = at, index
         return _event(index, rec, self.dma_names[q], start, end, bound, 0.0, 0.0, tuple(pieces))
 
     def finish(self) -> Timeline:
