@@ -260,6 +260,23 @@ def test_two_dma_calls_on_one_line_get_two_queues():
     assert one.track != two.track and two.start == pytest.approx(one.end)
 
 
+def test_statements_handed_to_one_hardware_dge_share_its_queue():
+    """A queue goes with its trigger engine and descriptor generation (nki-dma-overview.rst): two statements
+    that both hand their transfer to SyncE's hardware DGE share one queue, the second a turnaround after the
+    first; one handed to ScalarE's DGE, or left to the compiler, gets a queue of its own."""
+    def load(nc, **how):
+        nc.issue(Op.DMA_COPY, dst=nc.tensor((128, 512), "float32"), src=nc.hbm_tensor((128, 512), "float32"), **how)
+
+    def build(nc):
+        load(nc, dge_mode="hwdge", queue_engine="sync")
+        load(nc, dge_mode="hwdge", queue_engine="sync")
+        load(nc, dge_mode="hwdge", queue_engine="scalar")
+        load(nc, dge_mode="hwdge")
+    one, two, three, four = schedule(build, "trn2")
+    assert one.track == two.track and two.start == pytest.approx(one.end + timing("trn2").dma_turnaround_latency)
+    assert len({one.track, three.track, four.track}) == 3
+
+
 @pytest.mark.parametrize("target", ["trn1", "trn2"])
 def test_a_turnaround_counts_as_dma_active(target):
     """The completion writes of a transfer (each of the 16 engines writes a 4 B semaphore update) are DMA

@@ -300,8 +300,7 @@ class Scheduler:
         tiles = [p[0][5] for p in rec.placed.values()]  # the tile each operand belongs to (Region.tile)
         q = -1
         if rec.engine is _DMA:
-            site = (rec.location, rec.site)  # a DMA statement: two calls on one line are two
-            q = self.queue_of.setdefault(site, len(self.queue_of) % self.spec.dma_engines)
+            q = self.queue_of.setdefault(_queue_site(rec), len(self.queue_of) % self.spec.dma_engines)
             eng = DMA_TRACK + q
         else:
             eng = _TRACK[rec.engine]
@@ -515,6 +514,19 @@ def _book(starts, ends, owner, s: float, f: float, index: int) -> None:
         if ends[i + 1] > ends[i]:
             ends[i] = ends[i + 1]
         del starts[i + 1], ends[i + 1], owner[i + 1]
+
+
+def _queue_site(rec) -> tuple:
+    """What gives a transfer its DMA queue: its DMA statement (two calls on one line are two), or, when the kernel
+    hands it to one trigger engine's hardware DGE (dge_mode=hwdge, engine=scalar or sync), that DGE's queue,
+    shared by every statement doing so: a queue goes with its trigger engine and its descriptor generation
+    (nki-dma-overview.rst; the profiler's qSyncDynamicHW, a hardware_dynamic queue)."""
+    a = rec.attrs
+    if a.get("dge_mode") == "hwdge":
+        eng = a.get("queue_engine")
+        if eng == "scalar" or eng == "sync":
+            return ("hwdge", eng)
+    return (rec.location, rec.site)
 
 
 def _right(a, x) -> int:
