@@ -229,6 +229,26 @@ def test_a_queue_turns_around_between_transfers():
     assert two.start == pytest.approx(one.end + timing("trn1").dma_turnaround_latency)
 
 
+@pytest.mark.parametrize("target", ["trn1", "trn2"])
+def test_a_queue_runs_in_order_per_dma_engine(target):
+    """A queue runs its transfers in order on each DMA engine, not across engines (nki-dma-overview.rst):
+    transfers of one statement into partitions 0-7 (engine 0), 8-15 (engine 1), then 0-7 again. The second
+    follows only the first's completion write on engine 1, made at the first's start: it starts a turnaround
+    after the first starts, not after it ends. On engine 0 the second's completion write comes a turnaround
+    after the first's piece, and the third a turnaround after that write."""
+    nc = NeuronCore(target, values=False)
+    t = nc.tensor((16, 2048), "float32")
+    for p in (0, 8, 0):
+        nc.issue(Op.DMA_COPY, dst=t[p:p + 8], src=nc.hbm_tensor((8, 2048), "float32"))
+    one, two, three = simulate(nc.stream, target).events
+    turn, fixed = timing(target).dma_turnaround_latency, nc.spec.dma_fixed_latency
+    assert one.track == two.track == three.track  # one statement, one queue
+    assert [e for e, _, _ in one.pieces + two.pieces + three.pieces] == [0, 1, 0]
+    assert one.start == pytest.approx(fixed)
+    assert two.start == pytest.approx(fixed + turn) and two.end - two.start == pytest.approx(one.end - one.start)
+    assert three.start == pytest.approx(one.end + 2 * turn) and three.blocker == two.index
+
+
 def test_two_dma_calls_on_one_line_get_two_queues():
     """Each DMA statement gets its own queue, also two calls written on one line (the compiler sees two
     statements): the second transfer takes the engines as the first leaves them, with no turnaround."""
@@ -238,6 +258,23 @@ def test_two_dma_calls_on_one_line_get_two_queues():
         nc.issue(Op.DMA_COPY, dst=a, src=x), nc.issue(Op.DMA_COPY, dst=b, src=y)  # one line, two statements
     one, two = schedule(build)
     assert one.track != two.track and two.start == pytest.approx(one.end)
+
+
+def test_statements_handed_to_one_hardware_dge_share_its_queue():
+    """A queue goes with its trigger engine and descriptor generation (nki-dma-overview.rst): two statements
+    that both hand their transfer to SyncE's hardware DGE share one queue, the second a turnaround after the
+    first; one handed to ScalarE's DGE, or left to the compiler, gets a queue of its own."""
+    def load(nc, **how):
+        nc.issue(Op.DMA_COPY, dst=nc.tensor((128, 512), "float32"), src=nc.hbm_tensor((128, 512), "float32"), **how)
+
+    def build(nc):
+        load(nc, dge_mode="hwdge", queue_engine="sync")
+        load(nc, dge_mode="hwdge", queue_engine="sync")
+        load(nc, dge_mode="hwdge", queue_engine="scalar")
+        load(nc, dge_mode="hwdge")
+    one, two, three, four = schedule(build, "trn2")
+    assert one.track == two.track and two.start == pytest.approx(one.end + timing("trn2").dma_turnaround_latency)
+    assert len({one.track, three.track, four.track}) == 3
 
 
 @pytest.mark.parametrize("target", ["trn1", "trn2"])

@@ -34,7 +34,7 @@ class TimingSpec:
     key: str  # "v2"
     semaphore_latency: float  # ns from a producer's end to a waiting engine's start (cross-engine)
     dma_descriptor_latency: float  # ns a DMA engine spends per descriptor (one contiguous run); per stack
-    dma_turnaround_latency: float  # ns from a transfer's end until its queue can start the next one; per stack
+    dma_turnaround_latency: float  # ns on a DMA engine from a queue's last piece or completion write to its next; per stack
     tensor_warmup_start: float  # TensorE rate fraction when the dI/dt throttle engages (1.0: none)
     tensor_warmup_latency: float  # ns to ramp from that fraction to full rate
     vector_perf_modes: Mapping[str, float]  # v3+ speedups: copy_sbuf, copy_psum, tensor_tensor, copy_sbuf_wide

@@ -88,8 +88,10 @@ class Scheduler:
         # Per DMA engine, its busy stretches (sorted, disjoint): starts, ends and the transfer of each.
         self.dma_busy = [([], [], []) for _ in range(spec.dma_engines)]
         self.queue_of: dict[tuple, int] = {}  # kernel call site -> the DMA queue the compiler gave its transfers
-        self.queue_end: list[float] = [0.0] * spec.dma_engines
-        self.queue_last: list[int] = [-1] * spec.dma_engines
+        # Per DMA queue, per DMA engine: when the queue's last work there ended (its piece of a transfer, or the
+        # completion write of one that moved nothing there), and that transfer (-1: none yet).
+        self.queue_end: list[list[float]] = [[0.0] * spec.dma_engines for _ in range(spec.dma_engines)]
+        self.queue_last: list[list[int]] = [[-1] * spec.dma_engines for _ in range(spec.dma_engines)]
         self.maps: dict[tuple, IntervalMap] = {}
         self.cells: dict = {}
         self.narrow: set = set()  # memories with a narrow (partition-quadrant) access recorded
@@ -314,8 +316,7 @@ class Scheduler:
         tiles = [p[0][5] for p in rec.placed.values()]  # the tile each operand belongs to (Region.tile)
         q = -1
         if rec.engine is _DMA:
-            site = (rec.location, rec.site)  # a DMA statement: two calls on one line are two
-            q = self.queue_of.setdefault(site, len(self.queue_of) % self.spec.dma_engines)
+            q = self.queue_of.setdefault(_queue_site(rec), len(self.queue_of) % self.spec.dma_engines)
             eng = DMA_TRACK + q
         else:
             eng = _TRACK[rec.engine]
@@ -461,14 +462,14 @@ class Scheduler:
         return t.tensor_warmup_start + (1.0 - t.tensor_warmup_start) * ramp
 
     def _dma(self, rec, w, index, ready, blocker, q, memo) -> Event:
-        """A transfer on DMA queue `q`: after the previous transfer of its queue, its pieces take the first
-        free stretch of their DMA engines (engines serve all queues, so a transfer waiting for its data
-        does not hold back another queue's)."""
+        """A transfer on DMA queue `q`: on each DMA engine, its piece follows the queue's previous work on that
+        engine (a queue runs in order per engine, nki-dma-overview.rst) and takes the engine's first free
+        stretch (engines serve all queues, so a transfer waiting for its data does not hold back another
+        queue's). Every engine writes each transfer's completion, also where it moved nothing; the queue's next
+        work on that engine starts a turnaround after it."""
         go = ready + self.spec.dma_fixed_latency  # descriptor setup and semaphore to start
-        # A queue starts its next transfer once the last one's completion writes are in (turnaround).
-        turn = self.queue_end[q] + self.t.dma_turnaround_latency if self.queue_last[q] >= 0 else 0.0
-        if turn > go:
-            go, blocker = turn, self.queue_last[q]
+        turn = self.t.dma_turnaround_latency
+        ends, lasts = self.queue_end[q], self.queue_last[q]
         pieces = []
         end, start, bound = -1.0, -1.0, blocker
         split = memo.get("dma")
@@ -476,14 +477,23 @@ class Scheduler:
             split = memo["dma"] = self.rules.dma_pieces(rec, w)
         busy = self.dma_busy
         for e, dur in split:
-            s, f, before = _place(busy[e], go, dur, index)
+            at, by = go, blocker
+            if lasts[e] >= 0 and ends[e] + turn > at:
+                at, by = ends[e] + turn, lasts[e]
+            s, f, before = _place(busy[e], at, dur, index)
             pieces.append((e, s, f))
+            ends[e], lasts[e] = f, index
             if start < 0.0 or s < start:
                 start = s
             if f > end:
                 end = f
-                bound = blocker if s == go else before
-        self.queue_end[q], self.queue_last[q] = end, index
+                bound = by if s == at else before
+        if len(split) < len(ends):  # the engines it moves nothing on: their completion write, in queue order
+            moved = [e for e, _ in split]
+            for e in range(len(ends)):
+                if e not in moved:
+                    at = go if lasts[e] < 0 or ends[e] + turn <= go else ends[e] + turn
+                    ends[e], lasts[e] = at, index
         return _event(index, rec, self.dma_names[q], start, end, bound, 0.0, 0.0, tuple(pieces))
 
     def finish(self) -> Timeline:
@@ -608,6 +618,19 @@ def _book(starts, ends, owner, s: float, f: float, index: int) -> None:
         if ends[i + 1] > ends[i]:
             ends[i] = ends[i + 1]
         del starts[i + 1], ends[i + 1], owner[i + 1]
+
+
+def _queue_site(rec) -> tuple:
+    """What gives a transfer its DMA queue: its DMA statement (two calls on one line are two), or, when the kernel
+    hands it to one trigger engine's hardware DGE (dge_mode=hwdge, engine=scalar or sync), that DGE's queue,
+    shared by every statement doing so: a queue goes with its trigger engine and its descriptor generation
+    (nki-dma-overview.rst; the profiler's qSyncDynamicHW, a hardware_dynamic queue)."""
+    a = rec.attrs
+    if a.get("dge_mode") == "hwdge":
+        eng = a.get("queue_engine")
+        if eng == "scalar" or eng == "sync":
+            return ("hwdge", eng)
+    return (rec.location, rec.site)
 
 
 def _right(a, x) -> int:
