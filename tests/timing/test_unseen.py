@@ -294,20 +294,21 @@ def test_conv_in_torch_layout_computes_the_convolution(rng):
 @pytest.mark.parametrize("target", ["trn1", "trn2"])
 def test_weight_transposes_that_the_loops_repeat_are_hoisted(target):
     """Each tap's transpose and its copy out of PSUM read the same weights in every image and row: the compiler's
-    loop-invariant code motion runs them once (core/hoist.py), so the convolution runs at its documented
-    critical path: the weights and first image in, nine transposes of max(P, min(64, F)) = 128 cycles, every
-    matmul at max(64, 32) cycles, the last row's eviction and store."""
+    loop-invariant code motion runs them once (core/hoist.py), so the convolution runs near its documented
+    critical path: no less than TensorE's work (nine transposes of max(P, min(64, F)) = 128 cycles, every matmul
+    at max(64, 32) cycles), no more than 1.2x that work in series with the weights and first image in and the
+    last row's eviction and store (the compiler's scheduler overlaps some of those)."""
     B, H, W = 2, 34, 34
     x, w = np.zeros((B, 128, H, W), np.float16), np.zeros((128, 128, 3, 3), np.float16)
     r = benchmark(conv_torch_layout, x, w, target=target, timing_only=True)
     d = DOC[target]
     tensor = (9 * 128 + B * (H - 2) * 9 * 64) / d["tensor"] + WARMUP_NS[target]
     first_in = (128 * 128 * 9 + 128 * H * W) * 2 / d["dma"]
-    floor = first_in + tensor + 64 / d["vector"] + 1300.0 + 128 * (W - 2) * 2 / d["dma"]
+    serial = first_in + tensor + 64 / d["vector"] + 1300.0 + 128 * (W - 2) * 2 / d["dma"]
     hoisted = [rec for rec in conv_torch_layout.last_cores[0].stream if rec.hoisted is not None]
     assert len(hoisted) == 2 * 9 * (B * (H - 2) - 1)  # all but the first row's transposes and their copies
     assert r.bound.startswith("TensorE")
-    assert floor <= r.period <= 1.2 * floor, (r.period, floor)
+    assert tensor <= r.period <= 1.2 * serial, (r.period, tensor, serial)
 
 
 def _transpose_chain(rewrite):
