@@ -202,6 +202,11 @@ class GridWarning(UserWarning):
     nki/beta Kernel.__getitem__)."""
 
 
+class ScheduleWarning(UserWarning):
+    """Scheduling constraints the timing model does not honour (a kernel's `with_schedule` edges): values are
+    unchanged, and the clock may run the instructions they order earlier than the compiler would."""
+
+
 class ProfileOutputWarning(UserWarning):
     """`nki.profile` asked for a NEFF or NTFF file: trnsim compiles no NEFF and records no device trace, so it
     writes neither; the message says where its own profile is."""

@@ -21,7 +21,8 @@ from trnsim.core import NeuronCore, Op, View
 from trnsim.core.machine import TARGET_ENV, resolve_target
 from trnsim.core import fast, races as _races
 from trnsim.core.collector import collector_off
-from trnsim.core.errors import DTypeError, KernelError, MemorySpaceError, UninitializedError, UninitializedWarning
+from trnsim.core.errors import (DTypeError, KernelError, MemorySpaceError, ScheduleWarning, UninitializedError,
+                                UninitializedWarning)
 from trnsim.core.limits import Budget
 from trnsim.core.lnc import Barrier, Turns
 from trnsim.core.timing.scheduler import keep_order as _keep_order
@@ -144,6 +145,10 @@ class Kernel:
         return k
 
     def with_schedule(self, edges):
+        """The kernel with added order edges: accepted, and said not to be honoured by the timing model."""
+        warnings.warn(f"{self.__name__}.with_schedule: the timing model does not honour schedule edges yet; values "
+                      f"are unchanged, and the instructions they order may be timed earlier than the compiler "
+                      f"would run them", ScheduleWarning, stacklevel=2)
         return self
 
     def __call__(self, *args, **kwargs):
