@@ -123,7 +123,7 @@ RESIZE_GRID = Note(
     "SPMD grid (programming_model.rst, SPMD), move 10 x 229.6 MB = 2.30 GB through HBM: 2.6 ms at the whole trn1 "
     "chip's 820 GiB/s, 8.4 ms at one core's 16 DMA engines, against 1.74 ms. The figure (:39) was set in 05c0769 "
     "(2024-12-23), on the kernel 83a3630 (2025-08-28) replaced, which loaded one pixel of all 10 batches per DMA. "
-    "The hardware ran less than the grid as documented; `one_program_us` times one program.", one_program=True)
+    "The hardware did less work than the grid as documented; `one_program_us` times one program.", one_program=True)
 
 
 def _t(nl, shape, dtype):
