@@ -8,19 +8,21 @@
 
 The matmul's bits are checked twice: against the speed layer turned off (TRNSIM_FAST=0, each product added as
 issued) and against `required_work`, numpy doing alone the arithmetic those bits require (one product per
-matmul by single-threaded BLAS, summed per PSUM bank in issue order, on all CPU cores): its time over numpy's
-GEMM is the lowest ratio any emulator keeping these bits can reach on this machine.
+matmul by single-threaded BLAS, summed per PSUM bank in issue order, on all CPU cores; with OpenBLAS each sum
+made by the call that computes the product): its time over numpy's GEMM is the lowest ratio any emulator
+keeping these bits can reach on this machine.
 
 Wall times are the headline; CPU times (all threads) are printed too, since a busy machine stretches
 wall time. numpy's matmul is multi-threaded BLAS; the emulator spends its time in BLAS as well (each
 matmul's product, batched per PSUM accumulation group and summed in issue order, see
-trnsim/core/isa/psum.py) plus per-instruction bookkeeping.
+trnsim/core/isa/psum.py and core/fast/blas.py) plus per-instruction bookkeeping.
 
     .venv/bin/python benchmarks/bench_core.py [--size 4096] [--repeat 5] [--launches 1000]
 """
 from __future__ import annotations
 
 import argparse
+import ctypes
 import json
 import os
 import platform
@@ -29,7 +31,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 import ml_dtypes
 import numpy as np
-from threadpoolctl import threadpool_limits
+from threadpoolctl import ThreadpoolController, threadpool_limits
 
 from trnsim.compiled import ENV
 from trnsim.core.limits import _rss
@@ -89,24 +91,45 @@ def one_tile(x):
     return out
 
 
+def _sgemm():
+    """numpy's OpenBLAS cblas_sgemm (64-bit integers, as numpy's wheels ship it), or None."""
+    for lib in ThreadpoolController().select(internal_api="openblas").lib_controllers:
+        fn = getattr(ctypes.CDLL(lib.filepath), "scipy_cblas_sgemm64_", None)
+        if fn is not None:
+            i, n, f, p = ctypes.c_int, ctypes.c_int64, ctypes.c_float, ctypes.c_void_p
+            fn.argtypes, fn.restype = [i, i, i, n, n, n, f, p, n, p, n, f, p, n], None
+            return fn
+    return None
+
+
 def required_work(a_t, b):
-    """tiled_matmul's arithmetic alone, in numpy: for each matmul, its product [512 x 128] (moving tile read in
-    place from B transposed, times the stationary tile) by single-threaded BLAS, each bank's products summed in
-    issue order; the row blocks shared out over the CPU cores."""
+    """tiled_matmul's arithmetic alone, in numpy and its BLAS: for each matmul, its product [512 x 128] (moving
+    tile read in place from B transposed, times the stationary tile) by single-threaded SGEMM, each bank's
+    products summed in issue order; the row blocks shared out over the CPU cores. With OpenBLAS the sum is made
+    by the SGEMM call itself (beta = 1: the finished product added to the running sum, the one rounding of
+    product-then-add) and the 8 banks' products of one K tile are one call (their moving tiles are adjacent
+    rows of B transposed); without it, numpy's matmul and then an add."""
     K, M = a_t.shape
     N = b.shape[1]
-    a32, bt = a_t.astype(np.float32), b.T.astype(np.float32)  # bt: [N, K], the moving tiles side by side
+    a32, bt = a_t.astype(np.float32), b.T.astype(np.float32, order="C")  # bt: [N, K], the moving tiles side by side
     out = np.empty((M, N), np.float32)
+    sgemm = _sgemm()
 
     def rows(first, step):
+        acc = np.empty((N, 128), np.float32)
         for m in range(first, M // 128, step):
             at = [np.ascontiguousarray(a32[k * 128:(k + 1) * 128, m * 128:(m + 1) * 128]) for k in range(K // 128)]
-            for n in range(N // 512):
-                tile = bt[n * 512:(n + 1) * 512]
-                acc = tile[:, :128] @ at[0]
-                for k in range(1, K // 128):
-                    acc += tile[:, k * 128:(k + 1) * 128] @ at[k]
-                out[m * 128:(m + 1) * 128, n * 512:(n + 1) * 512] = acc.T
+            if sgemm is not None:
+                for k in range(K // 128):  # row-major: acc[N, 128] = bt[:, k tile] @ at[k] (+ acc)
+                    sgemm(101, 111, 111, N, 128, 128, 1.0, bt[:, k * 128:].ctypes.data, K, at[k].ctypes.data, 128,
+                          1.0 if k else 0.0, acc.ctypes.data, 128)
+            else:
+                for n in range(N // 512):
+                    tile, sums = bt[n * 512:(n + 1) * 512], acc[n * 512:(n + 1) * 512]
+                    np.matmul(tile[:, :128], at[0], out=sums)
+                    for k in range(1, K // 128):
+                        sums += tile[:, k * 128:(k + 1) * 128] @ at[k]
+            out[m * 128:(m + 1) * 128] = acc.T
 
     cores = os.cpu_count() or 1
     with threadpool_limits(1, "blas"), ThreadPoolExecutor(cores) as pool:
