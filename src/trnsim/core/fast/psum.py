@@ -1,8 +1,9 @@
 """PSUM accumulation groups computed together: the speed layer's matmuls.
 
 In a kernel launch a group stays pending until anything next touches PSUM or the kernel ends; then all its
-products are computed in one batched call and added in issue order, and groups that share their stationary
-tiles (one row block accumulating into several banks) share that call. Nothing can observe PSUM in
+products are computed in one batched call and added in issue order (by the SGEMM call that computes each,
+where numpy's OpenBLAS gives the same bits: fast/blas.py), and groups that share their stationary tiles (one
+row block accumulating into several banks) share that call. Nothing can observe PSUM in
 between, and the bits are those of computing each matmul as issued (isa/psum.py: add_product, the same
 products with the same shapes).
 
