@@ -9,8 +9,10 @@
 The matmul's bits are checked twice: against the speed layer turned off (TRNSIM_FAST=0, each product added as
 issued) and against `required_work`, numpy doing alone the arithmetic those bits require (one product per
 matmul by single-threaded BLAS, summed per PSUM bank in issue order, on all CPU cores; with OpenBLAS each sum
-made by the call that computes the product): its time over numpy's GEMM is the lowest ratio any emulator
-keeping these bits can reach on this machine.
+made by the call that computes the product): its time over numpy's GEMM is the lowest ratio an emulator that
+computes each PSUM group when its eviction reads it can reach on this machine. `reordered_work` does the same
+arithmetic with several row blocks' products in one call (each element's own order kept, bits checked too):
+the floor for an emulator that defers the groups past their evictions.
 
 Wall times are the headline; CPU times (all threads) are printed too, since a busy machine stretches
 wall time. numpy's matmul is multi-threaded BLAS; the emulator spends its time in BLAS as well (each
@@ -139,30 +141,31 @@ def required_work(a_t, b):
 
 def reordered_work(a_t, b):
     """required_work's products and sums in another order that keeps each output element's own: a K tile's
-    products for a block of output rows and of several row blocks side by side (their stationary tiles are
-    adjacent columns of A) in one SGEMM that adds them into the running sums, so each moving tile is packed
-    once for several stationary tiles. An emulator reaches this order only by deferring the PSUM groups past
-    their evictions until the kernel's output is read; None without OpenBLAS."""
+    products for several row blocks side by side (their stationary tiles are adjacent columns of A) in one
+    SGEMM that adds them into a block of running sums, so each moving tile is packed once for several
+    stationary tiles; computed in the output's own layout (A's tile transposed by the call, B's rows as they
+    are). An emulator reaches this order only by deferring the PSUM groups past their evictions until the
+    kernel's output is read; None without OpenBLAS."""
     sgemm = _sgemm()
     if sgemm is None:
         return None
     K, M = a_t.shape
     N = b.shape[1]
-    a32, bt = a_t.astype(np.float32), b.T.astype(np.float32, order="C")
-    out_t = np.empty((N, M), np.float32)  # out transposed: row n holds output column n
-    rows, width = 256, min(M, 512)  # a block of running sums (512 KiB) stays in the CPU's cache
+    a32, b32 = a_t.astype(np.float32), b.astype(np.float32)
+    out = np.empty((M, N), np.float32)
+    rows, width = 512, 256  # a block of running sums (512 KiB) stays in the CPU's cache
 
     def blocks(first, step):
-        for r in range(first * rows, N, step * rows):
-            for c in range(0, M, width):
-                for k in range(K // 128):
-                    sgemm(101, 111, 111, min(rows, N - r), min(width, M - c), 128, 1.0, bt[r:, k * 128:].ctypes.data, K,
-                          a32[k * 128:, c:].ctypes.data, M, 1.0 if k else 0.0, out_t[r:, c:].ctypes.data, M)
+        for r in range(first * rows, M, step * rows):
+            for c in range(0, N, width):
+                for k in range(K // 128):  # out[r:, c:] = a32[k tile, r:].T @ b32[k tile, c:] (+ out)
+                    sgemm(101, 112, 111, min(rows, M - r), min(width, N - c), 128, 1.0, a32[k * 128:, r:].ctypes.data,
+                          M, b32[k * 128:, c:].ctypes.data, N, 1.0 if k else 0.0, out[r:, c:].ctypes.data, N)
 
     cores = os.cpu_count() or 1
     with threadpool_limits(1, "blas"), ThreadPoolExecutor(cores) as pool:
         list(pool.map(blocks, range(cores), [cores] * cores))
-    return out_t.T.copy()
+    return out
 
 
 def fast_off(kernel, *args):
