@@ -131,7 +131,7 @@ def _fused(groups, bt, at, acc) -> bool:
     cache across the tiles. False, with nothing done, where that would not give the bits."""
     (t_n, g_n, n, k), m = bt.shape, at.shape[2]
     rows, start = g_n * n, groups[0].onto
-    if any(g.onto != start for g in groups) or (g_n > 1 and bt.strides[1] != n * bt.strides[2]):
+    if not rows or any(g.onto != start for g in groups) or (g_n > 1 and bt.strides[1] != n * bt.strides[2]):
         return False
     moving = np.lib.stride_tricks.as_strided(bt, (t_n, rows, k), bt.strides[:1] + bt.strides[2:], writeable=False)
     sums = acc.reshape(rows, m)
