@@ -1,8 +1,9 @@
 """PSUM accumulation groups computed together: the speed layer's matmuls.
 
 In a kernel launch a group stays pending until anything next touches PSUM or the kernel ends; then all its
-products are computed in one batched call and added in issue order, and groups that share their stationary
-tiles (one row block accumulating into several banks) share that call. Nothing can observe PSUM in
+products are computed in one batched call and added in issue order (by the SGEMM call that computes each,
+where numpy's OpenBLAS gives the same bits: fast/blas.py), and groups that share their stationary tiles (one
+row block accumulating into several banks) share that call. Nothing can observe PSUM in
 between, and the bits are those of computing each matmul as issued (isa/psum.py: add_product, the same
 products with the same shapes).
 
@@ -21,8 +22,8 @@ from typing import NamedTuple
 import numpy as np
 
 from trnsim import numerics
-from trnsim.core.fast import loads
-from trnsim.core.isa.psum import _key, _overlap, land, one_blas_thread, onto, widen_into
+from trnsim.core.fast import blas, loads
+from trnsim.core.isa.psum import _key, _overlap, land, one_blas_thread, onto, prior, widen_into
 
 
 class Group:
@@ -66,10 +67,11 @@ def compute_together(groups):
     The bits are those of the hardware's order: each matmul adds its own FP32 product into PSUM, so a
     group's result is (((prior + P1) + P2) + ...), each Pk = moving_k.T @ stationary_k computed as one
     matmul on its own, transposed ([N, M]): BLAS's sum over K depends on the call's shapes, so the same
-    shapes are used whether a matmul is computed eagerly or here. The speed comes from batching: the
-    products go through np.matmul over stacked operands (a call per slice, each bit-identical to the
-    single call), shared out over the CPU cores, moving tiles read in place when they are adjacent blocks
-    of one HBM tensor's FP32 conversion, laid out [N, K] row-major otherwise.
+    shapes are used whether a matmul is computed eagerly or here. The speed comes from batching: each
+    tile's products of all groups go through one SGEMM call per row block that adds them into the running
+    sums (_fused), or else np.matmul over stacked operands (a call per slice, each bit-identical to the
+    single call) and a sum after it; shared out over the CPU cores, moving tiles read in place when they are
+    adjacent blocks of one HBM tensor's FP32 conversion, laid out [N, K] row-major otherwise.
     """
     a, t_n = groups[0].a, len(groups[0].a)
     shapes = {x.shape for x in a}
@@ -93,26 +95,61 @@ def compute_together(groups):
     acc = np.empty((g_n, n, m), np.float32)
 
     with one_blas_thread():
-        if g_n == 1:  # the products side by side on the CPU cores, then the sum
-            step = max(1, _CHUNK // (n * m))
-            prods = np.empty((min(step, t_n), n, m), np.float32)
-            for t0 in range(0, t_n, step):
-                t1 = min(t_n, t0 + step)
-                _on_all_cores(lambda lo, hi: np.matmul(bt[t0 + lo:t0 + hi, 0], at[t0 + lo:t0 + hi],
-                                                       out=prods[lo:hi]), t1 - t0, 1)
-                _add_in_order(acc, groups, 0, t0, prods[:t1 - t0])
-        else:  # the groups shared out over the CPU cores, each summed while its products are in cache
-            step = max(1, _CACHED // (n * m))
-
-            def run(lo, hi):
-                prods = np.empty((min(step, t_n), n, m), np.float32)
-                for j in range(lo, hi):
-                    for t0 in range(0, t_n, step):
-                        t1 = min(t_n, t0 + step)
-                        _add_in_order(acc, groups, j, t0, np.matmul(bt[t0:t1, j], at[t0:t1], out=prods[:t1 - t0]))
-            _on_all_cores(run, g_n, 1)
+        if not _fused(groups, bt, at, acc):
+            _batched(groups, bt, at, acc)
     for j, g in enumerate(groups):
         g.finish(acc[j])
+
+
+def _batched(groups, bt, at, acc) -> None:
+    """The groups' running sums acc [G, N, M]: the products by np.matmul over stacked operands, then added."""
+    (t_n, g_n, n, _), m = bt.shape, at.shape[2]
+    if g_n == 1:  # the products side by side on the CPU cores, then the sum
+        step = max(1, _CHUNK // (n * m))
+        prods = np.empty((min(step, t_n), n, m), np.float32)
+        for t0 in range(0, t_n, step):
+            t1 = min(t_n, t0 + step)
+            _on_all_cores(lambda lo, hi: np.matmul(bt[t0 + lo:t0 + hi, 0], at[t0 + lo:t0 + hi],
+                                                   out=prods[lo:hi]), t1 - t0, 1)
+            _add_in_order(acc, groups, 0, t0, prods[:t1 - t0])
+    else:  # the groups shared out over the CPU cores, each summed while its products are in cache
+        step = max(1, _CACHED // (n * m))
+
+        def run(lo, hi):
+            prods = np.empty((min(step, t_n), n, m), np.float32)
+            for j in range(lo, hi):
+                for t0 in range(0, t_n, step):
+                    t1 = min(t_n, t0 + step)
+                    _add_in_order(acc, groups, j, t0, np.matmul(bt[t0:t1, j], at[t0:t1], out=prods[:t1 - t0]))
+        _on_all_cores(run, g_n, 1)
+
+
+def _fused(groups, bt, at, acc) -> bool:
+    """The groups' running sums acc [G, N, M] computed by SGEMM calls that add each tile's products into them
+    (fast/blas.py): a call per tile and row block, the rows of all groups stacked when the moving tiles are,
+    the row blocks shared out over the CPU cores and each small enough for its sums to stay in the CPU's
+    cache across the tiles. False, with nothing done, where that would not give the bits."""
+    (t_n, g_n, n, k), m = bt.shape, at.shape[2]
+    rows, start = g_n * n, groups[0].onto
+    if not rows or any(g.onto != start for g in groups) or (g_n > 1 and bt.strides[1] != n * bt.strides[2]):
+        return False
+    moving = np.lib.stride_tricks.as_strided(bt, (t_n, rows, k), bt.strides[:1] + bt.strides[2:], writeable=False)
+    sums = acc.reshape(rows, m)
+    most = max(16, _CACHED // 2 // m // 16 * 16)
+    cores = _cuts(rows, 16)
+    cuts = [lo for c0, c1 in zip(cores, cores[1:]) for lo in range(c0, c1, most)] + [rows]
+    if not blas.usable(moving[0], at[0], sums) or not blas.exact(g_n, n, k, m, tuple(cuts)):
+        return False
+    if start:
+        for j, g in enumerate(groups):
+            acc[j] = prior(g.dst, n, m)
+
+    def run(lo, hi):
+        for c0, c1 in zip(cuts[lo:hi], cuts[lo + 1:hi + 1]):
+            for t in range(t_n):
+                blas.accumulate(sums[c0:c1], moving[t, c0:c1], at[t], start or t > 0)
+    _on_all_cores(run, len(cuts) - 1, 1)
+    return True
 
 
 def _add_in_order(acc, groups, j, t0, prods) -> None:
@@ -282,12 +319,17 @@ def _pool() -> ThreadPoolExecutor:
 def _on_all_cores(fn, n: int, step: int) -> None:
     """fn(lo, hi) over [0, n) in parts aligned to `step`, one per CPU core, side by side (numpy releases
     the GIL while it converts, so threads share out a conversion that would keep one core busy)."""
-    parts = max(1, min(os.cpu_count() or 1, 4, n // step))
-    if parts == 1:
+    cuts = _cuts(n, step)
+    if len(cuts) == 2:
         fn(0, n)
         return
-    cuts = [n * p // parts // step * step for p in range(parts)] + [n]
-    list(_pool().map(lambda p: fn(cuts[p], cuts[p + 1]), range(parts)))
+    list(_pool().map(lambda p: fn(cuts[p], cuts[p + 1]), range(len(cuts) - 1)))
+
+
+def _cuts(n: int, step: int) -> list:
+    """[0, n) cut into one part per CPU core (four at most), the cuts aligned to `step`."""
+    parts = max(1, min(os.cpu_count() or 1, 4, n // step))
+    return [n * p // parts // step * step for p in range(parts)] + [n]
 
 
 def matmul_into(pending: dict, lazy: bool, ins, a, b, am, bm, akey=None):

@@ -111,11 +111,16 @@ def product(a, b) -> np.ndarray:
         return np.matmul(bt, np.ascontiguousarray(a))
 
 
+def prior(dst, n: int, m: int) -> np.ndarray:
+    """What PSUM region `dst` holds, as FP32 [N, M] (FP32 is read in place)."""
+    held = dst.array().reshape(m, n).T
+    return held if held.dtype == np.float32 else held.astype(np.float32)
+
+
 def onto(dst, first) -> np.ndarray:
     """The running sum after a group's first product `first` [N, M] when the group opened onto what PSUM
     region `dst` held."""
-    prior = dst.array().reshape(first.shape[1], first.shape[0]).T
-    return first + (prior if prior.dtype == np.float32 else prior.astype(np.float32))  # FP32 is read in place
+    return first + prior(dst, *first.shape)
 
 
 def land(dst, acc_t, amask, bmask, added: bool) -> None:

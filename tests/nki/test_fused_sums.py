@@ -1,0 +1,100 @@
+"""The speed layer adds each matmul's product into its PSUM running sum by the SGEMM call that computes it
+(core/fast/blas.py). The bits stay those of each product rounded on its own and then added in issue order,
+computed here by numpy."""
+import ml_dtypes
+import numpy as np
+import pytest
+from threadpoolctl import threadpool_limits
+
+from trnsim import nki
+from trnsim.core.fast import blas
+import trnsim.nki.isa as nisa
+import trnsim.nki.language as nl
+
+
+@nki.jit
+def onto_prior(a_t, b, prior):
+    """Two PSUM banks start from `prior` (written by VectorE) and accumulate every K tile onto it."""
+    K, M = a_t.shape
+    N = b.shape[1] // 2
+    out = nl.ndarray((M, 2 * N), nl.float32, buffer=nl.shared_hbm)
+    accs = [nl.ndarray((M, N), nl.float32, buffer=nl.psum) for _ in range(2)]
+    for j in range(2):
+        nisa.tensor_copy(accs[j], nl.load(prior[:, j * N:(j + 1) * N]))
+    for k in range(K // 128):
+        at = nl.load(a_t[k * 128:(k + 1) * 128])
+        bt = nl.load(b[k * 128:(k + 1) * 128])
+        for j in range(2):
+            nisa.nc_matmul(accs[j], at, bt[:, j * N:(j + 1) * N], accumulate=True)
+    for j in range(2):
+        res = nl.ndarray((M, N), nl.float32)
+        nisa.tensor_copy(res, accs[j])
+        nl.store(out[:, j * N:(j + 1) * N], res)
+    return out
+
+
+def _operands(seed):
+    """Random bf16 tiles and a prior holding -0.0 where output row 0's products are all zeros (A's column 0
+    is -0.0): a zero's sign then depends on how the product is added."""
+    rng = np.random.default_rng(seed)
+    a_t = rng.standard_normal((6 * 128, 128)).astype(ml_dtypes.bfloat16)
+    b = rng.standard_normal((6 * 128, 1024)).astype(ml_dtypes.bfloat16)
+    prior = rng.standard_normal((128, 1024)).astype(np.float32)
+    a_t[:, 0], prior[0] = -0.0, -0.0
+    return a_t, b, prior
+
+
+def _issue_order(a_t, b, prior):
+    """prior + P1 + P2 + ... in FP32, each Pk one K tile's product [N, M] by single-threaded BLAS."""
+    acc = prior.copy()
+    n = b.shape[1] // 2
+    with threadpool_limits(1, "blas"):
+        for k in range(0, a_t.shape[0], 128):
+            a = a_t[k:k + 128].astype(np.float32)
+            for j in range(2):
+                bt = np.ascontiguousarray(b[k:k + 128, j * n:(j + 1) * n].astype(np.float32).T)
+                acc[:, j * n:(j + 1) * n] += (bt @ a).T
+    return acc
+
+
+def test_products_added_by_sgemm_keep_the_issue_order_bits(monkeypatch, trn):
+    calls = []
+    accumulate = blas.accumulate
+    monkeypatch.setattr(blas, "accumulate", lambda *args: calls.append(1) or accumulate(*args))
+    a_t, b, prior = _operands(1)
+    got = onto_prior(a_t, b, prior)
+    want = _issue_order(a_t, b, prior)
+    np.testing.assert_array_equal(got.view(np.uint32), want.view(np.uint32))
+    assert not want[0].any() and np.signbit(prior[0]).all()  # row 0: zero products onto -0.0
+    if blas.usable(np.zeros((1, 1), np.float32)):  # an OpenBLAS is loaded: the sums went through it
+        assert calls
+
+
+def test_a_blas_whose_sums_round_otherwise_is_not_used(monkeypatch, trn):
+    """An SGEMM that adds C before rounding its product (one rounding fewer) fails the check; numpy's
+    product-then-add runs instead and the bits hold."""
+    calls = []
+
+    def wider(c, a, b, add):
+        calls.append(1)
+        c[...] = (a.astype(np.float64) @ b.astype(np.float64) + (c if add else 0)).astype(np.float32)
+
+    monkeypatch.setattr(blas, "accumulate", wider)
+    blas.exact.cache_clear()
+    try:
+        a_t, b, prior = _operands(2)
+        got = onto_prior(a_t, b, prior)
+    finally:
+        blas.exact.cache_clear()
+    np.testing.assert_array_equal(got.view(np.uint32), _issue_order(a_t, b, prior).view(np.uint32))
+    if blas.usable(np.zeros((1, 1), np.float32)):
+        assert calls  # the check ran the impostor, and turned it down
+
+
+@pytest.mark.parametrize("cuts", [(0, 512), (0, 256, 512), (0, 96, 512)])
+def test_the_check_accepts_this_blas_for_row_blocks(cuts):
+    """OpenBLAS's kernel sums each element alone, so row blocks of a call give its bits (the check is not a
+    formality: the test above shows it refusing)."""
+    if not blas.usable(np.zeros((1, 1), np.float32)):
+        pytest.skip("no OpenBLAS with a known integer width is loaded")
+    assert blas.exact(1, 512, 128, 128, cuts)
