@@ -20,7 +20,7 @@ import numpy as np
 
 from trnsim.core.collector import collector_off
 from trnsim.core.isa.opcodes import Engine
-from trnsim.core.isa.registry import REGISTRY, workload_engine
+from trnsim.core.isa.registry import AFTER, REGISTRY, workload_engine
 from trnsim.core.timing.intervals import Cell, IntervalMap, own
 from trnsim.core.timing.rules import TRACKS, Rules
 
@@ -324,6 +324,11 @@ class Scheduler:
         accumulated = rec.accumulated
         rest = self._deps(eng, plan, tiles, fresh, index if solo else -1, accumulated)
         waits, end_of = self.waits, self.end_of
+        after = rec.attrs.get(AFTER)
+        if after is not None:  # depends_on edges: a runtime one waits as for a producer, a schedule one on its engine
+            for idx, runtime in after:
+                if (runtime or self.eng_of[idx] == eng) and idx not in waits:
+                    waits.append(idx)
         ready, blocker = 0.0, -1
         if waits:
             # A transfer's fixed latency already holds the wait for its producers' semaphore (DMA-BW: descriptor
