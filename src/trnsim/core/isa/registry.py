@@ -95,6 +95,7 @@ class Instruction:
                  writes: tuple[str, ...] = ("dst",)):
         vars(self).update(operands)
         self.op, self.engine, self.operands, self.attrs, self.location, self.writes = op, engine, operands, attrs, location, writes
+        self._record = None  # its Record once the core recorded it, where depends_on adds its edges
 
     def __getattr__(self, name):  # the attributes (operands are in the instance's dict)
         if name != "attrs":
@@ -117,7 +118,7 @@ class Instruction:
             placed = {n: v.placement() for n, v in self.operands.items()}
         rec = Record(index, self.op, self.engine, placed, self.writes, attrs, self.location, sig, site, hoisted,
                      accumulated, spill)
-        self._record = rec  # where depends_on adds its edges
+        self._record = rec
         return rec
 
     def depends_on(self, *producers, kind=None) -> Instruction:
@@ -129,9 +130,9 @@ class Instruction:
         if runtime not in ("runtime", "schedule"):
             raise KernelError(f"{self.location}: depends_on kind must be nki.isa.dependency.runtime or .schedule; "
                               f"got {kind!r}")
-        rec = vars(self).get("_record")
+        rec = self._record
         for p in producers:
-            before = vars(p).get("_record") if isinstance(p, Instruction) else None
+            before = p._record if isinstance(p, Instruction) else None
             if before is None or rec is None:
                 raise KernelError(f"{self.location}: depends_on takes instructions an nki.isa call returned; got "
                                   f"{type(p).__name__}")
