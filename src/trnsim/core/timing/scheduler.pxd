@@ -36,7 +36,7 @@ cdef class Scheduler:
                    last=dict, k=object, ev=Event)
     cpdef step(self, Record rec)
 
-    @cython.locals(starts=list, ends=list, owner=list, fed=list, n=Py_ssize_t, i=Py_ssize_t, k=Py_ssize_t, tensor=bint,
+    @cython.locals(starts=list, ends=list, owner=list, fed=list, warms=list, n=Py_ssize_t, i=Py_ssize_t, tensor=bint,
                    ramped=bint, start=double, end=double, gap=double, gap_end=double, dur=double, base=double,
                    warm=double, flops=double, model=double, dependent=bint)
     cpdef _compute(self, Record rec, w, Py_ssize_t eng, object index, double ready, object blocker, dict memo)

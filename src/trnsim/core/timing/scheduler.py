@@ -427,8 +427,11 @@ class Scheduler:
                 if tensor:
                     dur = base
                     if ramped:  # the ramp of the instruction before it in time, if TensorE has not idled since
-                        k = _right(self.pe[0], start) - 1
-                        warm = start if k < 0 or start - gap > 0.5 * self.t.tensor_warmup_latency else self.pe[3][k]
+                        if i == 0 or start - gap > 0.5 * self.t.tensor_warmup_latency:
+                            warm = start
+                        else:  # after the last stretch, the last instruction in time
+                            warms = self.pe[3]
+                            warm = warms[len(warms) - 1] if i == n else warms[_right(self.pe[0], start) - 1]
                         dur /= self._throttle(start, gap, warm)
                 else:
                     # The static overhead: the instruction waited for a producer, or follows the instruction on
@@ -466,6 +469,13 @@ class Scheduler:
         their own start (kept: those waiting for them are placed already), to a sooner end. Each instruction
         is only ever made warmer: the walk stops at the first that is not."""
         starts, events, bases, warms = self.pe
+        k = len(starts)
+        if k == 0 or start >= starts[k - 1]:  # after every other: none to warm (the common case)
+            starts.append(start)
+            events.append(index)
+            bases.append(base)
+            warms.append(warm)
+            return
         k = _right(starts, start)
         starts.insert(k, start)
         events.insert(k, index)
