@@ -48,6 +48,25 @@ def test_matmul_runs_at_its_bucket_efficiency_of_the_core_peak():
     assert 0.05 < eff < 1
 
 
+# A BF16 add's elements a lane a cycle, both inputs in SBUF: N cycles on NC-v2 (nki.isa tensor_tensor cost note),
+# twice that with v3/v4's tensor_tensor perf mode (trainium2_arch.rst, trainium3_arch.rst)
+BF16_ADD = {"trn1": 1, "trn2": 2, "trn3": 2}
+
+
+@pytest.mark.parametrize("target", ["trn1", "trn2", "trn3"])
+def test_vector_efficiency_is_a_share_of_the_documented_bf16_add_peak(target):
+    """The vector bucket's efficiency counts its elements against the engine's documented BF16 add rate, so it
+    stays within 100% on every generation (a fresh simulation of the table's largest vector bucket)."""
+    core = specs.neuroncore(target)
+    shape = max(s for (t, k, _, s) in efficiency._table() if t == target and k == "vector")
+    fresh = efficiency.simulate.__wrapped__(target, "vector", shape, "bf16")
+    elems = shape[0] * core.partitions
+    rate = elems / (fresh["latency_ns"] * 1e-9)
+    assert fresh["efficiency"] == pytest.approx(rate / (core.partitions * core.clocks["vector"] * BF16_ADD[target]),
+                                                rel=1e-5)
+    assert 0.5 < fresh["efficiency"] <= 1.0
+
+
 def test_elementwise_takes_the_slower_of_vector_and_dma():
     """An elementwise op's time is max(elements at the Vector rate, bytes at the DMA rate), both simulated."""
     cluster = Cluster("trn2.48xlarge", 1, lnc=2)
@@ -56,7 +75,7 @@ def test_elementwise_takes_the_slower_of_vector_and_dma():
     per_core = elems / 2 / core.partitions
     vec = efficiency.efficiency("trn2", "vector", (_nearest_pow2(per_core, 512, 65536),))
     dma = efficiency.efficiency("trn2", "stream", (_nearest_pow2(nbytes / 2 / 2 / core.partitions, 512, 65536),))
-    expect = max(elems / (vec * core.partitions * core.clocks["vector"] * 2),
+    expect = max(elems / (vec * core.partitions * core.clocks["vector"] * BF16_ADD["trn2"] * 2),
                  nbytes / (dma * core.hbm_bandwidth * 2))
     op = StepOp("norm", "elementwise", elems=elems, bytes=nbytes)
     assert SimulatedCompute().op_time(op, cluster, "bf16") == pytest.approx(expect * 1e9)

@@ -172,3 +172,53 @@ def test_nl_no_reorder_marks_the_block():
     stream = kernel.last_cores[0].stream
     marked = [r.attrs.get(ORDERED, False) for r in stream]
     assert any(marked) and not marked[0] and not marked[-1]
+
+
+FULL = 512 / 2.4  # ns: a bf16 [128, 128] x [128, 512] matmul on trn2's TensorE at full rate (2.4 GHz)
+RAMP, START = 3000.0, 0.5  # trn2's dI/dt throttle: from half rate to full over 3 us; idle half of it re-engages it
+
+
+def _rate(start, since):
+    """TensorE's rate at `start` on a ramp begun at `since`."""
+    return START + (1 - START) * min(1.0, (start - since) / RAMP)
+
+
+def _warm_up_kernel(fill_columns):
+    """GpSimd fills X (bf16, `fill_columns` a partition); matmul A and then C read X (C waits behind A on TensorE);
+    matmul B, last in program order, reads nothing written and takes TensorE's idle stretch from 0."""
+    nc = NeuronCore("trn2", values=False)
+    x = nc.tensor((128, fill_columns), "bfloat16")
+    st, mv = nc.tensor((128, 128), "bfloat16"), nc.tensor((128, 512), "bfloat16")
+    nc.issue(Op.MEMSET, engine="gpsimd", dst=x, value=1.0)
+    for _ in range(2):
+        nc.issue(Op.NC_MATMUL, dst=nc.tensor((128, 512), "float32", "psum"), stationary=st, moving=x[:, 0:512])
+    nc.issue(Op.NC_MATMUL, dst=nc.tensor((128, 512), "float32", "psum"), stationary=st, moving=mv)
+    return simulate(nc.stream, "trn2").events
+
+
+def test_a_matmul_placed_in_an_earlier_gap_warms_those_after_it_in_time():
+    """X takes 1500 ns to fill, so A starts at 1550 ns, after TensorE idled more than half the window: placed
+    alone it runs cold, at half rate. B, placed after it in program order, runs in the gap from 0 (cold, 426.7 ns)
+    and leaves TensorE idle 1123 ns before A, under half the window: A and C now follow B's ramp, from 0, each
+    from its own start (C keeps its start, A's end as first placed)."""
+    fill, a, c, b = _warm_up_kernel(1800)
+    assert fill.end == pytest.approx(1800 / 1.2)
+    assert b.start == pytest.approx(0.0) and b.end == pytest.approx(2 * FULL)
+    a_start = fill.end + timing("trn2").semaphore_latency
+    assert a.start == pytest.approx(a_start)
+    assert a.end == pytest.approx(a_start + FULL / _rate(a_start, 0.0))
+    c_start = a_start + 2 * FULL  # placed when A still ran at half rate
+    assert c.start == pytest.approx(c_start)
+    assert c.end == pytest.approx(c_start + FULL / _rate(c_start, 0.0))
+
+
+def test_a_gap_filler_that_leaves_half_the_window_idle_warms_nothing_after_it():
+    """X takes 2000 ns: B leaves TensorE idle 1623 ns before A, over half the window, so A starts a ramp of its
+    own at half rate and C follows A's ramp, as when B is not there."""
+    fill, a, c, b = _warm_up_kernel(2400)
+    assert b.start == pytest.approx(0.0) and b.end == pytest.approx(2 * FULL)
+    a_start = fill.end + timing("trn2").semaphore_latency
+    assert a_start - b.end > RAMP / 2
+    assert a.start == pytest.approx(a_start) and a.end == pytest.approx(a_start + 2 * FULL)
+    assert c.start == pytest.approx(a.end)
+    assert c.end == pytest.approx(a.end + FULL / _rate(a.end, a_start))

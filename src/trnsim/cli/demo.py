@@ -21,6 +21,7 @@ SECTIONS: list[tuple[str, str]] = [
     ("Kernels: an unmodified NKI file on the emulator", "trnsim.cli.run"),
     ("Checking a kernel before it runs: trnsim check", "trnsim.cli.check"),
     ("Profiling a kernel: trnsim profile", "trnsim.cli.profile"),
+    ("Scheduling: how the compiler reorders a kernel", "trnsim.cli.demo_reorder"),
     ("Collectives: trnsim collective", "trnsim.cli.collective"),
     ("Training plans: trnsim plan", "trnsim.cli.plan"),
     ("Serving plans: trnsim plan serve", "trnsim.cli.serve"),

@@ -69,6 +69,12 @@ class dma_engine(enum.IntEnum):
     gpsimd_dma = 2
 
 
+class dependency(enum.Enum):
+    """The kind of a `depends_on` edge: runtime, a semaphore wait; schedule, issue order alone."""
+    runtime = "runtime"
+    schedule = "schedule"
+
+
 _OOB, _DGE, _ENGINE = oob_mode, dge_mode, engine  # the enums, where a parameter of the same name hides them
 
 

@@ -11,7 +11,8 @@ start-up and tear-down (`execution_overhead`) is not the op's:
 
     matmul     FLOPs / latency over the core's dense peak for the dtype
     attention  QK^T and PV FLOPs (4 Sq S D) / latency over the same peak
-    vector     elements / latency over partitions x Vector clock
+    vector     elements / latency over the Vector engine's peak for a BF16 add: partitions x Vector clock x
+               v3+'s tensor_tensor perf mode (N cycles on NC-v2, the nki.isa tensor_tensor cost note; N/2 on v3/v4)
     stream     HBM bytes read + written / latency over the core's share of HBM bandwidth
 
 All four peaks come from the core's catalog record (neuroncores.toml); `peak` gives them, so the
@@ -32,6 +33,7 @@ import numpy as np
 
 from trnsim import numerics, specs
 from trnsim.pure import pure
+from trnsim.specs.timing import timing
 
 TABLE = "efficiency.json"
 MATMUL_DIMS = (128, 8192)  # each of M, N, K rounded to a power of two in this range
@@ -47,7 +49,8 @@ def peak(core, kernel: str, dtype: str = "bf16") -> float:
         return core.peak_flops(dtype)
     if kernel == "stream":
         return core.hbm_bandwidth
-    return core.partitions * core.clocks[kernel]
+    # one BF16 add a lane a cycle on NC-v2 (both inputs in SBUF), times v3+'s tensor_tensor perf mode
+    return core.partitions * core.clocks["vector"] * timing(core.target).vector_perf_modes["tensor_tensor"]
 
 
 def _pow2(x: float, lo: int, hi: int) -> int:

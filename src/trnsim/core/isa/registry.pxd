@@ -11,7 +11,7 @@ cdef class Record:
 @cython.final
 cdef class Instruction:
     cdef dict __dict__
-    cdef public object op, engine, location, writes
+    cdef public object op, engine, location, writes, _record
     cdef public dict operands, attrs
 
     cpdef Record record(self, index, sig=*, placed=*, site=*, hoisted=*)

@@ -27,6 +27,9 @@ from trnsim.core.isa.work import Stream
 from trnsim.core.memory import Space
 from trnsim.core.tensor import Region, View, region_at
 
+AFTER = "after"  # Record.attrs key: the depends_on edges, (producer's stream index, a semaphore wait?) each
+
+
 class Record:
     """One instruction in the core's stream, as the timing model replays it.
 
@@ -92,6 +95,7 @@ class Instruction:
                  writes: tuple[str, ...] = ("dst",)):
         vars(self).update(operands)
         self.op, self.engine, self.operands, self.attrs, self.location, self.writes = op, engine, operands, attrs, location, writes
+        self._record = None  # its Record once the core recorded it, where depends_on adds its edges
 
     def __getattr__(self, name):  # the attributes (operands are in the instance's dict)
         if name != "attrs":
@@ -112,8 +116,32 @@ class Instruction:
         spill = attrs.pop("spill", None)
         if placed is None:
             placed = {n: v.placement() for n, v in self.operands.items()}
-        return Record(index, self.op, self.engine, placed, self.writes, attrs, self.location, sig, site, hoisted,
-                      accumulated, spill)
+        rec = Record(index, self.op, self.engine, placed, self.writes, attrs, self.location, sig, site, hoisted,
+                     accumulated, spill)
+        self._record = rec
+        return rec
+
+    def depends_on(self, *producers, kind=None) -> Instruction:
+        """nki.isa.NkiInstruction.depends_on: this instruction runs after each producer, an edge the compiler's
+        scheduler keeps (the timing model reads it from the record's attrs[AFTER]). `kind` "runtime" (the
+        default, as before kinds existed) is a semaphore wait; "schedule" orders issue alone, so on another
+        engine the two may overlap. Returns self, so calls chain."""
+        runtime = str(getattr(kind, "value", kind) or "runtime")
+        if runtime not in ("runtime", "schedule"):
+            raise KernelError(f"{self.location}: depends_on kind must be nki.isa.dependency.runtime or .schedule; "
+                              f"got {kind!r}")
+        rec = self._record
+        for p in producers:
+            before = p._record if isinstance(p, Instruction) else None
+            if before is None or rec is None:
+                raise KernelError(f"{self.location}: depends_on takes instructions an nki.isa call returned; got "
+                                  f"{type(p).__name__}")
+            if before.index >= rec.index:
+                raise KernelError(f"{self.location}: depends_on({p.op.value} at {p.location}) names a later "
+                                  f"instruction: trnsim keeps edges that point back in program order (the producer "
+                                  f"issued first)")
+            rec.attrs[AFTER] = rec.attrs.get(AFTER, ()) + ((before.index, runtime == "runtime"),)
+        return self
 
 
 class OpDef:

@@ -13,8 +13,9 @@ cdef class Event:
 cdef class Scheduler:
     cdef public object spec, t, rules, tl, regions, plans
     cdef public dict queue_of, maps, cells, high, psum_tiles, tile_last, alone, transfers
-    cdef public list free, last, dma_names, dma_busy, queue_end, queue_last, eng_of, end_of, waits, busy, warm, fed
+    cdef public list free, last, dma_names, dma_busy, queue_end, queue_last, eng_of, end_of, waits, busy, fed
     cdef public list pending
+    cdef public tuple pe
     cdef public set narrow
     cdef public double sem, warmup_start
     cdef public object psum_high
@@ -35,10 +36,17 @@ cdef class Scheduler:
                    last=dict, k=object, ev=Event)
     cpdef step(self, Record rec)
 
-    @cython.locals(starts=list, ends=list, owner=list, warms=list, fed=list, n=Py_ssize_t, i=Py_ssize_t, tensor=bint,
-                   start=double, end=double, gap=double, gap_end=double, dur=double, base=double, warm=double,
-                   flops=double, model=double, dependent=bint)
+    @cython.locals(starts=list, ends=list, owner=list, fed=list, warms=list, n=Py_ssize_t, i=Py_ssize_t, tensor=bint,
+                   ramped=bint, start=double, end=double, gap=double, gap_end=double, dur=double, base=double,
+                   warm=double, flops=double, model=double, dependent=bint)
     cpdef _compute(self, Record rec, w, Py_ssize_t eng, object index, double ready, object blocker, dict memo)
+
+    @cython.locals(starts=list, events=list, bases=list, warms=list, end_of=list, k=Py_ssize_t, j=Py_ssize_t,
+                   half=double, s=double)
+    cpdef _warm_up(self, double start, double end, object index, double base, double warm)
+
+    @cython.locals(starts=list, ends=list, owner=list, fence=list, i=Py_ssize_t, was=double)
+    cpdef _shorten(self, object e, double start, double end)
 
     @cython.locals(t=object, ramp=double)
     cpdef double _throttle(self, double start, double idle_since, double warm_since)
@@ -56,8 +64,7 @@ cdef Event _event(index, rec, track, double start, double end, blocker, flops, m
 cdef void _read(Cell c, index, Py_ssize_t eng, list eng_of, list end_of)
 
 
-cdef void _occupy(list starts, list ends, list owner, list warms, Py_ssize_t i, double s, double f, object index,
-                  double warm)
+cdef void _occupy(list starts, list ends, list owner, Py_ssize_t i, double s, double f, object index)
 
 
 @cython.locals(starts=list, ends=list, owner=list, i=Py_ssize_t, n=Py_ssize_t, t=double, take=double, left=double,

@@ -20,7 +20,7 @@ import numpy as np
 
 from trnsim.core.collector import collector_off
 from trnsim.core.isa.opcodes import Engine
-from trnsim.core.isa.registry import REGISTRY, workload_engine
+from trnsim.core.isa.registry import AFTER, REGISTRY, workload_engine
 from trnsim.core.timing.intervals import Cell, IntervalMap, own
 from trnsim.core.timing.rules import TRACKS, Rules
 
@@ -78,10 +78,11 @@ class Scheduler:
         self.last = [-1] * DMA_TRACK
         # Per compute track, its busy stretches (sorted, disjoint): starts, ends and the event ending each, and
         # [end, event] of its last instruction that writes no memory (_compute: nothing moves past it) and of its
-        # last one in a no_reorder block; for TensorE also, per stretch, when the dI/dt ramp in effect at its end
-        # began (_throttle).
+        # last one in a no_reorder block.
         self.busy = [([], [], [], [0.0, -1, 0.0, -1]) for _ in range(DMA_TRACK)]
-        self.warm: list[float] = []
+        # TensorE's instructions in time order, where its dI/dt ramp applies (_warm_up): starts, events, unthrottled
+        # ns and when the ramp in effect at each began.
+        self.pe: tuple[list, list, list, list] = ([], [], [], [])
         self.fed: list[int] = []  # the writers on its own engine whose tile the instruction being placed reads
         self.pending: list = []  # cells the instruction being placed read, to note once its end is known (_deps)
         self.dma_names = [f"DMA q{q}" for q in range(spec.dma_engines)]  # a DMA queue's Event.track
@@ -323,6 +324,11 @@ class Scheduler:
         accumulated = rec.accumulated
         rest = self._deps(eng, plan, tiles, fresh, index if solo else -1, accumulated)
         waits, end_of = self.waits, self.end_of
+        after = rec.attrs.get(AFTER)
+        if after is not None:  # depends_on edges: a runtime one waits as for a producer, a schedule one on its engine
+            for idx, runtime in after:
+                if (runtime or self.eng_of[idx] == eng) and idx not in waits:
+                    waits.append(idx)
         ready, blocker = 0.0, -1
         if waits:
             # A transfer's fixed latency already holds the wait for its producers' semaphore (DMA-BW: descriptor
@@ -405,7 +411,8 @@ class Scheduler:
         if ready > at:
             at = ready
         i = _right(ends, at)  # the first busy stretch ending after `at`: the gap before it comes first
-        tensor, warms, fed = eng == _TENSOR, self.warm, self.fed
+        tensor, fed = eng == _TENSOR, self.fed
+        ramped = tensor and self.warmup_start < 1.0
         flops = model = base = warm = 0.0
         if tensor:
             got = memo.get("pe")
@@ -419,11 +426,13 @@ class Scheduler:
             if start < gap_end:
                 if tensor:
                     dur = base
-                    if self.warmup_start < 1.0:
-                        warm = start if i == 0 else warms[i - 1]
-                        dur /= self._throttle(start, gap, warm)
-                        if start - gap > 0.5 * self.t.tensor_warmup_latency:
+                    if ramped:  # the ramp of the instruction before it in time, if TensorE has not idled since
+                        if i == 0 or start - gap > 0.5 * self.t.tensor_warmup_latency:
                             warm = start
+                        else:  # after the last stretch, the last instruction in time
+                            warms = self.pe[3]
+                            warm = warms[len(warms) - 1] if i == n else warms[_right(self.pe[0], start) - 1]
+                        dur /= self._throttle(start, gap, warm)
                 else:
                     # The static overhead: the instruction waited for a producer, or follows the instruction on
                     # its engine whose output tile it reads (trainium_inferentia2_arch.rst, Vector engine:
@@ -446,10 +455,65 @@ class Scheduler:
             fence[0], fence[1] = end, index
         if ordered:
             fence[2], fence[3] = end, index
-        _occupy(starts, ends, owner, warms if tensor else None, i, start, end, index, warm)
+        _occupy(starts, ends, owner, i, start, end, index)
         if end >= self.free[eng]:
             self.free[eng], self.last[eng] = end, index
+        if ramped:
+            self._warm_up(start, end, index, base, warm)
         return _event(index, rec, _TRACK_NAME[eng], start, end, blocker, flops, model, ())
+
+    def _warm_up(self, start: float, end: float, index: int, base: float, warm: float) -> None:
+        """Enter TensorE instruction `index`, [start, end) with ramp start `warm`, in TensorE's time order, and let
+        the ramp follow that order: an instruction placed in a gap, before instructions placed already, may join
+        them to its ramp (TensorE then idles less than half the window before them), so they run warmer, from
+        their own start (kept: those waiting for them are placed already), to a sooner end. Each instruction
+        is only ever made warmer: the walk stops at the first that is not."""
+        starts, events, bases, warms = self.pe
+        k = len(starts)
+        if k == 0 or start >= starts[k - 1]:  # after every other: none to warm (the common case)
+            starts.append(start)
+            events.append(index)
+            bases.append(base)
+            warms.append(warm)
+            return
+        k = _right(starts, start)
+        starts.insert(k, start)
+        events.insert(k, index)
+        bases.insert(k, base)
+        warms.insert(k, warm)
+        half, end_of = 0.5 * self.t.tensor_warmup_latency, self.end_of
+        for j in range(k + 1, len(starts)):
+            s = starts[j]
+            if s - end > half:
+                break  # idle long enough to re-engage the throttle: its ramp starts afresh, as before
+            if warm >= warms[j]:
+                break
+            warms[j] = warm
+            e = events[j]
+            end = s + bases[j] / self._throttle(s, s, warm)
+            if end < end_of[e]:
+                self._shorten(e, s, end)
+            else:
+                end = end_of[e]
+
+    def _shorten(self, e: int, start: float, end: float) -> None:
+        """End TensorE event `e`, which starts at `start`, sooner, at `end`: its engine is free from then."""
+        starts, ends, owner, fence = self.busy[_TENSOR]
+        was = self.end_of[e]
+        i = _right(starts, start) - 1  # the busy stretch that holds it
+        if owner[i] != e:  # others follow it in that stretch: they keep theirs, from its old end
+            starts.insert(i + 1, was)
+            ends.insert(i + 1, ends[i])
+            owner.insert(i + 1, owner[i])
+            owner[i] = e
+        ends[i] = end
+        self.end_of[e] = self.tl.events[e].end = end
+        if self.last[_TENSOR] == e:
+            self.free[_TENSOR] = end
+        if fence[1] == e:
+            fence[0] = end
+        if fence[3] == e:
+            fence[2] = end
 
     def _throttle(self, start: float, idle_since: float, warm_since: float) -> float:
         """TensorE rate under the dI/dt limit: from `tensor_warmup_start` up to 1 over the warm-up time, from
@@ -548,10 +612,9 @@ def _read(c: Cell, index: int, eng: int, eng_of: list[int], end_of: list[float])
     r.append(index)
 
 
-def _occupy(starts, ends, owner, warms, i: int, s: float, f: float, index: int, warm: float) -> None:
+def _occupy(starts, ends, owner, i: int, s: float, f: float, index: int) -> None:
     """Mark [s, f) of a compute engine busy by event `index`, in the gap before stretch `i`, merging with the
-    stretches it touches; a stretch's owner is the event that ends it (and `warms`, TensorE's, keeps the ramp's
-    start in effect at its end; None for other engines)."""
+    stretches it touches; a stretch's owner is the event that ends it."""
     if i > 0 and ends[i - 1] >= s:
         ends[i - 1], owner[i - 1] = f, index
         i -= 1
@@ -559,14 +622,9 @@ def _occupy(starts, ends, owner, warms, i: int, s: float, f: float, index: int, 
         starts.insert(i, s)
         ends.insert(i, f)
         owner.insert(i, index)
-        if warms is not None:
-            warms.insert(i, warm)
     if i + 1 < len(starts) and starts[i + 1] <= f + _SLACK:
         ends[i], owner[i] = ends[i + 1], owner[i + 1]
         del starts[i + 1], ends[i + 1], owner[i + 1]
-        if warms is not None:
-            warms[i] = warms[i + 1]
-            del warms[i + 1]
 
 
 def _place(busy, at: float, dur: float, index: int) -> tuple[float, float, int]:
