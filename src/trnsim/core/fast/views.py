@@ -13,6 +13,7 @@ import itertools
 
 _PARTS = 1024  # views a tensor remembers by index before it starts again
 _LAYOUTS: dict = {}  # view layout -> its number (keyed)
+_LAYOUT_OF: dict = {}  # layout number -> the view layout (loop stamping shifts them: fast/stamp.py)
 _DERIVED: dict = {}  # (a tile's layout number, hashable index) -> the part's shape, strides, offsets, number
 _LAYOUT_NUMBERS = itertools.count()
 _LAYOUTS_MAX = 1 << 16
@@ -24,14 +25,22 @@ def keyed(v) -> tuple:
     number."""
     k, a = v._keyed, v.alloc
     if k is None or k[0] is not a.place:
-        layout = (a.place[:5], a.partitions, a.kind, v.dtype, v.shape, v.strides, v.offset, v.poff)
-        n = _LAYOUTS.get(layout)
-        if n is None:
-            if len(_LAYOUTS) >= _LAYOUTS_MAX:
-                _LAYOUTS.clear()  # numbers are never reused, so views keeping theirs stay right
-            n = _LAYOUTS[layout] = next(_LAYOUT_NUMBERS)
-        k = v._keyed = (a.place, n, v.placement())
+        k = v._keyed = (a.place, layout_number((a.place[:5], a.partitions, a.kind, v.dtype, v.shape, v.strides,
+                                                v.offset, v.poff)), v.placement())
     return k
+
+
+def layout_number(layout: tuple) -> int:
+    """The number of a view layout (place, partitions, kind, dtype, shape, strides, offset, partition offset),
+    numbered now if new."""
+    n = _LAYOUTS.get(layout)
+    if n is None:
+        if len(_LAYOUTS) >= _LAYOUTS_MAX:
+            _LAYOUTS.clear()  # numbers are never reused, so views keeping theirs stay right
+            _LAYOUT_OF.clear()
+        n = _LAYOUTS[layout] = next(_LAYOUT_NUMBERS)
+        _LAYOUT_OF[n] = layout
+    return n
 
 
 class Parts:
