@@ -24,6 +24,7 @@ def speed_layer_on(monkeypatch):
     """The speed layer on, and short loops stamped too (the kernels here are small)."""
     monkeypatch.setenv("TRNSIM_FAST", "1")
     monkeypatch.setattr(stamp, "MIN_STAMPED", 1)
+    monkeypatch.setattr(stamp, "_fruitless", {})  # loops other tests found nothing to stamp in are watched again
 
 
 def record(r, memories: dict) -> tuple:
@@ -133,18 +134,36 @@ def test_an_iteration_out_of_bounds_raises_at_the_same_line(monkeypatch):
 
 
 @nki.jit
-def wraps(x):
+def wraps(x, how: int):
     """A key that turns negative and wraps round: no straight line."""
-    t = nl.ndarray((128, 512), dtype=x.dtype, buffer=nl.sbuf)
+    t = nl.ndarray((128, 16, 8), dtype=x.dtype, buffer=nl.sbuf)
+    u = nl.ndarray((128, 8), dtype=x.dtype, buffer=nl.sbuf)
     nisa.memset(dst=t, value=0.0)
-    for i in nl.affine_range(8):
-        nisa.tensor_copy(dst=t[:, (5 - i) * 8:(5 - i) * 8 + 8], src=t[:, 256:264])
+    nisa.memset(dst=u, value=0.0)
+    if how == 0:
+        for i in nl.affine_range(8):
+            nisa.tensor_tensor(dst=u, data1=u, data2=t[:, 5 - i, :], op=nl.add)
+    elif how == 1:  # from i = 6 at k = 7 only, an iteration the inner loop stamps
+        for i in nl.affine_range(8):
+            for k in nl.affine_range(8):
+                nisa.tensor_tensor(dst=u, data1=u, data2=t[:, 12 - i - k, :], op=nl.add)
+    else:  # a numpy integer key: sliced afresh each time, out of the parts stamping watches
+        for i in nl.affine_range(8):
+            nisa.tensor_tensor(dst=u, data1=u, data2=t[:, (5 - i) * ONE, :], op=nl.add)
     return t
 
 
-def test_a_key_that_wraps_round_is_refused_by_name(monkeypatch):
+ONE = np.int64(1)
+
+
+@pytest.mark.parametrize("how", [0, 1])
+def test_a_key_that_wraps_round_is_run(monkeypatch, how):
+    same_both_ways(wraps, (np.zeros((128, 512), np.float32), how), monkeypatch)
+
+
+def test_a_key_stamping_cannot_follow_that_wraps_round_is_refused_by_name(monkeypatch):
     with pytest.raises(stamp.StampError, match="TRNSIM_FAST=0"):
-        run(wraps, (np.zeros((128, 512), np.float32),), monkeypatch, True)
+        run(wraps, (np.zeros((128, 512), np.float32), 2), monkeypatch, True)
 
 
 @pytest.mark.parametrize("name", ["matmul_tiled", "matmul_hoisted", "matmul_blocked", "matmul_optimized"])

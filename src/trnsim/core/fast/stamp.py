@@ -3,8 +3,8 @@
 A timing-only run spends most of its time in the kernel's Python: loop bodies, the front end's checks and
 lowering, views sliced afresh, one tensor made per tile. The compiler traces a loop body once; where trnsim
 can prove that every iteration of a loop records what the one before it recorded, shifted by fixed steps, it
-runs the first iterations (two or three) and the last one, and stamps the records of the ones between from
-the last two it ran: each record is its template's with the index, the tile numbers, the offsets of the parts
+runs its first iterations (a period of the core's state and one more) and stamps the records of the others
+from them: each record is its template's with the index, the tile numbers, the offsets of the parts
 the loop index moves and their signature numbers moved on. A loop whose body holds loops is stamped whole, so
 a kernel's outer loop costs what its first iterations and its last one cost.
 
@@ -26,8 +26,16 @@ What proves it (anything else runs the body as before):
   kept verdict holds at every step (fast/memo.py: Verdicts.number); a loop-invariant instruction the
   compiler could hoist leaves in the hoisting memo only what the iteration stamped from left there
   (`_hoisting`);
-- the last iteration runs, and its records must be the stamps' next step (`_check_last`): a key that leaves
-  a straight line (a negative index wrapping round) is refused there, by name (StampError).
+- the keys (`_straight`): each part that moves was sliced at a key whose numbers move by a fixed step
+  (fast/views.py: WATCH notes every part sliced while iterations are watched, and a stamped iteration notes
+  its parts' keys for the loops outside), and the indexing code slicing it at the key of the loop's last
+  iteration gives the part the steps give there; a key that turns negative and wraps round or leaves its
+  tensor is refused (every iteration runs).
+
+Where the locals the body stores are dead after the loop, stamping goes on to the loop's end (up to the
+iteration that starts as the template's did). Else, or where a key was not seen (a part sliced by a numpy
+integer), the last iteration runs, and its records must be the stamps' next step (`_check_last`), else
+StampError names the loop.
 
 Each stamp is charged to the launch budget, takes its signature number as the verdict memo would give it, and
 the counters that name tiles and tensors move on as running the iterations would have moved them, so what
@@ -41,6 +49,7 @@ import dis
 import itertools
 import sys
 
+from trnsim.core import liveness
 from trnsim.core.errors import TrnsimError, inside
 from trnsim.core.fast import views
 from trnsim.core.hoist import ENGINES as HOIST_ENGINES, PURE as HOIST_PURE
@@ -65,6 +74,7 @@ _ADD, _MUL = frozenset({0, 10, 13, 23}), frozenset({5, 18})  # BINARY_OP: + - +=
 _analysed: dict = {}  # (id of a code, offset of its FOR_ITER) -> (the code, its analysis: False, never stamped)
 FRUITLESS = 4  # runs of a loop in a row that found nothing to stamp, after which it is no longer watched
 _fruitless: dict = {}  # (id of a code, offset of its FOR_ITER, iterations) -> such runs so far
+_watchers = 0  # loops whose iterations are being watched (the parts they slice: fast/views.py WATCH)
 
 
 class StampError(TrnsimError):
@@ -84,22 +94,32 @@ def _stamped(nc, indices):
     while frame is not None and inside(frame.f_code.co_filename):
         frame = frame.f_back
     key = (id(frame.f_code), frame.f_lasti, len(indices)) if frame is not None else None
-    ok = frame is not None and _fruitless.get(key, 0) < FRUITLESS and _plan(frame)
+    through = _plan(frame) if frame is not None and _fruitless.get(key, 0) < FRUITLESS else None
     frame = None
-    if not ok or nc.peer is not None or nc.races:
+    if through is None or nc.peer is not None or nc.races:
         yield from indices
         return
+    global _watchers
     n = len(indices)
-    snaps = [_Snap(nc)]
+    if views.WATCH is None:
+        views.WATCH = []
+    _watchers += 1
     t = None
-    for j in range(min(n - 1, PERIODS + 1)):
-        yield indices[j]
-        snaps.append(_Snap(nc))
-        if j == 0 and (n - 3) * (snaps[1].length - snaps[0].length) < MIN_STAMPED:
-            break
-        t = _find(nc, snaps, n)
-        if t is not None:
-            break
+    try:
+        snaps = [_Snap(nc)]
+        for j in range(min(n - 1, PERIODS + 1)):
+            yield indices[j]
+            snaps.append(_Snap(nc))
+            if j == 0 and (n - 3) * (snaps[1].length - snaps[0].length) < MIN_STAMPED:
+                _fruitless[key] = FRUITLESS - 1  # too short to gain: its next runs are not watched
+                break
+            t = _find(nc, snaps, n, through)
+            if t is not None:
+                break
+    finally:
+        _watchers -= 1
+        if not _watchers:
+            views.WATCH = None
     if t is None:
         _fruitless[key] = _fruitless.get(key, 0) + 1
         for i in indices[len(snaps) - 1:]:
@@ -109,15 +129,18 @@ def _stamped(nc, indices):
     _stamp(nc, t)
     for i in indices[t.end:]:
         yield i
-    _check_last(nc, t, n - 1)
+    if t.end < n:
+        _check_last(nc, t, n - 1)
 
 
 PERIODS = 4  # the longest period (in iterations) of the core's state a loop is stamped over
 
 
-def _find(nc, snaps, n):
+def _find(nc, snaps, n, through):
     """The template once the iterations run so far show a period: iterations a and a + p started in the same
-    state (the latest a), and stamping it gains at least one iteration; else None."""
+    state (the latest a), and stamping it gains at least one iteration; else None. Stamping ends where an
+    iteration starts as iteration a + 1 did: before the last one, or (`through`: the body's locals are dead after
+    the loop, and the keys that move are proven to stay on their line up to the last) at the loop's end."""
     j = len(snaps) - 2  # the iteration just run
     for p in range(1, PERIODS + 1):
         a = j - p
@@ -125,20 +148,132 @@ def _find(nc, snaps, n):
             break
         if snaps[a].state != snaps[a + p].state or snaps[a + 1].state != snaps[a + p + 1].state:
             continue
-        end = n - 1 - (n - 1 - (a + 1)) % p  # stamp up to an iteration that starts as iteration a + 1 did
+        end = n - 1 - (n - 1 - (a + 1)) % p
+        if through:
+            last = n - (n - (a + 1)) % p
+            if last - (j + 1) >= p:
+                t = _template(nc, snaps, a, p, last)
+                if t is not None:
+                    straight = _straight(t, snaps, n)
+                    if straight:
+                        return t
+                    if straight is False:
+                        return None  # a key leaves its line or its tensor: every iteration runs
         if end - (j + 1) < p:
             return None
-        return _template(nc, snaps, a, p, end)
+        t = _template(nc, snaps, a, p, end)
+        if t is not None and _straight(t, snaps, n) is False:
+            return None
+        return t
     return None
+
+
+def _straight(t, snaps, n):
+    """True when every part the template moves by offset was sliced from a tensor at a key whose numbers move by
+    a fixed step (views.WATCH), and the indexing code slicing it at the key of the loop's last iteration gives
+    the part the template's steps give there: then no key turns negative or leaves its tensor on the way. False
+    when one does not; None when a part was not sliced in the iterations run (a loop inside stamped it)."""
+    watched = views.WATCH
+    if watched is None:
+        return None
+    a, unknown = t.first, False
+    for i in range(t.period):
+        here, ahead = _parts(watched, snaps[a + i], snaps[a + i + 1]), _parts(watched, snaps[a + i + 1], snaps[a + i + 2])
+        for j in range(t.length):
+            rec = t.recs[i][j]
+            moves, sig = t.steps[i][j]
+            if sig is None:
+                continue
+            nxt = t.next[i][j]
+            for k, name, px, dtile, doff, dpoff, slot in moves:
+                if not (doff or dpoff):
+                    continue
+                py = nxt.placed[name]
+                wa, wb = here.get(_layout(px)), ahead.get(_layout(py))
+                if wa is None or wb is None:
+                    unknown = True
+                    continue
+                if wa[1:7] != wb[1:7]:
+                    return False
+                step = _key_step(wa[7], wb[7])
+                if step is None:
+                    unknown = True
+                    continue
+                t.keys[(i, j, name)] = (wb, step, a + i + 1)
+                left = n - 1 - (a + i + 1)
+                tensor = View.__new__(View)
+                tensor.alloc, tensor.dtype, tensor.shape, tensor.strides = None, wb[1], wb[2], wb[3]
+                tensor.offset, tensor.poff, tensor.on_chip, tensor.gather_rows = wb[4], wb[5], wb[6], None
+                tensor._scanned = tensor._region = tensor._parts = tensor._keyed = None
+                try:
+                    last = tensor._index(_key_at(wb[7], step, left))
+                except Exception:  # out of bounds at the last iteration: let it run and raise there
+                    return False
+                if last.shape != py[2] or last.strides != py[3] or last.offset != py[4] + left * (py[4] - px[4]) \
+                        or last.poff != py[5] + left * (py[5] - px[5]):
+                    return False
+    return None if unknown else True
+
+
+def _layout(p) -> tuple:
+    """A placement's part as views.WATCH names it: its tile's place, dtype, shape, strides, offsets."""
+    return p[0], p[1], p[2], p[3], p[4], p[5]
+
+
+def _parts(watched, lo, hi) -> dict:
+    """The parts sliced between two boundaries, by their layout: (tensor, key)."""
+    out = {}
+    for w in watched[lo.watched:hi.watched]:
+        out[(w[0], w[1], w[8], w[9], w[10], w[11])] = w
+    return out
+
+
+def _key_step(ka, kb):
+    """The step by which each number of an index key changes between two iterations (kb - ka), or None when
+    the keys differ otherwise."""
+    ta, tb = (ka, kb) if type(ka) is tuple else ((ka,), (kb,))
+    if type(ka) is not type(kb) or len(ta) != len(tb):
+        return None
+    out = []
+    for x, y in zip(ta, tb):
+        if type(x) is int and type(y) is int:
+            out.append(y - x)
+        elif type(x) is slice and type(y) is slice and x.step is None and y.step is None:
+            d = []
+            for u, w in ((x.start, y.start), (x.stop, y.stop)):
+                if u is None and w is None:
+                    d.append(None)
+                elif type(u) is int and type(w) is int:
+                    d.append(w - u)
+                else:
+                    return None
+            out.append(tuple(d))
+        else:
+            return None
+    return tuple(out)
+
+
+def _key_at(key, step, t: int):
+    """Index key `key` moved `t` steps."""
+    single = type(key) is not tuple
+    out = []
+    for x, s in zip((key,) if single else key, step):
+        if type(x) is int:
+            out.append(x + s * t)
+        else:
+            out.append(slice(None if x.start is None else x.start + s[0] * t,
+                             None if x.stop is None else x.stop + s[1] * t))
+    return out[0] if single else tuple(out)
 
 
 class _Snap:
     """The core at an iteration boundary: the stream's length, the state an iteration's records follow from,
     and the counters that number tiles and tensors."""
 
-    __slots__ = ("length", "state", "tiles", "counts")
+    __slots__ = ("length", "state", "tiles", "counts", "watched")
 
     def __init__(self, nc):
+        self.watched = len(views.WATCH) if views.WATCH is not None else 0
         self.length = len(nc.stream)
         self.state = _state(nc)
         self.tiles = (_peek(nc.sbuf.tiles), _peek(nc.psum.tiles))
@@ -184,7 +319,7 @@ class _Template:
     iterations [start, end) moves on: tiles, tensor names, the hoisting memo."""
 
     __slots__ = ("recs", "steps", "first", "period", "length", "start", "end", "tiles", "counts", "hoisted",
-                 "at", "location")
+                 "at", "location", "next", "keys", "slots")
 
     def __init__(self, **kw):
         for k, v in kw.items():
@@ -206,16 +341,16 @@ def _template(nc, snaps, a, p, end):
         if not length or len(runs[i]) != length:
             return None
     period = (snaps[a + p].tiles[0] - snaps[a].tiles[0], snaps[a + p].tiles[1] - snaps[a].tiles[1])  # made in a period
-    recs, steps, watch, moving = [], [], set(), set()
+    recs, steps, watch, moving, moving_parts = [], [], set(), set(), []
     for i in range(p):
         fresh = snaps[a + i].tiles  # tiles numbered from these on were made in iteration a + i
-        mine, ahead = [], []
+        mine, ahead, slots, slot_of = [], [], [], {}
         for j in range(length):
             x, y = runs[i][j], runs[i + 1][j]
             if x.op is not y.op or x.engine is not y.engine or x.writes != y.writes or x.location != y.location \
                     or x.site != y.site or x.spill is not None or y.spill is not None or x.hoisted is not None \
                     or y.hoisted is not None or x.sig is None or y.sig is None or x.attrs != y.attrs \
-                    or list(x.placed) != list(y.placed):
+                    or x.placed.keys() != y.placed.keys():
                 return None
             if i == 0:
                 z = runs[p][j]  # the same instruction a period on
@@ -245,7 +380,12 @@ def _template(nc, snaps, a, p, end):
                     if free is False or free == name:
                         return None  # its check may read where the moving part lies
                 if dtile or doff or dpoff:
-                    moves.append((k, name, px, dtile, p * doff, p * dpoff))
+                    which = (id(px), dtile, doff, dpoff)  # records share placements: each moved once a step
+                    slot = slot_of.get(which)
+                    if slot is None:
+                        slot = slot_of[which] = len(slots)
+                        slots.append((px, dtile, p * doff, p * dpoff))
+                    moves.append((k, name, px, dtile, p * doff, p * dpoff, slot))
             sig = None
             if layouts:
                 sig = _moving_signature(verdicts, x, moves)
@@ -267,6 +407,7 @@ def _template(nc, snaps, a, p, end):
                             moving.add(x.location)
         recs.append(mine)
         steps.append(ahead)
+        moving_parts.append(slots)
     last = snaps[a + p]  # the last iteration run, a + p, starts here
     hoisted = _hoisting(nc, watch, moving, last.length, snaps[a + p + 1].length)
     if hoisted is None:
@@ -276,7 +417,8 @@ def _template(nc, snaps, a, p, end):
         if v != snaps[a].counts.get(prefix, 0):
             counts[prefix] = v - snaps[a].counts.get(prefix, 0)
     return _Template(recs=recs, steps=steps, first=a, period=p, length=length, start=a + p + 1, end=end,
-                     tiles=period, counts=counts, hoisted=hoisted, at=last.length, location=recs[0][0].location)
+                     tiles=period, counts=counts, hoisted=hoisted, at=last.length, location=recs[0][0].location,
+                     next=runs[1:], keys={}, slots=moving_parts)
 
 
 def _made_before(place, fresh) -> bool:
@@ -295,7 +437,7 @@ def _moving_signature(verdicts, rec, moves):
     if sig is None or len(sig) < 2 + 2 * len(rec.placed):
         return None
     out = []
-    for k, name, pb, dtile, doff, dpoff in moves:
+    for k, name, pb, dtile, doff, dpoff, slot in moves:
         if not (doff or dpoff):
             continue
         pos = 3 + 2 * k
@@ -334,7 +476,10 @@ def _stamp(nc, t: _Template) -> None:
         recs, steps = t.recs[phase], t.steps[phase]
         base = len(stream)
         each = not budget.charge_many(length)
-        moved = {}  # a template placement (by identity: records share them) -> moved
+        watching = views.WATCH is not None  # a loop outside watches the parts its iterations slice
+        now = []  # the template's moving placements (records share them) moved to this iteration
+        for slot in t.slots[phase]:
+            now.append(_moved(slot[0], step, slot[1], slot[2], slot[3]))
         for j in range(length):
             rec = recs[j]
             moves, sig = steps[j]
@@ -342,17 +487,21 @@ def _stamp(nc, t: _Template) -> None:
             if moves:
                 placed = dict(placed)
                 for move in moves:
-                    pb = move[2]
-                    q = moved.get(id(pb))
-                    if q is None:
-                        q = moved[id(pb)] = _moved(pb, step, move[3], move[4], move[5])
-                    placed[move[1]] = q
+                    placed[move[1]] = now[move[6]]
                 if sig is not None:
                     number = _number(verdicts, sig, step, number)
+                    if watching:
+                        _watch(t, phase, j, it, moves, placed)
             if each:
                 charge(rec.location)
-            stream.append(Record(base + j, rec.op, rec.engine, placed, rec.writes, dict(rec.attrs), rec.location,
-                                 number, rec.site, None, rec.accumulated, None))
+            # made without its constructor (whose arguments the compiled build would parse for each record); the
+            # attributes are shared with the template, as no record's attributes change once a loop ends (the
+            # scheduler's `keep_order` marks whole loops: a `with` block inside a stamped body is refused)
+            out = Record.__new__(Record)
+            out.index, out.op, out.engine, out.placed, out.writes = base + j, rec.op, rec.engine, placed, rec.writes
+            out.attrs, out.location, out.sig, out._regions, out.site = rec.attrs, rec.location, number, None, rec.site
+            out.hoisted, out.accumulated, out.spill = None, rec.accumulated, None
+            stream.append(out)
     nc.builder.stamped += t.end - t.start
     # the counters move on as running the iterations would have moved them
     periods = (t.end - t.start) // p
@@ -367,6 +516,17 @@ def _stamp(nc, t: _Template) -> None:
             seen = first.get(key)
             if seen is not None and t.at <= seen[0] < t.at + length:
                 first[key] = (seen[0] + shift,) + seen[1:]
+
+
+def _watch(t, phase, j, it, moves, placed) -> None:
+    """Note in views.WATCH the parts that moved by offset in stamped iteration `it`, with the keys that slice them
+    there (those a template's keys were proven for: `_straight`), as running the iteration would have."""
+    for move in moves:
+        got = t.keys.get((phase, j, move[1]))
+        if got is not None:
+            w, step, at = got
+            q = placed[move[1]]
+            views.WATCH.append((q[0],) + w[1:7] + (_key_at(w[7], step, it - at), q[2], q[3], q[4], q[5]))
 
 
 def _moved(p, step, dtile, doff, dpoff):
@@ -400,7 +560,7 @@ def _check_last(nc, t: _Template, it: int) -> None:
         if sig is None:  # no part moves by offset: tile numbers move by count, which nothing bends
             continue
         want = dict(rec.placed)
-        for k, name, pb, dtile, doff, dpoff in moves:
+        for k, name, pb, dtile, doff, dpoff, slot in moves:
             want[name] = _moved(pb, step, dtile, doff, dpoff)
         number = _number(verdicts, sig, step, rec.sig) if sig is not None else rec.sig
         if got.op is not rec.op or got.sig != number or got.accumulated != rec.accumulated or got.hoisted is not None \
@@ -408,41 +568,41 @@ def _check_last(nc, t: _Template, it: int) -> None:
             ok = False
             break
     if not ok:
-        raise StampError(f"the loop at {t.location} recorded in its last iteration other than its stamped "
+        raise StampError(f"the loop whose body starts at {t.location} recorded in its last iteration other than its stamped "
                          f"iterations foretold (an index that does not move by a fixed step, such as a negative one "
                          f"wrapping round); run it with TRNSIM_FAST=0")
 
 
 # -- the body's bytecode -------------------------------------------------------------------------------------
-def _plan(frame) -> bool:
-    """Whether the loop body qualifies: its bytecode (see the module's doc), and the functions it calls are the
-    NKI API's (read from the kernel's globals)."""
+def _plan(frame):
+    """None when the loop body does not qualify: its bytecode (see the module's doc), and the functions it calls
+    are the NKI API's (read from the kernel's globals); else whether the locals it stores are dead after it."""
     code, at = frame.f_code, frame.f_lasti
     key = (id(code), at)  # a code object hashes by its contents: slow for a long kernel
     got = _analysed.get(key)
     if got is None or got[0] is not code:
         got = _analysed[key] = (code, _analyse(code, at))
     if got[1] is False:
-        return False
-    calls, tensors = got[1]
+        return None
+    calls, tensors, dead = got[1]
     glob = frame.f_globals
     if tensors:  # a tainted key indexes only tensors: the names it indexes hold views
         names = frame.f_locals  # a snapshot: emptied at once, so that it keeps no tile alive
         try:
             for kind, name in tensors:
                 if not isinstance((glob if kind == "global" else names).get(name), View):
-                    return False
+                    return None
         finally:
             names.clear()
     for name, attr in calls:
         if name is None:  # the builtin range
             if glob.get(attr, getattr(builtins, attr, None)) is not getattr(builtins, attr):
-                return False
+                return None
             continue
         mod = glob.get(name)
         if getattr(mod, "__name__", None) not in ALLOWED or attr in HOST or not callable(getattr(mod, attr, None)):
-            return False
-    return True
+            return None
+    return dead
 
 
 class _Val:
@@ -581,5 +741,23 @@ def _analyse(code, at):
         return False
     if stack or loops:
         return False
-    return tuple(sorted(c for c in calls if c[0] != "tensor")), tuple(sorted(c[1] for c in calls if c[0] == "tensor"))
+    return (tuple(sorted(c for c in calls if c[0] != "tensor")), tuple(sorted(c[1] for c in calls if c[0] == "tensor")),
+            _dead_after(code, end, stored))
+
+
+def _dead_after(code, exit_, stored) -> bool:
+    """Whether no local the body stores (its index included) is read after the loop before it is stored again:
+    then the iterations at the loop's end need not run for the kernel to go on as it would."""
+    offsets, out = liveness._live_after(code)
+    try:
+        n = offsets.index(exit_)
+    except ValueError:
+        return False
+    first = next((i for i in dis.get_instructions(code) if i.offset == exit_), None)
+    live = set(out[n])
+    if first is not None and first.opname.startswith("LOAD_FAST"):
+        live.add(first.argval)
+    elif first is not None and first.opname == "STORE_FAST":
+        live.discard(first.argval)
+    return not (live & set(stored))
 

@@ -17,6 +17,10 @@ _LAYOUT_OF: dict = {}  # layout number -> the view layout (loop stamping shifts 
 _DERIVED: dict = {}  # (a tile's layout number, hashable index) -> the part's shape, strides, offsets, number
 _LAYOUT_NUMBERS = itertools.count()
 _LAYOUTS_MAX = 1 << 16
+# While loop iterations are watched (fast/stamp.py): per part given, (the tensor's place, dtype, shape, strides,
+# offset, partition offset, whether on chip, the key, and the part's shape, strides, offset, partition offset):
+# numbers only, so watching keeps no tile alive.
+WATCH: list | None = None
 
 
 def keyed(v) -> tuple:
@@ -62,6 +66,9 @@ class Parts:
             if len(kept) >= _PARTS:
                 kept.clear()
             v = kept[k] = _part(view, key, k)
+        if WATCH is not None:
+            WATCH.append((view.alloc.place, view.dtype, view.shape, view.strides, view.offset, view.poff, view.on_chip,
+                          key, v.shape, v.strides, v.offset, v.poff))
         return v
 
 
