@@ -49,7 +49,6 @@ import dis
 import itertools
 import sys
 
-from trnsim.core import liveness
 from trnsim.core.errors import TrnsimError, inside
 from trnsim.core.fast import views
 from trnsim.core.hoist import ENGINES as HOIST_ENGINES, PURE as HOIST_PURE
@@ -120,8 +119,8 @@ def _stamped(nc, indices):
         _watchers -= 1
         if not _watchers:
             views.WATCH = None
-    if t is None:
-        _fruitless[key] = _fruitless.get(key, 0) + 1
+    if t is None or t is False:
+        _fruitless[key] = FRUITLESS if t is False else _fruitless.get(key, 0) + 1
         for i in indices[len(snaps) - 1:]:
             yield i
         return
@@ -138,9 +137,10 @@ PERIODS = 4  # the longest period (in iterations) of the core's state a loop is 
 
 def _find(nc, snaps, n, through):
     """The template once the iterations run so far show a period: iterations a and a + p started in the same
-    state (the latest a), and stamping it gains at least one iteration; else None. Stamping ends where an
-    iteration starts as iteration a + 1 did: before the last one, or (`through`: the body's locals are dead after
-    the loop, and the keys that move are proven to stay on their line up to the last) at the loop's end."""
+    state (the latest a), and stamping it gains at least one iteration; else None, or False when none will be
+    found. Stamping ends where an iteration starts as iteration a + 1 did: before the last one, or (`through`:
+    the body's locals are dead after the loop, and the keys that move are proven to stay on their line up to the
+    last) at the loop's end."""
     j = len(snaps) - 2  # the iteration just run
     for p in range(1, PERIODS + 1):
         a = j - p
@@ -149,20 +149,18 @@ def _find(nc, snaps, n, through):
         if snaps[a].state != snaps[a + p].state or snaps[a + 1].state != snaps[a + p + 1].state:
             continue
         end = n - 1 - (n - 1 - (a + 1)) % p
-        if through:
-            last = n - (n - (a + 1)) % p
-            if last - (j + 1) >= p:
-                t = _template(nc, snaps, a, p, last)
-                if t is not None:
-                    straight = _straight(t, snaps, n)
-                    if straight:
-                        return t
-                    if straight is False:
-                        return None  # a key leaves its line or its tensor: every iteration runs
-        if end - (j + 1) < p:
+        last = n - (n - (a + 1)) % p
+        if end - (j + 1) < p and not (through and last - (j + 1) >= p):
             return None
         t = _template(nc, snaps, a, p, end)
-        if t is not None and _straight(t, snaps, n) is False:
+        if t is None or t is False:
+            return t
+        straight = _straight(t, snaps, n)
+        if straight is False:
+            return False  # a key leaves its line or its tensor: every iteration runs
+        if through and straight and last - (j + 1) >= p:
+            t.end = last
+        elif end - (j + 1) < p:
             return None
         return t
     return None
@@ -222,10 +220,7 @@ def _layout(p) -> tuple:
 
 def _parts(watched, lo, hi) -> dict:
     """The parts sliced between two boundaries, by their layout: (tensor, key)."""
-    out = {}
-    for w in watched[lo.watched:hi.watched]:
-        out[(w[0], w[1], w[8], w[9], w[10], w[11])] = w
-    return out
+    return dict(watched[lo.watched:hi.watched])
 
 
 def _key_step(ka, kb):
@@ -328,7 +323,8 @@ class _Template:
 
 def _template(nc, snaps, a, p, end):
     """The template of iterations a .. a + p - 1 when iterations a .. a + p recorded the same but for fixed steps
-    (see the module's doc); else None."""
+    (see the module's doc); else None, or False when no later iteration could make one (an instruction whose
+    check reads a moving place or is not kept by signature, the hoisting memo)."""
     builder = nc.builder
     verdicts = getattr(builder, "verdicts", None)
     if verdicts is None or verdicts.spec is not nc.spec or len(views._LAYOUTS) > views._LAYOUTS_MAX // 2:
@@ -347,10 +343,12 @@ def _template(nc, snaps, a, p, end):
         mine, ahead, slots, slot_of = [], [], [], {}
         for j in range(length):
             x, y = runs[i][j], runs[i + 1][j]
+            if x.sig is None or y.sig is None:
+                return False  # an instruction whose check is not kept by signature
             if x.op is not y.op or x.engine is not y.engine or x.writes != y.writes or x.location != y.location \
                     or x.site != y.site or x.spill is not None or y.spill is not None or x.hoisted is not None \
-                    or y.hoisted is not None or x.sig is None or y.sig is None or x.attrs != y.attrs \
-                    or x.placed.keys() != y.placed.keys():
+                    or y.hoisted is not None or len(x.placed) != len(y.placed) \
+                    or x.attrs is not y.attrs and x.attrs != y.attrs:
                 return None
             if i == 0:
                 z = runs[p][j]  # the same instruction a period on
@@ -358,8 +356,10 @@ def _template(nc, snaps, a, p, end):
                     return None
             moves, layouts = [], False
             for k, (name, px) in enumerate(x.placed.items()):
-                py = y.placed[name]
-                if px is py and (i or runs[p][j].placed[name] is px):
+                py = y.placed.get(name)
+                if py is None:
+                    return None
+                if px is py and (i or runs[p][j].placed.get(name) is px):
                     continue  # the same view of a tile made before: nothing moves
                 if px[1] is not py[1] or px[2] != py[2] or px[3] != py[3] or px[6] != py[6] or px[7] or py[7]:
                     return None
@@ -368,9 +368,12 @@ def _template(nc, snaps, a, p, end):
                 made = tile >= 0 and tile >= (fresh[0] if px[0][0] == "sbuf" else fresh[1])
                 dtile = (period[0] if px[0][0] == "sbuf" else period[1]) if made else 0  # per period
                 if i == 0:  # a period on: the same place, each step moved p times
-                    pz = runs[p][j].placed[name]
-                    if pz[0][:5] != px[0][:5] or pz[0][5] != tile + dtile or pz[4] != px[4] + p * doff \
-                            or pz[5] != px[5] + p * dpoff:
+                    pz = runs[p][j].placed.get(name)
+                    if pz is None:
+                        return None
+                    qz, qx = pz[0], px[0]
+                    if qz[0] != qx[0] or qz[1] != qx[1] or qz[2] != qx[2] or qz[3] != qx[3] or qz[4] != qx[4] \
+                            or qz[5] != tile + dtile or pz[4] != px[4] + p * doff or pz[5] != px[5] + p * dpoff:
                         return None
                 elif not made and py[0] != px[0]:
                     return None
@@ -378,7 +381,7 @@ def _template(nc, snaps, a, p, end):
                     layouts = True
                     free = CHECKS_FREE_OF_PLACE.get(x.op, False)
                     if free is False or free == name:
-                        return None  # its check may read where the moving part lies
+                        return False  # its check may read where the moving part lies
                 if dtile or doff or dpoff:
                     which = (id(px), dtile, doff, dpoff)  # records share placements: each moved once a step
                     slot = slot_of.get(which)
@@ -411,7 +414,7 @@ def _template(nc, snaps, a, p, end):
     last = snaps[a + p]  # the last iteration run, a + p, starts here
     hoisted = _hoisting(nc, watch, moving, last.length, snaps[a + p + 1].length)
     if hoisted is None:
-        return None
+        return False  # the hoisting memo would keep what stamping cannot
     counts = {}
     for prefix, v in snaps[a + p].counts.items():
         if v != snaps[a].counts.get(prefix, 0):
@@ -526,7 +529,8 @@ def _watch(t, phase, j, it, moves, placed) -> None:
         if got is not None:
             w, step, at = got
             q = placed[move[1]]
-            views.WATCH.append((q[0],) + w[1:7] + (_key_at(w[7], step, it - at), q[2], q[3], q[4], q[5]))
+            views.WATCH.append(((q[0], w[1], q[2], q[3], q[4], q[5]),
+                                (q[0],) + w[1:7] + (_key_at(w[7], step, it - at), q[2], q[3], q[4], q[5])))
 
 
 def _moved(p, step, dtile, doff, dpoff):
@@ -621,7 +625,7 @@ def _analyse(code, at):
     differences and products with untainted numbers set outside the body's loops stay affine ("int"); a part
     taken at a tainted key ("part") may only be passed to a call or stored; a tainted key may only index a
     name the kernel holds or a tensor made by a call."""
-    ins = list(dis.get_instructions(code))
+    ins = _instructions(code)
     pos = next((n for n, i in enumerate(ins) if i.offset == at), None)
     if pos is None or ins[pos].opname != "FOR_ITER":
         return False
@@ -746,18 +750,42 @@ def _analyse(code, at):
 
 
 def _dead_after(code, exit_, stored) -> bool:
-    """Whether no local the body stores (its index included) is read after the loop before it is stored again:
-    then the iterations at the loop's end need not run for the kernel to go on as it would."""
-    offsets, out = liveness._live_after(code)
-    try:
-        n = offsets.index(exit_)
-    except ValueError:
+    """Whether no local the body stores (its index included) is read after the loop before it is stored again,
+    on any path from the loop's exit: then the iterations at the loop's end need not run for the kernel to go on
+    as it would."""
+    ins = _instructions(code)
+    at = {i.offset: n for n, i in enumerate(ins)}
+    if exit_ not in at:
         return False
-    first = next((i for i in dis.get_instructions(code) if i.offset == exit_), None)
-    live = set(out[n])
-    if first is not None and first.opname.startswith("LOAD_FAST"):
-        live.add(first.argval)
-    elif first is not None and first.opname == "STORE_FAST":
-        live.discard(first.argval)
-    return not (live & set(stored))
+    for name in stored:
+        seen, todo = set(), [at[exit_]]
+        while todo:
+            n = todo.pop()
+            if n in seen or n >= len(ins):
+                continue
+            seen.add(n)
+            i = ins[n]
+            if i.argval == name and "FAST" in i.opname:
+                if not i.opname.startswith(("STORE", "DELETE")):
+                    return False  # read (or read by a combined load) before it is stored again
+                continue  # stored again: dead on this path
+            if i.opname not in _ENDS:
+                todo.append(n + 1)
+            if (i.opcode in dis.hasjrel or i.opcode in dis.hasjabs) and isinstance(i.argval, int):
+                if i.argval not in at:
+                    return False
+                todo.append(at[i.argval])
+    return True
 
+
+_ENDS = frozenset({"JUMP_FORWARD", "JUMP_BACKWARD", "JUMP_BACKWARD_NO_INTERRUPT", "JUMP_ABSOLUTE", "JUMP",
+                   "JUMP_NO_INTERRUPT", "RETURN_VALUE", "RETURN_CONST", "RAISE_VARARGS", "RERAISE"})
+_disassembled: dict = {}  # id of a code -> (the code, its instructions)
+
+
+def _instructions(code) -> list:
+    """The instructions of `code`, disassembled once."""
+    got = _disassembled.get(id(code))
+    if got is None or got[0] is not code:
+        got = _disassembled[id(code)] = (code, list(dis.get_instructions(code)))
+    return got[1]

@@ -17,9 +17,10 @@ _LAYOUT_OF: dict = {}  # layout number -> the view layout (loop stamping shifts 
 _DERIVED: dict = {}  # (a tile's layout number, hashable index) -> the part's shape, strides, offsets, number
 _LAYOUT_NUMBERS = itertools.count()
 _LAYOUTS_MAX = 1 << 16
-# While loop iterations are watched (fast/stamp.py): per part given, (the tensor's place, dtype, shape, strides,
-# offset, partition offset, whether on chip, the key, and the part's shape, strides, offset, partition offset):
-# numbers only, so watching keeps no tile alive.
+# While loop iterations are watched (fast/stamp.py): per part given, its layout (place, dtype, shape, strides,
+# offset, partition offset) and (the tensor's place, dtype, shape, strides, offset, partition offset, whether on
+# chip, the key, and the part's shape, strides, offset, partition offset): numbers only, so watching keeps no
+# tile alive.
 WATCH: list | None = None
 
 
@@ -67,8 +68,10 @@ class Parts:
                 kept.clear()
             v = kept[k] = _part(view, key, k)
         if WATCH is not None:
-            WATCH.append((view.alloc.place, view.dtype, view.shape, view.strides, view.offset, view.poff, view.on_chip,
-                          key, v.shape, v.strides, v.offset, v.poff))
+            place = view.alloc.place
+            WATCH.append(((place, view.dtype, v.shape, v.strides, v.offset, v.poff), (
+                place, view.dtype, view.shape, view.strides, view.offset, view.poff, view.on_chip, key, v.shape, v.strides,
+                v.offset, v.poff)))
         return v
 
 
