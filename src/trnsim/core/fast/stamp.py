@@ -178,7 +178,6 @@ def _straight(t, snaps, n):
     for i in range(t.period):
         here, ahead = _parts(watched, snaps[a + i], snaps[a + i + 1]), _parts(watched, snaps[a + i + 1], snaps[a + i + 2])
         for j in range(t.length):
-            rec = t.recs[i][j]
             moves, sig = t.steps[i][j]
             if sig is None:
                 continue
