@@ -33,7 +33,7 @@ ENV = "TRNSIM_FAST"  # the speed layer's one switch: 0 turns it off, compiled mo
 # meaning's modules every issued instruction runs through (its checks, views, memories, records and the call
 # itself): compiled from the same sources, which stay the meaning (tests/core/test_compiled.py).
 MODULES = ("trnsim.core.fast.psum", "trnsim.core.fast.blas", "trnsim.core.fast.loads", "trnsim.core.fast.views",
-           "trnsim.core.fast.memo",
+           "trnsim.core.fast.memo", "trnsim.core.fast.stamp",
            "trnsim.core.timing.intervals", "trnsim.core.timing.scheduler", "trnsim.core.timing.result",
            "trnsim.core.errors", "trnsim.core.tensor", "trnsim.core.memory", "trnsim.core.liveness", "trnsim.core.hoist",
            "trnsim.core.machine", "trnsim.core.builder", "trnsim.core.isa.registry", "trnsim.core.isa.psum",

@@ -32,6 +32,10 @@ class Builder:
         """The builder of another core of the same launch (an LNC 2 pair)."""
         return self
 
+    def loop(self, nc, indices):
+        """A kernel loop's indices as the core runs them: the reference runs every iteration's body."""
+        return indices
+
     def tensor(self, v):
         """A new tensor's view, as the core gives it out (a builder may keep its parts by index: View._parts)."""
         return v

@@ -213,7 +213,7 @@ class NeuronCore:
         if affine and self.affine_order:
             indices = _races.reorder(indices, self.affine_order)
         if not affine or self.race_check in ("off", "order") or (self.race_check == "auto" and affine == "warn"):
-            return iterations(self, indices)
+            return iterations(self, self.builder.loop(self, indices))
         return _races.watch(self, iterations(self, indices), _races.how(self.race_check))
 
     # -- execution -------------------------------------------------------------------------------

@@ -9,7 +9,8 @@ cache of widened stationary tiles. For timing-only speed: check verdicts kept by
 (fast/memo.py: an instruction whose check is pure, issued again on operands laid out the same way, skips
 the checks but not their stateful part), numbered so that the timing scheduler asks each cost rule once
 per signature and shares one Region between records of the same placement (Record.regions), signatures
-built from layout numbers kept on each view, and views shared by index (fast/views.py). And these modules
+built from layout numbers kept on each view, views shared by index (fast/views.py), and the middle iterations
+of a loop recorded without running its Python where that is proven the same (fast/stamp.py). And these modules
 and the scheduler run compiled by Cython from their own sources, when built (trnsim/compiled.py). With it
 off, each matmul adds its product into PSUM as it is issued, which defines the bits. None of them changes
 a value or an instruction: tests/replay runs every kernel the tests launch both ways and compares output
@@ -20,7 +21,7 @@ from __future__ import annotations
 
 from trnsim.compiled import ENV, enabled  # noqa: F401  read once per launch (compiled modules: at import)
 from trnsim.core.builder import Builder
-from trnsim.core.fast import loads, psum, views
+from trnsim.core.fast import loads, psum, stamp, views
 from trnsim.core.fast.memo import Verdicts
 
 
@@ -34,9 +35,13 @@ class Speed(Builder):
         self.pending: dict = {}  # PSUM region -> its accumulation group not yet computed
         self.widened: dict = {}  # stationary tiles in FP32 by the bytes they came from
         self.conversions: dict = {}  # FP32 conversions of whole HBM tensors that matmuls read
+        self.stamped = 0  # loop iterations recorded without running their Python (fast/stamp.py)
 
     def another(self):
         return Speed(self.lazy)
+
+    def loop(self, nc, indices):
+        return indices if nc.values else stamp.loop(nc, indices)
 
     def tensor(self, v):
         return views.keep_parts(v)

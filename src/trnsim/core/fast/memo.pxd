@@ -8,6 +8,9 @@ from trnsim.core.isa.registry cimport OpDef
 cdef class Verdicts:
     cdef public dict kept
     cdef public object spec, numbered
+    cdef public list signatures
+
+    cpdef number(self, tuple sig, like)
 
     @cython.locals(operands=dict, attrs=dict, hit=tuple, changed=dict, t=View)
     cpdef tuple checked(self, nc, OpDef d, op, engine, dict operands, dict attrs, location)

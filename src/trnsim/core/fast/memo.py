@@ -17,12 +17,26 @@ from trnsim.core.isa.registry import Instruction, generic_check
 class Verdicts:
     """One core's verdicts by signature."""
 
-    __slots__ = ("kept", "spec", "numbered")
+    __slots__ = ("kept", "spec", "numbered", "signatures")
 
     def __init__(self):
         self.kept: dict = {}
         self.spec = None  # the catalog entry they were reached under (a what-if chip changes it)
         self.numbered = 0  # signatures numbered so far (Record.sig), never reused within the core's stream
+        self.signatures: list = []  # each number's signature (loop stamping shifts them: fast/stamp.py)
+
+    def number(self, sig: tuple, like: int) -> int:
+        """The number of signature `sig`, numbered now if new, with the verdict of signature number `like`: an
+        instruction whose check reads no operand's place (fast/stamp.py: a stamped loop iteration)."""
+        hit = self.kept.get(sig)
+        if hit is not None:
+            return hit[3]
+        eng, psum, changed, _ = self.kept[self.signatures[like]]
+        n = self.numbered
+        self.kept[sig] = (eng, psum, changed, n)
+        self.numbered = n + 1
+        self.signatures.append(sig)
+        return n
 
     def __len__(self):
         return len(self.kept)
@@ -50,6 +64,7 @@ class Verdicts:
             n = self.numbered
             self.kept[sig] = (ins.engine, psum, changed, n)
             self.numbered = n + 1
+            self.signatures.append(sig)
             return ins, psum, n, placed
         eng, psum, changed, n = hit
         if changed:

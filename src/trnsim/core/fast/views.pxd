@@ -16,6 +16,9 @@ cdef class Parts:
 cpdef tuple keyed(View v)
 
 
+cpdef layout_number(tuple layout)
+
+
 @cython.locals(got=tuple, v=View)
 cpdef View _part(View view, key, tuple k)
 

@@ -13,9 +13,15 @@ import itertools
 
 _PARTS = 1024  # views a tensor remembers by index before it starts again
 _LAYOUTS: dict = {}  # view layout -> its number (keyed)
+_LAYOUT_OF: dict = {}  # layout number -> the view layout (loop stamping shifts them: fast/stamp.py)
 _DERIVED: dict = {}  # (a tile's layout number, hashable index) -> the part's shape, strides, offsets, number
 _LAYOUT_NUMBERS = itertools.count()
 _LAYOUTS_MAX = 1 << 16
+# While loop iterations are watched (fast/stamp.py): per part given, its layout (place, dtype, shape, strides,
+# offset, partition offset) and (the tensor's place, dtype, shape, strides, offset, partition offset, whether on
+# chip, the key, and the part's shape, strides, offset, partition offset): numbers only, so watching keeps no
+# tile alive.
+WATCH: list | None = None
 
 
 def keyed(v) -> tuple:
@@ -24,14 +30,22 @@ def keyed(v) -> tuple:
     number."""
     k, a = v._keyed, v.alloc
     if k is None or k[0] is not a.place:
-        layout = (a.place[:5], a.partitions, a.kind, v.dtype, v.shape, v.strides, v.offset, v.poff)
-        n = _LAYOUTS.get(layout)
-        if n is None:
-            if len(_LAYOUTS) >= _LAYOUTS_MAX:
-                _LAYOUTS.clear()  # numbers are never reused, so views keeping theirs stay right
-            n = _LAYOUTS[layout] = next(_LAYOUT_NUMBERS)
-        k = v._keyed = (a.place, n, v.placement())
+        k = v._keyed = (a.place, layout_number((a.place[:5], a.partitions, a.kind, v.dtype, v.shape, v.strides,
+                                                v.offset, v.poff)), v.placement())
     return k
+
+
+def layout_number(layout: tuple) -> int:
+    """The number of a view layout (place, partitions, kind, dtype, shape, strides, offset, partition offset),
+    numbered now if new."""
+    n = _LAYOUTS.get(layout)
+    if n is None:
+        if len(_LAYOUTS) >= _LAYOUTS_MAX:
+            _LAYOUTS.clear()  # numbers are never reused, so views keeping theirs stay right
+            _LAYOUT_OF.clear()
+        n = _LAYOUTS[layout] = next(_LAYOUT_NUMBERS)
+        _LAYOUT_OF[n] = layout
+    return n
 
 
 class Parts:
@@ -53,6 +67,11 @@ class Parts:
             if len(kept) >= _PARTS:
                 kept.clear()
             v = kept[k] = _part(view, key, k)
+        if WATCH is not None:
+            place = view.alloc.place
+            WATCH.append(((place, view.dtype, v.shape, v.strides, v.offset, v.poff), (
+                place, view.dtype, view.shape, view.strides, view.offset, view.poff, view.on_chip, key, v.shape, v.strides,
+                v.offset, v.poff)))
         return v
 
 

@@ -1,0 +1,790 @@
+"""Loop stamping for timing-only runs: a loop's middle iterations recorded without running their Python.
+
+A timing-only run spends most of its time in the kernel's Python: loop bodies, the front end's checks and
+lowering, views sliced afresh, one tensor made per tile. The compiler traces a loop body once; where trnsim
+can prove that every iteration of a loop records what the one before it recorded, shifted by fixed steps, it
+runs its first iterations (a period of the core's state and one more) and stamps the records of the others
+from them: each record is its template's with the index, the tile numbers, the offsets of the parts
+the loop index moves and their signature numbers moved on. A loop whose body holds loops is stamped whole, so
+a kernel's outer loop costs what its first iterations and its last one cost.
+
+What proves it (anything else runs the body as before):
+- the body's bytecode (`_analyse`): no branch but the loops it holds (over `nl.affine_range`,
+  `nl.sequential_range`, `nl.static_range` or `range`, bounds not reached by the loop index), no return,
+  yield, raise or `with`; stored locals never read before they are stored in the same iteration (no value is
+  carried from one iteration to the next); calls only of the current NKI API's functions (nki.isa,
+  nki.language, by module; no helper of the user, no method of another object); the loop index reaching only
+  sums, differences and products with numbers set outside the body's own loops (so every key moves by the
+  same step at each of its instances), and only keys of the tensors the kernel names or makes, or `nl.ds`;
+- the core's state (`_state`): the allocators of SBUF and PSUM (each live tile's place, flags and rank of
+  last use, the held and expired tiles in order, PSUM's cursor), the open PSUM accumulation groups, spills,
+  scopes, HBM tensors: the same before and after each of the two iterations stamped from, so each later one
+  starts from that state too (an iteration's records follow from the state it starts in and its keys);
+- the records (`_template`): pairwise the same but for the stream index, the tile numbers of tiles made in
+  the iteration, offsets of parts and signature numbers; none hoisted (core/hoist.py), none spilled; an
+  instruction whose operands' layouts move is one whose check reads no place (CHECKS_FREE_OF_PLACE), so its
+  kept verdict holds at every step (fast/memo.py: Verdicts.number); a loop-invariant instruction the
+  compiler could hoist leaves in the hoisting memo only what the iteration stamped from left there
+  (`_hoisting`);
+- the keys (`_straight`): each part that moves was sliced at a key whose numbers move by a fixed step
+  (fast/views.py: WATCH notes every part sliced while iterations are watched, and a stamped iteration notes
+  its parts' keys for the loops outside), and the indexing code slicing it at the key of the loop's last
+  iteration gives the part the steps give there; a key that turns negative and wraps round or leaves its
+  tensor is refused (every iteration runs).
+
+Where the locals the body stores are dead after the loop, stamping goes on to the loop's end (up to the
+iteration that starts as the template's did). Else, or where a key was not seen (a part sliced by a numpy
+integer), the last iteration runs, and its records must be the stamps' next step (`_check_last`), else
+StampError names the loop.
+
+Each stamp is charged to the launch budget, takes its signature number as the verdict memo would give it, and
+the counters that name tiles and tensors move on as running the iterations would have moved them, so what
+runs after the loop records what it would have. TRNSIM_FAST=0 and values runs stamp nothing;
+tests/core/test_loop_stamp.py compares every record and every scheduled event with and without stamping.
+"""
+from __future__ import annotations
+
+import builtins
+import dis
+import itertools
+import sys
+
+from trnsim.core.errors import TrnsimError, inside
+from trnsim.core.fast import views
+from trnsim.core.hoist import ENGINES as HOIST_ENGINES, PURE as HOIST_PURE
+from trnsim.core.isa.opcodes import Op
+from trnsim.core.isa.registry import Record
+from trnsim.core.memory import _SERIALS
+from trnsim.core.tensor import View
+
+ALLOWED = ("trnsim.nki.isa", "trnsim.nki.language")  # the modules whose functions a stamped body may call
+RANGES = frozenset({"affine_range", "sequential_range", "static_range"})  # inner loops a body may hold
+MAKERS = frozenset({"ndarray", "zeros", "ones", "full", "zeros_like", "empty_like", "ones_like", "full_like"})
+HOST = frozenset({"device_print", "dynamic_range", "sync_program", "program_id", "num_programs", "program_ndim",
+                  "no_reorder", "while_loop", "fori_loop", "register_alloc"})  # act outside the stream
+# Instructions whose check reads no operand's place, offset or partition start (only layouts' shapes, dtypes,
+# memories and the attributes): a verdict kept for one step of a moving part holds for every step. The matmul
+# checks its PSUM destination's bank (isa/tensor_engine.py), so only its inputs may move.
+CHECKS_FREE_OF_PLACE = {Op.DMA_COPY: None, Op.TENSOR_TENSOR: None, Op.TENSOR_COPY: None,
+                        Op.TENSOR_SCALAR: None, Op.NC_MATMUL: "dst"}
+MIN_STAMPED = 24  # records a loop must be able to stamp for its first iterations to be watched
+_SAFE = frozenset({"NOP", "CACHE", "EXTENDED_ARG", "PRECALL", "KW_NAMES", "RESUME"})
+_ADD, _MUL = frozenset({0, 10, 13, 23}), frozenset({5, 18})  # BINARY_OP: + - += -=, * *=
+_analysed: dict = {}  # (id of a code, offset of its FOR_ITER) -> (the code, its analysis: False, never stamped)
+FRUITLESS = 4  # runs of a loop in a row that found nothing to stamp, after which it is no longer watched
+_fruitless: dict = {}  # (id of a code, offset of its FOR_ITER, iterations) -> such runs so far
+_watchers = 0  # loops whose iterations are being watched (the parts they slice: fast/views.py WATCH)
+
+
+class StampError(TrnsimError):
+    """A loop's last iteration recorded other than its stamped iterations foretold (a key that does not move
+    in a straight line): the run is not trusted."""
+
+
+def loop(nc, indices):
+    """`indices` as the core's loop runs them: a range long enough to gain is watched for stamping."""
+    if type(indices) is not range or len(indices) < 4 or nc.values or sys.version_info[:2] != (3, 11):
+        return indices
+    return _stamped(nc, indices)
+
+
+def _stamped(nc, indices):
+    frame = sys._getframe(0)  # (a compiled build has no frame of its own here: the walk starts at the kernel's)
+    while frame is not None and inside(frame.f_code.co_filename):
+        frame = frame.f_back
+    key = (id(frame.f_code), frame.f_lasti, len(indices)) if frame is not None else None
+    through = _plan(frame) if frame is not None and _fruitless.get(key, 0) < FRUITLESS else None
+    frame = None
+    if through is None or nc.peer is not None or nc.races:
+        yield from indices
+        return
+    global _watchers
+    n = len(indices)
+    if views.WATCH is None:
+        views.WATCH = []
+    _watchers += 1
+    t = None
+    try:
+        snaps = [_Snap(nc)]
+        for j in range(min(n - 1, PERIODS + 1)):
+            yield indices[j]
+            snaps.append(_Snap(nc))
+            if j == 0 and (n - 3) * (snaps[1].length - snaps[0].length) < MIN_STAMPED:
+                _fruitless[key] = FRUITLESS - 1  # too short to gain: its next runs are not watched
+                break
+            t = _find(nc, snaps, n, through)
+            if t is not None:
+                break
+    finally:
+        _watchers -= 1
+        if not _watchers:
+            views.WATCH = None
+    if t is None or t is False:
+        _fruitless[key] = FRUITLESS if t is False else _fruitless.get(key, 0) + 1
+        for i in indices[len(snaps) - 1:]:
+            yield i
+        return
+    _fruitless.pop(key, None)
+    _stamp(nc, t)
+    for i in indices[t.end:]:
+        yield i
+    if t.end < n:
+        _check_last(nc, t, n - 1)
+
+
+PERIODS = 4  # the longest period (in iterations) of the core's state a loop is stamped over
+
+
+def _find(nc, snaps, n, through):
+    """The template once the iterations run so far show a period: iterations a and a + p started in the same
+    state (the latest a), and stamping it gains at least one iteration; else None, or False when none will be
+    found. Stamping ends where an iteration starts as iteration a + 1 did: before the last one, or (`through`:
+    the body's locals are dead after the loop, and the keys that move are proven to stay on their line up to the
+    last) at the loop's end."""
+    j = len(snaps) - 2  # the iteration just run
+    for p in range(1, PERIODS + 1):
+        a = j - p
+        if a < 0:
+            break
+        if snaps[a].state != snaps[a + p].state or snaps[a + 1].state != snaps[a + p + 1].state:
+            continue
+        end = n - 1 - (n - 1 - (a + 1)) % p
+        last = n - (n - (a + 1)) % p
+        if end - (j + 1) < p and not (through and last - (j + 1) >= p):
+            return None
+        t = _template(nc, snaps, a, p, end)
+        if t is None or t is False:
+            return t
+        straight = _straight(t, snaps, n)
+        if straight is False:
+            return False  # a key leaves its line or its tensor: every iteration runs
+        if through and straight and last - (j + 1) >= p:
+            t.end = last
+        elif end - (j + 1) < p:
+            return None
+        return t
+    return None
+
+
+def _straight(t, snaps, n):
+    """True when every part the template moves by offset was sliced from a tensor at a key whose numbers move by
+    a fixed step (views.WATCH), and the indexing code slicing it at the key of the loop's last iteration gives
+    the part the template's steps give there: then no key turns negative or leaves its tensor on the way. False
+    when one does not; None when a part was not sliced in the iterations run (a loop inside stamped it)."""
+    watched = views.WATCH
+    if watched is None:
+        return None
+    a, unknown = t.first, False
+    for i in range(t.period):
+        here, ahead = _parts(watched, snaps[a + i], snaps[a + i + 1]), _parts(watched, snaps[a + i + 1], snaps[a + i + 2])
+        for j in range(t.length):
+            moves, sig = t.steps[i][j]
+            if sig is None:
+                continue
+            nxt = t.next[i][j]
+            for k, name, px, dtile, doff, dpoff, slot in moves:
+                if not (doff or dpoff):
+                    continue
+                py = nxt.placed[name]
+                wa, wb = here.get(_layout(px)), ahead.get(_layout(py))
+                if wa is None or wb is None:
+                    unknown = True
+                    continue
+                if wa[1:7] != wb[1:7]:
+                    return False
+                step = _key_step(wa[7], wb[7])
+                if step is None:
+                    unknown = True
+                    continue
+                t.keys[(i, j, name)] = (wb, step, a + i + 1)
+                left = n - 1 - (a + i + 1)
+                tensor = View.__new__(View)
+                tensor.alloc, tensor.dtype, tensor.shape, tensor.strides = None, wb[1], wb[2], wb[3]
+                tensor.offset, tensor.poff, tensor.on_chip, tensor.gather_rows = wb[4], wb[5], wb[6], None
+                tensor._scanned = tensor._region = tensor._parts = tensor._keyed = None
+                try:
+                    last = tensor._index(_key_at(wb[7], step, left))
+                except Exception:  # out of bounds at the last iteration: let it run and raise there
+                    return False
+                if last.shape != py[2] or last.strides != py[3] or last.offset != py[4] + left * (py[4] - px[4]) \
+                        or last.poff != py[5] + left * (py[5] - px[5]):
+                    return False
+    return None if unknown else True
+
+
+def _layout(p) -> tuple:
+    """A placement's part as views.WATCH names it: its tile's place, dtype, shape, strides, offsets."""
+    return p[0], p[1], p[2], p[3], p[4], p[5]
+
+
+def _parts(watched, lo, hi) -> dict:
+    """The parts sliced between two boundaries, by their layout: (tensor, key)."""
+    return dict(watched[lo.watched:hi.watched])
+
+
+def _key_step(ka, kb):
+    """The step by which each number of an index key changes between two iterations (kb - ka), or None when
+    the keys differ otherwise."""
+    ta, tb = (ka, kb) if type(ka) is tuple else ((ka,), (kb,))
+    if type(ka) is not type(kb) or len(ta) != len(tb):
+        return None
+    out = []
+    for x, y in zip(ta, tb):
+        if type(x) is int and type(y) is int:
+            out.append(y - x)
+        elif type(x) is slice and type(y) is slice and x.step is None and y.step is None:
+            d = []
+            for u, w in ((x.start, y.start), (x.stop, y.stop)):
+                if u is None and w is None:
+                    d.append(None)
+                elif type(u) is int and type(w) is int:
+                    d.append(w - u)
+                else:
+                    return None
+            out.append(tuple(d))
+        else:
+            return None
+    return tuple(out)
+
+
+def _key_at(key, step, t: int):
+    """Index key `key` moved `t` steps."""
+    single = type(key) is not tuple
+    out = []
+    for x, s in zip((key,) if single else key, step):
+        if type(x) is int:
+            out.append(x + s * t)
+        else:
+            out.append(slice(None if x.start is None else x.start + s[0] * t,
+                             None if x.stop is None else x.stop + s[1] * t))
+    return out[0] if single else tuple(out)
+
+
+class _Snap:
+    """The core at an iteration boundary: the stream's length, the state an iteration's records follow from,
+    and the counters that number tiles and tensors."""
+
+    __slots__ = ("length", "state", "tiles", "counts", "watched")
+
+    def __init__(self, nc):
+        self.watched = len(views.WATCH) if views.WATCH is not None else 0
+        self.length = len(nc.stream)
+        self.state = _state(nc)
+        self.tiles = (_peek(nc.sbuf.tiles), _peek(nc.psum.tiles))
+        self.counts = dict(nc._counts)
+
+
+def _peek(counter) -> int:
+    """The next number an itertools.count gives, without taking it."""
+    return counter.__reduce__()[1][0]
+
+
+def _state(nc) -> tuple:
+    """What an iteration's records follow from besides its keys: the placement state of SBUF and PSUM (tiles by
+    place, not identity; PSUM's by when they were used, which picks one to set aside when PSUM is full, SBUF's
+    only for spilling, which the spill count shows), the open PSUM groups, spills, scopes, HBM tensors and the
+    memory serials."""
+    out = [nc.spills, len(nc.aside), len(nc.scopes), tuple(sorted(nc.psum_open)), len(nc.hbm.live.refs),
+           _peek(_SERIALS), nc.invariants.pending is None]
+    for m in (nc.sbuf, nc.psum):
+        live = m.live.values()
+        rank, pos, tiles, held, expired = {}, {}, [], [], []
+        if m is nc.psum:
+            for r, a in enumerate(sorted(live, key=_used)):
+                rank[a.id] = r
+        for i, a in enumerate(live):
+            pos[a.id] = i
+            tiles.append((a.p0, a.partitions, a.b0, a.nbytes, a.kind, a.place[5] >= 0, a.expired, a.block,
+                          a.consumed, a.saved, a.spilled, a.shared, a.scratch is None, rank.get(a.id, 0)))
+        for k in m.held:
+            held.append(pos.get(k, -1))
+        for k in m.expired.refs:
+            expired.append(pos.get(k, -1))
+        out += [m.cursor, tuple(tiles), tuple(held), tuple(expired)]
+    return tuple(out)
+
+
+def _used(a):
+    return a.used
+
+
+class _Template:
+    """Iterations [first, first + period) of the stream, each with what moves at each step, and what stamping
+    iterations [start, end) moves on: tiles, tensor names, the hoisting memo."""
+
+    __slots__ = ("recs", "steps", "first", "period", "length", "start", "end", "tiles", "counts", "hoisted",
+                 "at", "location", "next", "keys", "slots")
+
+    def __init__(self, **kw):
+        for k, v in kw.items():
+            setattr(self, k, v)
+
+
+def _template(nc, snaps, a, p, end):
+    """The template of iterations a .. a + p - 1 when iterations a .. a + p recorded the same but for fixed steps
+    (see the module's doc); else None, or False when no later iteration could make one (an instruction whose
+    check reads a moving place or is not kept by signature, the hoisting memo)."""
+    builder = nc.builder
+    verdicts = getattr(builder, "verdicts", None)
+    if verdicts is None or verdicts.spec is not nc.spec or len(views._LAYOUTS) > views._LAYOUTS_MAX // 2:
+        return None
+    runs = []
+    for i in range(a, a + p + 1):
+        runs.append(nc.stream[snaps[i].length:snaps[i + 1].length])
+    length = len(runs[0])
+    for i in range(p + 1):
+        if not length or len(runs[i]) != length:
+            return None
+    period = (snaps[a + p].tiles[0] - snaps[a].tiles[0], snaps[a + p].tiles[1] - snaps[a].tiles[1])  # made in a period
+    recs, steps, watch, moving, moving_parts = [], [], set(), set(), []
+    for i in range(p):
+        fresh = snaps[a + i].tiles  # tiles numbered from these on were made in iteration a + i
+        mine, ahead, slots, slot_of = [], [], [], {}
+        for j in range(length):
+            x, y = runs[i][j], runs[i + 1][j]
+            if x.sig is None or y.sig is None:
+                return False  # an instruction whose check is not kept by signature
+            if x.op is not y.op or x.engine is not y.engine or x.writes != y.writes or x.location != y.location \
+                    or x.site != y.site or x.spill is not None or y.spill is not None or x.hoisted is not None \
+                    or y.hoisted is not None or len(x.placed) != len(y.placed) \
+                    or x.attrs is not y.attrs and x.attrs != y.attrs:
+                return None
+            if i == 0:
+                z = runs[p][j]  # the same instruction a period on
+                if z.accumulated != x.accumulated:
+                    return None
+            moves, layouts = [], False
+            for k, (name, px) in enumerate(x.placed.items()):
+                py = y.placed.get(name)
+                if py is None:
+                    return None
+                if px is py and (i or runs[p][j].placed.get(name) is px):
+                    continue  # the same view of a tile made before: nothing moves
+                if px[1] is not py[1] or px[2] != py[2] or px[3] != py[3] or px[6] != py[6] or px[7] or py[7]:
+                    return None
+                doff, dpoff = py[4] - px[4], py[5] - px[5]  # per iteration
+                tile = px[0][5]
+                made = tile >= 0 and tile >= (fresh[0] if px[0][0] == "sbuf" else fresh[1])
+                dtile = (period[0] if px[0][0] == "sbuf" else period[1]) if made else 0  # per period
+                if i == 0:  # a period on: the same place, each step moved p times
+                    pz = runs[p][j].placed.get(name)
+                    if pz is None:
+                        return None
+                    qz, qx = pz[0], px[0]
+                    if qz[0] != qx[0] or qz[1] != qx[1] or qz[2] != qx[2] or qz[3] != qx[3] or qz[4] != qx[4] \
+                            or qz[5] != tile + dtile or pz[4] != px[4] + p * doff or pz[5] != px[5] + p * dpoff:
+                        return None
+                elif not made and py[0] != px[0]:
+                    return None
+                if doff or dpoff:
+                    layouts = True
+                    free = CHECKS_FREE_OF_PLACE.get(x.op, False)
+                    if free is False or free == name:
+                        return False  # its check may read where the moving part lies
+                if dtile or doff or dpoff:
+                    which = (id(px), dtile, doff, dpoff)  # records share placements: each moved once a step
+                    slot = slot_of.get(which)
+                    if slot is None:
+                        slot = slot_of[which] = len(slots)
+                        slots.append((px, dtile, p * doff, p * dpoff))
+                    moves.append((k, name, px, dtile, p * doff, p * dpoff, slot))
+            sig = None
+            if layouts:
+                sig = _moving_signature(verdicts, x, moves)
+                if sig is None:
+                    return None
+            elif i == 0 and runs[p][j].sig != x.sig:
+                return None
+            ahead.append((tuple(moves), sig))
+            mine.append(x)
+            if x.op in HOIST_PURE and x.engine in HOIST_ENGINES and x.writes == ("dst",):
+                outer = True
+                for name, px in x.placed.items():
+                    if name != "dst" and not _made_before(px[0], fresh):
+                        outer = False
+                if outer:
+                    watch.add(x.location)
+                    for move in moves:
+                        if move[1] != "dst" and (move[4] or move[5]):
+                            moving.add(x.location)
+        recs.append(mine)
+        steps.append(ahead)
+        moving_parts.append(slots)
+    last = snaps[a + p]  # the last iteration run, a + p, starts here
+    hoisted = _hoisting(nc, watch, moving, last.length, snaps[a + p + 1].length)
+    if hoisted is None:
+        return False  # the hoisting memo would keep what stamping cannot
+    counts = {}
+    for prefix, v in snaps[a + p].counts.items():
+        if v != snaps[a].counts.get(prefix, 0):
+            counts[prefix] = v - snaps[a].counts.get(prefix, 0)
+    return _Template(recs=recs, steps=steps, first=a, period=p, length=length, start=a + p + 1, end=end,
+                     tiles=period, counts=counts, hoisted=hoisted, at=last.length, location=recs[0][0].location,
+                     next=runs[1:], keys={}, slots=moving_parts)
+
+
+def _made_before(place, fresh) -> bool:
+    """Whether the tile at `place` was made before the iteration whose first tile numbers are `fresh` (a
+    tile the kernel placed itself counts as made before: conservative)."""
+    tile = place[5]
+    if tile < 0:
+        return True
+    return tile < (fresh[0] if place[0] == "sbuf" else fresh[1])
+
+
+def _moving_signature(verdicts, rec, moves):
+    """(the signature of `rec`, the positions of the layout numbers that move with their layouts there and
+    steps), or None when a layout is not known by number."""
+    sig = verdicts.signatures[rec.sig] if rec.sig < len(verdicts.signatures) else None
+    if sig is None or len(sig) < 2 + 2 * len(rec.placed):
+        return None
+    out = []
+    for k, name, pb, dtile, doff, dpoff, slot in moves:
+        if not (doff or dpoff):
+            continue
+        pos = 3 + 2 * k
+        if sig[pos - 1] != name:
+            return None
+        layout = views._LAYOUT_OF.get(sig[pos])
+        if layout is None or layout[0] != pb[0][:5] or layout[3] is not pb[1] or layout[4] != pb[2] \
+                or layout[5] != pb[3] or layout[6] != pb[4] or layout[7] != pb[5]:
+            return None
+        out.append((pos, layout, doff, dpoff))
+    return sig, tuple(out)
+
+
+def _hoisting(nc, watch, moving, lo, hi):
+    """The entries of the hoisting memo (core/hoist.py) that iteration [lo, hi) of the stream left at the lines
+    of loop-invariant candidates reading only tiles made before it, when stamping keeps the memo as running
+    would: none at a line whose inputs move, none older than that iteration. None when that fails."""
+    if not watch:
+        return ()
+    out = []
+    for key, seen in nc.invariants.first.items():
+        if key[0] in watch:
+            if key[0] in moving or not lo <= seen[0] < hi:
+                return None
+            out.append(key)
+    return tuple(out)
+
+
+def _stamp(nc, t: _Template) -> None:
+    """Record iterations [t.start, t.end), each as the template's iteration of its phase, moved on."""
+    stream, budget, verdicts = nc.stream, nc.budget, nc.builder.verdicts
+    charge = budget.charge
+    length, p = t.length, t.period
+    for it in range(t.start, t.end):
+        phase, step = (it - t.first) % p, (it - t.first) // p
+        recs, steps = t.recs[phase], t.steps[phase]
+        base = len(stream)
+        each = not budget.charge_many(length)
+        watching = views.WATCH is not None  # a loop outside watches the parts its iterations slice
+        now = []  # the template's moving placements (records share them) moved to this iteration
+        for slot in t.slots[phase]:
+            now.append(_moved(slot[0], step, slot[1], slot[2], slot[3]))
+        for j in range(length):
+            rec = recs[j]
+            moves, sig = steps[j]
+            placed, number = rec.placed, rec.sig
+            if moves:
+                placed = dict(placed)
+                for move in moves:
+                    placed[move[1]] = now[move[6]]
+                if sig is not None:
+                    number = _number(verdicts, sig, step, number)
+                    if watching:
+                        _watch(t, phase, j, it, moves, placed)
+            if each:
+                charge(rec.location)
+            # made without its constructor (whose arguments the compiled build would parse for each record); the
+            # attributes are shared with the template, as no record's attributes change once a loop ends (the
+            # scheduler's `keep_order` marks whole loops: a `with` block inside a stamped body is refused)
+            out = Record.__new__(Record)
+            out.index, out.op, out.engine, out.placed, out.writes = base + j, rec.op, rec.engine, placed, rec.writes
+            out.attrs, out.location, out.sig, out._regions, out.site = rec.attrs, rec.location, number, None, rec.site
+            out.hoisted, out.accumulated, out.spill = None, rec.accumulated, None
+            stream.append(out)
+    nc.builder.stamped += t.end - t.start
+    # the counters move on as running the iterations would have moved them
+    periods = (t.end - t.start) // p
+    for m, d in zip((nc.sbuf, nc.psum), t.tiles):
+        if d:
+            m.tiles = itertools.count(_peek(m.tiles) + d * periods)
+    for k, d in t.counts.items():
+        nc._counts[k] = nc._counts.get(k, 0) + d * periods
+    if t.hoisted:  # the memo's entries from the last iteration run stand for those of the last one stamped
+        first, shift = nc.invariants.first, (t.end - t.start) * length
+        for key in t.hoisted:
+            seen = first.get(key)
+            if seen is not None and t.at <= seen[0] < t.at + length:
+                first[key] = (seen[0] + shift,) + seen[1:]
+
+
+def _watch(t, phase, j, it, moves, placed) -> None:
+    """Note in views.WATCH the parts that moved by offset in stamped iteration `it`, with the keys that slice them
+    there (those a template's keys were proven for: `_straight`), as running the iteration would have."""
+    for move in moves:
+        got = t.keys.get((phase, j, move[1]))
+        if got is not None:
+            w, step, at = got
+            q = placed[move[1]]
+            views.WATCH.append(((q[0], w[1], q[2], q[3], q[4], q[5]),
+                                (q[0],) + w[1:7] + (_key_at(w[7], step, it - at), q[2], q[3], q[4], q[5])))
+
+
+def _moved(p, step, dtile, doff, dpoff):
+    """Placement `p` moved `step` steps."""
+    place, span = p[0], p[8]
+    if dtile:
+        place = place[:5] + (place[5] + dtile * step,)
+    if span is not None and doff:
+        span = (span[0] + doff * step, span[1] + doff * step, span[2])
+    return (place, p[1], p[2], p[3], p[4] + doff * step, p[5] + dpoff * step, p[6], p[7], span)
+
+
+def _number(verdicts, sig, step, like):
+    """The signature number of a record whose operands' layouts moved `step` steps."""
+    base, moving = sig
+    key = list(base)
+    for pos, layout, doff, dpoff in moving:
+        key[pos] = views.layout_number(layout[:6] + (layout[6] + doff * step, layout[7] + dpoff * step))
+    return verdicts.number(tuple(key), like)
+
+
+def _check_last(nc, t: _Template, it: int) -> None:
+    """The last iteration `it`, which ran, recorded the template moved on to it; else StampError."""
+    phase, step = (it - t.first) % t.period, (it - t.first) // t.period
+    recs = nc.stream[len(nc.stream) - t.length:] if len(nc.stream) >= t.length else []
+    verdicts = nc.builder.verdicts
+    ok = len(recs) == t.length
+    for j in range(t.length if ok else 0):
+        rec, got = t.recs[phase][j], recs[j]
+        moves, sig = t.steps[phase][j]
+        if sig is None:  # no part moves by offset: tile numbers move by count, which nothing bends
+            continue
+        want = dict(rec.placed)
+        for k, name, pb, dtile, doff, dpoff, slot in moves:
+            want[name] = _moved(pb, step, dtile, doff, dpoff)
+        number = _number(verdicts, sig, step, rec.sig) if sig is not None else rec.sig
+        if got.op is not rec.op or got.sig != number or got.accumulated != rec.accumulated or got.hoisted is not None \
+                or list(got.placed) != list(want) or any(got.placed[n][:8] != w[:8] for n, w in want.items()):
+            ok = False
+            break
+    if not ok:
+        raise StampError(f"the loop whose body starts at {t.location} recorded in its last iteration other than its stamped "
+                         f"iterations foretold (an index that does not move by a fixed step, such as a negative one "
+                         f"wrapping round); run it with TRNSIM_FAST=0")
+
+
+# -- the body's bytecode -------------------------------------------------------------------------------------
+def _plan(frame):
+    """None when the loop body does not qualify: its bytecode (see the module's doc), and the functions it calls
+    are the NKI API's (read from the kernel's globals); else whether the locals it stores are dead after it."""
+    code, at = frame.f_code, frame.f_lasti
+    key = (id(code), at)  # a code object hashes by its contents: slow for a long kernel
+    got = _analysed.get(key)
+    if got is None or got[0] is not code:
+        got = _analysed[key] = (code, _analyse(code, at))
+    if got[1] is False:
+        return None
+    calls, tensors, dead = got[1]
+    glob = frame.f_globals
+    if tensors:  # a tainted key indexes only tensors: the names it indexes hold views
+        names = frame.f_locals  # a snapshot: emptied at once, so that it keeps no tile alive
+        try:
+            for kind, name in tensors:
+                if not isinstance((glob if kind == "global" else names).get(name), View):
+                    return None
+        finally:
+            names.clear()
+    for name, attr in calls:
+        if name is None:  # the builtin range
+            if glob.get(attr, getattr(builtins, attr, None)) is not getattr(builtins, attr):
+                return None
+            continue
+        mod = glob.get(name)
+        if getattr(mod, "__name__", None) not in ALLOWED or attr in HOST or not callable(getattr(mod, attr, None)):
+            return None
+    return dead
+
+
+class _Val:
+    """A value on the abstract stack: whether the loop index reaches it, whether a loop inside the body does,
+    what it is known to be, and its name (a global or outside local) or the function it is."""
+
+    __slots__ = ("tainted", "varies", "kind", "name")
+
+    def __init__(self, tainted=False, kind="other", name=None, varies=False):
+        self.tainted, self.kind, self.name, self.varies = tainted, kind, name, varies
+
+
+def _analyse(code, at):
+    """The (module name, function) pairs the body of the loop whose FOR_ITER is at offset `at` calls, or False
+    when the body does not qualify (the module's doc). Tainted values (reached by the loop index): sums,
+    differences and products with untainted numbers set outside the body's loops stay affine ("int"); a part
+    taken at a tainted key ("part") may only be passed to a call or stored; a tainted key may only index a
+    name the kernel holds or a tensor made by a call."""
+    ins = _instructions(code)
+    pos = next((n for n, i in enumerate(ins) if i.offset == at), None)
+    if pos is None or ins[pos].opname != "FOR_ITER":
+        return False
+    end = ins[pos].argval
+    body = [i for i in ins[pos + 1:] if i.offset < end]
+    if not body or body[0].opname != "STORE_FAST" or body[-1].opname != "JUMP_BACKWARD" or body[-1].argval > at:
+        return False
+    stored: dict = {body[0].argval: _Val(True, "int")}
+    read, calls, stack, loops = set(), set(), [], []  # loops: (FOR_ITER offset, its exit) of the inner loops open
+    prev = None
+    try:
+        for i in body[1:-1]:
+            op = i.opname
+            if op in _SAFE:
+                prev = i if op == "EXTENDED_ARG" else prev
+                continue
+            if op in ("LOAD_FAST", "LOAD_FAST_CHECK", "LOAD_DEREF"):
+                v = stored.get(i.argval)
+                if v is None:
+                    read.add(i.argval)
+                    v = _Val(False, "name", i.argval)
+                stack.append(v)
+            elif op == "LOAD_CONST":
+                stack.append(_Val())
+            elif op == "LOAD_GLOBAL":
+                if i.arg & 1:
+                    stack.append(_Val(kind="null"))
+                stack.append(_Val(False, "global", i.argval))
+            elif op == "PUSH_NULL":
+                stack.append(_Val(kind="null"))
+            elif op in ("LOAD_ATTR", "LOAD_METHOD"):
+                x = stack.pop()
+                if x.tainted:
+                    return False  # an attribute of the index or of a part
+                if op == "LOAD_METHOD":
+                    if x.kind != "global":
+                        return False  # a method of another object
+                    stack.append(_Val(kind="null"))
+                stack.append(_Val(False, "function", (x.name, i.argval) if x.kind == "global" else None,
+                                  x.varies))
+            elif op == "STORE_FAST":
+                if i.argval in read:
+                    return False  # read before it is stored: carried from the previous iteration
+                stored[i.argval] = stack.pop()
+            elif op == "POP_TOP":
+                stack.pop()
+            elif op in ("BUILD_SLICE", "BUILD_TUPLE", "BINARY_OP", "UNARY_NEGATIVE"):
+                n = 1 if op == "UNARY_NEGATIVE" else 2 if op == "BINARY_OP" else i.arg
+                args = [stack.pop() for _ in range(n)]
+                tainted = [a for a in args if a.tainted]
+                if any(a.kind != "int" for a in tainted) or any(a.kind == "part" for a in args):
+                    return False
+                if op == "BINARY_OP" and tainted:
+                    if i.arg in _MUL:
+                        if len(tainted) != 1 or any(a.varies for a in args):
+                            return False  # the index's step must be the same at every instance of the line
+                    elif i.arg not in _ADD:
+                        return False
+                varies = any(a.varies for a in args)
+                stack.append(_Val(bool(tainted), "int" if tainted else "other", None, varies))
+            elif op == "BINARY_SUBSCR":
+                k, c = stack.pop(), stack.pop()
+                if c.tainted or k.tainted and k.kind != "int" or "part" in (c.kind, k.kind):
+                    return False
+                if k.tainted and c.kind not in ("name", "global", "made"):
+                    return False  # a tainted key indexes a tensor the kernel names or makes, nothing else
+                if k.tainted and c.kind in ("name", "global"):
+                    calls.add(("tensor", (c.kind, c.name)))
+                stack.append(_Val(True, "part") if k.tainted else _Val(False, "other", None, c.varies or k.varies))
+            elif op == "CALL":
+                args = [stack.pop() for _ in range(i.arg)]
+                fn, null = stack.pop(), stack.pop()
+                if fn.kind != "function" or null.kind != "null" or fn.name is None:
+                    if not (fn.kind == "global" and fn.name == "range" and null.kind == "null"):
+                        return False
+                    fn = _Val(False, "function", (None, "range"))
+                attr = fn.name[1]
+                ds = attr == "ds"
+                tainted = [a for a in args if a.tainted]
+                if any(a.kind != ("int" if ds else "part") for a in tainted):
+                    return False  # the index reaches a call only through a part or nl.ds
+                calls.add(fn.name)
+                varies = any(a.varies for a in args)
+                if attr in RANGES or attr == "range":
+                    if tainted:
+                        return False  # an inner loop's bounds reached by the index
+                    stack.append(_Val(kind="range"))
+                elif attr in MAKERS:
+                    stack.append(_Val(False, "made", None, varies))
+                else:
+                    stack.append(_Val(bool(tainted), "int" if ds and tainted else "part" if tainted else "other",
+                                      None, varies))
+            elif op == "GET_ITER":
+                if stack[-1].kind != "range":
+                    return False
+            elif op == "FOR_ITER":
+                start = prev.offset if prev is not None and prev.offset == i.offset - 2 else i.offset
+                loops.append((start, i.offset, i.argval))
+                stack.append(_Val(False, "other", None, True))
+            elif op == "JUMP_BACKWARD":
+                if not loops or i.argval not in loops[-1][:2]:
+                    return False
+                start, offset, exit_ = loops.pop()
+                nxt = next((x for x in body if x.offset > i.offset), None)
+                if nxt is None or nxt.offset != exit_:
+                    return False
+                stack.pop()  # the inner loop's iterator
+            elif op == "COPY":
+                stack.append(stack[-i.arg])
+            elif op == "SWAP":
+                stack[-1], stack[-i.arg] = stack[-i.arg], stack[-1]
+            else:
+                return False
+            if op != "EXTENDED_ARG":
+                prev = None
+    except IndexError:
+        return False
+    if stack or loops:
+        return False
+    return (tuple(sorted(c for c in calls if c[0] != "tensor")), tuple(sorted(c[1] for c in calls if c[0] == "tensor")),
+            _dead_after(code, end, stored))
+
+
+def _dead_after(code, exit_, stored) -> bool:
+    """Whether no local the body stores (its index included) is read after the loop before it is stored again,
+    on any path from the loop's exit: then the iterations at the loop's end need not run for the kernel to go on
+    as it would."""
+    ins = _instructions(code)
+    at = {i.offset: n for n, i in enumerate(ins)}
+    if exit_ not in at:
+        return False
+    for name in stored:
+        seen, todo = set(), [at[exit_]]
+        while todo:
+            n = todo.pop()
+            if n in seen or n >= len(ins):
+                continue
+            seen.add(n)
+            i = ins[n]
+            if i.argval == name and "FAST" in i.opname:
+                if not i.opname.startswith(("STORE", "DELETE")):
+                    return False  # read (or read by a combined load) before it is stored again
+                continue  # stored again: dead on this path
+            if i.opname not in _ENDS:
+                todo.append(n + 1)
+            if (i.opcode in dis.hasjrel or i.opcode in dis.hasjabs) and isinstance(i.argval, int):
+                if i.argval not in at:
+                    return False
+                todo.append(at[i.argval])
+    return True
+
+
+_ENDS = frozenset({"JUMP_FORWARD", "JUMP_BACKWARD", "JUMP_BACKWARD_NO_INTERRUPT", "JUMP_ABSOLUTE", "JUMP",
+                   "JUMP_NO_INTERRUPT", "RETURN_VALUE", "RETURN_CONST", "RAISE_VARARGS", "RERAISE"})
+_disassembled: dict = {}  # id of a code -> (the code, its instructions)
+
+
+def _instructions(code) -> list:
+    """The instructions of `code`, disassembled once."""
+    got = _disassembled.get(id(code))
+    if got is None or got[0] is not code:
+        got = _disassembled[id(code)] = (code, list(dis.get_instructions(code)))
+    return got[1]

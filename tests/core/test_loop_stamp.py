@@ -1,0 +1,264 @@
+"""Loop stamping (core/fast/stamp.py): a timing-only run that records loop iterations without running their Python
+records and schedules exactly what running them records and schedules; a body it cannot prove the same runs as
+before."""
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import trnsim.nki as nki
+import trnsim.nki.isa as nisa
+import trnsim.nki.language as nl
+from trnsim.core import fast
+from trnsim.core.builder import Builder
+from trnsim.core.fast import stamp
+from trnsim.core.timing import simulate, summarize
+
+EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
+OFFSETS = [0, 3, 1, 7, 2, 6, 4, 5]  # a data-dependent order: no affine pattern
+
+
+@pytest.fixture(autouse=True)
+def speed_layer_on(monkeypatch):
+    """The speed layer on, and short loops stamped too (the kernels here are small)."""
+    monkeypatch.setenv("TRNSIM_FAST", "1")
+    monkeypatch.setattr(stamp, "MIN_STAMPED", 1)
+    monkeypatch.setattr(stamp, "_fruitless", {})  # loops other tests found nothing to stamp in are watched again
+
+
+def record(r, memories: dict) -> tuple:
+    """Everything a record holds, its placements without the span cache (computed or not, the same region) and
+    memories numbered in order of first use (their serial numbers count per process)."""
+    placed = tuple((n, (_renumbered(p[0], memories),) + p[1:8]) for n, p in r.placed.items())
+    attrs = tuple((k, repr(v)) for k, v in r.attrs.items())
+    return (r.index, r.op, r.engine, placed, r.writes, attrs, r.location, r.sig, r.site, r.hoisted, r.accumulated,
+            r.spill)
+
+
+def _renumbered(place, memories):
+    space, serial, *rest = place
+    return (space, memories.setdefault((space, serial), len(memories)), *rest)
+
+
+def run(kernel, args, monkeypatch, stamped: bool, target="trn2"):
+    """(records, every scheduled event, the summary figures, iterations stamped) of a timing-only run."""
+    with monkeypatch.context() as m:
+        if not stamped:
+            m.setattr(fast.Speed, "loop", Builder.loop)
+        nc = kernel.trace(*args, target=target, values=False)[0]
+    tl = simulate(nc.stream, target)
+    r = summarize("k", [tl], nc.spec)
+    events = [(e.track, e.start, e.end, tuple(e.deps), e.blocker, e.pieces) for e in tl.events]
+    figures = (r.latency, r.bound, tuple(sorted(r.share.items())), r.hfu)
+    memories: dict = {}
+    return [record(x, memories) for x in nc.stream], events, figures, nc.builder.stamped
+
+
+def same_both_ways(kernel, args, monkeypatch, target="trn2") -> int:
+    """Assert a run with stamping equals one without, record by record and event by event; the iterations
+    stamped."""
+    a = run(kernel, args, monkeypatch, True, target)
+    b = run(kernel, args, monkeypatch, False, target)
+    assert b[3] == 0
+    assert len(a[0]) == len(b[0])
+    for x, y in zip(a[0], b[0]):
+        assert x == y
+    assert a[1] == b[1]
+    assert a[2] == b[2]
+    return a[3]
+
+
+@nki.jit
+def tiled_matmul(lhsT, rhs):
+    """Loads in one inner loop, an accumulation group in another, tiles made in the outer body."""
+    K, M = lhsT.shape
+    _, N = rhs.shape
+    out = nl.ndarray((M, N), dtype=nl.float32, buffer=nl.shared_hbm)
+    for m in nl.affine_range(M // 128):
+        a = nl.ndarray((128, K // 128, 128), dtype=lhsT.dtype, buffer=nl.sbuf)
+        b = nl.ndarray((128, K // 128, N), dtype=rhs.dtype, buffer=nl.sbuf)
+        for k in nl.affine_range(K // 128):
+            nisa.dma_copy(dst=a[:, k, :], src=lhsT[k * 128:(k + 1) * 128, m * 128:(m + 1) * 128])
+            nisa.dma_copy(dst=b[:, k, :], src=rhs[k * 128:(k + 1) * 128, :])
+        acc = nl.ndarray((128, N), dtype=nl.float32, buffer=nl.psum)
+        for k in nl.sequential_range(K // 128):
+            nisa.nc_matmul(dst=acc, stationary=a[:, k, :], moving=b[:, k, :])
+        res = nl.ndarray((128, N), dtype=nl.float32, buffer=nl.sbuf)
+        nisa.tensor_copy(dst=res, src=acc)
+        nisa.dma_copy(dst=out[m * 128:(m + 1) * 128, :], src=res)
+    return out
+
+
+@nki.jit
+def strips(x):
+    """Vector work on strips of one tile, and a loop whose keys count down."""
+    out = nl.ndarray(x.shape, dtype=x.dtype, buffer=nl.shared_hbm)
+    t = nl.ndarray((128, 512), dtype=x.dtype, buffer=nl.sbuf)
+    u = nl.ndarray((128, 512), dtype=x.dtype, buffer=nl.sbuf)
+    nisa.dma_copy(dst=t, src=x)
+    for i in nl.affine_range(8):
+        nisa.tensor_scalar(dst=u[:, i * 64:i * 64 + 64], data=t[:, i * 64:i * 64 + 64], op0=nl.multiply, operand0=2.0)
+    for i in nl.affine_range(8):
+        j = 7 - i
+        nisa.tensor_copy(dst=t[:, j * 64:(j + 1) * 64], src=u[:, nl.ds(i * 64, 64)])
+    nisa.dma_copy(dst=out, src=t)
+    return out
+
+
+def test_a_matmul_stamped_records_and_schedules_what_it_runs(monkeypatch):
+    lhsT, rhs = np.zeros((1024, 1024), np.float32), np.zeros((1024, 512), np.float32)
+    assert same_both_ways(tiled_matmul, (lhsT, rhs), monkeypatch) > 0
+
+
+def test_strips_and_descending_keys_stamp_exactly(monkeypatch):
+    same_both_ways(strips, (np.zeros((128, 512), np.float32),), monkeypatch)
+
+
+@nki.jit
+def overrun(x):
+    t = nl.ndarray((128, 512), dtype=x.dtype, buffer=nl.sbuf)
+    for i in nl.affine_range(8):
+        nisa.memset(dst=t[:, i * 96:i * 96 + 96], value=0.0)  # past the tile from i = 5
+    return t
+
+
+def test_an_iteration_out_of_bounds_raises_at_the_same_line(monkeypatch):
+    from trnsim.core.errors import OutOfBoundsError
+    got = []
+    for stamped in (True, False):
+        with pytest.raises(OutOfBoundsError) as e:
+            run(overrun, (np.zeros((128, 512), np.float32),), monkeypatch, stamped)
+        got.append(e.value.location)
+    assert got[0] == got[1]
+
+
+@nki.jit
+def wraps(x, how: int):
+    """A key that turns negative and wraps round: no straight line."""
+    t = nl.ndarray((128, 16, 8), dtype=x.dtype, buffer=nl.sbuf)
+    u = nl.ndarray((128, 8), dtype=x.dtype, buffer=nl.sbuf)
+    nisa.memset(dst=t, value=0.0)
+    nisa.memset(dst=u, value=0.0)
+    if how == 0:
+        for i in nl.affine_range(8):
+            nisa.tensor_tensor(dst=u, data1=u, data2=t[:, 5 - i, :], op=nl.add)
+    elif how == 1:  # from i = 6 at k = 7 only, an iteration the inner loop stamps
+        for i in nl.affine_range(8):
+            for k in nl.affine_range(8):
+                nisa.tensor_tensor(dst=u, data1=u, data2=t[:, 12 - i - k, :], op=nl.add)
+    else:  # a numpy integer key: sliced afresh each time, out of the parts stamping watches
+        for i in nl.affine_range(8):
+            nisa.tensor_tensor(dst=u, data1=u, data2=t[:, (5 - i) * ONE, :], op=nl.add)
+    return t
+
+
+ONE = np.int64(1)
+
+
+@pytest.mark.parametrize("how", [0, 1])
+def test_a_key_that_wraps_round_is_run(monkeypatch, how):
+    same_both_ways(wraps, (np.zeros((128, 512), np.float32), how), monkeypatch)
+
+
+def test_a_key_stamping_cannot_follow_that_wraps_round_is_refused_by_name(monkeypatch):
+    with pytest.raises(stamp.StampError, match="TRNSIM_FAST=0"):
+        run(wraps, (np.zeros((128, 512), np.float32), 2), monkeypatch, True)
+
+
+@pytest.mark.parametrize("name", ["matmul_tiled", "matmul_hoisted", "matmul_blocked", "matmul_optimized"])
+def test_the_matmul_ladder_stamped(monkeypatch, name):
+    sys.path.insert(0, str(EXAMPLES))
+    import matmul_ladder as ladder
+    args = ladder.inputs(M=512, N=1024, K=1024, seed=0)
+    same_both_ways(getattr(ladder, name), args, monkeypatch, target="trn1")
+
+
+def test_the_optimised_ladder_step_stamps_its_nested_loops(monkeypatch):
+    """Loops whose bodies hold loops are stamped whole; inner ones whose state repeats every few iterations
+    (PSUM banks taken in turn, double-buffered tiles) are stamped a period at a time."""
+    sys.path.insert(0, str(EXAMPLES))
+    import matmul_ladder as ladder
+    args = [np.zeros((8192, d), ladder.nl.bfloat16.np) for d in (4096, 1024)]
+    assert same_both_ways(ladder.matmul_optimized, args, monkeypatch, target="trn1") >= 8
+
+
+@pytest.mark.parametrize("example", ["rmsnorm", "mamba"])
+def test_examples_stamped(monkeypatch, shim_as_found, example):
+    from trnsim import shim
+    shim.install()  # rmsnorm imports `nki` as on a Trainium
+    sys.path.insert(0, str(EXAMPLES))
+    mod = __import__(example)
+    if example == "mamba":
+        same_both_ways(mod.mamba_v3, [np.zeros(x.shape, np.float32) for x in mod.inputs(256, 512, state=4)], monkeypatch)
+    else:
+        same_both_ways(mod.rmsnorm, mod.inputs(), monkeypatch)
+
+
+# -- bodies stamping must run ---------------------------------------------------------------------------------
+@nki.jit
+def refusals(x, which: int):
+    out = nl.ndarray(x.shape, dtype=x.dtype, buffer=nl.shared_hbm)
+    t = nl.ndarray((128, 512), dtype=x.dtype, buffer=nl.sbuf)
+    nisa.dma_copy(dst=t, src=x)
+    n = 0
+    if which == 0:  # an address from data: a Python list indexed by the loop index
+        for i in nl.affine_range(8):
+            nisa.tensor_copy(dst=t[:, OFFSETS[i] * 64:OFFSETS[i] * 64 + 64], src=t[:, 0:64])
+    elif which == 1:  # a body that branches on the index
+        for i in nl.affine_range(8):
+            if i % 3:
+                nisa.tensor_copy(dst=t[:, i * 64:i * 64 + 64], src=t[:, 0:64])
+            else:
+                nisa.memset(dst=t[:, i * 64:i * 64 + 64], value=0.0)
+    elif which == 2:  # a key that is no affine function of the index
+        for i in nl.affine_range(8):
+            nisa.tensor_copy(dst=t[:, i * i:i * i + 8], src=t[:, 0:8])
+    elif which == 3:  # a value carried from one iteration to the next
+        for i in nl.affine_range(8):
+            n = n + 1
+            nisa.tensor_copy(dst=t[:, n * 8:n * 8 + 8], src=t[:, 0:8])
+    elif which == 4:  # a helper of the kernel's own
+        for i in nl.affine_range(8):
+            _copy_strip(t, i)
+    elif which == 5:  # an inner loop whose step the index sets
+        for i in nl.affine_range(8):
+            for k in nl.affine_range(2):
+                nisa.tensor_copy(dst=t[:, i * k * 8:i * k * 8 + 8], src=t[:, 0:8])
+    elif which == 6:  # an attribute that changes with the index
+        for i in nl.affine_range(8):
+            nisa.memset(dst=t[:, i * 64:i * 64 + 64], value=i * 1.0)
+    elif which == 7:  # views picked from a list by the index: no tensor's part at an affine key
+        strips = [t[:, k * 64:k * 64 + 64] for k in OFFSETS]
+        for i in nl.affine_range(8):
+            nisa.tensor_copy(dst=strips[i], src=t[:, 0:64])
+    elif which == 8:  # an inner loop whose length the index reaches (here the same: the rule reads the code)
+        for i in nl.affine_range(8):
+            for k in nl.affine_range(2 + i - i):
+                nisa.tensor_copy(dst=t[:, k * 8:k * 8 + 8], src=t[:, 0:8])
+    nisa.dma_copy(dst=out, src=t)
+    return out
+
+
+def _copy_strip(t, i):
+    nisa.tensor_copy(dst=t[:, i * 64:i * 64 + 64], src=t[:, 0:64])
+
+
+@pytest.mark.parametrize("which", range(9))
+def test_a_body_that_cannot_be_proven_runs(monkeypatch, which):
+    assert same_both_ways(refusals, (np.zeros((128, 512), np.float32), which), monkeypatch) == 0
+
+
+def test_values_and_the_reference_stamp_nothing(monkeypatch):
+    """Stamping is for timing-only runs with the speed layer on: with values, or with TRNSIM_FAST=0, a core runs
+    every iteration of its loops."""
+    from trnsim.core import NeuronCore
+    r = range(8)
+    nc = NeuronCore("trn2", values=True, builder=fast.builder(launch=True))
+    assert nc.builder.loop(nc, r) is r
+    nc = NeuronCore("trn2", values=False, builder=fast.builder(launch=True))
+    assert nc.builder.loop(nc, r) is not r
+    assert nc.builder.loop(nc, range(3)) == range(3)  # too short to gain
+    monkeypatch.setenv("TRNSIM_FAST", "0")
+    nc = NeuronCore("trn2", values=False, builder=fast.builder(launch=True))
+    assert nc.builder.loop(nc, r) is r
