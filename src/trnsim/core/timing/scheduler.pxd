@@ -11,8 +11,8 @@ cdef class Event:
 
 @cython.final
 cdef class Scheduler:
-    cdef public object spec, t, rules, tl, regions, plans
-    cdef public dict queue_of, maps, cells, high, psum_tiles, tile_last, alone, transfers
+    cdef public object spec, t, rules, tl
+    cdef public dict queue_of, maps, cells, high, psum_tiles, tile_last, alone, transfers, regions, plans
     cdef public list free, last, dma_names, dma_busy, queue_end, queue_last, eng_of, end_of, waits, busy, warm, fed
     cdef public list pending
     cdef public set narrow
@@ -32,12 +32,12 @@ cdef class Scheduler:
 
     @cython.locals(q=Py_ssize_t, eng=Py_ssize_t, waits=list, end_of=list, eng_of=list, pending=list, rest=list, plans=dict,
                    ready=double, sem=double, end=double, tiles=list, psum=tuple, memo=dict,
-                   last=dict, k=object, ev=Event)
+                   last=dict, k=object, ev=Event, index=object, placed=dict, attrs=dict)
     cpdef step(self, Record rec)
 
     @cython.locals(starts=list, ends=list, owner=list, warms=list, fed=list, n=Py_ssize_t, i=Py_ssize_t, tensor=bint,
                    start=double, end=double, gap=double, gap_end=double, dur=double, base=double, warm=double,
-                   flops=double, model=double, dependent=bint)
+                   flops=double, model=double, dependent=bint, attrs=dict, at=double)
     cpdef _compute(self, Record rec, w, Py_ssize_t eng, object index, double ready, object blocker, dict memo)
 
     @cython.locals(t=object, ramp=double)
@@ -65,8 +65,10 @@ cdef void _occupy(list starts, list ends, list owner, list warms, Py_ssize_t i, 
 cpdef tuple _place(tuple busy, double at, double dur, object index)
 
 
-@cython.locals(i=Py_ssize_t)
 cpdef _book(list starts, list ends, list owner, double s, double f, object index)
+
+
+cpdef _book_at(list starts, list ends, list owner, Py_ssize_t i, double s, double f, object index)
 
 
 @cython.locals(lo=Py_ssize_t, hi=Py_ssize_t, mid=Py_ssize_t, y=double)

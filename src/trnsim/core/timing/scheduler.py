@@ -16,8 +16,6 @@ from __future__ import annotations
 from array import array
 from dataclasses import dataclass, field
 
-import numpy as np
-
 from trnsim.core.collector import collector_off
 from trnsim.core.isa.opcodes import Engine
 from trnsim.core.isa.registry import REGISTRY, workload_engine
@@ -169,8 +167,8 @@ class Scheduler:
         A compute instruction waits for every producer, on its own engine too (the compiler's scheduler may move
         it past them otherwise); the same-engine writers it reads are left in `fed`. A DMA queue keeps its own
         writes in order, so a transfer does not wait for its queue's earlier writes."""
-        waits, fed = self.waits, self.fed
-        del waits[:], fed[:]
+        self.waits = waits = []  # new lists: emptying the old ones costs more
+        self.fed = fed = []
         rest = []
         eng_of, high, narrow, pending = self.eng_of, self.high, self.narrow, self.pending
         dma = eng >= DMA_TRACK
@@ -299,7 +297,8 @@ class Scheduler:
     def step(self, rec) -> Event:
         index = len(self.end_of)
         sig, plans = rec.sig, self.plans
-        choices = rec.attrs.get("choices")
+        attrs = rec.attrs
+        choices = attrs.get("choices")
         if choices is not None:  # issued with no engine: placed as the compiler would, by workload
             rec.engine = workload_engine(choices, [self._ends(rec, e) for e in choices])
             if sig is not None:
@@ -313,7 +312,8 @@ class Scheduler:
             if sig is not None and plans is not None:
                 plans[sig] = got
         plan, psum, w, solo, memo = got
-        tiles = [p[0][5] for p in rec.placed.values()]  # the tile each operand belongs to (Region.tile)
+        placed = rec.placed
+        tiles = [p[0][5] for p in placed.values()]  # the tile each operand belongs to (Region.tile)
         q = -1
         if rec.engine is _DMA:
             q = self.queue_of.setdefault(_queue_site(rec), len(self.queue_of) % self.spec.dma_engines)
@@ -331,7 +331,9 @@ class Scheduler:
             eng_of = self.eng_of
             sem = self.sem if q < 0 else 0.0
             for idx in waits:
-                end = end_of[idx] + (sem if eng_of[idx] != eng else 0.0)
+                end = end_of[idx]
+                if eng_of[idx] != eng:
+                    end += sem
                 if end > ready:
                     ready, blocker = end, idx
         if q >= 0:
@@ -398,9 +400,13 @@ class Scheduler:
             return _event(index, rec, _TRACK_NAME[eng], ready, ready, blocker, 0.0, 0.0, ())
         starts, ends, owner, fence = self.busy[eng]
         n = len(starts)
-        fenced, ordered = not rec.writes, rec.attrs.get(ORDERED, False)
-        at, held = (self.free[eng], self.last[eng]) if fenced else (fence[0], fence[1])  # the earliest start
-        if ordered and fence[2] > at:  # its engine's order allows, and the event that sets it
+        attrs = rec.attrs
+        fenced, ordered = not rec.writes, attrs.get(ORDERED, False)
+        if fenced:  # the earliest start its engine's order allows, and the event that sets it
+            at, held = self.free[eng], self.last[eng]
+        else:
+            at, held = fence[0], fence[1]
+        if ordered and fence[2] > at:
             at, held = fence[2], fence[3]
         if ready > at:
             at = ready
@@ -413,7 +419,10 @@ class Scheduler:
                 got = memo["pe"] = self.rules.matmul(w)
             base, flops, model = got
         while True:
-            gap, prev = (ends[i - 1], owner[i - 1]) if i > 0 else (0.0, -1)  # the gap after stretch i - 1
+            if i > 0:  # the gap after stretch i - 1
+                gap, prev = ends[i - 1], owner[i - 1]
+            else:
+                gap, prev = 0.0, -1
             start = at if at > gap else gap
             gap_end = starts[i] if i < n else _FOREVER
             if start < gap_end:
@@ -505,9 +514,11 @@ class Scheduler:
                 engines.append(e)
                 starts.append(s)
                 ends.append(f)
-        tl = self.tl  # through numpy: array() would parse each item as a call argument
-        tl.piece_engine = array("i", np.array(engines, np.int32).tobytes())
-        tl.piece_start, tl.piece_end = array("d", np.array(starts, float).tobytes()), array("d", np.array(ends, float).tobytes())
+        tl = self.tl  # filled by fromlist, which reads each item in C
+        tl.piece_engine, tl.piece_start, tl.piece_end = array("i"), array("d"), array("d")
+        tl.piece_engine.fromlist(engines)
+        tl.piece_start.fromlist(starts)
+        tl.piece_end.fromlist(ends)
         marks: dict[str, list[int]] = {}
         for (space, _, p0, n), hi in self.high.items():
             row = marks.setdefault(space, [0] * self.spec.partitions)
@@ -582,8 +593,8 @@ def _place(busy, at: float, dur: float, index: int) -> tuple[float, float, int]:
         before = owner[i]
         i += 1
     take = min(dur, starts[i] - t) if i < n else dur
-    if dur - take <= 1e-9:  # it fits the first gap
-        _book(starts, ends, owner, t, t + take, index)
+    if dur - take <= 1e-9:  # it fits the first gap, which is before stretch i (_book's place for t)
+        _book_at(starts, ends, owner, i, t, t + take, index)
         return t, t + take, before
     left, segs = dur, []  # from the first gap on
     while left > 1e-9:
@@ -604,7 +615,11 @@ def _place(busy, at: float, dur: float, index: int) -> tuple[float, float, int]:
 
 def _book(starts, ends, owner, s: float, f: float, index: int) -> None:
     """Mark [s, f) busy, merging with the stretches it touches."""
-    i = _right(starts, s)
+    _book_at(starts, ends, owner, _right(starts, s), s, f, index)
+
+
+def _book_at(starts, ends, owner, i: int, s: float, f: float, index: int) -> None:
+    """_book, given `i` = _right(starts, s)."""
     if i > 0 and ends[i - 1] >= s:
         if f > ends[i - 1]:
             ends[i - 1] = f
