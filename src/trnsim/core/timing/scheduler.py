@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from trnsim.core.collector import collector_off
 from trnsim.core.isa.opcodes import Engine
 from trnsim.core.isa.registry import REGISTRY, workload_engine
-from trnsim.core.timing.intervals import Cell, IntervalMap, own
+from trnsim.core.timing.intervals import Cell, IntervalMap, cell, own
 from trnsim.core.timing.rules import TRACKS, Rules
 
 QUADRANT = 32  # partitions per dependence-tracking group (the partition start rule's finest step)
@@ -97,6 +97,7 @@ class Scheduler:
         self.end_of: list[float] = []
         self.waits: list[int] = []  # the events the instruction being placed waits for, in the order found (_deps)
         self.tl = Timeline(spec.target)
+        self.events = self.tl.events  # appended to at every step
         self.high: dict[tuple, int] = {}  # (space, memory, partition, partitions) -> highest byte touched
         # The speed layer's caches, for the records it numbered (Record.sig, core/builder.py: Builder.checked;
         # a stream recorded without it has none): placement -> Region (Record.regions), and signature -> its
@@ -184,7 +185,7 @@ class Scheduler:
                 if b[i] == lo and i + 1 < len(b) and b[i + 1] == hi:
                     c = v[i]
                     if c is None:
-                        v[i] = Cell(index, [index] if accumulated else [], tile) if w else Cell(-1, [index], tile)
+                        v[i] = cell(index, [index] if accumulated else [], tile) if w else cell(-1, [index], tile)
                     else:
                         if not (w and tile >= 0 and c.owner >= 0 and c.owner != tile):  # as below
                             writer = c.writer
@@ -285,12 +286,12 @@ class Scheduler:
                         del b[i + 1:j], v[i + 1:j]
                         j = i + 1
                 if w:  # the new writer; a matmul accumulating into PSUM also read what it added to
-                    v[i] = Cell(index, [index] if accumulated else [], tile)
+                    v[i] = cell(index, [index] if accumulated else [], tile)
                     continue
                 for k in range(i, j):
                     c = v[k]
                     if c is None:
-                        v[k] = Cell(-1, [index], tile)
+                        v[k] = cell(-1, [index], tile)
                     else:
                         _read(c, index, eng, eng_of, end_of)
 
@@ -343,7 +344,7 @@ class Scheduler:
         if waits:
             waits.sort()
             ev.deps = tuple(waits)
-        self.tl.events.append(ev)
+        self.events.append(ev)
         self.eng_of.append(eng)
         self.end_of.append(ev.end)
         pending = self.pending
@@ -551,8 +552,9 @@ def _read(c: Cell, index: int, eng: int, eng_of: list[int], end_of: list[float])
     first. A tie goes to the later reader."""
     r = c.readers
     for k in range(len(r)):
-        if eng_of[r[k]] == eng:
-            if end_of[r[k]] > end_of[index]:
+        j = r[k]
+        if eng_of[j] == eng:
+            if end_of[j] > end_of[index]:
                 return
             del r[k]
             break
