@@ -6,7 +6,7 @@ from hypothesis import strategies as st
 
 from trnsim.core import NeuronCore, Op
 from trnsim.core.timing import simulate
-from trnsim.core.timing.intervals import IntervalMap
+from trnsim.core.timing.intervals import Cell, IntervalMap, cell, own
 from trnsim.core.timing.scheduler import _place, _right, _right_int
 from trnsim.core.timing.result import summarize
 from trnsim import specs
@@ -108,3 +108,12 @@ def _runs(slots):
             j += 1
         yield k, j
         k = j
+
+
+def test_a_cell_made_without_its_constructor_is_the_same_cell():
+    """intervals.cell (the scheduler's quick Cell) gives what Cell(...) gives, and own() copies one apart."""
+    readers = [3, 5]
+    c, d = cell(7, readers, 2), Cell(7, readers, 2)
+    assert (type(c), c.writer, c.readers, c.owner) == (type(d), d.writer, d.readers, d.owner) == (Cell, 7, [3, 5], 2)
+    e = own(c)
+    assert (e.writer, e.readers, e.owner) == (7, [3, 5], 2) and e is not c and e.readers is not c.readers
