@@ -17,7 +17,7 @@ cdef class Scheduler:
     cdef public list pending, events
     cdef public set narrow
     cdef public double sem, warmup_start
-    cdef public object psum_high
+    cdef public object psum_high, psum_bank, psum_banks
 
     @cython.locals(waits=list, fed=list, pending=list, rest=list, eng_of=list, high=dict, narrow=set, dma=bint,
                    at=Py_ssize_t, i=Py_ssize_t, n=Py_ssize_t, b=list, v=list, m=IntervalMap, c=Cell,

@@ -108,6 +108,7 @@ class Scheduler:
         self.psum_tiles: dict[tuple, list[int]] = {}  # PSUM (memory, partition, byte) -> tiles placed there, in order
         self.tile_last: dict[int, tuple[float, int]] = {}  # PSUM tile -> (end, event) of its last access so far
         self.psum_high = 0  # highest PSUM byte per partition touched: the footprint the compiler rotates
+        self.psum_bank, self.psum_banks = spec.psum_bank_bytes, spec.psum_banks  # read per new PSUM tile
         self.alone: dict[tuple, float] = {}  # (signature, engine) -> ns, for placing by workload (_ends)
         self.transfers: dict[tuple, tuple] = {}  # _transfer_key -> a transfer's cost and durations (_cost)
 
@@ -244,8 +245,7 @@ class Scheduler:
         with `depth` copies of it the tile placed at an address waits for the last access of the tile
         placed there `depth` tiles before (reference 1.4: up to 8 accumulation groups outstanding)."""
         placed = self.psum_tiles.setdefault(at, [])  # at: (memory, partition, byte_lo)
-        bank = self.spec.psum_bank_bytes
-        depth = max(1, self.spec.psum_banks // -(-max(self.psum_high, byte_hi) // bank))
+        depth = max(1, self.psum_banks // -(-max(self.psum_high, byte_hi) // self.psum_bank))
         if len(placed) >= depth and placed[-depth] in self.tile_last:
             idx = self.tile_last[placed[-depth]][1]
             if idx not in waits:
@@ -342,7 +342,8 @@ class Scheduler:
         else:
             ev = self._compute(rec, w, eng, index, ready, blocker, memo)
         if waits:
-            waits.sort()
+            if len(waits) > 1:
+                waits.sort()
             ev.deps = tuple(waits)
         self.events.append(ev)
         self.eng_of.append(eng)
