@@ -6,8 +6,8 @@ from hypothesis import strategies as st
 
 from trnsim.core import NeuronCore, Op
 from trnsim.core.timing import simulate
-from trnsim.core.timing.intervals import IntervalMap
-from trnsim.core.timing.scheduler import _right, _right_int
+from trnsim.core.timing.intervals import Cell, IntervalMap, cell, own
+from trnsim.core.timing.scheduler import _place, _right, _right_int
 from trnsim.core.timing.result import summarize
 from trnsim import specs
 
@@ -74,3 +74,46 @@ def test_the_schedulers_byte_bisection_is_bisect_right(items, x):
     """Its bisection of an interval map's byte bounds (compared as C integers when compiled): bisect's answer."""
     items.sort()
     assert _right_int(items, x) == bisect.bisect_right(items, x)
+
+
+@settings(max_examples=80, deadline=None)
+@given(st.lists(st.tuples(st.integers(0, 60), st.integers(1, 12)), max_size=25))
+def test_a_dma_engine_fills_its_free_stretches_in_order(calls):
+    """_place books `dur` of an engine's free time from `at` on, gap by gap: against a per-nanosecond list of
+    owners kept in the test (a busy stretch is a run of owned nanoseconds; it belongs to the latest transfer
+    booked into it)."""
+    busy = ([], [], [])
+    slots = [-1] * 400
+    for n, (at, dur) in enumerate(calls):
+        runs = [(k, j, max(slots[k:j])) for k, j in _runs(slots)]  # the stretches before this call, owned
+        free = [t for t in range(at, len(slots)) if slots[t] < 0][:dur]
+        for t in free:
+            slots[t] = n
+        start, end = free[0], free[-1] + 1
+        before = [o for s, f, o in runs if f > at and s < end]
+        assert _place(busy, float(at), float(dur), n) == (start, end, before[-1] if before else -1)
+        starts, ends, owner = busy
+        assert list(zip(starts, ends, owner)) == [(k, j, max(slots[k:j])) for k, j in _runs(slots)]
+
+
+def _runs(slots):
+    """The (start, end) of each run of owned nanoseconds."""
+    k = 0
+    while k < len(slots):
+        if slots[k] < 0:
+            k += 1
+            continue
+        j = k
+        while j < len(slots) and slots[j] >= 0:
+            j += 1
+        yield k, j
+        k = j
+
+
+def test_a_cell_made_without_its_constructor_is_the_same_cell():
+    """intervals.cell (the scheduler's quick Cell) gives what Cell(...) gives, and own() copies one apart."""
+    readers = [3, 5]
+    c, d = cell(7, readers, 2), Cell(7, readers, 2)
+    assert (type(c), c.writer, c.readers, c.owner) == (type(d), d.writer, d.readers, d.owner) == (Cell, 7, [3, 5], 2)
+    e = own(c)
+    assert (e.writer, e.readers, e.owner) == (7, [3, 5], 2) and e is not c and e.readers is not c.readers

@@ -8,6 +8,14 @@ cdef class Cell:
     cdef public list readers
 
 
+@cython.locals(c=Cell)
+cpdef Cell cell(writer, list readers, owner)
+
+
+@cython.locals(c=Cell)
+cpdef own(x)
+
+
 @cython.final
 cdef class IntervalMap:
     cdef public list bounds, values

@@ -25,10 +25,19 @@ class Cell:
         return f"Cell({self.writer}, {self.readers}, {self.owner})"
 
 
+def cell(writer: int, readers: list[int], owner: int) -> Cell:
+    """Cell(writer, readers, owner), made without calling its constructor (whose arguments the compiled build
+    parses at every call): the scheduler makes one per write."""
+    c = Cell.__new__(Cell)
+    c.writer, c.readers, c.owner = writer, readers, owner
+    return c
+
+
 def own(x):
     """A segment's own copy of value `x`: a Cell or cell list (and any dict in it) copied, anything else shared."""
     if type(x) is Cell:
-        return Cell(x.writer, list(x.readers), x.owner)
+        c = x
+        return cell(c.writer, list(c.readers), c.owner)
     if type(x) is not list:
         return x
     return [y.copy() if type(y) is dict else y for y in x]

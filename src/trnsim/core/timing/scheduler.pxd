@@ -2,7 +2,7 @@
 # only let Cython make its hot classes extension types and type some locals.
 import cython
 from trnsim.core.isa.registry cimport Record
-from trnsim.core.timing.intervals cimport Cell, IntervalMap
+from trnsim.core.timing.intervals cimport Cell, IntervalMap, cell, own
 
 @cython.final
 cdef class Event:
@@ -11,14 +11,14 @@ cdef class Event:
 
 @cython.final
 cdef class Scheduler:
-    cdef public object spec, t, rules, tl, regions, plans
-    cdef public dict queue_of, maps, cells, high, psum_tiles, tile_last, alone, transfers
+    cdef public object spec, t, rules, tl
+    cdef public dict queue_of, maps, cells, high, psum_tiles, tile_last, alone, transfers, regions, plans
     cdef public list free, last, dma_names, dma_busy, queue_end, queue_last, eng_of, end_of, waits, busy, fed
-    cdef public list pending
+    cdef public list pending, events
     cdef public tuple pe
     cdef public set narrow
     cdef public double sem, warmup_start
-    cdef public object psum_high
+    cdef public object psum_high, psum_bank, psum_banks
 
     @cython.locals(waits=list, fed=list, pending=list, rest=list, eng_of=list, high=dict, narrow=set, dma=bint,
                    at=Py_ssize_t, i=Py_ssize_t, n=Py_ssize_t, b=list, v=list, m=IntervalMap, c=Cell,
@@ -33,12 +33,12 @@ cdef class Scheduler:
 
     @cython.locals(q=Py_ssize_t, eng=Py_ssize_t, waits=list, end_of=list, eng_of=list, pending=list, rest=list, plans=dict,
                    ready=double, sem=double, end=double, tiles=list, psum=tuple, memo=dict,
-                   last=dict, k=object, ev=Event)
+                   last=dict, k=object, ev=Event, index=object, placed=dict, attrs=dict, idx=Py_ssize_t)
     cpdef step(self, Record rec)
 
-    @cython.locals(starts=list, ends=list, owner=list, fed=list, warms=list, n=Py_ssize_t, i=Py_ssize_t, tensor=bint,
+    @cython.locals(starts=list, ends=list, owner=list, warms=list, fed=list, n=Py_ssize_t, i=Py_ssize_t, tensor=bint,
                    ramped=bint, start=double, end=double, gap=double, gap_end=double, dur=double, base=double,
-                   warm=double, flops=double, model=double, dependent=bint)
+                   warm=double, dependent=bint, attrs=dict, at=double)
     cpdef _compute(self, Record rec, w, Py_ssize_t eng, object index, double ready, object blocker, dict memo)
 
     @cython.locals(starts=list, events=list, bases=list, warms=list, end_of=list, k=Py_ssize_t, j=Py_ssize_t,
@@ -60,7 +60,7 @@ cdef class Scheduler:
 cdef Event _event(index, rec, track, double start, double end, blocker, flops, model, pieces)
 
 
-@cython.locals(r=list, k=Py_ssize_t)
+@cython.locals(r=list, k=Py_ssize_t, j=Py_ssize_t)
 cdef void _read(Cell c, index, Py_ssize_t eng, list eng_of, list end_of)
 
 
@@ -72,8 +72,10 @@ cdef void _occupy(list starts, list ends, list owner, Py_ssize_t i, double s, do
 cpdef tuple _place(tuple busy, double at, double dur, object index)
 
 
-@cython.locals(i=Py_ssize_t)
 cpdef _book(list starts, list ends, list owner, double s, double f, object index)
+
+
+cpdef _book_at(list starts, list ends, list owner, Py_ssize_t i, double s, double f, object index)
 
 
 @cython.locals(lo=Py_ssize_t, hi=Py_ssize_t, mid=Py_ssize_t, y=double)

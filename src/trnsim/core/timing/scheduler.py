@@ -16,12 +16,10 @@ from __future__ import annotations
 from array import array
 from dataclasses import dataclass, field
 
-import numpy as np
-
 from trnsim.core.collector import collector_off
 from trnsim.core.isa.opcodes import Engine
 from trnsim.core.isa.registry import AFTER, REGISTRY, workload_engine
-from trnsim.core.timing.intervals import Cell, IntervalMap, own
+from trnsim.core.timing.intervals import Cell, IntervalMap, cell, own
 from trnsim.core.timing.rules import TRACKS, Rules
 
 QUADRANT = 32  # partitions per dependence-tracking group (the partition start rule's finest step)
@@ -100,6 +98,7 @@ class Scheduler:
         self.end_of: list[float] = []
         self.waits: list[int] = []  # the events the instruction being placed waits for, in the order found (_deps)
         self.tl = Timeline(spec.target)
+        self.events = self.tl.events  # appended to at every step
         self.high: dict[tuple, int] = {}  # (space, memory, partition, partitions) -> highest byte touched
         # The speed layer's caches, for the records it numbered (Record.sig, core/builder.py: Builder.checked;
         # a stream recorded without it has none): placement -> Region (Record.regions), and signature -> its
@@ -110,6 +109,7 @@ class Scheduler:
         self.psum_tiles: dict[tuple, list[int]] = {}  # PSUM (memory, partition, byte) -> tiles placed there, in order
         self.tile_last: dict[int, tuple[float, int]] = {}  # PSUM tile -> (end, event) of its last access so far
         self.psum_high = 0  # highest PSUM byte per partition touched: the footprint the compiler rotates
+        self.psum_bank, self.psum_banks = spec.psum_bank_bytes, spec.psum_banks  # read per new PSUM tile
         self.alone: dict[tuple, float] = {}  # (signature, engine) -> ns, for placing by workload (_ends)
         self.transfers: dict[tuple, tuple] = {}  # _transfer_key -> a transfer's cost and durations (_cost)
 
@@ -170,8 +170,8 @@ class Scheduler:
         A compute instruction waits for every producer, on its own engine too (the compiler's scheduler may move
         it past them otherwise); the same-engine writers it reads are left in `fed`. A DMA queue keeps its own
         writes in order, so a transfer does not wait for its queue's earlier writes."""
-        waits, fed = self.waits, self.fed
-        del waits[:], fed[:]
+        self.waits = waits = []  # new lists: emptying the old ones costs more
+        self.fed = fed = []
         rest = []
         eng_of, high, narrow, pending = self.eng_of, self.high, self.narrow, self.pending
         dma = eng >= DMA_TRACK
@@ -187,7 +187,7 @@ class Scheduler:
                 if b[i] == lo and i + 1 < len(b) and b[i + 1] == hi:
                     c = v[i]
                     if c is None:
-                        v[i] = Cell(index, [index] if accumulated else [], tile) if w else Cell(-1, [index], tile)
+                        v[i] = cell(index, [index] if accumulated else [], tile) if w else cell(-1, [index], tile)
                     else:
                         if not (w and tile >= 0 and c.owner >= 0 and c.owner != tile):  # as below
                             writer = c.writer
@@ -246,8 +246,7 @@ class Scheduler:
         with `depth` copies of it the tile placed at an address waits for the last access of the tile
         placed there `depth` tiles before (reference 1.4: up to 8 accumulation groups outstanding)."""
         placed = self.psum_tiles.setdefault(at, [])  # at: (memory, partition, byte_lo)
-        bank = self.spec.psum_bank_bytes
-        depth = max(1, self.spec.psum_banks // -(-max(self.psum_high, byte_hi) // bank))
+        depth = max(1, self.psum_banks // -(-max(self.psum_high, byte_hi) // self.psum_bank))
         if len(placed) >= depth and placed[-depth] in self.tile_last:
             idx = self.tile_last[placed[-depth]][1]
             if idx not in waits:
@@ -288,19 +287,20 @@ class Scheduler:
                         del b[i + 1:j], v[i + 1:j]
                         j = i + 1
                 if w:  # the new writer; a matmul accumulating into PSUM also read what it added to
-                    v[i] = Cell(index, [index] if accumulated else [], tile)
+                    v[i] = cell(index, [index] if accumulated else [], tile)
                     continue
                 for k in range(i, j):
                     c = v[k]
                     if c is None:
-                        v[k] = Cell(-1, [index], tile)
+                        v[k] = cell(-1, [index], tile)
                     else:
                         _read(c, index, eng, eng_of, end_of)
 
     def step(self, rec) -> Event:
         index = len(self.end_of)
         sig, plans = rec.sig, self.plans
-        choices = rec.attrs.get("choices")
+        attrs = rec.attrs
+        choices = attrs.get("choices")
         if choices is not None:  # issued with no engine: placed as the compiler would, by workload
             rec.engine = workload_engine(choices, [self._ends(rec, e) for e in choices])
             if sig is not None:
@@ -314,7 +314,8 @@ class Scheduler:
             if sig is not None and plans is not None:
                 plans[sig] = got
         plan, psum, w, solo, memo = got
-        tiles = [p[0][5] for p in rec.placed.values()]  # the tile each operand belongs to (Region.tile)
+        placed = rec.placed
+        tiles = [p[0][5] for p in placed.values()]  # the tile each operand belongs to (Region.tile)
         q = -1
         if rec.engine is _DMA:
             q = self.queue_of.setdefault(_queue_site(rec), len(self.queue_of) % self.spec.dma_engines)
@@ -337,7 +338,9 @@ class Scheduler:
             eng_of = self.eng_of
             sem = self.sem if q < 0 else 0.0
             for idx in waits:
-                end = end_of[idx] + (sem if eng_of[idx] != eng else 0.0)
+                end = end_of[idx]
+                if eng_of[idx] != eng:
+                    end += sem
                 if end > ready:
                     ready, blocker = end, idx
         if q >= 0:
@@ -345,9 +348,10 @@ class Scheduler:
         else:
             ev = self._compute(rec, w, eng, index, ready, blocker, memo)
         if waits:
-            waits.sort()
+            if len(waits) > 1:
+                waits.sort()
             ev.deps = tuple(waits)
-        self.tl.events.append(ev)
+        self.events.append(ev)
         self.eng_of.append(eng)
         self.end_of.append(ev.end)
         pending = self.pending
@@ -404,9 +408,13 @@ class Scheduler:
             return _event(index, rec, _TRACK_NAME[eng], ready, ready, blocker, 0.0, 0.0, ())
         starts, ends, owner, fence = self.busy[eng]
         n = len(starts)
-        fenced, ordered = not rec.writes, rec.attrs.get(ORDERED, False)
-        at, held = (self.free[eng], self.last[eng]) if fenced else (fence[0], fence[1])  # the earliest start
-        if ordered and fence[2] > at:  # its engine's order allows, and the event that sets it
+        attrs = rec.attrs
+        fenced, ordered = not rec.writes, attrs.get(ORDERED, False)
+        if fenced:  # the earliest start its engine's order allows, and the event that sets it
+            at, held = self.free[eng], self.last[eng]
+        else:
+            at, held = fence[0], fence[1]
+        if ordered and fence[2] > at:
             at, held = fence[2], fence[3]
         if ready > at:
             at = ready
@@ -420,7 +428,10 @@ class Scheduler:
                 got = memo["pe"] = self.rules.matmul(w)
             base, flops, model = got
         while True:
-            gap, prev = (ends[i - 1], owner[i - 1]) if i > 0 else (0.0, -1)  # the gap after stretch i - 1
+            if i > 0:  # the gap after stretch i - 1
+                gap, prev = ends[i - 1], owner[i - 1]
+            else:
+                gap, prev = 0.0, -1
             start = at if at > gap else gap
             gap_end = starts[i] if i < n else _FOREVER
             if start < gap_end:
@@ -569,9 +580,11 @@ class Scheduler:
                 engines.append(e)
                 starts.append(s)
                 ends.append(f)
-        tl = self.tl  # through numpy: array() would parse each item as a call argument
-        tl.piece_engine = array("i", np.array(engines, np.int32).tobytes())
-        tl.piece_start, tl.piece_end = array("d", np.array(starts, float).tobytes()), array("d", np.array(ends, float).tobytes())
+        tl = self.tl  # filled by fromlist, which reads each item in C
+        tl.piece_engine, tl.piece_start, tl.piece_end = array("i"), array("d"), array("d")
+        tl.piece_engine.fromlist(engines)
+        tl.piece_start.fromlist(starts)
+        tl.piece_end.fromlist(ends)
         marks: dict[str, list[int]] = {}
         for (space, _, p0, n), hi in self.high.items():
             row = marks.setdefault(space, [0] * self.spec.partitions)
@@ -604,8 +617,9 @@ def _read(c: Cell, index: int, eng: int, eng_of: list[int], end_of: list[float])
     first. A tie goes to the later reader."""
     r = c.readers
     for k in range(len(r)):
-        if eng_of[r[k]] == eng:
-            if end_of[r[k]] > end_of[index]:
+        j = r[k]
+        if eng_of[j] == eng:
+            if end_of[j] > end_of[index]:
                 return
             del r[k]
             break
@@ -640,8 +654,8 @@ def _place(busy, at: float, dur: float, index: int) -> tuple[float, float, int]:
         before = owner[i]
         i += 1
     take = min(dur, starts[i] - t) if i < n else dur
-    if dur - take <= 1e-9:  # it fits the first gap
-        _book(starts, ends, owner, t, t + take, index)
+    if dur - take <= 1e-9:  # it fits the first gap, which is before stretch i (_book's place for t)
+        _book_at(starts, ends, owner, i, t, t + take, index)
         return t, t + take, before
     left, segs = dur, []  # from the first gap on
     while left > 1e-9:
@@ -662,7 +676,11 @@ def _place(busy, at: float, dur: float, index: int) -> tuple[float, float, int]:
 
 def _book(starts, ends, owner, s: float, f: float, index: int) -> None:
     """Mark [s, f) busy, merging with the stretches it touches."""
-    i = _right(starts, s)
+    _book_at(starts, ends, owner, _right(starts, s), s, f, index)
+
+
+def _book_at(starts, ends, owner, i: int, s: float, f: float, index: int) -> None:
+    """_book, given `i` = _right(starts, s)."""
     if i > 0 and ends[i - 1] >= s:
         if f > ends[i - 1]:
             ends[i - 1] = f
