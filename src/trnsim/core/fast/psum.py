@@ -59,6 +59,7 @@ class Group:
 # Products computed by one np.matmul call, at most (elements): bounds the memory a deep group takes at once.
 _CHUNK = 1 << 23
 _CACHED = 1 << 19  # per group and thread: products summed while still in the CPU's cache
+_ROWS = 16  # a row block's row count is a multiple of this (whole SIMD rows for the SGEMM kernel)
 
 
 def compute_together(groups):
@@ -135,8 +136,8 @@ def _fused(groups, bt, at, acc) -> bool:
         return False
     moving = np.lib.stride_tricks.as_strided(bt, (t_n, rows, k), bt.strides[:1] + bt.strides[2:], writeable=False)
     sums = acc.reshape(rows, m)
-    most = max(16, _CACHED // 2 // m // 16 * 16)
-    cores = _cuts(rows, 16)
+    most = max(_ROWS, _CACHED // 2 // m // _ROWS * _ROWS)
+    cores = _cuts(rows, _ROWS)
     cuts = [lo for c0, c1 in zip(cores, cores[1:]) for lo in range(c0, c1, most)] + [rows]
     if not blas.usable(moving[0], at[0], sums) or not blas.exact(g_n, n, k, m, tuple(cuts)):
         return False
