@@ -65,7 +65,7 @@ def test_keys_switch_tabs_and_views_and_quit(two_processes, tmp_path, require_to
         subprocess.run([tmux, "-S", sock, "send-keys", "-t", "0", k], check=True)
 
     try:
-        until(lambda s: sorted(set(_rows(s, pids))) == [str(p) for p in pids], "both processes on the 'all' tab")
+        until(lambda s: set(_rows(s, pids)) == {str(p) for p in pids}, "both processes on the 'all' tab")
         key("Right")
         until(lambda s: set(_rows(s, pids)) == {str(pids[0])}, f"only {pids[0]} on its tab")
         key("Tab")
