@@ -218,9 +218,9 @@ def refusals(x, which: int):
         for i in nl.affine_range(8):
             n = n + 1
             nisa.tensor_copy(dst=t[:, n * 8:n * 8 + 8], src=t[:, 0:8])
-    elif which == 4:  # a helper of the kernel's own
+    elif which == 4:  # a function of the kernel's own that branches on the index
         for i in nl.affine_range(8):
-            _copy_strip(t, i)
+            _copy_odd(t, i)
     elif which == 5:  # an inner loop whose step the index sets
         for i in nl.affine_range(8):
             for k in nl.affine_range(2):
@@ -240,13 +240,212 @@ def refusals(x, which: int):
     return out
 
 
-def _copy_strip(t, i):
-    nisa.tensor_copy(dst=t[:, i * 64:i * 64 + 64], src=t[:, 0:64])
+def _copy_odd(t, i):
+    if i % 2:
+        nisa.tensor_copy(dst=t[:, i * 64:i * 64 + 64], src=t[:, 0:64])
 
 
 @pytest.mark.parametrize("which", range(9))
 def test_a_body_that_cannot_be_proven_runs(monkeypatch, which):
     assert same_both_ways(refusals, (np.zeros((128, 512), np.float32), which), monkeypatch) == 0
+
+
+# -- the kernel's own functions called from a body ------------------------------------------------------------
+def _rows(t, i):
+    """A part at a key computed from the argument: the index reaches it through the call."""
+    return t[i * 128:(i + 1) * 128, :]
+
+
+def _tile():
+    return nl.ndarray((128, 64), dtype=nl.float32, buffer=nl.sbuf)
+
+
+def _scaled(dst, src, k=2.0):
+    nisa.tensor_scalar(dst=dst, data=src, op0=nl.multiply, operand0=k)
+
+
+def _pass(x, out, i):
+    """Calls of calls: a block loaded into a tile made here, scaled into another, stored."""
+    w = _tile()
+    nisa.dma_copy(dst=w, src=_rows(x, i))
+    v = _tile()
+    _scaled(v, w)
+    nisa.dma_copy(dst=_rows(out, i), src=v)
+
+
+def _shifted(t, i):
+    """A global read, never written while the loop runs."""
+    return t[(i + SHIFT[0]) * 128:(i + SHIFT[0] + 1) * 128, :]
+
+
+SHIFT = [0]
+
+
+@nki.jit
+def own_functions(x, which: int):
+    out = nl.ndarray(x.shape, dtype=x.dtype, buffer=nl.shared_hbm)
+    if which == 0:
+        for i in nl.affine_range(8):
+            _pass(x, out, i)
+    elif which == 1:  # arguments by keyword, a descending key
+        for i in nl.affine_range(8):
+            w = _tile()
+            nisa.dma_copy(dst=w, src=_rows(x, 7 - i))
+            v = _tile()
+            _scaled(dst=v, src=w, k=3.0)
+            nisa.dma_copy(dst=out[i * 128:(i + 1) * 128, :], src=v)
+    elif which == 2:
+        for i in nl.affine_range(8):
+            w = _tile()
+            nisa.dma_copy(dst=w, src=_shifted(x, i))
+            nisa.dma_copy(dst=_rows(out, i), src=w)
+    else:  # `_pass` written out
+        for i in nl.affine_range(8):
+            w = nl.ndarray((128, 64), dtype=nl.float32, buffer=nl.sbuf)
+            nisa.dma_copy(dst=w, src=x[i * 128:(i + 1) * 128, :])
+            v = nl.ndarray((128, 64), dtype=nl.float32, buffer=nl.sbuf)
+            nisa.tensor_scalar(dst=v, data=w, op0=nl.multiply, operand0=2.0)
+            nisa.dma_copy(dst=out[i * 128:(i + 1) * 128, :], src=v)
+    return out
+
+
+@pytest.mark.parametrize("which", range(3))
+def test_a_body_calling_the_kernels_own_functions_stamps_exactly(monkeypatch, which):
+    assert same_both_ways(own_functions, (np.zeros((1024, 64), np.float32), which), monkeypatch) > 0
+
+
+def test_own_functions_stamp_what_the_same_body_written_out_stamps(monkeypatch):
+    x = np.zeros((1024, 64), np.float32)
+    assert same_both_ways(own_functions, (x, 0), monkeypatch) == same_both_ways(own_functions, (x, 3), monkeypatch)
+    args = (np.zeros((1024, 1024), np.float32), np.zeros((1024, 512), np.float32))
+    assert same_both_ways(tiled_matmul_own, args, monkeypatch) == same_both_ways(tiled_matmul, args, monkeypatch) > 0
+
+
+def _load_blocks(a, b, lhsT, rhs, m, k):
+    nisa.dma_copy(dst=a[:, k, :], src=lhsT[k * 128:(k + 1) * 128, m * 128:(m + 1) * 128])
+    nisa.dma_copy(dst=b[:, k, :], src=rhs[k * 128:(k + 1) * 128, :])
+
+
+def _product(a, b, K, N):
+    acc = nl.ndarray((128, N), dtype=nl.float32, buffer=nl.psum)
+    for k in nl.sequential_range(K // 128):
+        nisa.nc_matmul(dst=acc, stationary=a[:, k, :], moving=b[:, k, :])
+    res = nl.ndarray((128, N), dtype=nl.float32, buffer=nl.sbuf)
+    nisa.tensor_copy(dst=res, src=acc)
+    return res
+
+
+@nki.jit
+def tiled_matmul_own(lhsT, rhs):
+    """tiled_matmul with its loads and its accumulation in functions of its own."""
+    K, M = lhsT.shape
+    _, N = rhs.shape
+    out = nl.ndarray((M, N), dtype=nl.float32, buffer=nl.shared_hbm)
+    for m in nl.affine_range(M // 128):
+        a = nl.ndarray((128, K // 128, 128), dtype=lhsT.dtype, buffer=nl.sbuf)
+        b = nl.ndarray((128, K // 128, N), dtype=rhs.dtype, buffer=nl.sbuf)
+        for k in nl.affine_range(K // 128):
+            _load_blocks(a, b, lhsT, rhs, m, k)
+        nisa.dma_copy(dst=out[m * 128:(m + 1) * 128, :], src=_product(a, b, K, N))
+    return out
+
+
+COUNT = 0
+
+
+def _append(seen, x, out, i):
+    seen.append(i)
+    _pass(x, out, i)
+
+
+def _counted(x):
+    """Writes a global: a count kept from one call to the next."""
+    global COUNT
+    COUNT = COUNT + 1
+    return x[(COUNT - 1) * 128:COUNT * 128, :]
+
+
+def _next(prev, x, i):
+    """Returns the tile the next call adds to."""
+    w = _tile()
+    nisa.dma_copy(dst=w, src=_rows(x, i))
+    new = _tile()
+    nisa.tensor_tensor(dst=new, data1=prev, data2=w, op=nl.add)
+    return new
+
+
+def _remembering(x, out, i, memo=[]):
+    memo.append(i)
+    _pass(x, out, i)
+
+
+def _closure():
+    kept = []
+
+    def copy(x, out, i):
+        kept.append(i)
+        _pass(x, out, i)
+    return copy
+
+
+_with_state = _closure()
+
+
+def _odd(x, out, i):
+    if i % 2:
+        _pass(x, out, i)
+
+
+@nki.jit
+def own_refusals(x, which: int):
+    out = nl.ndarray(x.shape, dtype=x.dtype, buffer=nl.shared_hbm)
+    if which == 0:  # a list mutated
+        seen = []
+        for i in nl.affine_range(8):
+            _append(seen, x, out, i)
+    elif which == 1:  # a global written and read
+        global COUNT
+        COUNT = 0
+        for i in nl.affine_range(8):
+            w = _tile()
+            nisa.dma_copy(dst=w, src=_counted(x))
+            nisa.dma_copy(dst=_rows(out, i), src=w)
+    elif which == 2:  # a tile returned and added to by the next call
+        prev = _tile()
+        nisa.memset(dst=prev, value=0.0)
+        for i in nl.affine_range(8):
+            prev = _next(prev, x, i)
+    elif which == 3:  # a mutable default
+        for i in nl.affine_range(8):
+            _remembering(x, out, i)
+    elif which == 4:  # a closure over a list
+        for i in nl.affine_range(8):
+            _with_state(x, out, i)
+    elif which == 5:  # a branch on the index
+        for i in nl.affine_range(8):
+            _odd(x, out, i)
+    return out
+
+
+@pytest.mark.parametrize("which", range(6))
+def test_own_functions_that_keep_state_or_branch_are_run(monkeypatch, which):
+    assert same_both_ways(own_refusals, (np.zeros((1024, 64), np.float32), which), monkeypatch) == 0
+    if which == 1:
+        assert COUNT == 8  # every call ran
+
+
+def _loops(kernel) -> list:
+    """What the analysis of the bytecode says of each loop of a kernel's body, in order."""
+    import dis
+    code = kernel.fn.__code__
+    return [stamp._analyse(code, i.offset, kernel.fn.__globals__) for i in dis.get_instructions(code)
+            if i.opname == "FOR_ITER"]
+
+
+def test_the_bytecode_rules_decide_which_calls_qualify():
+    """The refusals above come from the analysis of the functions' code, not from the records."""
+    assert all(got is False for got in _loops(own_refusals))
+    assert all(got is not False for got in _loops(own_functions))
 
 
 def test_values_and_the_reference_stamp_nothing(monkeypatch):

@@ -13,7 +13,10 @@ What proves it (anything else runs the body as before):
   `nl.sequential_range`, `nl.static_range` or `range`, bounds not reached by the loop index), no return,
   yield, raise or `with`; stored locals never read before they are stored in the same iteration (no value is
   carried from one iteration to the next); calls only of the current NKI API's functions (nki.isa,
-  nki.language, by module; no helper of the user, no method of another object); the loop index reaching only
+  nki.language, by module; no method of another object) and of plain functions of the kernel's own whose code
+  qualifies the same way (`_own`: their arguments carry the index's reach, up to OWN_DEPTH calls deep; no
+  closure, no default but a plain number or string, no global stored, what they return treated as the value it
+  is); the loop index reaching only
   sums, differences and products with numbers set outside the body's own loops (so every key moves by the
   same step at each of its instances), and only keys of the tensors the kernel names or makes, or `nl.ds`;
 - the core's state (`_state`): the allocators of SBUF and PSUM (each live tile's place, flags and rank of
@@ -579,16 +582,17 @@ def _check_last(nc, t: _Template, it: int) -> None:
 # -- the body's bytecode -------------------------------------------------------------------------------------
 def _plan(frame):
     """None when the loop body does not qualify: its bytecode (see the module's doc), and the functions it calls
-    are the NKI API's (read from the kernel's globals); else whether the locals it stores are dead after it."""
+    are the NKI API's (read from the kernel's globals) or the kernel's own whose code qualifies; else whether the
+    locals it stores are dead after it."""
     code, at = frame.f_code, frame.f_lasti
     key = (id(code), at)  # a code object hashes by its contents: slow for a long kernel
+    glob = frame.f_globals
     got = _analysed.get(key)
-    if got is None or got[0] is not code:
-        got = _analysed[key] = (code, _analyse(code, at))
+    if got is None or got[0] is not code or got[1] is not False and not _holds(got[1][3]):
+        got = _analysed[key] = (code, _analyse(code, at, glob))
     if got[1] is False:
         return None
-    calls, tensors, dead = got[1]
-    glob = frame.f_globals
+    calls, tensors, dead, _ = got[1]
     if tensors:  # a tainted key indexes only tensors: the names it indexes hold views
         names = frame.f_locals  # a snapshot: emptied at once, so that it keeps no tile alive
         try:
@@ -608,19 +612,29 @@ def _plan(frame):
     return dead
 
 
+def _holds(deps) -> bool:
+    """Whether the globals an analysis read (the kernel's functions called, their modules and tensors) hold what
+    they held."""
+    for where, name, obj in deps:
+        if where.get(name) is not obj:
+            return False
+    return True
+
+
 class _Val:
     """A value on the abstract stack: whether the loop index reaches it, whether a loop inside the body does,
     what it is known to be, and its name (a global or outside local) or the function it is."""
 
-    __slots__ = ("tainted", "varies", "kind", "name")
+    __slots__ = ("tainted", "varies", "kind", "name", "where")
 
-    def __init__(self, tainted=False, kind="other", name=None, varies=False):
-        self.tainted, self.kind, self.name, self.varies = tainted, kind, name, varies
+    def __init__(self, tainted=False, kind="other", name=None, varies=False, where=None):
+        self.tainted, self.kind, self.name, self.varies, self.where = tainted, kind, name, varies, where
 
 
-def _analyse(code, at):
-    """The (module name, function) pairs the body of the loop whose FOR_ITER is at offset `at` calls, or False
-    when the body does not qualify (the module's doc). Tainted values (reached by the loop index): sums,
+def _analyse(code, at, glob):
+    """(the (module name, function) pairs the body of the loop whose FOR_ITER is at offset `at` calls, the names
+    a tainted key indexes, whether its locals are dead after it, the globals its calls' analyses read), or False when
+    the body does not qualify (the module's doc). Tainted values (reached by the loop index): sums,
     differences and products with untainted numbers set outside the body's loops stay affine ("int"); a part
     taken at a tainted key ("part") may only be passed to a call or stored; a tainted key may only index a
     name the kernel holds or a tensor made by a call."""
@@ -633,119 +647,216 @@ def _analyse(code, at):
     if not body or body[0].opname != "STORE_FAST" or body[-1].opname != "JUMP_BACKWARD" or body[-1].argval > at:
         return False
     stored: dict = {body[0].argval: _Val(True, "int")}
-    read, calls, stack, loops = set(), set(), [], []  # loops: (FOR_ITER offset, its exit) of the inner loops open
-    prev = None
+    seen = _Seen(glob)
     try:
-        for i in body[1:-1]:
-            op = i.opname
-            if op in _SAFE:
-                prev = i if op == "EXTENDED_ARG" else prev
-                continue
-            if op in ("LOAD_FAST", "LOAD_FAST_CHECK", "LOAD_DEREF"):
-                v = stored.get(i.argval)
-                if v is None:
-                    read.add(i.argval)
-                    v = _Val(False, "name", i.argval)
-                stack.append(v)
-            elif op == "LOAD_CONST":
-                stack.append(_Val())
-            elif op == "LOAD_GLOBAL":
-                if i.arg & 1:
-                    stack.append(_Val(kind="null"))
-                stack.append(_Val(False, "global", i.argval))
-            elif op == "PUSH_NULL":
-                stack.append(_Val(kind="null"))
-            elif op in ("LOAD_ATTR", "LOAD_METHOD"):
-                x = stack.pop()
-                if x.tainted:
-                    return False  # an attribute of the index or of a part
-                if op == "LOAD_METHOD":
-                    if x.kind != "global":
-                        return False  # a method of another object
-                    stack.append(_Val(kind="null"))
-                stack.append(_Val(False, "function", (x.name, i.argval) if x.kind == "global" else None,
-                                  x.varies))
-            elif op == "STORE_FAST":
-                if i.argval in read:
-                    return False  # read before it is stored: carried from the previous iteration
-                stored[i.argval] = stack.pop()
-            elif op == "POP_TOP":
-                stack.pop()
-            elif op in ("BUILD_SLICE", "BUILD_TUPLE", "BINARY_OP", "UNARY_NEGATIVE"):
-                n = 1 if op == "UNARY_NEGATIVE" else 2 if op == "BINARY_OP" else i.arg
-                args = [stack.pop() for _ in range(n)]
-                tainted = [a for a in args if a.tainted]
-                if any(a.kind != "int" for a in tainted) or any(a.kind == "part" for a in args):
-                    return False
-                if op == "BINARY_OP" and tainted:
-                    if i.arg in _MUL:
-                        if len(tainted) != 1 or any(a.varies for a in args):
-                            return False  # the index's step must be the same at every instance of the line
-                    elif i.arg not in _ADD:
-                        return False
-                varies = any(a.varies for a in args)
-                stack.append(_Val(bool(tainted), "int" if tainted else "other", None, varies))
-            elif op == "BINARY_SUBSCR":
-                k, c = stack.pop(), stack.pop()
-                if c.tainted or k.tainted and k.kind != "int" or "part" in (c.kind, k.kind):
-                    return False
-                if k.tainted and c.kind not in ("name", "global", "made"):
-                    return False  # a tainted key indexes a tensor the kernel names or makes, nothing else
-                if k.tainted and c.kind in ("name", "global"):
-                    calls.add(("tensor", (c.kind, c.name)))
-                stack.append(_Val(True, "part") if k.tainted else _Val(False, "other", None, c.varies or k.varies))
-            elif op == "CALL":
-                args = [stack.pop() for _ in range(i.arg)]
-                fn, null = stack.pop(), stack.pop()
-                if fn.kind != "function" or null.kind != "null" or fn.name is None:
-                    if not (fn.kind == "global" and fn.name == "range" and null.kind == "null"):
-                        return False
-                    fn = _Val(False, "function", (None, "range"))
-                attr = fn.name[1]
-                ds = attr == "ds"
-                tainted = [a for a in args if a.tainted]
-                if any(a.kind != ("int" if ds else "part") for a in tainted):
-                    return False  # the index reaches a call only through a part or nl.ds
-                calls.add(fn.name)
-                varies = any(a.varies for a in args)
-                if attr in RANGES or attr == "range":
-                    if tainted:
-                        return False  # an inner loop's bounds reached by the index
-                    stack.append(_Val(kind="range"))
-                elif attr in MAKERS:
-                    stack.append(_Val(False, "made", None, varies))
-                else:
-                    stack.append(_Val(bool(tainted), "int" if ds and tainted else "part" if tainted else "other",
-                                      None, varies))
-            elif op == "GET_ITER":
-                if stack[-1].kind != "range":
-                    return False
-            elif op == "FOR_ITER":
-                start = prev.offset if prev is not None and prev.offset == i.offset - 2 else i.offset
-                loops.append((start, i.offset, i.argval))
-                stack.append(_Val(False, "other", None, True))
-            elif op == "JUMP_BACKWARD":
-                if not loops or i.argval not in loops[-1][:2]:
-                    return False
-                start, offset, exit_ = loops.pop()
-                nxt = next((x for x in body if x.offset > i.offset), None)
-                if nxt is None or nxt.offset != exit_:
-                    return False
-                stack.pop()  # the inner loop's iterator
-            elif op == "COPY":
-                stack.append(stack[-i.arg])
-            elif op == "SWAP":
-                stack[-1], stack[-i.arg] = stack[-i.arg], stack[-1]
-            else:
-                return False
-            if op != "EXTENDED_ARG":
-                prev = None
+        if _walk(body[1:-1], body, code.co_consts, stored, set(), seen, None, 0) is False:
+            return False
     except IndexError:
         return False
-    if stack or loops:
+    return (tuple(sorted(c for c in seen.calls if c[0] != "tensor")),
+            tuple(sorted(c[1] for c in seen.calls if c[0] == "tensor")), _dead_after(code, end, stored),
+            tuple(seen.deps))
+
+
+class _Seen:
+    """What a body's analysis found: the API calls and indexed names to check in the kernel's frame, and the
+    globals the analysis of the kernel's own functions read: (globals, name, value), to hold at each run."""
+
+    __slots__ = ("glob", "calls", "deps")
+
+    def __init__(self, glob):
+        self.glob, self.calls, self.deps = glob, set(), []
+
+
+OWN_DEPTH = 4  # the kernel's functions calling its functions: how deep their code is analysed
+_SCALARS = (int, float, bool, str, type(None))  # defaults such a function may have (no state that outlives a call)
+_UNFIT = 0x04 | 0x08 | 0x20 | 0x80 | 0x100 | 0x200  # *args, **kwargs, generator, coroutine, async generators
+
+
+def _walk(run, body, consts, stored, read, seen, where, depth):
+    """Walk instructions `run` (of `body`, whose code's constants are `consts`) on an abstract stack; False when they do not qualify. `where` is the
+    globals of a function of the kernel's being walked (None: the loop body, whose names `_plan` checks in its
+    frame); there the stack left holds the value it returns."""
+    stack, loops, prev, kw = [], [], None, ()  # loops: (FOR_ITER offset, its exit) of the inner loops open
+    for i in run:
+        op = i.opname
+        if op == "KW_NAMES":
+            kw = consts[i.arg]
+            continue
+        if op in _SAFE:
+            prev = i if op == "EXTENDED_ARG" else prev
+            continue
+        if op in ("LOAD_FAST", "LOAD_FAST_CHECK", "LOAD_DEREF"):
+            v = stored.get(i.argval)
+            if v is None:
+                if where is not None:
+                    return False  # in a function of the kernel's every local is an argument or stored before
+                read.add(i.argval)
+                v = _Val(False, "name", i.argval)
+            stack.append(v)
+        elif op == "LOAD_CONST":
+            stack.append(_Val())
+        elif op == "LOAD_GLOBAL":
+            if i.arg & 1:
+                stack.append(_Val(kind="null"))
+            stack.append(_Val(False, "global", i.argval, False, where))
+        elif op == "PUSH_NULL":
+            stack.append(_Val(kind="null"))
+        elif op in ("LOAD_ATTR", "LOAD_METHOD"):
+            x = stack.pop()
+            if x.tainted:
+                return False  # an attribute of the index or of a part
+            if op == "LOAD_METHOD":
+                if x.kind != "global":
+                    return False  # a method of another object
+                stack.append(_Val(kind="null"))
+            name = (x.name, i.argval) if x.kind == "global" else None
+            stack.append(_Val(False, "function", name, x.varies, x.where))
+        elif op == "STORE_FAST":
+            if i.argval in read:
+                return False  # read before it is stored: carried from the previous iteration
+            stored[i.argval] = stack.pop()
+        elif op == "POP_TOP":
+            stack.pop()
+        elif op in ("BUILD_SLICE", "BUILD_TUPLE", "BINARY_OP", "UNARY_NEGATIVE"):
+            n = 1 if op == "UNARY_NEGATIVE" else 2 if op == "BINARY_OP" else i.arg
+            args = [stack.pop() for _ in range(n)]
+            tainted = [a for a in args if a.tainted]
+            if any(a.kind != "int" for a in tainted) or any(a.kind == "part" for a in args):
+                return False
+            if op == "BINARY_OP" and tainted:
+                if i.arg in _MUL:
+                    if len(tainted) != 1 or any(a.varies for a in args):
+                        return False  # the index's step must be the same at every instance of the line
+                elif i.arg not in _ADD:
+                    return False
+            varies = any(a.varies for a in args)
+            stack.append(_Val(bool(tainted), "int" if tainted else "other", None, varies))
+        elif op == "BINARY_SUBSCR":
+            k, c = stack.pop(), stack.pop()
+            if c.tainted or k.tainted and k.kind != "int" or "part" in (c.kind, k.kind):
+                return False
+            if k.tainted and c.kind not in ("name", "global", "made"):
+                return False  # a tainted key indexes a tensor the kernel names or makes, nothing else
+            if k.tainted and c.kind == "global" and c.where is not None:
+                held = c.where.get(c.name)
+                if not isinstance(held, View):
+                    return False
+                seen.deps.append((c.where, c.name, held))
+            elif k.tainted and c.kind in ("name", "global"):
+                seen.calls.add(("tensor", (c.kind, c.name)))
+            stack.append(_Val(True, "part") if k.tainted else _Val(False, "other", None, c.varies or k.varies))
+        elif op == "CALL":
+            args = [stack.pop() for _ in range(i.arg)]
+            fn, null = stack.pop(), stack.pop()
+            if null.kind != "null":
+                return False
+            if fn.kind == "global":
+                f = (seen.glob if fn.where is None else fn.where).get(fn.name)
+                if fn.name == "range" and f is None or f is builtins.range:
+                    if fn.where is not None:
+                        seen.deps.append((fn.where, "range", f))
+                    fn = _Val(False, "function", (None, "range"), False, fn.where)
+                else:
+                    got = _own(f, args[::-1], kw, seen, depth + 1)
+                    if got is False:
+                        return False
+                    seen.deps.append((seen.glob if fn.where is None else fn.where, fn.name, f))
+                    stack.append(got)
+                    kw, prev = (), None
+                    continue
+            if fn.kind != "function" or fn.name is None:
+                return False
+            kw = ()
+            attr = fn.name[1]
+            ds = attr == "ds"
+            tainted = [a for a in args if a.tainted]
+            if any(a.kind != ("int" if ds else "part") for a in tainted):
+                return False  # the index reaches a call only through a part or nl.ds
+            if fn.where is None:
+                seen.calls.add(fn.name)
+            elif fn.name[0] is not None:  # in a function of the kernel's: its module checked here
+                mod = fn.where.get(fn.name[0])
+                if getattr(mod, "__name__", None) not in ALLOWED or attr in HOST or not callable(getattr(mod, attr, None)):
+                    return False
+                seen.deps.append((fn.where, fn.name[0], mod))
+            varies = any(a.varies for a in args)
+            if attr in RANGES or attr == "range":
+                if tainted:
+                    return False  # an inner loop's bounds reached by the index
+                stack.append(_Val(kind="range"))
+            elif attr in MAKERS:
+                stack.append(_Val(False, "made", None, varies))
+            else:
+                stack.append(_Val(bool(tainted), "int" if ds and tainted else "part" if tainted else "other",
+                                  None, varies))
+        elif op == "GET_ITER":
+            if stack[-1].kind != "range":
+                return False
+        elif op == "FOR_ITER":
+            start = prev.offset if prev is not None and prev.offset == i.offset - 2 else i.offset
+            loops.append((start, i.offset, i.argval))
+            stack.append(_Val(False, "other", None, True))
+        elif op == "JUMP_BACKWARD":
+            if not loops or i.argval not in loops[-1][:2]:
+                return False
+            start, offset, exit_ = loops.pop()
+            nxt = next((x for x in body if x.offset > i.offset), None)
+            if nxt is None or nxt.offset != exit_:
+                return False
+            stack.pop()  # the inner loop's iterator
+        elif op == "COPY":
+            stack.append(stack[-i.arg])
+        elif op == "SWAP":
+            stack[-1], stack[-i.arg] = stack[-i.arg], stack[-1]
+        else:
+            return False
+        if op != "EXTENDED_ARG":
+            prev = None
+    if loops or len(stack) != (0 if where is None else 1):
         return False
-    return (tuple(sorted(c for c in calls if c[0] != "tensor")), tuple(sorted(c[1] for c in calls if c[0] == "tensor")),
-            _dead_after(code, end, stored))
+    return stack
+
+
+def _own(f, args, kw, seen, depth):
+    """The value a call of the kernel's own function `f` with abstract arguments `args` (the last len(kw) by
+    keyword) returns, when its code qualifies as a body's does (no branch, no state kept from one call to the
+    next: no closure, defaults only plain numbers and strings, no global stored, no method called); else
+    False. Its arguments carry the loop index's reach into it; it may return what a body may store."""
+    if type(f) is not _FUNCTION or depth > OWN_DEPTH or f.__closure__ is not None or f.__kwdefaults__:
+        return False
+    code = f.__code__
+    if code.co_flags & _UNFIT or code.co_cellvars or code.co_freevars or code.co_kwonlyargcount:
+        return False
+    defaults = f.__defaults__ or ()
+    if any(type(d) not in _SCALARS for d in defaults):
+        return False
+    params = code.co_varnames[:code.co_argcount]
+    npos = len(args) - len(kw)
+    if npos > len(params):
+        return False
+    stored = dict(zip(params, args[:npos]))
+    for name, v in zip(kw, args[npos:]):
+        if name not in params or name in stored:
+            return False
+        stored[name] = v
+    for name in params[len(params) - len(defaults):]:
+        stored.setdefault(name, _Val())
+    if len(stored) != len(params):
+        return False
+    ins = [x for x in _instructions(code) if x.opname != "RESUME"]
+    if not ins or ins[-1].opname != "RETURN_VALUE":
+        return False
+    got = _walk(ins[:-1], ins, code.co_consts, stored, set(), seen, f.__globals__, depth)
+    if got is False:
+        return False
+    out = got[0]
+    if out.kind in ("function", "range", "null"):
+        return False
+    return out
+
+
+_FUNCTION = type(_own)
 
 
 def _dead_after(code, exit_, stored) -> bool:
