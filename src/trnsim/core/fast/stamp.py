@@ -51,6 +51,7 @@ import builtins
 import dis
 import itertools
 import sys
+import types
 
 from trnsim.core.errors import TrnsimError, inside
 from trnsim.core.fast import views
@@ -823,7 +824,7 @@ def _own(f, args, kw, seen, depth):
     keyword) returns, when its code qualifies as a body's does (no branch, no state kept from one call to the
     next: no closure, defaults only plain numbers and strings, no global stored, no method called); else
     False. Its arguments carry the loop index's reach into it; it may return what a body may store."""
-    if type(f) is not _FUNCTION or depth > OWN_DEPTH or f.__closure__ is not None or f.__kwdefaults__:
+    if type(f) is not types.FunctionType or depth > OWN_DEPTH or f.__closure__ is not None or f.__kwdefaults__:
         return False
     code = f.__code__
     if code.co_flags & _UNFIT or code.co_cellvars or code.co_freevars or code.co_kwonlyargcount:
@@ -855,8 +856,6 @@ def _own(f, args, kw, seen, depth):
         return False
     return out
 
-
-_FUNCTION = type(_own)
 
 
 def _dead_after(code, exit_, stored) -> bool:
