@@ -434,6 +434,19 @@ def test_own_functions_that_keep_state_or_branch_are_run(monkeypatch, which):
         assert COUNT == 8  # every call ran
 
 
+def _rows_branching(t, i):
+    if i % 2:
+        return t[i * 128:(i + 1) * 128, :]
+    return t[i * 128:(i + 1) * 128, :]
+
+
+def test_a_function_rebound_between_runs_is_analysed_again(monkeypatch):
+    x = np.zeros((1024, 64), np.float32)
+    assert same_both_ways(own_functions, (x, 2), monkeypatch) > 0
+    monkeypatch.setattr(sys.modules[__name__], "_rows", _rows_branching)
+    assert same_both_ways(own_functions, (x, 2), monkeypatch) == 0
+
+
 def _loops(kernel) -> list:
     """What the analysis of the bytecode says of each loop of a kernel's body, in order."""
     import dis
