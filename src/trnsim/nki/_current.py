@@ -9,6 +9,7 @@ from __future__ import annotations
 import threading
 
 from trnsim.core import NeuronCore, Op, fast
+from trnsim.core.isa.registry import NAME
 
 _state = threading.local()
 
@@ -21,5 +22,9 @@ def core() -> NeuronCore:
     return nc
 
 
-def issue(opcode: Op, /, engine=None, **kw):
+def issue(opcode: Op, /, engine=None, name=None, **kw):
+    """One instruction on the calling kernel's core; `name` (an nki.isa call's `name=`) is kept in its record's
+    attributes, where `Kernel.with_schedule` edges find it."""
+    if name is not None:
+        kw[NAME] = name
     return core().submit(opcode, engine, kw)
