@@ -12,7 +12,7 @@ import trnsim.nki as nki
 import trnsim.nki.collectives as cc
 import trnsim.nki.isa as nisa
 import trnsim.nki.language as nl
-from trnsim.core import ScheduleError, fast
+from trnsim.core import OperandTypeError, ScheduleError, fast
 from trnsim.core.builder import Builder
 from trnsim.core.fast import stamp
 from trnsim.core.timing import simulate
@@ -215,3 +215,14 @@ def test_a_named_collective_names_every_instruction_it_issues():
         assert sorted(i for i, runtime in after[0].attrs["after"]) == ar
         events = simulate(nc.stream, nc.target).events
         assert events[after[0].index].start >= max(events[i].end for i in ar)
+
+
+def test_a_name_that_is_not_text_is_refused():
+    @nki.jit
+    def numbered(a):
+        t = nl.ndarray(a.shape, a.dtype, buffer=nl.sbuf)
+        nisa.memset(dst=t, value=1.0, name=7)
+        return a
+
+    with pytest.raises(OperandTypeError, match="name= of an instruction is a str.*got int '7' at .*test_schedule_edges.py:"):
+        numbered(np.zeros((128, 4), np.float32))

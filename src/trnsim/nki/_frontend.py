@@ -151,7 +151,7 @@ class Kernel:
         (consumer name, producer name or list of names). They replace any given before; `kind`, an
         nki.isa.dependency (schedule unless given), says how they are kept."""
         scheduled = copy.copy(self)
-        scheduled.options = {**self.options, "schedule": Schedule.of(edges, kind)}
+        scheduled.options = {**self.options, "_schedule": Schedule.of(edges, kind)}  # carried by the kernel[...] copies
         scheduled.last_cores = []
         return scheduled
 
@@ -433,7 +433,7 @@ def launch(kernel: Kernel, args, kwargs, target=None, values=True, order=None):
                 left = end(cores)
                 if left is not None and not errors:
                     errors.append(left)
-            schedule = kernel.options.get("schedule")
+            schedule = kernel.options.get("_schedule")
             if schedule is not None and not errors:
                 try:
                     schedule.apply(cores)

@@ -18,6 +18,7 @@ from trnsim.core.errors import KernelError, OutOfBoundsError, ShapeError, where
 from trnsim.core.isa.registry import give_name
 from trnsim.nki import isa as nisa
 from trnsim.nki import versions as _versions
+from trnsim.nki._current import named as _instruction_name
 from trnsim.nki._frontend import LAUNCH_END, core, ndarray
 from trnsim.nki.language import NKIObject
 
@@ -418,6 +419,7 @@ def _named(fn):
         name = signature.bind(*args, **kwargs).arguments.get("name")
         if name is None:
             return fn(*args, **kwargs)
+        name = _instruction_name(name)
         stream = core().stream
         first = len(stream)
         out = fn(*args, **kwargs)

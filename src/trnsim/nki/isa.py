@@ -13,7 +13,7 @@ from trnsim.core.tensor import Indirection as _Indirection
 from trnsim.core.isa.registry import Instruction as NkiInstruction  # noqa: F401 - what an nki.isa call returns
 from trnsim.core.isa.registry import NAME as _NAME
 from trnsim.nki import versions as _versions
-from trnsim.nki._current import core, issue
+from trnsim.nki._current import core, issue, named as _instruction_name
 
 VirtualRegister = Register  # nki/api/nki/isa: VirtualRegister, the type register_alloc returns
 
@@ -157,7 +157,7 @@ def nc_matmul(dst, stationary, moving, is_stationary_onezero=False, is_moving_on
           "perf_mode": getattr(perf_mode, "_value_", perf_mode) or "none",
           "is_stationary_onezero": is_stationary_onezero, "is_moving_onezero": is_moving_onezero}
     if name is not None:
-        kw[_NAME] = name
+        kw[_NAME] = _instruction_name(name)
     return core().submit(_NC_MATMUL, None, kw)
 
 
