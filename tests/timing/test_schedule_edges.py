@@ -3,6 +3,7 @@ apis.rst), kept as `depends_on` edges are. They are schedule edges unless `kind=
 engine the consumer follows the producer, across engines they may overlap. Times are worked by hand on trn1 as in
 test_depends_on.py: GpSimd sets N fp32 elements in N cycles at 1.4 GHz, VectorE copies N in N cycles at 1.12 GHz
 plus 100 static cycles when it waited for a producer; a semaphore wait across engines adds SEM."""
+import contextlib
 import sys
 
 import numpy as np
@@ -226,3 +227,49 @@ def test_a_name_that_is_not_text_is_refused():
 
     with pytest.raises(OperandTypeError, match="name= of an instruction is a str.*got int '7' at .*test_schedule_edges.py:"):
         numbered(np.zeros((128, 4), np.float32))
+
+
+def _exp_three(ordered: bool):
+    """The scheduling guide's loop: three loads, an activation named act{i} on each (here taking the tiles last
+    loaded first), three stores; `ordered` puts the activations in an nl.no_reorder() block, which the guide says
+    the edges act{i} after act{i-1} equal."""
+    @nki.jit
+    def kernel(a, b, c):
+        in_tiles = []
+        for inp in (a, b, c):
+            in_tile = nl.ndarray(inp.shape, inp.dtype, buffer=nl.sbuf)
+            nisa.dma_copy(dst=in_tile, src=inp)
+            in_tiles.append(in_tile)
+        out_tiles = []
+        with nl.no_reorder() if ordered else contextlib.nullcontext():
+            for i in range(len(in_tiles)):
+                tile = in_tiles[len(in_tiles) - 1 - i]
+                out_tile = nl.ndarray(tile.shape, tile.dtype, buffer=nl.sbuf)
+                nisa.activation(dst=out_tile, data=tile, op=nl.exp, name=f"act{i}")
+                out_tiles.append(out_tile)
+        outs = []
+        for tile in out_tiles:
+            out = nl.ndarray(tile.shape, tile.dtype, buffer=nl.shared_hbm)
+            nisa.dma_copy(dst=out, src=tile)
+            outs.append(out)
+        return tuple(outs)
+    return kernel
+
+
+def test_the_guides_activation_chain_runs_as_its_no_reorder_block():
+    """The loads share a queue (one statement), so c is loaded last and act0, which reads it, is ready last:
+    without edges act1 and act2 run before it; with the guide's edges the three run in order, each after the one
+    before it, at the times the no_reorder block gives."""
+    args = [np.zeros((128, 1024), np.float32) for _ in range(3)]
+
+    def activations(kernel):
+        nc = kernel.trace(*args, target="trn1", values=False)[0]
+        ev = simulate(nc.stream, "trn1").events
+        return [ev[r.index] for r in nc.stream if str(r.attrs.get("name", "")).startswith("act")]
+
+    free = activations(_exp_three(False))
+    assert free[1].end <= free[0].start and free[2].end <= free[0].start
+    chained = activations(_exp_three(False).with_schedule([(f"act{i}", f"act{i - 1}") for i in range(1, 3)]))
+    assert chained[1].start >= chained[0].end and chained[2].start >= chained[1].end
+    block = activations(_exp_three(True))
+    assert [(e.start, e.end) for e in chained] == [(e.start, e.end) for e in block]
