@@ -9,7 +9,7 @@ import trnsim.nki.beta as beta
 import trnsim.nki.beta.language as bnl
 import trnsim.nki.isa as nisa
 import trnsim.nki.language as nl
-from trnsim.core import ScheduleError
+from trnsim.core import ScheduleEdgeError
 
 
 @nki.jit()
@@ -55,5 +55,5 @@ def test_the_beta_api_has_no_schedule_edges():
         bnl.store(out, bnl.load(a))
         return out
 
-    with pytest.raises(ScheduleError, match="beta API .* has no schedule edges"):
+    with pytest.raises(ScheduleEdgeError, match="beta API .* has no schedule edges"):
         copy.with_schedule([("b", "a")])

@@ -13,7 +13,7 @@ import trnsim.nki as nki
 import trnsim.nki.collectives as cc
 import trnsim.nki.isa as nisa
 import trnsim.nki.language as nl
-from trnsim.core import OperandTypeError, ScheduleError, fast
+from trnsim.core import OperandTypeError, ScheduleEdgeError, fast
 from trnsim.core.builder import Builder
 from trnsim.core.fast import stamp
 from trnsim.core.timing import simulate
@@ -161,28 +161,28 @@ def test_stamped_loop_iterations_carry_the_name_and_the_edges(monkeypatch):
 def test_an_unknown_name_is_refused_where_with_schedule_was_called():
     scheduled = four.with_schedule([("set_y", "nope")])
     line = sys._getframe().f_lineno - 1
-    with pytest.raises(ScheduleError, match="'nope'.*names given: 'copy_x', 'fill', 'set_y', 'set_z'") as e:
+    with pytest.raises(ScheduleEdgeError, match="'nope'.*names given: 'copy_x', 'fill', 'set_y', 'set_z'") as e:
         _events(scheduled)
     assert e.value.location == f"{__file__}:{line}"
 
 
 def test_a_cycle_is_refused_at_once():
-    with pytest.raises(ScheduleError, match="cycle: 'set_y' after 'copy_x' after 'set_y'"):
+    with pytest.raises(ScheduleEdgeError, match="cycle: 'set_y' after 'copy_x' after 'set_y'"):
         four.with_schedule([("set_y", "copy_x"), ("copy_x", ["set_y"])])
-    with pytest.raises(ScheduleError, match="cycle: 'fill' after 'fill'"):
+    with pytest.raises(ScheduleEdgeError, match="cycle: 'fill' after 'fill'"):
         four.with_schedule([("fill", "fill")])
 
 
 def test_an_edge_against_program_order_is_refused_by_name():
     """copy_x is issued before set_z: trnsim places the stream in program order, so it cannot run it after."""
-    with pytest.raises(ScheduleError, match=r"\('copy_x', 'set_z'\): 'copy_x' at .*test_schedule_edges.py:\d+ is "
+    with pytest.raises(ScheduleEdgeError, match=r"\('copy_x', 'set_z'\): 'copy_x' at .*test_schedule_edges.py:\d+ is "
                                             r"issued before 'set_z'"):
         _events(four.with_schedule([("copy_x", "set_z")]))
 
 
 @pytest.mark.parametrize("edges", [[("set_y",)], "set_y", [("set_y", 3)], [(1, "fill")], 7])
 def test_malformed_edges_are_refused(edges):
-    with pytest.raises(ScheduleError, match="pair"):
+    with pytest.raises(ScheduleEdgeError, match="pair"):
         four.with_schedule(edges)
 
 
@@ -273,3 +273,12 @@ def test_the_guides_activation_chain_runs_as_its_no_reorder_block():
     assert chained[1].start >= chained[0].end and chained[2].start >= chained[1].end
     block = activations(_exp_three(True))
     assert [(e.start, e.end) for e in chained] == [(e.start, e.end) for e in block]
+
+
+def test_the_profile_shows_each_instruction_by_its_name():
+    """What a profile shows of an instruction holds its name= (Neuron Explorer shows names as debug symbols)."""
+    from trnsim.core.timing import benchmark
+    from trnsim.report.profile import schedule_of
+
+    spans = schedule_of(benchmark(four, np.zeros((128, 512), np.float32), target="trn1", timing_only=True)).spans
+    assert [s.args.get("name") for s in spans] == ["fill", "copy_x", "set_y", "set_z", None]

@@ -202,7 +202,7 @@ class GridWarning(UserWarning):
     nki/beta Kernel.__getitem__)."""
 
 
-class ScheduleError(KernelError):
+class ScheduleEdgeError(KernelError):
     """A kernel's `with_schedule` edges cannot be kept: malformed, a name no instruction was issued with, a
     cycle, or an edge trnsim cannot place (against program order); the message names the edge and where
     with_schedule was called."""

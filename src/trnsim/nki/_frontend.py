@@ -22,7 +22,7 @@ from trnsim.core import NeuronCore, Op, View
 from trnsim.core.machine import TARGET_ENV, resolve_target
 from trnsim.core import fast, races as _races
 from trnsim.core.collector import collector_off
-from trnsim.core.errors import (DTypeError, KernelError, MemorySpaceError, ScheduleError, UninitializedError,
+from trnsim.core.errors import (DTypeError, KernelError, MemorySpaceError, ScheduleEdgeError, UninitializedError,
                                 UninitializedWarning)
 from trnsim.core.limits import Budget
 from trnsim.core.lnc import Barrier, Turns
@@ -437,7 +437,7 @@ def launch(kernel: Kernel, args, kwargs, target=None, values=True, order=None):
             if schedule is not None and not errors:
                 try:
                     schedule.apply(cores)
-                except ScheduleError as e:
+                except ScheduleEdgeError as e:
                     errors.append(e)
             if not errors:
                 for c in cores:

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import dataclasses
 
-from trnsim.core.errors import ScheduleError, where
+from trnsim.core.errors import ScheduleEdgeError, where
 from trnsim.core.isa.registry import NAME, add_after, waits_at_runtime
 
 
@@ -35,7 +35,7 @@ class Schedule:
         location = where()
         runtime = waits_at_runtime(kind, "schedule", "with_schedule", location)
         if isinstance(edges, (str, bytes)) or not hasattr(edges, "__iter__"):
-            raise ScheduleError(f"with_schedule takes a list of (consumer, producer) pairs of instruction names; "
+            raise ScheduleEdgeError(f"with_schedule takes a list of (consumer, producer) pairs of instruction names; "
                                 f"got {type(edges).__name__} {str(edges)[:60]!r}", location)
         pairs: dict = {}  # (consumer, producer) -> None: each edge once, in the order given
         for n, pair in enumerate(edges):
@@ -44,14 +44,14 @@ class Schedule:
                 producers = (producers,)
             if producers is None or not isinstance(pair[0], str) or not isinstance(producers, (tuple, list)) \
                     or not all(isinstance(p, str) for p in producers):
-                raise ScheduleError(f"with_schedule edge {n} {pair!r}: an edge is a pair (consumer name, producer "
+                raise ScheduleEdgeError(f"with_schedule edge {n} {pair!r}: an edge is a pair (consumer name, producer "
                                     f"name or list of names), each a name given to an instruction with name=",
                                     location)
             pairs.update(dict.fromkeys((pair[0], p) for p in producers))
         schedule = Schedule(tuple(pairs), runtime, location)
         cycle = schedule.cycle()
         if cycle:
-            raise ScheduleError(f"with_schedule edges form a cycle: {' after '.join(map(repr, cycle))}; no order "
+            raise ScheduleEdgeError(f"with_schedule edges form a cycle: {' after '.join(map(repr, cycle))}; no order "
                                 f"runs each named instruction after the ones it depends on", location)
         return schedule
 
@@ -92,7 +92,7 @@ class Schedule:
         unknown = sorted({n for edge in self.edges for n in edge} - given)
         if unknown:
             shown = ", ".join(map(repr, sorted(given)[:12])) + (" ..." if len(given) > 12 else "") or "none"
-            raise ScheduleError(f"with_schedule names {', '.join(map(repr, unknown))}, which no instruction of the "
+            raise ScheduleEdgeError(f"with_schedule names {', '.join(map(repr, unknown))}, which no instruction of the "
                                 f"kernel was given (name= of an nki.isa call); names given: {shown}", self.location)
         for found in named:
             added: dict[str, tuple] = {}
@@ -102,7 +102,7 @@ class Schedule:
                     continue  # a program that issued one end only (an LNC 2 launch's other core)
                 first, last = consumers[0], producers[-1]
                 if first.index < last.index:
-                    raise ScheduleError(
+                    raise ScheduleEdgeError(
                         f"with_schedule edge ({c!r}, {p!r}): {c!r} at {first.location} is issued before {p!r} at "
                         f"{last.location}; trnsim places instructions in program order and keeps an edge only where "
                         f"every instance of the producer was issued before every instance of the consumer (give "
