@@ -57,3 +57,13 @@ def test_the_beta_api_has_no_schedule_edges():
 
     with pytest.raises(ScheduleEdgeError, match="beta API .* has no schedule edges"):
         copy.with_schedule([("b", "a")])
+
+
+def test_either_order_of_the_guides_pair_keeps_the_values():
+    """The guide: recip and plus1 could run in either order; recip after plus1 issues it after, same values."""
+    x = np.arange(1, 128 * 64 + 1, dtype=np.float32).reshape(128, 64)
+    scheduled = recip_plus1.with_schedule([("recip", "plus1")])
+    np.testing.assert_allclose(scheduled(x), np.float32(1) / x + (x + np.float32(1)), rtol=1e-6)
+    stream = scheduled.last_cores[0].stream
+    assert [r.attrs.get("name") for r in stream] == [None, "plus1", "recip", None, None]
+    assert [r.index for r in stream] == list(range(5)) and stream[2].attrs["after"] == ((1, False),)

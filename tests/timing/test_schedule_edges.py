@@ -173,11 +173,30 @@ def test_a_cycle_is_refused_at_once():
         four.with_schedule([("fill", "fill")])
 
 
-def test_an_edge_against_program_order_is_refused_by_name():
-    """copy_x is issued before set_z: trnsim places the stream in program order, so it cannot run it after."""
-    with pytest.raises(ScheduleEdgeError, match=r"\('copy_x', 'set_z'\): 'copy_x' at .*test_schedule_edges.py:\d+ is "
-                                            r"issued before 'set_z'"):
-        _events(four.with_schedule([("copy_x", "set_z")]))
+def test_an_edge_to_a_later_instruction_moves_the_consumer_after_it():
+    """copy_x, issued before set_z, shares no bytes with set_y or set_z: the edge issues it after set_z, as the
+    compiler's scheduler may, and (runtime) it starts a semaphore after set_z ends: GpSimd sets Z (512) from FILL."""
+    scheduled = four.with_schedule([("copy_x", "set_z")], kind=nisa.dependency.runtime)
+    events = _events(scheduled)
+    names = [r.attrs.get("name") for r in scheduled.last_cores[0].stream]
+    assert names == ["fill", "set_y", "set_z", "copy_x", None]
+    fill, set_y, set_z, copy_x = events[:4]
+    assert set_z.end == pytest.approx(FILL + 512 / POOL)
+    assert copy_x.start == pytest.approx(set_z.end + SEM) and copy_x.blocker == set_z.index
+    assert set_y.start == pytest.approx(0.0)
+
+
+def test_a_move_the_data_forbids_is_refused_by_name():
+    """fill after copy_x: copy_x reads the X fill writes, so the data keeps fill first whatever the edge says."""
+    with pytest.raises(ScheduleEdgeError, match=r"edges of 'fill' move its instruction at .*test_schedule_edges.py:\d+ "
+                                                r"past tensor_copy at .*, which reads sbuf bytes 0..8192 it writes"):
+        _events(four.with_schedule([("fill", "copy_x")]))
+
+
+def test_a_move_out_of_a_no_reorder_block_is_refused_by_name():
+    scheduled = _exp_three(True).with_schedule([("act0", "act2")])
+    with pytest.raises(ScheduleEdgeError, match="edges of 'act0' move .* out of the nl.no_reorder"):
+        scheduled.trace(*[np.zeros((128, 64), np.float32)] * 3, target="trn1", values=False)
 
 
 @pytest.mark.parametrize("edges", [[("set_y",)], "set_y", [("set_y", 3)], [(1, "fill")], 7])
@@ -282,3 +301,17 @@ def test_the_profile_shows_each_instruction_by_its_name():
 
     spans = schedule_of(benchmark(four, np.zeros((128, 512), np.float32), target="trn1", timing_only=True)).spans
     assert [s.args.get("name") for s in spans] == ["fill", "copy_x", "set_y", "set_z", None]
+
+
+def test_a_cycle_through_depends_on_is_refused_by_name():
+    """set_y.depends_on(copy_x) in the kernel, and the edge copy_x after set_y: no order keeps both."""
+    @nki.jit
+    def both(a):
+        x, p = (nl.ndarray((128, 2048), nl.float32, buffer=nl.sbuf) for _ in range(2))
+        y = nl.ndarray((128, 512), nl.float32, buffer=nl.sbuf)
+        copy_x = nisa.tensor_copy(dst=p, src=x, engine=nisa.vector_engine, name="copy_x")
+        nisa.memset(dst=y, value=2.0, engine=nisa.vector_engine, name="set_y").depends_on(copy_x)
+        return a
+
+    with pytest.raises(ScheduleEdgeError, match=r"together form a cycle through tensor_copy at .*test_schedule_edges.py:\d+"):
+        _events(both.with_schedule([("copy_x", "set_y")]))
