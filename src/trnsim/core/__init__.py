@@ -5,7 +5,7 @@
 """
 from trnsim.core.errors import (CapacityError, DTypeError, DTypeWarning, EngineError, FreeSizeError,  # noqa: F401
                                 GenerationError,
-                                GridWarning, ProfileOutputWarning, ScheduleWarning,
+                                GridWarning, ProfileOutputWarning, ScheduleEdgeError,
                                 KernelError, MemorySpaceError, OperandTypeError, OutOfBoundsError, OutOfScopeError, PartitionLimitError,
                                 PartitionStartError, PSUMBankError, ShapeError, SpillWarning, UninitializedError,
                                 UninitializedWarning)

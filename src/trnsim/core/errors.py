@@ -202,9 +202,10 @@ class GridWarning(UserWarning):
     nki/beta Kernel.__getitem__)."""
 
 
-class ScheduleWarning(UserWarning):
-    """Scheduling constraints the timing model does not honour (a kernel's `with_schedule` edges): values are
-    unchanged, and the clock may run the instructions they order earlier than the compiler would."""
+class ScheduleEdgeError(KernelError):
+    """A kernel's `with_schedule` edges cannot be kept: malformed, a name no instruction was issued with, a
+    cycle, or an edge trnsim cannot place (against program order); the message names the edge and where
+    with_schedule was called."""
 
 
 class ProfileOutputWarning(UserWarning):

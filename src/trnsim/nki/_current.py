@@ -9,6 +9,8 @@ from __future__ import annotations
 import threading
 
 from trnsim.core import NeuronCore, Op, fast
+from trnsim.core.errors import OperandTypeError
+from trnsim.core.isa.registry import NAME
 
 _state = threading.local()
 
@@ -21,5 +23,17 @@ def core() -> NeuronCore:
     return nc
 
 
-def issue(opcode: Op, /, engine=None, **kw):
+def issue(opcode: Op, /, engine=None, name=None, **kw):
+    """One instruction on the calling kernel's core; `name` (an nki.isa call's `name=`) is kept in its record's
+    attributes, where `Kernel.with_schedule` edges find it."""
+    if name is not None:
+        kw[NAME] = named(name)
     return core().submit(opcode, engine, kw)
+
+
+def named(name) -> str:
+    """An instruction's `name=`: text, or refused by name."""
+    if type(name) is not str:
+        raise OperandTypeError(f"name= of an instruction is a str (what with_schedule edges name it by); got "
+                               f"{type(name).__name__} {str(name)[:40]!r}")
+    return name

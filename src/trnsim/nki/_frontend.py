@@ -7,6 +7,7 @@ Front ends never compute values: they only allocate tensors and issue instructio
 from __future__ import annotations
 
 import contextlib
+import copy
 import functools
 import math
 import os
@@ -21,13 +22,14 @@ from trnsim.core import NeuronCore, Op, View
 from trnsim.core.machine import TARGET_ENV, resolve_target
 from trnsim.core import fast, races as _races
 from trnsim.core.collector import collector_off
-from trnsim.core.errors import (DTypeError, KernelError, MemorySpaceError, ScheduleWarning, UninitializedError,
+from trnsim.core.errors import (DTypeError, KernelError, MemorySpaceError, ScheduleEdgeError, UninitializedError,
                                 UninitializedWarning)
 from trnsim.core.limits import Budget
 from trnsim.core.lnc import Barrier, Turns
 from trnsim.core.timing.scheduler import keep_order as _keep_order
 from trnsim.errors import ConfigError, TrnsimError
 from trnsim.nki._current import _state, core, issue  # noqa: F401  (the front ends' names for them)
+from trnsim.nki.schedule import Schedule
 
 LAUNCH_END: list = []  # calls on a launch's cores when its programs end: an error for what they left undone, or None
 LAUNCHES: list[dict] = []  # one summary per kernel launch, for `trnsim run --json`
@@ -144,12 +146,14 @@ class Kernel:
         k.lnc_given = True
         return k
 
-    def with_schedule(self, edges):
-        """The kernel with added order edges: accepted, and said not to be honoured by the timing model."""
-        warnings.warn(f"{self.__name__}.with_schedule: the timing model does not honour schedule edges yet; values "
-                      f"are unchanged, and the instructions they order may be timed earlier than the compiler "
-                      f"would run them", ScheduleWarning, stacklevel=2)
-        return self
+    def with_schedule(self, edges, kind=None):
+        """The kernel with order edges between its named instructions (nki/schedule.py): a list of pairs
+        (consumer name, producer name or list of names). They replace any given before; `kind`, an
+        nki.isa.dependency (schedule unless given), says how they are kept."""
+        scheduled = copy.copy(self)
+        scheduled.options = {**self.options, "_schedule": Schedule.of(edges, kind)}  # carried by the kernel[...] copies
+        scheduled.last_cores = []
+        return scheduled
 
     def __call__(self, *args, **kwargs):
         if getattr(getattr(_state, "core", None), "in_launch", False):
@@ -429,6 +433,12 @@ def launch(kernel: Kernel, args, kwargs, target=None, values=True, order=None):
                 left = end(cores)
                 if left is not None and not errors:
                     errors.append(left)
+            schedule = kernel.options.get("_schedule")
+            if schedule is not None and not errors:
+                try:
+                    schedule.apply(cores)
+                except ScheduleEdgeError as e:
+                    errors.append(e)
             if not errors:
                 for c in cores:
                     c.sync()

@@ -10,11 +10,15 @@ from __future__ import annotations
 
 import dataclasses
 import enum
+import functools
+import inspect
 
 from trnsim.core import Register
 from trnsim.core.errors import KernelError, OutOfBoundsError, ShapeError, where
+from trnsim.core.isa.registry import give_name
 from trnsim.nki import isa as nisa
 from trnsim.nki import versions as _versions
+from trnsim.nki._current import named as _instruction_name
 from trnsim.nki._frontend import LAUNCH_END, core, ndarray
 from trnsim.nki.language import NKIObject
 
@@ -405,6 +409,25 @@ def _trigger_from_slot(kind, prepare_instr):
     return prepare_instr
 
 
+def _named(fn):
+    """`fn`, a collective, giving the instructions it issues its `name=`, by which `Kernel.with_schedule` edges
+    name them (NKI 0.5: every collective takes `name` so that they can)."""
+    signature = inspect.signature(fn)
+
+    @functools.wraps(fn)
+    def call(*args, **kwargs):
+        name = signature.bind(*args, **kwargs).arguments.get("name")
+        if name is None:
+            return fn(*args, **kwargs)
+        name = _instruction_name(name)
+        stream = core().stream
+        first = len(stream)
+        out = fn(*args, **kwargs)
+        give_name(stream[first:], name)
+        return out
+    return call
+
+
 def _split(kind):
     """The prepare and trigger halves of a variable-size collective (NKI 0.7)."""
     def prepare(srcs, dsts, replica_group, metadata_tensor, recv_counts_known=False, has_rdispls=False,
@@ -435,3 +458,9 @@ def all_to_all_v(srcs, dsts, replica_group, metadata_tensor, recv_counts_known=F
     """Rank i's chunk for rank j (send_counts[j] elements at send_displs[j]) lands in rank j's dst, in slot i or
     at recv_displs[i]."""
     _trigger(_prepare("all_to_all_v", srcs, dsts, replica_group, metadata_tensor, recv_counts_known, has_rdispls))
+
+
+for _name, _fn in list(globals().items()):
+    if inspect.isfunction(_fn) and _fn.__module__ == __name__ and not _name.startswith("_") \
+            and "name" in inspect.signature(_fn).parameters:
+        globals()[_name] = _named(_fn)

@@ -11,8 +11,9 @@ from trnsim import numerics
 from trnsim.core.errors import DTypeWarning, KernelError, OperandTypeError, locate_all, warn
 from trnsim.core.tensor import Indirection as _Indirection
 from trnsim.core.isa.registry import Instruction as NkiInstruction  # noqa: F401 - what an nki.isa call returns
+from trnsim.core.isa.registry import NAME as _NAME
 from trnsim.nki import versions as _versions
-from trnsim.nki._current import core, issue
+from trnsim.nki._current import core, issue, named as _instruction_name
 
 VirtualRegister = Register  # nki/api/nki/isa: VirtualRegister, the type register_alloc returns
 
@@ -130,11 +131,12 @@ def _on_sbuf(x, engine=None):
     return t
 
 
-def _lowered_copy(dst, src):
+def _lowered_copy(dst, src, name=None):
     """A copy the compiler writes itself (nl.copy, an assignment out of PSUM, a cast it inserts), not a
     tensor_copy the kernel asked for: the compiler may emit it as any instruction that copies, on NeuronCore-v2
-    an activation(op=copy) on the Scalar engine too (core/isa/registry.py: workload_engines)."""
-    return issue(Op.TENSOR_COPY, dst=dst, src=src, lowered=True)
+    an activation(op=copy) on the Scalar engine too (core/isa/registry.py: workload_engines). `name`: that of
+    the call it lowers, whose instructions a schedule edge names together."""
+    return issue(Op.TENSOR_COPY, dst=dst, src=src, lowered=True, name=name)
 
 
 _NC_MATMUL = Op.NC_MATMUL  # the commonest call: an Enum class's attribute goes through its metaclass's __getattr__ hook
@@ -149,57 +151,60 @@ def nc_matmul(dst, stationary, moving, is_stationary_onezero=False, is_moving_on
               tile_size, perf_mode, name):
         if type(v) is _Indirection:
             _refuse_indirection("nc_matmul")
-    return core().submit(_NC_MATMUL, None, {
-        "dst": dst, "stationary": stationary, "moving": moving, "is_transpose": is_transpose, "accumulate": accumulate,
-        "tile_position": _ints("nc_matmul tile_position", tile_position or ()),
-        "tile_size": _ints("nc_matmul tile_size", tile_size or ()),
-        "perf_mode": getattr(perf_mode, "_value_", perf_mode) or "none",
-        "is_stationary_onezero": is_stationary_onezero, "is_moving_onezero": is_moving_onezero})
+    kw = {"dst": dst, "stationary": stationary, "moving": moving, "is_transpose": is_transpose, "accumulate": accumulate,
+          "tile_position": _ints("nc_matmul tile_position", tile_position or ()),
+          "tile_size": _ints("nc_matmul tile_size", tile_size or ()),
+          "perf_mode": getattr(perf_mode, "_value_", perf_mode) or "none",
+          "is_stationary_onezero": is_stationary_onezero, "is_moving_onezero": is_moving_onezero}
+    if name is not None:
+        kw[_NAME] = _instruction_name(name)
+    return core().submit(_NC_MATMUL, None, kw)
 
 
 def nc_matmul_mx(dst, stationary, moving, stationary_scale, moving_scale, tile_position=None, tile_size=None,
                  accumulate=None, name=None):
     return issue(Op.NC_MATMUL_MX, dst=dst, stationary=stationary, moving=moving, stationary_scale=stationary_scale,
                  moving_scale=moving_scale, accumulate=accumulate, tile_position=_ints("nc_matmul_mx tile_position", tile_position or ()),
-                 tile_size=_ints("nc_matmul_mx tile_size", tile_size or ()))
+                 tile_size=_ints("nc_matmul_mx tile_size", tile_size or ()), name=name)
 
 
 def nc_transpose(dst, data, engine=engine.unknown, name=None):
-    return issue(Op.NC_TRANSPOSE, engine=_eng(engine), dst=dst, data=data)
+    return issue(Op.NC_TRANSPOSE, engine=_eng(engine), dst=dst, data=data, name=name)
 
 
 # -- Scalar engine ------------------------------------------------------------------------------------------
 def activation(dst, op, data, bias=None, scale=1.0, reduce_op=None, reduce_res=None, reduce_cmd=reduce_cmd.idle,
                engine=engine.scalar, name=None, relu_param=0.0):
     return issue(Op.ACTIVATION, engine=_eng(engine), dst=dst, op=op, data=data, bias=bias, scale=scale,
-                 reduce_op=reduce_op, reduce_res=reduce_res, reduce_cmd=reduce_cmd, relu_param=relu_param)
+                 reduce_op=reduce_op, reduce_res=reduce_res, reduce_cmd=reduce_cmd, relu_param=relu_param, name=name)
 
 
 def activation_reduce(dst, op, data, reduce_op, reduce_res, bias=None, scale=1.0, name=None):
     return activation(dst, op, data, bias=bias, scale=scale, reduce_op=reduce_op, reduce_res=reduce_res,
-                      reduce_cmd=reduce_cmd.reset_reduce)
+                      reduce_cmd=reduce_cmd.reset_reduce, name=name)
 
 
 def activate2(dst, op, data, imm0=0.0, imm1=0.0, op0=None, op1=None, relu_param=0.0, reverse0=False, reverse1=False,
               reduce_op=None, reduce_res=None, reduce_cmd=reduce_cmd.idle, engine=engine.scalar, name=None):
     return issue(Op.ACTIVATE2, engine=_eng(engine), dst=dst, op=op, data=data, imm0=imm0, imm1=imm1, op0=op0, op1=op1, relu_param=relu_param,
-                 reverse0=reverse0, reverse1=reverse1, reduce_op=reduce_op, reduce_res=reduce_res, reduce_cmd=reduce_cmd)
+                 reverse0=reverse0, reverse1=reverse1, reduce_op=reduce_op, reduce_res=reduce_res, reduce_cmd=reduce_cmd,
+                 name=name)
 
 
 # -- Vector / GpSimd -------------------------------------------------------------------------------------------
 def tensor_tensor(dst, data1, data2, op, engine=engine.unknown, name=None):
-    return issue(Op.TENSOR_TENSOR, engine=_eng(engine), dst=dst, data1=data1, data2=data2, op=op)
+    return issue(Op.TENSOR_TENSOR, engine=_eng(engine), dst=dst, data1=data1, data2=data2, op=op, name=name)
 
 
 def tensor_scalar(dst, data, op0, operand0, reverse0=False, op1=None, operand1=None, reverse1=False,
                   engine=engine.unknown, name=None):
     return issue(Op.TENSOR_SCALAR, engine=_eng(engine), dst=dst, data=data, op0=op0, operand0=operand0,
-                 reverse0=reverse0, op1=op1, operand1=operand1, reverse1=reverse1)
+                 reverse0=reverse0, op1=op1, operand1=operand1, reverse1=reverse1, name=name)
 
 
 def scalar_tensor_tensor(dst, data, op0, operand0, op1, operand1, reverse0=False, reverse1=False, name=None):
     return issue(Op.SCALAR_TENSOR_TENSOR, dst=dst, data=data, op0=op0, operand0=operand0, op1=op1, operand1=operand1,
-                 reverse0=reverse0, reverse1=reverse1)
+                 reverse0=reverse0, reverse1=reverse1, name=name)
 
 
 _WARNED: dict = {}  # warnings already shown, once per kernel line (errors.warn)
@@ -212,23 +217,23 @@ def tensor_copy(dst, src, engine=engine.unknown, name=None, dtype=None):
     if dtype is not None and type(dst) is View and numerics.dtype(dtype) != dst.dtype:
         warn(f"tensor_copy dtype={numerics.dtype(dtype).name} differs from dst dtype {numerics.dtype(dst.dtype).name}; "
              f"the copy is written in dst's dtype", DTypeWarning, registry=_WARNED)
-    return issue(Op.TENSOR_COPY, engine=_eng(engine), dst=dst, src=src)
+    return issue(Op.TENSOR_COPY, engine=_eng(engine), dst=dst, src=src, name=name)
 
 
 def tensor_copy_predicated(dst, src, predicate, reverse_pred=False, name=None):
-    return issue(Op.TENSOR_COPY_PREDICATED, dst=dst, src=src, predicate=predicate, reverse_pred=reverse_pred)
+    return issue(Op.TENSOR_COPY_PREDICATED, dst=dst, src=src, predicate=predicate, reverse_pred=reverse_pred, name=name)
 
 
 def memset(dst, value, engine=engine.unknown, name=None):
-    return issue(Op.MEMSET, engine=_eng(engine), dst=dst, value=value)
+    return issue(Op.MEMSET, engine=_eng(engine), dst=dst, value=value, name=name)
 
 
 def reciprocal(dst, data, name=None):
-    return issue(Op.RECIPROCAL, dst=dst, data=data)
+    return issue(Op.RECIPROCAL, dst=dst, data=data, name=name)
 
 
 def tensor_reduce(dst, op, data, axis, negate=False, keepdims=False, name=None):
-    return issue(Op.TENSOR_REDUCE, dst=dst, op=op, data=data, axis=axis, negate=negate, keepdims=keepdims)
+    return issue(Op.TENSOR_REDUCE, dst=dst, op=op, data=data, axis=axis, negate=negate, keepdims=keepdims, name=name)
 
 
 # -- DMA -------------------------------------------------------------------------------------------------------
@@ -236,7 +241,7 @@ def dma_copy(dst, src, priority=None, oob_mode=oob_mode.error, dge_mode=dge_mode
              name=None, dst_rmw_op=None, unique_indices=True):
     """A DMA; `dst_rmw_op=nl.add` (NKI 0.x releases) adds src into dst instead of overwriting it."""
     return issue(Op.DMA_COPY, dst=dst, src=src, priority=priority, oob_mode=_name(_OOB, oob_mode),
-                 dge_mode=_name(_DGE, dge_mode), queue_engine=_name(_ENGINE, engine), dst_rmw_op=dst_rmw_op)
+                 dge_mode=_name(_DGE, dge_mode), queue_engine=_name(_ENGINE, engine), dst_rmw_op=dst_rmw_op, name=name)
 
 
 def dma_transpose(dst, src, axes=None, priority=None, dge_mode=dge_mode.unknown, oob_mode=oob_mode.error, name=None):
@@ -247,10 +252,10 @@ def dma_transpose(dst, src, axes=None, priority=None, dge_mode=dge_mode.unknown,
         from trnsim.nki._frontend import ndarray
         t = ndarray(dst.shape, src.dtype, "sbuf")
         issue(Op.DMA_TRANSPOSE, dst=t, src=src, axes=None if axes is None else _ints("dma_transpose axes", axes),
-              dge_mode=mode)
-        return _lowered_copy(dst, t)
+              dge_mode=mode, name=name)
+        return _lowered_copy(dst, t, name=name)
     return issue(Op.DMA_TRANSPOSE, dst=dst, src=src, axes=None if axes is None else _ints("dma_transpose axes", axes),
-                 dge_mode=mode)
+                 dge_mode=mode, name=name)
 
 
 def _name(cls, x):
@@ -260,7 +265,7 @@ def _name(cls, x):
 def sendrecv(src, dst, send_to_rank, recv_from_rank, pipe_id, dma_engine=dma_engine.dma, name=None):
     eng = "gpsimd" if dma_engine == 2 else None
     return issue(Op.SENDRECV, engine=eng, src=src, dst=dst, send_to_rank=send_to_rank, recv_from_rank=recv_from_rank,
-                 pipe_id=pipe_id)
+                 pipe_id=pipe_id, name=name)
 
 
 def dma_compute(dst, srcs, reduce_op, scales=None, unique_indices=True, oob_mode=oob_mode.error, name=None):
@@ -268,7 +273,7 @@ def dma_compute(dst, srcs, reduce_op, scales=None, unique_indices=True, oob_mode
     return issue(Op.DMA_COMPUTE, dst=dst, **{f"src{i}": s for i, s in enumerate(srcs)}, reduce_op=reduce_op,
                  scales=None if scales is None else _ints("dma_compute scales", scales, kind="__float__"),
                  unique_indices=unique_indices,
-                 oob_mode=_name(_OOB, oob_mode))
+                 oob_mode=_name(_OOB, oob_mode), name=name)
 
 
 # -- reductions, scans, selections, statistics -------------------------------------------------------------------
@@ -276,124 +281,127 @@ def tensor_scalar_reduce(dst, data, op0, operand0, reduce_op, reduce_res=None, r
                          reduce_cmd=reduce_cmd.reset_reduce, reduce_init=None, reduce_res_negate=False, name=None):
     return issue(Op.TENSOR_SCALAR_REDUCE, dst=dst, data=data, op0=op0, operand0=operand0, reduce_op=reduce_op,
                  reduce_res=reduce_res, reverse0=reverse0, reduce_cmd=reduce_cmd, reduce_init=reduce_init,
-                 reduce_res_negate=reduce_res_negate)
+                 reduce_res_negate=reduce_res_negate, name=name)
 
 
 def tensor_tensor_scan(dst, data0, data1, initial, op0, op1, reverse0=False, reverse1=False, name=None):
     return issue(Op.TENSOR_TENSOR_SCAN, dst=dst, data0=data0, data1=data1, initial=initial, op0=op0, op1=op1,
-                 reverse0=reverse0, reverse1=reverse1)
+                 reverse0=reverse0, reverse1=reverse1, name=name)
 
 
 def tensor_scalar_cumulative(dst, src, op0, op1, imm0, imm1=None, reduce_cmd=reduce_cmd.reset_reduce, name=None):
     return issue(Op.TENSOR_SCALAR_CUMULATIVE, dst=dst, src=src, op0=op0, op1=op1, imm0=imm0, imm1=imm1,
-                 reduce_cmd=reduce_cmd)
+                 reduce_cmd=reduce_cmd, name=name)
 
 
 def tensor_partition_reduce(dst, op, data, name=None):
-    return issue(Op.TENSOR_PARTITION_REDUCE, dst=dst, op=op, data=data)
+    return issue(Op.TENSOR_PARTITION_REDUCE, dst=dst, op=op, data=data, name=name)
 
 
 def select_reduce(dst, predicate, on_true, on_false, reduce_res=None, reduce_cmd=reduce_cmd.idle,
                   reduce_op=None, reverse_pred=False, name=None):
     return issue(Op.SELECT_REDUCE, dst=dst, predicate=predicate, on_true=on_true, on_false=on_false,
-                 reduce_res=reduce_res, reduce_cmd=reduce_cmd, reduce_op=reduce_op, reverse_pred=reverse_pred)
+                 reduce_res=reduce_res, reduce_cmd=reduce_cmd, reduce_op=reduce_op, reverse_pred=reverse_pred,
+                 name=name)
 
 
 def range_select(dst, on_true_tile, comp_op0, comp_op1, bound0, bound1, reduce_cmd=reduce_cmd.reset_reduce,
                  reduce_res=None, reduce_op=None, range_start=0, on_false_value=None, name=None):
     return issue(Op.RANGE_SELECT, dst=dst, on_true_tile=on_true_tile, comp_op0=comp_op0, comp_op1=comp_op1,
                  bound0=bound0, bound1=bound1, reduce_cmd=reduce_cmd, reduce_res=reduce_res, reduce_op=reduce_op,
-                 range_start=range_start, on_false_value=on_false_value)
+                 range_start=range_start, on_false_value=on_false_value, name=name)
 
 
 def exponential(dst, src, max_value=0.0, reduce_res=None, reduce_cmd=reduce_cmd.idle, reduce_init=0.0, name=None):
     return issue(Op.EXPONENTIAL, dst=dst, src=src, max_value=max_value, reduce_res=reduce_res, reduce_cmd=reduce_cmd,
-                 reduce_init=reduce_init)
+                 reduce_init=reduce_init, name=name)
 
 
 def bn_stats(dst, data, name=None):
-    return issue(Op.BN_STATS, dst=dst, data=data)
+    return issue(Op.BN_STATS, dst=dst, data=data, name=name)
 
 
 def bn_aggr(dst, data, name=None):
-    return issue(Op.BN_AGGR, dst=dst, data=data)
+    return issue(Op.BN_AGGR, dst=dst, data=data, name=name)
 
 
 def max8(dst, src, name=None):
-    return issue(Op.MAX8, dst=dst, src=src)
+    return issue(Op.MAX8, dst=dst, src=src, name=name)
 
 
 def nc_find_index8(dst, data, vals, name=None):
-    return issue(Op.NC_FIND_INDEX8, dst=dst, data=data, vals=vals)
+    return issue(Op.NC_FIND_INDEX8, dst=dst, data=data, vals=vals, name=name)
 
 
 def nc_match_replace8(dst, data, vals, imm, dst_idx=None, name=None):
-    return issue(Op.NC_MATCH_REPLACE8, dst=dst, data=data, vals=vals, imm=imm, dst_idx=dst_idx)
+    return issue(Op.NC_MATCH_REPLACE8, dst=dst, data=data, vals=vals, imm=imm, dst_idx=dst_idx, name=name)
 
 
 def nc_stream_shuffle(dst, src, shuffle_mask, name=None):
-    return issue(Op.NC_STREAM_SHUFFLE, dst=dst, src=src, shuffle_mask=_ints("nc_stream_shuffle shuffle_mask", shuffle_mask))
+    return issue(Op.NC_STREAM_SHUFFLE, dst=dst, src=src, shuffle_mask=_ints("nc_stream_shuffle shuffle_mask", shuffle_mask),
+                 name=name)
 
 
 def topk(val_dst, idx_dst, src, n, name=None):
-    return issue(Op.TOPK, val_dst=val_dst, idx_dst=idx_dst, src=src, n=n)
+    return issue(Op.TOPK, val_dst=val_dst, idx_dst=idx_dst, src=src, n=n, name=name)
 
 
 def quantize_mx(dst, src, dst_scale, name=None):
-    return issue(Op.QUANTIZE_MX, dst=dst, src=src, dst_scale=dst_scale)
+    return issue(Op.QUANTIZE_MX, dst=dst, src=src, dst_scale=dst_scale, name=name)
 
 
 # -- GpSimd ------------------------------------------------------------------------------------------------------
 def iota(dst, pattern, offset=0, channel_multiplier=0, name=None):
     return issue(Op.IOTA, dst=dst, pattern=_ints("iota pattern", pattern, 2), offset=offset,
-                 channel_multiplier=channel_multiplier)
+                 channel_multiplier=channel_multiplier, name=name)
 
 
 def affine_select(dst, pattern, channel_multiplier, on_true_tile, on_false_value, cmp_op="equal", offset=0, name=None):
     return issue(Op.AFFINE_SELECT, dst=dst, pattern=_ints("affine_select pattern", pattern, 2), channel_multiplier=channel_multiplier,
-                 on_true_tile=_on_sbuf(on_true_tile), on_false_value=on_false_value, cmp_op=cmp_op, offset=offset)
+                 on_true_tile=_on_sbuf(on_true_tile), on_false_value=on_false_value, cmp_op=cmp_op, offset=offset,
+                 name=name)
 
 
 def local_gather(dst, src_buffer, index, num_elem_per_idx=1, num_valid_indices=None, name=None):
     return issue(Op.LOCAL_GATHER, dst=dst, src_buffer=src_buffer, index=index, num_elem_per_idx=num_elem_per_idx,
-                 num_valid_indices=num_valid_indices)
+                 num_valid_indices=num_valid_indices, name=name)
 
 
 def nc_n_gather(dst, data, indices, name=None):
-    return issue(Op.NC_N_GATHER, dst=dst, data=data, indices=indices)
+    return issue(Op.NC_N_GATHER, dst=dst, data=data, indices=indices, name=name)
 
 
 def sequence_bounds(dst, segment_ids, name=None):
-    return issue(Op.SEQUENCE_BOUNDS, dst=dst, segment_ids=segment_ids)
+    return issue(Op.SEQUENCE_BOUNDS, dst=dst, segment_ids=segment_ids, name=name)
 
 
 def nonzero_with_count(dst, src, index_offset=0, padding_val=-1, name=None):
-    return issue(Op.NONZERO_WITH_COUNT, dst=dst, src=src, index_offset=index_offset, padding_val=padding_val)
+    return issue(Op.NONZERO_WITH_COUNT, dst=dst, src=src, index_offset=index_offset, padding_val=padding_val, name=name)
 
 
 # -- random numbers -----------------------------------------------------------------------------------------------
 def rng(dst, engine=engine.vector, name=None):
-    return issue(Op.RAND, engine=_eng(engine), dst=dst, kind="bits")
+    return issue(Op.RAND, engine=_eng(engine), dst=dst, kind="bits", name=name)
 
 
 def rand2(dst, min, max, name=None):  # noqa: A002 - the NKI parameter names
-    return issue(Op.RAND, dst=dst, kind="uniform", min=min, max=max)
+    return issue(Op.RAND, dst=dst, kind="uniform", min=min, max=max, name=name)
 
 
 def set_rng_seed(src_seeds, name=None):
-    return issue(Op.SET_RNG_SEED, src_seeds=src_seeds)
+    return issue(Op.SET_RNG_SEED, src_seeds=src_seeds, name=name)
 
 
 def rand_set_state(src_seeds, engine=engine.gpsimd, name=None):
-    return issue(Op.RAND_SET_STATE, engine=_eng(engine), src_seeds=src_seeds)
+    return issue(Op.RAND_SET_STATE, engine=_eng(engine), src_seeds=src_seeds, name=name)
 
 
 def rand_get_state(dst, engine=engine.gpsimd, name=None):
-    return issue(Op.RAND_GET_STATE, engine=_eng(engine), dst=dst)
+    return issue(Op.RAND_GET_STATE, engine=_eng(engine), dst=dst, name=name)
 
 
 def dropout(dst, data, prob, name=None):
-    return issue(Op.DROPOUT, dst=dst, data=data, prob=prob)
+    return issue(Op.DROPOUT, dst=dst, data=data, prob=prob, name=name)
 
 
 # -- registers and cross-core sync -----------------------------------------------------------------------------------
@@ -548,7 +556,8 @@ def register_store(dst, src):
 
 
 def core_barrier(data, cores=(0, 1), engine=engine.gpsimd, name=None):
-    return issue(Op.CORE_BARRIER, data=data, cores=_ints("core_barrier cores", cores), on_engine=_name(_ENGINE, engine))
+    return issue(Op.CORE_BARRIER, data=data, cores=_ints("core_barrier cores", cores), on_engine=_name(_ENGINE, engine),
+                 name=name)
 
 
 # -- Tensor Indirection: `t.indirect(index)` operands (v4+) -----------------------------------------------------
@@ -577,17 +586,20 @@ def _with_indirection(fn, default):
         bound = signature.bind_partial(*args, **kwargs)
         found = {k: v for k, v in bound.arguments.items() if isinstance(v, _Indirection)}
         eng = _eng(bound.arguments.get("engine")) or default
+        name = bound.arguments.get("name")  # the gathers and scatters are the named call's instructions too
         scatters = []
         for k, ind in found.items():
             tile = ndarray(ind.shape, ind.dtype, ind.base.space.value)
             if k == "dst":
                 scatters.append((tile, ind))
             else:
-                issue(Op.TI_GATHER, engine=eng, dst=tile, base=ind.base, index=ind.index, num_elem=ind.num_elem)
+                issue(Op.TI_GATHER, engine=eng, dst=tile, base=ind.base, index=ind.index, num_elem=ind.num_elem,
+                      name=name)
             bound.arguments[k] = tile
         out = fn(*bound.args, **bound.kwargs)
         for tile, ind in scatters:
-            issue(Op.TI_SCATTER, engine=eng, src=tile, base=ind.base, index=ind.index, num_elem=ind.num_elem)
+            issue(Op.TI_SCATTER, engine=eng, src=tile, base=ind.base, index=ind.index, num_elem=ind.num_elem,
+                  name=name)
         return out
     return run
 

@@ -31,6 +31,7 @@ def schedule_of(result: BenchmarkResult, every: int = 1):
     "DMA" track (their per-queue pieces go to `dma_pieces`), dependencies as flow arrows.
 
     every: keep every Nth instruction (the figures in `meta` still count them all)."""
+    from trnsim.core.isa.registry import NAME
     from trnsim.report import Schedule, Span
 
     tl = slowest(result)
@@ -40,6 +41,9 @@ def schedule_of(result: BenchmarkResult, every: int = 1):
         if e.index % every and e.index != last:
             continue
         args = {"operands": _operands(e.rec), "source": e.rec.location, "instruction": e.index}
+        name = e.rec.attrs.get(NAME)
+        if name is not None:  # the kernel's name= for it, which with_schedule edges use
+            args["name"] = name
         if e.rec.spill is not None:  # inserted by the compiler, not written in the kernel
             args["compiler"] = f"spill {e.rec.spill} for {e.rec.attrs.get('line')}"
         if e.pieces:

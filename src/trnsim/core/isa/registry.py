@@ -28,6 +28,19 @@ from trnsim.core.memory import Space
 from trnsim.core.tensor import Region, View, region_at
 
 AFTER = "after"  # Record.attrs key: the depends_on edges, (producer's stream index, a semaphore wait?) each
+NAME = "name"  # Record.attrs key: the `name=` an nki.isa call was given, which `with_schedule` edges name
+
+
+def add_after(rec: Record, edges: tuple) -> None:
+    """Add ordering edges ((producer's stream index, a semaphore wait?) each) to `rec`'s attrs[AFTER], in a
+    dict of its own: records stamped from one loop iteration share their template's attributes."""
+    rec.attrs = {**rec.attrs, AFTER: rec.attrs.get(AFTER, ()) + edges}
+
+
+def give_name(records, name: str) -> None:
+    """Give `records` (the instructions one named call lowered to, a collective's say) the call's `name=`."""
+    for rec in records:
+        rec.attrs = {**rec.attrs, NAME: name}
 
 
 class Record:
@@ -35,8 +48,8 @@ class Record:
 
     index: its position in the stream; placed: operand -> View.placement(), whose regions are made when
     first asked for; attrs: the instruction's own parameters; sig: the number of its signature in its core
-    when a builder numbers them (the same number, the same layouts and attributes, so the same check verdict
-    and cost), or None: the speed layer's memo key (core/builder.py: Builder.checked).
+    when a builder numbers them (the same number, the same layouts and attributes but the name, so the same
+    check verdict and cost), or None: the speed layer's memo key (core/builder.py: Builder.checked).
 
     The compiler's decisions about it, which the clock reads: site, the DMA statement it came from (its
     call's column on `location`'s line: the compiler gives each statement its own queue); hoisted, the stream
@@ -126,10 +139,7 @@ class Instruction:
         scheduler keeps (the timing model reads it from the record's attrs[AFTER]). `kind` "runtime" (the
         default, as before kinds existed) is a semaphore wait; "schedule" orders issue alone, so on another
         engine the two may overlap. Returns self, so calls chain."""
-        runtime = str(getattr(kind, "value", kind) or "runtime")
-        if runtime not in ("runtime", "schedule"):
-            raise KernelError(f"{self.location}: depends_on kind must be nki.isa.dependency.runtime or .schedule; "
-                              f"got {kind!r}")
+        runtime = waits_at_runtime(kind, "runtime", "depends_on", self.location)
         rec = self._record
         for p in producers:
             before = p._record if isinstance(p, Instruction) else None
@@ -140,8 +150,17 @@ class Instruction:
                 raise KernelError(f"{self.location}: depends_on({p.op.value} at {p.location}) names a later "
                                   f"instruction: trnsim keeps edges that point back in program order (the producer "
                                   f"issued first)")
-            rec.attrs[AFTER] = rec.attrs.get(AFTER, ()) + ((before.index, runtime == "runtime"),)
+            add_after(rec, ((before.index, runtime),))
         return self
+
+
+def waits_at_runtime(kind, default: str, what: str, location: str) -> bool:
+    """Whether an edge of nki.isa.dependency `kind` (None: `default`) is a runtime one, a semaphore wait, rather
+    than a schedule one, issue order alone."""
+    name = str(getattr(kind, "value", kind) or default)
+    if name not in ("runtime", "schedule"):
+        raise KernelError(f"{location}: {what} kind must be nki.isa.dependency.runtime or .schedule; got {kind!r}")
+    return name == "runtime"
 
 
 class OpDef:

@@ -20,7 +20,7 @@ import warnings
 import numpy as np
 
 from trnsim import flags
-from trnsim.core import GridWarning, ProfileOutputWarning
+from trnsim.core import GridWarning, ProfileOutputWarning, ScheduleEdgeError
 from trnsim.core.errors import warn
 from trnsim.errors import TrnsimError
 from trnsim.nki import _frontend
@@ -59,6 +59,13 @@ class Kernel(_frontend.Kernel):
 
     def programs(self) -> SpmdGrid:
         return SpmdGrid(self)
+
+    def with_schedule(self, edges, kind=None):
+        """Refused by name: schedule edges between named instructions came with the nki package (Neuron SDK
+        2.31, nki/guides/how-to-scheduling-apis.rst); the beta API has none, and its instructions no names."""
+        raise ScheduleEdgeError(f"{self.fn.__name__}.with_schedule: the beta API (neuronxcc.nki) has no schedule edges; "
+                            f"they name instructions by the name= of the nki package's nki.isa calls (Neuron SDK "
+                            f"2.31 on)")
 
 
 class SpmdGrid(_frontend.Programs):
