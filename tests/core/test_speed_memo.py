@@ -6,7 +6,7 @@ import pytest
 from trnsim.core import NeuronCore, Op, fast
 from trnsim.core.builder import REFERENCE
 from trnsim.core.fast.views import keyed
-from trnsim.core.errors import DTypeError, OutOfScopeError
+from trnsim.core.errors import DTypeError, OutOfScopeError, PSUMBankError, ShapeError
 
 
 @pytest.fixture(autouse=True)
@@ -68,6 +68,58 @@ def test_the_accumulation_group_opens_on_every_issue():
     mm = [r for r in nc.stream if r.op is Op.NC_MATMUL]
     assert [r.accumulated for r in mm] == [False, True, False]
     assert len({r.sig for r in mm}) == 1
+
+
+def _issue_all(builder, calls):
+    """Issue `calls` ((op, {operand name: (tile index, key)}, attributes) each) on a fresh trn1 core whose
+    tiles are three SBUF tiles and a PSUM one; the core."""
+    nc = NeuronCore("trn1", values=False, builder=builder)
+    tiles = [nc.tensor((128, 4, 512), "bfloat16"), nc.tensor((128, 4, 512), "bfloat16"),
+             nc.tensor((128, 4, 512), "float32"), nc.tensor((128, 2048), "float32", "psum")]
+    for op, operands, attrs in calls:
+        nc.issue(op, **{n: tiles[i][key] for n, (i, key) in operands.items()}, **attrs)
+    return nc
+
+
+def test_a_verdict_holds_for_the_same_layout_elsewhere(monkeypatch):
+    """Copies and matmuls between parts of tiles at other offsets, the matmuls into one PSUM bank: each new
+    signature is numbered, but the checks run once per layout wherever it lies (the operands' places aside, the
+    matmul's destination's), and every record is what the reference builder records."""
+    import trnsim.core.fast.memo as memo
+    calls = []
+    for k in range(4):
+        for j in range(4):
+            calls.append((Op.TENSOR_COPY, {"dst": (2, (slice(None), k, slice(128 * j, 128 * j + 128))),
+                                           "src": (0, (slice(None), j, slice(128 * k, 128 * k + 128)))}, {}))
+            calls.append((Op.NC_MATMUL, {"dst": (3, (slice(None), slice(0, 512))),
+                                         "stationary": (0, (slice(None), k, slice(128 * j, 128 * j + 128))),
+                                         "moving": (1, (slice(None), j, slice(None)))}, {}))
+    checked = []
+    real = memo.check
+    monkeypatch.setattr(memo, "check", lambda nc, d, op, *rest: checked.append(op) or real(nc, d, op, *rest))
+    fast_nc = _issue_all(fast.builder(), calls)
+    ref = _issue_all(None, calls)
+    assert len({r.sig for r in fast_nc.stream}) > 16
+    assert sorted(checked, key=lambda op: op.value) == [Op.NC_MATMUL, Op.TENSOR_COPY]
+    def seen(rec):  # the memories' serial numbers aside: these are two cores
+        return rec.op, rec.engine, rec.attrs, rec.accumulated, {n: r._replace(memory=0) for n, r in rec.operands.items()}
+    assert len(fast_nc.stream) == len(ref.stream) == len(calls)
+    assert [seen(r) for r in fast_nc.stream] == [seen(r) for r in ref.stream]
+
+
+def test_a_verdict_elsewhere_passes_no_other_shape_nor_bank():
+    """A part of another shape is checked afresh (and refused), and so is a matmul's destination at another
+    place: crossing a PSUM bank, which NeuronCore-v2 refuses."""
+    ok = [(Op.TENSOR_COPY, {"dst": (2, (slice(None), 0, slice(0, 128))), "src": (0, (slice(None), 1, slice(0, 128)))},
+           {}), (Op.NC_MATMUL, {"dst": (3, (slice(None), slice(0, 512))), "stationary": (0, (slice(None), 0, slice(0, 128))),
+                                "moving": (1, (slice(None), 0, slice(None)))}, {})]
+    with pytest.raises(ShapeError):
+        _issue_all(fast.builder(), ok + [(Op.TENSOR_COPY, {"dst": (2, (slice(None), 1, slice(0, 128))),
+                                                           "src": (0, (slice(None), 2, slice(0, 64)))}, {})])
+    with pytest.raises(PSUMBankError):
+        _issue_all(fast.builder(), ok + [(Op.NC_MATMUL, {"dst": (3, (slice(None), slice(256, 768))),
+                                                         "stationary": (0, (slice(None), 1, slice(0, 128))),
+                                                         "moving": (1, (slice(None), 1, slice(None)))}, {})])
 
 
 def test_a_view_is_shared_by_index():

@@ -177,11 +177,11 @@ class NeuronCore:
             space = _SPACES.get(space) or Space(space)  # Space() refuses a name that is no memory
         loc = where()
         name = name or self._name(space._value_)
-        if space is Space.HBM:
+        if space is _HBM:
             return self.hbm_tensor(shape, dt, name=name, kind=kind or "hbm", location=loc)
         if len(shape) < 2:
             raise ShapeError(f"on-chip tensor {name!r} {list(shape)}: needs at least 2 dims (partition dim first)")
-        mem = self.sbuf if space is Space.SBUF else self.psum
+        mem = self.sbuf if space is _SBUF else self.psum
         nbytes = math.prod(shape[1:]) * dt.itemsize
         alloc = mem.allocate(shape[0], nbytes, dt.itemsize, name, kind or space._value_, loc, address, self.spec.limits["pmax"])
         alloc.shape = shape
@@ -389,7 +389,7 @@ class NeuronCore:
 
 _SPACES = {s.value: s for s in Space}  # Space(name) runs Enum's lookup in Python; tensors are made often
 # Members read at every issue: an Enum class's attribute goes through its metaclass's __getattr__ hook (Python 3.11)
-_DMA, _PSUM = Engine.DMA, Space.PSUM
+_DMA, _PSUM, _HBM, _SBUF = Engine.DMA, Space.PSUM, Space.HBM, Space.SBUF
 
 
 def _bytes(a: Allocation, word="uint8", partitions=None) -> View:

@@ -53,6 +53,9 @@ class Space(enum.Enum):
     __hash__ = object.__hash__  # members are singletons; Enum's own hash runs Python code (see isa/opcodes.py)
 
 
+_HBM = Space.HBM  # read at every tile made: an Enum class's attribute goes through its metaclass's __getattr__ hook
+
+
 def allowed_starts(partitions: int, pmax: int) -> tuple[int, ...]:
     """Partition starts the start rule allows for a tensor of `partitions` partitions."""
     span = 32 if partitions <= 32 else 64 if partitions <= 64 else pmax
@@ -72,7 +75,7 @@ class Allocation:
         # Where it lies, without a reference to the memory: what an instruction record keeps (View.placement).
         # The last item names the tile for the timing model: a compiler-placed tile whose bytes another one
         # reused is a different buffer to it (-1 where the kernel placed or shared the bytes itself).
-        tile = next(memory.tiles) if memory.space is not Space.HBM else -1  # counted per memory: reproducible
+        tile = next(memory.tiles) if memory.space is not _HBM else -1  # counted per memory: reproducible
         self.place = (memory.space.value, memory.serial, p0, b0, nbytes, tile)
         self.clean = False  # known to hold no never-written byte (a cache; see View.poisoned)
         self.source = None  # the HBM bytes an on-chip tensor holds unchanged (a builder notes it: core/builder.py, Builder.loaded)

@@ -24,6 +24,7 @@ from trnsim.core.memory import Allocation, Space
 
 _MASK_TYPES = {1: np.uint8, 2: np.uint16, 4: np.uint32, 8: np.uint64}
 _ALL = slice(None)
+_HBM = Space.HBM  # read at every view made: an Enum class's attribute goes through its metaclass's __getattr__ hook
 
 
 class Region(NamedTuple):
@@ -51,7 +52,7 @@ class View:
         self.alloc, self.dtype = alloc, numerics.dtype(dtype)
         self.shape, self.strides = tuple(map(int, shape)), tuple(map(int, strides))
         self.offset, self.poff, self.gather_rows = int(offset), int(poff), gather_rows
-        self.on_chip = alloc.memory.space is not Space.HBM
+        self.on_chip = alloc.memory.space is not _HBM
         # caches: a view never changes (nor its tile's bytes, but by a spill); _parts and _keyed are a builder's
         # (core/builder.py: View.__getitem__)
         self._scanned = self._region = self._parts = self._keyed = None
@@ -60,7 +61,7 @@ class View:
     def whole(cls, alloc: Allocation, dtype, shape) -> View:
         """The contiguous view of a fresh allocation."""
         shape = tuple(map(int, shape))
-        on_chip = alloc.memory.space is not Space.HBM
+        on_chip = alloc.memory.space is not _HBM
         dims = shape[1:] if on_chip else shape
         strides = [1] * len(dims)
         for k in range(len(dims) - 2, -1, -1):

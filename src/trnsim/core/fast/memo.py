@@ -5,11 +5,15 @@ core's catalog facts), issued again on operands laid out the same way, passes th
 (engine, whether it touches PSUM, what the check set in the attributes) is kept by signature and the checks
 are skipped, but not their stateful part (OpDef.state), nor the one fact of the generic check that changes
 over a run (an evicted tile). Each signature gets a number (Record.sig) by which the scheduler asks each
-cost rule once.
+cost rule once. A new signature of an instruction whose check reads no operand's place (fast/stamp.py:
+CHECKS_FREE_OF_PLACE) takes the verdict of an earlier one that differs from it only in places (`loose`): a
+loop's first iterations slice their tiles at other offsets, and allocate them at other addresses, than the
+iterations before.
 """
 from __future__ import annotations
 
 from trnsim.core.builder import check
+from trnsim.core.fast import stamp  # (its table at call time: the compiled stamp imports this module)
 from trnsim.core.fast.views import keyed
 from trnsim.core.isa.registry import NAME, Instruction, generic_check
 
@@ -17,10 +21,11 @@ from trnsim.core.isa.registry import NAME, Instruction, generic_check
 class Verdicts:
     """One core's verdicts by signature."""
 
-    __slots__ = ("kept", "spec", "numbered", "signatures")
+    __slots__ = ("kept", "spec", "numbered", "signatures", "loose")
 
     def __init__(self):
         self.kept: dict = {}
+        self.loose: dict = {}  # loose_signature -> (engine, touches PSUM, attributes the check set)
         self.spec = None  # the catalog entry they were reached under (a what-if chip changes it)
         self.numbered = 0  # signatures numbered so far (Record.sig), never reused within the core's stream
         self.signatures: list = []  # each number's signature (loop stamping shifts them: fast/stamp.py)
@@ -31,12 +36,16 @@ class Verdicts:
         hit = self.kept.get(sig)
         if hit is not None:
             return hit[3]
-        eng, psum, changed, _ = self.kept[self.signatures[like]]
+        return self._keep(sig, self.kept[self.signatures[like]][:3])[3]
+
+    def _keep(self, sig: tuple, verdict: tuple) -> tuple:
+        """Keep `verdict` (engine, touches PSUM, attributes the check set) for new signature `sig`, numbered now:
+        the entry kept."""
         n = self.numbered
-        self.kept[sig] = (eng, psum, changed, n)
+        kept = self.kept[sig] = verdict + (n,)
         self.numbered = n + 1
         self.signatures.append(sig)
-        return n
+        return kept
 
     def __len__(self):
         return len(self.kept)
@@ -47,25 +56,28 @@ class Verdicts:
             ins, psum = check(nc, d, op, engine, operands, attrs, location)
             return ins, psum, None, None
         sig, placed = signature(op, engine, operands, attrs)
-        hit = None
+        hit = ins = None
         if sig is not None:
             if self.spec is not nc.spec:
-                self.kept, self.spec = {}, nc.spec
+                self.kept, self.loose, self.spec = {}, {}, nc.spec
             try:
                 hit = self.kept.get(sig)
             except TypeError:  # an unhashable attribute
                 sig = None
         if hit is None:
-            before = dict(attrs) if sig is not None else None
-            ins, psum = check(nc, d, op, engine, operands, attrs, location)
-            if sig is None:
-                return ins, psum, None, placed
-            changed = {k: v for k, v in attrs.items() if before.get(k, before) is not v}
-            n = self.numbered
-            self.kept[sig] = (ins.engine, psum, changed, n)
-            self.numbered = n + 1
-            self.signatures.append(sig)
-            return ins, psum, n, placed
+            loose = loose_signature(sig, operands) if sig is not None else None
+            verdict = None if loose is None else self.loose.get(loose)
+            if verdict is None:
+                before = dict(attrs) if sig is not None else None
+                ins, psum = check(nc, d, op, engine, operands, attrs, location)
+                if sig is None:
+                    return ins, psum, None, placed
+                verdict = (ins.engine, psum, {k: v for k, v in attrs.items() if before.get(k, before) is not v})
+                if loose is not None:
+                    self.loose[loose] = verdict
+            hit = self._keep(sig, verdict)
+            if ins is not None:
+                return ins, psum, hit[3], placed
         eng, psum, changed, n = hit
         if changed:
             attrs.update(changed)
@@ -102,3 +114,22 @@ def signature(op, engine, operands: dict, attrs: dict) -> tuple:
         key.append(type(x))
         key.append(x)
     return tuple(key), placed
+
+
+def loose_signature(sig: tuple, operands: dict) -> tuple | None:
+    """`sig` with each operand's layout number replaced by the layout it has wherever it lies (its memory,
+    tile size and kind, dtype, shape, strides), where the instruction's check reads no operand's place (the
+    operand named in stamp.CHECKS_FREE_OF_PLACE keeps its number); None for other instructions."""
+    op, free = sig[0], stamp.CHECKS_FREE_OF_PLACE
+    if op not in free:
+        return None
+    placed, key, i = free[op], [op, sig[1]], 2
+    for n, v in operands.items():
+        key.append(n)
+        if n == placed:
+            key.append(sig[i + 1])
+        else:
+            a = v.alloc
+            key.append((a.place[0], a.partitions, a.nbytes, a.kind, v.dtype, v.shape, v.strides))
+        i += 2
+    return tuple(key) + sig[i:]

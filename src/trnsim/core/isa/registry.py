@@ -258,7 +258,7 @@ def generic_check(d: OpDef, ins: Instruction, nc) -> bool:
         raise MemorySpaceError(f"{d.op.value} runs on {'/'.join(e.value for e in d.engines)}, not on engine {ins.engine.value}")
     limits, eng = nc.spec.limits, ins.engine
     pmax = limits["pmax"]
-    reads, writes, dtypes = nc.spec.wiring[eng.value]  # the catalog's engine <-> memory wiring and dtypes
+    reads, writes, dtypes = nc.spec.wiring[eng._value_]  # the catalog's engine <-> memory wiring and dtypes
     lanes, psum = eng in _LANE_ENGINES, False
     for name, v in ins.operands.items():
         if v.alloc.evicted:
@@ -268,15 +268,15 @@ def generic_check(d: OpDef, ins: Instruction, nc) -> bool:
                                   f"tensors; a tile lives through its own iteration only: allocate it before the loop "
                                   f"and write into it")
         space = v.alloc.memory.space
-        psum = psum or space is Space.PSUM
+        psum = psum or space is _PSUM
         if v.on_chip and v.shape[0] > pmax:
             raise PartitionLimitError(f"{_what(d, name)} ({v.name!r} {list(v.shape)}): partition dim {v.shape[0]} "
                                       f"exceeds pmax {pmax}")
         allowed = writes if name in ins.writes else reads
-        if eng is Engine.DMA and space is Space.PSUM:
+        if eng is _DMA and space is _PSUM:
             raise MemorySpaceError(f"{_what(d, name)}: DMA cannot {'write' if name in ins.writes else 'read'} PSUM "
                                    f"({v.name!r}); copy PSUM to SBUF with tensor_copy first")
-        if space.value not in allowed:
+        if space._value_ not in allowed:
             verb = "write" if name in ins.writes else "read"
             raise MemorySpaceError(f"{_what(d, name)}: the {eng.value} engine cannot {verb} {space.value} ({v.name!r}); "
                                    f"it {verb}s {'/'.join(sorted(allowed))}")
@@ -284,7 +284,7 @@ def generic_check(d: OpDef, ins: Instruction, nc) -> bool:
             raise DTypeError(f"{_what(d, name)}: dtype {v.dtype.name} is not supported by the {eng.value} engine on "
                              f"v{nc.gen}; supported: {', '.join(sorted(dtypes))}")
         if lanes and v.on_chip:
-            key = "vector_psum_fmax" if space is Space.PSUM else "vector_sbuf_fmax"
+            key = "vector_psum_fmax" if space is _PSUM else "vector_sbuf_fmax"
             if v.free_size > limits[key]:
                 raise FreeSizeError(f"{_what(d, name)}: free size {v.free_size} exceeds {limits[key]} ({key}) for "
                                     f"{eng.value}-engine access to {space.value}")
@@ -292,6 +292,8 @@ def generic_check(d: OpDef, ins: Instruction, nc) -> bool:
 
 
 _LANE_ENGINES = (Engine.VECTOR, Engine.SCALAR, Engine.GPSIMD)
+# Members read at every check: an Enum class's attribute goes through its metaclass's __getattr__ hook (Python 3.11)
+_DMA, _PSUM = Engine.DMA, Space.PSUM
 
 
 # Instructions the compiler places by workload when the kernel names no engine (nki.isa.tensor_copy,
