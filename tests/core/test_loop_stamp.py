@@ -474,3 +474,16 @@ def test_values_and_the_reference_stamp_nothing(monkeypatch):
     monkeypatch.setenv("TRNSIM_FAST", "0")
     nc = NeuronCore("trn2", values=False, builder=fast.builder(launch=True))
     assert nc.builder.loop(nc, r) is r
+
+
+def test_a_long_process_stamps_its_later_kernels(monkeypatch):
+    """The layout tables fill over many launches: a launch finding them past half starts them again, and its
+    loops are stamped as the first launch's were."""
+    from trnsim.core.fast import views
+    lhsT, rhs = np.zeros((1024, 1024), np.float32), np.zeros((1024, 512), np.float32)
+    first = same_both_ways(tiled_matmul, (lhsT, rhs), monkeypatch)
+    for n in range(views._LAYOUTS_MAX // 2 + 1 - len(views._LAYOUTS)):
+        views.layout_number(("filler", n))
+    assert len(views._LAYOUTS) > views._LAYOUTS_MAX // 2
+    assert same_both_ways(tiled_matmul, (lhsT, rhs), monkeypatch) == first > 0
+    assert len(views._LAYOUTS) < views._LAYOUTS_MAX // 2
