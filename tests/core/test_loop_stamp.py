@@ -192,8 +192,9 @@ def test_examples_stamped(monkeypatch, shim_as_found, example):
     if example == "mamba":
         same_both_ways(mod.mamba_v3, [np.zeros(x.shape, np.float32) for x in mod.inputs(256, 512, state=4)], monkeypatch)
         # its state loop: keys built by slice(), a helper branching on a row's width, activation and scan
-        assert same_both_ways(mod.mamba_v1, [np.zeros(x.shape, np.float32) for x in mod.inputs(256, 512, state=8)],
-                              monkeypatch, target="trn1") > 0
+        for kernel in (mod.mamba_v1, mod.mamba_v2):  # v2's delta * u hoisted out of its state loop
+            assert same_both_ways(kernel, [np.zeros(x.shape, np.float32) for x in mod.inputs(256, 512, state=16)],
+                                  monkeypatch, target="trn1") > 0
     else:
         same_both_ways(mod.rmsnorm, mod.inputs(), monkeypatch)
 
@@ -536,6 +537,15 @@ def forms(x, which: int, flag: bool = True):
         for i in nl.affine_range(8):
             u = _wide_or_narrow(x[i * 128:(i + 1) * 128, 0:32], 32 if flag else 16)
             nisa.dma_copy(dst=out[i * 128:(i + 1) * 128, 0:32], src=u)
+    elif which == 4:  # a loop-invariant product the compiler computes once: its later instances hoisted
+        a = _load_like(x[0:128, :])
+        b = _load_like(x[128:256, :])
+        for i in nl.affine_range(8):
+            d = nl.ndarray((128, 64), dtype=nl.float32, buffer=nl.sbuf)
+            nisa.tensor_tensor(dst=d, data1=a, data2=b, op=nl.multiply)
+            w = _load_like(x[i * 128:(i + 1) * 128, :])
+            nisa.tensor_tensor(dst=w, data1=w, data2=d, op=nl.add)
+            nisa.dma_copy(dst=out[i * 128:(i + 1) * 128, :], src=w)
     else:  # activation, scan and memset on parts the index moves, a sum carried in a tile (not a name)
         t = nl.ndarray((128, 512), dtype=nl.float32, buffer=nl.sbuf)
         nisa.memset(dst=t, value=1.0)
@@ -551,7 +561,7 @@ def forms(x, which: int, flag: bool = True):
     return out
 
 
-@pytest.mark.parametrize("which,flag", [(0, True), (1, True), (1, False), (2, True), (2, False), (3, True)])
+@pytest.mark.parametrize("which,flag", [(0, True), (1, True), (1, False), (2, True), (2, False), (3, True), (4, True)])
 def test_fixed_branches_slices_and_layouts_read_stamp_exactly(monkeypatch, which, flag):
     assert same_both_ways(forms, (np.zeros((1024, 64), np.float32), which, flag), monkeypatch) > 0
 

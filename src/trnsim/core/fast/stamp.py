@@ -27,7 +27,8 @@ What proves it (anything else runs the body as before):
   scopes, HBM tensors: the same before and after each of the two iterations stamped from, so each later one
   starts from that state too (an iteration's records follow from the state it starts in and its keys);
 - the records (`_template`): pairwise the same but for the stream index, the tile numbers of tiles made in
-  the iteration, offsets of parts and signature numbers; none hoisted (core/hoist.py), none spilled; an
+  the iteration, offsets of parts and signature numbers; none spilled; one hoisted (core/hoist.py) only onto
+  the same earlier instance in every iteration, which the stamps are hoisted onto too; an
   instruction whose operands' layouts move is one whose check reads no place (CHECKS_FREE_OF_PLACE), so its
   kept verdict holds at every step (fast/memo.py: Verdicts.number); a loop-invariant instruction the
   compiler could hoist leaves in the hoisting memo only what the iteration stamped from left there
@@ -398,7 +399,7 @@ def _template(nc, snaps, a, p, end):
         if not length or len(runs[i]) != length:
             return None
     period = (snaps[a + p].tiles[0] - snaps[a].tiles[0], snaps[a + p].tiles[1] - snaps[a].tiles[1])  # made in a period
-    recs, steps, watch, moving, moving_parts = [], [], set(), set(), []
+    recs, steps, watch, moving, moving_parts, onto = [], [], set(), set(), [], set()
     for i in range(p):
         fresh = snaps[a + i].tiles  # tiles numbered from these on were made in iteration a + i
         mine, ahead, slots, slot_of = [], [], [], {}
@@ -407,13 +408,14 @@ def _template(nc, snaps, a, p, end):
             if x.sig is None or y.sig is None:
                 return False  # an instruction whose check is not kept by signature
             if x.op is not y.op or x.engine is not y.engine or x.writes != y.writes or x.location != y.location \
-                    or x.site != y.site or x.spill is not None or y.spill is not None or x.hoisted is not None \
-                    or y.hoisted is not None or len(x.placed) != len(y.placed) \
-                    or x.attrs is not y.attrs and x.attrs != y.attrs:
+                    or x.site != y.site or x.spill is not None or y.spill is not None or x.hoisted != y.hoisted \
+                    or len(x.placed) != len(y.placed) or x.attrs is not y.attrs and x.attrs != y.attrs:
                 return None
+            if x.hoisted is not None:
+                onto.add(x.hoisted)  # computed once, by an instance before these iterations
             if i == 0:
                 z = runs[p][j]  # the same instruction a period on
-                if z.accumulated != x.accumulated:
+                if z.accumulated != x.accumulated or z.hoisted != x.hoisted:
                     return None
             moves, layouts = [], False
             for k, (name, px) in enumerate(x.placed.items()):
@@ -473,7 +475,7 @@ def _template(nc, snaps, a, p, end):
         steps.append(ahead)
         moving_parts.append(slots)
     last = snaps[a + p]  # the last iteration run, a + p, starts here
-    hoisted = _hoisting(nc, watch, moving, last.length, snaps[a + p + 1].length)
+    hoisted = _hoisting(nc, watch, moving, last.length, snaps[a + p + 1].length, snaps[a].length, onto)
     if hoisted is None:
         return False  # the hoisting memo would keep what stamping cannot
     counts = {}
@@ -515,18 +517,23 @@ def _moving_signature(verdicts, rec, moves):
     return sig, tuple(out)
 
 
-def _hoisting(nc, watch, moving, lo, hi):
+def _hoisting(nc, watch, moving, lo, hi, before, onto):
     """The entries of the hoisting memo (core/hoist.py) that iteration [lo, hi) of the stream left at the lines
     of loop-invariant candidates reading only tiles made before it, when stamping keeps the memo as running
-    would: none at a line whose inputs move, none older than that iteration. None when that fails."""
+    would: none at a line whose inputs move; older ones only from before the iterations stamped from
+    (`before`: they outlived iterations that write what every later one writes, and a later instance would
+    have been hoisted onto them as the template's were, `onto`). None when that fails."""
     if not watch:
         return ()
     out = []
     for key, seen in nc.invariants.first.items():
         if key[0] in watch:
-            if key[0] in moving or not lo <= seen[0] < hi:
+            if key[0] in moving:
                 return None
-            out.append(key)
+            if lo <= seen[0] < hi:
+                out.append(key)
+            elif not (seen[0] < before or seen[0] in onto):
+                return None
     return tuple(out)
 
 
@@ -564,7 +571,7 @@ def _stamp(nc, t: _Template) -> None:
             out = Record.__new__(Record)
             out.index, out.op, out.engine, out.placed, out.writes = base + j, rec.op, rec.engine, placed, rec.writes
             out.attrs, out.location, out.sig, out._regions, out.site = rec.attrs, rec.location, number, None, rec.site
-            out.hoisted, out.accumulated, out.spill = None, rec.accumulated, None
+            out.hoisted, out.accumulated, out.spill = rec.hoisted, rec.accumulated, None
             stream.append(out)
     nc.builder.stamped += t.end - t.start
     # the counters move on as running the iterations would have moved them
@@ -628,7 +635,7 @@ def _check_last(nc, t: _Template, it: int) -> None:
         for k, name, pb, dtile, doff, dpoff, slot in moves:
             want[name] = _moved(pb, step, dtile, doff, dpoff)
         number = _number(verdicts, sig, step, rec.sig) if sig is not None else rec.sig
-        if got.op is not rec.op or got.sig != number or got.accumulated != rec.accumulated or got.hoisted is not None \
+        if got.op is not rec.op or got.sig != number or got.accumulated != rec.accumulated or got.hoisted != rec.hoisted \
                 or list(got.placed) != list(want) or any(got.placed[n][:8] != w[:8] for n, w in want.items()):
             ok = False
             break
