@@ -195,6 +195,9 @@ def test_examples_stamped(monkeypatch, shim_as_found, example):
         for kernel in (mod.mamba_v1, mod.mamba_v2):  # v2's delta * u hoisted out of its state loop
             assert same_both_ways(kernel, [np.zeros(x.shape, np.float32) for x in mod.inputs(256, 512, state=16)],
                                   monkeypatch, target="trn1") > 0
+        for kernel in (mod.mamba_v2, mod.mamba_v3):  # channel loops stamped whole, hoisted onto their own iteration
+            assert same_both_ways(kernel, [np.zeros(x.shape, np.float32) for x in mod.inputs(1024, 1024, state=8)],
+                                  monkeypatch, target="trn1") > 0
     else:
         same_both_ways(mod.rmsnorm, mod.inputs(), monkeypatch)
 
@@ -546,6 +549,17 @@ def forms(x, which: int, flag: bool = True):
             w = _load_like(x[i * 128:(i + 1) * 128, :])
             nisa.tensor_tensor(dst=w, data1=w, data2=d, op=nl.add)
             nisa.dma_copy(dst=out[i * 128:(i + 1) * 128, :], src=w)
+    elif which == 5:  # a branch on an inner loop's index: its iterations take different ways, the same in each
+        for i in nl.affine_range(8):
+            w = _load_like(x[i * 128:(i + 1) * 128, :])
+            for k in nl.affine_range(3):
+                if k == 1:
+                    v = nl.ndarray((128, 64), dtype=nl.float32, buffer=nl.sbuf)
+                    nisa.tensor_copy(dst=v, src=w)
+                else:
+                    v = w
+                nisa.tensor_scalar(dst=w, data=v, op0=nl.multiply, operand0=2.0)
+            nisa.dma_copy(dst=out[i * 128:(i + 1) * 128, :], src=w)
     else:  # activation, scan and memset on parts the index moves, a sum carried in a tile (not a name)
         t = nl.ndarray((128, 512), dtype=nl.float32, buffer=nl.sbuf)
         nisa.memset(dst=t, value=1.0)
@@ -561,7 +575,8 @@ def forms(x, which: int, flag: bool = True):
     return out
 
 
-@pytest.mark.parametrize("which,flag", [(0, True), (1, True), (1, False), (2, True), (2, False), (3, True), (4, True)])
+@pytest.mark.parametrize("which,flag", [(0, True), (1, True), (1, False), (2, True), (2, False), (3, True), (4, True),
+                                        (5, True)])
 def test_fixed_branches_slices_and_layouts_read_stamp_exactly(monkeypatch, which, flag):
     assert same_both_ways(forms, (np.zeros((1024, 64), np.float32), which, flag), monkeypatch) > 0
 
@@ -592,11 +607,14 @@ def layout_refusals(x, which: int):
             if seen:
                 nisa.tensor_copy(dst=u, src=t[:, i * 64:(i + 1) * 64])
             seen = True
-    elif which == 3:  # a branch on an inner loop's index
+    elif which == 3:  # a name one way of a branch on an inner loop's index stores and the other reads
+        w = u
         for i in nl.affine_range(8):
             for k in nl.affine_range(2):
                 if k:
-                    nisa.tensor_copy(dst=u, src=t[:, i * 64:(i + 1) * 64])
+                    nisa.tensor_copy(dst=w, src=t[:, i * 64:(i + 1) * 64])
+                else:
+                    w = t[:, i * 64:(i + 1) * 64]
     nisa.dma_copy(dst=out[0:128, :], src=u)
     return out
 

@@ -8,7 +8,7 @@ from trnsim.core.fast.memo cimport Verdicts
 @cython.locals(stream=list, length=cython.Py_ssize_t, p=cython.Py_ssize_t, it=cython.Py_ssize_t,
                phase=cython.Py_ssize_t, step=cython.Py_ssize_t, j=cython.Py_ssize_t, base=cython.Py_ssize_t,
                recs=list, steps=list, rec=Record, out=Record, moves=tuple, moved=dict, placed=dict, move=tuple, q=tuple,
-               verdicts=Verdicts, periods=cython.Py_ssize_t, each=bint)
+               verdicts=Verdicts, periods=cython.Py_ssize_t, each=bint, onto=list)
 cpdef _stamp(nc, t)
 
 

@@ -11,8 +11,8 @@ a kernel's outer loop costs what its first iterations and its last one cost.
 What proves it (anything else runs the body as before):
 - the body's bytecode (`_analyse`): the loops it holds (over `nl.affine_range`, `nl.sequential_range`,
   `nl.static_range` or `range`, bounds not reached by the loop index), and forward branches on a value fixed
-  for the whole loop (`_Val.fixed`: made of constants, globals, names set before the loop, and the layouts of
-  tiles and parts; not of the index, an inner loop's index, or a tile's place), each way walked alone; no
+  for the whole loop (`_Val.fixed`: made of constants, globals, names set before the loop, inner loops' indices
+  and the layouts of tiles and parts; not of the index or a tile's place), each way walked alone; no
   return, yield, raise or `with`; stored locals never read before they are stored in the same iteration (no
   value is carried from one iteration to the next); calls only of the current NKI API's functions (nki.isa,
   nki.language, by module; no method of another object), of `range` and `slice`, and of plain functions of the
@@ -376,7 +376,7 @@ class _Template:
     iterations [start, end) moves on: tiles, tensor names, the hoisting memo."""
 
     __slots__ = ("recs", "steps", "first", "period", "length", "start", "end", "tiles", "counts", "hoisted",
-                 "at", "location", "next", "keys", "slots")
+                 "at", "location", "next", "keys", "slots", "onto")
 
     def __init__(self, **kw):
         for k, v in kw.items():
@@ -399,23 +399,26 @@ def _template(nc, snaps, a, p, end):
         if not length or len(runs[i]) != length:
             return None
     period = (snaps[a + p].tiles[0] - snaps[a].tiles[0], snaps[a + p].tiles[1] - snaps[a].tiles[1])  # made in a period
-    recs, steps, watch, moving, moving_parts, onto = [], [], set(), set(), [], set()
+    recs, steps, watch, moving, moving_parts, onto, hoisted_onto = [], [], set(), set(), [], set(), []
     for i in range(p):
         fresh = snaps[a + i].tiles  # tiles numbered from these on were made in iteration a + i
-        mine, ahead, slots, slot_of = [], [], [], {}
+        mine, ahead, slots, slot_of, hoists = [], [], [], {}, []
         for j in range(length):
             x, y = runs[i][j], runs[i + 1][j]
             if x.sig is None or y.sig is None:
                 return False  # an instruction whose check is not kept by signature
             if x.op is not y.op or x.engine is not y.engine or x.writes != y.writes or x.location != y.location \
-                    or x.site != y.site or x.spill is not None or y.spill is not None or x.hoisted != y.hoisted \
+                    or x.site != y.site or x.spill is not None or y.spill is not None \
                     or len(x.placed) != len(y.placed) or x.attrs is not y.attrs and x.attrs != y.attrs:
                 return None
-            if x.hoisted is not None:
-                onto.add(x.hoisted)  # computed once, by an instance before these iterations
+            onto_x = _onto(x, snaps[a + i].length)
+            if onto_x != _onto(y, snaps[a + i + 1].length):
+                return None
+            if onto_x is not None and onto_x >= 0:
+                onto.add(onto_x)  # computed once, by an instance before these iterations
             if i == 0:
                 z = runs[p][j]  # the same instruction a period on
-                if z.accumulated != x.accumulated or z.hoisted != x.hoisted:
+                if z.accumulated != x.accumulated or _onto(z, snaps[a + p].length) != onto_x:
                     return None
             moves, layouts = [], False
             for k, (name, px) in enumerate(x.placed.items()):
@@ -461,6 +464,7 @@ def _template(nc, snaps, a, p, end):
                 return None
             ahead.append((tuple(moves), sig))
             mine.append(x)
+            hoists.append(onto_x)
             if x.op in HOIST_PURE and x.engine in HOIST_ENGINES and x.writes == ("dst",):
                 outer = True
                 for name, px in x.placed.items():
@@ -472,6 +476,7 @@ def _template(nc, snaps, a, p, end):
                         if move[1] != "dst" and (move[4] or move[5]):
                             moving.add(x.location)
         recs.append(mine)
+        hoisted_onto.append(hoists)
         steps.append(ahead)
         moving_parts.append(slots)
     last = snaps[a + p]  # the last iteration run, a + p, starts here
@@ -484,7 +489,17 @@ def _template(nc, snaps, a, p, end):
             counts[prefix] = v - snaps[a].counts.get(prefix, 0)
     return _Template(recs=recs, steps=steps, first=a, period=p, length=length, start=a + p + 1, end=end,
                      tiles=period, counts=counts, hoisted=hoisted, at=last.length, location=recs[0][0].location,
-                     next=runs[1:], keys={}, slots=moving_parts)
+                     next=runs[1:], keys={}, slots=moving_parts, onto=hoisted_onto)
+
+
+def _onto(rec, start):
+    """Where record `rec` of an iteration starting at stream index `start` is hoisted onto (core/hoist.py): the
+    stream index of an instance before the iteration, or minus one minus how many records back an instance of
+    the same iteration lies (a stamp is hoisted onto its own iteration's); None: not hoisted."""
+    h = rec.hoisted
+    if h is None:
+        return None
+    return h if h < start else h - rec.index - 1
 
 
 def _made_before(place, fresh) -> bool:
@@ -544,7 +559,7 @@ def _stamp(nc, t: _Template) -> None:
     length, p = t.length, t.period
     for it in range(t.start, t.end):
         phase, step = (it - t.first) % p, (it - t.first) // p
-        recs, steps = t.recs[phase], t.steps[phase]
+        recs, steps, onto = t.recs[phase], t.steps[phase], t.onto[phase]
         base = len(stream)
         each = not budget.charge_many(length)
         watching = views.WATCH is not None  # a loop outside watches the parts its iterations slice
@@ -571,7 +586,9 @@ def _stamp(nc, t: _Template) -> None:
             out = Record.__new__(Record)
             out.index, out.op, out.engine, out.placed, out.writes = base + j, rec.op, rec.engine, placed, rec.writes
             out.attrs, out.location, out.sig, out._regions, out.site = rec.attrs, rec.location, number, None, rec.site
-            out.hoisted, out.accumulated, out.spill = rec.hoisted, rec.accumulated, None
+            h = onto[j]
+            out.hoisted = None if h is None else h if h >= 0 else base + j + h + 1
+            out.accumulated, out.spill = rec.accumulated, None
             stream.append(out)
     nc.builder.stamped += t.end - t.start
     # the counters move on as running the iterations would have moved them
@@ -635,7 +652,8 @@ def _check_last(nc, t: _Template, it: int) -> None:
         for k, name, pb, dtile, doff, dpoff, slot in moves:
             want[name] = _moved(pb, step, dtile, doff, dpoff)
         number = _number(verdicts, sig, step, rec.sig) if sig is not None else rec.sig
-        if got.op is not rec.op or got.sig != number or got.accumulated != rec.accumulated or got.hoisted != rec.hoisted \
+        if got.op is not rec.op or got.sig != number or got.accumulated != rec.accumulated \
+                or _onto(got, len(nc.stream) - t.length) != t.onto[phase][j] \
                 or list(got.placed) != list(want) or any(got.placed[n][:8] != w[:8] for n, w in want.items()):
             ok = False
             break
@@ -736,6 +754,8 @@ def _analyse(code, at, glob):
         return False
     if seen.shaped and any(v._parts is None for v in seen.views):
         return False  # a part's layout read, sliced where views.WATCH does not see it
+    if seen.mixed and seen.outer & seen.stored:
+        return False  # a name one way reads from before the iteration and another way stores
     return (tuple(sorted((c for c in seen.calls if c[0] != "tensor"), key=str)),
             tuple(sorted(c[1] for c in seen.calls if c[0] == "tensor")),
             _dead_after(code, end, seen.stored | {body[0].argval}), tuple(seen.deps), seen.shaped)
@@ -745,7 +765,7 @@ class _Seen:
     """What a body's analysis found: the API calls and indexed names to check in the kernel's frame, and the
     globals the analysis of the kernel's own functions read: (globals, name, value), to hold at each run."""
 
-    __slots__ = ("glob", "calls", "deps", "stored", "views", "shaped", "paths", "top", "_at")
+    __slots__ = ("glob", "calls", "deps", "stored", "views", "shaped", "paths", "top", "_at", "outer", "mixed")
 
     def __init__(self, glob):
         self.glob, self.calls, self.deps = glob, set(), []
@@ -753,6 +773,8 @@ class _Seen:
         self.views: list = []  # globals a tainted key indexes
         self.shaped = False  # whether the layout of a part at a tainted key is read (`_steady` proves it fixed)
         self.paths, self.top, self._at = 1, None, {}
+        self.outer: set = set()  # the body's names read, on some way, before it stores them: from before the loop
+        self.mixed = False  # whether a branch's way may change between an inner loop's iterations
 
     def at(self, run) -> dict:
         """Offset -> position in instruction list `run`."""
@@ -772,7 +794,10 @@ def _walk(run, consts, stored, read, seen, where, depth, n=0, stack=None, loops=
     False when they do not qualify, else the values the paths walked return. `where` is the globals of a
     function of the kernel's being walked (None: the loop body, whose names `_plan` checks in its frame; there
     the run ends before the body's closing jump). A branch on a value fixed for the whole loop forks the walk:
-    every iteration takes the same way, so each way is walked alone and must qualify alone."""
+    every iteration takes the same way, so each way is walked alone and must qualify alone. Where an inner
+    loop's index reaches the value (a part's width there), its iterations may take different ways, each the
+    same in every iteration of this loop: then no name may be read from before the iteration on one way and
+    stored on another (`_analyse`), so mixing the ways carries nothing over."""
     stack, loops, prev, kw, out = stack or [], loops or [], None, (), []  # loops: (start, FOR_ITER, exit) open
     at = seen.at(run)
     while n < len(run):
@@ -791,6 +816,7 @@ def _walk(run, consts, stored, read, seen, where, depth, n=0, stack=None, loops=
                 if where is not None:
                     return False  # in a function of the kernel's every local is an argument or stored before
                 read.add(i.argval)
+                seen.outer.add(i.argval)
                 v = _Val(False, "name", i.argval, fixed=_SAME)
             stack.append(v)
         elif op == "LOAD_CONST":
@@ -853,8 +879,9 @@ def _walk(run, consts, stored, read, seen, where, depth, n=0, stack=None, loops=
                 stack.append(_Val(False, "other", None, varies, None, min(c.fixed, k.fixed)))
         elif op in _BRANCHES:
             cond = stack[-1] if op in _KEEPS else stack.pop()
-            if cond.tainted or cond.varies or cond.fixed != _SAME:
+            if cond.tainted or cond.fixed != _SAME:
                 return False  # a branch on the index, or on what may change from one iteration to the next
+            seen.mixed = seen.mixed or cond.varies  # the ways an inner loop's iterations take may differ
             to = at.get(i.argval)
             seen.paths += 1
             if to is None or to < n or seen.paths > MAX_PATHS:
@@ -935,7 +962,7 @@ def _walk(run, consts, stored, read, seen, where, depth, n=0, stack=None, loops=
         elif op == "FOR_ITER":
             start = prev.offset if prev is not None and prev.offset == i.offset - 2 else i.offset
             loops.append((start, i.offset, i.argval))
-            stack.append(_Val(False, "other", None, True))
+            stack.append(_Val(False, "other", None, True, None, _SAME))  # the same numbers in every iteration
         elif op == "JUMP_BACKWARD":
             if not loops:
                 if where is None and i.argval == seen.top:
