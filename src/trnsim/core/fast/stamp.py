@@ -216,10 +216,10 @@ def _straight(t, snaps, n):
                 tensor.alloc, tensor.dtype, tensor.shape, tensor.strides = None, wb[1], wb[2], wb[3]
                 tensor.offset, tensor.poff, tensor.on_chip, tensor.gather_rows = wb[4], wb[5], wb[6], None
                 tensor._scanned = tensor._region = tensor._parts = tensor._keyed = None
-                try:
-                    last = tensor._index(_key_at(wb[7], step, left))
-                except Exception:  # out of bounds at the last iteration: let it run and raise there
-                    return False
+                key = _key_at(wb[7], step, left)
+                if not _fits(key, wb[2]):
+                    return False  # out of bounds at the last iteration: let it run and raise there
+                last = tensor._index(key)
                 if last.shape != py[2] or last.strides != py[3] or last.offset != py[4] + left * (py[4] - px[4]) \
                         or last.poff != py[5] + left * (py[5] - px[5]):
                     return False
@@ -254,6 +254,26 @@ def _steady(t, snaps, n):
                 return None
             if not _inside(kb, wb[2]) or not _inside(_key_at(kb, step, left), wb[2]):
                 return False
+    return True
+
+
+def _fits(key, shape) -> bool:
+    """Whether View._index takes index `key` (ints and step-less slices of ints) of a tensor of `shape` without
+    raising (negative numbers count from the end, as there); asked before indexing a view made without its
+    tensor, whose error message could not name it."""
+    ks = key if type(key) is tuple else (key,)
+    if len(ks) > len(shape):
+        return False
+    for k, d in zip(ks, shape):
+        if type(k) is int:
+            if not -d <= k < d:
+                return False
+        elif type(k) is slice and k.step is None:
+            for b in (k.start, k.stop):
+                if b is not None and (type(b) is not int or not 0 <= (b + d if b < 0 else b) <= d):
+                    return False
+        else:
+            return False
     return True
 
 
