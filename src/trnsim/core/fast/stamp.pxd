@@ -28,3 +28,14 @@ cpdef _template(nc, list snaps, Py_ssize_t a, Py_ssize_t p, Py_ssize_t end)
 
 @cython.locals(live=list, rank=dict, pos=dict, out=list, tiles=list, held=list, expired=list, i=cython.Py_ssize_t)
 cpdef tuple _state(nc)
+
+
+# the keys' arithmetic, asked once per moving part of a template or a stamp: called as C functions
+cpdef bint _inside(key, tuple shape)
+cpdef bint _fits(key, tuple shape)
+cpdef bint _even(tuple step)
+cpdef _key_at(key, tuple step, Py_ssize_t t)
+cpdef _key_step(ka, kb)
+cpdef dict _parts(list watched, lo, hi)
+cpdef _onto(Record rec, Py_ssize_t start)
+cpdef _watch(t, Py_ssize_t phase, Py_ssize_t j, Py_ssize_t it, tuple moves, dict placed)

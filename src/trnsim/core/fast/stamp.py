@@ -189,8 +189,9 @@ def _straight(t, snaps, n):
     if watched is None:
         return None
     a, unknown = t.first, False
+    sliced = [_parts(watched, snaps[a + i], snaps[a + i + 1]) for i in range(t.period + 1)]
     for i in range(t.period):
-        here, ahead = _parts(watched, snaps[a + i], snaps[a + i + 1]), _parts(watched, snaps[a + i + 1], snaps[a + i + 2])
+        here, ahead = sliced[i], sliced[i + 1]
         for j in range(t.length):
             moves, sig = t.steps[i][j]
             if sig is None:
@@ -212,11 +213,13 @@ def _straight(t, snaps, n):
                     continue
                 t.keys[(i, j, name)] = (wb, step, a + i + 1)
                 left = n - 1 - (a + i + 1)
+                key = _key_at(wb[7], step, left)
+                if _even(step) and _inside(wa[7], wa[2]) and _inside(wb[7], wb[2]) and _inside(key, wb[2]):
+                    continue  # no number wraps or leaves: offsets move in a line, the shape stays (no view made)
                 tensor = View.__new__(View)
                 tensor.alloc, tensor.dtype, tensor.shape, tensor.strides = None, wb[1], wb[2], wb[3]
                 tensor.offset, tensor.poff, tensor.on_chip, tensor.gather_rows = wb[4], wb[5], wb[6], None
                 tensor._scanned = tensor._region = tensor._parts = tensor._keyed = None
-                key = _key_at(wb[7], step, left)
                 if not _fits(key, wb[2]):
                     return False  # out of bounds at the last iteration: let it run and raise there
                 last = tensor._index(key)
@@ -254,6 +257,14 @@ def _steady(t, snaps, n):
                 return None
             if not _inside(kb, wb[2]) or not _inside(_key_at(kb, step, left), wb[2]):
                 return False
+    return True
+
+
+def _even(step) -> bool:
+    """Whether a key's step moves each slice's start and stop alike (its length stays)."""
+    for s in step:
+        if type(s) is tuple and s[0] != s[1]:
+            return False
     return True
 
 
