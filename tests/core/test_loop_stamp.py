@@ -191,6 +191,13 @@ def test_examples_stamped(monkeypatch, shim_as_found, example):
     mod = __import__(example)
     if example == "mamba":
         same_both_ways(mod.mamba_v3, [np.zeros(x.shape, np.float32) for x in mod.inputs(256, 512, state=4)], monkeypatch)
+        # its state loop: keys built by slice(), a helper branching on a row's width, activation and scan
+        for kernel in (mod.mamba_v1, mod.mamba_v2):  # v2's delta * u hoisted out of its state loop
+            assert same_both_ways(kernel, [np.zeros(x.shape, np.float32) for x in mod.inputs(256, 512, state=16)],
+                                  monkeypatch, target="trn1") > 0
+        for kernel in (mod.mamba_v2, mod.mamba_v3):  # channel loops stamped whole, hoisted onto their own iteration
+            assert same_both_ways(kernel, [np.zeros(x.shape, np.float32) for x in mod.inputs(1024, 1024, state=8)],
+                                  monkeypatch, target="trn1") > 0
     else:
         same_both_ways(mod.rmsnorm, mod.inputs(), monkeypatch)
 
@@ -474,3 +481,144 @@ def test_values_and_the_reference_stamp_nothing(monkeypatch):
     monkeypatch.setenv("TRNSIM_FAST", "0")
     nc = NeuronCore("trn2", values=False, builder=fast.builder(launch=True))
     assert nc.builder.loop(nc, r) is r
+
+
+def test_a_long_process_stamps_its_later_kernels(monkeypatch):
+    """The layout tables fill over many launches: a launch finding them past half starts them again, and its
+    loops are stamped as the first launch's were."""
+    from trnsim.core.fast import views
+    lhsT, rhs = np.zeros((1024, 1024), np.float32), np.zeros((1024, 512), np.float32)
+    first = same_both_ways(tiled_matmul, (lhsT, rhs), monkeypatch)
+    for n in range(views._LAYOUTS_MAX // 2 + 1 - len(views._LAYOUTS)):
+        views.layout_number(("filler", n))
+    assert len(views._LAYOUTS) > views._LAYOUTS_MAX // 2
+    assert same_both_ways(tiled_matmul, (lhsT, rhs), monkeypatch) == first > 0
+    assert len(views._LAYOUTS) < views._LAYOUTS_MAX // 2
+
+
+# -- branches fixed for the whole loop, keys built by slice(), parts' layouts read ----------------------------
+def _load_like(src):
+    """A tile shaped as the part it loads: the part's layout read in the body."""
+    t = nl.ndarray(src.shape, dtype=src.dtype, buffer=nl.sbuf)
+    nisa.dma_copy(dst=t, src=src)
+    return t
+
+
+def _wide_or_narrow(src, limit):
+    """Branches on the width of a part the index moves (fixed: every key stays inside its tensor)."""
+    n = src.shape[1]
+    t = _load_like(src)
+    if n <= limit:
+        u = nl.ndarray((128, n), dtype=nl.float32, buffer=nl.sbuf)
+        nisa.activation(dst=u, op=nl.exp, data=t, scale=2.0)
+        return u
+    u = nl.ndarray((128, n), dtype=nl.float32, buffer=nl.sbuf)
+    for lo in range(0, n, limit):
+        nisa.tensor_scalar(dst=u[:, lo:lo + limit], data=t[:, lo:lo + limit], op0=nl.multiply, operand0=2.0)
+    return u
+
+
+@nki.jit
+def forms(x, which: int, flag: bool = True):
+    out = nl.ndarray(x.shape, dtype=x.dtype, buffer=nl.shared_hbm)
+    acc = nl.ndarray((128, 64), dtype=nl.float32, buffer=nl.sbuf)
+    nisa.memset(dst=acc, value=0.0)
+    if which == 0:  # keys built by slice(): index arithmetic
+        for i in nl.affine_range(8):
+            rows = slice(i * 128, (i + 1) * 128)
+            w = _load_like(x[rows, :])
+            nisa.dma_copy(dst=out[rows, :], src=w)
+    elif which == 1:  # a branch on an argument: the same way in every iteration
+        for i in nl.affine_range(8):
+            w = _load_like(x[i * 128:(i + 1) * 128, :])
+            if flag and x.shape[1] == 64:
+                nisa.tensor_scalar(dst=w, data=w, op0=nl.multiply, operand0=3.0)
+            else:
+                nisa.tensor_copy(dst=w, src=w)
+            nisa.dma_copy(dst=out[i * 128:(i + 1) * 128, :], src=w)
+    elif which == 2:  # a function of the kernel's branching on a part's width, both ways
+        for i in nl.affine_range(8):
+            u = _wide_or_narrow(x[i * 128:(i + 1) * 128, 0:32], 32 if flag else 16)
+            nisa.dma_copy(dst=out[i * 128:(i + 1) * 128, 0:32], src=u)
+    elif which == 4:  # a loop-invariant product the compiler computes once: its later instances hoisted
+        a = _load_like(x[0:128, :])
+        b = _load_like(x[128:256, :])
+        for i in nl.affine_range(8):
+            d = nl.ndarray((128, 64), dtype=nl.float32, buffer=nl.sbuf)
+            nisa.tensor_tensor(dst=d, data1=a, data2=b, op=nl.multiply)
+            w = _load_like(x[i * 128:(i + 1) * 128, :])
+            nisa.tensor_tensor(dst=w, data1=w, data2=d, op=nl.add)
+            nisa.dma_copy(dst=out[i * 128:(i + 1) * 128, :], src=w)
+    elif which == 5:  # a branch on an inner loop's index: its iterations take different ways, the same in each
+        for i in nl.affine_range(8):
+            w = _load_like(x[i * 128:(i + 1) * 128, :])
+            for k in nl.affine_range(3):
+                if k == 1:
+                    v = nl.ndarray((128, 64), dtype=nl.float32, buffer=nl.sbuf)
+                    nisa.tensor_copy(dst=v, src=w)
+                else:
+                    v = w
+                nisa.tensor_scalar(dst=w, data=v, op0=nl.multiply, operand0=2.0)
+            nisa.dma_copy(dst=out[i * 128:(i + 1) * 128, :], src=w)
+    else:  # activation, scan and memset on parts the index moves, a sum carried in a tile (not a name)
+        t = nl.ndarray((128, 512), dtype=nl.float32, buffer=nl.sbuf)
+        nisa.memset(dst=t, value=1.0)
+        for i in nl.affine_range(8):
+            cols = slice(i * 64, (i + 1) * 64)
+            e = nl.ndarray((128, 64), dtype=nl.float32, buffer=nl.sbuf)
+            nisa.activation(dst=e, op=nl.exp, data=t[:, cols], scale=0.5)
+            h = nl.ndarray((128, 64), dtype=nl.float32, buffer=nl.sbuf)
+            nisa.tensor_tensor_scan(dst=h, data0=e, data1=t[:, cols], initial=0.0, op0=nl.multiply, op1=nl.add)
+            nisa.memset(dst=t[:, cols], value=0.0)
+            nisa.tensor_tensor(dst=acc, data1=acc, data2=h, op=nl.add)
+        nisa.dma_copy(dst=out[0:128, :], src=acc)
+    return out
+
+
+@pytest.mark.parametrize("which,flag", [(0, True), (1, True), (1, False), (2, True), (2, False), (3, True), (4, True),
+                                        (5, True)])
+def test_fixed_branches_slices_and_layouts_read_stamp_exactly(monkeypatch, which, flag):
+    assert same_both_ways(forms, (np.zeros((1024, 64), np.float32), which, flag), monkeypatch) > 0
+
+
+@nki.jit
+def layout_refusals(x, which: int):
+    out = nl.ndarray(x.shape, dtype=x.dtype, buffer=nl.shared_hbm)
+    t = nl.ndarray((128, 512), dtype=x.dtype, buffer=nl.sbuf)
+    u = nl.ndarray((128, 64), dtype=x.dtype, buffer=nl.sbuf)
+    nisa.memset(dst=t, value=0.0)
+    nisa.memset(dst=u, value=0.0)
+    if which == 0:  # a part's width read where its key turns negative and wraps round (16 wide, then empty)
+        for i in nl.affine_range(8):
+            part = t[:, 8 - 4 * i:24 - 4 * i]
+            if part.shape[1] == 16:
+                nisa.memset(dst=u[:, 0:16], value=0.0)
+            else:
+                nisa.tensor_copy(dst=u[:, 0:16], src=u[:, 16:32])
+    elif which == 1:  # a branch on a tile's place, which changes from one iteration to the next
+        for i in nl.affine_range(8):
+            w = nl.ndarray((128, 64), dtype=x.dtype, buffer=nl.sbuf)
+            nisa.memset(dst=w, value=0.0)
+            if w.offset:
+                nisa.tensor_copy(dst=u, src=w)
+    elif which == 2:  # a branch on a name set in an earlier iteration
+        seen = False
+        for i in nl.affine_range(8):
+            if seen:
+                nisa.tensor_copy(dst=u, src=t[:, i * 64:(i + 1) * 64])
+            seen = True
+    elif which == 3:  # a name one way of a branch on an inner loop's index stores and the other reads
+        w = u
+        for i in nl.affine_range(8):
+            for k in nl.affine_range(2):
+                if k:
+                    nisa.tensor_copy(dst=w, src=t[:, i * 64:(i + 1) * 64])
+                else:
+                    w = t[:, i * 64:(i + 1) * 64]
+    nisa.dma_copy(dst=out[0:128, :], src=u)
+    return out
+
+
+@pytest.mark.parametrize("which", range(4))
+def test_branches_that_may_change_between_iterations_run(monkeypatch, which):
+    assert same_both_ways(layout_refusals, (np.zeros((1024, 64), np.float32), which), monkeypatch) == 0

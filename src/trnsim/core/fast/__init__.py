@@ -73,4 +73,8 @@ class Speed(Builder):
 
 def builder(launch: bool = False) -> Builder | None:
     """A core's builder as TRNSIM_FAST chooses it now: the speed layer, or None (the reference)."""
-    return Speed(launch) if enabled() else None
+    if not enabled():
+        return None
+    if launch:
+        views.fresh()
+    return Speed(launch)

@@ -9,22 +9,26 @@ the loop index moves and their signature numbers moved on. A loop whose body hol
 a kernel's outer loop costs what its first iterations and its last one cost.
 
 What proves it (anything else runs the body as before):
-- the body's bytecode (`_analyse`): no branch but the loops it holds (over `nl.affine_range`,
-  `nl.sequential_range`, `nl.static_range` or `range`, bounds not reached by the loop index), no return,
-  yield, raise or `with`; stored locals never read before they are stored in the same iteration (no value is
-  carried from one iteration to the next); calls only of the current NKI API's functions (nki.isa,
-  nki.language, by module; no method of another object) and of plain functions of the kernel's own whose code
-  qualifies the same way (`_own`: their arguments carry the index's reach, up to OWN_DEPTH calls deep; no
-  closure, no default but a plain number or string, no global stored, what they return treated as the value it
-  is); the loop index reaching only
-  sums, differences and products with numbers set outside the body's own loops (so every key moves by the
-  same step at each of its instances), and only keys of the tensors the kernel names or makes, or `nl.ds`;
+- the body's bytecode (`_analyse`): the loops it holds (over `nl.affine_range`, `nl.sequential_range`,
+  `nl.static_range` or `range`, bounds not reached by the loop index), and forward branches on a value fixed
+  for the whole loop (`_Val.fixed`: made of constants, globals, names set before the loop, inner loops' indices
+  and the layouts of tiles and parts; not of the index or a tile's place), each way walked alone; no
+  return, yield, raise or `with`; stored locals never read before they are stored in the same iteration (no
+  value is carried from one iteration to the next); calls only of the current NKI API's functions (nki.isa,
+  nki.language, by module; no method of another object), of `range` and `slice`, and of plain functions of the
+  kernel's own whose code qualifies the same way (`_own`: their arguments carry the index's reach, up to
+  OWN_DEPTH calls deep; no closure, no default but a plain number or string, no global stored, what their ways
+  return merged); the loop index reaching only sums, differences and products with numbers set outside the
+  body's own loops (so every key moves by the same step at each of its instances), and only keys of the
+  tensors the kernel names or makes, or `nl.ds`; of a part at such a key only its layout is read (shape,
+  dtype, ndim), and then `_steady` proves that every part keeps its shape up to the last iteration;
 - the core's state (`_state`): the allocators of SBUF and PSUM (each live tile's place, flags and rank of
   last use, the held and expired tiles in order, PSUM's cursor), the open PSUM accumulation groups, spills,
   scopes, HBM tensors: the same before and after each of the two iterations stamped from, so each later one
   starts from that state too (an iteration's records follow from the state it starts in and its keys);
 - the records (`_template`): pairwise the same but for the stream index, the tile numbers of tiles made in
-  the iteration, offsets of parts and signature numbers; none hoisted (core/hoist.py), none spilled; an
+  the iteration, offsets of parts and signature numbers; none spilled; one hoisted (core/hoist.py) only onto
+  the same earlier instance in every iteration, which the stamps are hoisted onto too; an
   instruction whose operands' layouts move is one whose check reads no place (CHECKS_FREE_OF_PLACE), so its
   kept verdict holds at every step (fast/memo.py: Verdicts.number); a loop-invariant instruction the
   compiler could hoist leaves in the hoisting memo only what the iteration stamped from left there
@@ -70,7 +74,8 @@ HOST = frozenset({"device_print", "dynamic_range", "sync_program", "program_id",
 # memories and the attributes): a verdict kept for one step of a moving part holds for every step. The matmul
 # checks its PSUM destination's bank (isa/tensor_engine.py), so only its inputs may move.
 CHECKS_FREE_OF_PLACE = {Op.DMA_COPY: None, Op.TENSOR_TENSOR: None, Op.TENSOR_COPY: None,
-                        Op.TENSOR_SCALAR: None, Op.NC_MATMUL: "dst"}
+                        Op.TENSOR_SCALAR: None, Op.NC_MATMUL: "dst", Op.ACTIVATION: None, Op.TENSOR_TENSOR_SCAN: None,
+                        Op.MEMSET: None, Op.TENSOR_REDUCE: None}
 MIN_STAMPED = 24  # records a loop must be able to stamp for its first iterations to be watched
 _SAFE = frozenset({"NOP", "CACHE", "EXTENDED_ARG", "PRECALL", "KW_NAMES", "RESUME"})
 _ADD, _MUL = frozenset({0, 10, 13, 23}), frozenset({5, 18})  # BINARY_OP: + - += -=, * *=
@@ -97,9 +102,9 @@ def _stamped(nc, indices):
     while frame is not None and inside(frame.f_code.co_filename):
         frame = frame.f_back
     key = (id(frame.f_code), frame.f_lasti, len(indices)) if frame is not None else None
-    through = _plan(frame) if frame is not None and _fruitless.get(key, 0) < FRUITLESS else None
+    plan = _plan(frame) if frame is not None and _fruitless.get(key, 0) < FRUITLESS else None
     frame = None
-    if through is None or nc.peer is not None or nc.races:
+    if plan is None or nc.peer is not None or nc.races:
         yield from indices
         return
     global _watchers
@@ -110,13 +115,13 @@ def _stamped(nc, indices):
     t = None
     try:
         snaps = [_Snap(nc)]
-        for j in range(min(n - 1, PERIODS + 1)):
+        for j in range(min(n - 1, PERIODS + 2)):  # a period from the first or the second iteration
             yield indices[j]
             snaps.append(_Snap(nc))
             if j == 0 and (n - 3) * (snaps[1].length - snaps[0].length) < MIN_STAMPED:
                 _fruitless[key] = FRUITLESS - 1  # too short to gain: its next runs are not watched
                 break
-            t = _find(nc, snaps, n, through)
+            t = _find(nc, snaps, n, plan)
             if t is not None:
                 break
     finally:
@@ -139,12 +144,13 @@ def _stamped(nc, indices):
 PERIODS = 4  # the longest period (in iterations) of the core's state a loop is stamped over
 
 
-def _find(nc, snaps, n, through):
+def _find(nc, snaps, n, plan):
     """The template once the iterations run so far show a period: iterations a and a + p started in the same
     state (the latest a), and stamping it gains at least one iteration; else None, or False when none will be
     found. Stamping ends where an iteration starts as iteration a + 1 did: before the last one, or (`through`:
     the body's locals are dead after the loop, and the keys that move are proven to stay on their line up to the
-    last) at the loop's end."""
+    last) at the loop's end. `plan`: (through, whether the body reads a part's layout: `_steady`)."""
+    through, shaped = plan
     j = len(snaps) - 2  # the iteration just run
     for p in range(1, PERIODS + 1):
         a = j - p
@@ -162,6 +168,10 @@ def _find(nc, snaps, n, through):
         straight = _straight(t, snaps, n)
         if straight is False:
             return False  # a key leaves its line or its tensor: every iteration runs
+        if shaped:
+            steady = _steady(t, snaps, n)
+            if not steady:
+                return steady
         if through and straight and last - (j + 1) >= p:
             t.end = last
         elif end - (j + 1) < p:
@@ -179,8 +189,9 @@ def _straight(t, snaps, n):
     if watched is None:
         return None
     a, unknown = t.first, False
+    sliced = [_parts(watched, snaps[a + i], snaps[a + i + 1]) for i in range(t.period + 1)]
     for i in range(t.period):
-        here, ahead = _parts(watched, snaps[a + i], snaps[a + i + 1]), _parts(watched, snaps[a + i + 1], snaps[a + i + 2])
+        here, ahead = sliced[i], sliced[i + 1]
         for j in range(t.length):
             moves, sig = t.steps[i][j]
             if sig is None:
@@ -202,18 +213,97 @@ def _straight(t, snaps, n):
                     continue
                 t.keys[(i, j, name)] = (wb, step, a + i + 1)
                 left = n - 1 - (a + i + 1)
+                key = _key_at(wb[7], step, left)
+                if _even(step) and _inside(wa[7], wa[2]) and _inside(wb[7], wb[2]) and _inside(key, wb[2]):
+                    continue  # no number wraps or leaves: offsets move in a line, the shape stays (no view made)
                 tensor = View.__new__(View)
                 tensor.alloc, tensor.dtype, tensor.shape, tensor.strides = None, wb[1], wb[2], wb[3]
                 tensor.offset, tensor.poff, tensor.on_chip, tensor.gather_rows = wb[4], wb[5], wb[6], None
                 tensor._scanned = tensor._region = tensor._parts = tensor._keyed = None
-                try:
-                    last = tensor._index(_key_at(wb[7], step, left))
-                except Exception:  # out of bounds at the last iteration: let it run and raise there
-                    return False
+                if not _fits(key, wb[2]):
+                    return False  # out of bounds at the last iteration: let it run and raise there
+                last = tensor._index(key)
                 if last.shape != py[2] or last.strides != py[3] or last.offset != py[4] + left * (py[4] - px[4]) \
                         or last.poff != py[5] + left * (py[5] - px[5]):
                     return False
     return None if unknown else True
+
+
+def _steady(t, snaps, n):
+    """Whether every part the template's iterations sliced (views.WATCH) has the same shape in every iteration
+    up to the loop's last: its key the same, or moving by a fixed step and inside its tensor (no negative
+    number, no slice past the end: so no wrapping and no clipping) at the template's iteration and at the last,
+    hence at every one between. A body that reads a part's layout (its shape in a branch, a range, a new tile)
+    then does the same in every iteration. None when the iterations' parts do not pair up (a loop inside
+    stamped some); False when a key leaves its tensor."""
+    watched = views.WATCH
+    if watched is None:
+        return None
+    a = t.first
+    for i in range(t.period):
+        here = watched[snaps[a + i].watched:snaps[a + i + 1].watched]
+        ahead = watched[snaps[a + i + 1].watched:snaps[a + i + 2].watched]
+        if len(here) != len(ahead):
+            return None
+        left = n - 1 - (a + i + 1)
+        for (_, wa), (_, wb) in zip(here, ahead):
+            if wa[1:4] != wb[1:4] or wa[6] != wb[6] or wa[8] != wb[8]:
+                return None  # not the same part of the same tensor's layout
+            ka, kb = wa[7], wb[7]
+            if type(ka) is type(kb) and ka == kb:
+                continue
+            step = _key_step(ka, kb)
+            if step is None:
+                return None
+            if not _inside(kb, wb[2]) or not _inside(_key_at(kb, step, left), wb[2]):
+                return False
+    return True
+
+
+def _even(step) -> bool:
+    """Whether a key's step moves each slice's start and stop alike (its length stays)."""
+    for s in step:
+        if type(s) is tuple and s[0] != s[1]:
+            return False
+    return True
+
+
+def _fits(key, shape) -> bool:
+    """Whether View._index takes index `key` (ints and step-less slices of ints) of a tensor of `shape` without
+    raising (negative numbers count from the end, as there); asked before indexing a view made without its
+    tensor, whose error message could not name it."""
+    ks = key if type(key) is tuple else (key,)
+    if len(ks) > len(shape):
+        return False
+    for k, d in zip(ks, shape):
+        if type(k) is int:
+            if not -d <= k < d:
+                return False
+        elif type(k) is slice and k.step is None:
+            for b in (k.start, k.stop):
+                if b is not None and (type(b) is not int or not 0 <= (b + d if b < 0 else b) <= d):
+                    return False
+        else:
+            return False
+    return True
+
+
+def _inside(key, shape) -> bool:
+    """Whether index `key` of a tensor of `shape` takes no number below 0 or past its dim (no step)."""
+    ks = key if type(key) is tuple else (key,)
+    if len(ks) > len(shape):
+        return False
+    for k, d in zip(ks, shape):
+        if type(k) is int:
+            if not 0 <= k < d:
+                return False
+        elif type(k) is slice and k.step is None:
+            lo, hi = (0 if k.start is None else k.start), (d if k.stop is None else k.stop)
+            if type(lo) is not int or type(hi) is not int or not 0 <= lo <= hi <= d:
+                return False
+        else:
+            return False
+    return True
 
 
 def _layout(p) -> tuple:
@@ -317,7 +407,7 @@ class _Template:
     iterations [start, end) moves on: tiles, tensor names, the hoisting memo."""
 
     __slots__ = ("recs", "steps", "first", "period", "length", "start", "end", "tiles", "counts", "hoisted",
-                 "at", "location", "next", "keys", "slots")
+                 "at", "location", "next", "keys", "slots", "onto")
 
     def __init__(self, **kw):
         for k, v in kw.items():
@@ -340,22 +430,26 @@ def _template(nc, snaps, a, p, end):
         if not length or len(runs[i]) != length:
             return None
     period = (snaps[a + p].tiles[0] - snaps[a].tiles[0], snaps[a + p].tiles[1] - snaps[a].tiles[1])  # made in a period
-    recs, steps, watch, moving, moving_parts = [], [], set(), set(), []
+    recs, steps, watch, moving, moving_parts, onto, hoisted_onto = [], [], set(), set(), [], set(), []
     for i in range(p):
         fresh = snaps[a + i].tiles  # tiles numbered from these on were made in iteration a + i
-        mine, ahead, slots, slot_of = [], [], [], {}
+        mine, ahead, slots, slot_of, hoists = [], [], [], {}, []
         for j in range(length):
             x, y = runs[i][j], runs[i + 1][j]
             if x.sig is None or y.sig is None:
                 return False  # an instruction whose check is not kept by signature
             if x.op is not y.op or x.engine is not y.engine or x.writes != y.writes or x.location != y.location \
-                    or x.site != y.site or x.spill is not None or y.spill is not None or x.hoisted is not None \
-                    or y.hoisted is not None or len(x.placed) != len(y.placed) \
-                    or x.attrs is not y.attrs and x.attrs != y.attrs:
+                    or x.site != y.site or x.spill is not None or y.spill is not None \
+                    or len(x.placed) != len(y.placed) or x.attrs is not y.attrs and x.attrs != y.attrs:
                 return None
+            onto_x = _onto(x, snaps[a + i].length)
+            if onto_x != _onto(y, snaps[a + i + 1].length):
+                return None
+            if onto_x is not None and onto_x >= 0:
+                onto.add(onto_x)  # computed once, by an instance before these iterations
             if i == 0:
                 z = runs[p][j]  # the same instruction a period on
-                if z.accumulated != x.accumulated:
+                if z.accumulated != x.accumulated or _onto(z, snaps[a + p].length) != onto_x:
                     return None
             moves, layouts = [], False
             for k, (name, px) in enumerate(x.placed.items()):
@@ -401,6 +495,7 @@ def _template(nc, snaps, a, p, end):
                 return None
             ahead.append((tuple(moves), sig))
             mine.append(x)
+            hoists.append(onto_x)
             if x.op in HOIST_PURE and x.engine in HOIST_ENGINES and x.writes == ("dst",):
                 outer = True
                 for name, px in x.placed.items():
@@ -412,10 +507,11 @@ def _template(nc, snaps, a, p, end):
                         if move[1] != "dst" and (move[4] or move[5]):
                             moving.add(x.location)
         recs.append(mine)
+        hoisted_onto.append(hoists)
         steps.append(ahead)
         moving_parts.append(slots)
     last = snaps[a + p]  # the last iteration run, a + p, starts here
-    hoisted = _hoisting(nc, watch, moving, last.length, snaps[a + p + 1].length)
+    hoisted = _hoisting(nc, watch, moving, last.length, snaps[a + p + 1].length, snaps[a].length, onto)
     if hoisted is None:
         return False  # the hoisting memo would keep what stamping cannot
     counts = {}
@@ -424,7 +520,17 @@ def _template(nc, snaps, a, p, end):
             counts[prefix] = v - snaps[a].counts.get(prefix, 0)
     return _Template(recs=recs, steps=steps, first=a, period=p, length=length, start=a + p + 1, end=end,
                      tiles=period, counts=counts, hoisted=hoisted, at=last.length, location=recs[0][0].location,
-                     next=runs[1:], keys={}, slots=moving_parts)
+                     next=runs[1:], keys={}, slots=moving_parts, onto=hoisted_onto)
+
+
+def _onto(rec, start):
+    """Where record `rec` of an iteration starting at stream index `start` is hoisted onto (core/hoist.py): the
+    stream index of an instance before the iteration, or minus one minus how many records back an instance of
+    the same iteration lies (a stamp is hoisted onto its own iteration's); None: not hoisted."""
+    h = rec.hoisted
+    if h is None:
+        return None
+    return h if h < start else h - rec.index - 1
 
 
 def _made_before(place, fresh) -> bool:
@@ -457,18 +563,23 @@ def _moving_signature(verdicts, rec, moves):
     return sig, tuple(out)
 
 
-def _hoisting(nc, watch, moving, lo, hi):
+def _hoisting(nc, watch, moving, lo, hi, before, onto):
     """The entries of the hoisting memo (core/hoist.py) that iteration [lo, hi) of the stream left at the lines
     of loop-invariant candidates reading only tiles made before it, when stamping keeps the memo as running
-    would: none at a line whose inputs move, none older than that iteration. None when that fails."""
+    would: none at a line whose inputs move; older ones only from before the iterations stamped from
+    (`before`: they outlived iterations that write what every later one writes, and a later instance would
+    have been hoisted onto them as the template's were, `onto`). None when that fails."""
     if not watch:
         return ()
     out = []
     for key, seen in nc.invariants.first.items():
         if key[0] in watch:
-            if key[0] in moving or not lo <= seen[0] < hi:
+            if key[0] in moving:
                 return None
-            out.append(key)
+            if lo <= seen[0] < hi:
+                out.append(key)
+            elif not (seen[0] < before or seen[0] in onto):
+                return None
     return tuple(out)
 
 
@@ -479,7 +590,7 @@ def _stamp(nc, t: _Template) -> None:
     length, p = t.length, t.period
     for it in range(t.start, t.end):
         phase, step = (it - t.first) % p, (it - t.first) // p
-        recs, steps = t.recs[phase], t.steps[phase]
+        recs, steps, onto = t.recs[phase], t.steps[phase], t.onto[phase]
         base = len(stream)
         each = not budget.charge_many(length)
         watching = views.WATCH is not None  # a loop outside watches the parts its iterations slice
@@ -506,7 +617,9 @@ def _stamp(nc, t: _Template) -> None:
             out = Record.__new__(Record)
             out.index, out.op, out.engine, out.placed, out.writes = base + j, rec.op, rec.engine, placed, rec.writes
             out.attrs, out.location, out.sig, out._regions, out.site = rec.attrs, rec.location, number, None, rec.site
-            out.hoisted, out.accumulated, out.spill = None, rec.accumulated, None
+            h = onto[j]
+            out.hoisted = None if h is None else h if h >= 0 else base + j + h + 1
+            out.accumulated, out.spill = rec.accumulated, None
             stream.append(out)
     nc.builder.stamped += t.end - t.start
     # the counters move on as running the iterations would have moved them
@@ -570,7 +683,8 @@ def _check_last(nc, t: _Template, it: int) -> None:
         for k, name, pb, dtile, doff, dpoff, slot in moves:
             want[name] = _moved(pb, step, dtile, doff, dpoff)
         number = _number(verdicts, sig, step, rec.sig) if sig is not None else rec.sig
-        if got.op is not rec.op or got.sig != number or got.accumulated != rec.accumulated or got.hoisted is not None \
+        if got.op is not rec.op or got.sig != number or got.accumulated != rec.accumulated \
+                or _onto(got, len(nc.stream) - t.length) != t.onto[phase][j] \
                 or list(got.placed) != list(want) or any(got.placed[n][:8] != w[:8] for n, w in want.items()):
             ok = False
             break
@@ -583,8 +697,8 @@ def _check_last(nc, t: _Template, it: int) -> None:
 # -- the body's bytecode -------------------------------------------------------------------------------------
 def _plan(frame):
     """None when the loop body does not qualify: its bytecode (see the module's doc), and the functions it calls
-    are the NKI API's (read from the kernel's globals) or the kernel's own whose code qualifies; else whether the
-    locals it stores are dead after it."""
+    are the NKI API's (read from the kernel's globals) or the kernel's own whose code qualifies; else (whether the
+    locals it stores are dead after it, whether it reads the layout of a part at a key the index reaches)."""
     code, at = frame.f_code, frame.f_lasti
     key = (id(code), at)  # a code object hashes by its contents: slow for a long kernel
     glob = frame.f_globals
@@ -593,12 +707,13 @@ def _plan(frame):
         got = _analysed[key] = (code, _analyse(code, at, glob))
     if got[1] is False:
         return None
-    calls, tensors, dead, _ = got[1]
-    if tensors:  # a tainted key indexes only tensors: the names it indexes hold views
-        names = frame.f_locals  # a snapshot: emptied at once, so that it keeps no tile alive
-        try:
+    calls, tensors, dead, _, shaped = got[1]
+    if tensors:  # a tainted key indexes only tensors: the names it indexes hold views (seen by views.WATCH
+        names = frame.f_locals  # where a part's layout is read); a snapshot: emptied at once, so that it keeps
+        try:  # no tile alive
             for kind, name in tensors:
-                if not isinstance((glob if kind == "global" else names).get(name), View):
+                v = (glob if kind == "global" else names).get(name)
+                if not isinstance(v, View) or shaped and v._parts is None:
                     return None
         finally:
             names.clear()
@@ -610,7 +725,7 @@ def _plan(frame):
         mod = glob.get(name)
         if getattr(mod, "__name__", None) not in ALLOWED or attr in HOST or not callable(getattr(mod, attr, None)):
             return None
-    return dead
+    return dead, shaped
 
 
 def _holds(deps) -> bool:
@@ -624,12 +739,23 @@ def _holds(deps) -> bool:
 
 class _Val:
     """A value on the abstract stack: whether the loop index reaches it, whether a loop inside the body does,
-    what it is known to be, and its name (a global or outside local) or the function it is."""
+    what it is known to be, its name (a global or outside local) or the function it is, and whether it is the
+    same in every iteration (`fixed`: _SAME the value, _LAID a tensor's layout only)."""
 
-    __slots__ = ("tainted", "varies", "kind", "name", "where")
+    __slots__ = ("tainted", "varies", "kind", "name", "where", "fixed")
 
-    def __init__(self, tainted=False, kind="other", name=None, varies=False, where=None):
+    def __init__(self, tainted=False, kind="other", name=None, varies=False, where=None, fixed=0):
         self.tainted, self.kind, self.name, self.varies, self.where = tainted, kind, name, varies, where
+        self.fixed = fixed
+
+
+_SAME, _LAID = 2, 1  # _Val.fixed: the same value in every iteration; a tensor laid out the same in every one
+LAYOUT_ATTRS = frozenset({"shape", "dtype", "ndim"})  # a part's attributes a body may read (`_steady` proves them)
+_BRANCHES = frozenset({"POP_JUMP_FORWARD_IF_FALSE", "POP_JUMP_FORWARD_IF_TRUE", "POP_JUMP_FORWARD_IF_NONE",
+                       "POP_JUMP_FORWARD_IF_NOT_NONE", "JUMP_IF_FALSE_OR_POP", "JUMP_IF_TRUE_OR_POP"})
+_KEEPS = frozenset({"JUMP_IF_FALSE_OR_POP", "JUMP_IF_TRUE_OR_POP"})  # branches that keep their value when taken
+_BUILTINS = {"range": builtins.range, "slice": builtins.slice}  # builtins a body may call
+MAX_PATHS = 64  # ways through a body (a branch forks the walk) past which it is not analysed
 
 
 def _analyse(code, at, glob):
@@ -649,24 +775,44 @@ def _analyse(code, at, glob):
         return False
     stored: dict = {body[0].argval: _Val(True, "int")}
     seen = _Seen(glob)
+    run = body[1:-1]
+    seen.top = body[-1].argval
+    seen.at(run)[body[-1].offset] = len(run)  # a way that jumps to the closing jump ends the iteration
     try:
-        if _walk(body[1:-1], body, code.co_consts, stored, set(), seen, None, 0) is False:
+        if _walk(run, code.co_consts, stored, set(), seen, None, 0) is False:
             return False
     except IndexError:
         return False
-    return (tuple(sorted(c for c in seen.calls if c[0] != "tensor")),
-            tuple(sorted(c[1] for c in seen.calls if c[0] == "tensor")), _dead_after(code, end, stored),
-            tuple(seen.deps))
+    if seen.shaped and any(v._parts is None for v in seen.views):
+        return False  # a part's layout read, sliced where views.WATCH does not see it
+    if seen.mixed and seen.outer & seen.stored:
+        return False  # a name one way reads from before the iteration and another way stores
+    return (tuple(sorted((c for c in seen.calls if c[0] != "tensor"), key=str)),
+            tuple(sorted(c[1] for c in seen.calls if c[0] == "tensor")),
+            _dead_after(code, end, seen.stored | {body[0].argval}), tuple(seen.deps), seen.shaped)
 
 
 class _Seen:
     """What a body's analysis found: the API calls and indexed names to check in the kernel's frame, and the
     globals the analysis of the kernel's own functions read: (globals, name, value), to hold at each run."""
 
-    __slots__ = ("glob", "calls", "deps")
+    __slots__ = ("glob", "calls", "deps", "stored", "views", "shaped", "paths", "top", "_at", "outer", "mixed")
 
     def __init__(self, glob):
         self.glob, self.calls, self.deps = glob, set(), []
+        self.stored: set = set()  # the body's locals stored on any way through it
+        self.views: list = []  # globals a tainted key indexes
+        self.shaped = False  # whether the layout of a part at a tainted key is read (`_steady` proves it fixed)
+        self.paths, self.top, self._at = 1, None, {}
+        self.outer: set = set()  # the body's names read, on some way, before it stores them: from before the loop
+        self.mixed = False  # whether a branch's way may change between an inner loop's iterations
+
+    def at(self, run) -> dict:
+        """Offset -> position in instruction list `run`."""
+        got = self._at.get(id(run))
+        if got is None or got[0] is not run:
+            got = self._at[id(run)] = (run, {x.offset: n for n, x in enumerate(run)})
+        return got[1]
 
 
 OWN_DEPTH = 4  # the kernel's functions calling its functions: how deep their code is analysed
@@ -674,12 +820,20 @@ _SCALARS = (int, float, bool, str, type(None))  # defaults such a function may h
 _UNFIT = 0x04 | 0x08 | 0x20 | 0x80 | 0x100 | 0x200  # *args, **kwargs, generator, coroutine, async generators
 
 
-def _walk(run, body, consts, stored, read, seen, where, depth):
-    """Walk instructions `run` (of `body`, whose code's constants are `consts`) on an abstract stack; False when they do not qualify. `where` is the
-    globals of a function of the kernel's being walked (None: the loop body, whose names `_plan` checks in its
-    frame); there the stack left holds the value it returns."""
-    stack, loops, prev, kw = [], [], None, ()  # loops: (FOR_ITER offset, its exit) of the inner loops open
-    for i in run:
+def _walk(run, consts, stored, read, seen, where, depth, n=0, stack=None, loops=None):
+    """Walk instructions `run` from position `n` (of a code whose constants are `consts`) on an abstract stack;
+    False when they do not qualify, else the values the paths walked return. `where` is the globals of a
+    function of the kernel's being walked (None: the loop body, whose names `_plan` checks in its frame; there
+    the run ends before the body's closing jump). A branch on a value fixed for the whole loop forks the walk:
+    every iteration takes the same way, so each way is walked alone and must qualify alone. Where an inner
+    loop's index reaches the value (a part's width there), its iterations may take different ways, each the
+    same in every iteration of this loop: then no name may be read from before the iteration on one way and
+    stored on another (`_analyse`), so mixing the ways carries nothing over."""
+    stack, loops, prev, kw, out = stack or [], loops or [], None, (), []  # loops: (start, FOR_ITER, exit) open
+    at = seen.at(run)
+    while n < len(run):
+        i = run[n]
+        n += 1
         op = i.opname
         if op == "KW_NAMES":
             kw = consts[i.arg]
@@ -693,46 +847,48 @@ def _walk(run, body, consts, stored, read, seen, where, depth):
                 if where is not None:
                     return False  # in a function of the kernel's every local is an argument or stored before
                 read.add(i.argval)
-                v = _Val(False, "name", i.argval)
+                seen.outer.add(i.argval)
+                v = _Val(False, "name", i.argval, fixed=_SAME)
             stack.append(v)
         elif op == "LOAD_CONST":
-            stack.append(_Val())
+            stack.append(_Val(fixed=_SAME))
         elif op == "LOAD_GLOBAL":
             if i.arg & 1:
                 stack.append(_Val(kind="null"))
-            stack.append(_Val(False, "global", i.argval, False, where))
+            stack.append(_Val(False, "global", i.argval, False, where, _SAME))
         elif op == "PUSH_NULL":
             stack.append(_Val(kind="null"))
         elif op in ("LOAD_ATTR", "LOAD_METHOD"):
             x = stack.pop()
+            fixed = _SAME if x.fixed == _SAME or i.argval in LAYOUT_ATTRS and x.fixed else 0
             if x.tainted:
-                return False  # an attribute of the index or of a part
+                if x.kind != "part" or i.argval not in LAYOUT_ATTRS or op != "LOAD_ATTR":
+                    return False  # an attribute of the index, or of a part other than its layout's
+                seen.shaped = True  # the same in every iteration once each part's key is proven to stay inside
+                stack.append(_Val(False, "other", None, x.varies, None, _SAME))
+                continue
             if op == "LOAD_METHOD":
                 if x.kind != "global":
                     return False  # a method of another object
                 stack.append(_Val(kind="null"))
             name = (x.name, i.argval) if x.kind == "global" else None
-            stack.append(_Val(False, "function", name, x.varies, x.where))
+            stack.append(_Val(False, "function", name, x.varies, x.where, fixed))
         elif op == "STORE_FAST":
             if i.argval in read:
                 return False  # read before it is stored: carried from the previous iteration
             stored[i.argval] = stack.pop()
+            if where is None:
+                seen.stored.add(i.argval)
         elif op == "POP_TOP":
             stack.pop()
-        elif op in ("BUILD_SLICE", "BUILD_TUPLE", "BINARY_OP", "UNARY_NEGATIVE"):
-            n = 1 if op == "UNARY_NEGATIVE" else 2 if op == "BINARY_OP" else i.arg
-            args = [stack.pop() for _ in range(n)]
-            tainted = [a for a in args if a.tainted]
-            if any(a.kind != "int" for a in tainted) or any(a.kind == "part" for a in args):
+        elif op in ("BUILD_SLICE", "BUILD_TUPLE", "BINARY_OP", "UNARY_NEGATIVE", "COMPARE_OP", "IS_OP",
+                    "CONTAINS_OP", "UNARY_NOT"):
+            k = 1 if op in ("UNARY_NEGATIVE", "UNARY_NOT") else i.arg if op in ("BUILD_SLICE", "BUILD_TUPLE") else 2
+            args = [stack.pop() for _ in range(k)]
+            got = _combined(op, i.arg, args)
+            if got is None:
                 return False
-            if op == "BINARY_OP" and tainted:
-                if i.arg in _MUL:
-                    if len(tainted) != 1 or any(a.varies for a in args):
-                        return False  # the index's step must be the same at every instance of the line
-                elif i.arg not in _ADD:
-                    return False
-            varies = any(a.varies for a in args)
-            stack.append(_Val(bool(tainted), "int" if tainted else "other", None, varies))
+            stack.append(got)
         elif op == "BINARY_SUBSCR":
             k, c = stack.pop(), stack.pop()
             if c.tainted or k.tainted and k.kind != "int" or "part" in (c.kind, k.kind):
@@ -744,9 +900,39 @@ def _walk(run, body, consts, stored, read, seen, where, depth):
                 if not isinstance(held, View):
                     return False
                 seen.deps.append((c.where, c.name, held))
+                seen.views.append(held)
             elif k.tainted and c.kind in ("name", "global"):
                 seen.calls.add(("tensor", (c.kind, c.name)))
-            stack.append(_Val(True, "part") if k.tainted else _Val(False, "other", None, c.varies or k.varies))
+            varies = c.varies or k.varies
+            if k.tainted:
+                stack.append(_Val(True, "part", None, varies))
+            else:
+                stack.append(_Val(False, "other", None, varies, None, min(c.fixed, k.fixed)))
+        elif op in _BRANCHES:
+            cond = stack[-1] if op in _KEEPS else stack.pop()
+            if cond.tainted or cond.fixed != _SAME:
+                return False  # a branch on the index, or on what may change from one iteration to the next
+            seen.mixed = seen.mixed or cond.varies  # the ways an inner loop's iterations take may differ
+            to = at.get(i.argval)
+            seen.paths += 1
+            if to is None or to < n or seen.paths > MAX_PATHS:
+                return False
+            got = _walk(run, consts, dict(stored), set(read), seen, where, depth, to, list(stack), list(loops))
+            if got is False:
+                return False
+            out += got
+            if op in _KEEPS:
+                stack.pop()
+        elif op == "JUMP_FORWARD":
+            to = at.get(i.argval)
+            if to is None:
+                return False
+            n = to
+        elif op == "RETURN_VALUE":
+            if where is None or loops or len(stack) != 1:
+                return False  # a loop body returns nowhere
+            out.append(stack.pop())
+            return out
         elif op == "CALL":
             args = [stack.pop() for _ in range(i.arg)]
             fn, null = stack.pop(), stack.pop()
@@ -754,10 +940,11 @@ def _walk(run, body, consts, stored, read, seen, where, depth):
                 return False
             if fn.kind == "global":
                 f = (seen.glob if fn.where is None else fn.where).get(fn.name)
-                if fn.name == "range" and f is None or f is builtins.range:
+                builtin = _BUILTINS.get(fn.name)
+                if builtin is not None and (f is builtin or f is None and getattr(builtins, fn.name) is builtin):
                     if fn.where is not None:
-                        seen.deps.append((fn.where, "range", f))
-                    fn = _Val(False, "function", (None, "range"), False, fn.where)
+                        seen.deps.append((fn.where, fn.name, f))
+                    fn = _Val(False, "function", (None, fn.name), False, fn.where)
                 else:
                     got = _own(f, args[::-1], kw, seen, depth + 1)
                     if got is False:
@@ -770,10 +957,6 @@ def _walk(run, body, consts, stored, read, seen, where, depth):
                 return False
             kw = ()
             attr = fn.name[1]
-            ds = attr == "ds"
-            tainted = [a for a in args if a.tainted]
-            if any(a.kind != ("int" if ds else "part") for a in tainted):
-                return False  # the index reaches a call only through a part or nl.ds
             if fn.where is None:
                 seen.calls.add(fn.name)
             elif fn.name[0] is not None:  # in a function of the kernel's: its module checked here
@@ -781,13 +964,26 @@ def _walk(run, body, consts, stored, read, seen, where, depth):
                 if getattr(mod, "__name__", None) not in ALLOWED or attr in HOST or not callable(getattr(mod, attr, None)):
                     return False
                 seen.deps.append((fn.where, fn.name[0], mod))
+            if fn.name == (None, "slice"):  # a key built by name, as BUILD_SLICE builds one
+                got = _combined("BUILD_SLICE", len(args), args)
+                if got is None:
+                    return False
+                stack.append(got)
+                continue
+            ds = attr == "ds"
+            tainted = [a for a in args if a.tainted]
+            if any(a.kind != ("int" if ds else "part") for a in tainted):
+                return False  # the index reaches a call only through a part or nl.ds
             varies = any(a.varies for a in args)
+            fixed = min((a.fixed for a in args), default=_SAME)
             if attr in RANGES or attr == "range":
                 if tainted:
                     return False  # an inner loop's bounds reached by the index
                 stack.append(_Val(kind="range"))
-            elif attr in MAKERS:
-                stack.append(_Val(False, "made", None, varies))
+            elif attr in MAKERS:  # a new tile: laid out the same in every iteration where its arguments are fixed
+                stack.append(_Val(False, "made", None, varies, None, _LAID if fixed == _SAME else 0))
+            elif ds and not tainted:
+                stack.append(_Val(False, "other", None, varies, None, fixed))
             else:
                 stack.append(_Val(bool(tainted), "int" if ds and tainted else "part" if tainted else "other",
                                   None, varies))
@@ -797,15 +993,20 @@ def _walk(run, body, consts, stored, read, seen, where, depth):
         elif op == "FOR_ITER":
             start = prev.offset if prev is not None and prev.offset == i.offset - 2 else i.offset
             loops.append((start, i.offset, i.argval))
-            stack.append(_Val(False, "other", None, True))
+            stack.append(_Val(False, "other", None, True, None, _SAME))  # the same numbers in every iteration
         elif op == "JUMP_BACKWARD":
-            if not loops or i.argval not in loops[-1][:2]:
+            if not loops:
+                if where is None and i.argval == seen.top:
+                    break  # the body's own next iteration (a branch's way ending early)
+                return False
+            if i.argval not in loops[-1][:2]:
                 return False
             start, offset, exit_ = loops.pop()
-            nxt = next((x for x in body if x.offset > i.offset), None)
-            if nxt is None or nxt.offset != exit_:
+            to = at.get(exit_)
+            if to is None:
                 return False
             stack.pop()  # the inner loop's iterator
+            n = to  # the walk goes on after the loop (its body walked once)
         elif op == "COPY":
             stack.append(stack[-i.arg])
         elif op == "SWAP":
@@ -814,9 +1015,46 @@ def _walk(run, body, consts, stored, read, seen, where, depth):
             return False
         if op != "EXTENDED_ARG":
             prev = None
-    if loops or len(stack) != (0 if where is None else 1):
+    if where is not None or loops or stack:
         return False
-    return stack
+    return out
+
+
+def _combined(op, arg, args):
+    """The value an operation on abstract values `args` gives, or None when it does not qualify: the index
+    reaches only sums, differences and products (with a factor fixed for the loop) and keys."""
+    tainted = [a for a in args if a.tainted]
+    if any(a.kind != "int" for a in tainted) or any(a.kind == "part" for a in args):
+        return None
+    if tainted and op not in ("BUILD_SLICE", "BUILD_TUPLE", "BINARY_OP", "UNARY_NEGATIVE"):
+        return None  # a comparison or a test of the index
+    if op == "BINARY_OP" and tainted:
+        if arg in _MUL:
+            if len(tainted) != 1 or any(a.varies for a in args):
+                return None  # the index's step must be the same at every instance of the line
+        elif arg not in _ADD:
+            return None
+    varies = any(a.varies for a in args)
+    fixed = _SAME if all(a.fixed == _SAME for a in args) else 0
+    return _Val(bool(tainted), "int" if tainted else "other", None, varies, None, 0 if tainted else fixed)
+
+
+def _merged(vals):
+    """The value a call returns when its ways return `vals` (one way taken in every iteration), or None when
+    they differ in what the analysis allows of them."""
+    first = vals[0]
+    if all(v is first for v in vals):
+        return first
+    kinds = {v.kind for v in vals}
+    tainted = any(v.tainted for v in vals)
+    if len(kinds) > 1 and tainted:
+        return None
+    kind = first.kind if len(kinds) == 1 else "other"
+    name = first.name if all(v.name == first.name and v.where is first.where for v in vals) else None
+    if kind in ("name", "global", "function") and name is None:
+        kind = "other"
+    return _Val(tainted, kind, name, any(v.varies for v in vals), first.where if name is not None else None,
+                min(v.fixed for v in vals))
 
 
 def _own(f, args, kw, seen, depth):
@@ -842,17 +1080,15 @@ def _own(f, args, kw, seen, depth):
             return False
         stored[name] = v
     for name in params[len(params) - len(defaults):]:
-        stored.setdefault(name, _Val())
+        stored.setdefault(name, _Val(fixed=_SAME))
     if len(stored) != len(params):
         return False
     ins = [x for x in _instructions(code) if x.opname != "RESUME"]
-    if not ins or ins[-1].opname != "RETURN_VALUE":
+    got = _walk(ins, code.co_consts, stored, set(), seen, f.__globals__, depth)
+    if not got:
         return False
-    got = _walk(ins[:-1], ins, code.co_consts, stored, set(), seen, f.__globals__, depth)
-    if got is False:
-        return False
-    out = got[0]
-    if out.kind in ("function", "range", "null"):
+    out = _merged(got)
+    if out is None or out.kind in ("function", "range", "null"):
         return False
     return out
 

@@ -24,6 +24,17 @@ _LAYOUTS_MAX = 1 << 16
 WATCH: list | None = None
 
 
+def fresh() -> None:
+    """A launch's start: tables past half their size start again (numbers are never reused, so views keeping
+    theirs stay right; nothing of an earlier launch's is looked up by number). A table never starts again in a
+    launch before it is full, and loop stamping refuses past half (fast/stamp.py): so a long process stamps its
+    later kernels as it stamped its first."""
+    if len(_LAYOUTS) > _LAYOUTS_MAX // 2 or len(_DERIVED) > _LAYOUTS_MAX // 2:
+        _LAYOUTS.clear()
+        _LAYOUT_OF.clear()
+        _DERIVED.clear()
+
+
 def keyed(v) -> tuple:
     """(place, layout number, placement) of view `v` while its tile stays where it is, computed once per view
     (View._keyed). Views laid out the same way (the same place, dtype, shape, strides, offsets) share the

@@ -125,7 +125,7 @@ def _activation_cost(rec, spec):
 
 
 define(Op.ACTIVATION, (Engine.SCALAR, Engine.GPSIMD), _activation_check, _activation_semantics, _activation_cost,
-       writes=("dst", "reduce_res"))
+       writes=("dst", "reduce_res"), pure=True)
 
 
 # -- activate2 (v4): op((data op0 imm0) op1 imm1) ----------------------------------------------------------------

@@ -79,7 +79,8 @@ def _scan_semantics(ins, nc):
     put(dst, out.reshape(dst.shape), None if m is None else np.logical_or.accumulate(m, axis=1).reshape(dst.shape))
 
 
-define(Op.TENSOR_TENSOR_SCAN, Engine.VECTOR, _scan_check, _scan_semantics, lambda r, s: stream_cost(r, s, inputs=2))
+define(Op.TENSOR_TENSOR_SCAN, Engine.VECTOR, _scan_check, _scan_semantics, lambda r, s: stream_cost(r, s, inputs=2),
+       pure=True)
 
 
 # -- tensor_scalar_cumulative: reg = op1(op0(src[i], imm0), reg); dst[i] = reg, in the lane accumulators ------------
