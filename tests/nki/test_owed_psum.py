@@ -17,12 +17,13 @@ MB, KT, NB, TN = 5, 3, 2, 256  # row blocks of 128, K tiles of 128, PSUM banks o
 
 
 @nki.jit
-def evicted(a_t, b, w, x, how, res_dtype):
+def evicted(a_t, b, w, x, how, dtype):
     """out[M, N] = a_t.T @ b as NKI's tiled matmul: per row block, NB banks accumulate over K, then each is
-    copied to SBUF (as `res_dtype`) and stored. `how` reads the evicted values once more into out2:
+    copied to SBUF (as `dtype`) and stored. `how` reads the evicted values once more into out2:
     'matmul' (w.T @ res), 'vector' (2 res + 1), 'reload' (loaded back from out, then + 1); or changes
     them: 'partial' (res columns 0..63 overwritten by x first), 'hbm' (out's block columns 0..63 overwritten
     by x after the store), 'accumulate' (one more product onto the evicted bank, stored to out2)."""
+    res_dtype = getattr(nl, dtype)
     out = nl.ndarray((MB * 128, NB * TN), res_dtype, buffer=nl.shared_hbm)
     out2 = nl.ndarray((MB * 128, NB * TN), nl.float32, buffer=nl.shared_hbm)
     accs = [nl.ndarray((128, TN), nl.float32, buffer=nl.psum) for _ in range(NB)]
@@ -107,8 +108,9 @@ def _reference(a_t, b, w, x, how, res_dtype):
 
 
 @pytest.mark.parametrize("how", ["store", "matmul", "vector", "reload", "partial", "hbm", "accumulate"])
-@pytest.mark.parametrize("res_dtype", [np.float32, ml_dtypes.bfloat16])
-def test_owed_sums_read_every_way_keep_the_issue_order_bits(how, res_dtype, monkeypatch, trn):
+@pytest.mark.parametrize("dtype", ["float32", "bfloat16"])
+def test_owed_sums_read_every_way_keep_the_issue_order_bits(how, dtype, monkeypatch, trn):
+    res_dtype = np.float32 if dtype == "float32" else ml_dtypes.bfloat16
     rng = np.random.default_rng(11)
     a_t = rng.standard_normal((KT * 128, MB * 128)).astype(ml_dtypes.bfloat16)
     b = rng.standard_normal((KT * 128, NB * TN)).astype(ml_dtypes.bfloat16)
@@ -117,12 +119,12 @@ def test_owed_sums_read_every_way_keep_the_issue_order_bits(how, res_dtype, monk
     passed = []
     owed_copy = psum.owed_copy
     monkeypatch.setattr(psum, "owed_copy", lambda *args: passed.append(owed_copy(*args)) or passed[-1])
-    fast = evicted(a_t, b, w, x, how, res_dtype)
+    fast = evicted(a_t, b, w, x, how, dtype)
     # each eviction passed the debt on, and each store of an evicted tile not overwritten in part
     assert passed.count(True) >= (1 if how == "partial" else 2) * MB * NB
     want = _reference(a_t, b, w, x, how, res_dtype)
     monkeypatch.setenv("TRNSIM_FAST", "0")
-    slow = evicted(a_t, b, w, x, how, res_dtype)
+    slow = evicted(a_t, b, w, x, how, dtype)
     assert evicted.last_cores[0].builder is REFERENCE
     assert len(fast) == len(slow)
     for got, ref, off in zip(fast, want, slow):

@@ -2,7 +2,9 @@
 TRNSIM_FAST (0 turns it off), read once per launch by the front end (`builder()`).
 
 Behind it: the lazy evaluation of PSUM accumulation groups in a kernel launch (fast/psum.py: a group's
-products computed in one batched call when something next touches PSUM, then added in issue order),
+products computed in one batched call when something next touches PSUM, then added in issue order; a group
+over a whole tile owed past its eviction, the copies out of PSUM passing the debt on, and owed groups computed
+together, in the background where row blocks can share no more),
 deferred DMA loads (fast/loads.py: a whole-tile load is copied when first read), matmul operands read from
 one FP32 conversion of their HBM source (with its thread pool) instead of the tile's own bytes, and the
 cache of widened stationary tiles. For timing-only speed: check verdicts kept by instruction signature
@@ -69,6 +71,7 @@ class Speed(Builder):
     def sync(self, nc) -> None:
         self.flush(nc)
         psum.settle(self.owing)
+        self.owed.wait()
         self.widened.clear()
         self.conversions.clear()
 

@@ -24,6 +24,8 @@ from __future__ import annotations
 
 import functools
 import os
+import sys
+import threading
 import weakref
 from concurrent.futures import ThreadPoolExecutor
 from typing import NamedTuple
@@ -43,7 +45,8 @@ class Group:
         self.dst, self.onto = dst, onto  # onto: add to the PSUM contents present when the group opened
         self.a, self.b, self.amask, self.bmask = [], [], None, None
         self.akeys = []  # which bytes each stationary tile came from (stationary_key)
-        self.result, self.batch = None, None  # once owed (dst None): its sums [N, M], or the Batch computing them
+        # once owed (dst None): its sums [N, M], the Batch that will compute them, or the future computing them
+        self.result, self.batch, self.future = None, None, None
 
     def add(self, a, b, am, bm, akey=None):
         """Add operands a[K, M] (FP32, read from the bytes `akey` names) and b[K, N] (a Piece, or an array of
@@ -72,17 +75,21 @@ class Group:
     def values(self) -> np.ndarray:
         """An owed group's sums as PSUM holds them ([M, N], FP32), computed with every group owed so far."""
         if self.result is None:
-            self.batch.compute()
+            if self.future is not None:
+                self.future.result()
+            else:
+                self.batch.compute()
         return self.result.T
 
 
 class Batch:
     """Groups whose values are owed and not yet computed (held weakly: a group no copy reads any more is never
-    computed), computed together when any of them is first read, or once their operands held in copies
-    (moving tiles not read in place) pass _HELD bytes."""
+    computed). A stack of row blocks that can share no more (_STACKED columns, or moving tiles held in copies)
+    is computed in the background as soon as it is owed, while the kernel goes on; the rest when any owed
+    value is first read, or once their operands held in copies pass _HELD bytes."""
 
     def __init__(self):
-        self.groups, self.held = [], 0
+        self.groups, self.held, self.running = [], 0, []
 
     def add(self, g) -> None:
         g.batch = self
@@ -91,8 +98,9 @@ class Batch:
         if self.held > _HELD:
             self.compute()
 
-    def compute(self) -> None:
-        groups = [g for r in self.groups if (g := r()) is not None and g.result is None]
+    def _stacks(self) -> list:
+        """The owed groups not yet computed nor started, as stacks of row blocks (compute_together)."""
+        groups = [g for r in self.groups if (g := r()) is not None and g.result is None and g.future is None]
         self.groups, self.held = [], 0
         buckets: dict[tuple, list] = {}
         for g in groups:  # row blocks: the groups over the same stationary bytes
@@ -100,13 +108,73 @@ class Batch:
         stacks: dict[tuple, list] = {}
         for blk in buckets.values():  # row blocks over the same moving tiles, their stationary tiles side by side
             stacks.setdefault((blk[0].a[0].shape, len(blk[0].a)) + tuple(_moving_key(g) for g in blk), []).append(blk)
-        for blocks in stacks.values():
-            m = blocks[0][0].a[0].shape[1]
-            r = max(1, _STACKED // m)
+        return list(stacks.values())
+
+    def compute(self) -> None:
+        for blocks in self._stacks():
+            r = max(1, _STACKED // blocks[0][0].a[0].shape[1])
             for i in range(0, len(blocks), r):
-                compute_together(blocks[i:i + r])
-        for g in groups:
+                _compute_owed(blocks[i:i + r])
+
+    def start(self) -> None:
+        """Start the full stacks in the background; keep the others for later row blocks to join."""
+        self.running = [f for f in self.running if not f.done()]
+        for blocks in self._stacks():
+            r = max(1, _STACKED // blocks[0][0].a[0].shape[1])
+            shared = all(isinstance(p, Piece) for p in blocks[0][0].b)
+            full = len(blocks) // r * r if shared else len(blocks)
+            for i in range(0, full, r):
+                f = _in_background(blocks[i:i + r])
+                for blk in blocks[i:i + r]:
+                    for g in blk:
+                        g.future = f
+                self.running.append(f)
+            for blk in blocks[full:]:
+                for g in blk:
+                    self.groups.append(weakref.ref(g))
+
+    def wait(self) -> None:
+        """Every computation started has finished (the end of a launch)."""
+        running, self.running = self.running, []
+        for f in running:
+            f.result()
+
+
+def _compute_owed(blocks) -> None:
+    compute_together(blocks)
+    for blk in blocks:
+        for g in blk:
             g.a = g.b = g.akeys = None
+
+
+@functools.cache
+def _background() -> ThreadPoolExecutor:
+    return ThreadPoolExecutor(1, thread_name_prefix="trnsim-owed")
+
+
+_RUNNING = {"count": 0, "switch": None}  # computations started in the background and not finished
+_RUNNING_LOCK = threading.Lock()
+
+
+def _in_background(blocks):
+    """Start computing `blocks` in the background (a future). While any such computation runs, the interpreter
+    switches threads every _SWITCH seconds: each SGEMM call needs the GIL back from the kernel's Python."""
+    with _RUNNING_LOCK:
+        if not _RUNNING["count"]:
+            _RUNNING["switch"] = sys.getswitchinterval()
+            sys.setswitchinterval(min(_RUNNING["switch"], _SWITCH))
+        _RUNNING["count"] += 1
+    return _background().submit(_finished, blocks)
+
+
+def _finished(blocks) -> None:
+    try:
+        _compute_owed(blocks)
+    finally:
+        with _RUNNING_LOCK:
+            _RUNNING["count"] -= 1
+            if not _RUNNING["count"]:
+                sys.setswitchinterval(_RUNNING["switch"])
 
 
 def _moving_key(g) -> tuple:
@@ -180,9 +248,13 @@ def owed_copy(owing, dst, src) -> bool:
     return True
 
 
+# One computation of products at a time (the main thread's and the background's): BLAS's thread limit is the
+# process's (one_blas_thread), and the bits hold only with one BLAS thread per product.
+_BLAS = threading.RLock()
 # Products computed by one np.matmul call, at most (elements): bounds the memory a deep group takes at once.
 _CHUNK = 1 << 23
 _HELD = 1 << 28  # bytes of copied operands owed groups may hold before they are computed
+_SWITCH = 2e-4  # seconds: the interpreter's switch interval while owed groups are computed in the background
 _STACKED = 512  # stationary columns of one SGEMM call when row blocks share their moving tiles
 _CACHED = 1 << 19  # per group and thread: products summed while still in the CPU's cache
 _ROWS = 16  # a row block's row count is a multiple of this (whole SIMD rows for the SGEMM kernel)
@@ -203,6 +275,11 @@ def compute_together(blocks):
     adjacent blocks of one HBM tensor's FP32 conversion, laid out [N, K] row-major otherwise. Stacked row
     blocks are computed together only by _fused where its call shapes give each block's own bits.
     """
+    with _BLAS:
+        _compute_together(blocks)
+
+
+def _compute_together(blocks):
     groups = blocks[0]
     a, t_n = groups[0].a, len(groups[0].a)
     shapes = {x.shape for blk in blocks for x in blk[0].a}
@@ -513,6 +590,8 @@ def flush(pending: dict, batch=None, owing=None):
     pending.clear()
     for groups in buckets.values():
         compute_together([groups])
+    if batch is not None and batch.groups:
+        batch.start()
 
 
 def settle(owing) -> None:
