@@ -118,7 +118,7 @@ class Batch:
 
     def start(self) -> None:
         """Start the full stacks in the background; keep the others for later row blocks to join."""
-        self.running = [f for f in self.running if not f.done()]
+        self.running = [f for f in self.running if not f.done() or f.exception() is not None]  # raised by wait
         for blocks in self._stacks():
             r = max(1, _STACKED // blocks[0][0].a[0].shape[1])
             shared = all(isinstance(p, Piece) for p in blocks[0][0].b)
