@@ -55,6 +55,12 @@ class Builder:
     def flush(self, nc) -> None:
         """Land PSUM work owed by earlier matmuls (the reference owes none)."""
 
+    def copy(self, nc, dst, src) -> bool:
+        """A plain copy of all of `src` into `dst` (tensor_copy, dma_copy), about to be made: True when the
+        builder took it (values it owes `src`, now owed `dst`, converted as the copy converts); the reference
+        copies now."""
+        return False
+
     def sync(self, nc) -> None:
         """The end of a launch: owed work lands and kept conversions go."""
         self.flush(nc)

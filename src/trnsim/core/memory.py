@@ -98,13 +98,16 @@ class Allocation:
         return self.memory.space
 
     def settle(self) -> None:
-        """Write the bytes owed before they are touched: the never-written fill of a fresh tensor, or the
-        values [partitions, elements] of a deferred load (View.store with `defer`)."""
+        """Write the bytes owed before they are touched: the never-written fill of a fresh tensor, the
+        values [partitions, elements] of a deferred load (View.store with `defer`), or values a builder
+        computes when first needed (an object with `settle(allocation)`: core/fast/psum.py, Owed)."""
         owed, self.pending = self.pending, None
         m, rows, cols = self.memory, slice(self.p0, self.p0 + self.partitions), slice(self.b0, self.b0 + self.nbytes)
         if owed is FILL:
             m.data[rows, cols] = POISON_BYTE
             m.poison[rows, cols] = 1
+        elif not isinstance(owed, np.ndarray):
+            owed.settle(self)
         else:
             m.data[rows, cols].view(owed.dtype)[...] = owed
             m.poison[rows, cols] = 0

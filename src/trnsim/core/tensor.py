@@ -165,6 +165,8 @@ class View:
 
         With `defer`, the HBM memory that `values` views (a write of the whole tile, no mask), the bytes
         are written only when first touched (Allocation.settle), or before that memory is next written.
+        With `defer=True`, `values` are a builder's (Allocation.settle), owed until the allocation is first
+        touched: all of its debts so far when the view does not cover it.
         """
         a, mem = self.alloc, self.alloc.memory
         was_clean = a.clean and a.pending is None  # its poison bytes are all 0 already
@@ -182,8 +184,12 @@ class View:
         if covers:
             a.pending = None  # every byte is written next: what the tensor was owed is overwritten
         if defer is not None:
-            a.pending, a.clean = values, True
-            defer.readers[a.id] = a
+            a.pending = values
+            if defer is not True:
+                a.clean = True
+                defer.readers[a.id] = a
+            elif covers:
+                a.clean = True
             return
         t = _MASK_TYPES[self.dtype.itemsize]
         marked = mask is not None and mask.any()

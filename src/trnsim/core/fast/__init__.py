@@ -2,7 +2,9 @@
 TRNSIM_FAST (0 turns it off), read once per launch by the front end (`builder()`).
 
 Behind it: the lazy evaluation of PSUM accumulation groups in a kernel launch (fast/psum.py: a group's
-products computed in one batched call when something next touches PSUM, then added in issue order),
+products computed in one batched call when something next touches PSUM, then added in issue order; a group
+over a whole tile owed past its eviction, the copies out of PSUM passing the debt on, and owed groups computed
+together, in the background where row blocks can share no more),
 deferred DMA loads (fast/loads.py: a whole-tile load is copied when first read), matmul operands read from
 one FP32 conversion of their HBM source (with its thread pool) instead of the tile's own bytes, and the
 cache of widened stationary tiles. For timing-only speed: check verdicts kept by instruction signature
@@ -19,6 +21,8 @@ running them all as Python.
 """
 from __future__ import annotations
 
+import weakref
+
 from trnsim.compiled import ENV, enabled  # noqa: F401  read once per launch (compiled modules: at import)
 from trnsim.core.builder import Builder
 from trnsim.core.fast import loads, psum, stamp, views
@@ -33,6 +37,8 @@ class Speed(Builder):
         self.checked = self.verdicts.checked
         self.lazy = launch  # a kernel launch: nothing outside observes PSUM until it ends (host_read flushes)
         self.pending: dict = {}  # PSUM region -> its accumulation group not yet computed
+        self.owed = psum.Batch()  # closed groups whose values are owed, computed when first read
+        self.owing = weakref.WeakValueDictionary()  # allocation id -> allocation owed values (fast/psum.py: Owed)
         self.widened: dict = {}  # stationary tiles in FP32 by the bytes they came from
         self.conversions: dict = {}  # FP32 conversions of whole HBM tensors that matmuls read
         self.stamped = 0  # loop iterations recorded without running their Python (fast/stamp.py)
@@ -57,10 +63,15 @@ class Speed(Builder):
 
     def flush(self, nc) -> None:
         if self.pending:
-            psum.flush(self.pending)
+            psum.flush(self.pending, self.owed if self.lazy else None, self.owing)
+
+    def copy(self, nc, dst, src) -> bool:
+        return src.alloc.pending is not None and psum.owed_copy(self.owing, dst, src)
 
     def sync(self, nc) -> None:
         self.flush(nc)
+        psum.settle(self.owing)
+        self.owed.wait()
         self.widened.clear()
         self.conversions.clear()
 

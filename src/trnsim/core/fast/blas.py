@@ -64,22 +64,24 @@ def usable(*arrays) -> bool:
 
 
 @functools.cache
-def exact(groups: int, n: int, k: int, m: int, cuts: tuple) -> bool:
-    """Whether summing `groups` stacked products [n, k] @ [k, m] by `accumulate` over the row blocks `cuts` of
-    their [groups * n] rows gives the bits of numpy's one call per product and its FP32 add, both for the
-    first product (beta = 0) and for one added onto a running sum, zeros' signs included."""
+def exact(groups: int, n: int, k: int, m: int, cuts: tuple, blocks: int = 1) -> bool:
+    """Whether summing `groups` stacked products [n, k] @ [k, blocks * m] by `accumulate` over the row blocks
+    `cuts` of their [groups * n] rows gives the bits of numpy's one call per product [n, k] @ [k, m] (each of
+    the `blocks` column blocks on its own) and its FP32 add, both for the first product (beta = 0) and for one
+    added onto a running sum, zeros' signs included."""
     with one_blas_thread():
-        return _exact(groups, n, k, m, cuts)
+        return _exact(groups, n, k, m, cuts, blocks)
 
 
-def _exact(groups, n, k, m, cuts) -> bool:
+def _exact(groups, n, k, m, cuts, blocks) -> bool:
     rng = np.random.default_rng(0)
     a = rng.standard_normal((groups * n, k), np.float32)
-    b = rng.standard_normal((k, m), np.float32)
-    prior = rng.standard_normal((groups * n, m), np.float32)
+    b = rng.standard_normal((k, blocks * m), np.float32)
+    prior = rng.standard_normal((groups * n, blocks * m), np.float32)
     # the sign of an exact zero: a product of -0.0 rows onto -0.0 keeps it only if the kernel's sum can be -0.0
     a[0], prior[0], b[:, 0] = -0.0, -0.0, np.abs(b[:, 0])
-    first = np.concatenate([np.matmul(a[j * n:(j + 1) * n], b) for j in range(groups)])
+    first = np.concatenate([np.concatenate([np.matmul(a[j * n:(j + 1) * n], np.ascontiguousarray(b[:, i * m:(i + 1) * m]))
+                                            for i in range(blocks)], axis=1) for j in range(groups)])
     got, summed = np.empty_like(prior), prior.copy()
     for lo, hi in zip(cuts, cuts[1:]):
         accumulate(got[lo:hi], a[lo:hi], b, False)

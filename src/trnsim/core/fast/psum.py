@@ -7,6 +7,14 @@ row block accumulating into several banks) share that call. Nothing can observe 
 between, and the bits are those of computing each matmul as issued (isa/psum.py: add_product, the same
 products with the same shapes).
 
+A group that overwrote a whole PSUM tile is not computed even then: its values are owed to the tile (Owed,
+written when the tile's bytes are first touched: Allocation.settle), and a plain copy of the whole tile
+(the eviction to SBUF, the DMA of that tile to HBM) passes the debt on instead of moving bytes. When any
+owed value is first read, every group owed so far is computed together (Batch): row blocks that share their
+moving tiles share one SGEMM call per K tile, their stationary tiles side by side, which packs each moving
+tile once for several row blocks. Each element's sum keeps its order and roundings (the same products,
+checked per call shape: blas.exact), and each copy's conversion is the one it would have made as issued.
+
 A moving tile that a plain DMA loaded from an HBM tensor, unchanged since on both sides, is read from one
 FP32 conversion of that tensor (fast/loads.py) rather than copied and converted at every load: a kernel
 that streams B past each row block of A loads B many times but converts it once (on all CPU cores), and
@@ -16,6 +24,9 @@ from __future__ import annotations
 
 import functools
 import os
+import sys
+import threading
+import weakref
 from concurrent.futures import ThreadPoolExecutor
 from typing import NamedTuple
 
@@ -24,6 +35,7 @@ import numpy as np
 from trnsim import numerics
 from trnsim.core.fast import blas, loads
 from trnsim.core.isa.psum import _key, _overlap, land, one_blas_thread, onto, prior, widen_into
+from trnsim.core.tensor import View
 
 
 class Group:
@@ -33,6 +45,8 @@ class Group:
         self.dst, self.onto = dst, onto  # onto: add to the PSUM contents present when the group opened
         self.a, self.b, self.amask, self.bmask = [], [], None, None
         self.akeys = []  # which bytes each stationary tile came from (stationary_key)
+        # once owed (dst None): its sums [N, M], the Batch that will compute them, or the future computing them
+        self.result, self.batch, self.future = None, None, None
 
     def add(self, a, b, am, bm, akey=None):
         """Add operands a[K, M] (FP32, read from the bytes `akey` names) and b[K, N] (a Piece, or an array of
@@ -50,20 +64,206 @@ class Group:
         return onto(self.dst, first) if self.onto else first.copy()
 
     def finish(self, acc_t):
-        land(self.dst, acc_t, self.amask, self.bmask, self.onto)
+        if self.dst is None:  # owed: kept for the copies that read it
+            self.result = acc_t
+        else:
+            land(self.dst, acc_t, self.amask, self.bmask, self.onto)
 
     def compute(self):
-        compute_together([self])
+        compute_together([[self]])
+
+    def values(self) -> np.ndarray:
+        """An owed group's sums as PSUM holds them ([M, N], FP32), computed with every group owed so far."""
+        if self.result is None:
+            if self.future is not None:
+                self.future.result()
+            else:
+                self.batch.compute()
+        return self.result.T
 
 
+class Batch:
+    """Groups whose values are owed and not yet computed (held weakly: a group no copy reads any more is never
+    computed). A stack of row blocks that can share no more (_STACKED columns, or moving tiles held in copies)
+    is computed in the background as soon as it is owed, while the kernel goes on; the rest when any owed
+    value is first read, or once their operands held in copies pass _HELD bytes."""
+
+    def __init__(self):
+        self.groups, self.held, self.running = [], 0, []
+
+    def add(self, g) -> None:
+        g.batch = self
+        self.groups.append(weakref.ref(g))
+        self.held += sum(x.nbytes for x in g.b if not isinstance(x, Piece))
+        if self.held > _HELD:
+            self.compute()
+
+    def _stacks(self) -> list:
+        """The owed groups not yet computed nor started, as stacks of row blocks (compute_together)."""
+        groups = [g for r in self.groups if (g := r()) is not None and g.result is None and g.future is None]
+        self.groups, self.held = [], 0
+        buckets: dict[tuple, list] = {}
+        for g in groups:  # row blocks: the groups over the same stationary bytes
+            buckets.setdefault(tuple(g.akeys), []).append(g)
+        stacks: dict[tuple, list] = {}
+        for blk in buckets.values():  # row blocks over the same moving tiles, their stationary tiles side by side
+            stacks.setdefault((blk[0].a[0].shape, len(blk[0].a)) + tuple(_moving_key(g) for g in blk), []).append(blk)
+        return list(stacks.values())
+
+    def compute(self) -> None:
+        for blocks in self._stacks():
+            r = max(1, _STACKED // blocks[0][0].a[0].shape[1])
+            for i in range(0, len(blocks), r):
+                _compute_owed(blocks[i:i + r])
+
+    def start(self) -> None:
+        """Start the full stacks in the background; keep the others for later row blocks to join."""
+        self.running = [f for f in self.running if not f.done() or f.exception() is not None]  # raised by wait
+        for blocks in self._stacks():
+            r = max(1, _STACKED // blocks[0][0].a[0].shape[1])
+            shared = all(isinstance(p, Piece) for p in blocks[0][0].b)
+            full = len(blocks) // r * r if shared else len(blocks)
+            for i in range(0, full, r):
+                f = _in_background(blocks[i:i + r])
+                for blk in blocks[i:i + r]:
+                    for g in blk:
+                        g.future = f
+                self.running.append(f)
+            for blk in blocks[full:]:
+                for g in blk:
+                    self.groups.append(weakref.ref(g))
+
+    def wait(self) -> None:
+        """Every computation started has finished (the end of a launch)."""
+        running, self.running = self.running, []
+        for f in running:
+            f.result()
+
+
+def _compute_owed(blocks) -> None:
+    compute_together(blocks)
+    for blk in blocks:
+        for g in blk:
+            g.a = g.b = g.akeys = None
+
+
+@functools.cache
+def _background() -> ThreadPoolExecutor:
+    return ThreadPoolExecutor(1, thread_name_prefix="trnsim-owed")
+
+
+_RUNNING = {"count": 0, "switch": None}  # computations started in the background and not finished
+_RUNNING_LOCK = threading.Lock()
+
+
+def _in_background(blocks):
+    """Start computing `blocks` in the background (a future). While any such computation runs, the interpreter
+    switches threads every _SWITCH seconds: each SGEMM call needs the GIL back from the kernel's Python."""
+    with _RUNNING_LOCK:
+        if not _RUNNING["count"]:
+            _RUNNING["switch"] = sys.getswitchinterval()
+            sys.setswitchinterval(min(_RUNNING["switch"], _SWITCH))
+        _RUNNING["count"] += 1
+    return _background().submit(_finished, blocks)
+
+
+def _finished(blocks) -> None:
+    try:
+        _compute_owed(blocks)
+    finally:
+        with _RUNNING_LOCK:
+            _RUNNING["count"] -= 1
+            if not _RUNNING["count"]:
+                sys.setswitchinterval(_RUNNING["switch"])
+
+
+def _moving_key(g) -> tuple:
+    """What a group's moving tiles are: equal keys, equal tiles (a tile held in a copy is its own)."""
+    return tuple((id(p.table), p.offset, p.shape, p.strides) if isinstance(p, Piece) else id(p) for p in g.b)
+
+
+class Part:
+    """One write owed to an allocation: an owed group's values, converted by each copy that moved them
+    (`casts`: the dtypes they went through after FP32), landing in the view placed as recorded (no reference
+    to the allocation, which holds this)."""
+
+    __slots__ = ("group", "casts", "dtype", "shape", "strides", "offset", "poff", "whole")
+
+    def __init__(self, group, casts: tuple, v):
+        self.group, self.casts = group, casts
+        self.dtype, self.shape, self.strides, self.offset, self.poff = v.dtype, v.shape, v.strides, v.offset, v.poff
+        self.whole = v.covers_alloc()
+
+    def values(self) -> np.ndarray:
+        x = self.group.values()
+        for d in self.casts:  # as each copy converts: through FP32 (isa/vector.py, isa/dma.py)
+            x = numerics.cast(x.astype(np.float32), d)
+        return x.reshape(self.shape)
+
+    def same_place(self, other) -> bool:
+        return (self.dtype, self.shape, self.strides, self.offset, self.poff) == \
+            (other.dtype, other.shape, other.strides, other.offset, other.poff)
+
+
+class Owed:
+    """Values owed to an allocation (its `pending`): parts written in order when its bytes are first touched."""
+
+    __slots__ = ("parts",)
+
+    def __init__(self, parts: list):
+        self.parts = parts
+
+    def settle(self, alloc) -> None:
+        alloc.clean = False  # known clean while owed; the poison bytes under the parts are written now
+        for p in self.parts:
+            View(alloc, p.dtype, p.shape, p.strides, p.offset, p.poff).store(p.values())
+
+
+def owe(owing, v, part) -> None:
+    """View `v` is written with `part`'s values, owed until its allocation is first touched; `owing` (weak)
+    keeps the allocations owed values, to settle at the end of the launch."""
+    a = v.alloc
+    if part.whole:
+        owed = Owed([part])
+    else:
+        held = a.pending
+        if held is not None and type(held) is not Owed:
+            a.settle()  # the fill of a fresh tensor, or a deferred load, lands first
+        parts = [p for p in held.parts if not p.same_place(part)] if type(held) is Owed else []
+        owed = Owed(parts + [part])
+    v.store(owed, defer=True)
+    owing[a.id] = a
+
+
+def owed_copy(owing, dst, src) -> bool:
+    """A plain copy of all of `src` into `dst`: when every byte of `src` is owed one group's values, `dst` is
+    owed them too, converted as the copy converts (True); else False, nothing done."""
+    owed = src.alloc.pending
+    if type(owed) is not Owed or len(owed.parts) != 1 or not owed.parts[0].whole or src.gather_rows is not None:
+        return False
+    part = owed.parts[0]
+    if part.dtype != src.dtype or dst.gather_rows is not None or dst.alloc.shared or not src.covers_alloc():
+        return False
+    owe(owing, dst, Part(part.group, part.casts if dst.dtype == src.dtype else part.casts + (dst.dtype,), dst))
+    return True
+
+
+# One computation of products at a time (the main thread's and the background's): BLAS's thread limit is the
+# process's (one_blas_thread), and the bits hold only with one BLAS thread per product.
+_BLAS = threading.RLock()
 # Products computed by one np.matmul call, at most (elements): bounds the memory a deep group takes at once.
 _CHUNK = 1 << 23
+_HELD = 1 << 28  # bytes of copied operands owed groups may hold before they are computed
+_SWITCH = 2e-4  # seconds: the interpreter's switch interval while owed groups are computed in the background
+_STACKED = 512  # stationary columns of one SGEMM call when row blocks share their moving tiles
 _CACHED = 1 << 19  # per group and thread: products summed while still in the CPU's cache
 _ROWS = 16  # a row block's row count is a multiple of this (whole SIMD rows for the SGEMM kernel)
+_SUMS = 1 << 23  # bytes of running sums one SGEMM call adds into, at most (more rows per call pack fewer tiles)
 
 
-def compute_together(groups):
-    """Compute groups that share their stationary tiles, in issue order.
+def compute_together(blocks):
+    """Compute row blocks of groups, in issue order: each block's groups share their stationary tiles, and
+    every block's j-th group has the same moving tiles (one block, or row blocks stacked: Batch).
 
     The bits are those of the hardware's order: each matmul adds its own FP32 product into PSUM, so a
     group's result is (((prior + P1) + P2) + ...), each Pk = moving_k.T @ stationary_k computed as one
@@ -72,34 +272,48 @@ def compute_together(groups):
     tile's products of all groups go through one SGEMM call per row block that adds them into the running
     sums (_fused), or else np.matmul over stacked operands (a call per slice, each bit-identical to the
     single call) and a sum after it; shared out over the CPU cores, moving tiles read in place when they are
-    adjacent blocks of one HBM tensor's FP32 conversion, laid out [N, K] row-major otherwise.
+    adjacent blocks of one HBM tensor's FP32 conversion, laid out [N, K] row-major otherwise. Stacked row
+    blocks are computed together only by _fused where its call shapes give each block's own bits.
     """
+    with _BLAS:
+        _compute_together(blocks)
+
+
+def _compute_together(blocks):
+    groups = blocks[0]
     a, t_n = groups[0].a, len(groups[0].a)
-    shapes = {x.shape for x in a}
+    shapes = {x.shape for blk in blocks for x in blk[0].a}
     n_set = {g.b[0].shape[1] for g in groups}
     if len(shapes) != 1 or len(n_set) != 1 or any(p.shape[1] != g.b[0].shape[1] for g in groups for p in g.b):
         with one_blas_thread():
-            for g in groups:  # ragged tiles: one call per matmul
-                acc = g.start(_moving_t(g.b[0]) @ np.ascontiguousarray(a[0]))
-                for x, piece in zip(a[1:], g.b[1:]):
+            for g in (g for blk in blocks for g in blk):  # ragged tiles: one call per matmul
+                acc = g.start(_moving_t(g.b[0]) @ np.ascontiguousarray(g.a[0]))
+                for x, piece in zip(g.a[1:], g.b[1:]):
                     acc += _moving_t(piece) @ np.ascontiguousarray(x)
                 g.finish(acc)
         return
-    (k, m), n, g_n = shapes.pop(), n_set.pop(), len(groups)
+    (k, m), n, g_n, r = shapes.pop(), n_set.pop(), len(groups), len(blocks)
     bt = _grid(groups)
     if bt is None:
         bt = np.empty((t_n, g_n, n, k), np.float32)
         for j, g in enumerate(groups):
             for i, piece in enumerate(g.b):
                 widen_into(bt[i, j], _array(piece).T)
-    at = np.stack(a)  # [T, K, M]: each stationary tile serves every group
-    acc = np.empty((g_n, n, m), np.float32)
+    # [T, K, r * M]: each stationary tile serves every group of its block, the blocks' tiles side by side
+    at = np.stack(a) if r == 1 else np.concatenate([np.stack(blk[0].a) for blk in blocks], axis=2)
+    acc = np.empty((g_n, n, r * m), np.float32)
 
     with one_blas_thread():
-        if not _fused(groups, bt, at, acc):
+        done = _fused(blocks, bt, at, acc)
+        if not done and r > 1:
+            for blk in blocks:
+                compute_together([blk])
+            return
+        if not done:
             _batched(groups, bt, at, acc)
-    for j, g in enumerate(groups):
-        g.finish(acc[j])
+    for i, blk in enumerate(blocks):
+        for j, g in enumerate(blk):
+            g.finish(acc[j, :, i * m:(i + 1) * m])
 
 
 def _batched(groups, bt, at, acc) -> None:
@@ -125,24 +339,25 @@ def _batched(groups, bt, at, acc) -> None:
         _on_all_cores(run, g_n, 1)
 
 
-def _fused(groups, bt, at, acc) -> bool:
-    """The groups' running sums acc [G, N, M] computed by SGEMM calls that add each tile's products into them
-    (fast/blas.py): a call per tile and row block, the rows of all groups stacked when the moving tiles are,
-    the row blocks shared out over the CPU cores and each small enough for its sums to stay in the CPU's
-    cache across the tiles. False, with nothing done, where that would not give the bits."""
-    (t_n, g_n, n, k), m = bt.shape, at.shape[2]
-    rows, start = g_n * n, groups[0].onto
-    if not rows or any(g.onto != start for g in groups) or (g_n > 1 and bt.strides[1] != n * bt.strides[2]):
+def _fused(blocks, bt, at, acc) -> bool:
+    """The groups' running sums acc [G, N, r * M] computed by SGEMM calls that add each tile's products into
+    them (fast/blas.py): a call per tile and row block, the rows of all groups stacked when the moving tiles
+    are, the columns of the r row blocks side by side, the rows shared out over the CPU cores (_SUMS bytes of
+    sums per call at most). False, with nothing done, where that would not give the bits."""
+    (t_n, g_n, n, k), m, r = bt.shape, at.shape[2], len(blocks)
+    rows, start = g_n * n, blocks[0][0].onto
+    if (not rows or any(g.onto != start for blk in blocks for g in blk) or (start and r > 1)
+            or (g_n > 1 and bt.strides[1] != n * bt.strides[2])):
         return False
     moving = np.lib.stride_tricks.as_strided(bt, (t_n, rows, k), bt.strides[:1] + bt.strides[2:], writeable=False)
     sums = acc.reshape(rows, m)
-    most = max(_ROWS, _CACHED // 2 // m // _ROWS * _ROWS)
+    most = max(_ROWS, _SUMS // 4 // m // _ROWS * _ROWS)
     cores = _cuts(rows, _ROWS)
     cuts = [lo for c0, c1 in zip(cores, cores[1:]) for lo in range(c0, c1, most)] + [rows]
-    if not blas.usable(moving[0], at[0], sums) or not blas.exact(g_n, n, k, m, tuple(cuts)):
+    if not blas.usable(moving[0], at[0], sums) or not blas.exact(g_n, n, k, m // r, tuple(cuts), r):
         return False
     if start:
-        for j, g in enumerate(groups):
+        for j, g in enumerate(blocks[0]):
             acc[j] = prior(g.dst, n, m)
 
     def run(lo, hi):
@@ -359,11 +574,29 @@ def matmul_into(pending: dict, lazy: bool, ins, a, b, am, bm, akey=None):
         g.compute()
 
 
-def flush(pending: dict):
-    """Compute every pending accumulation group (before anything else touches PSUM)."""
+def flush(pending: dict, batch=None, owing=None):
+    """Compute every pending accumulation group (before anything else touches PSUM); with a `batch`, a group
+    that overwrote a whole PSUM tile of FP32 with no never-written input is owed to the tile instead (Owed)."""
     buckets: dict[tuple, list] = {}
     for g in pending.values():  # groups over the same stationary bytes share one GEMM, cached or not
+        dst = g.dst
+        if (batch is not None and not g.onto and g.amask is None and g.bmask is None and not dst.alloc.shared
+                and dst.covers_alloc()):
+            g.dst = None  # the tile holds the group's debt: no reference back to it
+            owe(owing, dst, Part(g, (), dst))
+            batch.add(g)
+            continue
         buckets.setdefault(tuple(g.akeys), []).append(g)
     pending.clear()
     for groups in buckets.values():
-        compute_together(groups)
+        compute_together([groups])
+    if batch is not None and batch.groups:
+        batch.start()
+
+
+def settle(owing) -> None:
+    """Write every value still owed (the end of a launch: memories hold their final values)."""
+    for a in owing.values():
+        if type(a.pending) is Owed:
+            a.settle()
+    owing.clear()

@@ -99,7 +99,7 @@ def _dma_copy_semantics(ins, nc):
     if ins.attrs.get("dst_rmw_op") is not None:
         _rows_kept(ins, nc, src), _rows_kept(ins, nc, dst)  # oob_mode=error: raises on a bad row
         return _accumulate(ins, nc, dst, [src])
-    if nc.builder.load(nc, dst, src):
+    if nc.builder.load(nc, dst, src) or nc.builder.copy(nc, dst, src):
         return  # a plain DMA the builder copies later (core/builder.py)
     ks, kd = _rows_kept(ins, nc, src), _rows_kept(ins, nc, dst)
     if ks is not None:  # oob_mode=skip: read row 0 in place of a bad row, then leave its destination alone
