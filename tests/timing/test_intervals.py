@@ -7,7 +7,7 @@ from hypothesis import strategies as st
 from trnsim.core import NeuronCore, Op
 from trnsim.core.timing import simulate
 from trnsim.core.timing.intervals import Cell, IntervalMap, cell, covers, own, right, seek
-from trnsim.core.timing.scheduler import _place
+from trnsim.core.timing.scheduler import _in_order, _place
 from trnsim.core.timing.result import summarize
 from trnsim import specs
 
@@ -124,3 +124,9 @@ def test_a_cell_made_without_its_constructor_is_the_same_cell():
     assert (type(c), c.writer, c.readers, c.owner) == (type(d), d.writer, d.readers, d.owner) == (Cell, 7, [3, 5], 2)
     e = own(c)
     assert (e.writer, e.readers, e.owner) == (7, [3, 5], 2) and e is not c and e.readers is not c.readers
+
+
+@given(st.sets(st.integers(0, 1 << 20), min_size=1, max_size=6).flatmap(lambda s: st.permutations(sorted(s))))
+def test_the_events_waited_for_are_given_in_index_order(waits):
+    """An event's deps: the distinct events it waited for, in the order found, given sorted."""
+    assert _in_order(list(waits)) == tuple(sorted(waits))

@@ -64,6 +64,9 @@ cdef class Scheduler:
 cdef Event _event(index, rec, track, double start, double end, blocker, flops, model, pieces)
 
 
+cpdef tuple _in_order(list waits)
+
+
 @cython.locals(r=list, k=Py_ssize_t, j=Py_ssize_t, theirs=double, mine=double)
 cdef void _read(Cell c, index, Py_ssize_t eng, list eng_of, list end_of)
 

@@ -181,7 +181,7 @@ class Scheduler:
             tile = tiles[at]
             if buffer is not None and tile >= 0 and tile not in self.tile_last:
                 self._psum_buffer(buffer, hi, tile, waits)
-            if index >= 0 and cells[4] is None and memory not in narrow:
+            if index >= 0 and cells[4] is None and (not narrow or memory not in narrow):  # no narrow access yet: no lookup
                 m = cells[1][0]  # the memory's whole map: looked up, recorded in
                 b, v = m.bounds, m.values
                 i = seek(m, lo)
@@ -211,7 +211,7 @@ class Scheduler:
                             self.psum_high = hi
                     continue
             rest.append((at, plan[at]))
-            for m in (cells[0] if memory in narrow else cells[3]):
+            for m in (cells[0] if narrow and memory in narrow else cells[3]):
                 b, v = m.bounds, m.values
                 n = len(b)
                 if n == 1 and v[0] is None:
@@ -354,12 +354,7 @@ class Scheduler:
         else:
             ev = self._compute(rec, w, eng, index, ready, blocker, memo)
         if waits:
-            if len(waits) == 2:  # in order by one comparison (waits are distinct)
-                if waits[0] > waits[1]:
-                    waits.reverse()
-            elif len(waits) > 2:
-                waits.sort()
-            ev.deps = tuple(waits)
+            ev.deps = _in_order(waits)
         self.events.append(ev)
         self.eng_of.append(eng)
         self.end_of.append(ev.end)
@@ -620,6 +615,27 @@ def _event(index: int, rec, track: str, start: float, end: float, blocker: int, 
     ev.index, ev.rec, ev.track, ev.start, ev.end, ev.deps = index, rec, track, start, end, ()
     ev.blocker, ev.flops, ev.pieces, ev.model_flops = blocker, flops, pieces, model
     return ev
+
+
+def _in_order(waits) -> tuple:
+    """The events waited for (distinct), in index order: the two or three of most instructions by comparisons,
+    more by a sort."""
+    if len(waits) == 1:
+        return (waits[0],)
+    if len(waits) == 2:
+        a, b = waits
+        return (a, b) if a < b else (b, a)
+    if len(waits) == 3:
+        a, b, c = waits
+        if a > b:
+            a, b = b, a
+        if b > c:
+            b, c = c, b
+            if a > b:
+                a, b = b, a
+        return (a, b, c)
+    waits.sort()
+    return tuple(waits)
 
 
 def _read(c: Cell, index: int, eng: int, eng_of: list[int], end_of: list[float]) -> None:
