@@ -25,7 +25,8 @@ cdef class Scheduler:
 
     @cython.locals(waits=list, fed=list, pending=list, rest=list, eng_of=list, high=dict, narrow=set, dma=bint,
                    at=Py_ssize_t, i=Py_ssize_t, n=Py_ssize_t, b=list, v=list, m=IntervalMap, c=Cell,
-                   cells=tuple, w=bint, lo=Py_ssize_t, hi=Py_ssize_t, tile=Py_ssize_t, edge=Py_ssize_t)
+                   cells=tuple, w=bint, lo=Py_ssize_t, hi=Py_ssize_t, tile=Py_ssize_t, edge=Py_ssize_t,
+                   track=Py_ssize_t)
     cpdef list _deps(self, Py_ssize_t eng, tuple plan, list tiles, bint fresh, object index, object accumulated)
 
     @cython.locals(placed=list, depth=Py_ssize_t)

@@ -192,11 +192,13 @@ class Scheduler:
                     else:
                         if not (w and tile >= 0 and c.owner >= 0 and c.owner != tile):  # as below
                             writer = c.writer
-                            if writer >= 0 and (not dma or not w or eng_of[writer] != eng):
-                                if writer not in waits:
-                                    waits.append(writer)
-                                if not w and not dma and eng_of[writer] == eng:
-                                    fed.append(writer)
+                            if writer >= 0:
+                                track = eng_of[writer]
+                                if not dma or not w or track != eng:
+                                    if writer not in waits:
+                                        waits.append(writer)
+                                    if not w and not dma and track == eng:
+                                        fed.append(writer)
                             if w:
                                 for idx in c.readers:
                                     if idx not in waits:
@@ -229,11 +231,13 @@ class Scheduler:
                         continue  # renamed: the old tile's readers and writer need not finish first
                     # A DMA queue keeps its writes in order; anything else waits for its producers.
                     writer = c.writer
-                    if writer >= 0 and (not dma or not w or eng_of[writer] != eng):
-                        if writer not in waits:
-                            waits.append(writer)
-                        if not w and not dma and eng_of[writer] == eng:
-                            fed.append(writer)  # reads a tile its own engine wrote
+                    if writer >= 0:
+                        track = eng_of[writer]  # the writer's engine track
+                        if not dma or not w or track != eng:
+                            if writer not in waits:
+                                waits.append(writer)
+                            if not w and not dma and track == eng:
+                                fed.append(writer)  # reads a tile its own engine wrote
                     if w:
                         for idx in c.readers:
                             if idx not in waits:
