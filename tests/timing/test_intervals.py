@@ -6,8 +6,8 @@ from hypothesis import strategies as st
 
 from trnsim.core import NeuronCore, Op
 from trnsim.core.timing import simulate
-from trnsim.core.timing.intervals import Cell, IntervalMap, cell, own
-from trnsim.core.timing.scheduler import _place, _right, _right_int
+from trnsim.core.timing.intervals import Cell, IntervalMap, cell, covers, own, right, seek
+from trnsim.core.timing.scheduler import _in_order, _place
 from trnsim.core.timing.result import summarize
 from trnsim import specs
 
@@ -66,14 +66,21 @@ def test_split_cells_are_owned_by_their_segment():
 def test_the_schedulers_bisection_is_bisect_right(items, x):
     """The scheduler searches its sorted lists with its own bisection (compiled to a C loop): bisect's answer."""
     items.sort()
-    assert _right(items, x) == bisect.bisect_right(items, x)
+    assert right(items, x) == bisect.bisect_right(items, x)
 
 
-@given(st.lists(st.integers(0, 1 << 40), max_size=30), st.integers(0, 1 << 40))
-def test_the_schedulers_byte_bisection_is_bisect_right(items, x):
-    """Its bisection of an interval map's byte bounds (compared as C integers when compiled): bisect's answer."""
-    items.sort()
-    assert _right_int(items, x) == bisect.bisect_right(items, x)
+@given(st.sets(st.integers(1, 1 << 40), max_size=30), st.lists(st.tuples(st.integers(0, 1 << 40), st.integers(0, 40))))
+def test_seeking_a_segment_is_bisecting_whatever_was_found_before(bounds, seeks):
+    """seek() starts from the segment found last (`hint`, which may point anywhere, even past the end after the
+    map shrank): its answer is always bisect's, and so is covers()' for the segment found."""
+    m = IntervalMap()
+    m.bounds = b = [0] + sorted(bounds)
+    for x, hint in seeks:
+        m.hint = hint
+        i = seek(m, x)
+        assert i == bisect.bisect_right(b, x) - 1
+        assert covers(b, i, b[i], b[i + 1] if i + 1 < len(b) else -1) == (i + 1 < len(b))
+        assert not covers(b, i, b[i] + 1, b[i + 1] if i + 1 < len(b) else -1)
 
 
 @settings(max_examples=80, deadline=None)
@@ -117,3 +124,9 @@ def test_a_cell_made_without_its_constructor_is_the_same_cell():
     assert (type(c), c.writer, c.readers, c.owner) == (type(d), d.writer, d.readers, d.owner) == (Cell, 7, [3, 5], 2)
     e = own(c)
     assert (e.writer, e.readers, e.owner) == (7, [3, 5], 2) and e is not c and e.readers is not c.readers
+
+
+@given(st.sets(st.integers(0, 1 << 20), min_size=1, max_size=6).flatmap(lambda s: st.permutations(sorted(s))))
+def test_the_events_waited_for_are_given_in_index_order(waits):
+    """An event's deps: the distinct events it waited for, in the order found, given sorted."""
+    assert _in_order(list(waits)) == tuple(sorted(waits))

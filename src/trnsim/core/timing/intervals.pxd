@@ -4,12 +4,13 @@ cimport cython
 
 @cython.final
 cdef class Cell:
-    cdef public object writer, owner
+    cdef public object writer
     cdef public list readers
+    cdef public Py_ssize_t owner
 
 
 @cython.locals(c=Cell)
-cpdef Cell cell(writer, list readers, owner)
+cpdef Cell cell(writer, list readers, Py_ssize_t owner)
 
 
 @cython.locals(c=Cell)
@@ -19,3 +20,16 @@ cpdef own(x)
 @cython.final
 cdef class IntervalMap:
     cdef public list bounds, values
+    cdef public Py_ssize_t hint
+
+
+@cython.locals(lo=Py_ssize_t, hi=Py_ssize_t, mid=Py_ssize_t, y=double)
+cpdef Py_ssize_t right(list a, double x)
+
+
+@cython.locals(first=Py_ssize_t, after=Py_ssize_t)
+cpdef bint covers(list b, Py_ssize_t i, Py_ssize_t lo, Py_ssize_t hi)
+
+
+@cython.locals(b=list, lo=Py_ssize_t, hi=Py_ssize_t, i=Py_ssize_t, mid=Py_ssize_t, edge=Py_ssize_t)
+cpdef Py_ssize_t seek(IntervalMap m, Py_ssize_t x)

@@ -1,3 +1,4 @@
+# cython: boundscheck=False, wraparound=False
 """An interval map over byte offsets: who last wrote and who has read each byte range since.
 
 Segments are kept as sorted boundaries with one value each, so a lookup costs a bisection plus the
@@ -5,6 +6,9 @@ segments it overlaps; buffers a kernel reuses keep the map small. A Cell (or lis
 owned by its segment (the scheduler changes it in place as the bytes are read and written): splitting a
 segment gives the new side its own copy. This is what makes dependence
 tracking O(n log n) over a stream instead of comparing every pair of instructions.
+
+The compiled build (trnsim/compiled.py) indexes lists here without negative-index or bounds checks (the
+directives above): every index in this module is a valid, non-negative one, so keep it that way.
 """
 from __future__ import annotations
 
@@ -44,12 +48,12 @@ def own(x):
 
 
 class IntervalMap:
-    """Values over [0, inf) in segments; `None` where nothing was recorded."""
+    """Values over [0, inf) in segments; `None` where nothing was recorded. `hint`: the segment `seek` found last."""
 
-    __slots__ = ("bounds", "values")
+    __slots__ = ("bounds", "values", "hint")
 
     def __init__(self):
-        self.bounds, self.values = [0], [None]
+        self.bounds, self.values, self.hint = [0], [None], 0
 
     def _split(self, x: int) -> int:
         """Make `x` a boundary; return the index of the segment that starts there."""
@@ -82,3 +86,57 @@ class IntervalMap:
         v = self.values
         for k in range(i, j):
             v[k] = fn(v[k])
+
+
+def right(a, x) -> int:
+    """bisect.bisect_right(a, x): where `x` goes in the sorted list `a`, after any equal items. Written out so
+    that the compiled build searches in a C loop on C doubles (the scheduler's times): calling bisect costs more
+    than the search in the short lists it keeps."""
+    lo, hi = 0, len(a)
+    while lo < hi:
+        mid = (lo + hi) // 2
+        y = a[mid]
+        if x < y:
+            hi = mid
+        else:
+            lo = mid + 1
+    return lo
+
+
+def covers(b, i, lo, hi) -> bool:
+    """Whether segment `i` of the sorted bounds `b` is exactly [lo, hi) (the last one runs on without end)."""
+    if i + 1 >= len(b):
+        return False
+    first, after = b[i], b[i + 1]
+    return first == lo and after == hi
+
+
+def seek(m, x) -> int:
+    """The segment of map `m` that holds byte `x` (bisect_right(m.bounds, x) - 1), searched from the one found last
+    (`m.hint`): a kernel tends to walk its tensors in order, so the answer is often that segment or the next."""
+    b = m.bounds
+    lo, hi, i = 0, len(b), m.hint  # the count of bounds <= x lies in [lo, hi]
+    if i < hi:
+        edge = b[i]
+        if edge > x:
+            hi = i
+        else:
+            lo = i + 1
+            if lo < hi:
+                edge = b[lo]
+                if x < edge:
+                    return i
+                lo += 1
+                if lo < hi:
+                    edge = b[lo]
+                    if x < edge:
+                        hi = lo
+    while lo < hi:
+        mid = (lo + hi) // 2
+        edge = b[mid]
+        if x < edge:
+            hi = mid
+        else:
+            lo = mid + 1
+    m.hint = lo - 1
+    return lo - 1

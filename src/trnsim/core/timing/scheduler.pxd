@@ -2,7 +2,10 @@
 # only let Cython make its hot classes extension types and type some locals.
 import cython
 from trnsim.core.isa.registry cimport Record
-from trnsim.core.timing.intervals cimport Cell, IntervalMap, cell, own
+from trnsim.core.timing.intervals cimport Cell, IntervalMap, cell, covers, own, right as _right, seek
+
+cdef double _FOREVER, _SLACK
+
 
 @cython.final
 cdef class Event:
@@ -18,22 +21,24 @@ cdef class Scheduler:
     cdef public tuple pe
     cdef public set narrow
     cdef public double sem, warmup_start
-    cdef public object psum_high, psum_bank, psum_banks
+    cdef public Py_ssize_t psum_high, psum_bank, psum_banks
 
     @cython.locals(waits=list, fed=list, pending=list, rest=list, eng_of=list, high=dict, narrow=set, dma=bint,
                    at=Py_ssize_t, i=Py_ssize_t, n=Py_ssize_t, b=list, v=list, m=IntervalMap, c=Cell,
-                   cells=tuple, w=bint)
+                   cells=tuple, w=bint, lo=Py_ssize_t, hi=Py_ssize_t, tile=Py_ssize_t, edge=Py_ssize_t,
+                   track=Py_ssize_t)
     cpdef list _deps(self, Py_ssize_t eng, tuple plan, list tiles, bint fresh, object index, object accumulated)
 
-    cpdef _psum_buffer(self, tuple at, byte_hi, tile, list waits)
+    @cython.locals(placed=list, depth=Py_ssize_t)
+    cpdef _psum_buffer(self, tuple at, Py_ssize_t byte_hi, tile, list waits)
 
     @cython.locals(narrow=set, eng_of=list, end_of=list, i=Py_ssize_t, j=Py_ssize_t, k=Py_ssize_t, b=list, v=list, m=IntervalMap,
-                   cells=tuple, w=bint, c=Cell)
+                   cells=tuple, w=bint, c=Cell, lo=Py_ssize_t, hi=Py_ssize_t, tile=Py_ssize_t, edge=Py_ssize_t)
     cpdef _record(self, list accesses, list tiles, Py_ssize_t eng, object index, object accumulated)
 
     @cython.locals(q=Py_ssize_t, eng=Py_ssize_t, waits=list, end_of=list, eng_of=list, pending=list, rest=list, plans=dict,
                    ready=double, sem=double, end=double, tiles=list, psum=tuple, memo=dict,
-                   last=dict, k=object, ev=Event, index=object, placed=dict, attrs=dict, idx=Py_ssize_t)
+                   last=dict, k=object, ev=Event, was=tuple, index=object, placed=dict, attrs=dict, idx=Py_ssize_t)
     cpdef step(self, Record rec)
 
     @cython.locals(starts=list, ends=list, owner=list, warms=list, fed=list, n=Py_ssize_t, i=Py_ssize_t, tensor=bint,
@@ -60,10 +65,14 @@ cdef class Scheduler:
 cdef Event _event(index, rec, track, double start, double end, blocker, flops, model, pieces)
 
 
-@cython.locals(r=list, k=Py_ssize_t, j=Py_ssize_t)
+cpdef tuple _in_order(list waits)
+
+
+@cython.locals(r=list, k=Py_ssize_t, j=Py_ssize_t, theirs=double, mine=double)
 cdef void _read(Cell c, index, Py_ssize_t eng, list eng_of, list end_of)
 
 
+@cython.locals(last=double, after=double)
 cdef void _occupy(list starts, list ends, list owner, Py_ssize_t i, double s, double f, object index)
 
 
@@ -75,12 +84,5 @@ cpdef tuple _place(tuple busy, double at, double dur, object index)
 cpdef _book(list starts, list ends, list owner, double s, double f, object index)
 
 
+@cython.locals(last=double, after=double)
 cpdef _book_at(list starts, list ends, list owner, Py_ssize_t i, double s, double f, object index)
-
-
-@cython.locals(lo=Py_ssize_t, hi=Py_ssize_t, mid=Py_ssize_t, y=double)
-cpdef Py_ssize_t _right(list a, double x)
-
-
-@cython.locals(lo=Py_ssize_t, hi=Py_ssize_t, mid=Py_ssize_t, y=Py_ssize_t)
-cpdef Py_ssize_t _right_int(list a, Py_ssize_t x)

@@ -20,6 +20,7 @@ from trnsim.core.collector import collector_off
 from trnsim.core.isa.opcodes import Engine
 from trnsim.core.isa.registry import AFTER, REGISTRY, workload_engine
 from trnsim.core.timing.intervals import Cell, IntervalMap, cell, own
+from trnsim.core.timing.intervals import covers, right as _right, seek
 from trnsim.core.timing.rules import TRACKS, Rules
 
 QUADRANT = 32  # partitions per dependence-tracking group (the partition start rule's finest step)
@@ -180,22 +181,24 @@ class Scheduler:
             tile = tiles[at]
             if buffer is not None and tile >= 0 and tile not in self.tile_last:
                 self._psum_buffer(buffer, hi, tile, waits)
-            if index >= 0 and cells[4] is None and memory not in narrow:
+            if index >= 0 and cells[4] is None and (not narrow or memory not in narrow):  # no narrow access yet: no lookup
                 m = cells[1][0]  # the memory's whole map: looked up, recorded in
                 b, v = m.bounds, m.values
-                i = _right_int(b, lo) - 1
-                if b[i] == lo and i + 1 < len(b) and b[i + 1] == hi:
+                i = seek(m, lo)
+                if covers(b, i, lo, hi):
                     c = v[i]
                     if c is None:
                         v[i] = cell(index, [index] if accumulated else [], tile) if w else cell(-1, [index], tile)
                     else:
                         if not (w and tile >= 0 and c.owner >= 0 and c.owner != tile):  # as below
                             writer = c.writer
-                            if writer >= 0 and (not dma or not w or eng_of[writer] != eng):
-                                if writer not in waits:
-                                    waits.append(writer)
-                                if not w and not dma and eng_of[writer] == eng:
-                                    fed.append(writer)
+                            if writer >= 0:
+                                track = eng_of[writer]
+                                if not dma or not w or track != eng:
+                                    if writer not in waits:
+                                        waits.append(writer)
+                                    if not w and not dma and track == eng:
+                                        fed.append(writer)
                             if w:
                                 for idx in c.readers:
                                     if idx not in waits:
@@ -210,13 +213,16 @@ class Scheduler:
                             self.psum_high = hi
                     continue
             rest.append((at, plan[at]))
-            for m in (cells[0] if memory in narrow else cells[3]):
+            for m in (cells[0] if narrow and memory in narrow else cells[3]):
                 b, v = m.bounds, m.values
                 n = len(b)
                 if n == 1 and v[0] is None:
                     continue  # nothing recorded in this map yet
-                i = _right_int(b, lo) - 1
-                while i < n and b[i] < hi:
+                i = seek(m, lo)
+                while i < n:
+                    edge = b[i]
+                    if edge >= hi:
+                        break
                     c = v[i]
                     i += 1
                     if c is None:
@@ -225,11 +231,13 @@ class Scheduler:
                         continue  # renamed: the old tile's readers and writer need not finish first
                     # A DMA queue keeps its writes in order; anything else waits for its producers.
                     writer = c.writer
-                    if writer >= 0 and (not dma or not w or eng_of[writer] != eng):
-                        if writer not in waits:
-                            waits.append(writer)
-                        if not w and not dma and eng_of[writer] == eng:
-                            fed.append(writer)  # reads a tile its own engine wrote
+                    if writer >= 0:
+                        track = eng_of[writer]  # the writer's engine track
+                        if not dma or not w or track != eng:
+                            if writer not in waits:
+                                waits.append(writer)
+                            if not w and not dma and track == eng:
+                                fed.append(writer)  # reads a tile its own engine wrote
                     if w:
                         for idx in c.readers:
                             if idx not in waits:
@@ -270,16 +278,18 @@ class Scheduler:
                         m.assign(lo, hi, None)
             for m in record:
                 b, v = m.bounds, m.values
-                i = _right_int(b, lo) - 1
-                if b[i] == lo and i + 1 < len(b) and b[i + 1] == hi:
+                i = seek(m, lo)
+                if covers(b, i, lo, hi):
                     j = i + 1  # exactly one segment
                 else:  # make lo and hi boundaries, each new segment with its own cell (IntervalMap._split)
-                    if b[i] != lo:
+                    edge = b[i]
+                    if edge != lo:
                         i += 1
                         b.insert(i, lo)
                         v.insert(i, own(v[i - 1]))
-                    j = _right_int(b, hi) - 1
-                    if b[j] != hi:
+                    j = seek(m, hi)
+                    edge = b[j]
+                    if edge != hi:
                         j += 1
                         b.insert(j, hi)
                         v.insert(j, own(v[j - 1]))
@@ -325,7 +335,7 @@ class Scheduler:
         accumulated = rec.accumulated
         rest = self._deps(eng, plan, tiles, fresh, index if solo else -1, accumulated)
         waits, end_of = self.waits, self.end_of
-        after = rec.attrs.get(AFTER)
+        after = attrs.get(AFTER)
         if after is not None:  # depends_on edges: a runtime one waits as for a producer, a schedule one on its engine
             for idx, runtime in after:
                 if (runtime or self.eng_of[idx] == eng) and idx not in waits:
@@ -348,9 +358,7 @@ class Scheduler:
         else:
             ev = self._compute(rec, w, eng, index, ready, blocker, memo)
         if waits:
-            if len(waits) > 1:
-                waits.sort()
-            ev.deps = tuple(waits)
+            ev.deps = _in_order(waits)
         self.events.append(ev)
         self.eng_of.append(eng)
         self.end_of.append(ev.end)
@@ -362,11 +370,13 @@ class Scheduler:
         if rest:
             self._record(rest, tiles, eng, index, accumulated)
         if psum:
-            end, last = ev.end, self.tile_last
+            done, last = ev.end, self.tile_last
             for k in psum:
                 tile = tiles[k]
-                if tile >= 0 and end >= last.get(tile, (-1.0,))[0]:
-                    last[tile] = (end, index)
+                if tile >= 0:
+                    was = last.get(tile)
+                    if was is None or done >= was[0]:
+                        last[tile] = (done, index)
         return ev
 
     def _cost(self, rec) -> tuple:
@@ -611,6 +621,27 @@ def _event(index: int, rec, track: str, start: float, end: float, blocker: int, 
     return ev
 
 
+def _in_order(waits) -> tuple:
+    """The events waited for (distinct), in index order: the two or three of most instructions by comparisons,
+    more by a sort."""
+    if len(waits) == 1:
+        return (waits[0],)
+    if len(waits) == 2:
+        a, b = waits
+        return (a, b) if a < b else (b, a)
+    if len(waits) == 3:
+        a, b, c = waits
+        if a > b:
+            a, b = b, a
+        if b > c:
+            b, c = c, b
+            if a > b:
+                a, b = b, a
+        return (a, b, c)
+    waits.sort()
+    return tuple(waits)
+
+
 def _read(c: Cell, index: int, eng: int, eng_of: list[int], end_of: list[float]) -> None:
     """Note event `index` on track `eng` as a reader of cell `c`. A track keeps one reader, the one that ends last
     (a writer waits for it, and so for all of that track's readers): with reordering, a later reader may end
@@ -619,26 +650,33 @@ def _read(c: Cell, index: int, eng: int, eng_of: list[int], end_of: list[float])
     for k in range(len(r)):
         j = r[k]
         if eng_of[j] == eng:
-            if end_of[j] > end_of[index]:
+            theirs, mine = end_of[j], end_of[index]
+            if theirs > mine:
                 return
-            del r[k]
-            break
+            for k in range(k, len(r) - 1):  # it goes last: the later readers move up one (no resizing)
+                r[k] = r[k + 1]
+            r[len(r) - 1] = index
+            return
     r.append(index)
 
 
 def _occupy(starts, ends, owner, i: int, s: float, f: float, index: int) -> None:
     """Mark [s, f) of a compute engine busy by event `index`, in the gap before stretch `i`, merging with the
-    stretches it touches; a stretch's owner is the event that ends it."""
-    if i > 0 and ends[i - 1] >= s:
+    stretches it touches; a stretch's owner is the event that ends it. (Stretch times are read into locals
+    before they are compared: the compiled build then compares C doubles, here and in _place/_book_at.)"""
+    last = ends[i - 1] if i > 0 else -_FOREVER
+    if last >= s:
         ends[i - 1], owner[i - 1] = f, index
         i -= 1
     else:
         starts.insert(i, s)
         ends.insert(i, f)
         owner.insert(i, index)
-    if i + 1 < len(starts) and starts[i + 1] <= f + _SLACK:
-        ends[i], owner[i] = ends[i + 1], owner[i + 1]
-        del starts[i + 1], ends[i + 1], owner[i + 1]
+    if i + 1 < len(starts):
+        after = starts[i + 1]
+        if after <= f + _SLACK:
+            ends[i], owner[i] = ends[i + 1], owner[i + 1]
+            del starts[i + 1], ends[i + 1], owner[i + 1]
 
 
 def _place(busy, at: float, dur: float, index: int) -> tuple[float, float, int]:
@@ -648,25 +686,34 @@ def _place(busy, at: float, dur: float, index: int) -> tuple[float, float, int]:
     starts, ends, owner = busy
     i = _right(ends, at)  # the first busy stretch ending after `at`
     t, before, n = at, -1, len(starts)
-    while i < n and starts[i] <= t:  # no gap before stretch i: wait for its end (as the loop below does)
-        if ends[i] > t:
-            t = ends[i]
+    while i < n:  # no gap before stretch i: wait for its end (as the loop below does)
+        s = starts[i]
+        if s > t:
+            break
+        f = ends[i]
+        if f > t:
+            t = f
         before = owner[i]
         i += 1
-    take = min(dur, starts[i] - t) if i < n else dur
+    take = dur
+    if i < n:
+        s = starts[i]
+        if s - t < dur:
+            take = s - t
     if dur - take <= 1e-9:  # it fits the first gap, which is before stretch i (_book's place for t)
         _book_at(starts, ends, owner, i, t, t + take, index)
         return t, t + take, before
     left, segs = dur, []  # from the first gap on
     while left > 1e-9:
-        gap_end = starts[i] if i < len(starts) else float("inf")
+        gap_end = starts[i] if i < len(starts) else _FOREVER
         if gap_end > t:
             take = min(left, gap_end - t)
             segs.append((t, t + take))
             t, left = t + take, left - take
         if left > 1e-9:
-            if ends[i] > t:
-                t = ends[i]
+            f = ends[i]
+            if f > t:
+                t = f
             before = owner[i]
             i += 1
     for s, f in segs:
@@ -681,19 +728,25 @@ def _book(starts, ends, owner, s: float, f: float, index: int) -> None:
 
 def _book_at(starts, ends, owner, i: int, s: float, f: float, index: int) -> None:
     """_book, given `i` = _right(starts, s)."""
-    if i > 0 and ends[i - 1] >= s:
-        if f > ends[i - 1]:
+    last = ends[i - 1] if i > 0 else -_FOREVER
+    if last >= s:
+        if f > last:
             ends[i - 1] = f
+        else:
+            f = last
         owner[i - 1] = index
         i -= 1
     else:
         starts.insert(i, s)
         ends.insert(i, f)
         owner.insert(i, index)
-    if i + 1 < len(starts) and starts[i + 1] <= ends[i]:
-        if ends[i + 1] > ends[i]:
-            ends[i] = ends[i + 1]
-        del starts[i + 1], ends[i + 1], owner[i + 1]
+    if i + 1 < len(starts):  # f: the end of stretch i now
+        after = starts[i + 1]
+        if after <= f:
+            last = ends[i + 1]
+            if last > f:
+                ends[i] = ends[i + 1]
+            del starts[i + 1], ends[i + 1], owner[i + 1]
 
 
 def _queue_site(rec) -> tuple:
@@ -707,35 +760,6 @@ def _queue_site(rec) -> tuple:
         if eng == "scalar" or eng == "sync":
             return ("hwdge", eng)
     return (rec.location, rec.site)
-
-
-def _right(a, x) -> int:
-    """bisect.bisect_right(a, x): where `x` goes in the sorted list `a`, after any equal items. Written out so
-    that the compiled build searches in a C loop on C doubles (times here): calling bisect costs more than the
-    search in the short lists here."""
-    lo, hi = 0, len(a)
-    while lo < hi:
-        mid = (lo + hi) // 2
-        y = a[mid]
-        if x < y:
-            hi = mid
-        else:
-            lo = mid + 1
-    return lo
-
-
-def _right_int(a, x) -> int:
-    """_right for a sorted list of ints (an interval map's byte bounds), which the compiled build compares as
-    C integers."""
-    lo, hi = 0, len(a)
-    while lo < hi:
-        mid = (lo + hi) // 2
-        y = a[mid]
-        if x < y:
-            hi = mid
-        else:
-            lo = mid + 1
-    return lo
 
 
 def _transfer_key(rec, shared: dict) -> tuple:
