@@ -100,7 +100,7 @@ class Allocation:
     def settle(self) -> None:
         """Write the bytes owed before they are touched: the never-written fill of a fresh tensor, the
         values [partitions, elements] of a deferred load (View.store with `defer`), or values a builder
-        computes when first needed (an object with `settle(allocation)`: core/fast/psum.py, Owed)."""
+        computes when first needed (an object with `settle(allocation)`, as a builder's owed PSUM sums)."""
         owed, self.pending = self.pending, None
         m, rows, cols = self.memory, slice(self.p0, self.p0 + self.partitions), slice(self.b0, self.b0 + self.nbytes)
         if owed is FILL:
