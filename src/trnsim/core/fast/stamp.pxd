@@ -12,6 +12,13 @@ from trnsim.core.fast.memo cimport Verdicts
 cpdef _stamp(nc, t)
 
 
+@cython.locals(sig=tuple, out=list, pos=cython.Py_ssize_t, layout=tuple)
+cpdef _moving_signature(Verdicts verdicts, Record rec, list moves)
+
+
+cpdef bint _made_before(tuple place, tuple fresh)
+
+
 @cython.locals(place=tuple, span=tuple)
 cpdef tuple _moved(tuple p, Py_ssize_t step, Py_ssize_t dtile, Py_ssize_t doff, Py_ssize_t dpoff)
 

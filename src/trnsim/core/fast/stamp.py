@@ -467,8 +467,9 @@ def _template(nc, snaps, a, p, end):
             x, y, z = xs[j], ys[j], zs[j]  # z: the same instruction a period on
             if x.sig is None or y.sig is None:
                 return False  # an instruction whose check is not kept by signature
-            if x.op is not y.op or x.engine is not y.engine or x.writes != y.writes or x.location != y.location \
-                    or x.site != y.site or x.spill is not None or y.spill is not None \
+            if x.op is not y.op or x.engine is not y.engine or x.writes is not y.writes and x.writes != y.writes \
+                    or x.location is not y.location and x.location != y.location \
+                    or x.site is not y.site and x.site != y.site or x.spill is not None or y.spill is not None \
                     or len(x.placed) != len(y.placed) or x.attrs is not y.attrs and x.attrs != y.attrs:
                 return None
             onto_x = _onto(x, starts[i])
@@ -489,7 +490,9 @@ def _template(nc, snaps, a, p, end):
                     return None
                 if px is py and (i or zp.get(name) is px):
                     continue  # the same view of a tile made before: nothing moves
-                if px[1] is not py[1] or px[2] != py[2] or px[3] != py[3] or px[6] != py[6] or px[7] or py[7]:
+                if px[1] is not py[1] or px[2] is not py[2] and px[2] != py[2] \
+                        or px[3] is not py[3] and px[3] != py[3] or px[6] is not py[6] and px[6] != py[6] \
+                        or px[7] or py[7]:
                     return None
                 doff, dpoff = py[4] - px[4], py[5] - px[5]  # per iteration
                 qx = px[0]
