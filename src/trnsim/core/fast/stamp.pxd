@@ -8,21 +8,30 @@ from trnsim.core.fast.memo cimport Verdicts
 @cython.locals(stream=list, length=cython.Py_ssize_t, p=cython.Py_ssize_t, it=cython.Py_ssize_t,
                phase=cython.Py_ssize_t, step=cython.Py_ssize_t, j=cython.Py_ssize_t, base=cython.Py_ssize_t,
                recs=list, steps=list, rec=Record, out=Record, moves=tuple, moved=dict, placed=dict, move=tuple, q=tuple,
-               verdicts=Verdicts, periods=cython.Py_ssize_t, each=bint, onto=list)
+               verdicts=Verdicts, periods=cython.Py_ssize_t, each=bint, onto=list, notes=list, now=list)
 cpdef _stamp(nc, t)
+
+
+@cython.locals(sig=tuple, out=list, pos=cython.Py_ssize_t, layout=tuple)
+cpdef _moving_signature(Verdicts verdicts, Record rec, list moves)
+
+
+cpdef bint _made_before(tuple place, tuple fresh)
 
 
 @cython.locals(place=tuple, span=tuple)
 cpdef tuple _moved(tuple p, Py_ssize_t step, Py_ssize_t dtile, Py_ssize_t doff, Py_ssize_t dpoff)
 
 
-@cython.locals(key=list)
+@cython.locals(key=list, made=list, hit=tuple, memo_key=tuple, moving=tuple, steps=tuple, memo=dict, layouts=dict)
 cpdef _number(Verdicts verdicts, tuple sig, Py_ssize_t step, like)
 
 
 @cython.locals(runs=list, length=cython.Py_ssize_t, i=cython.Py_ssize_t, j=cython.Py_ssize_t, k=cython.Py_ssize_t,
                x=Record, y=Record, z=Record, px=tuple, py=tuple, pz=tuple, moves=list, mine=list, ahead=list,
-               move=tuple, counts=dict)
+               move=tuple, counts=dict, starts=list, xs=list, ys=list, zs=list, xp=dict, yp=dict, zp=dict,
+               qx=tuple, qz=tuple, sbuf=bint, made=bint, dtile=cython.Py_ssize_t, doff=cython.Py_ssize_t,
+               dpoff=cython.Py_ssize_t, slot_of=dict, slots=list)
 cpdef _template(nc, list snaps, Py_ssize_t a, Py_ssize_t p, Py_ssize_t end)
 
 
@@ -31,11 +40,18 @@ cpdef tuple _state(nc)
 
 
 # the keys' arithmetic, asked once per moving part of a template or a stamp: called as C functions
+@cython.locals(ks=tuple, i=cython.Py_ssize_t, sl=slice)
 cpdef bint _inside(key, tuple shape)
 cpdef bint _fits(key, tuple shape)
 cpdef bint _even(tuple step)
+@cython.locals(ks=tuple, out=list, i=cython.Py_ssize_t, sl=slice)
 cpdef _key_at(key, tuple step, Py_ssize_t t)
+@cython.locals(ta=tuple, tb=tuple, out=list, i=cython.Py_ssize_t, sx=slice, sy=slice)
 cpdef _key_step(ka, kb)
+cpdef _bound_step(u, w)
 cpdef dict _parts(list watched, lo, hi)
 cpdef _onto(Record rec, Py_ssize_t start)
-cpdef _watch(t, Py_ssize_t phase, Py_ssize_t j, Py_ssize_t it, tuple moves, dict placed)
+@cython.locals(out=list, notes=list, keys=dict, phase=cython.Py_ssize_t, j=cython.Py_ssize_t)
+cpdef list _watched(t)
+@cython.locals(q=tuple, watched=list, layout=tuple)
+cpdef _watch(tuple notes, Py_ssize_t it, dict placed)

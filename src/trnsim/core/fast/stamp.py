@@ -190,6 +190,7 @@ def _straight(t, snaps, n):
         return None
     a, unknown = t.first, False
     sliced = [_parts(watched, snaps[a + i], snaps[a + i + 1]) for i in range(t.period + 1)]
+    proven = {}  # (i, ids of the two placements) -> the keys' entry proven for them (records share placements)
     for i in range(t.period):
         here, ahead = sliced[i], sliced[i + 1]
         for j in range(t.length):
@@ -201,6 +202,11 @@ def _straight(t, snaps, n):
                 if not (doff or dpoff):
                     continue
                 py = nxt.placed[name]
+                pair = (i, id(px), id(py))
+                entry = proven.get(pair)
+                if entry is not None:
+                    t.keys[(i, j, name)] = entry
+                    continue
                 wa, wb = here.get(_layout(px)), ahead.get(_layout(py))
                 if wa is None or wb is None:
                     unknown = True
@@ -211,10 +217,11 @@ def _straight(t, snaps, n):
                 if step is None:
                     unknown = True
                     continue
-                t.keys[(i, j, name)] = (wb, step, a + i + 1)
+                entry = t.keys[(i, j, name)] = (wb, step, a + i + 1)
                 left = n - 1 - (a + i + 1)
                 key = _key_at(wb[7], step, left)
                 if _even(step) and _inside(wa[7], wa[2]) and _inside(wb[7], wb[2]) and _inside(key, wb[2]):
+                    proven[pair] = entry
                     continue  # no number wraps or leaves: offsets move in a line, the shape stays (no view made)
                 tensor = View.__new__(View)
                 tensor.alloc, tensor.dtype, tensor.shape, tensor.strides = None, wb[1], wb[2], wb[3]
@@ -226,6 +233,7 @@ def _straight(t, snaps, n):
                 if last.shape != py[2] or last.strides != py[3] or last.offset != py[4] + left * (py[4] - px[4]) \
                         or last.poff != py[5] + left * (py[5] - px[5]):
                     return False
+                proven[pair] = entry
     return None if unknown else True
 
 
@@ -293,12 +301,16 @@ def _inside(key, shape) -> bool:
     ks = key if type(key) is tuple else (key,)
     if len(ks) > len(shape):
         return False
-    for k, d in zip(ks, shape):
+    for i in range(len(ks)):
+        k, d = ks[i], shape[i]
         if type(k) is int:
             if not 0 <= k < d:
                 return False
-        elif type(k) is slice and k.step is None:
-            lo, hi = (0 if k.start is None else k.start), (d if k.stop is None else k.stop)
+        elif type(k) is slice:
+            sl = k  # a slice (the compiled build reads its bounds directly)
+            if sl.step is not None:
+                return False
+            lo, hi = (0 if sl.start is None else sl.start), (d if sl.stop is None else sl.stop)
             if type(lo) is not int or type(hi) is not int or not 0 <= lo <= hi <= d:
                 return False
         else:
@@ -319,38 +331,52 @@ def _parts(watched, lo, hi) -> dict:
 def _key_step(ka, kb):
     """The step by which each number of an index key changes between two iterations (kb - ka), or None when
     the keys differ otherwise."""
+    if type(ka) is not type(kb):
+        return None
     ta, tb = (ka, kb) if type(ka) is tuple else ((ka,), (kb,))
-    if type(ka) is not type(kb) or len(ta) != len(tb):
+    if len(ta) != len(tb):
         return None
     out = []
-    for x, y in zip(ta, tb):
+    for i in range(len(ta)):
+        x, y = ta[i], tb[i]
         if type(x) is int and type(y) is int:
             out.append(y - x)
-        elif type(x) is slice and type(y) is slice and x.step is None and y.step is None:
-            d = []
-            for u, w in ((x.start, y.start), (x.stop, y.stop)):
-                if u is None and w is None:
-                    d.append(None)
-                elif type(u) is int and type(w) is int:
-                    d.append(w - u)
-                else:
-                    return None
-            out.append(tuple(d))
+        elif type(x) is slice and type(y) is slice:
+            sx, sy = x, y  # slices (the compiled build reads their bounds directly)
+            if sx.step is not None or sy.step is not None:
+                return None
+            d0 = _bound_step(sx.start, sy.start)
+            d1 = _bound_step(sx.stop, sy.stop)
+            if d0 is False or d1 is False:
+                return None
+            out.append((d0, d1))
         else:
             return None
     return tuple(out)
 
 
+def _bound_step(u, w):
+    """The step between two bounds of a slice (None when both are None), or False when they do not pair."""
+    if u is None and w is None:
+        return None
+    if type(u) is int and type(w) is int:
+        return w - u
+    return False
+
+
 def _key_at(key, step, t: int):
     """Index key `key` moved `t` steps."""
     single = type(key) is not tuple
+    ks = (key,) if single else key
     out = []
-    for x, s in zip((key,) if single else key, step):
+    for i in range(min(len(ks), len(step))):
+        x, s = ks[i], step[i]
         if type(x) is int:
             out.append(x + s * t)
         else:
-            out.append(slice(None if x.start is None else x.start + s[0] * t,
-                             None if x.stop is None else x.stop + s[1] * t))
+            sl = x  # a slice (the compiled build reads its bounds directly)
+            out.append(slice(None if sl.start is None else sl.start + s[0] * t,
+                             None if sl.stop is None else sl.stop + s[1] * t))
     return out[0] if single else tuple(out)
 
 
@@ -431,44 +457,54 @@ def _template(nc, snaps, a, p, end):
             return None
     period = (snaps[a + p].tiles[0] - snaps[a].tiles[0], snaps[a + p].tiles[1] - snaps[a].tiles[1])  # made in a period
     recs, steps, watch, moving, moving_parts, onto, hoisted_onto = [], [], set(), set(), [], set(), []
+    starts = [snaps[i].length for i in range(a, a + p + 1)]  # where iterations a .. a + p start
     for i in range(p):
         fresh = snaps[a + i].tiles  # tiles numbered from these on were made in iteration a + i
+        sbuf_fresh, psum_fresh = fresh[0], fresh[1]
         mine, ahead, slots, slot_of, hoists = [], [], [], {}, []
+        xs, ys, zs = runs[i], runs[i + 1], runs[p]
         for j in range(length):
-            x, y = runs[i][j], runs[i + 1][j]
+            x, y, z = xs[j], ys[j], zs[j]  # z: the same instruction a period on
             if x.sig is None or y.sig is None:
                 return False  # an instruction whose check is not kept by signature
-            if x.op is not y.op or x.engine is not y.engine or x.writes != y.writes or x.location != y.location \
-                    or x.site != y.site or x.spill is not None or y.spill is not None \
+            if x.op is not y.op or x.engine is not y.engine or x.writes is not y.writes and x.writes != y.writes \
+                    or x.location is not y.location and x.location != y.location \
+                    or x.site is not y.site and x.site != y.site or x.spill is not None or y.spill is not None \
                     or len(x.placed) != len(y.placed) or x.attrs is not y.attrs and x.attrs != y.attrs:
                 return None
-            onto_x = _onto(x, snaps[a + i].length)
-            if onto_x != _onto(y, snaps[a + i + 1].length):
+            onto_x = _onto(x, starts[i])
+            if onto_x != _onto(y, starts[i + 1]):
                 return None
             if onto_x is not None and onto_x >= 0:
                 onto.add(onto_x)  # computed once, by an instance before these iterations
             if i == 0:
-                z = runs[p][j]  # the same instruction a period on
-                if z.accumulated != x.accumulated or _onto(z, snaps[a + p].length) != onto_x:
+                if z.accumulated != x.accumulated or _onto(z, starts[p]) != onto_x:
                     return None
             moves, layouts = [], False
-            for k, (name, px) in enumerate(x.placed.items()):
-                py = y.placed.get(name)
+            xp, yp, zp = x.placed, y.placed, z.placed
+            k = -1
+            for name, px in xp.items():
+                k += 1
+                py = yp.get(name)
                 if py is None:
                     return None
-                if px is py and (i or runs[p][j].placed.get(name) is px):
+                if px is py and (i or zp.get(name) is px):
                     continue  # the same view of a tile made before: nothing moves
-                if px[1] is not py[1] or px[2] != py[2] or px[3] != py[3] or px[6] != py[6] or px[7] or py[7]:
+                if px[1] is not py[1] or px[2] is not py[2] and px[2] != py[2] \
+                        or px[3] is not py[3] and px[3] != py[3] or px[6] is not py[6] and px[6] != py[6] \
+                        or px[7] or py[7]:
                     return None
                 doff, dpoff = py[4] - px[4], py[5] - px[5]  # per iteration
-                tile = px[0][5]
-                made = tile >= 0 and tile >= (fresh[0] if px[0][0] == "sbuf" else fresh[1])
-                dtile = (period[0] if px[0][0] == "sbuf" else period[1]) if made else 0  # per period
+                qx = px[0]
+                tile = qx[5]
+                sbuf = qx[0] == "sbuf"
+                made = tile >= 0 and tile >= (sbuf_fresh if sbuf else psum_fresh)
+                dtile = (period[0] if sbuf else period[1]) if made else 0  # per period
                 if i == 0:  # a period on: the same place, each step moved p times
-                    pz = runs[p][j].placed.get(name)
+                    pz = zp.get(name)
                     if pz is None:
                         return None
-                    qz, qx = pz[0], px[0]
+                    qz = pz[0]
                     if qz[0] != qx[0] or qz[1] != qx[1] or qz[2] != qx[2] or qz[3] != qx[3] or qz[4] != qx[4] \
                             or qz[5] != tile + dtile or pz[4] != px[4] + p * doff or pz[5] != px[5] + p * dpoff:
                         return None
@@ -491,7 +527,7 @@ def _template(nc, snaps, a, p, end):
                 sig = _moving_signature(verdicts, x, moves)
                 if sig is None:
                     return None
-            elif i == 0 and runs[p][j].sig != x.sig:
+            elif i == 0 and z.sig != x.sig:
                 return None
             ahead.append((tuple(moves), sig))
             mine.append(x)
@@ -544,7 +580,8 @@ def _made_before(place, fresh) -> bool:
 
 def _moving_signature(verdicts, rec, moves):
     """(the signature of `rec`, the positions of the layout numbers that move with their layouts there and
-    steps), or None when a layout is not known by number."""
+    steps, those positions and steps alone: with `rec`'s signature number they name the moved signatures,
+    `_number`), or None when a layout is not known by number."""
     sig = verdicts.signatures[rec.sig] if rec.sig < len(verdicts.signatures) else None
     if sig is None or len(sig) < 2 + 2 * len(rec.placed):
         return None
@@ -560,7 +597,7 @@ def _moving_signature(verdicts, rec, moves):
                 or layout[5] != pb[3] or layout[6] != pb[4] or layout[7] != pb[5]:
             return None
         out.append((pos, layout, doff, dpoff))
-    return sig, tuple(out)
+    return sig, tuple(out), tuple([(m[0], m[2], m[3]) for m in out])
 
 
 def _hoisting(nc, watch, moving, lo, hi, before, onto):
@@ -588,12 +625,15 @@ def _stamp(nc, t: _Template) -> None:
     stream, budget, verdicts = nc.stream, nc.budget, nc.builder.verdicts
     charge = budget.charge
     length, p = t.length, t.period
+    notes = None  # the parts to note in views.WATCH, per phase and record (`_watched`)
     for it in range(t.start, t.end):
         phase, step = (it - t.first) % p, (it - t.first) // p
         recs, steps, onto = t.recs[phase], t.steps[phase], t.onto[phase]
         base = len(stream)
         each = not budget.charge_many(length)
         watching = views.WATCH is not None  # a loop outside watches the parts its iterations slice
+        if watching and notes is None:
+            notes = _watched(t)
         now = []  # the template's moving placements (records share them) moved to this iteration
         for slot in t.slots[phase]:
             now.append(_moved(slot[0], step, slot[1], slot[2], slot[3]))
@@ -607,8 +647,8 @@ def _stamp(nc, t: _Template) -> None:
                     placed[move[1]] = now[move[6]]
                 if sig is not None:
                     number = _number(verdicts, sig, step, number)
-                    if watching:
-                        _watch(t, phase, j, it, moves, placed)
+                    if watching and notes[phase][j]:
+                        _watch(notes[phase][j], it, placed)
             if each:
                 charge(rec.location)
             # made without its constructor (whose arguments the compiled build would parse for each record); the
@@ -637,35 +677,75 @@ def _stamp(nc, t: _Template) -> None:
                 first[key] = (seen[0] + shift,) + seen[1:]
 
 
-def _watch(t, phase, j, it, moves, placed) -> None:
+def _watched(t) -> list:
+    """Per phase and record of template `t`, the parts `_watch` notes: (operand, the tensor's dtype, its layout
+    but its place, the key at iteration `at`, the key's step, `at`) for each key `_straight` proved."""
+    out = []
+    for phase in range(t.period):
+        out.append([()] * t.length)
+    keys = t.keys  # filled by `_straight` in the order of each record's moves
+    for (phase, j, name), (w, step, at) in keys.items():
+        notes = out[phase]
+        notes[j] = notes[j] + ((name, w[1], w[1:7], w[7], step, at),)
+    return out
+
+
+def _watch(notes, it, placed) -> None:
     """Note in views.WATCH the parts that moved by offset in stamped iteration `it`, with the keys that slice them
     there (those a template's keys were proven for: `_straight`), as running the iteration would have."""
-    for move in moves:
-        got = t.keys.get((phase, j, move[1]))
-        if got is not None:
-            w, step, at = got
-            q = placed[move[1]]
-            views.WATCH.append(((q[0], w[1], q[2], q[3], q[4], q[5]),
-                                (q[0],) + w[1:7] + (_key_at(w[7], step, it - at), q[2], q[3], q[4], q[5])))
+    watched = views.WATCH
+    for name, dtype, layout, key, step, at in notes:
+        q = placed[name]
+        watched.append(((q[0], dtype, q[2], q[3], q[4], q[5]),
+                        (q[0],) + layout + (_key_at(key, step, it - at), q[2], q[3], q[4], q[5])))
 
 
 def _moved(p, step, dtile, doff, dpoff):
     """Placement `p` moved `step` steps."""
     place, span = p[0], p[8]
     if dtile:
-        place = place[:5] + (place[5] + dtile * step,)
+        place = (place[0], place[1], place[2], place[3], place[4], place[5] + dtile * step)
     if span is not None and doff:
         span = (span[0] + doff * step, span[1] + doff * step, span[2])
     return (place, p[1], p[2], p[3], p[4] + doff * step, p[5] + dpoff * step, p[6], p[7], span)
 
 
 def _number(verdicts, sig, step, like):
-    """The signature number of a record whose operands' layouts moved `step` steps."""
-    base, moving = sig
+    """The signature number of a record whose operands' layouts moved `step` steps. Kept by (`like`, `step`,
+    the moving positions and steps): numbers only, cheap to hash, where the signature holds the attributes and
+    every operand's layout; the same in each run of a loop whose tiles lie where an earlier run's lay. Valid
+    while the verdict memo keeps its table and each moved layout keeps its number (views.py clears the layout
+    table when full: then the entry is made again)."""
+    global _numbered_for
+    base, moving, steps = sig
+    if _numbered_for is not verdicts.kept:
+        _numbered.clear()
+        _numbered_for = verdicts.kept
+    memo, layouts = _numbered, views._LAYOUT_OF
+    memo_key = (like, step, steps)
+    hit = memo.get(memo_key)
+    if hit is not None:
+        for n in hit[1]:
+            if n not in layouts:
+                hit = None
+                break
+        if hit is not None:
+            return hit[0]
     key = list(base)
+    made = []
     for pos, layout, doff, dpoff in moving:
-        key[pos] = views.layout_number(layout[:6] + (layout[6] + doff * step, layout[7] + dpoff * step))
-    return verdicts.number(tuple(key), like)
+        n = views.layout_number(layout[:6] + (layout[6] + doff * step, layout[7] + dpoff * step))
+        key[pos] = n
+        made.append(n)
+    number = verdicts.number(tuple(key), like)
+    if len(memo) >= views._LAYOUTS_MAX:
+        memo.clear()
+    memo[memo_key] = (number, tuple(made))
+    return number
+
+
+_numbered: dict = {}  # _number's memo: (like, step, moving positions and steps) -> (number, the moved layouts' numbers)
+_numbered_for = None  # the verdict memo's table the entries were numbered in
 
 
 def _check_last(nc, t: _Template, it: int) -> None:
