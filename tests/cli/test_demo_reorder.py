@@ -1,4 +1,5 @@
-"""The demo's scheduling section: the same kernel in program order and as the compiler reorders it."""
+"""The demo's scheduling section: the same kernel in program order, as the compiler reorders it, and with a schedule
+edge."""
 import json
 import re
 
@@ -16,8 +17,10 @@ def test_the_scheduling_section_shows_the_chain_moved_into_the_gap():
     (section,) = json.loads(r.stdout)["sections"]
     text = section["text"]
     assert f"runs {STEPS} steps" in " ".join(text.split())
-    ordered, reordered = (float(x) for x in re.findall(r": ([\d.]+) us timeline", text))
+    ordered, reordered, edged = (float(x) for x in re.findall(r": ([\d.]+) us timeline", text))
     assert reordered < ordered
     rows = re.findall(r"VectorE\s+([█·]+)", text)
-    assert len(rows) == 2 and all(len(row) == WIDTH for row in rows)
+    assert len(rows) == 3 and all(len(row) == WIDTH for row in rows)
     assert rows[1].index("█") < rows[0].index("█")
+    # The schedule edge puts every step after the sum on VectorE again: the chain no longer fills the gap.
+    assert edged > reordered and rows[2].index("█") > rows[1].index("█")

@@ -1,4 +1,5 @@
-"""The demo's scheduling section: one small kernel timed in program order and as the compiler reorders it."""
+"""The demo's scheduling section: one small kernel timed in program order, as the compiler reorders it, and with a
+`with_schedule` edge that orders its named instructions again."""
 from __future__ import annotations
 
 WIDTH = 56  # characters of a timeline row
@@ -9,7 +10,8 @@ def kernel(ordered: bool):
     """A kernel whose program order waits where it need not: VectorE sums a large tile still arriving from HBM,
     then runs a chain of independent steps on a small tile loaded already, then scales the small tile by the
     sums. `ordered` puts the Vector work in an `nl.no_reorder()` block, the order the kernel is written in;
-    otherwise the compiler may run the chain while the large tile loads."""
+    otherwise the compiler may run the chain while the large tile loads. The sum is named "sums" and every
+    step "step", for `with_schedule` edges."""
     import contextlib
 
     import trnsim.nki as nki
@@ -24,9 +26,10 @@ def kernel(ordered: bool):
         nisa.dma_copy(dst=b, src=small)
         nisa.dma_copy(dst=a, src=big)
         with nl.no_reorder() if ordered else contextlib.nullcontext():
-            nisa.tensor_reduce(dst=sums, op=nl.add, data=a, axis=1)
+            nisa.tensor_reduce(dst=sums, op=nl.add, data=a, axis=1, name="sums")
             for _ in range(STEPS):
-                nisa.tensor_scalar(dst=b, data=b, op0=nl.multiply, operand0=0.5, op1=nl.add, operand1=1.0)
+                nisa.tensor_scalar(dst=b, data=b, op0=nl.multiply, operand0=0.5, op1=nl.add, operand1=1.0,
+                                   name="step")
             nisa.tensor_scalar(dst=b, data=b, op0=nl.multiply, operand0=sums)
         out = nl.ndarray(small.shape, dtype=small.dtype, buffer=nl.shared_hbm)
         nisa.dma_copy(dst=out, src=b)
@@ -57,8 +60,10 @@ def tour(console):
     """Program order against the compiler's order: the latency and each engine's timeline, on one scale."""
     from trnsim.core.timing import benchmark
 
-    runs = {name: benchmark(kernel(ordered), *inputs(), target="trn2", timing_only=True)
-            for name, ordered in (("program order (nl.no_reorder)", True), ("as the compiler reorders", False))}
+    edge = [("step", "sums")]  # every step after the sum, on VectorE: a schedule edge
+    kernels = {"program order (nl.no_reorder)": kernel(True), "as the compiler reorders": kernel(False),
+               f"reordered, with_schedule({edge})": kernel(False).with_schedule(edge)}
+    runs = {name: benchmark(k, *inputs(), target="trn2", timing_only=True) for name, k in kernels.items()}
     span = max(r.period for r in runs.values())
     console.print(f"VectorE sums a 4 MiB tile still loading, runs {STEPS} steps on a small tile loaded already, then "
                   f"scales it by the sums (trn2, timing only). The compiler's scheduler runs the steps in the gap:")
@@ -67,4 +72,4 @@ def tour(console):
         for track, row in rows(r, span).items():
             console.print(f"  {track:<8} {row}")
     console.print(f"[dim]one character = {span / WIDTH / 1e3:.2f} us; `with nl.no_reorder():` keeps a block in program "
-                  f"order on each engine[/]")
+                  f"order on each engine; `kernel.with_schedule(edges)` orders instructions named with `name=`[/]")
