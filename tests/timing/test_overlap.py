@@ -249,6 +249,29 @@ def test_a_queue_runs_in_order_per_dma_engine(target):
     assert three.start == pytest.approx(one.end + 2 * turn) and three.blocker == two.index
 
 
+@pytest.mark.parametrize("target", ["trn1", "trn2"])
+def test_a_narrow_transfer_sets_its_engine_apart(target):
+    """Full-width transfers give every DMA engine an equal piece; one into partitions 0-7 between two of them
+    moves data on engine 0 only. The third transfer's piece then follows that one on engine 0, and on every other
+    engine the second's completion write (itself a turnaround after the first's piece), so its pieces differ."""
+    nc = NeuronCore(target, values=False)
+    t = nc.tensor((128, 2048), "float32")
+    for p in (128, 8, 128):
+        nc.issue(Op.DMA_COPY, dst=t[0:p], src=nc.hbm_tensor((p, 2048), "float32"))
+    one, two, three = simulate(nc.stream, target).events
+    turn, fixed = timing(target).dma_turnaround_latency, nc.spec.dma_fixed_latency
+    engines = nc.spec.dma_engines
+    assert [e for e, _, _ in one.pieces] == [e for e, _, _ in three.pieces] == list(range(engines))
+    assert [e for e, _, _ in two.pieces] == [0]
+    (_, s1, f1), (_, s2, f2) = one.pieces[0], two.pieces[0]
+    assert s1 == fixed and all((s, f) == (s1, f1) for _, s, f in one.pieces)
+    assert s2 == f1 + turn
+    dur = f1 - s1
+    assert three.pieces[0][1] == f2 + turn and three.pieces[0][2] == pytest.approx(f2 + turn + dur)
+    for _, s, f in three.pieces[1:]:
+        assert s == f1 + 2 * turn and f == pytest.approx(s + dur)
+
+
 def test_two_dma_calls_on_one_line_get_two_queues():
     """Each DMA statement gets its own queue, also two calls written on one line (the compiler sees two
     statements): the second transfer takes the engines as the first leaves them, with no turnaround."""

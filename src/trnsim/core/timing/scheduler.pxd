@@ -17,11 +17,11 @@ cdef class Scheduler:
     cdef public object spec, t, rules, tl
     cdef public dict queue_of, maps, cells, high, psum_tiles, tile_last, alone, transfers, regions, plans
     cdef public list free, last, dma_names, dma_busy, queue_end, queue_last, eng_of, end_of, waits, busy, fed
-    cdef public list pending, events
+    cdef public list pending, events, dma_lead, piece_engine, piece_start, piece_end
     cdef public tuple pe
     cdef public set narrow
     cdef public double sem, warmup_start
-    cdef public Py_ssize_t psum_high, psum_bank, psum_banks
+    cdef public Py_ssize_t psum_high, psum_bank, psum_banks, dma_version
 
     @cython.locals(waits=list, fed=list, pending=list, rest=list, eng_of=list, high=dict, narrow=set, dma=bint,
                    at=Py_ssize_t, i=Py_ssize_t, n=Py_ssize_t, b=list, v=list, m=IntervalMap, c=Cell,
@@ -57,8 +57,13 @@ cdef class Scheduler:
     cpdef double _throttle(self, double start, double idle_since, double warm_since)
 
     @cython.locals(go=double, turn=double, end=double, start=double, pieces=list, busy=list, s=double, f=double,
-                   dur=double, e=Py_ssize_t, tl=object)
+                   dur=double, e=Py_ssize_t, k=Py_ssize_t, got=list, split=list, heads=list, of=list, placed=list,
+                   ends=list, lasts=list, engines=list, starts=list, finishes=list, at=double, x=tuple)
     cpdef _dma(self, Record rec, w, object index, double ready, object blocker, Py_ssize_t q, dict memo)
+
+    @cython.locals(lead=list, busy=list, n=Py_ssize_t, e=Py_ssize_t, k=Py_ssize_t, first=dict, new=list, split=list,
+                   heads=list, of=list, at=dict)
+    cpdef _regroup(self, list got)
 
 
 @cython.locals(ev=Event)
@@ -66,6 +71,10 @@ cdef Event _event(index, rec, track, double start, double end, blocker, flops, m
 
 
 cpdef tuple _in_order(list waits)
+
+
+@cython.locals(e=Py_ssize_t, moved=list)
+cpdef list _by_engine(split, Py_ssize_t n)
 
 
 @cython.locals(r=list, k=Py_ssize_t, j=Py_ssize_t, theirs=double, mine=double)

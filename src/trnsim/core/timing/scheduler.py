@@ -85,8 +85,13 @@ class Scheduler:
         self.fed: list[int] = []  # the writers on its own engine whose tile the instruction being placed reads
         self.pending: list = []  # cells the instruction being placed read, to note once its end is known (_deps)
         self.dma_names = [f"DMA q{q}" for q in range(spec.dma_engines)]  # a DMA queue's Event.track
-        # Per DMA engine, its busy stretches (sorted, disjoint): starts, ends and the transfer of each.
-        self.dma_busy = [([], [], []) for _ in range(spec.dma_engines)]
+        # Per DMA engine, its busy stretches (sorted, disjoint): starts, ends and the transfer of each. The engines
+        # every transfer so far gave equal pieces (or none) hold equal stretches and queue ends: such a class of
+        # engines shares one booking, placed once per transfer (_dma). `dma_lead`: per engine, the first engine of
+        # its class; `dma_version` counts the times the classes split.
+        self.dma_busy = [([], [], [])] * spec.dma_engines
+        self.dma_lead, self.dma_version = [0] * spec.dma_engines, 0
+        self.piece_engine, self.piece_start, self.piece_end = [], [], []  # every event's pieces, in order (finish)
         self.queue_of: dict[tuple, int] = {}  # kernel call site -> the DMA queue the compiler gave its transfers
         # Per DMA queue, per DMA engine: when the queue's last work there ended (its piece of a transfer, or the
         # completion write of one that moved nothing there), and that transfer (-1: none yet).
@@ -551,50 +556,89 @@ class Scheduler:
         engine (a queue runs in order per engine, nki-dma-overview.rst) and takes the engine's first free
         stretch (engines serve all queues, so a transfer waiting for its data does not hold back another
         queue's). Every engine writes each transfer's completion, also where it moved nothing; the queue's next
-        work on that engine starts a turnaround after it."""
+        work on that engine starts a turnaround after it.
+
+        The engines of one class (dma_lead) start the transfer equal and take equal pieces: the piece of the
+        class's first engine is placed, and the others' are copies of it."""
         go = ready + self.spec.dma_fixed_latency  # descriptor setup and semaphore to start
         turn = self.t.dma_turnaround_latency
         ends, lasts = self.queue_end[q], self.queue_last[q]
-        pieces = []
-        end, start, bound = -1.0, -1.0, blocker
-        split = memo.get("dma")
-        if split is None:
-            split = memo["dma"] = self.rules.dma_pieces(rec, w)
-        busy = self.dma_busy
-        for e, dur in split:
+        got = memo.get("dma")
+        if got is None:
+            got = memo["dma"] = _by_engine(self.rules.dma_pieces(rec, w), len(ends))
+        if got[3] != self.dma_version:  # the classes as they are now: split them where this transfer must
+            self._regroup(got)
+        busy, split, heads, of = self.dma_busy, got[0], got[4], got[5]
+        placed = []  # per piece placed: (ready, its blocker, start, end, the transfer before)
+        for e, dur in heads:
             at, by = go, blocker
             if lasts[e] >= 0 and ends[e] + turn > at:
                 at, by = ends[e] + turn, lasts[e]
             s, f, before = _place(busy[e], at, dur, index)
-            pieces.append((e, s, f))
+            placed.append((at, by, s, f, before))
             ends[e], lasts[e] = f, index
+        pieces = []
+        end, start, bound = -1.0, -1.0, blocker
+        engines, starts, finishes = self.piece_engine, self.piece_start, self.piece_end
+        for k in range(len(split)):
+            e = split[k][0]
+            x = placed[of[k]]
+            first, last = x[2], x[3]  # its class's piece: shared by the pieces' tuples and the flat lists
+            pieces.append((e, first, last))
+            engines.append(e)
+            starts.append(first)
+            finishes.append(last)
+            ends[e], lasts[e] = last, index
+            s, f = first, last
             if start < 0.0 or s < start:
                 start = s
             if f > end:
                 end = f
-                bound = by if s == at else before
-        if len(split) < len(ends):  # the engines it moves nothing on: their completion write, in queue order
-            moved = [e for e, _ in split]
-            for e in range(len(ends)):
-                if e not in moved:
-                    at = go if lasts[e] < 0 or ends[e] + turn <= go else ends[e] + turn
-                    ends[e], lasts[e] = at, index
+                at = x[0]
+                bound = x[1] if s == at else x[4]
+        for e in got[2]:  # the engines it moves nothing on: their completion write, in queue order
+            at = go if lasts[e] < 0 or ends[e] + turn <= go else ends[e] + turn
+            ends[e], lasts[e] = at, index
         return _event(index, rec, self.dma_names[q], start, end, bound, 0.0, 0.0, tuple(pieces))
+
+    def _regroup(self, got) -> None:
+        """Split the DMA engine classes so that each holds only engines given equal pieces by a transfer (`got`:
+        _by_engine's; an engine that leaves its class takes a copy of the class's booking), and note in `got` the
+        pieces to place under the classes now: those on a class's first engine (every piece, when an engine has
+        two), and for each piece, which of those it copies."""
+        lead, busy, durs = self.dma_lead, self.dma_busy, got[1]
+        n = len(lead)
+        first: dict = {}
+        new = [first.setdefault((lead[e], durs[e] if durs is not None else e), e) for e in range(n)]
+        if new != lead:
+            for e in range(n):
+                if new[e] != lead[e]:
+                    if new[e] == e:  # the first engine of a new class: its own booking
+                        starts, ends, owner = busy[lead[e]]
+                        busy[e] = (list(starts), list(ends), list(owner))
+                    else:
+                        busy[e] = busy[new[e]]
+            self.dma_lead, self.dma_version = new, self.dma_version + 1
+        split, heads, of, at = got[0], [], [], {}
+        for k in range(len(split)):
+            e = split[k][0]
+            if new[e] == e:
+                at[e] = len(heads)
+                heads.append(split[k])
+            of.append(at.get(e, -1))
+        for k in range(len(split)):
+            if of[k] < 0:
+                of[k] = at[new[split[k][0]]]
+        got[3], got[4], got[5] = self.dma_version, heads, of
 
     def finish(self) -> Timeline:
         """The timeline, with its DMA pieces as flat arrays and the SBUF/PSUM high-water mark: per partition,
         the highest byte touched."""
-        engines, starts, ends = [], [], []
-        for ev in self.tl.events:
-            for e, s, f in ev.pieces:
-                engines.append(e)
-                starts.append(s)
-                ends.append(f)
         tl = self.tl  # filled by fromlist, which reads each item in C
         tl.piece_engine, tl.piece_start, tl.piece_end = array("i"), array("d"), array("d")
-        tl.piece_engine.fromlist(engines)
-        tl.piece_start.fromlist(starts)
-        tl.piece_end.fromlist(ends)
+        tl.piece_engine.fromlist(self.piece_engine)
+        tl.piece_start.fromlist(self.piece_start)
+        tl.piece_end.fromlist(self.piece_end)
         marks: dict[str, list[int]] = {}
         for (space, _, p0, n), hi in self.high.items():
             row = marks.setdefault(space, [0] * self.spec.partitions)
@@ -772,6 +816,20 @@ def _transfer_key(rec, shared: dict) -> tuple:
     for n, x in rec.attrs.items():
         key.append((n, type(x), x))
     return tuple(key)
+
+
+def _by_engine(split, n: int) -> list:
+    """What _dma keeps of a transfer's pieces (Rules.dma_pieces) over `n` DMA engines: [the pieces, per engine
+    its piece's ns (-1.0: none; None when an engine has two), the engines it moves nothing on, and (_regroup) the
+    classes' version and the pieces to place under them]."""
+    durs = [-1.0] * n
+    for e, dur in split:
+        if durs[e] >= 0.0:
+            durs = None
+            break
+        durs[e] = dur
+    moved = [e for e, _ in split]
+    return [split, durs, [e for e in range(n) if e not in moved], -1, None, None]
 
 
 def _psum_positions(plan) -> tuple[int, ...]:
