@@ -15,7 +15,7 @@ cdef class Event:
 @cython.final
 cdef class Scheduler:
     cdef public object spec, t, rules, tl
-    cdef public dict queue_of, maps, cells, high, psum_tiles, tile_last, alone, transfers, regions, plans
+    cdef public dict queue_of, maps, cells, high, psum_tiles, tile_last, alone, transfers, regions, plans, like
     cdef public list free, last, dma_names, dma_busy, queue_end, queue_last, eng_of, end_of, waits, busy, fed
     cdef public list pending, events, dma_lead, piece_engine, piece_start, piece_end
     cdef public tuple pe
@@ -56,6 +56,9 @@ cdef class Scheduler:
     @cython.locals(t=object, ramp=double)
     cpdef double _throttle(self, double start, double idle_since, double warm_since)
 
+    @cython.locals(like=tuple, seen=tuple, plan=tuple, got=tuple)
+    cpdef tuple _fresh(self, Record rec, bint numbered)
+
     @cython.locals(go=double, turn=double, end=double, start=double, pieces=list, busy=list, s=double, f=double,
                    dur=double, e=Py_ssize_t, k=Py_ssize_t, got=list, split=list, heads=list, of=list, placed=list,
                    ends=list, lasts=list, engines=list, starts=list, finishes=list, at=double, x=tuple)
@@ -71,6 +74,14 @@ cdef Event _event(index, rec, track, double start, double end, blocker, flops, m
 
 
 cpdef tuple _in_order(list waits)
+
+
+@cython.locals(key=list, lows=list)
+cpdef tuple _like(Record rec)
+
+
+@cython.locals(entries=list, plan=tuple, k=Py_ssize_t, lo=Py_ssize_t, hi=Py_ssize_t, shift=Py_ssize_t)
+cpdef tuple _moved(tuple got, list was, list lows)
 
 
 @cython.locals(e=Py_ssize_t, moved=list)
@@ -95,3 +106,7 @@ cpdef _book(list starts, list ends, list owner, double s, double f, object index
 
 @cython.locals(last=double, after=double)
 cpdef _book_at(list starts, list ends, list owner, Py_ssize_t i, double s, double f, object index)
+
+
+@cython.locals(n=Py_ssize_t, k=Py_ssize_t, j=Py_ssize_t, a=tuple, b=tuple)
+cpdef bint _apart(tuple plan)

@@ -118,6 +118,7 @@ class Scheduler:
         self.psum_bank, self.psum_banks = spec.psum_bank_bytes, spec.psum_banks  # read per new PSUM tile
         self.alone: dict[tuple, float] = {}  # (signature, engine) -> ns, for placing by workload (_ends)
         self.transfers: dict[tuple, tuple] = {}  # _transfer_key -> a transfer's cost and durations (_cost)
+        self.like: dict[tuple, tuple] = {}  # _like's key -> a transfer's plan (_fresh) and its operands' byte lows
 
     def _cells(self, r) -> tuple:
         """(maps to look up, maps to record in, maps a write clears, the lookup while the memory has seen no
@@ -323,9 +324,7 @@ class Scheduler:
         got = plans.get(sig) if sig is not None and plans is not None else None
         fresh = got is None
         if fresh:  # the operands' plan, which of them are PSUM tiles, the cost, its durations so far
-            plan = self._plan(rec)
-            cost, memo = self._cost(rec)
-            got = (plan, _psum_positions(plan), cost, _apart(plan), memo)
+            got = self._fresh(rec, sig is not None and plans is not None)
             if sig is not None and plans is not None:
                 plans[sig] = got
         plan, psum, w, solo, memo = got
@@ -383,6 +382,23 @@ class Scheduler:
                     if was is None or done >= was[0]:
                         last[tile] = (done, index)
         return ev
+
+    def _fresh(self, rec, numbered: bool) -> tuple:
+        """(plan, its PSUM positions, cost, _apart, durations by kind) of a record whose signature is new. A loop's
+        transfers are new signatures that differ only in where their views start; one like an earlier transfer
+        but for that (`numbered`: the speed layer numbered it; _like) takes the earlier one's plan, moved."""
+        like = None
+        if numbered and rec.engine is _DMA:
+            like = _like(rec)
+            seen = self.like.get(like[0])
+            if seen is not None:
+                return _moved(seen[0], seen[1], like[1])
+        plan = self._plan(rec)
+        cost, memo = self._cost(rec)
+        got = (plan, _psum_positions(plan), cost, _apart(plan), memo)
+        if like is not None:
+            self.like[like[0]] = (got, like[1])
+        return got
 
     def _cost(self, rec) -> tuple:
         """(cost, its durations by kind, filled as they are asked for) of a record whose signature is new. The
@@ -818,6 +834,48 @@ def _transfer_key(rec, shared: dict) -> tuple:
     return tuple(key)
 
 
+def _like(rec) -> tuple:
+    """(key, each operand's lowest byte; None for a gather/scatter's) of a transfer, for _fresh. A Region's bytes
+    are its buffer's base plus its span times the item size (tensor.region_at), the span being the view's offset
+    plus what its shape and strides reach (or the span the view was given), and nothing else in it depends on the
+    base or the offset. So the key holds each operand's placement but for its base, tile, offset and span (the
+    span's length and contiguous run stay): two transfers of one key have plans that differ only by each operand's
+    byte shift, and one cost and pieces (which read no bytes: _cost). A gather/scatter operand keeps its whole
+    placement."""
+    key, lows = [rec.op, rec.writes, rec.accumulated], []
+    for n, p in rec.placed.items():
+        place, dtype, span = p[0], p[1], p[8]
+        if p[7]:
+            key.append((n, p))
+            lows.append(None)
+        elif span is None:
+            key.append((n, place[0], place[1], place[2], place[4], dtype, p[2], p[3], p[5], p[6]))
+            lows.append(place[3] + p[4] * dtype.itemsize)
+        else:
+            key.append((n, place[0], place[1], place[2], place[4], dtype, p[2], p[3], p[5], p[6], span[1] - span[0],
+                        span[2]))
+            lows.append(place[3] + span[0] * dtype.itemsize)
+    for n, x in rec.attrs.items():
+        key.append((n, type(x), x))
+    return tuple(key), lows
+
+
+def _moved(got, was, lows) -> tuple:
+    """_fresh's tuple `got` of a transfer whose operands' lowest bytes were `was`, for one like it whose are `lows`:
+    each plan entry's bytes (and PSUM buffer) moved by the difference."""
+    entries = list(got[0])
+    for k in range(len(lows)):
+        low = lows[k]
+        if low is not None and low != was[k]:
+            cells, memory, lo, hi, w, buffer, high = entries[k]
+            shift = low - was[k]
+            if buffer is not None:
+                buffer = (buffer[0], buffer[1], buffer[2] + shift)
+            entries[k] = (cells, memory, lo + shift, hi + shift, w, buffer, high)
+    plan = tuple(entries)
+    return plan, got[1], got[2], _apart(plan), got[4]
+
+
 def _by_engine(split, n: int) -> list:
     """What _dma keeps of a transfer's pieces (Rules.dma_pieces) over `n` DMA engines: [the pieces, per engine
     its piece's ns (-1.0: none; None when an engine has two), the engines it moves nothing on, and (_regroup) the
@@ -838,8 +896,16 @@ def _psum_positions(plan) -> tuple[int, ...]:
 
 
 def _apart(plan) -> bool:
-    """Whether no two operands of a plan touch the same bytes of one memory."""
-    return not any(a[1] == b[1] and a[2] < b[3] and b[2] < a[3] for k, a in enumerate(plan) for b in plan[k + 1:])
+    """Whether no two operands of a plan touch the same bytes of one memory (loops, not a generator: the compiled
+    build asks this of every new signature)."""
+    n = len(plan)
+    for k in range(n):
+        a = plan[k]
+        for j in range(k + 1, n):
+            b = plan[j]
+            if a[1] == b[1] and a[2] < b[3] and b[2] < a[3]:
+                return False
+    return True
 
 
 CHUNK = 4096  # instructions between two calls of replay's `on_chunk`
