@@ -593,25 +593,39 @@ class Scheduler:
             s, f, before = _place(busy[e], at, dur, index)
             placed.append((at, by, s, f, before))
             ends[e], lasts[e] = f, index
-        pieces = []
-        end, start, bound = -1.0, -1.0, blocker
         engines, starts, finishes = self.piece_engine, self.piece_start, self.piece_end
-        for k in range(len(split)):
-            e = split[k][0]
-            x = placed[of[k]]
-            first, last = x[2], x[3]  # its class's piece: shared by the pieces' tuples and the flat lists
-            pieces.append((e, first, last))
-            engines.append(e)
-            starts.append(first)
-            finishes.append(last)
-            ends[e], lasts[e] = last, index
-            s, f = first, last
-            if start < 0.0 or s < start:
-                start = s
-            if f > end:
-                end = f
-                at = x[0]
-                bound = x[1] if s == at else x[4]
+        if len(placed) == 1:  # one class moved it all: every piece is its piece (the loop below, in short)
+            x, moved = placed[0], got[6]
+            first, last = x[2], x[3]
+            pieces = [(e, first, last) for e in moved]
+            for e in moved:
+                ends[e], lasts[e] = last, index
+            k = len(moved)
+            engines.extend(moved)
+            starts.extend([first] * k)
+            finishes.extend([last] * k)
+            start, end = first, last
+            at = x[0]
+            bound = x[1] if start == at else x[4]
+        else:
+            pieces = []
+            end, start, bound = -1.0, -1.0, blocker
+            for k in range(len(split)):
+                e = split[k][0]
+                x = placed[of[k]]
+                first, last = x[2], x[3]  # its class's piece: shared by the pieces' tuples and the flat lists
+                pieces.append((e, first, last))
+                engines.append(e)
+                starts.append(first)
+                finishes.append(last)
+                ends[e], lasts[e] = last, index
+                s, f = first, last
+                if start < 0.0 or s < start:
+                    start = s
+                if f > end:
+                    end = f
+                    at = x[0]
+                    bound = x[1] if s == at else x[4]
         for e in got[2]:  # the engines it moves nothing on: their completion write, in queue order
             at = go if lasts[e] < 0 or ends[e] + turn <= go else ends[e] + turn
             ends[e], lasts[e] = at, index
@@ -878,8 +892,8 @@ def _moved(got, was, lows) -> tuple:
 
 def _by_engine(split, n: int) -> list:
     """What _dma keeps of a transfer's pieces (Rules.dma_pieces) over `n` DMA engines: [the pieces, per engine
-    its piece's ns (-1.0: none; None when an engine has two), the engines it moves nothing on, and (_regroup) the
-    classes' version and the pieces to place under them]."""
+    its piece's ns (-1.0: none; None when an engine has two), the engines it moves nothing on, (_regroup) the
+    classes' version and the pieces to place under them, and the pieces' engines]."""
     durs = [-1.0] * n
     for e, dur in split:
         if durs[e] >= 0.0:
@@ -887,7 +901,7 @@ def _by_engine(split, n: int) -> list:
             break
         durs[e] = dur
     moved = [e for e, _ in split]
-    return [split, durs, [e for e in range(n) if e not in moved], -1, None, None]
+    return [split, durs, [e for e in range(n) if e not in moved], -1, None, None, moved]
 
 
 def _psum_positions(plan) -> tuple[int, ...]:
