@@ -20,7 +20,7 @@ cdef class Scheduler:
     cdef public list pending, rest, events
     cdef public tuple pe
     cdef public set narrow
-    cdef public double sem, warmup_start
+    cdef public double sem, warmup_start, warmup
     cdef public Py_ssize_t psum_high, psum_bank, psum_banks
 
     @cython.locals(waits=list, fed=list, pending=list, rest=list, high=dict, narrow=set, dma=bint,
@@ -39,7 +39,8 @@ cdef class Scheduler:
 
     @cython.locals(q=Py_ssize_t, eng=Py_ssize_t, waits=list, end_of=list, eng_of=list, pending=list, rest=list, plans=dict,
                    ready=double, sem=double, end=double, tiles=list, psum=tuple, memo=dict,
-                   last=dict, k=object, ev=Event, was=list, index=object, placed=dict, attrs=dict, idx=Py_ssize_t)
+                   last=dict, k=Py_ssize_t, ev=Event, was=list, index=object, placed=dict, attrs=dict, idx=Py_ssize_t,
+                   track=Py_ssize_t)
     cpdef step(self, Record rec)
 
     @cython.locals(starts=list, ends=list, owner=list, warms=list, fed=list, n=Py_ssize_t, i=Py_ssize_t, tensor=bint,
@@ -54,7 +55,7 @@ cdef class Scheduler:
     @cython.locals(starts=list, ends=list, owner=list, fence=list, i=Py_ssize_t, was=double)
     cpdef _shorten(self, object e, double start, double end)
 
-    @cython.locals(t=object, ramp=double)
+    @cython.locals(ramp=double)
     cpdef double _throttle(self, double start, double idle_since, double warm_since)
 
     @cython.locals(go=double, turn=double, end=double, start=double, pieces=list, busy=list, s=double, f=double,
@@ -69,7 +70,7 @@ cdef Event _event(index, rec, track, double start, double end, blocker, flops, m
 cpdef tuple _in_order(list waits)
 
 
-@cython.locals(r=list, k=Py_ssize_t, j=Py_ssize_t, theirs=double)
+@cython.locals(r=list, k=Py_ssize_t, j=Py_ssize_t, theirs=double, track=Py_ssize_t)
 cdef void _read(Cell c, index, double mine, Py_ssize_t eng, list eng_of, list end_of)
 
 

@@ -73,6 +73,7 @@ class Scheduler:
     def __init__(self, spec, tspec):
         self.spec, self.t, self.rules = spec, tspec, Rules(spec, tspec)
         self.sem, self.warmup_start = tspec.semaphore_latency, tspec.tensor_warmup_start
+        self.warmup = tspec.tensor_warmup_latency  # read per TensorE instruction, by _throttle
         self.free = [0.0] * DMA_TRACK  # per compute track: when its last work ends, and the event that ends it
         self.last = [-1] * DMA_TRACK
         # Per compute track, its busy stretches (sorted, disjoint): starts, ends and the event ending each, and
@@ -369,8 +370,8 @@ class Scheduler:
             eng_of = self.eng_of
             sem = self.sem if q < 0 else 0.0
             for idx in waits:
-                end = end_of[idx]
-                if eng_of[idx] != eng:
+                end, track = end_of[idx], eng_of[idx]
+                if track != eng:
                     end += sem
                 if end > ready:
                     ready, blocker = end, idx
@@ -469,7 +470,7 @@ class Scheduler:
                 if tensor:
                     dur = base
                     if ramped:  # the ramp of the instruction before it in time, if TensorE has not idled since
-                        if i == 0 or start - gap > 0.5 * self.t.tensor_warmup_latency:
+                        if i == 0 or start - gap > 0.5 * self.warmup:
                             warm = start
                         else:  # after the last stretch, the last instruction in time
                             warms = self.pe[3]
@@ -523,7 +524,7 @@ class Scheduler:
         events.insert(k, index)
         bases.insert(k, base)
         warms.insert(k, warm)
-        half, end_of = 0.5 * self.t.tensor_warmup_latency, self.end_of
+        half, end_of = 0.5 * self.warmup, self.end_of
         for j in range(k + 1, len(starts)):
             s = starts[j]
             if s - end > half:
@@ -560,12 +561,11 @@ class Scheduler:
     def _throttle(self, start: float, idle_since: float, warm_since: float) -> float:
         """TensorE rate under the dI/dt limit: from `tensor_warmup_start` up to 1 over the warm-up time, from
         `warm_since`, the start of the ramp in effect when TensorE went idle at `idle_since`."""
-        t = self.t
         # Below 50% use over a window re-engages the throttle: an idle stretch of half the window.
-        if start - idle_since > 0.5 * t.tensor_warmup_latency:
+        if start - idle_since > 0.5 * self.warmup:
             warm_since = start
-        ramp = min(1.0, (start - warm_since) / t.tensor_warmup_latency)
-        return t.tensor_warmup_start + (1.0 - t.tensor_warmup_start) * ramp
+        ramp = min(1.0, (start - warm_since) / self.warmup)
+        return self.warmup_start + (1.0 - self.warmup_start) * ramp
 
     def _dma(self, rec, w, index, ready, blocker, q, memo) -> Event:
         """A transfer on DMA queue `q`: on each DMA engine, its piece follows the queue's previous work on that
@@ -670,7 +670,8 @@ def _read(c: Cell, index: int, mine: float, eng: int, eng_of: list[int], end_of:
     r = c.readers
     for k in range(len(r)):
         j = r[k]
-        if eng_of[j] == eng:
+        track = eng_of[j]
+        if track == eng:
             theirs = end_of[j]
             if theirs > mine:
                 return
