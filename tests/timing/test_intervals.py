@@ -120,10 +120,11 @@ def _runs(slots):
 def test_a_cell_made_without_its_constructor_is_the_same_cell():
     """intervals.cell (the scheduler's quick Cell) gives what Cell(...) gives, and own() copies one apart."""
     readers = [3, 5]
-    c, d = cell(7, readers, 2), Cell(7, readers, 2)
-    assert (type(c), c.writer, c.readers, c.owner) == (type(d), d.writer, d.readers, d.owner) == (Cell, 7, [3, 5], 2)
+    c, d = cell(7, readers, 2, 1), Cell(7, readers, 2, 1)
+    assert ((type(c), c.writer, c.readers, c.owner, c.track) == (type(d), d.writer, d.readers, d.owner, d.track)
+            == (Cell, 7, [3, 5], 2, 1))
     e = own(c)
-    assert (e.writer, e.readers, e.owner) == (7, [3, 5], 2) and e is not c and e.readers is not c.readers
+    assert (e.writer, e.readers, e.owner, e.track) == (7, [3, 5], 2, 1) and e is not c and e.readers is not c.readers
 
 
 @given(st.sets(st.integers(0, 1 << 20), min_size=1, max_size=6).flatmap(lambda s: st.permutations(sorted(s))))

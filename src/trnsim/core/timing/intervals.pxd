@@ -6,11 +6,11 @@ cimport cython
 cdef class Cell:
     cdef public object writer
     cdef public list readers
-    cdef public Py_ssize_t owner
+    cdef public Py_ssize_t owner, track
 
 
 @cython.locals(c=Cell)
-cpdef Cell cell(writer, list readers, Py_ssize_t owner)
+cpdef Cell cell(writer, list readers, Py_ssize_t owner, Py_ssize_t track)
 
 
 @cython.locals(c=Cell)

@@ -17,23 +17,24 @@ from bisect import bisect_right
 
 class Cell:
     """What the scheduler knows of a byte range: its last writer (an event index, -1 for none), its readers
-    since (event indices, at most one per engine track, the latest, in the order they read) and the tile
-    that owns the bytes (-1: none the compiler placed)."""
+    since (event indices, at most one per engine track, the latest, in the order they read), the tile
+    that owns the bytes (-1: none the compiler placed) and the engine track of the writer (-1: none), which
+    every lookup of a producer asks for."""
 
-    __slots__ = ("writer", "readers", "owner")
+    __slots__ = ("writer", "readers", "owner", "track")
 
-    def __init__(self, writer: int, readers: list[int], owner: int):
-        self.writer, self.readers, self.owner = writer, readers, owner
+    def __init__(self, writer: int, readers: list[int], owner: int, track: int = -1):
+        self.writer, self.readers, self.owner, self.track = writer, readers, owner, track
 
     def __repr__(self):
-        return f"Cell({self.writer}, {self.readers}, {self.owner})"
+        return f"Cell({self.writer}, {self.readers}, {self.owner}, {self.track})"
 
 
-def cell(writer: int, readers: list[int], owner: int) -> Cell:
-    """Cell(writer, readers, owner), made without calling its constructor (whose arguments the compiled build
-    parses at every call): the scheduler makes one per write."""
+def cell(writer: int, readers: list[int], owner: int, track: int) -> Cell:
+    """Cell(writer, readers, owner, track), made without calling its constructor (whose arguments the compiled
+    build parses at every call): the scheduler makes one per write."""
     c = Cell.__new__(Cell)
-    c.writer, c.readers, c.owner = writer, readers, owner
+    c.writer, c.readers, c.owner, c.track = writer, readers, owner, track
     return c
 
 
@@ -41,7 +42,7 @@ def own(x):
     """A segment's own copy of value `x`: a Cell or cell list (and any dict in it) copied, anything else shared."""
     if type(x) is Cell:
         c = x
-        return cell(c.writer, list(c.readers), c.owner)
+        return cell(c.writer, list(c.readers), c.owner, c.track)
     if type(x) is not list:
         return x
     return [y.copy() if type(y) is dict else y for y in x]

@@ -17,28 +17,30 @@ cdef class Scheduler:
     cdef public object spec, t, rules, tl
     cdef public dict queue_of, maps, cells, high, psum_tiles, tile_last, alone, transfers, regions, plans, like
     cdef public list free, last, dma_names, dma_busy, queue_end, queue_last, eng_of, end_of, waits, busy, fed
-    cdef public list pending, events, dma_lead, piece_engine, piece_start, piece_end
+    cdef public list pending, rest, events, dma_lead, piece_engine, piece_start, piece_end
     cdef public tuple pe
     cdef public set narrow
-    cdef public double sem, warmup_start
+    cdef public double sem, warmup_start, warmup
     cdef public Py_ssize_t psum_high, psum_bank, psum_banks, dma_version
 
-    @cython.locals(waits=list, fed=list, pending=list, rest=list, eng_of=list, high=dict, narrow=set, dma=bint,
+    @cython.locals(waits=list, fed=list, pending=list, rest=list, high=dict, narrow=set, dma=bint,
                    at=Py_ssize_t, i=Py_ssize_t, n=Py_ssize_t, b=list, v=list, m=IntervalMap, c=Cell,
                    cells=tuple, w=bint, lo=Py_ssize_t, hi=Py_ssize_t, tile=Py_ssize_t, edge=Py_ssize_t,
-                   track=Py_ssize_t)
+                   track=Py_ssize_t, r=list)
     cpdef list _deps(self, Py_ssize_t eng, tuple plan, list tiles, bint fresh, object index, object accumulated)
 
-    @cython.locals(placed=list, depth=Py_ssize_t)
+    @cython.locals(placed=list, depth=Py_ssize_t, footprint=Py_ssize_t, was=list)
     cpdef _psum_buffer(self, tuple at, Py_ssize_t byte_hi, tile, list waits)
 
     @cython.locals(narrow=set, eng_of=list, end_of=list, i=Py_ssize_t, j=Py_ssize_t, k=Py_ssize_t, b=list, v=list, m=IntervalMap,
-                   cells=tuple, w=bint, c=Cell, lo=Py_ssize_t, hi=Py_ssize_t, tile=Py_ssize_t, edge=Py_ssize_t)
-    cpdef _record(self, list accesses, list tiles, Py_ssize_t eng, object index, object accumulated)
+                   cells=tuple, w=bint, c=Cell, lo=Py_ssize_t, hi=Py_ssize_t, tile=Py_ssize_t, edge=Py_ssize_t,
+                   end=double, at=Py_ssize_t)
+    cpdef _record(self, list accesses, tuple plan, list tiles, Py_ssize_t eng, object index, object accumulated)
 
     @cython.locals(q=Py_ssize_t, eng=Py_ssize_t, waits=list, end_of=list, eng_of=list, pending=list, rest=list, plans=dict,
                    ready=double, sem=double, end=double, tiles=list, psum=tuple, memo=dict,
-                   last=dict, k=object, ev=Event, was=tuple, index=object, placed=dict, attrs=dict, idx=Py_ssize_t)
+                   last=dict, k=Py_ssize_t, ev=Event, was=list, index=object, placed=dict, attrs=dict, idx=Py_ssize_t,
+                   track=Py_ssize_t)
     cpdef step(self, Record rec)
 
     @cython.locals(starts=list, ends=list, owner=list, warms=list, fed=list, n=Py_ssize_t, i=Py_ssize_t, tensor=bint,
@@ -53,7 +55,7 @@ cdef class Scheduler:
     @cython.locals(starts=list, ends=list, owner=list, fence=list, i=Py_ssize_t, was=double)
     cpdef _shorten(self, object e, double start, double end)
 
-    @cython.locals(t=object, ramp=double)
+    @cython.locals(ramp=double)
     cpdef double _throttle(self, double start, double idle_since, double warm_since)
 
     @cython.locals(like=tuple, seen=tuple, plan=tuple, got=tuple)
@@ -76,6 +78,7 @@ cdef Event _event(index, rec, track, double start, double end, blocker, flops, m
 cpdef tuple _in_order(list waits)
 
 
+<<<<<<< HEAD
 @cython.locals(key=list, lows=list)
 cpdef tuple _like(Record rec)
 
@@ -90,6 +93,10 @@ cpdef list _by_engine(split, Py_ssize_t n)
 
 @cython.locals(r=list, k=Py_ssize_t, j=Py_ssize_t, theirs=double, mine=double)
 cdef void _read(Cell c, index, Py_ssize_t eng, list eng_of, list end_of)
+=======
+@cython.locals(r=list, k=Py_ssize_t, j=Py_ssize_t, theirs=double, track=Py_ssize_t)
+cdef void _read(Cell c, index, double mine, Py_ssize_t eng, list eng_of, list end_of)
+>>>>>>> sdeps
 
 
 @cython.locals(last=double, after=double)

@@ -73,6 +73,7 @@ class Scheduler:
     def __init__(self, spec, tspec):
         self.spec, self.t, self.rules = spec, tspec, Rules(spec, tspec)
         self.sem, self.warmup_start = tspec.semaphore_latency, tspec.tensor_warmup_start
+        self.warmup = tspec.tensor_warmup_latency  # read per TensorE instruction, by _throttle
         self.free = [0.0] * DMA_TRACK  # per compute track: when its last work ends, and the event that ends it
         self.last = [-1] * DMA_TRACK
         # Per compute track, its busy stretches (sorted, disjoint): starts, ends and the event ending each, and
@@ -82,8 +83,12 @@ class Scheduler:
         # TensorE's instructions in time order, where its dI/dt ramp applies (_warm_up): starts, events, unthrottled
         # ns and when the ramp in effect at each began.
         self.pe: tuple[list, list, list, list] = ([], [], [], [])
-        self.fed: list[int] = []  # the writers on its own engine whose tile the instruction being placed reads
-        self.pending: list = []  # cells the instruction being placed read, to note once its end is known (_deps)
+        # What _deps leaves for the rest of the step of the instruction being placed (emptied, not made anew, at
+        # each step): the writers on its own engine whose tile it reads, the cells it read, to note once its end is
+        # known, and the positions of the operands still to record.
+        self.fed: list[int] = []
+        self.pending: list = []
+        self.rest: list[int] = []
         self.dma_names = [f"DMA q{q}" for q in range(spec.dma_engines)]  # a DMA queue's Event.track
         # Per DMA engine, its busy stretches (sorted, disjoint): starts, ends and the transfer of each. The engines
         # every transfer so far gave equal pieces (or none) hold equal stretches and queue ends: such a class of
@@ -113,7 +118,7 @@ class Scheduler:
         self.regions: dict = {}
         self.plans: dict = {}
         self.psum_tiles: dict[tuple, list[int]] = {}  # PSUM (memory, partition, byte) -> tiles placed there, in order
-        self.tile_last: dict[int, tuple[float, int]] = {}  # PSUM tile -> (end, event) of its last access so far
+        self.tile_last: dict[int, list] = {}  # PSUM tile -> [end, event] of its last access so far
         self.psum_high = 0  # highest PSUM byte per partition touched: the footprint the compiler rotates
         self.psum_bank, self.psum_banks = spec.psum_bank_bytes, spec.psum_banks  # read per new PSUM tile
         self.alone: dict[tuple, float] = {}  # (signature, engine) -> ns, for placing by workload (_ends)
@@ -161,7 +166,7 @@ class Scheduler:
         return tuple(plan)
 
     def _deps(self, eng: int, plan, tiles, fresh: bool, index: int, accumulated) -> list:
-        """The (position, plan entry) of the operands still to record; the events this instruction must wait
+        """The positions of the operands still to record (`self.rest`); the events this instruction must wait
         for are left in `self.waits`, each once, in the order found (ties for the latest go to the first).
 
         A write into bytes that last belonged to another compiler-placed tile waits for nobody: that tile
@@ -177,10 +182,12 @@ class Scheduler:
         A compute instruction waits for every producer, on its own engine too (the compiler's scheduler may move
         it past them otherwise); the same-engine writers it reads are left in `fed`. A DMA queue keeps its own
         writes in order, so a transfer does not wait for its queue's earlier writes."""
-        self.waits = waits = []  # new lists: emptying the old ones costs more
-        self.fed = fed = []
-        rest = []
-        eng_of, high, narrow, pending = self.eng_of, self.high, self.narrow, self.pending
+        waits, fed, pending, rest = self.waits, self.fed, self.pending, self.rest
+        waits.clear()
+        fed.clear()
+        pending.clear()
+        rest.clear()
+        high, narrow = self.high, self.narrow
         dma = eng >= DMA_TRACK
         for at in range(len(plan)):
             cells, memory, lo, hi, w, buffer, key = plan[at]
@@ -194,12 +201,13 @@ class Scheduler:
                 if covers(b, i, lo, hi):
                     c = v[i]
                     if c is None:
-                        v[i] = cell(index, [index] if accumulated else [], tile) if w else cell(-1, [index], tile)
+                        v[i] = (cell(index, [index] if accumulated else [], tile, eng) if w
+                                else cell(-1, [index], tile, -1))
                     else:
                         if not (w and tile >= 0 and c.owner >= 0 and c.owner != tile):  # as below
                             writer = c.writer
                             if writer >= 0:
-                                track = eng_of[writer]
+                                track = c.track
                                 if not dma or not w or track != eng:
                                     if writer not in waits:
                                         waits.append(writer)
@@ -210,7 +218,11 @@ class Scheduler:
                                     if idx not in waits:
                                         waits.append(idx)
                         if w:
-                            c.writer, c.readers, c.owner = index, [index] if accumulated else [], tile
+                            c.writer, c.owner, c.track = index, tile, eng
+                            r = c.readers  # its own list (intervals.own): emptied for the new writer
+                            r.clear()
+                            if accumulated:
+                                r.append(index)
                         else:
                             pending.append(c)
                     if fresh and key is not None and high.get(key, 0) < hi:
@@ -218,7 +230,7 @@ class Scheduler:
                         if key[0] == "psum" and hi > self.psum_high:
                             self.psum_high = hi
                     continue
-            rest.append((at, plan[at]))
+            rest.append(at)
             for m in (cells[0] if narrow and memory in narrow else cells[3]):
                 b, v = m.bounds, m.values
                 n = len(b)
@@ -238,7 +250,7 @@ class Scheduler:
                     # A DMA queue keeps its writes in order; anything else waits for its producers.
                     writer = c.writer
                     if writer >= 0:
-                        track = eng_of[writer]  # the writer's engine track
+                        track = c.track  # the writer's engine track
                         if not dma or not w or track != eng:
                             if writer not in waits:
                                 waits.append(writer)
@@ -259,21 +271,31 @@ class Scheduler:
         compiler rotates the loop's PSUM footprint (rounded up to whole 2 KiB banks) over the 8 banks, so
         with `depth` copies of it the tile placed at an address waits for the last access of the tile
         placed there `depth` tiles before (reference 1.4: up to 8 accumulation groups outstanding)."""
-        placed = self.psum_tiles.setdefault(at, [])  # at: (memory, partition, byte_lo)
-        depth = max(1, self.psum_banks // -(-max(self.psum_high, byte_hi) // self.psum_bank))
-        if len(placed) >= depth and placed[-depth] in self.tile_last:
-            idx = self.tile_last[placed[-depth]][1]
-            if idx not in waits:
-                waits.append(idx)
+        placed = self.psum_tiles.get(at)  # at: (memory, partition, byte_lo)
+        if placed is None:
+            placed = self.psum_tiles[at] = []
+        footprint = self.psum_high if self.psum_high > byte_hi else byte_hi
+        depth = self.psum_banks // -(-footprint // self.psum_bank)
+        if depth < 1:
+            depth = 1
+        if len(placed) >= depth:
+            was = self.tile_last.get(placed[len(placed) - depth])
+            if was is not None:
+                idx = was[1]
+                if idx not in waits:
+                    waits.append(idx)
         placed.append(tile)
 
-    def _record(self, accesses, tiles, eng: int, index: int, accumulated) -> None:
-        """Note this instruction as the writer or a reader of the bytes it touched. Each segment owns its Cell
+    def _record(self, accesses, plan, tiles, eng: int, index: int, accumulated) -> None:
+        """Note this instruction as the writer or a reader of the bytes it touched (`accesses`: positions in
+        its `plan`), once its end is known. Each segment owns its Cell
         (intervals.own), so a read changes it in place: a segment's readers keep one reader per engine track,
         the one that ends last (_read). An access of exactly one segment, the common case of a kernel
         reusing its tiles, splits and merges nothing."""
         narrow, eng_of, end_of = self.narrow, self.eng_of, self.end_of
-        for at, (cells, memory, lo, hi, w, _, _) in accesses:
+        end = end_of[index]
+        for at in accesses:
+            cells, memory, lo, hi, w, _, _ = plan[at]
             tile = tiles[at]
             _, record, clear, _, mem = cells
             if mem is not None:
@@ -303,14 +325,14 @@ class Scheduler:
                         del b[i + 1:j], v[i + 1:j]
                         j = i + 1
                 if w:  # the new writer; a matmul accumulating into PSUM also read what it added to
-                    v[i] = cell(index, [index] if accumulated else [], tile)
+                    v[i] = cell(index, [index] if accumulated else [], tile, eng)
                     continue
                 for k in range(i, j):
                     c = v[k]
                     if c is None:
-                        v[k] = cell(-1, [index], tile)
+                        v[k] = cell(-1, [index], tile, -1)
                     else:
-                        _read(c, index, eng, eng_of, end_of)
+                        _read(c, index, end, eng, eng_of, end_of)
 
     def step(self, rec) -> Event:
         index = len(self.end_of)
@@ -352,8 +374,8 @@ class Scheduler:
             eng_of = self.eng_of
             sem = self.sem if q < 0 else 0.0
             for idx in waits:
-                end = end_of[idx]
-                if eng_of[idx] != eng:
+                end, track = end_of[idx], eng_of[idx]
+                if track != eng:
                     end += sem
                 if end > ready:
                     ready, blocker = end, idx
@@ -366,21 +388,21 @@ class Scheduler:
         self.events.append(ev)
         self.eng_of.append(eng)
         self.end_of.append(ev.end)
-        pending = self.pending
-        if pending:
-            for c in pending:
-                _read(c, index, eng, self.eng_of, end_of)
-            del pending[:]
+        done = ev.end
+        for c in self.pending:
+            _read(c, index, done, eng, self.eng_of, end_of)
         if rest:
-            self._record(rest, tiles, eng, index, accumulated)
+            self._record(rest, plan, tiles, eng, index, accumulated)
         if psum:
-            done, last = ev.end, self.tile_last
+            last = self.tile_last
             for k in psum:
                 tile = tiles[k]
                 if tile >= 0:
                     was = last.get(tile)
-                    if was is None or done >= was[0]:
-                        last[tile] = (done, index)
+                    if was is None:
+                        last[tile] = [done, index]
+                    elif done >= was[0]:
+                        was[0], was[1] = done, index
         return ev
 
     def _fresh(self, rec, numbered: bool) -> tuple:
@@ -469,7 +491,7 @@ class Scheduler:
                 if tensor:
                     dur = base
                     if ramped:  # the ramp of the instruction before it in time, if TensorE has not idled since
-                        if i == 0 or start - gap > 0.5 * self.t.tensor_warmup_latency:
+                        if i == 0 or start - gap > 0.5 * self.warmup:
                             warm = start
                         else:  # after the last stretch, the last instruction in time
                             warms = self.pe[3]
@@ -523,7 +545,7 @@ class Scheduler:
         events.insert(k, index)
         bases.insert(k, base)
         warms.insert(k, warm)
-        half, end_of = 0.5 * self.t.tensor_warmup_latency, self.end_of
+        half, end_of = 0.5 * self.warmup, self.end_of
         for j in range(k + 1, len(starts)):
             s = starts[j]
             if s - end > half:
@@ -560,12 +582,11 @@ class Scheduler:
     def _throttle(self, start: float, idle_since: float, warm_since: float) -> float:
         """TensorE rate under the dI/dt limit: from `tensor_warmup_start` up to 1 over the warm-up time, from
         `warm_since`, the start of the ramp in effect when TensorE went idle at `idle_since`."""
-        t = self.t
         # Below 50% use over a window re-engages the throttle: an idle stretch of half the window.
-        if start - idle_since > 0.5 * t.tensor_warmup_latency:
+        if start - idle_since > 0.5 * self.warmup:
             warm_since = start
-        ramp = min(1.0, (start - warm_since) / t.tensor_warmup_latency)
-        return t.tensor_warmup_start + (1.0 - t.tensor_warmup_start) * ramp
+        ramp = min(1.0, (start - warm_since) / self.warmup)
+        return self.warmup_start + (1.0 - self.warmup_start) * ramp
 
     def _dma(self, rec, w, index, ready, blocker, q, memo) -> Event:
         """A transfer on DMA queue `q`: on each DMA engine, its piece follows the queue's previous work on that
@@ -716,15 +737,16 @@ def _in_order(waits) -> tuple:
     return tuple(waits)
 
 
-def _read(c: Cell, index: int, eng: int, eng_of: list[int], end_of: list[float]) -> None:
-    """Note event `index` on track `eng` as a reader of cell `c`. A track keeps one reader, the one that ends last
-    (a writer waits for it, and so for all of that track's readers): with reordering, a later reader may end
-    first. A tie goes to the later reader."""
+def _read(c: Cell, index: int, mine: float, eng: int, eng_of: list[int], end_of: list[float]) -> None:
+    """Note event `index`, which ends at `mine`, on track `eng` as a reader of cell `c`. A track keeps one reader,
+    the one that ends last (a writer waits for it, and so for all of that track's readers): with reordering, a
+    later reader may end first. A tie goes to the later reader."""
     r = c.readers
     for k in range(len(r)):
         j = r[k]
-        if eng_of[j] == eng:
-            theirs, mine = end_of[j], end_of[index]
+        track = eng_of[j]
+        if track == eng:
+            theirs = end_of[j]
             if theirs > mine:
                 return
             for k in range(k, len(r) - 1):  # it goes last: the later readers move up one (no resizing)
