@@ -13,7 +13,7 @@ from trnsim.core.fast.memo cimport Verdicts
 cpdef _stamp(nc, t)
 
 
-@cython.locals(sig=tuple, out=list, pos=cython.Py_ssize_t, layout=tuple)
+@cython.locals(sig=tuple, out=list, pos=cython.Py_ssize_t, layout=tuple, steps=tuple)
 cpdef _moving_signature(Verdicts verdicts, Record rec, list moves)
 
 
@@ -25,7 +25,7 @@ cpdef bint _made_before(tuple place, tuple fresh)
 cpdef tuple _moved(tuple p, Py_ssize_t step, Py_ssize_t dtile, Py_ssize_t doff, Py_ssize_t dpoff)
 
 
-@cython.locals(key=list, made=list, hit=tuple, memo_key=tuple, moving=tuple, steps=tuple, memo=dict, layouts=dict)
+@cython.locals(key=list, made=list, hit=tuple, memo_key=tuple, moving=tuple, memo=dict, layouts=dict)
 cpdef _number(Verdicts verdicts, tuple sig, Py_ssize_t step, like)
 
 
@@ -39,7 +39,7 @@ cpdef _template(nc, list snaps, Py_ssize_t a, Py_ssize_t p, Py_ssize_t end)
 
 @cython.locals(qx=tuple, qz=tuple, tile=cython.Py_ssize_t, sbuf=bint, made=bint, dtile=cython.Py_ssize_t,
                doff=cython.Py_ssize_t, dpoff=cython.Py_ssize_t, which=tuple, move=tuple)
-cpdef tuple _paired(tuple px, tuple py, tuple pz, Py_ssize_t p, Py_ssize_t sbuf_fresh, Py_ssize_t psum_fresh,
+cpdef tuple _paired(at, tuple px, tuple py, tuple pz, Py_ssize_t p, Py_ssize_t sbuf_fresh, Py_ssize_t psum_fresh,
                     tuple period, dict slot_of, list slots)
 
 

@@ -496,7 +496,7 @@ def _template(nc, snaps, a, p, end):
                     return None
                 pz = None
                 if i == 0:
-                    pz = zp.get(name)
+                    pz = py if zp is yp else zp.get(name)  # (a period of one iteration: z is y)
                     if px is py and pz is px:
                         continue  # the same view of a tile made before: nothing moves
                     if pz is None:
@@ -504,12 +504,13 @@ def _template(nc, snaps, a, p, end):
                 elif px is py:
                     continue
                 # records share placements: a pairing of the same placements holds as proven for the first
-                known = paired.get(id(px))
+                at = id(px)
+                known = paired.get(at)
                 if known is None or known[0] is not py or known[1] is not pz:
-                    known = _paired(px, py, pz, p, sbuf_fresh, psum_fresh, period, slot_of, slots)
+                    known = _paired(at, px, py, pz, p, sbuf_fresh, psum_fresh, period, slot_of, slots)
                     if known is None:
                         return None
-                    paired[id(px)] = known
+                    paired[at] = known
                 if known[2]:
                     layouts = True
                     free = CHECKS_FREE_OF_PLACE.get(x.op, False)
@@ -555,12 +556,12 @@ def _template(nc, snaps, a, p, end):
                      next=runs[1:], keys={}, slots=moving_parts, onto=hoisted_onto)
 
 
-def _paired(px, py, pz, p, sbuf_fresh, psum_fresh, period, slot_of, slots):
+def _paired(at, px, py, pz, p, sbuf_fresh, psum_fresh, period, slot_of, slots):
     """(py, pz, whether the part moves by offset, (tile step per period, offset and partition offset steps per
-    period, its slot) or None when nothing moves) for placement `px` of an iteration of the template, `py` the
-    same operand's a step on and `pz` a period on (None past the first iteration of the period); None when they
-    do not differ only by fixed steps. `slot_of`, `slots`: the moving placements of the iteration so far (records
-    share placements: each moved once a step)."""
+    period, its slot) or None when nothing moves) for placement `px` (`at`: its id) of an iteration of the
+    template, `py` the same operand's a step on and `pz` a period on (None past the first iteration of the
+    period); None when they do not differ only by fixed steps. `slot_of`, `slots`: the moving placements of the
+    iteration so far (records share placements: each moved once a step)."""
     if px[1] is not py[1] or px[2] is not py[2] and px[2] != py[2] \
             or px[3] is not py[3] and px[3] != py[3] or px[6] is not py[6] and px[6] != py[6] \
             or px[7] or py[7]:
@@ -580,7 +581,7 @@ def _paired(px, py, pz, p, sbuf_fresh, psum_fresh, period, slot_of, slots):
         return None
     move = None
     if dtile or doff or dpoff:
-        which = (id(px), dtile, doff, dpoff)
+        which = (at, dtile, doff, dpoff)
         slot = slot_of.get(which)
         if slot is None:
             slot = slot_of[which] = len(slots)
@@ -610,8 +611,8 @@ def _made_before(place, fresh) -> bool:
 
 def _moving_signature(verdicts, rec, moves):
     """(the signature of `rec`, the positions of the layout numbers that move with their layouts there and
-    steps, those positions and steps alone: with `rec`'s signature number they name the moved signatures,
-    `_number`), or None when a layout is not known by number."""
+    steps, a number naming those positions and steps alone: with `rec`'s signature number it names the moved
+    signatures, `_number`), or None when a layout is not known by number."""
     sig = verdicts.signatures[rec.sig] if rec.sig < len(verdicts.signatures) else None
     if sig is None or len(sig) < 2 + 2 * len(rec.placed):
         return None
@@ -627,7 +628,17 @@ def _moving_signature(verdicts, rec, moves):
                 or layout[5] != pb[3] or layout[6] != pb[4] or layout[7] != pb[5]:
             return None
         out.append((pos, layout, doff, dpoff))
-    return sig, tuple(out), tuple([(m[0], m[2], m[3]) for m in out])
+    steps = tuple([(m[0], m[2], m[3]) for m in out])
+    named = _STEPS.get(steps)
+    if named is None:
+        if len(_STEPS) >= views._LAYOUTS_MAX:
+            _STEPS.clear()
+        named = _STEPS[steps] = next(_STEP_NUMBERS)
+    return sig, tuple(out), named
+
+
+_STEPS: dict = {}  # moving positions and steps -> the number naming them in `_number`'s memo keys (never reused)
+_STEP_NUMBERS = itertools.count()
 
 
 def _hoisting(nc, watch, moving, lo, hi, before, onto):
@@ -785,7 +796,7 @@ def _number(verdicts, sig, step, like):
     return number
 
 
-_numbered: dict = {}  # _number's memo: (like, step, moving positions and steps) -> (number, the moved layouts' numbers)
+_numbered: dict = {}  # _number's memo: (like, step, the moves' number) -> (number, the moved layouts' numbers)
 _numbered_for = None  # the verdict memo's table the entries were numbered in
 
 
