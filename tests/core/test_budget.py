@@ -32,3 +32,31 @@ def test_a_budget_the_user_set_holds_in_timing_only_runs(monkeypatch, from_env):
     budget = Budget() if from_env else Budget(instructions=60)
     with pytest.raises(BudgetError, match="more than 60 instructions"):
         issue(NeuronCore("trn1", values=False, budget=budget), 100)
+
+
+def test_charging_at_once_reads_and_stops_where_charging_each_would(monkeypatch):
+    """A stamped loop counts its records at once up to the next memory reading or bound (Budget.at_once) and
+    charges that one alone, at its line: memory is read after the same instructions, and the same one raises,
+    as when each is charged."""
+    monkeypatch.setattr(limits, "_CHECK_EVERY", 8)
+    readings = []
+    monkeypatch.setattr(Budget, "grown", lambda self: readings.append(self.issued) or 0)
+    for start in range(20):
+        for bound in (None, 25, 30):
+            for count in (1, 5, 13, 40):
+                readings.clear()
+                b = Budget(instructions=bound if bound is not None else 10 ** 9)
+                b.max_instructions, b.issued = bound, start
+                raised = False
+                try:
+                    counted = b.at_once(count)
+                    for j in range(count):
+                        if j >= counted:
+                            b.charge("k.py:1")
+                            counted = j + 1 + b.at_once(count - j - 1)
+                except BudgetError:
+                    raised = True
+                last = start + count if bound is None else min(start + count, bound + 1)
+                assert raised == (bound is not None and start + count > bound)
+                assert b.issued == last
+                assert readings == [n for n in range(start + 1, last + 1) if n % 8 == 0 and not (raised and n == last)]

@@ -57,14 +57,14 @@ class Budget:
         """Bytes this process grew by since the launch began, less what the exempt memories hold."""
         return _rss() - self.rss0 - sum(m.host_bytes() for m in self.held)
 
-    def charge_many(self, count: int) -> bool:
-        """Count `count` instructions at once when no bound and no memory reading falls among them; False, with
-        nothing counted, when one does (the caller then charges them one by one, each at its own line)."""
-        n = self.issued + count
-        if (self.max_instructions is not None and n > self.max_instructions) or n // _CHECK_EVERY != self.issued // _CHECK_EVERY:
-            return False
-        self.issued = n
-        return True
+    def at_once(self, count: int) -> int:
+        """Count at once the first of `count` instructions that reach no bound and no memory reading, and say how
+        many: the caller charges the next one alone, at its own line (`charge`), and the rest at once again."""
+        n = min(count, _CHECK_EVERY - 1 - self.issued % _CHECK_EVERY)
+        if self.max_instructions is not None:
+            n = max(min(n, self.max_instructions - self.issued), 0)
+        self.issued += n
+        return n
 
     def charge(self, location: str) -> None:
         """Count one instruction issued at `location` (the user's file:line)."""

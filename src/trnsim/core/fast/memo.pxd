@@ -19,7 +19,7 @@ cdef class Verdicts:
     cpdef tuple checked(self, nc, OpDef d, op, engine, dict operands, dict attrs, location)
 
 
-@cython.locals(key=list, placed=dict, k=tuple, v=View)
+@cython.locals(key=list, placed=dict, k=tuple, v=View, n=str)
 cpdef tuple signature(op, engine, dict operands, dict attrs)
 
 

@@ -8,31 +8,39 @@ from trnsim.core.fast.memo cimport Verdicts
 @cython.locals(stream=list, length=cython.Py_ssize_t, p=cython.Py_ssize_t, it=cython.Py_ssize_t,
                phase=cython.Py_ssize_t, step=cython.Py_ssize_t, j=cython.Py_ssize_t, base=cython.Py_ssize_t,
                recs=list, steps=list, rec=Record, out=Record, moves=tuple, moved=dict, placed=dict, move=tuple, q=tuple,
-               verdicts=Verdicts, periods=cython.Py_ssize_t, each=bint, onto=list, notes=list, now=list)
+               verdicts=Verdicts, periods=cython.Py_ssize_t, counted=cython.Py_ssize_t, s=cython.Py_ssize_t, onto=list,
+               notes=list, now=list)
 cpdef _stamp(nc, t)
 
 
-@cython.locals(sig=tuple, out=list, pos=cython.Py_ssize_t, layout=tuple)
+@cython.locals(sig=tuple, out=list, pos=cython.Py_ssize_t, layout=tuple, steps=tuple)
 cpdef _moving_signature(Verdicts verdicts, Record rec, list moves)
 
 
 cpdef bint _made_before(tuple place, tuple fresh)
 
 
-@cython.locals(place=tuple, span=tuple)
+@cython.locals(place=tuple, span=tuple, tile=cython.Py_ssize_t, d=cython.Py_ssize_t, o=cython.Py_ssize_t,
+               lo=cython.Py_ssize_t, hi=cython.Py_ssize_t)
 cpdef tuple _moved(tuple p, Py_ssize_t step, Py_ssize_t dtile, Py_ssize_t doff, Py_ssize_t dpoff)
 
 
-@cython.locals(key=list, made=list, hit=tuple, memo_key=tuple, moving=tuple, steps=tuple, memo=dict, layouts=dict)
+@cython.locals(key=list, made=list, hit=tuple, memo_key=tuple, moving=tuple, memo=dict, layouts=dict)
 cpdef _number(Verdicts verdicts, tuple sig, Py_ssize_t step, like)
 
 
 @cython.locals(runs=list, length=cython.Py_ssize_t, i=cython.Py_ssize_t, j=cython.Py_ssize_t, k=cython.Py_ssize_t,
                x=Record, y=Record, z=Record, px=tuple, py=tuple, pz=tuple, moves=list, mine=list, ahead=list,
-               move=tuple, counts=dict, starts=list, xs=list, ys=list, zs=list, xp=dict, yp=dict, zp=dict,
-               qx=tuple, qz=tuple, sbuf=bint, made=bint, dtile=cython.Py_ssize_t, doff=cython.Py_ssize_t,
-               dpoff=cython.Py_ssize_t, slot_of=dict, slots=list)
+               move=tuple, known=tuple, counts=dict, starts=list, xs=list, ys=list, zs=list, xp=dict, yp=dict, zp=dict,
+               sbuf_fresh=cython.Py_ssize_t, psum_fresh=cython.Py_ssize_t, period=tuple, paired=dict, same_attrs=dict,
+               slot_of=dict, slots=list)
 cpdef _template(nc, list snaps, Py_ssize_t a, Py_ssize_t p, Py_ssize_t end)
+
+
+@cython.locals(qx=tuple, qz=tuple, tile=cython.Py_ssize_t, sbuf=bint, made=bint, dtile=cython.Py_ssize_t,
+               doff=cython.Py_ssize_t, dpoff=cython.Py_ssize_t, which=tuple, move=tuple)
+cpdef tuple _paired(at, tuple px, tuple py, tuple pz, Py_ssize_t p, Py_ssize_t sbuf_fresh, Py_ssize_t psum_fresh,
+                    tuple period, dict slot_of, list slots)
 
 
 @cython.locals(live=list, rank=dict, pos=dict, out=list, tiles=list, held=list, expired=list, i=cython.Py_ssize_t)

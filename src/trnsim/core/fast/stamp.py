@@ -462,6 +462,7 @@ def _template(nc, snaps, a, p, end):
         fresh = snaps[a + i].tiles  # tiles numbered from these on were made in iteration a + i
         sbuf_fresh, psum_fresh = fresh[0], fresh[1]
         mine, ahead, slots, slot_of, hoists = [], [], [], {}, []
+        paired, same_attrs = {}, {}  # by id: a placement's pairing proven below; attributes found equal
         xs, ys, zs = runs[i], runs[i + 1], runs[p]
         for j in range(length):
             x, y, z = xs[j], ys[j], zs[j]  # z: the same instruction a period on
@@ -470,8 +471,13 @@ def _template(nc, snaps, a, p, end):
             if x.op is not y.op or x.engine is not y.engine or x.writes is not y.writes and x.writes != y.writes \
                     or x.location is not y.location and x.location != y.location \
                     or x.site is not y.site and x.site != y.site or x.spill is not None or y.spill is not None \
-                    or len(x.placed) != len(y.placed) or x.attrs is not y.attrs and x.attrs != y.attrs:
+                    or len(x.placed) != len(y.placed):
                 return None
+            xa, ya = x.attrs, y.attrs
+            if xa is not ya and same_attrs.get(id(xa)) is not ya:
+                if xa != ya:
+                    return None
+                same_attrs[id(xa)] = ya  # records share attribute dicts: each pair compared once
             onto_x = _onto(x, starts[i])
             if onto_x != _onto(y, starts[i + 1]):
                 return None
@@ -488,40 +494,31 @@ def _template(nc, snaps, a, p, end):
                 py = yp.get(name)
                 if py is None:
                     return None
-                if px is py and (i or zp.get(name) is px):
-                    continue  # the same view of a tile made before: nothing moves
-                if px[1] is not py[1] or px[2] is not py[2] and px[2] != py[2] \
-                        or px[3] is not py[3] and px[3] != py[3] or px[6] is not py[6] and px[6] != py[6] \
-                        or px[7] or py[7]:
-                    return None
-                doff, dpoff = py[4] - px[4], py[5] - px[5]  # per iteration
-                qx = px[0]
-                tile = qx[5]
-                sbuf = qx[0] == "sbuf"
-                made = tile >= 0 and tile >= (sbuf_fresh if sbuf else psum_fresh)
-                dtile = (period[0] if sbuf else period[1]) if made else 0  # per period
-                if i == 0:  # a period on: the same place, each step moved p times
-                    pz = zp.get(name)
+                pz = None
+                if i == 0:
+                    pz = py if zp is yp else zp.get(name)  # (a period of one iteration: z is y)
+                    if px is py and pz is px:
+                        continue  # the same view of a tile made before: nothing moves
                     if pz is None:
                         return None
-                    qz = pz[0]
-                    if qz[0] != qx[0] or qz[1] != qx[1] or qz[2] != qx[2] or qz[3] != qx[3] or qz[4] != qx[4] \
-                            or qz[5] != tile + dtile or pz[4] != px[4] + p * doff or pz[5] != px[5] + p * dpoff:
+                elif px is py:
+                    continue
+                # records share placements: a pairing of the same placements holds as proven for the first
+                at = id(px)
+                known = paired.get(at)
+                if known is None or known[0] is not py or known[1] is not pz:
+                    known = _paired(at, px, py, pz, p, sbuf_fresh, psum_fresh, period, slot_of, slots)
+                    if known is None:
                         return None
-                elif not made and py[0] != px[0]:
-                    return None
-                if doff or dpoff:
+                    paired[at] = known
+                if known[2]:
                     layouts = True
                     free = CHECKS_FREE_OF_PLACE.get(x.op, False)
                     if free is False or free == name:
                         return False  # its check may read where the moving part lies
-                if dtile or doff or dpoff:
-                    which = (id(px), dtile, doff, dpoff)  # records share placements: each moved once a step
-                    slot = slot_of.get(which)
-                    if slot is None:
-                        slot = slot_of[which] = len(slots)
-                        slots.append((px, dtile, p * doff, p * dpoff))
-                    moves.append((k, name, px, dtile, p * doff, p * dpoff, slot))
+                move = known[3]
+                if move is not None:
+                    moves.append((k, name, px, move[0], move[1], move[2], move[3]))
             sig = None
             if layouts:
                 sig = _moving_signature(verdicts, x, moves)
@@ -559,6 +556,40 @@ def _template(nc, snaps, a, p, end):
                      next=runs[1:], keys={}, slots=moving_parts, onto=hoisted_onto)
 
 
+def _paired(at, px, py, pz, p, sbuf_fresh, psum_fresh, period, slot_of, slots):
+    """(py, pz, whether the part moves by offset, (tile step per period, offset and partition offset steps per
+    period, its slot) or None when nothing moves) for placement `px` (`at`: its id) of an iteration of the
+    template, `py` the same operand's a step on and `pz` a period on (None past the first iteration of the
+    period); None when they do not differ only by fixed steps. `slot_of`, `slots`: the moving placements of the
+    iteration so far (records share placements: each moved once a step)."""
+    if px[1] is not py[1] or px[2] is not py[2] and px[2] != py[2] \
+            or px[3] is not py[3] and px[3] != py[3] or px[6] is not py[6] and px[6] != py[6] \
+            or px[7] or py[7]:
+        return None
+    doff, dpoff = py[4] - px[4], py[5] - px[5]  # per iteration
+    qx = px[0]
+    tile = qx[5]
+    sbuf = qx[0] == "sbuf"
+    made = tile >= 0 and tile >= (sbuf_fresh if sbuf else psum_fresh)
+    dtile = (period[0] if sbuf else period[1]) if made else 0  # per period
+    if pz is not None:  # the first iteration: a period on, the same place, each step moved p times
+        qz = pz[0]
+        if qz[0] != qx[0] or qz[1] != qx[1] or qz[2] != qx[2] or qz[3] != qx[3] or qz[4] != qx[4] \
+                or qz[5] != tile + dtile or pz[4] != px[4] + p * doff or pz[5] != px[5] + p * dpoff:
+            return None
+    elif not made and py[0] != px[0]:
+        return None
+    move = None
+    if dtile or doff or dpoff:
+        which = (at, dtile, doff, dpoff)
+        slot = slot_of.get(which)
+        if slot is None:
+            slot = slot_of[which] = len(slots)
+            slots.append((px, dtile, p * doff, p * dpoff))
+        move = (dtile, p * doff, p * dpoff, slot)
+    return py, pz, bool(doff or dpoff), move
+
+
 def _onto(rec, start):
     """Where record `rec` of an iteration starting at stream index `start` is hoisted onto (core/hoist.py): the
     stream index of an instance before the iteration, or minus one minus how many records back an instance of
@@ -580,8 +611,8 @@ def _made_before(place, fresh) -> bool:
 
 def _moving_signature(verdicts, rec, moves):
     """(the signature of `rec`, the positions of the layout numbers that move with their layouts there and
-    steps, those positions and steps alone: with `rec`'s signature number they name the moved signatures,
-    `_number`), or None when a layout is not known by number."""
+    steps, a number naming those positions and steps alone: with `rec`'s signature number it names the moved
+    signatures, `_number`), or None when a layout is not known by number."""
     sig = verdicts.signatures[rec.sig] if rec.sig < len(verdicts.signatures) else None
     if sig is None or len(sig) < 2 + 2 * len(rec.placed):
         return None
@@ -597,7 +628,17 @@ def _moving_signature(verdicts, rec, moves):
                 or layout[5] != pb[3] or layout[6] != pb[4] or layout[7] != pb[5]:
             return None
         out.append((pos, layout, doff, dpoff))
-    return sig, tuple(out), tuple([(m[0], m[2], m[3]) for m in out])
+    steps = tuple([(m[0], m[2], m[3]) for m in out])
+    named = _STEPS.get(steps)
+    if named is None:
+        if len(_STEPS) >= views._LAYOUTS_MAX:
+            _STEPS.clear()
+        named = _STEPS[steps] = next(_STEP_NUMBERS)
+    return sig, tuple(out), named
+
+
+_STEPS: dict = {}  # moving positions and steps -> the number naming them in `_number`'s memo keys (never reused)
+_STEP_NUMBERS = itertools.count()
 
 
 def _hoisting(nc, watch, moving, lo, hi, before, onto):
@@ -623,14 +664,13 @@ def _hoisting(nc, watch, moving, lo, hi, before, onto):
 def _stamp(nc, t: _Template) -> None:
     """Record iterations [t.start, t.end), each as the template's iteration of its phase, moved on."""
     stream, budget, verdicts = nc.stream, nc.budget, nc.builder.verdicts
-    charge = budget.charge
     length, p = t.length, t.period
     notes = None  # the parts to note in views.WATCH, per phase and record (`_watched`)
     for it in range(t.start, t.end):
         phase, step = (it - t.first) % p, (it - t.first) // p
         recs, steps, onto = t.recs[phase], t.steps[phase], t.onto[phase]
         base = len(stream)
-        each = not budget.charge_many(length)
+        counted = budget.at_once(length)  # records charged at once; the next one alone, at its line
         watching = views.WATCH is not None  # a loop outside watches the parts its iterations slice
         if watching and notes is None:
             notes = _watched(t)
@@ -644,13 +684,15 @@ def _stamp(nc, t: _Template) -> None:
             if moves:
                 placed = dict(placed)
                 for move in moves:
-                    placed[move[1]] = now[move[6]]
+                    s = move[6]
+                    placed[move[1]] = now[s]
                 if sig is not None:
                     number = _number(verdicts, sig, step, number)
                     if watching and notes[phase][j]:
                         _watch(notes[phase][j], it, placed)
-            if each:
-                charge(rec.location)
+            if j >= counted:
+                budget.charge(rec.location)
+                counted = j + 1 + budget.at_once(length - j - 1)
             # made without its constructor (whose arguments the compiled build would parse for each record); the
             # attributes are shared with the template, as no record's attributes change once a loop ends (the
             # scheduler's `keep_order` marks whole loops: a `with` block inside a stamped body is refused)
@@ -697,17 +739,27 @@ def _watch(notes, it, placed) -> None:
     for name, dtype, layout, key, step, at in notes:
         q = placed[name]
         watched.append(((q[0], dtype, q[2], q[3], q[4], q[5]),
-                        (q[0],) + layout + (_key_at(key, step, it - at), q[2], q[3], q[4], q[5])))
+                        (q[0], layout[0], layout[1], layout[2], layout[3], layout[4], layout[5],
+                         _key_at(key, step, it - at), q[2], q[3], q[4], q[5])))
 
 
 def _moved(p, step, dtile, doff, dpoff):
     """Placement `p` moved `step` steps."""
-    place, span = p[0], p[8]
+    place, off, poff, span = p[0], p[4], p[5], p[8]
     if dtile:
-        place = (place[0], place[1], place[2], place[3], place[4], place[5] + dtile * step)
-    if span is not None and doff:
-        span = (span[0] + doff * step, span[1] + doff * step, span[2])
-    return (place, p[1], p[2], p[3], p[4] + doff * step, p[5] + dpoff * step, p[6], p[7], span)
+        tile = place[5]
+        place = (place[0], place[1], place[2], place[3], place[4], tile + dtile * step)
+    if doff:
+        d = doff * step
+        o = off
+        off = o + d
+        if span is not None:
+            lo, hi = span[0], span[1]
+            span = (lo + d, hi + d, span[2])
+    if dpoff:
+        o = poff
+        poff = o + dpoff * step
+    return (place, p[1], p[2], p[3], off, poff, p[6], p[7], span)
 
 
 def _number(verdicts, sig, step, like):
@@ -744,7 +796,7 @@ def _number(verdicts, sig, step, like):
     return number
 
 
-_numbered: dict = {}  # _number's memo: (like, step, moving positions and steps) -> (number, the moved layouts' numbers)
+_numbered: dict = {}  # _number's memo: (like, step, the moves' number) -> (number, the moved layouts' numbers)
 _numbered_for = None  # the verdict memo's table the entries were numbered in
 
 
