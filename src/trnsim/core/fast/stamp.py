@@ -3,8 +3,8 @@
 A timing-only run spends most of its time in the kernel's Python: loop bodies, the front end's checks and
 lowering, views sliced afresh, one tensor made per tile. The compiler traces a loop body once; where trnsim
 can prove that every iteration of a loop records what the one before it recorded, shifted by fixed steps, it
-runs its first iterations (a period of the core's state and one more) and stamps the records of the others
-from them: each record is its template's with the index, the tile numbers, the offsets of the parts
+runs its first iterations (a period of the core's state, and one more where the period is a single
+iteration or that one stamps no fewer) and stamps the records of the others from them: each record is its template's with the index, the tile numbers, the offsets of the parts
 the loop index moves and their signature numbers moved on. A loop whose body holds loops is stamped whole, so
 a kernel's outer loop costs what its first iterations and its last one cost.
 
@@ -25,7 +25,10 @@ What proves it (anything else runs the body as before):
 - the core's state (`_state`): the allocators of SBUF and PSUM (each live tile's place, flags and rank of
   last use, the held and expired tiles in order, PSUM's cursor), the open PSUM accumulation groups, spills,
   scopes, HBM tensors: the same before and after each of the two iterations stamped from, so each later one
-  starts from that state too (an iteration's records follow from the state it starts in and its keys);
+  starts from that state too (an iteration's records follow from the state it starts in and its keys); where
+  the period is longer than one iteration, the iteration a period on from the first stamped from may instead
+  only start in that state: it then records what that one recorded a period on (`_foretold`), unless a record
+  of the period is hoisted or could be hoisted (the hoisting memo is not part of the state);
 - the records (`_template`): pairwise the same but for the stream index, the tile numbers of tiles made in
   the iteration, offsets of parts and signature numbers; none spilled; one hoisted (core/hoist.py) only onto
   the same earlier instance in every iteration, which the stamps are hoisted onto too; an
@@ -147,10 +150,16 @@ PERIODS = 4  # the longest period (in iterations) of the core's state a loop is 
 def _find(nc, snaps, n, plan):
     """The template once the iterations run so far show a period: iterations a and a + p started in the same
     state (the latest a), and stamping it gains at least one iteration; else None, or False when none will be
-    found. Stamping ends where an iteration starts as iteration a + 1 did: before the last one, or (`through`:
-    the body's locals are dead after the loop, and the keys that move are proven to stay on their line up to the
-    last) at the loop's end. `plan`: (through, whether the body reads a part's layout: `_steady`)."""
-    through, shaped = plan
+    found. Stamping starts with the next iteration and ends where an iteration starts as that one does: before
+    the last one, or (`through`: the body's locals are dead after the loop, and the keys that move are proven to
+    stay on their line up to the last) at the loop's end. `plan`: (through, whether the body reads a part's
+    layout: `_steady`).
+
+    Two ways, each taken only where it stamps more: iterations a .. a + p run and iteration a + 1 started as
+    a + p + 1 did (the template's every phase is paired with the next iteration, run); or, for a period of two or
+    more, iterations a .. a + p - 1 run and iteration a + p starts as a did, so it records what a recorded a
+    period on (`_foretold`), which the template pairs its last phase with, and it is the first stamped."""
+    through = plan[0]
     j = len(snaps) - 2  # the iteration just run
     for p in range(1, PERIODS + 1):
         a = j - p
@@ -158,26 +167,156 @@ def _find(nc, snaps, n, plan):
             break
         if snaps[a].state != snaps[a + p].state or snaps[a + 1].state != snaps[a + p + 1].state:
             continue
-        end = n - 1 - (n - 1 - (a + 1)) % p
-        last = n - (n - (a + 1)) % p
-        if end - (j + 1) < p and not (through and last - (j + 1) >= p):
+        return _proven(nc, snaps, n, plan, a, p, j + 1)
+    for p in range(2, PERIODS + 1):
+        a = j + 1 - p
+        if a < 0:
+            break
+        if snaps[a].state != snaps[j + 1].state:
+            continue
+        if _runs(n, a + p, p, through) >= _runs(n, a + p + 1, p, through):
+            return None  # running one more iteration stamps as many: the template is then paired with it
+        ahead = _foretold(nc, snaps, a, p)
+        if ahead is None:
             return None
-        t = _template(nc, snaps, a, p, end)
-        if t is None or t is False:
-            return t
-        straight = _straight(t, snaps, n)
-        if straight is False:
-            return False  # a key leaves its line or its tensor: every iteration runs
-        if shaped:
-            steady = _steady(t, snaps, n)
-            if not steady:
-                return steady
-        if through and straight and last - (j + 1) >= p:
-            t.end = last
-        elif end - (j + 1) < p:
-            return None
-        return t
+        try:
+            t = _proven(nc, snaps + [ahead], n, plan, a, p, j + 1)
+        finally:
+            del nc.stream[snaps[j + 1].length:]
+            if views.WATCH is not None:
+                del views.WATCH[snaps[j + 1].watched:]
+        return t or None  # what refuses the foretold iteration may not refuse one run
     return None
+
+
+def _runs(n, start, p, through) -> int:
+    """How many of a loop's `n` iterations run when stamping starts at iteration `start` with period `p`: those
+    before it, and those after the last whole period (none when `through` lets stamping go on to the end)."""
+    if through and (n - start) % p == 0:
+        return start
+    return start + 1 + (n - 1 - start) % p
+
+
+def _proven(nc, snaps, n, plan, a, p, start):
+    """The template of iterations a .. a + p - 1 (paired with the iteration after each: snaps[a + p + 1] ends
+    the last one), stamping from iteration `start`; None or False as `_find` says."""
+    through, shaped = plan
+    end = n - 1 - (n - 1 - start) % p
+    last = n - (n - start) % p
+    if end - start < p and not (through and last - start >= p):
+        return None
+    t = _template(nc, snaps, a, p, end)
+    if t is None or t is False:
+        return t
+    t.start = start
+    straight = _straight(t, snaps, n)
+    if straight is False:
+        return False  # a key leaves its line or its tensor: every iteration runs
+    if shaped:
+        steady = _steady(t, snaps, n)
+        if not steady:
+            return steady
+    if through and straight and last - start >= p:
+        t.end = last
+    elif end - start < p:
+        return None
+    return t
+
+
+def _foretold(nc, snaps, a, p):
+    """The snapshot after iteration a + p, its records appended to the stream and the parts it slices to
+    views.WATCH, where iteration a + p starts in the state iteration a started in (the caller checked) and
+    iteration a + 1 shows each part's step: it then records what iteration a recorded, each moving part a period
+    on (a tile made in the iteration the one made a period later, at the same place; offsets and keys moved p
+    steps). None, nothing appended, where a record of the period is hoisted or could be hoisted or hoisted onto
+    (the hoisting memo is not part of the state), is spilled, or iterations a and a + 1 do not pair up."""
+    stream, watched = nc.stream, views.WATCH
+    lo, mid, hi, base = snaps[a].length, snaps[a + 1].length, snaps[a + 2].length, snaps[a + p].length
+    length = mid - lo
+    if not length or hi - mid != length or base != len(stream) or nc.invariants.pending is not None:
+        return None
+    for i in range(a, a + p):
+        for rec in stream[snaps[i].length:snaps[i + 1].length]:
+            if rec.hoisted is not None or rec.spill is not None or _hoistable(rec, snaps[i].tiles):
+                return None
+    fresh, later, now = snaps[a].tiles, snaps[a + 1].tiles, snaps[a + p].tiles
+    dtiles = (now[0] - fresh[0], now[1] - fresh[1])  # tiles made in a period
+    out, moved = [], {}
+    for j in range(length):
+        x, y = stream[lo + j], stream[mid + j]
+        if len(x.placed) != len(y.placed):
+            return None
+        placed = {}
+        for name, px in x.placed.items():
+            py = y.placed.get(name)
+            if py is None:
+                return None
+            if px is py:
+                placed[name] = px
+                continue
+            pair = (id(px), id(py))
+            pz = moved.get(pair)
+            if pz is None:
+                dtile = _made_in(px[0], py[0], fresh, later, dtiles)
+                if dtile is None or px[1:4] != py[1:4] or px[6] != py[6] or px[7] or py[7]:
+                    return None
+                pz = moved[pair] = _moved(px, 1, dtile, p * (py[4] - px[4]), p * (py[5] - px[5]))
+            placed[name] = pz
+        z = Record.__new__(Record)  # its signature number is iteration a's: the template reads it only where no
+        z.index, z.op, z.engine, z.placed, z.writes = base + j, x.op, x.engine, placed, x.writes  # layout moves
+        z.attrs, z.location, z.sig, z._regions, z.site = x.attrs, x.location, x.sig, None, x.site
+        z.hoisted, z.accumulated, z.spill = None, x.accumulated, None
+        out.append(z)
+    parts = []
+    if watched is not None:
+        here = watched[snaps[a].watched:snaps[a + 1].watched]
+        ahead = watched[snaps[a + 1].watched:snaps[a + 2].watched]
+        if len(here) != len(ahead):
+            return None
+        for (_, wa), (_, wb) in zip(here, ahead):
+            dtile = _made_in(wa[0], wb[0], fresh, later, dtiles)
+            step = _key_step(wa[7], wb[7])
+            if dtile is None or step is None or wa[1:7] != wb[1:7] or wa[8:10] != wb[8:10]:
+                return None
+            place = wa[0] if not dtile else wa[0][:5] + (wa[0][5] + dtile,)
+            off, poff = wa[10] + p * (wb[10] - wa[10]), wa[11] + p * (wb[11] - wa[11])
+            parts.append(((place, wa[1], wa[8], wa[9], off, poff),
+                          (place,) + wa[1:7] + (_key_at(wa[7], step, p), wa[8], wa[9], off, poff)))
+    stream += out
+    if watched is not None:
+        watched += parts
+    snap = _Snap.__new__(_Snap)
+    snap.length, snap.watched, snap.state = len(stream), len(watched) if watched is not None else 0, snaps[a + 1].state
+    snap.tiles = (now[0] + snaps[a + 1].tiles[0] - fresh[0], now[1] + snaps[a + 1].tiles[1] - fresh[1])
+    snap.counts = {k: v + snaps[a + 1].counts.get(k, 0) - snaps[a].counts.get(k, 0) for k, v in snaps[a + p].counts.items()}
+    return snap
+
+
+def _made_in(qa, qb, fresh, later, dtiles):
+    """How far the tile number moves in a period between places `qa` and `qb` of iterations a and a + 1 (whose
+    first tile numbers are `fresh` and `later`): 0 where both are the same tile made before iteration a, the
+    tiles made in a period where each was made in its iteration, of one size in one memory; else None."""
+    if qa == qb:
+        return 0 if _made_before(qa, fresh) else None
+    if qa[0] != qb[0] or qa[4] != qb[4] or _made_before(qa, fresh) or _made_before(qb, later):
+        return None
+    return dtiles[0] if qa[0] == "sbuf" else dtiles[1]
+
+
+def _hoistable(rec, fresh) -> bool:
+    """Whether the hoisting memo (core/hoist.py) may take `rec`, of an iteration whose first tile numbers are
+    `fresh`, as an instance of, or for, another iteration's: a pure instruction of a compute engine writing one
+    result, none of whose inputs is the result's tile, all of them made before the iteration (an input made in
+    it is a tile no other iteration reads)."""
+    if rec.op not in HOIST_PURE or rec.engine not in HOIST_ENGINES or rec.writes != ("dst",):
+        return False
+    dst = rec.placed.get("dst")
+    if dst is None:
+        return True
+    for name, q in rec.placed.items():
+        if name != "dst" and (q[0] == dst[0] and dst[0][5] >= 0 or not _made_before(q[0], fresh)):
+            return False
+    return True
 
 
 def _straight(t, snaps, n):
