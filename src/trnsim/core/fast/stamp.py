@@ -3,8 +3,8 @@
 A timing-only run spends most of its time in the kernel's Python: loop bodies, the front end's checks and
 lowering, views sliced afresh, one tensor made per tile. The compiler traces a loop body once; where trnsim
 can prove that every iteration of a loop records what the one before it recorded, shifted by fixed steps, it
-runs its first iterations (a period of the core's state, and one more where the period is a single
-iteration or that one stamps no fewer) and stamps the records of the others from them: each record is its template's with the index, the tile numbers, the offsets of the parts
+runs its first iterations (a period of the core's state, and one more where that stamps no fewer) and
+stamps the records of the others from them: each record is its template's with the index, the tile numbers, the offsets of the parts
 the loop index moves and their signature numbers moved on. A loop whose body holds loops is stamped whole, so
 a kernel's outer loop costs what its first iterations and its last one cost.
 
@@ -25,10 +25,12 @@ What proves it (anything else runs the body as before):
 - the core's state (`_state`): the allocators of SBUF and PSUM (each live tile's place, flags and rank of
   last use, the held and expired tiles in order, PSUM's cursor), the open PSUM accumulation groups, spills,
   scopes, HBM tensors: the same before and after each of the two iterations stamped from, so each later one
-  starts from that state too (an iteration's records follow from the state it starts in and its keys); where
-  the period is longer than one iteration, the iteration a period on from the first stamped from may instead
-  only start in that state: it then records what that one recorded a period on (`_foretold`), unless a record
-  of the period is hoisted or could be hoisted (the hoisting memo is not part of the state);
+  starts from that state too (an iteration's records follow from the state it starts in and its keys); or
+  the iteration a period on from the first stamped from only starts in that state: it then records what that
+  one recorded a period on (`_foretold`: each part's step taken from the iteration after it, or, for a period
+  of one iteration, from the one before it), where no record of the period is hoisted, and each the hoisting
+  memo could take is forgotten by a write before its line reads the same parts again (`_unhoisted`: the memo
+  is not part of the state);
 - the records (`_template`): pairwise the same but for the stream index, the tile numbers of tiles made in
   the iteration, offsets of parts and signature numbers; none spilled; one hoisted (core/hoist.py) only onto
   the same earlier instance in every iteration, which the stamps are hoisted onto too; an
@@ -155,10 +157,11 @@ def _find(nc, snaps, n, plan):
     stay on their line up to the last) at the loop's end. `plan`: (through, whether the body reads a part's
     layout: `_steady`).
 
-    Two ways, each taken only where it stamps more: iterations a .. a + p run and iteration a + 1 started as
-    a + p + 1 did (the template's every phase is paired with the next iteration, run); or, for a period of two or
-    more, iterations a .. a + p - 1 run and iteration a + p starts as a did, so it records what a recorded a
-    period on (`_foretold`), which the template pairs its last phase with, and it is the first stamped."""
+    Two ways, the second taken only where it stamps more: iterations a .. a + p run and iteration a + 1 started
+    as a + p + 1 did (the template's every phase is paired with the next iteration, run); or iterations
+    a .. a + p - 1 run (and a - 1, for a period of one iteration) and iteration a + p starts as a did, so it
+    records what a recorded a period on (`_foretold`), which the template pairs its last phase with, and it is
+    the first stamped."""
     through = plan[0]
     j = len(snaps) - 2  # the iteration just run
     for p in range(1, PERIODS + 1):
@@ -168,11 +171,11 @@ def _find(nc, snaps, n, plan):
         if snaps[a].state != snaps[a + p].state or snaps[a + 1].state != snaps[a + p + 1].state:
             continue
         return _proven(nc, snaps, n, plan, a, p, j + 1)
-    for p in range(2, PERIODS + 1):
+    for p in range(1, PERIODS + 1):
         a = j + 1 - p
         if a < 0:
             break
-        if snaps[a].state != snaps[j + 1].state:
+        if a < 1 and p == 1 or snaps[a].state != snaps[j + 1].state:
             continue
         if _runs(n, a + p, p, through) >= _runs(n, a + p + 1, p, through):
             return None  # running one more iteration stamps as many: the template is then paired with it
@@ -224,43 +227,47 @@ def _proven(nc, snaps, n, plan, a, p, start):
 
 
 def _foretold(nc, snaps, a, p):
-    """The snapshot after iteration a + p, its records appended to the stream and the parts it slices to
-    views.WATCH, where iteration a + p starts in the state iteration a started in (the caller checked) and
-    iteration a + 1 shows each part's step: it then records what iteration a recorded, each moving part a period
-    on (a tile made in the iteration the one made a period later, at the same place; offsets and keys moved p
-    steps). None, nothing appended, where a record of the period is hoisted or could be hoisted or hoisted onto
-    (the hoisting memo is not part of the state), is spilled, or iterations a and a + 1 do not pair up."""
+    """The snapshot after iteration a + p, its records appended to the stream and the parts they slice at moving
+    keys to views.WATCH, where iteration a + p starts in the state iteration a started in (the caller checked):
+    it then records what iteration a recorded with each moving part a period on (a tile made in the iteration
+    the one made a period later, at the same place; offsets and keys moved p steps). A step is what a part moved
+    from iteration b to b + 1, the same instruction's: b = a, or a - 1 where the period is one iteration
+    (iteration a - 1 started elsewhere, but its keys are the same lines', the index one less). None, nothing
+    appended, where iterations b and b + 1 do not pair up or the hoisting memo could take a record of the period
+    otherwise than it took iteration a's (`_unhoisted`)."""
     stream, watched = nc.stream, views.WATCH
-    lo, mid, hi, base = snaps[a].length, snaps[a + 1].length, snaps[a + 2].length, snaps[a + p].length
+    b = a if p > 1 else a - 1
+    lo, mid, base = snaps[b].length, snaps[b + 1].length, snaps[a + p].length
     length = mid - lo
-    if not length or hi - mid != length or base != len(stream) or nc.invariants.pending is not None:
+    if b < 0 or not length or snaps[b + 2].length - mid != length or base != len(stream) \
+            or nc.invariants.pending is not None or not _unhoisted(stream, snaps, a, p):
         return None
-    for i in range(a, a + p):
-        for rec in stream[snaps[i].length:snaps[i + 1].length]:
-            if rec.hoisted is not None or rec.spill is not None or _hoistable(rec, snaps[i].tiles):
-                return None
-    fresh, later, now = snaps[a].tiles, snaps[a + 1].tiles, snaps[a + p].tiles
-    dtiles = (now[0] - fresh[0], now[1] - fresh[1])  # tiles made in a period
-    out, moved = [], {}
+    fresh, later, now = snaps[b].tiles, snaps[b + 1].tiles, snaps[a + p].tiles
+    dtiles = (now[0] - snaps[a].tiles[0], now[1] - snaps[a].tiles[1])  # tiles made in a period
+    at = snaps[a].length - lo  # iteration a's records are these and `lo` on
+    out, moved, moving = [], {}, []
     for j in range(length):
-        x, y = stream[lo + j], stream[mid + j]
-        if len(x.placed) != len(y.placed):
+        u, v, x = stream[lo + j], stream[mid + j], stream[lo + at + j]
+        if u.op is not v.op or u.location != v.location or u.writes != v.writes or u.site != v.site \
+                or len(u.placed) != len(v.placed) or u.spill is not None or v.spill is not None:
             return None
         placed = {}
         for name, px in x.placed.items():
-            py = y.placed.get(name)
-            if py is None:
+            pu, pv = u.placed.get(name), v.placed.get(name)
+            if pv is None:
                 return None
-            if px is py:
+            if pu is pv:
                 placed[name] = px
                 continue
-            pair = (id(px), id(py))
+            pair = (id(pu), id(pv))
             pz = moved.get(pair)
             if pz is None:
-                dtile = _made_in(px[0], py[0], fresh, later, dtiles)
-                if dtile is None or px[1:4] != py[1:4] or px[6] != py[6] or px[7] or py[7]:
+                dtile = _made_in(pu[0], pv[0], fresh, later, dtiles)
+                if dtile is None or pu[1:4] != pv[1:4] or pu[6] != pv[6] or pu[7] or pv[7]:
                     return None
-                pz = moved[pair] = _moved(px, 1, dtile, p * (py[4] - px[4]), p * (py[5] - px[5]))
+                pz = moved[pair] = _moved(px, 1, dtile, p * (pv[4] - pu[4]), p * (pv[5] - pu[5]))
+                if pz[4] != px[4] or pz[5] != px[5]:
+                    moving.append((pu, pv, px, pz))
             placed[name] = pz
         z = Record.__new__(Record)  # its signature number is iteration a's: the template reads it only where no
         z.index, z.op, z.engine, z.placed, z.writes = base + j, x.op, x.engine, placed, x.writes  # layout moves
@@ -268,28 +275,60 @@ def _foretold(nc, snaps, a, p):
         z.hoisted, z.accumulated, z.spill = None, x.accumulated, None
         out.append(z)
     parts = []
-    if watched is not None:
-        here = watched[snaps[a].watched:snaps[a + 1].watched]
-        ahead = watched[snaps[a + 1].watched:snaps[a + 2].watched]
-        if len(here) != len(ahead):
-            return None
-        for (_, wa), (_, wb) in zip(here, ahead):
-            dtile = _made_in(wa[0], wb[0], fresh, later, dtiles)
-            step = _key_step(wa[7], wb[7])
-            if dtile is None or step is None or wa[1:7] != wb[1:7] or wa[8:10] != wb[8:10]:
-                return None
-            place = wa[0] if not dtile else wa[0][:5] + (wa[0][5] + dtile,)
-            off, poff = wa[10] + p * (wb[10] - wa[10]), wa[11] + p * (wb[11] - wa[11])
-            parts.append(((place, wa[1], wa[8], wa[9], off, poff),
-                          (place,) + wa[1:7] + (_key_at(wa[7], step, p), wa[8], wa[9], off, poff)))
+    if watched is not None and moving:
+        here, ahead = _parts(watched, snaps[b], snaps[b + 1]), _parts(watched, snaps[b + 1], snaps[b + 2])
+        mine = here if b == a else ahead
+        for pu, pv, px, pz in moving:
+            wu, wv, wx = here.get(_layout(pu)), ahead.get(_layout(pv)), mine.get(_layout(px))
+            if wu is None or wv is None or wx is None or wu[1:7] != wv[1:7] or wu[8:10] != wv[8:10]:
+                continue  # not sliced where watched: `_straight` then does not prove the key
+            step = _key_step(wu[7], wv[7])
+            if step is not None:
+                parts.append((_layout(pz), (pz[0],) + wx[1:7] + (_key_at(wx[7], step, p), wx[8], wx[9], pz[4], pz[5])))
     stream += out
     if watched is not None:
         watched += parts
     snap = _Snap.__new__(_Snap)
     snap.length, snap.watched, snap.state = len(stream), len(watched) if watched is not None else 0, snaps[a + 1].state
-    snap.tiles = (now[0] + snaps[a + 1].tiles[0] - fresh[0], now[1] + snaps[a + 1].tiles[1] - fresh[1])
+    snap.tiles = (now[0] + snaps[a + 1].tiles[0] - snaps[a].tiles[0], now[1] + snaps[a + 1].tiles[1] - snaps[a].tiles[1])
     snap.counts = {k: v + snaps[a + 1].counts.get(k, 0) - snaps[a].counts.get(k, 0) for k, v in snaps[a + p].counts.items()}
+    snap.foretold = True
     return snap
+
+
+def _unhoisted(stream, snaps, a, p) -> bool:
+    """Whether the hoisting memo (core/hoist.py), which is not part of the state, takes no record of iterations
+    a .. a + p - 1 and none of a later period: none is hoisted, and each record it may take as an instance of
+    another iteration's (`_hoistable`) has, after it and before the next record of its line reading the same
+    parts (cyclically: the period repeats), a record writing one of the tiles it reads, which forgets every
+    instance it could repeat."""
+    lo = snaps[a].length
+    window = stream[lo:snaps[a + p].length]
+    lines: dict = {}  # (a line, the parts read) the memo may take -> (position in the window, tiles read) of each
+    for i in range(a, a + p):
+        fresh = snaps[i].tiles
+        for k in range(snaps[i].length - lo, snaps[i + 1].length - lo):
+            rec = window[k]
+            if rec.hoisted is not None or rec.spill is not None:
+                return False
+            if _hoistable(rec, fresh):
+                reads = [q[0] for name, q in rec.placed.items() if name != "dst" and q[0][5] >= 0]
+                same = tuple([(name, q[:8]) for name, q in rec.placed.items() if name != "dst"])
+                lines.setdefault((rec.location, same), []).append((k, reads))
+    if not lines:
+        return True
+    writes = []  # (position, the tiles written) of each record writing
+    for k in range(len(window)):
+        rec = window[k]
+        writes.append([rec.placed[name][0] for name in rec.writes if name in rec.placed])
+    for seen in lines.values():
+        for m in range(len(seen)):
+            k, reads = seen[m]
+            before = seen[m - 1][0]  # the line's record before this one (the last of the period before the first)
+            between = range(before + 1, k) if before < k else itertools.chain(range(before + 1, len(window)), range(k))
+            if not any(q in reads for w in between for q in writes[w]):
+                return False
+    return True
 
 
 def _made_in(qa, qb, fresh, later, dtiles):
@@ -523,9 +562,10 @@ class _Snap:
     """The core at an iteration boundary: the stream's length, the state an iteration's records follow from,
     and the counters that number tiles and tensors."""
 
-    __slots__ = ("length", "state", "tiles", "counts", "watched")
+    __slots__ = ("length", "state", "tiles", "counts", "watched", "foretold")
 
     def __init__(self, nc):
+        self.foretold = False  # True: after an iteration `_foretold`, not run
         self.watched = len(views.WATCH) if views.WATCH is not None else 0
         self.length = len(nc.stream)
         self.state = _state(nc)
@@ -685,8 +725,10 @@ def _template(nc, snaps, a, p, end):
         hoisted_onto.append(hoists)
         steps.append(ahead)
         moving_parts.append(slots)
-    last = snaps[a + p]  # the last iteration run, a + p, starts here
-    hoisted = _hoisting(nc, watch, moving, last.length, snaps[a + p + 1].length, snaps[a].length, onto)
+    last, after = snaps[a + p], snaps[a + p + 1]  # the last iteration run, a + p, starts at `last`
+    if after.foretold:  # iteration a + p foretold: a + p - 1 ran last
+        last, after = snaps[a + p - 1], last
+    hoisted = _hoisting(nc, watch, moving, last.length, after.length, snaps[a].length, onto)
     if hoisted is None:
         return False  # the hoisting memo would keep what stamping cannot
     counts = {}
