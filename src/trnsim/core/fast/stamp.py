@@ -88,6 +88,7 @@ _analysed: dict = {}  # (id of a code, offset of its FOR_ITER) -> (the code, its
 FRUITLESS = 4  # runs of a loop in a row that found nothing to stamp, after which it is no longer watched
 _fruitless: dict = {}  # (id of a code, offset of its FOR_ITER, iterations) -> such runs so far
 _watchers = 0  # loops whose iterations are being watched (the parts they slice: fast/views.py WATCH)
+_PURE_IDS = frozenset(id(op) for op in HOIST_PURE)  # the hoisting memo's ops, by identity (an Op hashes in Python)
 
 
 class StampError(TrnsimError):
@@ -242,19 +243,54 @@ def _foretold(nc, snaps, a, p):
     if b < 0 or not length or snaps[b + 2].length - mid != length or base != len(stream) \
             or nc.invariants.pending is not None or not _unhoisted(stream, snaps, a, p):
         return None
-    fresh, later, now = snaps[b].tiles, snaps[b + 1].tiles, snaps[a + p].tiles
-    dtiles = (now[0] - snaps[a].tiles[0], now[1] - snaps[a].tiles[1])  # tiles made in a period
-    at = snaps[a].length - lo  # iteration a's records are these and `lo` on
+    fresh, now = snaps[a].tiles, snaps[a + p].tiles
+    dtiles = (now[0] - fresh[0], now[1] - fresh[1])  # tiles made in a period
+    got = _period_on(stream, lo, mid, snaps[a].length, base, length, snaps[b].tiles, snaps[b + 1].tiles, dtiles, p)
+    if got is None:
+        return None
+    out, moving = got
+    parts = []
+    if watched is not None and moving:
+        wanted = set()
+        for pu, pv, px, pz in moving:
+            wanted.add(_layout(pu))
+            wanted.add(_layout(pv))
+        here = _picked(watched, snaps[b].watched, snaps[b + 1].watched, wanted)
+        ahead = _picked(watched, snaps[b + 1].watched, snaps[b + 2].watched, wanted)
+        mine = here if b == a else ahead
+        for pu, pv, px, pz in moving:
+            wu, wv, wx = here.get(_layout(pu)), ahead.get(_layout(pv)), mine.get(_layout(px))
+            if wu is None or wv is None or wx is None or wu[1:7] != wv[1:7] or wu[8:10] != wv[8:10]:
+                continue  # not sliced where watched: `_straight` then does not prove the key
+            step = _key_step(wu[7], wv[7])
+            if step is not None:
+                parts.append((_layout(pz), (pz[0],) + wx[1:7] + (_key_at(wx[7], step, p), wx[8], wx[9], pz[4], pz[5])))
+    stream += out
+    if watched is not None:
+        watched += parts
+    snap = _Snap.__new__(_Snap)
+    snap.length, snap.watched, snap.state = len(stream), len(watched) if watched is not None else 0, snaps[a + 1].state
+    snap.tiles = (now[0] + snaps[a + 1].tiles[0] - fresh[0], now[1] + snaps[a + 1].tiles[1] - fresh[1])
+    snap.counts = {k: v + snaps[a + 1].counts.get(k, 0) - snaps[a].counts.get(k, 0) for k, v in snaps[a + p].counts.items()}
+    snap.foretold = True
+    return snap
+
+
+def _period_on(stream, lo, mid, at, base, length, fresh, later, dtiles, p):
+    """(the records of the iteration starting at stream index `base`: those of the iteration at `at` with each
+    part moved p times the step it took from the iteration at `lo` to the one at `mid`, whose first tile numbers
+    are `fresh` and `later`; (the two placements, the one moved and where to) of each part that moves by
+    offset), or None where the two iterations do not pair up (`_foretold`)."""
     out, moved, moving = [], {}, []
     for j in range(length):
-        u, v, x = stream[lo + j], stream[mid + j], stream[lo + at + j]
+        u, v, x = stream[lo + j], stream[mid + j], stream[at + j]
         if u.op is not v.op or u.location != v.location or u.writes != v.writes or u.site != v.site \
                 or len(u.placed) != len(v.placed) or u.spill is not None or v.spill is not None:
             return None
-        placed = {}
+        up, vp, placed = u.placed, v.placed, {}
         for name, px in x.placed.items():
-            pu, pv = u.placed.get(name), v.placed.get(name)
-            if pv is None:
+            pu, pv = up.get(name), vp.get(name)
+            if pv is None or pu is None:
                 return None
             if pu is pv:
                 placed[name] = px
@@ -274,26 +310,21 @@ def _foretold(nc, snaps, a, p):
         z.attrs, z.location, z.sig, z._regions, z.site = x.attrs, x.location, x.sig, None, x.site
         z.hoisted, z.accumulated, z.spill = None, x.accumulated, None
         out.append(z)
-    parts = []
-    if watched is not None and moving:
-        here, ahead = _parts(watched, snaps[b], snaps[b + 1]), _parts(watched, snaps[b + 1], snaps[b + 2])
-        mine = here if b == a else ahead
-        for pu, pv, px, pz in moving:
-            wu, wv, wx = here.get(_layout(pu)), ahead.get(_layout(pv)), mine.get(_layout(px))
-            if wu is None or wv is None or wx is None or wu[1:7] != wv[1:7] or wu[8:10] != wv[8:10]:
-                continue  # not sliced where watched: `_straight` then does not prove the key
-            step = _key_step(wu[7], wv[7])
-            if step is not None:
-                parts.append((_layout(pz), (pz[0],) + wx[1:7] + (_key_at(wx[7], step, p), wx[8], wx[9], pz[4], pz[5])))
-    stream += out
-    if watched is not None:
-        watched += parts
-    snap = _Snap.__new__(_Snap)
-    snap.length, snap.watched, snap.state = len(stream), len(watched) if watched is not None else 0, snaps[a + 1].state
-    snap.tiles = (now[0] + snaps[a + 1].tiles[0] - snaps[a].tiles[0], now[1] + snaps[a + 1].tiles[1] - snaps[a].tiles[1])
-    snap.counts = {k: v + snaps[a + 1].counts.get(k, 0) - snaps[a].counts.get(k, 0) for k, v in snaps[a + p].counts.items()}
-    snap.foretold = True
-    return snap
+    return out, moving
+
+
+def _picked(watched, lo, hi, wanted):
+    """The parts views.WATCH noted between positions lo and hi whose layouts are in `wanted`, by layout (its
+    offset, a number, asked first)."""
+    offsets, out = set(), {}
+    for k in wanted:
+        offsets.add(k[4])
+    for i in range(lo, hi):
+        e = watched[i]
+        k = e[0]
+        if k[4] in offsets and k in wanted:
+            out[k] = e[1]
+    return out
 
 
 def _unhoisted(stream, snaps, a, p) -> bool:
@@ -303,30 +334,54 @@ def _unhoisted(stream, snaps, a, p) -> bool:
     parts (cyclically: the period repeats), a record writing one of the tiles it reads, which forgets every
     instance it could repeat."""
     lo = snaps[a].length
-    window = stream[lo:snaps[a + p].length]
-    lines: dict = {}  # (a line, the parts read) the memo may take -> (position in the window, tiles read) of each
+    ends, fresh = [], []  # where each iteration of the period ends in it, and its first tile numbers
     for i in range(a, a + p):
-        fresh = snaps[i].tiles
-        for k in range(snaps[i].length - lo, snaps[i + 1].length - lo):
-            rec = window[k]
-            if rec.hoisted is not None or rec.spill is not None:
-                return False
-            if _hoistable(rec, fresh):
-                reads = [q[0] for name, q in rec.placed.items() if name != "dst" and q[0][5] >= 0]
-                same = tuple([(name, q[:8]) for name, q in rec.placed.items() if name != "dst"])
-                lines.setdefault((rec.location, same), []).append((k, reads))
+        ends.append(snaps[i + 1].length - lo)
+        fresh.append(snaps[i].tiles)
+    return _forgotten(stream[lo:snaps[a + p].length], ends, fresh)
+
+
+def _forgotten(window, ends, fresh):
+    """`_unhoisted` for the records `window` of a period, its iterations ending at positions `ends`."""
+    lines = {}  # (a line, the parts read) the memo may take -> (position in the window, tiles read) of each
+    reads_any = set()  # every tile such a record reads
+    i = 0
+    for k in range(len(window)):
+        while k >= ends[i]:
+            i += 1
+        rec = window[k]
+        if rec.hoisted is not None or rec.spill is not None:
+            return False
+        if _hoistable(rec, fresh[i]):
+            reads, same = [], []
+            for name, q in rec.placed.items():
+                if name != "dst":
+                    same.append((name, q[:8]))
+                    if q[0][5] >= 0:
+                        reads.append(q[0])
+                        reads_any.add(q[0])
+            lines.setdefault((rec.location, tuple(same)), []).append((k, reads))
     if not lines:
         return True
-    writes = []  # (position, the tiles written) of each record writing
+    writes = {}  # position -> the tiles it writes that such a record reads
     for k in range(len(window)):
         rec = window[k]
-        writes.append([rec.placed[name][0] for name in rec.writes if name in rec.placed])
+        for name in rec.writes:
+            q = rec.placed.get(name)
+            if q is not None and q[0] in reads_any:
+                writes.setdefault(k, []).append(q[0])
+    n = len(window)
     for seen in lines.values():
         for m in range(len(seen)):
             k, reads = seen[m]
-            before = seen[m - 1][0]  # the line's record before this one (the last of the period before the first)
-            between = range(before + 1, k) if before < k else itertools.chain(range(before + 1, len(window)), range(k))
-            if not any(q in reads for w in between for q in writes[w]):
+            w = seen[m - 1][0] + 1  # after the line's record before this one (the period's last before its first)
+            found = False
+            while not found and w % n != k:
+                for q in writes.get(w % n, ()):
+                    if q in reads:
+                        found = True
+                w += 1
+            if not found:
                 return False
     return True
 
@@ -347,7 +402,7 @@ def _hoistable(rec, fresh) -> bool:
     `fresh`, as an instance of, or for, another iteration's: a pure instruction of a compute engine writing one
     result, none of whose inputs is the result's tile, all of them made before the iteration (an input made in
     it is a tile no other iteration reads)."""
-    if rec.op not in HOIST_PURE or rec.engine not in HOIST_ENGINES or rec.writes != ("dst",):
+    if rec.engine not in HOIST_ENGINES or rec.writes != ("dst",) or id(rec.op) not in _PURE_IDS:
         return False
     dst = rec.placed.get("dst")
     if dst is None:
