@@ -166,6 +166,108 @@ def test_a_key_stamping_cannot_follow_that_wraps_round_is_refused_by_name(monkey
         run(wraps, (np.zeros((128, 512), np.float32), 2), monkeypatch, True)
 
 
+@nki.jit
+def rotating(lhsT, rhs, n: int):
+    """Two PSUM tiles an iteration in eight banks: from the second iteration the state repeats every four."""
+    a = nl.ndarray((128, 128), dtype=lhsT.dtype, buffer=nl.sbuf)
+    b = nl.ndarray((128, 2, 512), dtype=rhs.dtype, buffer=nl.sbuf)
+    out = nl.ndarray((128, n, 2, 512), dtype=nl.float32, buffer=nl.sbuf)
+    nisa.dma_copy(dst=a, src=lhsT)
+    for j in nl.affine_range(2):
+        nisa.dma_copy(dst=b[:, j, :], src=rhs[:, j * 512:(j + 1) * 512])
+    nisa.memset(dst=out, value=0.0)
+    for i in nl.affine_range(n):
+        for j in nl.affine_range(2):
+            acc = nl.ndarray((128, 512), dtype=nl.float32, buffer=nl.psum)
+            nisa.nc_matmul(dst=acc, stationary=a, moving=b[:, j, :])
+            part = out[:, i, j, :]
+            nisa.tensor_tensor(dst=part, data1=part, data2=acc, op=nl.add)
+    result = nl.ndarray((128, n, 2, 512), dtype=nl.float32, buffer=nl.shared_hbm)
+    nisa.dma_copy(dst=result, src=out)
+    return result
+
+
+@nki.jit
+def rotating_read_after(lhsT, rhs, n: int):
+    """`rotating` with its index read after the loop: the loop's last iteration runs."""
+    a = nl.ndarray((128, 128), dtype=lhsT.dtype, buffer=nl.sbuf)
+    b = nl.ndarray((128, 1024), dtype=rhs.dtype, buffer=nl.sbuf)
+    out = nl.ndarray((128, n, 1024), dtype=nl.float32, buffer=nl.sbuf)
+    nisa.dma_copy(dst=a, src=lhsT)
+    nisa.dma_copy(dst=b, src=rhs)
+    nisa.memset(dst=out, value=0.0)
+    for i in nl.affine_range(n):
+        for j in nl.affine_range(2):
+            acc = nl.ndarray((128, 512), dtype=nl.float32, buffer=nl.psum)
+            nisa.nc_matmul(dst=acc, stationary=a, moving=b[:, j * 512:(j + 1) * 512])
+            nisa.tensor_copy(dst=out[:, i, j * 512:(j + 1) * 512], src=acc)
+    nisa.memset(dst=out[:, i, 0:512], value=1.0)
+    result = nl.ndarray((128, n, 1024), dtype=nl.float32, buffer=nl.shared_hbm)
+    nisa.dma_copy(dst=result, src=out)
+    return result
+
+
+@pytest.mark.parametrize("kernel, n", [(rotating, 13), (rotating, 17), (rotating_read_after, 14),
+                                       (rotating_read_after, 18)])
+def test_a_period_of_psum_tiles_is_foretold_exactly(monkeypatch, kernel, n):
+    """Iteration a + p starts as iteration a did, so it records what a did a period on: stamped without running,
+    and the loop's end run only where whole periods do not reach it (or the index is read after the loop). The
+    same records and events as running every iteration, and more iterations stamped than where each phase is
+    paired with an iteration run."""
+    args = (np.zeros((128, 128), np.float32), np.zeros((128, 1024), np.float32), n)
+    foretold, paired = stamped_both_ways(kernel, args, monkeypatch)
+    assert foretold > paired > 0
+
+
+def stamped_both_ways(kernel, args, monkeypatch) -> tuple:
+    """(iterations stamped, those stamped where no iteration is foretold), each run the same as unstamped."""
+    foretold = same_both_ways(kernel, args, monkeypatch)
+    with monkeypatch.context() as m:
+        m.setattr(stamp, "_foretold", lambda *a: None)
+        m.setattr(stamp, "_fruitless", {})
+        return foretold, same_both_ways(kernel, args, monkeypatch)
+
+
+@nki.jit
+def blocks(x, invariant: bool):
+    """Blocks summed into one SBUF tile, then copied out: the copy reads the same part in every iteration, which
+    the next iteration's memset writes first (so the hoisting memo never repeats it), or, `invariant`, a tile no
+    iteration writes (hoisted from the second iteration on)."""
+    n = x.shape[1] // 512
+    acc = nl.ndarray((128, 512), dtype=nl.float32, buffer=nl.sbuf)
+    fixed = nl.ndarray((128, 512), dtype=nl.float32, buffer=nl.sbuf)
+    nisa.memset(dst=fixed, value=1.0)
+    out = nl.ndarray((128, n * 512), dtype=nl.float32, buffer=nl.shared_hbm)
+    for i in nl.affine_range(n):
+        nisa.memset(dst=acc, value=0.0)
+        t = nl.ndarray((128, 4, 512), dtype=x.dtype, buffer=nl.sbuf)
+        for k in nl.affine_range(4):
+            nisa.dma_copy(dst=t[:, k, :], src=x[:, i * 512:(i + 1) * 512])
+            nisa.tensor_tensor(dst=acc, data1=acc, data2=t[:, k, :], op=nl.add)
+        rows = nl.ndarray((128, 512), dtype=nl.float32, buffer=nl.sbuf)
+        nisa.tensor_copy(dst=rows, src=fixed if invariant else acc)
+        nisa.dma_copy(dst=out[:, i * 512:(i + 1) * 512], src=rows)
+    return out
+
+
+def test_an_iteration_after_the_first_is_foretold_from_the_one_before(monkeypatch):
+    """A loop whose first iteration starts elsewhere (nothing allocated yet) and whose state then repeats every
+    iteration: the third iteration is stamped from the second, each part's step taken from the first to the
+    second; a copy the hoisting memo could repeat, whose input the next iteration writes first, does not stop it."""
+    foretold, paired = stamped_both_ways(blocks, (np.zeros((128, 8 * 512), np.float32), False), monkeypatch)
+    assert foretold > paired > 0
+
+
+def test_a_period_holding_a_hoisted_record_is_not_foretold(monkeypatch):
+    """A loop-invariant copy is hoisted from the second iteration on: the hoisting memo, outside the state,
+    decides that, so the template is paired with an iteration run."""
+    args = (np.zeros((128, 9 * 512), np.float32), True)  # nine: foretelling would run fewer iterations
+    original, refused = stamp._unhoisted, []
+    monkeypatch.setattr(stamp, "_unhoisted", lambda *a: refused.append(not original(*a)) or not refused[-1])
+    assert same_both_ways(blocks, args, monkeypatch) > 0
+    assert any(refused)  # the outer loop's (its inner loops hold no such copy)
+
+
 @pytest.mark.parametrize("name", ["matmul_tiled", "matmul_hoisted", "matmul_blocked", "matmul_optimized"])
 def test_the_matmul_ladder_stamped(monkeypatch, name):
     sys.path.insert(0, str(EXAMPLES))

@@ -3,8 +3,8 @@
 A timing-only run spends most of its time in the kernel's Python: loop bodies, the front end's checks and
 lowering, views sliced afresh, one tensor made per tile. The compiler traces a loop body once; where trnsim
 can prove that every iteration of a loop records what the one before it recorded, shifted by fixed steps, it
-runs its first iterations (a period of the core's state and one more) and stamps the records of the others
-from them: each record is its template's with the index, the tile numbers, the offsets of the parts
+runs its first iterations (a period of the core's state, and one more where that stamps no fewer) and
+stamps the records of the others from them: each record is its template's with the index, the tile numbers, the offsets of the parts
 the loop index moves and their signature numbers moved on. A loop whose body holds loops is stamped whole, so
 a kernel's outer loop costs what its first iterations and its last one cost.
 
@@ -25,7 +25,12 @@ What proves it (anything else runs the body as before):
 - the core's state (`_state`): the allocators of SBUF and PSUM (each live tile's place, flags and rank of
   last use, the held and expired tiles in order, PSUM's cursor), the open PSUM accumulation groups, spills,
   scopes, HBM tensors: the same before and after each of the two iterations stamped from, so each later one
-  starts from that state too (an iteration's records follow from the state it starts in and its keys);
+  starts from that state too (an iteration's records follow from the state it starts in and its keys); or
+  the iteration a period on from the first stamped from only starts in that state: it then records what that
+  one recorded a period on (`_foretold`: each part's step taken from the iteration after it, or, for a period
+  of one iteration, from the one before it), where no record of the period is hoisted, and each the hoisting
+  memo could take is forgotten by a write before its line reads the same parts again (`_unhoisted`: the memo
+  is not part of the state);
 - the records (`_template`): pairwise the same but for the stream index, the tile numbers of tiles made in
   the iteration, offsets of parts and signature numbers; none spilled; one hoisted (core/hoist.py) only onto
   the same earlier instance in every iteration, which the stamps are hoisted onto too; an
@@ -83,6 +88,7 @@ _analysed: dict = {}  # (id of a code, offset of its FOR_ITER) -> (the code, its
 FRUITLESS = 4  # runs of a loop in a row that found nothing to stamp, after which it is no longer watched
 _fruitless: dict = {}  # (id of a code, offset of its FOR_ITER, iterations) -> such runs so far
 _watchers = 0  # loops whose iterations are being watched (the parts they slice: fast/views.py WATCH)
+_PURE_IDS = frozenset(id(op) for op in HOIST_PURE)  # the hoisting memo's ops, by identity (an Op hashes in Python)
 
 
 class StampError(TrnsimError):
@@ -147,10 +153,17 @@ PERIODS = 4  # the longest period (in iterations) of the core's state a loop is 
 def _find(nc, snaps, n, plan):
     """The template once the iterations run so far show a period: iterations a and a + p started in the same
     state (the latest a), and stamping it gains at least one iteration; else None, or False when none will be
-    found. Stamping ends where an iteration starts as iteration a + 1 did: before the last one, or (`through`:
-    the body's locals are dead after the loop, and the keys that move are proven to stay on their line up to the
-    last) at the loop's end. `plan`: (through, whether the body reads a part's layout: `_steady`)."""
-    through, shaped = plan
+    found. Stamping starts with the next iteration and ends where an iteration starts as that one does: before
+    the last one, or (`through`: the body's locals are dead after the loop, and the keys that move are proven to
+    stay on their line up to the last) at the loop's end. `plan`: (through, whether the body reads a part's
+    layout: `_steady`).
+
+    Two ways, the second taken only where it stamps more: iterations a .. a + p run and iteration a + 1 started
+    as a + p + 1 did (the template's every phase is paired with the next iteration, run); or iterations
+    a .. a + p - 1 run (and a - 1, for a period of one iteration) and iteration a + p starts as a did, so it
+    records what a recorded a period on (`_foretold`), which the template pairs its last phase with, and it is
+    the first stamped."""
+    through = plan[0]
     j = len(snaps) - 2  # the iteration just run
     for p in range(1, PERIODS + 1):
         a = j - p
@@ -158,26 +171,246 @@ def _find(nc, snaps, n, plan):
             break
         if snaps[a].state != snaps[a + p].state or snaps[a + 1].state != snaps[a + p + 1].state:
             continue
-        end = n - 1 - (n - 1 - (a + 1)) % p
-        last = n - (n - (a + 1)) % p
-        if end - (j + 1) < p and not (through and last - (j + 1) >= p):
+        return _proven(nc, snaps, n, plan, a, p, j + 1)
+    for p in range(1, PERIODS + 1):
+        a = j + 1 - p
+        if a < 0:
+            break
+        if a < 1 and p == 1 or snaps[a].state != snaps[j + 1].state:
+            continue
+        if _runs(n, a + p, p, through) >= _runs(n, a + p + 1, p, through):
+            return None  # running one more iteration stamps as many: the template is then paired with it
+        ahead = _foretold(nc, snaps, a, p)
+        if ahead is None:
             return None
-        t = _template(nc, snaps, a, p, end)
-        if t is None or t is False:
-            return t
-        straight = _straight(t, snaps, n)
-        if straight is False:
-            return False  # a key leaves its line or its tensor: every iteration runs
-        if shaped:
-            steady = _steady(t, snaps, n)
-            if not steady:
-                return steady
-        if through and straight and last - (j + 1) >= p:
-            t.end = last
-        elif end - (j + 1) < p:
-            return None
-        return t
+        try:
+            t = _proven(nc, snaps + [ahead], n, plan, a, p, j + 1)
+        finally:
+            del nc.stream[snaps[j + 1].length:]
+            if views.WATCH is not None:
+                del views.WATCH[snaps[j + 1].watched:]
+        return t or None  # what refuses the foretold iteration may not refuse one run
     return None
+
+
+def _runs(n, start, p, through) -> int:
+    """How many of a loop's `n` iterations run when stamping starts at iteration `start` with period `p`: those
+    before it, and those after the last whole period (none when `through` lets stamping go on to the end)."""
+    if through and (n - start) % p == 0:
+        return start
+    return start + 1 + (n - 1 - start) % p
+
+
+def _proven(nc, snaps, n, plan, a, p, start):
+    """The template of iterations a .. a + p - 1 (paired with the iteration after each: snaps[a + p + 1] ends
+    the last one), stamping from iteration `start`; None or False as `_find` says."""
+    through, shaped = plan
+    end = n - 1 - (n - 1 - start) % p
+    last = n - (n - start) % p
+    if end - start < p and not (through and last - start >= p):
+        return None
+    t = _template(nc, snaps, a, p, end)
+    if t is None or t is False:
+        return t
+    t.start = start
+    straight = _straight(t, snaps, n)
+    if straight is False:
+        return False  # a key leaves its line or its tensor: every iteration runs
+    if shaped:
+        steady = _steady(t, snaps, n)
+        if not steady:
+            return steady
+    if through and straight and last - start >= p:
+        t.end = last
+    elif end - start < p:
+        return None
+    return t
+
+
+def _foretold(nc, snaps, a, p):
+    """The snapshot after iteration a + p, its records appended to the stream and the parts they slice at moving
+    keys to views.WATCH, where iteration a + p starts in the state iteration a started in (the caller checked):
+    it then records what iteration a recorded with each moving part a period on (a tile made in the iteration
+    the one made a period later, at the same place; offsets and keys moved p steps). A step is what a part moved
+    from iteration b to b + 1, the same instruction's: b = a, or a - 1 where the period is one iteration
+    (iteration a - 1 started elsewhere, but its keys are the same lines', the index one less). None, nothing
+    appended, where iterations b and b + 1 do not pair up or the hoisting memo could take a record of the period
+    otherwise than it took iteration a's (`_unhoisted`)."""
+    stream, watched = nc.stream, views.WATCH
+    b = a if p > 1 else a - 1
+    lo, mid, base = snaps[b].length, snaps[b + 1].length, snaps[a + p].length
+    length = mid - lo
+    if b < 0 or not length or snaps[b + 2].length - mid != length or base != len(stream) \
+            or nc.invariants.pending is not None or not _unhoisted(stream, snaps, a, p):
+        return None
+    fresh, now = snaps[a].tiles, snaps[a + p].tiles
+    dtiles = (now[0] - fresh[0], now[1] - fresh[1])  # tiles made in a period
+    got = _period_on(stream, lo, mid, snaps[a].length, base, length, snaps[b].tiles, snaps[b + 1].tiles, dtiles, p)
+    if got is None:
+        return None
+    out, moving = got
+    parts = []
+    if watched is not None and moving:
+        wanted = set()
+        for pu, pv, px, pz in moving:
+            wanted.add(_layout(pu))
+            wanted.add(_layout(pv))
+        here = _picked(watched, snaps[b].watched, snaps[b + 1].watched, wanted)
+        ahead = _picked(watched, snaps[b + 1].watched, snaps[b + 2].watched, wanted)
+        mine = here if b == a else ahead
+        for pu, pv, px, pz in moving:
+            wu, wv, wx = here.get(_layout(pu)), ahead.get(_layout(pv)), mine.get(_layout(px))
+            if wu is None or wv is None or wx is None or wu[1:7] != wv[1:7] or wu[8:10] != wv[8:10]:
+                continue  # not sliced where watched: `_straight` then does not prove the key
+            step = _key_step(wu[7], wv[7])
+            if step is not None:
+                parts.append((_layout(pz), (pz[0],) + wx[1:7] + (_key_at(wx[7], step, p), wx[8], wx[9], pz[4], pz[5])))
+    stream += out
+    if watched is not None:
+        watched += parts
+    snap = _Snap.__new__(_Snap)
+    snap.length, snap.watched, snap.state = len(stream), len(watched) if watched is not None else 0, snaps[a + 1].state
+    snap.tiles = (now[0] + snaps[a + 1].tiles[0] - fresh[0], now[1] + snaps[a + 1].tiles[1] - fresh[1])
+    snap.counts = {k: v + snaps[a + 1].counts.get(k, 0) - snaps[a].counts.get(k, 0) for k, v in snaps[a + p].counts.items()}
+    snap.foretold = True
+    return snap
+
+
+def _period_on(stream, lo, mid, at, base, length, fresh, later, dtiles, p):
+    """(the records of the iteration starting at stream index `base`: those of the iteration at `at` with each
+    part moved p times the step it took from the iteration at `lo` to the one at `mid`, whose first tile numbers
+    are `fresh` and `later`; (the two placements, the one moved and where to) of each part that moves by
+    offset), or None where the two iterations do not pair up (`_foretold`)."""
+    out, moved, moving = [], {}, []
+    for j in range(length):
+        u, v, x = stream[lo + j], stream[mid + j], stream[at + j]
+        if u.op is not v.op or u.location != v.location or u.writes != v.writes or u.site != v.site \
+                or len(u.placed) != len(v.placed) or u.spill is not None or v.spill is not None:
+            return None
+        up, vp, placed = u.placed, v.placed, {}
+        for name, px in x.placed.items():
+            pu, pv = up.get(name), vp.get(name)
+            if pv is None or pu is None:
+                return None
+            if pu is pv:
+                placed[name] = px
+                continue
+            pair = (id(pu), id(pv))
+            pz = moved.get(pair)
+            if pz is None:
+                dtile = _made_in(pu[0], pv[0], fresh, later, dtiles)
+                if dtile is None or pu[1:4] != pv[1:4] or pu[6] != pv[6] or pu[7] or pv[7]:
+                    return None
+                pz = moved[pair] = _moved(px, 1, dtile, p * (pv[4] - pu[4]), p * (pv[5] - pu[5]))
+                if pz[4] != px[4] or pz[5] != px[5]:
+                    moving.append((pu, pv, px, pz))
+            placed[name] = pz
+        z = Record.__new__(Record)  # its signature number is iteration a's: the template reads it only where no
+        z.index, z.op, z.engine, z.placed, z.writes = base + j, x.op, x.engine, placed, x.writes  # layout moves
+        z.attrs, z.location, z.sig, z._regions, z.site = x.attrs, x.location, x.sig, None, x.site
+        z.hoisted, z.accumulated, z.spill = None, x.accumulated, None
+        out.append(z)
+    return out, moving
+
+
+def _picked(watched, lo, hi, wanted):
+    """The parts views.WATCH noted between positions lo and hi whose layouts are in `wanted`, by layout (its
+    offset, a number, asked first)."""
+    offsets, out = set(), {}
+    for k in wanted:
+        offsets.add(k[4])
+    for i in range(lo, hi):
+        e = watched[i]
+        k = e[0]
+        if k[4] in offsets and k in wanted:
+            out[k] = e[1]
+    return out
+
+
+def _unhoisted(stream, snaps, a, p) -> bool:
+    """Whether the hoisting memo (core/hoist.py), which is not part of the state, takes no record of iterations
+    a .. a + p - 1 and none of a later period: none is hoisted, and each record it may take as an instance of
+    another iteration's (`_hoistable`) has, after it and before the next record of its line reading the same
+    parts (cyclically: the period repeats), a record writing one of the tiles it reads, which forgets every
+    instance it could repeat."""
+    lo = snaps[a].length
+    ends, fresh = [], []  # where each iteration of the period ends in it, and its first tile numbers
+    for i in range(a, a + p):
+        ends.append(snaps[i + 1].length - lo)
+        fresh.append(snaps[i].tiles)
+    return _forgotten(stream[lo:snaps[a + p].length], ends, fresh)
+
+
+def _forgotten(window, ends, fresh):
+    """`_unhoisted` for the records `window` of a period, its iterations ending at positions `ends`."""
+    lines = {}  # (a line, the parts read) the memo may take -> (position in the window, tiles read) of each
+    reads_any = set()  # every tile such a record reads
+    i = 0
+    for k in range(len(window)):
+        while k >= ends[i]:
+            i += 1
+        rec = window[k]
+        if rec.hoisted is not None or rec.spill is not None:
+            return False
+        if _hoistable(rec, fresh[i]):
+            reads, same = [], []
+            for name, q in rec.placed.items():
+                if name != "dst":
+                    same.append((name, q[:8]))
+                    if q[0][5] >= 0:
+                        reads.append(q[0])
+                        reads_any.add(q[0])
+            lines.setdefault((rec.location, tuple(same)), []).append((k, reads))
+    if not lines:
+        return True
+    writes = {}  # position -> the tiles it writes that such a record reads
+    for k in range(len(window)):
+        rec = window[k]
+        for name in rec.writes:
+            q = rec.placed.get(name)
+            if q is not None and q[0] in reads_any:
+                writes.setdefault(k, []).append(q[0])
+    n = len(window)
+    for seen in lines.values():
+        for m in range(len(seen)):
+            k, reads = seen[m]
+            w = seen[m - 1][0] + 1  # after the line's record before this one (the period's last before its first)
+            found = False
+            while not found and w % n != k:
+                for q in writes.get(w % n, ()):
+                    if q in reads:
+                        found = True
+                w += 1
+            if not found:
+                return False
+    return True
+
+
+def _made_in(qa, qb, fresh, later, dtiles):
+    """How far the tile number moves in a period between places `qa` and `qb` of iterations a and a + 1 (whose
+    first tile numbers are `fresh` and `later`): 0 where both are the same tile made before iteration a, the
+    tiles made in a period where each was made in its iteration, of one size in one memory; else None."""
+    if qa == qb:
+        return 0 if _made_before(qa, fresh) else None
+    if qa[0] != qb[0] or qa[4] != qb[4] or _made_before(qa, fresh) or _made_before(qb, later):
+        return None
+    return dtiles[0] if qa[0] == "sbuf" else dtiles[1]
+
+
+def _hoistable(rec, fresh) -> bool:
+    """Whether the hoisting memo (core/hoist.py) may take `rec`, of an iteration whose first tile numbers are
+    `fresh`, as an instance of, or for, another iteration's: a pure instruction of a compute engine writing one
+    result, none of whose inputs is the result's tile, all of them made before the iteration (an input made in
+    it is a tile no other iteration reads)."""
+    if rec.engine not in HOIST_ENGINES or rec.writes != ("dst",) or id(rec.op) not in _PURE_IDS:
+        return False
+    dst = rec.placed.get("dst")
+    if dst is None:
+        return True
+    for name, q in rec.placed.items():
+        if name != "dst" and (q[0] == dst[0] and dst[0][5] >= 0 or not _made_before(q[0], fresh)):
+            return False
+    return True
 
 
 def _straight(t, snaps, n):
@@ -384,9 +617,10 @@ class _Snap:
     """The core at an iteration boundary: the stream's length, the state an iteration's records follow from,
     and the counters that number tiles and tensors."""
 
-    __slots__ = ("length", "state", "tiles", "counts", "watched")
+    __slots__ = ("length", "state", "tiles", "counts", "watched", "foretold")
 
     def __init__(self, nc):
+        self.foretold = False  # True: after an iteration `_foretold`, not run
         self.watched = len(views.WATCH) if views.WATCH is not None else 0
         self.length = len(nc.stream)
         self.state = _state(nc)
@@ -543,8 +777,10 @@ def _template(nc, snaps, a, p, end):
         hoisted_onto.append(hoists)
         steps.append(ahead)
         moving_parts.append(slots)
-    last = snaps[a + p]  # the last iteration run, a + p, starts here
-    hoisted = _hoisting(nc, watch, moving, last.length, snaps[a + p + 1].length, snaps[a].length, onto)
+    last, after = snaps[a + p], snaps[a + p + 1]  # the last iteration run, a + p, starts at `last`
+    if after.foretold:  # iteration a + p foretold: a + p - 1 ran last
+        last, after = snaps[a + p - 1], last
+    hoisted = _hoisting(nc, watch, moving, last.length, after.length, snaps[a].length, onto)
     if hoisted is None:
         return False  # the hoisting memo would keep what stamping cannot
     counts = {}
