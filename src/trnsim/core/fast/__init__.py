@@ -53,7 +53,7 @@ class Speed(Builder):
         return views.keep_parts(v)
 
     def stationary(self, nc, v, rows: int):
-        return psum.widened(self.widened, v, rows), psum.stationary_key(v, rows)
+        return psum.widened(self.widened, v, rows)
 
     def moving(self, nc, v, rows: int):
         return psum.moving(self.conversions, v, rows)
