@@ -53,6 +53,7 @@ class Group:
         self.akeys = []  # which bytes each stationary tile came from (stationary_key)
         # once owed (dst None): its sums [N, M], the Batch that will compute them, or the future computing them
         self.result, self.batch, self.future = None, None, None
+        self.keys = None  # once owed: what its stationary and moving tiles are (Batch.add)
 
     def add(self, a, b, am, bm, akey=None):
         """Add operands a[K, M] (FP32, read from the bytes `akey` names) and b[K, N] (a Piece, or an array of
@@ -99,6 +100,7 @@ class Batch:
 
     def add(self, g) -> None:
         g.batch = self
+        g.keys = tuple(g.akeys), _moving_key(g)  # its stationary and moving bytes (the group is closed)
         self.groups.append(weakref.ref(g))
         self.held += sum(x.nbytes for x in g.b if not isinstance(x, Piece))
         if self.held > _HELD:
@@ -110,10 +112,10 @@ class Batch:
         self.groups, self.held = [], 0
         buckets: dict[tuple, list] = {}
         for g in groups:  # row blocks: the groups over the same stationary bytes
-            buckets.setdefault(tuple(g.akeys), []).append(g)
+            buckets.setdefault(g.keys[0], []).append(g)
         stacks: dict[tuple, list] = {}
         for blk in buckets.values():  # row blocks over the same moving tiles, their stationary tiles side by side
-            stacks.setdefault((blk[0].a[0].shape, len(blk[0].a)) + tuple(_moving_key(g) for g in blk), []).append(blk)
+            stacks.setdefault((blk[0].a[0].shape, len(blk[0].a)) + tuple([g.keys[1] for g in blk]), []).append(blk)
         return list(stacks.values())
 
     def compute(self) -> None:
@@ -193,12 +195,13 @@ class Part:
     (`casts`: the dtypes they went through after FP32), landing in the view placed as recorded (no reference
     to the allocation, which holds this)."""
 
-    __slots__ = ("group", "casts", "dtype", "shape", "strides", "offset", "poff", "whole")
+    __slots__ = ("group", "casts", "dtype", "shape", "strides", "offset", "poff", "whole", "place")
 
     def __init__(self, group, casts: tuple, v):
         self.group, self.casts = group, casts
         self.dtype, self.shape, self.strides, self.offset, self.poff = v.dtype, v.shape, v.strides, v.offset, v.poff
         self.whole = v.covers_alloc()
+        self.place = (v.dtype, v.shape, v.strides, v.offset, v.poff)  # a later part here replaces this one
 
     def values(self) -> np.ndarray:
         x = self.group.values()
@@ -206,13 +209,10 @@ class Part:
             x = numerics.cast(x.astype(np.float32), d)
         return x.reshape(self.shape)
 
-    def same_place(self, other) -> bool:
-        return (self.dtype, self.shape, self.strides, self.offset, self.poff) == \
-            (other.dtype, other.shape, other.strides, other.offset, other.poff)
-
 
 class Owed:
-    """Values owed to an allocation (its `pending`): parts written in order when its bytes are first touched.
+    """Values owed to an allocation (its `pending`): parts written in order when its bytes are first touched
+    (`parts`: by place, each owed last in the dict's order).
 
     `fresh`: the allocation is an HBM tensor no byte of which was written before its first part (an output),
     whose bytes were made for it, unfilled: when the parts write every byte, its never-written fill and its
@@ -220,16 +220,17 @@ class Owed:
 
     __slots__ = ("parts", "fresh")
 
-    def __init__(self, parts: list, fresh: bool = False):
-        self.parts, self.fresh = parts, fresh
+    def __init__(self, part, fresh: bool):
+        self.parts, self.fresh = {part.place: part}, fresh
 
     def settle(self, alloc) -> None:
-        alloc.clean = self.fresh and _covering(alloc, self.parts)  # else the parts' poison bytes are written now
+        parts = list(self.parts.values())
+        alloc.clean = self.fresh and _covering(alloc, parts)  # else the parts' poison bytes are written now
         if self.fresh and not alloc.clean:  # the never-written fill the bytes were made without (memory._HBMBuffer)
             mem = alloc.memory
             mem.data.fill(POISON_BYTE)
             mem.poison = np.ones_like(mem.data)
-        for p in self.parts:
+        for p in parts:
             View(alloc, p.dtype, p.shape, p.strides, p.offset, p.poff).store(p.values())
 
 
@@ -255,8 +256,8 @@ def _covering(alloc, parts) -> bool:
 
 
 def owe(owing, v, part) -> None:
-    """View `v` is written with `part`'s values, owed until its allocation is first touched; `owing` (weak)
-    keeps the allocations owed values, to settle at the end of the launch."""
+    """View `v` is written with `part`'s values, owed until its allocation is first touched; `owing` keeps
+    the allocations owed values (id -> weak reference), to settle at the end of the launch."""
     a, held = v.alloc, v.alloc.pending
     mem = a.memory
     fresh = type(held) is Owed and held.fresh
@@ -264,24 +265,32 @@ def owe(owing, v, part) -> None:
         mem.data = np.empty((1, mem.row_bytes), np.uint8)
         mem.data.fill(0)  # touched now, early and in order: a first touch at the end, in the parts' order, costs more
         fresh = True
-    if part.whole:
-        owed = Owed([part], fresh)
-    else:
-        if held is not None and type(held) is not Owed:
+    if part.whole or type(held) is not Owed:
+        if held is not None and not part.whole:
             a.settle()  # the fill of a fresh tensor, or a deferred load, lands first
-        parts = [p for p in held.parts if not p.same_place(part)] if type(held) is Owed else []
-        owed = Owed(parts + [part], fresh)
+        owed = Owed(part, fresh)
+    else:  # one more part (only the allocation holds its Owed)
+        owed = held
+        owed.fresh = fresh
+        owed.parts.pop(part.place, None)
+        owed.parts[part.place] = part
     v.store(owed, defer=True)
-    owing[a.id] = a
+    owing[a.id] = weakref.ref(a)
+    n = len(owing)
+    if n >= 1024 and not n & (n - 1):  # now and then, forget the allocations freed since
+        for k in [k for k, r in owing.items() if r() is None]:
+            del owing[k]
 
 
 def owed_copy(owing, dst, src) -> bool:
     """A plain copy of all of `src` into `dst`: when every byte of `src` is owed one group's values, `dst` is
     owed them too, converted as the copy converts (True); else False, nothing done."""
     owed = src.alloc.pending
-    if type(owed) is not Owed or len(owed.parts) != 1 or not owed.parts[0].whole or src.gather_rows is not None:
+    if type(owed) is not Owed or len(owed.parts) != 1 or src.gather_rows is not None:
         return False
-    part = owed.parts[0]
+    part = next(iter(owed.parts.values()))
+    if not part.whole:
+        return False
     if part.dtype != src.dtype or dst.gather_rows is not None or dst.alloc.shared or not src.covers_alloc():
         return False
     owe(owing, dst, Part(part.group, part.casts if dst.dtype == src.dtype else part.casts + (dst.dtype,), dst))
@@ -538,7 +547,7 @@ def _in_source(conversions, v, k, mem, offset, strides):
         if s < 0:
             return None
         extent += (n - 1) * s
-    rows = mem.row_bytes // v.dtype.itemsize // pitch if pitch > 0 else 0
+    rows = mem.row_bytes // v.dtype.np.itemsize // pitch if pitch > 0 else 0
     r0, c0 = divmod(offset, pitch or 1)
     if r0 + shape[0] > rows or c0 + extent >= pitch:
         return None  # the tile is not a block of whole rows' columns
@@ -671,7 +680,8 @@ def flush(pending: dict, batch=None, owing=None):
 
 def settle(owing) -> None:
     """Write every value still owed (the end of a launch: memories hold their final values)."""
-    for a in owing.values():
-        if type(a.pending) is Owed:
+    for r in list(owing.values()):
+        a = r()
+        if a is not None and type(a.pending) is Owed:
             a.settle()
     owing.clear()
