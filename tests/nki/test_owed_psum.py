@@ -2,12 +2,14 @@
 debt on, and whatever reads the values first (a later matmul, a vector op, a DMA back from HBM, the kernel's
 output) finds the bits of computing each matmul as issued: the products added in issue order in FP32, each
 copy converting as it would have. References: numpy here, and the speed layer off (TRNSIM_FAST=0)."""
+import warnings
+
 import ml_dtypes
 import numpy as np
 import pytest
 from threadpoolctl import threadpool_limits
 
-from trnsim import nki
+from trnsim import nki, numerics
 from trnsim.core.builder import REFERENCE
 from trnsim.core.fast import psum
 import trnsim.nki.isa as nisa
@@ -22,7 +24,8 @@ def evicted(a_t, b, w, x, how, dtype):
     copied to SBUF (as `dtype`) and stored. `how` reads the evicted values once more into out2:
     'matmul' (w.T @ res), 'vector' (2 res + 1), 'reload' (loaded back from out, then + 1); or changes
     them: 'partial' (res columns 0..63 overwritten by x first), 'hbm' (out's block columns 0..63 overwritten
-    by x after the store), 'accumulate' (one more product onto the evicted bank, stored to out2)."""
+    by x after the store), 'accumulate' (one more product onto the evicted bank, stored to out2); or
+    'skip': the last row block's first bank is never stored."""
     res_dtype = getattr(nl, dtype)
     out = nl.ndarray((MB * 128, NB * TN), res_dtype, buffer=nl.shared_hbm)
     out2 = nl.ndarray((MB * 128, NB * TN), nl.float32, buffer=nl.shared_hbm)
@@ -43,7 +46,8 @@ def evicted(a_t, b, w, x, how, dtype):
             nisa.tensor_copy(res, accs[n])
             if how == "partial":
                 nisa.tensor_copy(res[:, 0:64], xt[:, 0:64])
-            nisa.dma_copy(out[block], res)
+            if how != "skip" or (m, n) != (MB - 1, 0):
+                nisa.dma_copy(out[block], res)
             if how == "hbm":
                 nisa.dma_copy(out[m * 128:(m + 1) * 128, n * TN:n * TN + 64], xt[:, 0:64])
             if how in ("matmul", "accumulate"):
@@ -64,7 +68,7 @@ def evicted(a_t, b, w, x, how, dtype):
                 r2 = nl.ndarray((128, TN), nl.float32)
                 nisa.tensor_scalar(r2, src, nl.multiply, 2.0 if how == "vector" else 1.0, op1=nl.add, operand1=1.0)
                 nisa.dma_copy(out2[block], r2)
-    return (out,) if how in ("store", "partial", "hbm") else (out, out2)
+    return (out,) if how in ("store", "partial", "hbm", "skip") else (out, out2)
 
 
 def _product(moving, stationary):
@@ -130,3 +134,84 @@ def test_owed_sums_read_every_way_keep_the_issue_order_bits(how, dtype, monkeypa
     for got, ref, off in zip(fast, want, slow):
         np.testing.assert_array_equal(got.view(np.uint8), off.view(np.uint8))
         np.testing.assert_array_equal(got.view(np.uint8), ref.view(np.uint8))
+
+
+@pytest.mark.parametrize("how", ["store", "skip"])
+def test_an_output_stored_in_owed_blocks_is_never_written_exactly_where_no_block_landed(how, monkeypatch):
+    rng = np.random.default_rng(5)
+    a_t = rng.standard_normal((KT * 128, MB * 128)).astype(ml_dtypes.bfloat16)
+    b = rng.standard_normal((KT * 128, NB * TN)).astype(ml_dtypes.bfloat16)
+    w, x = np.zeros((128, 128), np.float32), np.zeros((128, TN), np.float32)  # loaded, unused
+    want = _reference(a_t, b, w, x, "store", np.float32)[0]
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        (fast,) = evicted(a_t, b, w, x, how, "float32")
+        monkeypatch.setenv("TRNSIM_FAST", "0")
+        (slow,) = evicted(a_t, b, w, x, how, "float32")
+    warned = [str(w.message) for w in caught if "never-written" in str(w.message)]
+    written = np.ones(want.shape, bool)
+    if how == "skip":
+        written[(MB - 1) * 128:, 0:TN] = False
+    # both runs name the unwritten block, with the same count, and agree on every written bit
+    assert len(warned) == (0 if how == "store" else 2)
+    assert all(f"({128 * TN} of {want.size};" in m for m in warned)
+    np.testing.assert_array_equal(fast[written].view(np.uint32), want[written].view(np.uint32))
+    np.testing.assert_array_equal(fast[written].view(np.uint32), slow[written].view(np.uint32))
+
+
+class _Place:
+    def __init__(self, offset, shape, strides):
+        self.dtype, self.offset, self.shape, self.strides = numerics.dtype("float32"), offset, shape, strides
+
+
+@pytest.mark.parametrize("seed", range(8))
+def test_covering_says_whether_blocks_write_every_element_as_a_mask_of_them_does(seed):
+    rng = np.random.default_rng(seed)
+    rows, cols = 64, 96
+    alloc = type("Alloc", (), {"nbytes": rows * cols * 4})()
+    parts, mask = [], np.zeros(rows * cols, bool)
+    for _ in range(int(rng.integers(1, 40))):
+        h, w = int(rng.integers(1, 33)), int(rng.integers(1, 49))
+        r, c = int(rng.integers(0, rows - h + 1)), int(rng.integers(0, cols - w + 1))
+        if rng.random() < 0.7:  # mostly a grid of blocks, which may cover it all
+            h, w = rows // 4, cols // 3
+            r, c = int(rng.integers(4)) * h, int(rng.integers(3)) * w
+        parts.append(_Place(r * cols + c, (h, w), (cols, 1)))
+        mask.reshape(rows, cols)[r:r + h, c:c + w] = True
+    assert psum._covering(alloc, parts) == bool(mask.all())
+    full = [_Place(r * cols + c, (rows // 4, cols // 3), (cols, 1)) for r in range(0, rows, rows // 4)
+            for c in range(0, cols, cols // 3)]
+    assert psum._covering(alloc, full) and not psum._covering(alloc, full[1:])
+
+
+@nki.jit
+def gathered_after_store(a_t, b, ids):
+    """The first row block of a_t.T @ b stored to HBM (owed), then rows of it gathered back by an indirect DMA."""
+    mid = nl.ndarray((128, TN), nl.float32, buffer=nl.shared_hbm)
+    out = nl.ndarray((128, TN), nl.float32, buffer=nl.shared_hbm)
+    acc = nl.ndarray((128, TN), nl.float32, buffer=nl.psum)
+    at = nl.load(a_t[0:128, 0:128])
+    bt = nl.load(b[0:128, 0:TN])
+    nisa.nc_matmul(acc, at, bt)
+    res = nl.ndarray((128, TN), nl.float32)
+    nisa.tensor_copy(res, acc)
+    nisa.dma_copy(mid, res)
+    idx = nl.load(ids)
+    rows = nl.ndarray((128, TN), nl.float32)
+    nisa.dma_copy(rows, mid.ap(pattern=[[TN, 128], [1, TN]], offset=0, vector_offset=idx, indirect_dim=0),
+                  dge_mode=nisa.dge_mode.swdge)
+    nl.store(out, rows)
+    return out
+
+
+def test_rows_gathered_from_owed_sums_read_their_values(monkeypatch):
+    rng = np.random.default_rng(3)
+    a_t = rng.standard_normal((128, 128)).astype(ml_dtypes.bfloat16)
+    b = rng.standard_normal((128, TN)).astype(ml_dtypes.bfloat16)
+    ids = rng.integers(0, 128, (128, 1)).astype(np.int32)
+    want = _product(b, a_t).T[ids[:, 0]]
+    fast = gathered_after_store(a_t, b, ids)
+    monkeypatch.setenv("TRNSIM_FAST", "0")
+    slow = gathered_after_store(a_t, b, ids)
+    np.testing.assert_array_equal(fast.view(np.uint32), want.view(np.uint32))
+    np.testing.assert_array_equal(fast.view(np.uint32), slow.view(np.uint32))

@@ -131,6 +131,8 @@ class View:
     def array(self) -> np.ndarray:
         """The elements in their numpy storage dtype, as a writeable view onto the memory."""
         if self.gather_rows is not None:
+            if self.alloc.pending is not None:
+                self.alloc.settle()
             return self._flat(self.alloc.memory.data, self.dtype.np)[self._indices()]
         return self._raw(self.alloc.memory.data, self.dtype.np)
 
@@ -138,6 +140,8 @@ class View:
         """True where an element was never written (any of its bytes)."""
         t = _MASK_TYPES[self.dtype.itemsize]
         if self.gather_rows is not None:
+            if self.alloc.pending is not None:
+                self.alloc.settle()
             return self._flat(self.alloc.memory.poison, t)[self._indices()] != 0
         return self._raw(self.alloc.memory.poison, t) != 0
 
@@ -169,8 +173,10 @@ class View:
         touched: all of its debts so far when the view does not cover it.
         """
         a, mem = self.alloc, self.alloc.memory
+        if self.gather_rows is not None and a.pending is not None:
+            a.settle()  # bytes owed land before rows of them are written over
         was_clean = a.clean and a.pending is None  # its poison bytes are all 0 already
-        if not mem.data.flags.writeable:
+        if defer is None and not mem.data.flags.writeable:  # (a deferred write touches no byte yet)
             mem.data = mem.data.copy()  # the first write to a borrowed HBM tensor (see memory._HBMBuffer)
         mem.version += 1
         if a.shared and mem.sourced:  # tensors placed over each other: any of them may lose its source

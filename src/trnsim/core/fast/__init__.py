@@ -21,8 +21,6 @@ running them all as Python.
 """
 from __future__ import annotations
 
-import weakref
-
 from trnsim.compiled import ENV, enabled  # noqa: F401  read once per launch (compiled modules: at import)
 from trnsim.core.builder import Builder
 from trnsim.core.fast import loads, psum, stamp, views
@@ -38,7 +36,7 @@ class Speed(Builder):
         self.lazy = launch  # a kernel launch: nothing outside observes PSUM until it ends (host_read flushes)
         self.pending: dict = {}  # PSUM region -> its accumulation group not yet computed
         self.owed = psum.Batch()  # closed groups whose values are owed, computed when first read
-        self.owing = weakref.WeakValueDictionary()  # allocation id -> allocation owed values (fast/psum.py: Owed)
+        self.owing: dict = {}  # allocation id -> weak reference to an allocation owed values (fast/psum.py: Owed)
         self.widened: dict = {}  # stationary tiles in FP32 by the bytes they came from
         self.conversions: dict = {}  # FP32 conversions of whole HBM tensors that matmuls read
         self.stamped = 0  # loop iterations recorded without running their Python (fast/stamp.py)
@@ -53,7 +51,7 @@ class Speed(Builder):
         return views.keep_parts(v)
 
     def stationary(self, nc, v, rows: int):
-        return psum.widened(self.widened, v, rows), psum.stationary_key(v, rows)
+        return psum.widened(self.widened, v, rows)
 
     def moving(self, nc, v, rows: int):
         return psum.moving(self.conversions, v, rows)

@@ -17,8 +17,9 @@ def remember_source(dst, src, defer: bool = False) -> bool:
     """Note that the whole on-chip tensor `dst` holds the bytes of HBM view `src` unchanged (a plain DMA load);
     with `defer` the load itself is made here, deferred. Returns whether the note was taken."""
     a = dst.alloc
-    if (src.space is not Space.HBM or src.dtype != dst.dtype or src.gather_rows is not None or not dst.on_chip
-            or not dst.covers_alloc() or (defer and (a.shared or src.poisoned()))):
+    if (src.space is not Space.HBM or (src.dtype is not dst.dtype and src.dtype != dst.dtype)
+            or src.gather_rows is not None or not dst.on_chip or not dst.covers_alloc()
+            or (defer and (a.shared or src.poisoned()))):
         return False
     try:  # partition p, element f of the tile is element [p, f] of src seen as [P, F]
         flat = src.reshape((dst.partitions, dst.free_size))
@@ -39,7 +40,7 @@ def origin(v):
     if src is None or v.gather_rows is not None:
         return None
     mem, version, dtype, off, sp, sf = src
-    if mem.version != version or dtype != v.dtype:
+    if mem.version != version or (dtype is not v.dtype and dtype != v.dtype):  # (DType's == runs Python)
         return None
     st = v.strides
     strides = (st[0] * sp, st[1] * sf) if len(st) == 2 else (st[0] * sp,) + tuple([s * sf for s in st[1:]])

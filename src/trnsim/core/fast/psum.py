@@ -19,10 +19,15 @@ A moving tile that a plain DMA loaded from an HBM tensor, unchanged since on bot
 FP32 conversion of that tensor (fast/loads.py) rather than copied and converted at every load: a kernel
 that streams B past each row block of A loads B many times but converts it once (on all CPU cores), and
 when the tiles of a GEMM sit side by side in that conversion, the GEMM reads them in place.
+
+The FP32 arrays this work makes (stationary tiles, conversions, running sums) take the memory of earlier
+ones once those are freed (fp32): a host that hands freed memory back makes the first touch of a fresh
+page cost more than the arithmetic that fills it, and a launch makes as many as its operands are large.
 """
 from __future__ import annotations
 
 import functools
+import math
 import os
 import sys
 import threading
@@ -35,6 +40,7 @@ import numpy as np
 from trnsim import numerics
 from trnsim.core.fast import blas, loads
 from trnsim.core.isa.psum import _key, _overlap, land, one_blas_thread, onto, prior, widen_into
+from trnsim.core.memory import POISON_BYTE, Space
 from trnsim.core.tensor import View
 
 
@@ -47,6 +53,7 @@ class Group:
         self.akeys = []  # which bytes each stationary tile came from (stationary_key)
         # once owed (dst None): its sums [N, M], the Batch that will compute them, or the future computing them
         self.result, self.batch, self.future = None, None, None
+        self.keys = None  # once owed: what its stationary and moving tiles are (Batch.add)
 
     def add(self, a, b, am, bm, akey=None):
         """Add operands a[K, M] (FP32, read from the bytes `akey` names) and b[K, N] (a Piece, or an array of
@@ -93,6 +100,7 @@ class Batch:
 
     def add(self, g) -> None:
         g.batch = self
+        g.keys = tuple(g.akeys), _moving_key(g)  # its stationary and moving bytes (the group is closed)
         self.groups.append(weakref.ref(g))
         self.held += sum(x.nbytes for x in g.b if not isinstance(x, Piece))
         if self.held > _HELD:
@@ -104,10 +112,10 @@ class Batch:
         self.groups, self.held = [], 0
         buckets: dict[tuple, list] = {}
         for g in groups:  # row blocks: the groups over the same stationary bytes
-            buckets.setdefault(tuple(g.akeys), []).append(g)
+            buckets.setdefault(g.keys[0], []).append(g)
         stacks: dict[tuple, list] = {}
         for blk in buckets.values():  # row blocks over the same moving tiles, their stationary tiles side by side
-            stacks.setdefault((blk[0].a[0].shape, len(blk[0].a)) + tuple(_moving_key(g) for g in blk), []).append(blk)
+            stacks.setdefault((blk[0].a[0].shape, len(blk[0].a)) + tuple([g.keys[1] for g in blk]), []).append(blk)
         return list(stacks.values())
 
     def compute(self) -> None:
@@ -187,12 +195,13 @@ class Part:
     (`casts`: the dtypes they went through after FP32), landing in the view placed as recorded (no reference
     to the allocation, which holds this)."""
 
-    __slots__ = ("group", "casts", "dtype", "shape", "strides", "offset", "poff", "whole")
+    __slots__ = ("group", "casts", "dtype", "shape", "strides", "offset", "poff", "whole", "place")
 
     def __init__(self, group, casts: tuple, v):
         self.group, self.casts = group, casts
         self.dtype, self.shape, self.strides, self.offset, self.poff = v.dtype, v.shape, v.strides, v.offset, v.poff
         self.whole = v.covers_alloc()
+        self.place = (v.dtype, v.shape, v.strides, v.offset, v.poff)  # a later part here replaces this one
 
     def values(self) -> np.ndarray:
         x = self.group.values()
@@ -200,48 +209,88 @@ class Part:
             x = numerics.cast(x.astype(np.float32), d)
         return x.reshape(self.shape)
 
-    def same_place(self, other) -> bool:
-        return (self.dtype, self.shape, self.strides, self.offset, self.poff) == \
-            (other.dtype, other.shape, other.strides, other.offset, other.poff)
-
 
 class Owed:
-    """Values owed to an allocation (its `pending`): parts written in order when its bytes are first touched."""
+    """Values owed to an allocation (its `pending`): parts written in order when its bytes are first touched
+    (`parts`: by place, each owed last in the dict's order).
 
-    __slots__ = ("parts",)
+    `fresh`: the allocation is an HBM tensor no byte of which was written before its first part (an output),
+    whose bytes were made for it, unfilled: when the parts write every byte, its never-written fill and its
+    poison bytes are never made (the poison, all 0, when first asked for)."""
 
-    def __init__(self, parts: list):
-        self.parts = parts
+    __slots__ = ("parts", "fresh")
+
+    def __init__(self, part, fresh: bool):
+        self.parts, self.fresh = {part.place: part}, fresh
 
     def settle(self, alloc) -> None:
-        alloc.clean = False  # known clean while owed; the poison bytes under the parts are written now
-        for p in self.parts:
+        parts = list(self.parts.values())
+        alloc.clean = self.fresh and _covering(alloc, parts)  # else the parts' poison bytes are written now
+        if self.fresh and not alloc.clean:  # the never-written fill the bytes were made without (memory._HBMBuffer)
+            mem = alloc.memory
+            mem.data.fill(POISON_BYTE)
+            mem.poison = np.ones_like(mem.data)
+        for p in parts:
             View(alloc, p.dtype, p.shape, p.strides, p.offset, p.poff).store(p.values())
 
 
+def _covering(alloc, parts) -> bool:
+    """Whether `parts` together write every byte of HBM tensor `alloc` (one row of bytes): their runs of
+    contiguous elements, in the order they start, leave no gap."""
+    size = parts[0].dtype.itemsize
+    if alloc.nbytes % size or any(not p.shape or p.strides[-1] != 1 or p.dtype.itemsize != size for p in parts):
+        return False
+    starts, ends = [], []
+    for p in parts:
+        at = np.array(p.offset)
+        for n, s in zip(p.shape[:-1], p.strides[:-1]):
+            at = np.add.outer(at, np.arange(n) * s)
+        starts.append(at.ravel())
+        ends.append(starts[-1] + p.shape[-1])
+    first = np.concatenate(starts)
+    if not first.size:
+        return False
+    order = np.argsort(first, kind="stable")
+    first, reach = first[order], np.maximum.accumulate(np.concatenate(ends)[order])
+    return bool(first[0] <= 0 and reach[-1] >= alloc.nbytes // size and (first[1:] <= reach[:-1]).all())
+
+
 def owe(owing, v, part) -> None:
-    """View `v` is written with `part`'s values, owed until its allocation is first touched; `owing` (weak)
-    keeps the allocations owed values, to settle at the end of the launch."""
-    a = v.alloc
-    if part.whole:
-        owed = Owed([part])
-    else:
-        held = a.pending
-        if held is not None and type(held) is not Owed:
+    """View `v` is written with `part`'s values, owed until its allocation is first touched; `owing` keeps
+    the allocations owed values (id -> weak reference), to settle at the end of the launch."""
+    a, held = v.alloc, v.alloc.pending
+    mem = a.memory
+    fresh = type(held) is Owed and held.fresh
+    if mem.space is Space.HBM and "data" not in vars(mem):  # never written: its bytes made now, unfilled (Owed)
+        mem.data = np.empty((1, mem.row_bytes), np.uint8)
+        mem.data.fill(0)  # touched now, early and in order: a first touch at the end, in the parts' order, costs more
+        fresh = True
+    if part.whole or type(held) is not Owed:
+        if held is not None and not part.whole:
             a.settle()  # the fill of a fresh tensor, or a deferred load, lands first
-        parts = [p for p in held.parts if not p.same_place(part)] if type(held) is Owed else []
-        owed = Owed(parts + [part])
+        owed = Owed(part, fresh)
+    else:  # one more part (only the allocation holds its Owed)
+        owed = held
+        owed.fresh = fresh
+        owed.parts.pop(part.place, None)
+        owed.parts[part.place] = part
     v.store(owed, defer=True)
-    owing[a.id] = a
+    owing[a.id] = weakref.ref(a)
+    n = len(owing)
+    if n >= 1024 and not n & (n - 1):  # now and then, forget the allocations freed since
+        for k in [k for k, r in owing.items() if r() is None]:
+            del owing[k]
 
 
 def owed_copy(owing, dst, src) -> bool:
     """A plain copy of all of `src` into `dst`: when every byte of `src` is owed one group's values, `dst` is
     owed them too, converted as the copy converts (True); else False, nothing done."""
     owed = src.alloc.pending
-    if type(owed) is not Owed or len(owed.parts) != 1 or not owed.parts[0].whole or src.gather_rows is not None:
+    if type(owed) is not Owed or len(owed.parts) != 1 or src.gather_rows is not None:
         return False
-    part = owed.parts[0]
+    part = next(iter(owed.parts.values()))
+    if not part.whole:
+        return False
     if part.dtype != src.dtype or dst.gather_rows is not None or dst.alloc.shared or not src.covers_alloc():
         return False
     owe(owing, dst, Part(part.group, part.casts if dst.dtype == src.dtype else part.casts + (dst.dtype,), dst))
@@ -255,7 +304,7 @@ _BLAS = threading.RLock()
 _CHUNK = 1 << 23
 _HELD = 1 << 28  # bytes of copied operands owed groups may hold before they are computed
 _SWITCH = 2e-4  # seconds: the interpreter's switch interval while owed groups are computed in the background
-_STACKED = 512  # stationary columns of one SGEMM call when row blocks share their moving tiles
+_STACKED = 1024  # stationary columns of one SGEMM call when row blocks share their moving tiles
 _CACHED = 1 << 19  # per group and thread: products summed while still in the CPU's cache
 _ROWS = 16  # a row block's row count is a multiple of this (whole SIMD rows for the SGEMM kernel)
 _SUMS = 1 << 23  # bytes of running sums one SGEMM call adds into, at most (more rows per call pack fewer tiles)
@@ -300,8 +349,10 @@ def _compute_together(blocks):
             for i, piece in enumerate(g.b):
                 widen_into(bt[i, j], _array(piece).T)
     # [T, K, r * M]: each stationary tile serves every group of its block, the blocks' tiles side by side
-    at = np.stack(a) if r == 1 else np.concatenate([np.stack(blk[0].a) for blk in blocks], axis=2)
-    acc = np.empty((g_n, n, r * m), np.float32)
+    at = fp32((t_n, k, r * m))
+    for i, blk in enumerate(blocks):
+        np.stack(blk[0].a, out=at[:, :, i * m:(i + 1) * m])
+    acc = fp32((g_n, n, r * m))
 
     with one_blas_thread():
         done = _fused(blocks, bt, at, acc)
@@ -314,6 +365,36 @@ def _compute_together(blocks):
     for i, blk in enumerate(blocks):
         for j, g in enumerate(blk):
             g.finish(acc[j, :, i * m:(i + 1) * m])
+
+
+_SPARE: dict = {}  # element count -> FP32 buffers whose arrays were all freed, kept to be used again
+_SPARED = [0]  # their bytes
+_SPARE_LOCK = threading.Lock()
+_SPARE_MAX = 1 << 29  # bytes kept at most
+
+
+def fp32(shape: tuple) -> np.ndarray:
+    """A new FP32 array of `shape`, in the memory of one freed before where it was kept: on a host that hands
+    freed memory back (a virtual machine), the first touch of a fresh page costs more than the arithmetic that
+    fills it. Its memory is kept again once it and every view of it are freed."""
+    n = math.prod(shape)
+    with _SPARE_LOCK:
+        kept = _SPARE.get(n)
+        x = kept.pop() if kept else None
+        if x is not None:
+            _SPARED[0] -= x.nbytes
+    if x is None:
+        x = np.empty(n, np.float32)
+    y = np.frombuffer(memoryview(x), np.float32)  # based on a memoryview: views of `y` keep `y` itself alive
+    weakref.finalize(y, _spare, x)
+    return y.reshape(shape)
+
+
+def _spare(x) -> None:
+    with _SPARE_LOCK:
+        if _SPARED[0] + x.nbytes <= _SPARE_MAX:
+            _SPARE.setdefault(x.size, []).append(x)
+            _SPARED[0] += x.nbytes
 
 
 def _batched(groups, bt, at, acc) -> None:
@@ -428,17 +509,20 @@ def stationary_key(v, rows: int) -> tuple:
     return (id(v.alloc), v.poff, v.offset, v.strides, v.shape, v.dtype.name, rows, v.alloc.memory.version)
 
 
-def widened(cache: dict, v, rows: int) -> np.ndarray:
-    """`v` as FP32 [rows, -1], reusing the last conversion of the same bytes while they are unchanged."""
+def widened(cache: dict, v, rows: int) -> tuple:
+    """`v` as FP32 [rows, -1] and the key naming its bytes (stationary_key), reusing the last conversion of the
+    same bytes while they are unchanged."""
     key = stationary_key(v, rows)
     hit = cache.get(key)
     if hit is not None:
-        return hit
-    a = numerics.widen(v.array().reshape(rows, -1))
+        return hit, key
+    x = v.array().reshape(rows, -1)
+    a = fp32(x.shape)
+    widen_into(a, x)  # bf16 by a shift
     if len(cache) > 8:
         cache.clear()
     cache[key] = a
-    return a
+    return a, key
 
 
 def moving(conversions: dict, v, k: int):
@@ -463,7 +547,7 @@ def _in_source(conversions, v, k, mem, offset, strides):
         if s < 0:
             return None
         extent += (n - 1) * s
-    rows = mem.row_bytes // v.dtype.itemsize // pitch if pitch > 0 else 0
+    rows = mem.row_bytes // v.dtype.np.itemsize // pitch if pitch > 0 else 0
     r0, c0 = divmod(offset, pitch or 1)
     if r0 + shape[0] > rows or c0 + extent >= pitch:
         return None  # the tile is not a block of whole rows' columns
@@ -510,7 +594,7 @@ def _hbm_f32(conversions: dict, mem, dtype, pitch: int, rows: int, need: int):
         if hit[2] < rows * pitch:
             return None
     src = mem.data[0, :rows * pitch * dtype.itemsize].view(dtype.np).reshape(rows, pitch)
-    t = np.empty((pitch, rows), np.float32)
+    t = fp32((pitch, rows))
     bi = min(pitch, 128)
     bj = max(128, 16384 // bi)
 
@@ -596,7 +680,8 @@ def flush(pending: dict, batch=None, owing=None):
 
 def settle(owing) -> None:
     """Write every value still owed (the end of a launch: memories hold their final values)."""
-    for a in owing.values():
-        if type(a.pending) is Owed:
+    for r in list(owing.values()):
+        a = r()
+        if a is not None and type(a.pending) is Owed:
             a.settle()
     owing.clear()
