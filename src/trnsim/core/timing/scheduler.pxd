@@ -78,7 +78,6 @@ cdef Event _event(index, rec, track, double start, double end, blocker, flops, m
 cpdef tuple _in_order(list waits)
 
 
-<<<<<<< HEAD
 @cython.locals(key=list, lows=list)
 cpdef tuple _like(Record rec)
 
@@ -91,12 +90,8 @@ cpdef tuple _moved(tuple got, list was, list lows)
 cpdef list _by_engine(split, Py_ssize_t n)
 
 
-@cython.locals(r=list, k=Py_ssize_t, j=Py_ssize_t, theirs=double, mine=double)
-cdef void _read(Cell c, index, Py_ssize_t eng, list eng_of, list end_of)
-=======
 @cython.locals(r=list, k=Py_ssize_t, j=Py_ssize_t, theirs=double, track=Py_ssize_t)
 cdef void _read(Cell c, index, double mine, Py_ssize_t eng, list eng_of, list end_of)
->>>>>>> sdeps
 
 
 @cython.locals(last=double, after=double)
