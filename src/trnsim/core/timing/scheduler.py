@@ -184,15 +184,17 @@ class Scheduler:
         writes in order, so a transfer does not wait for its queue's earlier writes."""
         waits, fed, pending, rest = self.waits, self.fed, self.pending, self.rest
         waits.clear()
-        fed.clear()
         pending.clear()
-        rest.clear()
+        if fed:  # seldom used: skip the call
+            fed.clear()
+        if rest:
+            rest.clear()
         high, narrow = self.high, self.narrow
         dma = eng >= DMA_TRACK
         for at in range(len(plan)):
             cells, memory, lo, hi, w, buffer, key = plan[at]
             tile = tiles[at]
-            if buffer is not None and tile >= 0 and tile not in self.tile_last:
+            if buffer is not None and tile >= 0 and tiles[at] not in self.tile_last:
                 self._psum_buffer(buffer, hi, tile, waits)
             if index >= 0 and cells[4] is None and (not narrow or memory not in narrow):  # no narrow access yet: no lookup
                 m = cells[1][0]  # the memory's whole map: looked up, recorded in
