@@ -97,10 +97,12 @@ class Batch:
 
     def __init__(self):
         self.groups, self.held, self.running = [], 0, []
+        self.numbers: dict = {}  # a group's stationary or moving key -> a number naming it (hashed once)
 
     def add(self, g) -> None:
         g.batch = self
-        g.keys = tuple(g.akeys), _moving_key(g)  # its stationary and moving bytes (the group is closed)
+        numbers = self.numbers  # its stationary and moving bytes, numbered (the group is closed)
+        g.keys = numbers.setdefault(tuple(g.akeys), len(numbers)), numbers.setdefault(_moving_key(g), len(numbers))
         self.groups.append(weakref.ref(g))
         self.held += sum(x.nbytes for x in g.b if not isinstance(x, Piece))
         if self.held > _HELD:
