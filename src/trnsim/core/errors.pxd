@@ -5,4 +5,5 @@ import cython
 @cython.locals(known=dict)
 cpdef str where()
 
+@cython.locals(hits=list, hit=tuple)
 cpdef tuple _site(frame)

@@ -23,7 +23,7 @@ def where() -> str:
 
     Every instruction asks, so whether a file is inside trnsim is cached per file name, and the answer per
     code position (_site). The walk starts at the innermost frame: compiled modules have none."""
-    frame, known = sys._getframe(0), _inside
+    frame, known = _getframe(0), _inside
     while frame is not None:
         name = frame.f_code.co_filename
         k = known.get(name)
@@ -36,7 +36,7 @@ def where() -> str:
 def where_call() -> tuple[str, int]:
     """`where()` and the column of the call being executed on that line: two calls on one line are two
     statements to the compiler (two DMA queues), though they share `path:line`."""
-    frame = sys._getframe(0)
+    frame = _getframe(0)
     while frame is not None:
         if not inside(frame.f_code.co_filename):
             _, at, column = _site(frame)
@@ -46,22 +46,29 @@ def where_call() -> tuple[str, int]:
 
 
 def _site(frame) -> tuple:
-    """(code, `path:line`, column) of the instruction `frame` executes, cached by code object and offset:
-    finding a line number scans the code's line table, which is long in a long kernel. The code object is
-    kept with its entry, so its id cannot stand for another one's."""
-    code = frame.f_code
-    key = (id(code), frame.f_lasti)
-    hit = _sites.get(key)
-    if hit is None or hit[0] is not code:
+    """(code, `path:line`, column) of the instruction `frame` executes, cached by offset and then by code
+    object: finding a line number scans the code's line table, which is long in a long kernel. Every
+    instruction asks, so the lookup builds no key: an offset's few entries are told apart by their code
+    object, kept with each entry (so that no other code object can pass for it)."""
+    code, offset = frame.f_code, frame.f_lasti
+    hits = _sites.get(offset)
+    if hits is None:
         if len(_sites) >= 1 << 16:
             _sites.clear()
-        i = frame.f_lasti // 2
-        column = next(itertools.islice(code.co_positions(), i, None), (None, None, None, None))[2]
-        hit = _sites[key] = (code, f"{code.co_filename}:{frame.f_lineno}", -1 if column is None else column)
+        hits = _sites[offset] = []
+    for hit in hits:
+        if hit[0] is code:
+            return hit
+    if len(hits) >= 4:  # code objects made afresh (a kernel compiled again): the oldest goes
+        del hits[0]
+    column = next(itertools.islice(code.co_positions(), offset // 2, None), (None, None, None, None))[2]
+    hit = (code, f"{code.co_filename}:{frame.f_lineno}", -1 if column is None else column)
+    hits.append(hit)
     return hit
 
 
-_sites: dict = {}  # (id(code), offset) -> (code, "path:line", column)
+_sites: dict = {}  # offset -> [(code, "path:line", column), ...]
+_getframe = sys._getframe
 
 
 def warn(message: str, category: type[Warning], at: str | None = None, registry: dict | None = None) -> None:
