@@ -260,3 +260,18 @@ def test_the_speed_layer_and_the_scheduler_are_compiled():
     """Every module of core/fast/ but its switch, and the scheduler that replays every timed instruction."""
     fast = sorted(p.stem for p in (Path(compiled.__file__).parent / "core" / "fast").glob("*.py") if p.stem != "__init__")
     assert {f"trnsim.core.fast.{m}" for m in fast} | {"trnsim.core.timing.scheduler"} <= set(compiled.MODULES)
+
+
+def test_an_install_carries_every_declaration():
+    """A build is current only against the digest of every .pxd (compiled.declarations), so an installed
+    package that lacked one would count its own extensions stale and run the Python build: pyproject's
+    package data must take each .pxd under trnsim (glob semantics as setuptools reads them)."""
+    import glob
+    import tomllib
+    root = Path(compiled.__file__).resolve().parents[2]
+    patterns = tomllib.loads((root / "pyproject.toml").read_text())["tool"]["setuptools"]["package-data"]["trnsim"]
+    package = Path(compiled.__file__).parent
+    shipped = {Path(p) for pattern in patterns for p in glob.glob(str(package / pattern), recursive=True)}
+    pxds = set(package.rglob("*.pxd"))
+    assert len(pxds) >= 10
+    assert pxds - shipped == set()
