@@ -247,7 +247,11 @@ def test_each_declaration_mirrors_its_class():
     """A .pxd declares its classes' attributes again for the compiled build: an attribute added to a class and
     not declared breaks only that build, so each declared class must list exactly its source's attributes."""
     pxds = sorted((Path(compiled.__file__).parent).rglob("*.pxd"))
-    assert {compiled.source(m).with_suffix(".pxd") for m in compiled.MODULES if compiled.source(m).with_suffix(".pxd").exists()} == set(pxds)
+    # A .pxd of inline C functions only is the compiled form of a Python module that is not compiled itself: the
+    # modules that use it cimport it in its place (core/timing/arrays).
+    twins = {p for p in pxds if "cdef inline" in p.read_text() and not re.search(r"^c(?:p)?def (?!inline)", p.read_text(), re.M)}
+    assert {compiled.source(m).with_suffix(".pxd") for m in compiled.MODULES if compiled.source(m).with_suffix(".pxd").exists()} == set(pxds) - twins
+    assert all(p.with_suffix(".py").exists() and p.with_suffix(".py") not in map(compiled.source, compiled.MODULES) for p in twins)
     checked = 0
     for pxd in pxds:
         for cls, declared in _declared(pxd).items():

@@ -1,12 +1,16 @@
-"""The interval map behind dependence tracking, against a byte-by-byte list kept in the test."""
+"""The interval map behind dependence tracking, in both its forms, against a byte-by-byte list kept in the test."""
 import bisect
+import importlib.util
+from pathlib import Path
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from trnsim.core import NeuronCore, Op
 from trnsim.core.timing import simulate
-from trnsim.core.timing.intervals import Cell, IntervalMap, cell, covers, own, right, seek
+from trnsim.core import timing
+from trnsim.core.timing import intervals
+from trnsim.core.timing.intervals import right
 from trnsim.core.timing.scheduler import _in_order, _place
 from trnsim.core.timing.result import summarize
 from trnsim import specs
@@ -15,21 +19,103 @@ SPAN = 64
 ranges = st.tuples(st.integers(0, SPAN - 1), st.integers(1, SPAN)).map(lambda t: (min(t), max(t[0] + 1, t[1])))
 
 
-@settings(max_examples=60, deadline=None)
-@given(st.lists(st.tuples(st.sampled_from(["assign", "update", "query"]), ranges), max_size=30))
-def test_interval_map_matches_a_byte_list(ops):
-    """assign/update/overlapping agree with a plain per-byte list for any sequence of operations."""
-    m, ref = IntervalMap(), [None] * (SPAN + 1)
-    for n, (kind, (lo, hi)) in enumerate(ops):
-        if kind == "assign":
-            m.assign(lo, hi, ("w", n))
-            ref[lo:hi] = [("w", n)] * (hi - lo)
-        elif kind == "update":
-            m.update(lo, hi, lambda v, n=n: (v, n))
-            ref[lo:hi] = [(v, n) for v in ref[lo:hi]]
+class Bytes:
+    """The reference: per byte, None (nothing recorded) or [writer, readers, owner, track], kept in the test."""
+
+    def __init__(self):
+        self.b = [None] * SPAN
+
+    def producers(self, lo, hi, w, tile, eng, dma, waits, fed):
+        for x in range(lo, hi):
+            c = self.b[x]
+            if c is None or (w and tile >= 0 and c[2] >= 0 and c[2] != tile):
+                continue
+            writer, readers, _, track = c
+            if writer >= 0 and (not dma or not w or track != eng):
+                waits.append(writer)
+                if not w and not dma and track == eng:
+                    fed.add(writer)
+            if w:
+                waits.extend(readers)
+
+    def note(self, lo, hi, w, index, tile, eng, accumulated, mine, eng_of, end_of):
+        for x in range(lo, hi):
+            c = self.b[x]
+            if w:
+                self.b[x] = [index, [index] if accumulated else [], tile, eng]
+            elif c is None:
+                self.b[x] = [-1, [index], tile, -1]
+            else:
+                same = [j for j in c[1] if eng_of[j] == eng]  # a track keeps its reader that ends last (ties: later)
+                if same and end_of[same[0]] > mine:
+                    continue
+                c[1] = [j for j in c[1] if eng_of[j] != eng] + [index]
+
+    def forget(self, lo, hi):
+        self.b[lo:hi] = [None] * (hi - lo)
+
+
+def _python_form():
+    """intervals.py run as Python, whatever build the test process loaded (its arrays: arrays.py's lists)."""
+    path = Path(timing.__file__).with_name("intervals.py")  # the package's __init__ is never compiled
+    spec = importlib.util.spec_from_file_location("intervals_as_python", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+PYTHON = _python_form()
+
+
+def per_byte(m) -> list:
+    """A map's segments() spread over the bytes the test uses."""
+    segs = m.segments()
+    starts = [lo for lo, _ in segs]
+    out = []
+    for x in range(SPAN):
+        cell = segs[bisect.bisect_right(starts, x) - 1][1]
+        out.append(None if cell is None else [cell[0], list(cell[1]), cell[2], cell[3]])
+    return out
+
+
+accesses = st.lists(st.tuples(ranges, st.booleans(), st.integers(-1, 3), st.integers(0, 5), st.booleans(),
+                              st.integers(0, 4), st.sampled_from(["touch", "walk", "forget"])), max_size=40)
+
+
+@settings(max_examples=120, deadline=None)
+@given(accesses)
+def test_the_maps_c_and_python_forms_track_what_a_byte_list_tracks(ops):
+    """The scheduler's accesses (touch when the bytes are one segment, else producers then note; a whole-memory
+    write forgetting a quadrant map's bytes) in both forms of the map, the build's (C arrays, when compiled) and
+    intervals.py as Python: the same segments, waits and fed in both, and against a per-byte reference the same
+    record and the same events waited for, in the order found."""
+    forms = [(intervals, intervals.IntervalMap()), (PYTHON, PYTHON.IntervalMap())]
+    ref, eng_of, end_of = Bytes(), [], []
+    for index, ((lo, hi), w, tile, eng, accumulated, end, how) in enumerate(ops):
+        dma, mine = eng >= 4, float(end)
+        eng_of.append(eng)
+        end_of.append(mine)
+        if how == "forget":
+            for mod, m in forms:
+                mod.forget(m, lo, hi)
+            ref.forget(lo, hi)
         else:
-            got = {v for v in m.overlapping(lo, hi)}
-            assert got == {v for v in ref[lo:hi] if v is not None}
+            got = []
+            for mod, m in forms:
+                waits, fed, pending = [], [], []
+                done = how == "touch" and mod.touch(m, lo, hi, w, tile, eng, dma, index, accumulated, waits, fed, pending)
+                if not done:
+                    mod.producers(m, lo, hi, w, tile, eng, dma, waits, fed)
+                    mod.note(m, lo, hi, w, index, tile, eng, accumulated, mine, eng_of, end_of)
+                mod.noted(pending, index, mine, eng, eng_of, end_of)
+                got.append((done, waits, fed))
+            assert got[0] == got[1]
+            waits, fed = [], set()
+            ref.producers(lo, hi, w, tile, eng, dma, waits, fed)
+            ref.note(lo, hi, w, index, tile, eng, accumulated, mine, eng_of, end_of)
+            assert got[0][1] == list(dict.fromkeys(waits)) and set(got[0][2]) == fed
+        assert forms[0][1].segments() == forms[1][1].segments()
+        assert per_byte(forms[0][1]) == ref.b
 
 
 def test_memory_peaks_are_high_water_marks():
@@ -50,17 +136,6 @@ def test_memory_peaks_are_high_water_marks():
     assert r.psum_peak_bytes == 128 * 2048
 
 
-def test_split_cells_are_owned_by_their_segment():
-    """A cell (list) value split in two becomes two cells: changing one side in place leaves the other alone."""
-    m = IntervalMap()
-    m.assign(0, 10, [1, {"vector": 1}, -1])
-    m.assign(3, 5, None)  # [0, 3) and [5, 10) keep the old cell's contents
-    left, right = m.values[m.bounds.index(0)], m.values[m.bounds.index(5)]
-    assert left == right == [1, {"vector": 1}, -1] and left is not right and left[1] is not right[1]
-    right[1]["tensor"] = 2
-    assert left == [1, {"vector": 1}, -1]
-
-
 @given(st.lists(st.one_of(st.integers(-50, 50), st.floats(-50, 50, allow_nan=False)), max_size=30),
        st.one_of(st.integers(-60, 60), st.floats(-60, 60, allow_nan=False)))
 def test_the_schedulers_bisection_is_bisect_right(items, x):
@@ -73,14 +148,17 @@ def test_the_schedulers_bisection_is_bisect_right(items, x):
 def test_seeking_a_segment_is_bisecting_whatever_was_found_before(bounds, seeks):
     """seek() starts from the segment found last (`hint`, which may point anywhere, even past the end after the
     map shrank): its answer is always bisect's, and so is covers()' for the segment found."""
-    m = IntervalMap()
-    m.bounds = b = [0] + sorted(bounds)
-    for x, hint in seeks:
-        m.hint = hint
-        i = seek(m, x)
-        assert i == bisect.bisect_right(b, x) - 1
-        assert covers(b, i, b[i], b[i + 1] if i + 1 < len(b) else -1) == (i + 1 < len(b))
-        assert not covers(b, i, b[i] + 1, b[i + 1] if i + 1 < len(b) else -1)
+    for mod in (intervals, PYTHON):
+        m, b = mod.IntervalMap(), [0] + sorted(bounds)
+        for k in range(1, len(b)):  # one write per segment makes the boundaries
+            mod.note(m, b[k - 1], b[k], True, k, -1, 0, False, 0.0, [], [])
+        assert [lo for lo, _ in m.segments()] == b
+        for x, hint in seeks:
+            m.hint = hint
+            i = mod.seek(m, x)
+            assert i == bisect.bisect_right(b, x) - 1
+            assert mod.covers(m, i, b[i], b[i + 1] if i + 1 < len(b) else -1) == (i + 1 < len(b))
+            assert not mod.covers(m, i, b[i] + 1, b[i + 1] if i + 1 < len(b) else -1)
 
 
 @settings(max_examples=80, deadline=None)
@@ -115,16 +193,6 @@ def _runs(slots):
             j += 1
         yield k, j
         k = j
-
-
-def test_a_cell_made_without_its_constructor_is_the_same_cell():
-    """intervals.cell (the scheduler's quick Cell) gives what Cell(...) gives, and own() copies one apart."""
-    readers = [3, 5]
-    c, d = cell(7, readers, 2, 1), Cell(7, readers, 2, 1)
-    assert ((type(c), c.writer, c.readers, c.owner, c.track) == (type(d), d.writer, d.readers, d.owner, d.track)
-            == (Cell, 7, [3, 5], 2, 1))
-    e = own(c)
-    assert (e.writer, e.readers, e.owner, e.track) == (7, [3, 5], 2, 1) and e is not c and e.readers is not c.readers
 
 
 @given(st.sets(st.integers(0, 1 << 20), min_size=1, max_size=6).flatmap(lambda s: st.permutations(sorted(s))))

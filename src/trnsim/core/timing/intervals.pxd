@@ -1,26 +1,75 @@
 # Declarations for the compiled build of intervals.py (trnsim/compiled.py): the source is the meaning, these
-# only let Cython make its hot classes extension types and type some locals.
+# only let Cython make the map an extension type holding C arrays (arrays.pxd, cimported in arrays.py's place)
+# and type some locals.
 cimport cython
+from trnsim.core.timing cimport arrays
+from trnsim.core.timing.arrays cimport ints
 
-@cython.final
-cdef class Cell:
-    cdef public object writer
-    cdef public list readers
-    cdef public Py_ssize_t owner, track
-
-
-@cython.locals(c=Cell)
-cpdef Cell cell(writer, list readers, Py_ssize_t owner, Py_ssize_t track)
-
-
-@cython.locals(c=Cell)
-cpdef own(x)
+cdef Py_ssize_t NOTHING
 
 
 @cython.final
 cdef class IntervalMap:
-    cdef public list bounds, values
-    cdef public Py_ssize_t hint
+    cdef public Py_ssize_t n, cap, width, hint
+    cdef ints lo
+    cdef ints writer
+    cdef ints owner
+    cdef ints track
+    cdef ints count
+    cdef ints readers
+
+    @cython.locals(out=list, readers=list, i=Py_ssize_t, k=Py_ssize_t)
+    cpdef list segments(self)
+
+
+@cython.locals(i=Py_ssize_t)
+cpdef bint touch(IntervalMap m, Py_ssize_t lo, Py_ssize_t hi, bint w, Py_ssize_t tile, Py_ssize_t eng, bint dma,
+                 Py_ssize_t index, bint accumulated, list waits, list fed, list pending)
+
+@cython.locals(k=Py_ssize_t)
+cpdef noted(list pending, Py_ssize_t index, double mine, Py_ssize_t eng, list eng_of, list end_of)
+
+@cython.locals(n=Py_ssize_t, i=Py_ssize_t, edge=Py_ssize_t)
+cpdef producers(IntervalMap m, Py_ssize_t lo, Py_ssize_t hi, bint w, Py_ssize_t tile, Py_ssize_t eng, bint dma,
+                list waits, list fed)
+
+@cython.locals(i=Py_ssize_t, j=Py_ssize_t, k=Py_ssize_t)
+cpdef note(IntervalMap m, Py_ssize_t lo, Py_ssize_t hi, bint w, Py_ssize_t index, Py_ssize_t tile, Py_ssize_t eng,
+           bint accumulated, double mine, list eng_of, list end_of)
+
+@cython.locals(i=Py_ssize_t, j=Py_ssize_t)
+cpdef forget(IntervalMap m, Py_ssize_t lo, Py_ssize_t hi)
+
+@cython.locals(owner=Py_ssize_t, writer=Py_ssize_t, track=Py_ssize_t, base=Py_ssize_t, k=Py_ssize_t)
+cdef void _wait(IntervalMap m, Py_ssize_t i, bint w, Py_ssize_t tile, Py_ssize_t eng, bint dma, list waits,
+               list fed)
+
+@cython.locals(k=Py_ssize_t, y=Py_ssize_t)
+cdef void _add(list waits, Py_ssize_t x)
+
+cdef void _write(IntervalMap m, Py_ssize_t i, Py_ssize_t index, Py_ssize_t tile, Py_ssize_t eng,
+                 bint accumulated) noexcept
+
+@cython.locals(base=Py_ssize_t, n=Py_ssize_t, k=Py_ssize_t, j=Py_ssize_t, track=Py_ssize_t, theirs=double)
+cdef void _read(IntervalMap m, Py_ssize_t i, Py_ssize_t index, Py_ssize_t tile, double mine, Py_ssize_t eng,
+               list eng_of, list end_of)
+
+cdef void _empty(IntervalMap m, Py_ssize_t i) noexcept
+
+@cython.locals(i=Py_ssize_t, edge=Py_ssize_t)
+cdef Py_ssize_t _cut(IntervalMap m, Py_ssize_t x) except -1
+
+@cython.locals(n=Py_ssize_t, width=Py_ssize_t)
+cdef void _split(IntervalMap m, Py_ssize_t i, Py_ssize_t x)
+
+@cython.locals(n=Py_ssize_t, width=Py_ssize_t)
+cdef void _merge(IntervalMap m, Py_ssize_t i, Py_ssize_t j) noexcept
+
+@cython.locals(cap=Py_ssize_t)
+cdef void _grow(IntervalMap m)
+
+@cython.locals(width=Py_ssize_t, old=ints, wide=ints, i=Py_ssize_t, k=Py_ssize_t)
+cdef void _widen(IntervalMap m)
 
 
 @cython.locals(lo=Py_ssize_t, hi=Py_ssize_t, mid=Py_ssize_t, y=double)
@@ -28,8 +77,8 @@ cpdef Py_ssize_t right(list a, double x)
 
 
 @cython.locals(first=Py_ssize_t, after=Py_ssize_t)
-cpdef bint covers(list b, Py_ssize_t i, Py_ssize_t lo, Py_ssize_t hi)
+cpdef bint covers(IntervalMap m, Py_ssize_t i, Py_ssize_t lo, Py_ssize_t hi) noexcept
 
 
-@cython.locals(b=list, lo=Py_ssize_t, hi=Py_ssize_t, i=Py_ssize_t, mid=Py_ssize_t, edge=Py_ssize_t)
-cpdef Py_ssize_t seek(IntervalMap m, Py_ssize_t x)
+@cython.locals(b=ints, lo=Py_ssize_t, hi=Py_ssize_t, i=Py_ssize_t, mid=Py_ssize_t, edge=Py_ssize_t)
+cpdef Py_ssize_t seek(IntervalMap m, Py_ssize_t x) noexcept

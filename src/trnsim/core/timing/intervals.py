@@ -1,92 +1,290 @@
 # cython: boundscheck=False, wraparound=False
 """An interval map over byte offsets: who last wrote and who has read each byte range since.
 
-Segments are kept as sorted boundaries with one value each, so a lookup costs a bisection plus the
-segments it overlaps; buffers a kernel reuses keep the map small. A Cell (or list) value is mutable and
-owned by its segment (the scheduler changes it in place as the bytes are read and written): splitting a
-segment gives the new side its own copy. This is what makes dependence
-tracking O(n log n) over a stream instead of comparing every pair of instructions.
+Segments are kept as sorted boundaries, each with what the scheduler knows of its bytes: its last writer (an
+event index, -1 for none), its readers since (event indices, at most one per engine track, the latest, in the
+order they read), the tile that owns the bytes (-1: none the compiler placed; NOTHING: nothing recorded there)
+and the engine track of the writer (-1: none). A lookup costs a bisection plus the segments it overlaps; buffers
+a kernel reuses keep the map small. This is what makes dependence tracking O(n log n) over a stream instead of
+comparing every pair of instructions.
 
-The compiled build (trnsim/compiled.py) indexes lists here without negative-index or bounds checks (the
-directives above): every index in this module is a valid, non-negative one, so keep it that way.
+The fields live in arrays indexed by segment (arrays.py: lists in the Python build, C arrays of integers in the
+compiled one, which cimports arrays.pxd in its place), so that the compiled build walks a map without a Python
+object per segment; the scheduler reads and changes the maps only through the functions here.
+
+The compiled build (trnsim/compiled.py) indexes without negative-index or bounds checks (the directives above):
+every index in this module is a valid, non-negative one, so keep it that way.
 """
 from __future__ import annotations
 
-from bisect import bisect_right
+from trnsim.core.timing import arrays
 
-
-class Cell:
-    """What the scheduler knows of a byte range: its last writer (an event index, -1 for none), its readers
-    since (event indices, at most one per engine track, the latest, in the order they read), the tile
-    that owns the bytes (-1: none the compiler placed) and the engine track of the writer (-1: none), which
-    every lookup of a producer asks for."""
-
-    __slots__ = ("writer", "readers", "owner", "track")
-
-    def __init__(self, writer: int, readers: list[int], owner: int, track: int = -1):
-        self.writer, self.readers, self.owner, self.track = writer, readers, owner, track
-
-    def __repr__(self):
-        return f"Cell({self.writer}, {self.readers}, {self.owner}, {self.track})"
-
-
-def cell(writer: int, readers: list[int], owner: int, track: int) -> Cell:
-    """Cell(writer, readers, owner, track), made without calling its constructor (whose arguments the compiled
-    build parses at every call): the scheduler makes one per write."""
-    c = Cell.__new__(Cell)
-    c.writer, c.readers, c.owner, c.track = writer, readers, owner, track
-    return c
-
-
-def own(x):
-    """A segment's own copy of value `x`: a Cell or cell list (and any dict in it) copied, anything else shared."""
-    if type(x) is Cell:
-        c = x
-        return cell(c.writer, list(c.readers), c.owner, c.track)
-    if type(x) is not list:
-        return x
-    return [y.copy() if type(y) is dict else y for y in x]
+NOTHING = -2  # the owner of a segment where nothing was recorded
 
 
 class IntervalMap:
-    """Values over [0, inf) in segments; `None` where nothing was recorded. `hint`: the segment `seek` found last."""
+    """Segments over [0, inf): segment i < n starts at byte lo[i] (lo[0] = 0) and runs to lo[i + 1] (the last one
+    without end); writer[i] on track[i] wrote it last, tile owner[i] owns it, and the count[i] events
+    readers[i * width], readers[i * width + 1], ... read it since. `cap`: the segments the arrays have room for;
+    `hint`: the segment `seek` found last."""
 
-    __slots__ = ("bounds", "values", "hint")
+    __slots__ = ("n", "cap", "width", "hint", "lo", "writer", "owner", "track", "count", "readers")
 
     def __init__(self):
-        self.bounds, self.values, self.hint = [0], [None], 0
+        self.n, self.cap, self.width, self.hint = 1, 8, 2, 0
+        self.lo = arrays.new(8)
+        self.writer = arrays.new(8)
+        self.owner = arrays.new(8)
+        self.track = arrays.new(8)
+        self.count = arrays.new(8)
+        self.readers = arrays.new(16)
+        self.lo[0] = 0
+        _empty(self, 0)
 
-    def _split(self, x: int) -> int:
-        """Make `x` a boundary; return the index of the segment that starts there."""
-        i = bisect_right(self.bounds, x) - 1
-        if self.bounds[i] != x:
-            i += 1
-            self.bounds.insert(i, x)
-            self.values.insert(i, own(self.values[i - 1]))
-        return i
+    def __dealloc__(self):  # the compiled build's C arrays; never called on a Python class
+        arrays.release(self.lo)
+        arrays.release(self.writer)
+        arrays.release(self.owner)
+        arrays.release(self.track)
+        arrays.release(self.count)
+        arrays.release(self.readers)
 
-    def overlapping(self, lo: int, hi: int):
-        """Values of the segments that overlap [lo, hi)."""
-        b, v = self.bounds, self.values
-        i = bisect_right(b, lo) - 1
-        n = len(b)
-        while i < n and b[i] < hi:
-            if v[i] is not None:
-                yield v[i]
-            i += 1
+    def segments(self) -> list:
+        """Per segment, in order: (its first byte, None where nothing was recorded, else (writer, readers, owner,
+        track))."""
+        out = []
+        for i in range(self.n):
+            if self.owner[i] == NOTHING:
+                out.append((self.lo[i], None))
+                continue
+            readers = []
+            for k in range(self.count[i]):
+                readers.append(self.readers[i * self.width + k])
+            out.append((self.lo[i], (self.writer[i], readers, self.owner[i], self.track[i])))
+        return out
 
-    def assign(self, lo: int, hi: int, value) -> None:
-        """Set [lo, hi) to one value, merging the segments inside."""
-        i, j = self._split(lo), self._split(hi)
-        self.bounds[i:j] = [lo]
-        self.values[i:j] = [value]
 
-    def update(self, lo: int, hi: int, fn) -> None:
-        """Replace each segment's value inside [lo, hi) by fn(value)."""
-        i, j = self._split(lo), self._split(hi)
-        v = self.values
-        for k in range(i, j):
-            v[k] = fn(v[k])
+def touch(m, lo: int, hi: int, w: bool, tile: int, eng: int, dma: bool, index: int, accumulated: bool,
+          waits: list, fed: list, pending: list) -> bool:
+    """Event `index`'s access of bytes [lo, hi), when they are exactly one segment of map `m`: its producers go to
+    `waits` and `fed` (_wait), and the access is recorded (a read of bytes read or written before needs the
+    reader's end, _read: `m` and the segment are left in `pending` for `noted`). False, and nothing done, when
+    [lo, hi) is not one segment."""
+    i = seek(m, lo)
+    if not covers(m, i, lo, hi):
+        return False
+    if m.owner[i] == NOTHING:  # nobody to wait for, no reader to compare with
+        if w:
+            _write(m, i, index, tile, eng, accumulated)
+        else:
+            _read(m, i, index, tile, 0.0, eng, None, None)
+        return True
+    _wait(m, i, w, tile, eng, dma, waits, fed)
+    if w:
+        _write(m, i, index, tile, eng, accumulated)
+    else:
+        pending.append(m)
+        pending.append(i)
+    return True
+
+
+def noted(pending: list, index: int, mine: float, eng: int, eng_of: list, end_of: list) -> None:
+    """Note event `index`, which ends at `mine` on track `eng`, as the reader of the segments `touch` left in
+    `pending` (no map changed its segments since)."""
+    for k in range(0, len(pending), 2):
+        _read(pending[k], pending[k + 1], index, -1, mine, eng, eng_of, end_of)
+
+
+def producers(m, lo: int, hi: int, w: bool, tile: int, eng: int, dma: bool, waits: list, fed: list) -> None:
+    """The producers of an access of bytes [lo, hi) in map `m`, into `waits` and `fed` (_wait)."""
+    n = m.n
+    if n == 1 and m.owner[0] == NOTHING:
+        return  # nothing recorded in this map yet
+    i = seek(m, lo)
+    while i < n:
+        edge = m.lo[i]
+        if edge >= hi:
+            break
+        _wait(m, i, w, tile, eng, dma, waits, fed)
+        i += 1
+
+
+def note(m, lo: int, hi: int, w: bool, index: int, tile: int, eng: int, accumulated: bool, mine: float,
+         eng_of: list, end_of: list) -> None:
+    """Note event `index` (on track `eng`, ending at `mine`, of tile `tile`) as the writer or a reader of bytes
+    [lo, hi) of map `m`: lo and hi become boundaries (each new segment a copy of the one it was cut from), and a
+    write makes the bytes one segment. An access of exactly one segment, the common case of a kernel reusing its
+    tiles, cuts and merges nothing."""
+    i = seek(m, lo)
+    if covers(m, i, lo, hi):
+        j = i + 1
+    else:
+        i = _cut(m, lo)
+        j = _cut(m, hi)
+        if w and j > i + 1:
+            _merge(m, i + 1, j)
+            j = i + 1
+    if w:  # the new writer; a matmul accumulating into PSUM also read what it added to
+        _write(m, i, index, tile, eng, accumulated)
+        return
+    for k in range(i, j):
+        _read(m, k, index, tile, mine, eng, eng_of, end_of)
+
+
+def forget(m, lo: int, hi: int) -> None:
+    """Nothing recorded in bytes [lo, hi) of map `m` any more."""
+    if m.n == 1 and m.owner[0] == NOTHING:
+        return
+    i = _cut(m, lo)
+    j = _cut(m, hi)
+    if j > i + 1:
+        _merge(m, i + 1, j)
+    _empty(m, i)
+
+
+def _wait(m, i: int, w: bool, tile: int, eng: int, dma: bool, waits: list, fed: list) -> None:
+    """What an access of segment i of map `m` waits for, each event once in `waits`, in the order found: its writer
+    and, for a write, its readers. A write into bytes that last belonged to another compiler-placed tile waits for
+    nobody: that tile is dead (the allocator reused its bytes), and the compiler gives a new tile a free buffer
+    instead of waiting for the old one's readers, so the reuse is an address coincidence, not a dependency. A DMA
+    queue keeps its own writes in order, so a transfer does not wait for its queue's earlier writes. A compute
+    read of a tile its own engine wrote also leaves the writer in `fed`."""
+    owner = m.owner[i]
+    if w and tile >= 0 and owner >= 0 and owner != tile:
+        return  # renamed: the old tile's readers and writer need not finish first
+    writer = m.writer[i]
+    if writer >= 0:
+        track = m.track[i]
+        if not dma or not w or track != eng:
+            _add(waits, writer)
+            if not w and not dma and track == eng:
+                fed.append(writer)
+    if w:
+        base = i * m.width
+        for k in range(m.count[i]):
+            _add(waits, m.readers[base + k])
+
+
+def _add(waits: list, x: int) -> None:
+    """Append `x` to `waits` unless it is there."""
+    for k in range(len(waits)):
+        y = waits[k]
+        if y == x:
+            return
+    waits.append(x)
+
+
+def _write(m, i: int, index: int, tile: int, eng: int, accumulated: bool) -> None:
+    """Event `index`, of tile `tile` on track `eng`, is segment i's writer (and reader, accumulating into PSUM)."""
+    m.writer[i] = index
+    m.owner[i] = tile
+    m.track[i] = eng
+    if accumulated:
+        m.readers[i * m.width] = index
+        m.count[i] = 1
+    else:
+        m.count[i] = 0
+
+
+def _read(m, i: int, index: int, tile: int, mine: float, eng: int, eng_of: list, end_of: list) -> None:
+    """Note event `index`, which ends at `mine` on track `eng`, as a reader of segment i. A track keeps one reader,
+    the one that ends last (a writer waits for it, and so for all of that track's readers): with reordering, a
+    later reader may end first. A tie goes to the later reader. Bytes nothing was recorded in become `tile`'s."""
+    base, n = i * m.width, m.count[i]
+    if m.owner[i] == NOTHING:
+        m.owner[i] = tile
+        m.readers[base] = index
+        m.count[i] = 1
+        return
+    for k in range(n):
+        j = m.readers[base + k]
+        track = eng_of[j]
+        if track == eng:
+            theirs = end_of[j]
+            if theirs > mine:
+                return
+            arrays.moved(m.readers, base + k, base + k + 1, n - 1 - k)  # it goes last: the later ones move up
+            m.readers[base + n - 1] = index
+            return
+    if n == m.width:
+        _widen(m)
+        base = i * m.width
+    m.readers[base + n] = index
+    m.count[i] = n + 1
+
+
+def _empty(m, i: int) -> None:
+    """Nothing recorded in segment i."""
+    m.writer[i] = -1
+    m.owner[i] = NOTHING
+    m.track[i] = -1
+    m.count[i] = 0
+
+
+def _cut(m, x: int) -> int:
+    """Make byte x a boundary of map `m`; the segment that starts there."""
+    i = seek(m, x)
+    edge = m.lo[i]
+    if edge != x:
+        i += 1
+        _split(m, i, x)
+    return i
+
+
+def _split(m, i: int, x: int) -> None:
+    """Cut segment i - 1 at byte x: the new segment i starts there, with a copy of what segment i - 1 holds."""
+    n, width = m.n, m.width
+    if n == m.cap:
+        _grow(m)
+    arrays.moved(m.lo, i + 1, i, n - i)
+    arrays.moved(m.writer, i + 1, i, n - i)
+    arrays.moved(m.owner, i + 1, i, n - i)
+    arrays.moved(m.track, i + 1, i, n - i)
+    arrays.moved(m.count, i + 1, i, n - i)
+    arrays.moved(m.readers, (i + 1) * width, i * width, (n - i) * width)
+    m.lo[i] = x
+    m.writer[i] = m.writer[i - 1]
+    m.owner[i] = m.owner[i - 1]
+    m.track[i] = m.track[i - 1]
+    m.count[i] = m.count[i - 1]
+    arrays.moved(m.readers, i * width, (i - 1) * width, m.count[i])
+    m.n = n + 1
+
+
+def _merge(m, i: int, j: int) -> None:
+    """Drop segments i .. j - 1: segment i - 1 runs on over their bytes."""
+    n, width = m.n, m.width
+    arrays.moved(m.lo, i, j, n - j)
+    arrays.moved(m.writer, i, j, n - j)
+    arrays.moved(m.owner, i, j, n - j)
+    arrays.moved(m.track, i, j, n - j)
+    arrays.moved(m.count, i, j, n - j)
+    arrays.moved(m.readers, i * width, j * width, (n - j) * width)
+    m.n = n - (j - i)
+
+
+def _grow(m) -> None:
+    """Twice the room for segments."""
+    cap = 2 * m.cap
+    m.lo = arrays.resized(m.lo, cap)
+    m.writer = arrays.resized(m.writer, cap)
+    m.owner = arrays.resized(m.owner, cap)
+    m.track = arrays.resized(m.track, cap)
+    m.count = arrays.resized(m.count, cap)
+    m.readers = arrays.resized(m.readers, cap * m.width)
+    m.cap = cap
+
+
+def _widen(m) -> None:
+    """Twice the reader slots per segment (a segment read from more tracks than the map had room for)."""
+    width, old = m.width, m.readers
+    wide = arrays.new(m.cap * 2 * width)
+    for i in range(m.n):
+        for k in range(m.count[i]):
+            wide[i * 2 * width + k] = old[i * width + k]
+    arrays.release(old)
+    m.readers = wide
+    m.width = 2 * width
 
 
 def right(a, x) -> int:
@@ -104,19 +302,19 @@ def right(a, x) -> int:
     return lo
 
 
-def covers(b, i, lo, hi) -> bool:
-    """Whether segment `i` of the sorted bounds `b` is exactly [lo, hi) (the last one runs on without end)."""
-    if i + 1 >= len(b):
+def covers(m, i: int, lo: int, hi: int) -> bool:
+    """Whether segment i of map `m` is exactly bytes [lo, hi) (the last one runs on without end)."""
+    if i + 1 >= m.n:
         return False
-    first, after = b[i], b[i + 1]
+    first, after = m.lo[i], m.lo[i + 1]
     return first == lo and after == hi
 
 
-def seek(m, x) -> int:
-    """The segment of map `m` that holds byte `x` (bisect_right(m.bounds, x) - 1), searched from the one found last
-    (`m.hint`): a kernel tends to walk its tensors in order, so the answer is often that segment or the next."""
-    b = m.bounds
-    lo, hi, i = 0, len(b), m.hint  # the count of bounds <= x lies in [lo, hi]
+def seek(m, x: int) -> int:
+    """The segment of map `m` that holds byte `x`, searched from the one found last (`m.hint`): a kernel tends to
+    walk its tensors in order, so the answer is often that segment or the next."""
+    b = m.lo
+    lo, hi, i = 0, m.n, m.hint  # the count of bounds <= x lies in [lo, hi]
     if i < hi:
         edge = b[i]
         if edge > x:

@@ -2,7 +2,7 @@
 # only let Cython make its hot classes extension types and type some locals.
 import cython
 from trnsim.core.isa.registry cimport Record
-from trnsim.core.timing.intervals cimport Cell, IntervalMap, cell, covers, own, right as _right, seek
+from trnsim.core.timing.intervals cimport IntervalMap, forget, note, noted, producers, right as _right, touch
 
 cdef double _FOREVER, _SLACK
 
@@ -24,17 +24,14 @@ cdef class Scheduler:
     cdef public Py_ssize_t psum_high, psum_bank, psum_banks, dma_version
 
     @cython.locals(waits=list, fed=list, pending=list, rest=list, high=dict, narrow=set, dma=bint,
-                   at=Py_ssize_t, i=Py_ssize_t, n=Py_ssize_t, b=list, v=list, m=IntervalMap, c=Cell,
-                   cells=tuple, w=bint, lo=Py_ssize_t, hi=Py_ssize_t, tile=Py_ssize_t, edge=Py_ssize_t,
-                   track=Py_ssize_t, r=list)
+                   at=Py_ssize_t, m=IntervalMap, cells=tuple, w=bint, lo=Py_ssize_t, hi=Py_ssize_t, tile=Py_ssize_t)
     cpdef list _deps(self, Py_ssize_t eng, tuple plan, list tiles, bint fresh, object index, object accumulated)
 
     @cython.locals(placed=list, depth=Py_ssize_t, footprint=Py_ssize_t, was=list)
     cpdef _psum_buffer(self, tuple at, Py_ssize_t byte_hi, tile, list waits)
 
-    @cython.locals(narrow=set, eng_of=list, end_of=list, i=Py_ssize_t, j=Py_ssize_t, k=Py_ssize_t, b=list, v=list, m=IntervalMap,
-                   cells=tuple, w=bint, c=Cell, lo=Py_ssize_t, hi=Py_ssize_t, tile=Py_ssize_t, edge=Py_ssize_t,
-                   end=double, at=Py_ssize_t)
+    @cython.locals(narrow=set, eng_of=list, end_of=list, m=IntervalMap, cells=tuple, w=bint, lo=Py_ssize_t,
+                   hi=Py_ssize_t, tile=Py_ssize_t, end=double, at=Py_ssize_t)
     cpdef _record(self, list accesses, tuple plan, list tiles, Py_ssize_t eng, object index, object accumulated)
 
     @cython.locals(q=Py_ssize_t, eng=Py_ssize_t, waits=list, end_of=list, eng_of=list, pending=list, rest=list, plans=dict,
@@ -88,10 +85,6 @@ cpdef tuple _moved(tuple got, list was, list lows)
 
 @cython.locals(e=Py_ssize_t, moved=list)
 cpdef list _by_engine(split, Py_ssize_t n)
-
-
-@cython.locals(r=list, k=Py_ssize_t, j=Py_ssize_t, theirs=double, track=Py_ssize_t)
-cdef void _read(Cell c, index, double mine, Py_ssize_t eng, list eng_of, list end_of)
 
 
 @cython.locals(last=double, after=double)

@@ -19,8 +19,7 @@ from dataclasses import dataclass, field
 from trnsim.core.collector import collector_off
 from trnsim.core.isa.opcodes import Engine
 from trnsim.core.isa.registry import AFTER, REGISTRY, workload_engine
-from trnsim.core.timing.intervals import Cell, IntervalMap, cell, own
-from trnsim.core.timing.intervals import covers, right as _right, seek
+from trnsim.core.timing.intervals import IntervalMap, forget, note, noted, producers, right as _right, touch
 from trnsim.core.timing.rules import TRACKS, Rules
 
 QUADRANT = 32  # partitions per dependence-tracking group (the partition start rule's finest step)
@@ -84,8 +83,8 @@ class Scheduler:
         # ns and when the ramp in effect at each began.
         self.pe: tuple[list, list, list, list] = ([], [], [], [])
         # What _deps leaves for the rest of the step of the instruction being placed (emptied, not made anew, at
-        # each step): the writers on its own engine whose tile it reads, the cells it read, to note once its end is
-        # known, and the positions of the operands still to record.
+        # each step): the writers on its own engine whose tile it reads, the segments it read (map, segment, ...),
+        # to note once its end is known, and the positions of the operands still to record.
         self.fed: list[int] = []
         self.pending: list = []
         self.rest: list[int] = []
@@ -169,19 +168,14 @@ class Scheduler:
         """The positions of the operands still to record (`self.rest`); the events this instruction must wait
         for are left in `self.waits`, each once, in the order found (ties for the latest go to the first).
 
-        A write into bytes that last belonged to another compiler-placed tile waits for nobody: that tile
-        is dead (the allocator reused its bytes), and the compiler gives a new tile a free buffer instead
-        of waiting for the old one's readers, so the reuse is an address coincidence, not a dependency.
-        The interval maps are walked inline (this runs once per instruction of every timed stream). The
-        high-water marks move only on a `fresh` plan: a plan seen before reached the same bytes already.
+        What an access waits for, segment by segment, is intervals._wait's: its producers, on its own engine too
+        for a compute instruction (the compiler's scheduler may move it past them otherwise; the same-engine
+        writers it reads are left in `fed`), none in a dead tile's reused bytes. The high-water marks move only on
+        a `fresh` plan: a plan seen before reached the same bytes already.
 
         With `index` >= 0 (the operands touch disjoint bytes, so recording one changes no other's lookup), an
-        access of a whole memory's map that covers exactly one segment is recorded here, in the same walk (a read
-        once the instruction's end is known: `pending`).
-
-        A compute instruction waits for every producer, on its own engine too (the compiler's scheduler may move
-        it past them otherwise); the same-engine writers it reads are left in `fed`. A DMA queue keeps its own
-        writes in order, so a transfer does not wait for its queue's earlier writes."""
+        access of a whole memory's map that covers exactly one segment is recorded here, in the same lookup
+        (intervals.touch; a read of bytes used before once the instruction's end is known: `pending`)."""
         waits, fed, pending, rest = self.waits, self.fed, self.pending, self.rest
         waits.clear()
         pending.clear()
@@ -196,72 +190,12 @@ class Scheduler:
             tile = tiles[at]
             if buffer is not None and tile >= 0 and tiles[at] not in self.tile_last:
                 self._psum_buffer(buffer, hi, tile, waits)
-            if index >= 0 and cells[4] is None and (not narrow or memory not in narrow):  # no narrow access yet: no lookup
-                m = cells[1][0]  # the memory's whole map: looked up, recorded in
-                b, v = m.bounds, m.values
-                i = seek(m, lo)
-                if covers(b, i, lo, hi):
-                    c = v[i]
-                    if c is None:
-                        v[i] = (cell(index, [index] if accumulated else [], tile, eng) if w
-                                else cell(-1, [index], tile, -1))
-                    else:
-                        if not (w and tile >= 0 and c.owner >= 0 and c.owner != tile):  # as below
-                            writer = c.writer
-                            if writer >= 0:
-                                track = c.track
-                                if not dma or not w or track != eng:
-                                    if writer not in waits:
-                                        waits.append(writer)
-                                    if not w and not dma and track == eng:
-                                        fed.append(writer)
-                            if w:
-                                for idx in c.readers:
-                                    if idx not in waits:
-                                        waits.append(idx)
-                        if w:
-                            c.writer, c.owner, c.track = index, tile, eng
-                            r = c.readers  # its own list (intervals.own): emptied for the new writer
-                            r.clear()
-                            if accumulated:
-                                r.append(index)
-                        else:
-                            pending.append(c)
-                    if fresh and key is not None and high.get(key, 0) < hi:
-                        high[key] = hi
-                        if key[0] == "psum" and hi > self.psum_high:
-                            self.psum_high = hi
-                    continue
-            rest.append(at)
-            for m in (cells[0] if narrow and memory in narrow else cells[3]):
-                b, v = m.bounds, m.values
-                n = len(b)
-                if n == 1 and v[0] is None:
-                    continue  # nothing recorded in this map yet
-                i = seek(m, lo)
-                while i < n:
-                    edge = b[i]
-                    if edge >= hi:
-                        break
-                    c = v[i]
-                    i += 1
-                    if c is None:
-                        continue
-                    if w and tile >= 0 and c.owner >= 0 and c.owner != tile:
-                        continue  # renamed: the old tile's readers and writer need not finish first
-                    # A DMA queue keeps its writes in order; anything else waits for its producers.
-                    writer = c.writer
-                    if writer >= 0:
-                        track = c.track  # the writer's engine track
-                        if not dma or not w or track != eng:
-                            if writer not in waits:
-                                waits.append(writer)
-                            if not w and not dma and track == eng:
-                                fed.append(writer)  # reads a tile its own engine wrote
-                    if w:
-                        for idx in c.readers:
-                            if idx not in waits:
-                                waits.append(idx)
+            # With no narrow access yet, the memory's whole map is looked up and recorded in, in one go (touch)
+            if not (index >= 0 and cells[4] is None and (not narrow or memory not in narrow)
+                    and touch(cells[1][0], lo, hi, w, tile, eng, dma, index, accumulated, waits, fed, pending)):
+                rest.append(at)
+                for m in (cells[0] if narrow and memory in narrow else cells[3]):
+                    producers(m, lo, hi, w, tile, eng, dma, waits, fed)
             if fresh and key is not None and high.get(key, 0) < hi:
                 high[key] = hi
                 if key[0] == "psum" and hi > self.psum_high:
@@ -290,12 +224,11 @@ class Scheduler:
 
     def _record(self, accesses, plan, tiles, eng: int, index: int, accumulated) -> None:
         """Note this instruction as the writer or a reader of the bytes it touched (`accesses`: positions in
-        its `plan`), once its end is known. Each segment owns its Cell
-        (intervals.own), so a read changes it in place: a segment's readers keep one reader per engine track,
-        the one that ends last (_read). An access of exactly one segment, the common case of a kernel
-        reusing its tiles, splits and merges nothing."""
+        its `plan`), and of those `_deps` left pending, once its end is known (intervals.note, noted)."""
         narrow, eng_of, end_of = self.narrow, self.eng_of, self.end_of
         end = end_of[index]
+        if self.pending:
+            noted(self.pending, index, end, eng, eng_of, end_of)
         for at in accesses:
             cells, memory, lo, hi, w, _, _ = plan[at]
             tile = tiles[at]
@@ -304,37 +237,9 @@ class Scheduler:
                 narrow.add(mem)
             if w and memory in narrow:
                 for m in clear:
-                    if len(m.bounds) > 1 or m.values[0] is not None:
-                        m.assign(lo, hi, None)
+                    forget(m, lo, hi)
             for m in record:
-                b, v = m.bounds, m.values
-                i = seek(m, lo)
-                if covers(b, i, lo, hi):
-                    j = i + 1  # exactly one segment
-                else:  # make lo and hi boundaries, each new segment with its own cell (IntervalMap._split)
-                    edge = b[i]
-                    if edge != lo:
-                        i += 1
-                        b.insert(i, lo)
-                        v.insert(i, own(v[i - 1]))
-                    j = seek(m, hi)
-                    edge = b[j]
-                    if edge != hi:
-                        j += 1
-                        b.insert(j, hi)
-                        v.insert(j, own(v[j - 1]))
-                    if w and j > i + 1:
-                        del b[i + 1:j], v[i + 1:j]
-                        j = i + 1
-                if w:  # the new writer; a matmul accumulating into PSUM also read what it added to
-                    v[i] = cell(index, [index] if accumulated else [], tile, eng)
-                    continue
-                for k in range(i, j):
-                    c = v[k]
-                    if c is None:
-                        v[k] = cell(-1, [index], tile, -1)
-                    else:
-                        _read(c, index, end, eng, eng_of, end_of)
+                note(m, lo, hi, w, index, tile, eng, accumulated, end, eng_of, end_of)
 
     def step(self, rec) -> Event:
         index = len(self.end_of)
@@ -391,9 +296,7 @@ class Scheduler:
         self.eng_of.append(eng)
         self.end_of.append(ev.end)
         done = ev.end
-        for c in self.pending:
-            _read(c, index, done, eng, self.eng_of, end_of)
-        if rest:
+        if rest or self.pending:
             self._record(rest, plan, tiles, eng, index, accumulated)
         if psum:
             last = self.tile_last
@@ -737,25 +640,6 @@ def _in_order(waits) -> tuple:
         return (a, b, c)
     waits.sort()
     return tuple(waits)
-
-
-def _read(c: Cell, index: int, mine: float, eng: int, eng_of: list[int], end_of: list[float]) -> None:
-    """Note event `index`, which ends at `mine`, on track `eng` as a reader of cell `c`. A track keeps one reader,
-    the one that ends last (a writer waits for it, and so for all of that track's readers): with reordering, a
-    later reader may end first. A tie goes to the later reader."""
-    r = c.readers
-    for k in range(len(r)):
-        j = r[k]
-        track = eng_of[j]
-        if track == eng:
-            theirs = end_of[j]
-            if theirs > mine:
-                return
-            for k in range(k, len(r) - 1):  # it goes last: the later readers move up one (no resizing)
-                r[k] = r[k + 1]
-            r[len(r) - 1] = index
-            return
-    r.append(index)
 
 
 def _occupy(starts, ends, owner, i: int, s: float, f: float, index: int) -> None:
