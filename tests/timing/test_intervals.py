@@ -199,3 +199,26 @@ def _runs(slots):
 def test_the_events_waited_for_are_given_in_index_order(waits):
     """An event's deps: the distinct events it waited for, in the order found, given sorted."""
     assert _in_order(list(waits)) == tuple(sorted(waits))
+
+
+def test_a_write_keeps_the_slices_it_covers_apart_up_to_a_bound():
+    """A write over the slices a tile was read by keeps them apart (each is found exactly at the next read), unless
+    there are more than intervals.KEPT of them: then it merges them. Either way, both forms hold what the per-byte
+    reference holds."""
+    for slices in (4, 100):
+        forms, ref = [(intervals, intervals.IntervalMap()), (PYTHON, PYTHON.IntervalMap())], Bytes()
+        width = SPAN // slices or 1
+        eng_of, end_of = [0] * (slices + 1), [float(k) for k in range(slices + 1)]
+        bounds = [k * width for k in range(slices)] + [slices * width]
+        for mod, m in forms:
+            for k in range(slices):
+                mod.note(m, bounds[k], bounds[k + 1], False, k, 7, 0, False, float(k), eng_of, end_of)
+            mod.note(m, 0, bounds[-1], True, slices, 7, 1, False, float(slices), eng_of, end_of)
+        if slices * width <= SPAN:
+            for k in range(slices):
+                ref.note(bounds[k], bounds[k + 1], False, k, 7, 0, False, float(k), eng_of, end_of)
+            ref.note(0, bounds[-1], True, slices, 7, 1, False, float(slices), eng_of, end_of)
+            assert per_byte(forms[0][1]) == per_byte(forms[1][1]) == ref.b
+        kept = [lo for lo, _ in forms[0][1].segments()]
+        assert kept == [lo for lo, _ in forms[1][1].segments()]
+        assert kept == (bounds if slices <= PYTHON.KEPT else [0, bounds[-1]])

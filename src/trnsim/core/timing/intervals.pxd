@@ -5,7 +5,7 @@ cimport cython
 from trnsim.core.timing cimport arrays
 from trnsim.core.timing.arrays cimport ints
 
-cdef Py_ssize_t NOTHING
+cdef Py_ssize_t NOTHING, KEPT
 
 
 @cython.final

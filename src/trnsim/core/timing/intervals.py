@@ -20,6 +20,7 @@ from __future__ import annotations
 from trnsim.core.timing import arrays
 
 NOTHING = -2  # the owner of a segment where nothing was recorded
+KEPT = 32  # the most segments a write keeps apart (note): a bound on the segments every later write walks
 
 
 class IntervalMap:
@@ -112,20 +113,22 @@ def producers(m, lo: int, hi: int, w: bool, tile: int, eng: int, dma: bool, wait
 def note(m, lo: int, hi: int, w: bool, index: int, tile: int, eng: int, accumulated: bool, mine: float,
          eng_of: list, end_of: list) -> None:
     """Note event `index` (on track `eng`, ending at `mine`, of tile `tile`) as the writer or a reader of bytes
-    [lo, hi) of map `m`: lo and hi become boundaries (each new segment a copy of the one it was cut from), and a
-    write makes the bytes one segment. An access of exactly one segment, the common case of a kernel reusing its
-    tiles, cuts and merges nothing."""
+    [lo, hi) of map `m`: lo and hi become boundaries (each new segment a copy of the one it was cut from). A write
+    keeps the boundaries inside (up to KEPT segments), so that the slices a kernel reads a tile by stay single
+    segments when it writes the tile again; more it merges into one. An access of exactly one segment, the common
+    case of a kernel reusing its tiles, cuts nothing."""
     i = seek(m, lo)
     if covers(m, i, lo, hi):
         j = i + 1
     else:
         i = _cut(m, lo)
         j = _cut(m, hi)
-        if w and j > i + 1:
+        if w and j > i + KEPT:
             _merge(m, i + 1, j)
             j = i + 1
     if w:  # the new writer; a matmul accumulating into PSUM also read what it added to
-        _write(m, i, index, tile, eng, accumulated)
+        for k in range(i, j):
+            _write(m, k, index, tile, eng, accumulated)
         return
     for k in range(i, j):
         _read(m, k, index, tile, mine, eng, eng_of, end_of)

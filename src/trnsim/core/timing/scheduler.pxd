@@ -25,14 +25,14 @@ cdef class Scheduler:
 
     @cython.locals(waits=list, fed=list, pending=list, rest=list, high=dict, narrow=set, dma=bint,
                    at=Py_ssize_t, m=IntervalMap, cells=tuple, w=bint, lo=Py_ssize_t, hi=Py_ssize_t, tile=Py_ssize_t)
-    cpdef list _deps(self, Py_ssize_t eng, tuple plan, list tiles, bint fresh, object index, object accumulated)
+    cpdef list _deps(self, Py_ssize_t eng, tuple plan, list tiles, bint fresh, Py_ssize_t index, bint accumulated)
 
     @cython.locals(placed=list, depth=Py_ssize_t, footprint=Py_ssize_t, was=list)
     cpdef _psum_buffer(self, tuple at, Py_ssize_t byte_hi, tile, list waits)
 
     @cython.locals(narrow=set, eng_of=list, end_of=list, m=IntervalMap, cells=tuple, w=bint, lo=Py_ssize_t,
                    hi=Py_ssize_t, tile=Py_ssize_t, end=double, at=Py_ssize_t)
-    cpdef _record(self, list accesses, tuple plan, list tiles, Py_ssize_t eng, object index, object accumulated)
+    cpdef _record(self, list accesses, tuple plan, list tiles, Py_ssize_t eng, Py_ssize_t index, bint accumulated)
 
     @cython.locals(q=Py_ssize_t, eng=Py_ssize_t, waits=list, end_of=list, eng_of=list, pending=list, rest=list, plans=dict,
                    ready=double, sem=double, end=double, tiles=list, psum=tuple, memo=dict,

@@ -177,8 +177,10 @@ class Scheduler:
         access of a whole memory's map that covers exactly one segment is recorded here, in the same lookup
         (intervals.touch; a read of bytes used before once the instruction's end is known: `pending`)."""
         waits, fed, pending, rest = self.waits, self.fed, self.pending, self.rest
-        waits.clear()
-        pending.clear()
+        if waits:
+            waits.clear()
+        if pending:
+            pending.clear()
         if fed:  # seldom used: skip the call
             fed.clear()
         if rest:
