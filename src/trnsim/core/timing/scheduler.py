@@ -16,6 +16,8 @@ from __future__ import annotations
 from array import array
 from dataclasses import dataclass, field
 
+import numpy as np
+
 from trnsim.core.collector import collector_off
 from trnsim.core.isa.opcodes import Engine
 from trnsim.core.isa.registry import AFTER, REGISTRY, workload_engine
@@ -96,7 +98,9 @@ class Scheduler:
         # its class; `dma_version` counts the times the classes split.
         self.dma_busy = [([], [], [])] * spec.dma_engines
         self.dma_lead, self.dma_version = [0] * spec.dma_engines, 0
-        self.piece_engine, self.piece_start, self.piece_end = [], [], []  # every event's pieces, in order (finish)
+        # Every event's pieces, in order (finish): per transfer, its pieces' engines (its signature's list), and per
+        # run of its pieces with equal times (all of them when one engine class moved it), start, end and length.
+        self.piece_engine, self.piece_start, self.piece_end, self.piece_run = [], [], [], []
         self.queue_of: dict[tuple, int] = {}  # kernel call site -> the DMA queue the compiler gave its transfers
         # Per DMA queue, per DMA engine: when the queue's last work there ended (its piece of a transfer, or the
         # completion write of one that moved nothing there), and that transfer (-1: none yet).
@@ -114,7 +118,8 @@ class Scheduler:
         # The speed layer's caches, for the records it numbered (Record.sig, core/builder.py: Builder.checked;
         # a stream recorded without it has none): placement -> Region (Record.regions), and signature -> its
         # operands' plan (_plan), the positions of its PSUM operands, its cost, _apart, and its durations by
-        # kind (the same layouts and attributes give the same work, so each cost rule is asked once per signature)
+        # kind (the same layouts and attributes give the same work, so each cost rule is asked once per signature;
+        # _cost's `memo`)
         self.regions: dict = {}
         self.plans: dict = {}
         self.psum_tiles: dict[tuple, list[int]] = {}  # PSUM (memory, partition, byte) -> tiles placed there, in order
@@ -409,10 +414,11 @@ class Scheduler:
 
     def _fresh(self, rec, numbered: bool) -> tuple:
         """(plan, its PSUM positions, cost, _apart, durations by kind) of a record whose signature is new. A loop's
-        transfers are new signatures that differ only in where their views start; one like an earlier transfer
-        but for that (`numbered`: the speed layer numbered it; _like) takes the earlier one's plan, moved."""
+        instructions are new signatures that differ only in where their views start; one like an earlier one but
+        for that (`numbered`: the speed layer numbered it; _like) takes the earlier one's plan, moved, and its cost
+        and durations, which read no addresses (_like)."""
         like = None
-        if numbered and rec.engine is _DMA:
+        if numbered:
             like = _like(rec)
             seen = self.like.get(like[0])
             if seen is not None:
@@ -425,16 +431,18 @@ class Scheduler:
         return got
 
     def _cost(self, rec) -> tuple:
-        """(cost, its durations by kind, filled as they are asked for) of a record whose signature is new. The
+        """(cost, its durations by kind, filled as they are asked for: [PE work (Rules.matmul), stream alone and
+        after a producer (Rules.stream, dependent False and True), pieces (_dma)]) of a record whose signature is
+        new. The
         transfers of a loop are new signatures that differ only in which HBM bytes they reach, which neither a
         transfer's cost (isa/dma.py: _dma_cost) nor its pieces (Rules.dma_pieces) read (no alignment is
         modelled), so transfers share both by their key without them (_transfer_key)."""
         if rec.engine is not _DMA or rec.sig is None:
-            return REGISTRY[rec.op].cost(rec, self.spec), {}
+            return REGISTRY[rec.op].cost(rec, self.spec), [None, None, None, None]
         key = _transfer_key(rec, self.regions)
         got = self.transfers.get(key)
         if got is None:
-            got = self.transfers[key] = (REGISTRY[rec.op].cost(rec, self.spec), {})
+            got = self.transfers[key] = (REGISTRY[rec.op].cost(rec, self.spec), [None, None, None, None])
         return got
 
     def _ends(self, rec, eng) -> float:
@@ -478,9 +486,9 @@ class Scheduler:
         ramped = tensor and self.warmup_start < 1.0
         flops = model = base = warm = 0.0
         if tensor:
-            got = memo.get("pe")
+            got = memo[0]
             if got is None:
-                got = memo["pe"] = self.rules.matmul(w)
+                got = memo[0] = self.rules.matmul(w)
             base, flops, model = got
         while True:
             if i > 0:  # the gap after stretch i - 1
@@ -505,9 +513,9 @@ class Scheduler:
                     # back-to-back instructions each depending on the output tile of the previous one add ~100
                     # cycles).
                     dependent = ready > gap or (prev >= 0 and prev in fed)
-                    got = memo.get(dependent)
+                    got = memo[1 + dependent]
                     if got is None:
-                        got = memo[dependent] = self.rules.stream(rec, w, dependent)
+                        got = memo[1 + dependent] = self.rules.stream(rec, w, dependent)
                     dur = got
                 if start + dur <= gap_end + _SLACK:
                     break
@@ -602,9 +610,9 @@ class Scheduler:
         go = ready + self.spec.dma_fixed_latency  # descriptor setup and semaphore to start
         turn = self.t.dma_turnaround_latency
         ends, lasts = self.queue_end[q], self.queue_last[q]
-        got = memo.get("dma")
+        got = memo[3]
         if got is None:
-            got = memo["dma"] = _by_engine(self.rules.dma_pieces(rec, w), len(ends))
+            got = memo[3] = _by_engine(self.rules.dma_pieces(rec, w), len(ends))
         if got[3] != self.dma_version:  # the classes as they are now: split them where this transfer must
             self._regroup(got)
         busy, split, heads, of = self.dma_busy, got[0], got[4], got[5]
@@ -616,17 +624,18 @@ class Scheduler:
             s, f, before = _place(busy[e], at, dur, index)
             placed.append((at, by, s, f, before))
             ends[e], lasts[e] = f, index
-        engines, starts, finishes = self.piece_engine, self.piece_start, self.piece_end
+        starts, finishes, runs = self.piece_start, self.piece_end, self.piece_run
+        moved = got[6]
+        self.piece_engine.append(moved)
         if len(placed) == 1:  # one class moved it all: every piece is its piece (the loop below, in short)
-            x, moved = placed[0], got[6]
+            x = placed[0]
             first, last = x[2], x[3]
             pieces = [(e, first, last) for e in moved]
             for e in moved:
                 ends[e], lasts[e] = last, index
-            k = len(moved)
-            engines.extend(moved)
-            starts.extend([first] * k)
-            finishes.extend([last] * k)
+            starts.append(first)
+            finishes.append(last)
+            runs.append(len(moved))
             start, end = first, last
             at = x[0]
             bound = x[1] if start == at else x[4]
@@ -638,9 +647,9 @@ class Scheduler:
                 x = placed[of[k]]
                 first, last = x[2], x[3]  # its class's piece: shared by the pieces' tuples and the flat lists
                 pieces.append((e, first, last))
-                engines.append(e)
                 starts.append(first)
                 finishes.append(last)
+                runs.append(1)
                 ends[e], lasts[e] = last, index
                 s, f = first, last
                 if start < 0.0 or s < start:
@@ -687,11 +696,20 @@ class Scheduler:
     def finish(self) -> Timeline:
         """The timeline, with its DMA pieces as flat arrays and the SBUF/PSUM high-water mark: per partition,
         the highest byte touched."""
-        tl = self.tl  # filled by fromlist, which reads each item in C
+        tl = self.tl  # filled by numpy, from one array of engines per signature and the pieces' runs
         tl.piece_engine, tl.piece_start, tl.piece_end = array("i"), array("d"), array("d")
-        tl.piece_engine.fromlist(self.piece_engine)
-        tl.piece_start.fromlist(self.piece_start)
-        tl.piece_end.fromlist(self.piece_end)
+        if self.piece_run:
+            of: dict = {}  # a signature's list of engines (alive meanwhile, so its id is its own) -> their array
+            engines = []
+            for m in self.piece_engine:
+                a = of.get(id(m))
+                if a is None:
+                    a = of[id(m)] = np.array(m, np.int32)
+                engines.append(a)
+            runs = np.array(self.piece_run, np.intp)
+            tl.piece_engine.frombytes(memoryview(np.concatenate(engines)).cast("B"))
+            tl.piece_start.frombytes(memoryview(np.repeat(np.array(self.piece_start, np.float64), runs)).cast("B"))
+            tl.piece_end.frombytes(memoryview(np.repeat(np.array(self.piece_end, np.float64), runs)).cast("B"))
         marks: dict[str, list[int]] = {}
         for (space, _, p0, n), hi in self.high.items():
             row = marks.setdefault(space, [0] * self.spec.partitions)
@@ -873,14 +891,18 @@ def _transfer_key(rec, shared: dict) -> tuple:
 
 
 def _like(rec) -> tuple:
-    """(key, each operand's lowest byte; None for a gather/scatter's) of a transfer, for _fresh. A Region's bytes
+    """(key, each operand's lowest byte; None for a gather/scatter's) of a record, for _fresh. A Region's bytes
     are its buffer's base plus its span times the item size (tensor.region_at), the span being the view's offset
     plus what its shape and strides reach (or the span the view was given), and nothing else in it depends on the
     base or the offset. So the key holds each operand's placement but for its base, tile, offset and span (the
-    span's length and contiguous run stay): two transfers of one key have plans that differ only by each operand's
-    byte shift, and one cost and pieces (which read no bytes: _cost). A gather/scatter operand keeps its whole
+    span's length and contiguous run stay): two records of one key have plans that differ only by each operand's
+    byte shift, and one cost and durations. For these read no addresses: an instruction's cost (core/isa, each
+    `define`'s cost) reads its op, engine, written operands and attributes and its operands' space, partitions,
+    shape, dtype and contiguous run; Rules reads the cost and the operands' placements but for where they lie
+    (strides, on chip, gathered), and a transfer's pieces the first partition, which the key keeps. (A cost rule
+    that read a Region's bytes, memory or tile would break this.) A gather/scatter operand keeps its whole
     placement."""
-    key, lows = [rec.op, rec.writes, rec.accumulated], []
+    key, lows = [rec.op, rec.engine, rec.writes, rec.accumulated], []
     for n, p in rec.placed.items():
         place, dtype, span = p[0], p[1], p[8]
         if p[7]:
@@ -957,10 +979,10 @@ def replay(stream, spec, tspec, on_chunk=None) -> Timeline:
     collector is off meanwhile, as in a kernel launch (core/collector.py): scheduling makes an event and a few
     cells per instruction and frees no cycles, so its passes over the growing timeline would find nothing."""
     s = Scheduler(spec, tspec)
-    step, lo = s.step, 0
+    lo = 0
     with collector_off():
         for i, rec in enumerate(stream, 1):
-            step(rec)
+            s.step(rec)
             if on_chunk is not None and i - lo == CHUNK:
                 on_chunk(s.tl, lo, i)
                 lo = i
