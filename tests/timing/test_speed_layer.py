@@ -8,7 +8,7 @@ from trnsim.core import NeuronCore, Op, fast
 from trnsim.core.fast.views import keyed
 from trnsim.core.isa.registry import REGISTRY
 from trnsim.core.timing import Scheduler, simulate
-from trnsim.core.timing.scheduler import _apart, _psum_positions
+from trnsim.core.timing.scheduler import COMPUTE, _apart, _psum_positions
 from trnsim.specs.timing import timing
 
 
@@ -128,9 +128,10 @@ def _shared_work_is_fresh_work(recs, target) -> tuple[int, int]:
         if r.sig is None or sig in checked:
             continue
         checked.add(sig)
-        plan, psum, w, apart, memo = s.plans[sig]
+        plan, psum, w, apart, memo, track = s.plans[sig]
         fresh = s._plan(r)
         assert plan == fresh and psum == _psum_positions(fresh) and apart == _apart(fresh), r
+        assert track == (-1 if r.engine.value == "dma" else COMPUTE.index(r.engine.value)), r
         cost = REGISTRY[r.op].cost(r, spec)
         assert type(w) is type(cost) and all(getattr(w, k) == getattr(cost, k) for k in type(w).__slots__), r
         asked = [memo[0] is not None and memo[0] == rules.matmul(cost),

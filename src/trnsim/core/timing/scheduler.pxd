@@ -45,7 +45,8 @@ cdef class Scheduler:
 
     @cython.locals(starts=list, ends=list, owner=list, warms=list, fed=list, n=Py_ssize_t, i=Py_ssize_t, tensor=bint,
                    ramped=bint, start=double, end=double, gap=double, gap_end=double, dur=double, base=double,
-                   warm=double, dependent=bint, attrs=dict, at=double)
+                   warm=double, dependent=bint, attrs=dict, at=double, begun=object, done=object,
+                   free=double)
     cpdef _compute(self, Record rec, w, Py_ssize_t eng, object index, double ready, object blocker, list memo)
 
     @cython.locals(starts=list, events=list, bases=list, warms=list, end_of=list, k=Py_ssize_t, j=Py_ssize_t,
@@ -72,7 +73,7 @@ cdef class Scheduler:
 
 
 @cython.locals(ev=Event)
-cdef Event _event(index, rec, track, double start, double end, blocker, flops, model, pieces)
+cdef Event _event(index, rec, track, start, end, blocker, flops, model, pieces)
 
 
 cpdef tuple _in_order(list waits)
@@ -83,7 +84,7 @@ cpdef tuple _like(Record rec)
 
 
 @cython.locals(entries=list, plan=tuple, k=Py_ssize_t, lo=Py_ssize_t, hi=Py_ssize_t, shift=Py_ssize_t)
-cpdef tuple _moved(tuple got, list was, list lows)
+cpdef tuple _moved(tuple got, list was, list lows, list sizes)
 
 
 @cython.locals(e=Py_ssize_t, moved=list)
@@ -94,8 +95,8 @@ cpdef list _by_engine(split, Py_ssize_t n)
 cdef void _read(Cell c, index, double mine, Py_ssize_t eng, list eng_of, list end_of)
 
 
-@cython.locals(last=double, after=double)
-cdef void _occupy(list starts, list ends, list owner, Py_ssize_t i, double s, double f, object index)
+@cython.locals(last=double, after=double, start=double, finish=double)
+cdef void _occupy(list starts, list ends, list owner, Py_ssize_t i, s, f, object index)
 
 
 @cython.locals(starts=list, ends=list, owner=list, i=Py_ssize_t, n=Py_ssize_t, t=double, take=double, left=double,
@@ -114,5 +115,5 @@ cpdef _book_at(list starts, list ends, list owner, Py_ssize_t i, double s, doubl
 cpdef bint _apart(tuple plan)
 
 
-@cython.locals(s=Scheduler, i=Py_ssize_t, lo=Py_ssize_t)
+@cython.locals(s=Scheduler, i=Py_ssize_t, lo=Py_ssize_t, chunk=Py_ssize_t)
 cpdef replay(stream, spec, tspec, on_chunk=*)

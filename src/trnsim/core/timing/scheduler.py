@@ -356,15 +356,13 @@ class Scheduler:
             got = self._fresh(rec, sig is not None and plans is not None)
             if sig is not None and plans is not None:
                 plans[sig] = got
-        plan, psum, w, solo, memo = got
+        plan, psum, w, solo, memo, eng = got
         placed = rec.placed
         tiles = [p[0][5] for p in placed.values()]  # the tile each operand belongs to (Region.tile)
         q = -1
-        if rec.engine is _DMA:
+        if eng < 0:  # a transfer: its statement's queue
             q = self.queue_of.setdefault(_queue_site(rec), len(self.queue_of) % self.spec.dma_engines)
             eng = DMA_TRACK + q
-        else:
-            eng = _TRACK[rec.engine]
         accumulated = rec.accumulated
         rest = self._deps(eng, plan, tiles, fresh, index if solo else -1, accumulated)
         waits, end_of = self.waits, self.end_of
@@ -413,7 +411,8 @@ class Scheduler:
         return ev
 
     def _fresh(self, rec, numbered: bool) -> tuple:
-        """(plan, its PSUM positions, cost, _apart, durations by kind) of a record whose signature is new. A loop's
+        """(plan, its PSUM positions, cost, _apart, durations by kind, compute track or -1 for a transfer) of a
+        record whose signature is new (whose engine is set: the signature holds it). A loop's
         instructions are new signatures that differ only in where their views start; one like an earlier one but
         for that (`numbered`: the speed layer numbered it; _like) takes the earlier one's plan, moved, and its cost
         and durations, which read no addresses (_like)."""
@@ -422,12 +421,12 @@ class Scheduler:
             like = _like(rec)
             seen = self.like.get(like[0])
             if seen is not None:
-                return _moved(seen[0], seen[1], like[1])
+                return _moved(seen[0], seen[1], like[1], seen[2])
         plan = self._plan(rec)
         cost, memo = self._cost(rec)
-        got = (plan, _psum_positions(plan), cost, _apart(plan), memo)
+        got = (plan, _psum_positions(plan), cost, _apart(plan), memo, -1 if rec.engine is _DMA else _TRACK[rec.engine])
         if like is not None:
-            self.like[like[0]] = (got, like[1])
+            self.like[like[0]] = (got, like[1], [p[1].itemsize for p in rec.placed.values()])
         return got
 
     def _cost(self, rec) -> tuple:
@@ -525,16 +524,18 @@ class Scheduler:
         if start > ready and start != gap:
             blocker = held  # held by the engine's order
         end = start + dur
+        begun, done = start, end  # as the lists and the event hold them (the compiled build boxes each once)
         if fenced:
-            fence[0], fence[1] = end, index
+            fence[0], fence[1] = done, index
         if ordered:
-            fence[2], fence[3] = end, index
-        _occupy(starts, ends, owner, i, start, end, index)
-        if end >= self.free[eng]:
-            self.free[eng], self.last[eng] = end, index
+            fence[2], fence[3] = done, index
+        _occupy(starts, ends, owner, i, begun, done, index)
+        free = self.free[eng]  # compared as a C double in the compiled build (as in _occupy)
+        if end >= free:
+            self.free[eng], self.last[eng] = done, index
         if ramped:
             self._warm_up(start, end, index, base, warm)
-        return _event(index, rec, _TRACK_NAME[eng], start, end, blocker, flops, model, ())
+        return _event(index, rec, _TRACK_NAME[eng], begun, done, blocker, flops, model, ())
 
     def _warm_up(self, start: float, end: float, index: int, base: float, warm: float) -> None:
         """Enter TensorE instruction `index`, [start, end) with ramp start `warm`, in TensorE's time order, and let
@@ -630,7 +631,7 @@ class Scheduler:
         if len(placed) == 1:  # one class moved it all: every piece is its piece (the loop below, in short)
             x = placed[0]
             first, last = x[2], x[3]
-            pieces = [(e, first, last) for e in moved]
+            pieces = [(m, first, last) for m in moved]  # m untyped: the engine numbers as they are
             for e in moved:
                 ends[e], lasts[e] = last, index
             starts.append(first)
@@ -778,10 +779,12 @@ def _read(c: Cell, index: int, mine: float, eng: int, eng_of: list[int], end_of:
 
 def _occupy(starts, ends, owner, i: int, s: float, f: float, index: int) -> None:
     """Mark [s, f) of a compute engine busy by event `index`, in the gap before stretch `i`, merging with the
-    stretches it touches; a stretch's owner is the event that ends it. (Stretch times are read into locals
-    before they are compared: the compiled build then compares C doubles, here and in _place/_book_at.)"""
+    stretches it touches; a stretch's owner is the event that ends it. (Times are read into locals before they
+    are compared: the compiled build then compares C doubles, here and in _place/_book_at, and stores `s` and
+    `f` as given.)"""
+    start, finish = s, f
     last = ends[i - 1] if i > 0 else -_FOREVER
-    if last >= s:
+    if last >= start:
         ends[i - 1], owner[i - 1] = f, index
         i -= 1
     else:
@@ -790,7 +793,7 @@ def _occupy(starts, ends, owner, i: int, s: float, f: float, index: int) -> None
         owner.insert(i, index)
     if i + 1 < len(starts):
         after = starts[i + 1]
-        if after <= f + _SLACK:
+        if after <= finish + _SLACK:
             ends[i], owner[i] = ends[i + 1], owner[i + 1]
             del starts[i + 1], ends[i + 1], owner[i + 1]
 
@@ -891,7 +894,8 @@ def _transfer_key(rec, shared: dict) -> tuple:
 
 
 def _like(rec) -> tuple:
-    """(key, each operand's lowest byte; None for a gather/scatter's) of a record, for _fresh. A Region's bytes
+    """(key, each operand's base byte and lowest element, flat; None for a gather/scatter's) of a record, for _fresh
+    (the item sizes, which the key fixes, are asked of the first record of a key alone). A Region's bytes
     are its buffer's base plus its span times the item size (tensor.region_at), the span being the view's offset
     plus what its shape and strides reach (or the span the view was given), and nothing else in it depends on the
     base or the offset. So the key holds each operand's placement but for its base, tile, offset and span (the
@@ -904,36 +908,37 @@ def _like(rec) -> tuple:
     placement."""
     key, lows = [rec.op, rec.engine, rec.writes, rec.accumulated], []
     for n, p in rec.placed.items():
-        place, dtype, span = p[0], p[1], p[8]
+        place, span = p[0], p[8]
         if p[7]:
             key.append((n, p))
-            lows.append(None)
+            lows.extend((None, None))
         elif span is None:
-            key.append((n, place[0], place[1], place[2], place[4], dtype, p[2], p[3], p[5], p[6]))
-            lows.append(place[3] + p[4] * dtype.itemsize)
+            key.append((n, place[0], place[1], place[2], place[4], p[1], p[2], p[3], p[5], p[6]))
+            lows.extend((place[3], p[4]))
         else:
-            key.append((n, place[0], place[1], place[2], place[4], dtype, p[2], p[3], p[5], p[6], span[1] - span[0],
+            key.append((n, place[0], place[1], place[2], place[4], p[1], p[2], p[3], p[5], p[6], span[1] - span[0],
                         span[2]))
-            lows.append(place[3] + span[0] * dtype.itemsize)
+            lows.extend((place[3], span[0]))
     for n, x in rec.attrs.items():
         key.append((n, type(x), x))
     return tuple(key), lows
 
 
-def _moved(got, was, lows) -> tuple:
-    """_fresh's tuple `got` of a transfer whose operands' lowest bytes were `was`, for one like it whose are `lows`:
-    each plan entry's bytes (and PSUM buffer) moved by the difference."""
+def _moved(got, was, lows, sizes) -> tuple:
+    """_fresh's tuple `got` of a record whose operands' base bytes and lowest elements were `was`, for one like it
+    whose are `lows` (_like; `sizes`: the operands' item sizes): each plan entry's bytes (and PSUM buffer) moved
+    by the difference."""
     entries = list(got[0])
-    for k in range(len(lows)):
-        low = lows[k]
-        if low is not None and low != was[k]:
+    for k in range(len(sizes)):
+        base, first = lows[2 * k], lows[2 * k + 1]
+        if base is not None and (base != was[2 * k] or first != was[2 * k + 1]):
             cells, memory, lo, hi, w, buffer, high = entries[k]
-            shift = low - was[k]
+            shift = base - was[2 * k] + (first - was[2 * k + 1]) * sizes[k]
             if buffer is not None:
                 buffer = (buffer[0], buffer[1], buffer[2] + shift)
             entries[k] = (cells, memory, lo + shift, hi + shift, w, buffer, high)
     plan = tuple(entries)
-    return plan, got[1], got[2], _apart(plan), got[4]
+    return plan, got[1], got[2], _apart(plan), got[4], got[5]
 
 
 def _by_engine(split, n: int) -> list:
@@ -979,11 +984,13 @@ def replay(stream, spec, tspec, on_chunk=None) -> Timeline:
     collector is off meanwhile, as in a kernel launch (core/collector.py): scheduling makes an event and a few
     cells per instruction and frees no cycles, so its passes over the growing timeline would find nothing."""
     s = Scheduler(spec, tspec)
-    lo = 0
+    i = lo = 0
+    chunk = CHUNK if on_chunk is not None else -1
     with collector_off():
-        for i, rec in enumerate(stream, 1):
+        for rec in stream:
             s.step(rec)
-            if on_chunk is not None and i - lo == CHUNK:
+            i += 1
+            if i - lo == chunk:
                 on_chunk(s.tl, lo, i)
                 lo = i
     if on_chunk is not None and len(s.tl.events) > lo:
