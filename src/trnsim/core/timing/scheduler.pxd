@@ -40,7 +40,7 @@ cdef class Scheduler:
     @cython.locals(q=Py_ssize_t, eng=Py_ssize_t, waits=list, end_of=list, eng_of=list, pending=list, rest=list, plans=dict,
                    ready=double, sem=double, end=double, tiles=list, psum=tuple, memo=list,
                    last=dict, k=Py_ssize_t, ev=Event, was=list, index=object, placed=dict, attrs=dict, idx=Py_ssize_t,
-                   track=Py_ssize_t)
+                   track=Py_ssize_t, latest=Py_ssize_t, p=tuple)
     cpdef step(self, Record rec)
 
     @cython.locals(starts=list, ends=list, owner=list, warms=list, fed=list, n=Py_ssize_t, i=Py_ssize_t, tensor=bint,

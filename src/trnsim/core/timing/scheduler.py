@@ -378,12 +378,16 @@ class Scheduler:
             # nor for a producer on the instruction's own engine.
             eng_of = self.eng_of
             sem = self.sem if q < 0 else 0.0
-            for idx in waits:
+            latest = -1  # the position in `waits` of the event that ends last (its index is taken as it is)
+            for k in range(len(waits)):
+                idx = waits[k]
                 end, track = end_of[idx], eng_of[idx]
                 if track != eng:
                     end += sem
                 if end > ready:
-                    ready, blocker = end, idx
+                    ready, latest = end, k
+            if latest >= 0:
+                blocker = waits[latest]
         if q >= 0:
             ev = self._dma(rec, w, index, ready, blocker, q, memo)
         else:
