@@ -416,10 +416,10 @@ class Scheduler:
 
     def _fresh(self, rec, numbered: bool) -> tuple:
         """(plan, its PSUM positions, cost, _apart, durations by kind, compute track or -1 for a transfer) of a
-        record whose signature is new (whose engine is set: the signature holds it). A loop's
-        instructions are new signatures that differ only in where their views start; one like an earlier one but
-        for that (`numbered`: the speed layer numbered it; _like) takes the earlier one's plan, moved, and its cost
-        and durations, which read no addresses (_like)."""
+        record whose signature is new (the signature holds its engine). A loop's instructions are new signatures
+        that differ only in where their views start; one like an earlier one but for that (`numbered`: the speed
+        layer numbered it; _like) takes the earlier one's plan, moved, and its cost and durations, which read no
+        addresses (_like)."""
         like = None
         if numbered:
             like = _like(rec)
@@ -436,9 +436,8 @@ class Scheduler:
     def _cost(self, rec) -> tuple:
         """(cost, its durations by kind, filled as they are asked for: [PE work (Rules.matmul), stream alone and
         after a producer (Rules.stream, dependent False and True), pieces (_dma)]) of a record whose signature is
-        new. The
-        transfers of a loop are new signatures that differ only in which HBM bytes they reach, which neither a
-        transfer's cost (isa/dma.py: _dma_cost) nor its pieces (Rules.dma_pieces) read (no alignment is
+        new. The transfers of a loop are new signatures that differ only in which HBM bytes they reach, which
+        neither a transfer's cost (isa/dma.py: _dma_cost) nor its pieces (Rules.dma_pieces) read (no alignment is
         modelled), so transfers share both by their key without them (_transfer_key)."""
         if rec.engine is not _DMA or rec.sig is None:
             return REGISTRY[rec.op].cost(rec, self.spec), [None, None, None, None]
