@@ -1,8 +1,14 @@
 """The scheduler's shortcuts: skipping a memory's partition-quadrant maps until a narrow access is recorded,
 and the speed layer's shared Regions (TRNSIM_FAST), change no event."""
+import numpy as np
+import pytest
+
+from trnsim import specs
 from trnsim.core import NeuronCore, Op, fast
 from trnsim.core.fast.views import keyed
+from trnsim.core.isa.registry import REGISTRY
 from trnsim.core.timing import Scheduler, simulate
+from trnsim.core.timing.scheduler import COMPUTE, _apart, _psum_positions
 from trnsim.specs.timing import timing
 
 
@@ -106,3 +112,75 @@ def test_transfers_reaching_other_hbm_bytes_share_their_cost_and_pieces():
     lower, upper, strided = off[1], off[2], off[3]  # alike but for the partitions, or the descriptor runs
     assert {p[0] for p in lower[6]} != {p[0] for p in upper[6]}
     assert lower[3] - lower[2] != strided[3] - strided[2]
+
+
+def _shared_work_is_fresh_work(recs, target) -> tuple[int, int]:
+    """Schedule `recs`, then check every signature's plan, cost and durations (those asked for) against ones
+    computed afresh from a record of it: equal, also where the scheduler took them from a record alike but for
+    its addresses (Scheduler._fresh). Returns (signatures, plans computed: the rest were shared)."""
+    spec = specs.neuroncore(target)
+    s = Scheduler(spec, timing(target))
+    for r in recs:
+        s.step(r)
+    rules, checked = s.rules, set()
+    for r in recs:
+        sig = (r.sig, r.engine) if r.attrs.get("choices") else r.sig
+        if r.sig is None or sig in checked:
+            continue
+        checked.add(sig)
+        plan, psum, w, apart, memo, track = s.plans[sig]
+        fresh = s._plan(r)
+        assert plan == fresh and psum == _psum_positions(fresh) and apart == _apart(fresh), r
+        assert track == (-1 if r.engine.value == "dma" else COMPUTE.index(r.engine.value)), r
+        cost = REGISTRY[r.op].cost(r, spec)
+        assert type(w) is type(cost) and all(getattr(w, k) == getattr(cost, k) for k in type(w).__slots__), r
+        asked = [memo[0] is not None and memo[0] == rules.matmul(cost),
+                 memo[1] is not None and memo[1] == rules.stream(r, cost, False),
+                 memo[2] is not None and memo[2] == rules.stream(r, cost, True),
+                 memo[3] is not None and memo[3][0] == rules.dma_pieces(r, cost)]
+        assert [m is not None for m in memo] == asked, r
+    return len(checked), len(s.like)
+
+
+def test_instructions_alike_but_for_addresses_share_plan_cost_and_durations():
+    """A loop's instructions reach other bytes each time: new signatures that take the plan (moved), cost and
+    durations of the first one alike but for its addresses. Those equal the ones computed afresh, also where the
+    key must tell records apart (other partitions, strides, dtype, engine), and the events equal those of the
+    stream with nothing shared."""
+    nc = NeuronCore("trn2", values=False, builder=fast.Speed())
+    a, b = nc.tensor((128, 1024), "bfloat16"), nc.tensor((128, 1024), "bfloat16")
+    wide = nc.tensor((128, 1024), "float32")
+    acc = nc.tensor((128, 2048), "float32", space="psum")
+    for i in range(8):
+        cols = slice(i * 128, (i + 1) * 128)
+        nc.issue(Op.NC_MATMUL, dst=acc[:, cols], stationary=a[:, cols], moving=b[:, cols])
+        nc.issue(Op.TENSOR_TENSOR, dst=b[:, cols], data1=acc[:, cols], data2=a[:, cols], op="add")
+        nc.issue(Op.TENSOR_TENSOR, dst=b[64:128, cols], data1=a[64:128, cols], data2=a[64:128, cols], op="add")
+        nc.issue(Op.ACTIVATION, dst=wide[:, i * 64:(i + 1) * 64], data=a[:, i * 128:(i + 1) * 128:2], op="copy")  # strided
+        nc.issue(Op.ACTIVATION, dst=wide[:, cols], data=acc[:, cols], op="copy")  # fp32 from PSUM
+        nc.issue(Op.TENSOR_COPY, dst=a[:, cols], src=wide[:, cols], engine="gpsimd")
+        nc.issue(Op.TENSOR_COPY, dst=a[:, cols], src=wide[:, cols], engine="vector")
+    recs = nc.stream
+    sigs, planned = _shared_work_is_fresh_work(recs, "trn2")
+    assert sigs == len(recs) and planned == 7  # one plan per way of working, whichever bytes
+    on = events(recs)
+    for r in recs:
+        r._regions = r.sig = None
+    assert events(recs) == on
+
+
+@pytest.mark.parametrize("target", ["trn1", "trn2"])
+def test_shared_plans_and_costs_equal_fresh_ones_across_the_example_kernels(ladder, target):
+    """The matmul ladder's steps and the fused Mamba kernels: every signature's shared plan, cost and durations
+    equal those computed afresh."""
+    import mamba
+
+    small = [np.zeros((1024, 512), ladder.nl.bfloat16.np), np.zeros((1024, 1024), ladder.nl.bfloat16.np)]
+    runs = [(k, small) for k in ladder.LADDER]
+    runs += [(k, [np.zeros(x.shape, np.float32) for x in mamba.inputs(256, 512, state=16)]) for k in mamba.KERNELS]
+    shared = 0
+    for kernel, args in runs:
+        recs = kernel.trace(*args, target=target, values=False)[0].stream
+        sigs, planned = _shared_work_is_fresh_work(recs, target)
+        shared += sigs - planned
+    assert shared > 100

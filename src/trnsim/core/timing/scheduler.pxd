@@ -17,7 +17,7 @@ cdef class Scheduler:
     cdef public object spec, t, rules, tl
     cdef public dict queue_of, maps, cells, high, psum_tiles, tile_last, alone, transfers, regions, plans, like
     cdef public list free, last, dma_names, dma_busy, queue_end, queue_last, eng_of, end_of, waits, busy, fed
-    cdef public list pending, rest, events, dma_lead, piece_engine, piece_start, piece_end
+    cdef public list pending, rest, events, dma_lead, piece_engine, piece_start, piece_end, piece_run
     cdef public tuple pe
     cdef public set narrow
     cdef public double sem, warmup_start, warmup
@@ -35,15 +35,16 @@ cdef class Scheduler:
     cpdef _record(self, list accesses, tuple plan, list tiles, Py_ssize_t eng, Py_ssize_t index, bint accumulated)
 
     @cython.locals(q=Py_ssize_t, eng=Py_ssize_t, waits=list, end_of=list, eng_of=list, pending=list, rest=list, plans=dict,
-                   ready=double, sem=double, end=double, tiles=list, psum=tuple, memo=dict,
+                   ready=double, sem=double, end=double, tiles=list, psum=tuple, memo=list,
                    last=dict, k=Py_ssize_t, ev=Event, was=list, index=object, placed=dict, attrs=dict, idx=Py_ssize_t,
-                   track=Py_ssize_t)
+                   track=Py_ssize_t, latest=Py_ssize_t, p=tuple)
     cpdef step(self, Record rec)
 
     @cython.locals(starts=list, ends=list, owner=list, warms=list, fed=list, n=Py_ssize_t, i=Py_ssize_t, tensor=bint,
                    ramped=bint, start=double, end=double, gap=double, gap_end=double, dur=double, base=double,
-                   warm=double, dependent=bint, attrs=dict, at=double)
-    cpdef _compute(self, Record rec, w, Py_ssize_t eng, object index, double ready, object blocker, dict memo)
+                   warm=double, dependent=bint, attrs=dict, at=double, begun=object, done=object,
+                   free=double)
+    cpdef _compute(self, Record rec, w, Py_ssize_t eng, object index, double ready, object blocker, list memo)
 
     @cython.locals(starts=list, events=list, bases=list, warms=list, end_of=list, k=Py_ssize_t, j=Py_ssize_t,
                    half=double, s=double)
@@ -61,7 +62,7 @@ cdef class Scheduler:
     @cython.locals(go=double, turn=double, end=double, start=double, pieces=list, busy=list, s=double, f=double,
                    dur=double, e=Py_ssize_t, k=Py_ssize_t, got=list, split=list, heads=list, of=list, placed=list,
                    ends=list, lasts=list, engines=list, starts=list, finishes=list, at=double, x=tuple)
-    cpdef _dma(self, Record rec, w, object index, double ready, object blocker, Py_ssize_t q, dict memo)
+    cpdef _dma(self, Record rec, w, object index, double ready, object blocker, Py_ssize_t q, list memo)
 
     @cython.locals(lead=list, busy=list, n=Py_ssize_t, e=Py_ssize_t, k=Py_ssize_t, first=dict, new=list, split=list,
                    heads=list, of=list, at=dict)
@@ -69,7 +70,7 @@ cdef class Scheduler:
 
 
 @cython.locals(ev=Event)
-cdef Event _event(index, rec, track, double start, double end, blocker, flops, model, pieces)
+cdef Event _event(index, rec, track, start, end, blocker, flops, model, pieces)
 
 
 cpdef tuple _in_order(list waits)
@@ -80,15 +81,15 @@ cpdef tuple _like(Record rec)
 
 
 @cython.locals(entries=list, plan=tuple, k=Py_ssize_t, lo=Py_ssize_t, hi=Py_ssize_t, shift=Py_ssize_t)
-cpdef tuple _moved(tuple got, list was, list lows)
+cpdef tuple _moved(tuple got, list was, list lows, list sizes)
 
 
 @cython.locals(e=Py_ssize_t, moved=list)
 cpdef list _by_engine(split, Py_ssize_t n)
 
 
-@cython.locals(last=double, after=double)
-cdef void _occupy(list starts, list ends, list owner, Py_ssize_t i, double s, double f, object index)
+@cython.locals(last=double, after=double, start=double, finish=double)
+cdef void _occupy(list starts, list ends, list owner, Py_ssize_t i, s, f, object index)
 
 
 @cython.locals(starts=list, ends=list, owner=list, i=Py_ssize_t, n=Py_ssize_t, t=double, take=double, left=double,
@@ -105,3 +106,7 @@ cpdef _book_at(list starts, list ends, list owner, Py_ssize_t i, double s, doubl
 
 @cython.locals(n=Py_ssize_t, k=Py_ssize_t, j=Py_ssize_t, a=tuple, b=tuple)
 cpdef bint _apart(tuple plan)
+
+
+@cython.locals(s=Scheduler, i=Py_ssize_t, lo=Py_ssize_t, chunk=Py_ssize_t)
+cpdef replay(stream, spec, tspec, on_chunk=*)

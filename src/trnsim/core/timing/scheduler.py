@@ -16,6 +16,8 @@ from __future__ import annotations
 from array import array
 from dataclasses import dataclass, field
 
+import numpy as np
+
 from trnsim.core.collector import collector_off
 from trnsim.core.isa.opcodes import Engine
 from trnsim.core.isa.registry import AFTER, REGISTRY, workload_engine
@@ -95,7 +97,9 @@ class Scheduler:
         # its class; `dma_version` counts the times the classes split.
         self.dma_busy = [([], [], [])] * spec.dma_engines
         self.dma_lead, self.dma_version = [0] * spec.dma_engines, 0
-        self.piece_engine, self.piece_start, self.piece_end = [], [], []  # every event's pieces, in order (finish)
+        # Every event's pieces, in order (finish): per transfer, its pieces' engines (its signature's list), and per
+        # run of its pieces with equal times (all of them when one engine class moved it), start, end and length.
+        self.piece_engine, self.piece_start, self.piece_end, self.piece_run = [], [], [], []
         self.queue_of: dict[tuple, int] = {}  # kernel call site -> the DMA queue the compiler gave its transfers
         # Per DMA queue, per DMA engine: when the queue's last work there ended (its piece of a transfer, or the
         # completion write of one that moved nothing there), and that transfer (-1: none yet).
@@ -113,7 +117,8 @@ class Scheduler:
         # The speed layer's caches, for the records it numbered (Record.sig, core/builder.py: Builder.checked;
         # a stream recorded without it has none): placement -> Region (Record.regions), and signature -> its
         # operands' plan (_plan), the positions of its PSUM operands, its cost, _apart, and its durations by
-        # kind (the same layouts and attributes give the same work, so each cost rule is asked once per signature)
+        # kind (the same layouts and attributes give the same work, so each cost rule is asked once per signature;
+        # _cost's `memo`)
         self.regions: dict = {}
         self.plans: dict = {}
         self.psum_tiles: dict[tuple, list[int]] = {}  # PSUM (memory, partition, byte) -> tiles placed there, in order
@@ -258,15 +263,13 @@ class Scheduler:
             got = self._fresh(rec, sig is not None and plans is not None)
             if sig is not None and plans is not None:
                 plans[sig] = got
-        plan, psum, w, solo, memo = got
+        plan, psum, w, solo, memo, eng = got
         placed = rec.placed
         tiles = [p[0][5] for p in placed.values()]  # the tile each operand belongs to (Region.tile)
         q = -1
-        if rec.engine is _DMA:
+        if eng < 0:  # a transfer: its statement's queue
             q = self.queue_of.setdefault(_queue_site(rec), len(self.queue_of) % self.spec.dma_engines)
             eng = DMA_TRACK + q
-        else:
-            eng = _TRACK[rec.engine]
         accumulated = rec.accumulated
         rest = self._deps(eng, plan, tiles, fresh, index if solo else -1, accumulated)
         waits, end_of = self.waits, self.end_of
@@ -282,12 +285,16 @@ class Scheduler:
             # nor for a producer on the instruction's own engine.
             eng_of = self.eng_of
             sem = self.sem if q < 0 else 0.0
-            for idx in waits:
+            latest = -1  # the position in `waits` of the event that ends last (its index is taken as it is)
+            for k in range(len(waits)):
+                idx = waits[k]
                 end, track = end_of[idx], eng_of[idx]
                 if track != eng:
                     end += sem
                 if end > ready:
-                    ready, blocker = end, idx
+                    ready, latest = end, k
+            if latest >= 0:
+                blocker = waits[latest]
         if q >= 0:
             ev = self._dma(rec, w, index, ready, blocker, q, memo)
         else:
@@ -313,33 +320,36 @@ class Scheduler:
         return ev
 
     def _fresh(self, rec, numbered: bool) -> tuple:
-        """(plan, its PSUM positions, cost, _apart, durations by kind) of a record whose signature is new. A loop's
-        transfers are new signatures that differ only in where their views start; one like an earlier transfer
-        but for that (`numbered`: the speed layer numbered it; _like) takes the earlier one's plan, moved."""
+        """(plan, its PSUM positions, cost, _apart, durations by kind, compute track or -1 for a transfer) of a
+        record whose signature is new (the signature holds its engine). A loop's instructions are new signatures
+        that differ only in where their views start; one like an earlier one but for that (`numbered`: the speed
+        layer numbered it; _like) takes the earlier one's plan, moved, and its cost and durations, which read no
+        addresses (_like)."""
         like = None
-        if numbered and rec.engine is _DMA:
+        if numbered:
             like = _like(rec)
             seen = self.like.get(like[0])
             if seen is not None:
-                return _moved(seen[0], seen[1], like[1])
+                return _moved(seen[0], seen[1], like[1], seen[2])
         plan = self._plan(rec)
         cost, memo = self._cost(rec)
-        got = (plan, _psum_positions(plan), cost, _apart(plan), memo)
+        got = (plan, _psum_positions(plan), cost, _apart(plan), memo, -1 if rec.engine is _DMA else _TRACK[rec.engine])
         if like is not None:
-            self.like[like[0]] = (got, like[1])
+            self.like[like[0]] = (got, like[1], [p[1].itemsize for p in rec.placed.values()])
         return got
 
     def _cost(self, rec) -> tuple:
-        """(cost, its durations by kind, filled as they are asked for) of a record whose signature is new. The
-        transfers of a loop are new signatures that differ only in which HBM bytes they reach, which neither a
-        transfer's cost (isa/dma.py: _dma_cost) nor its pieces (Rules.dma_pieces) read (no alignment is
+        """(cost, its durations by kind, filled as they are asked for: [PE work (Rules.matmul), stream alone and
+        after a producer (Rules.stream, dependent False and True), pieces (_dma)]) of a record whose signature is
+        new. The transfers of a loop are new signatures that differ only in which HBM bytes they reach, which
+        neither a transfer's cost (isa/dma.py: _dma_cost) nor its pieces (Rules.dma_pieces) read (no alignment is
         modelled), so transfers share both by their key without them (_transfer_key)."""
         if rec.engine is not _DMA or rec.sig is None:
-            return REGISTRY[rec.op].cost(rec, self.spec), {}
+            return REGISTRY[rec.op].cost(rec, self.spec), [None, None, None, None]
         key = _transfer_key(rec, self.regions)
         got = self.transfers.get(key)
         if got is None:
-            got = self.transfers[key] = (REGISTRY[rec.op].cost(rec, self.spec), {})
+            got = self.transfers[key] = (REGISTRY[rec.op].cost(rec, self.spec), [None, None, None, None])
         return got
 
     def _ends(self, rec, eng) -> float:
@@ -383,9 +393,9 @@ class Scheduler:
         ramped = tensor and self.warmup_start < 1.0
         flops = model = base = warm = 0.0
         if tensor:
-            got = memo.get("pe")
+            got = memo[0]
             if got is None:
-                got = memo["pe"] = self.rules.matmul(w)
+                got = memo[0] = self.rules.matmul(w)
             base, flops, model = got
         while True:
             if i > 0:  # the gap after stretch i - 1
@@ -410,9 +420,9 @@ class Scheduler:
                     # back-to-back instructions each depending on the output tile of the previous one add ~100
                     # cycles).
                     dependent = ready > gap or (prev >= 0 and prev in fed)
-                    got = memo.get(dependent)
+                    got = memo[1 + dependent]
                     if got is None:
-                        got = memo[dependent] = self.rules.stream(rec, w, dependent)
+                        got = memo[1 + dependent] = self.rules.stream(rec, w, dependent)
                     dur = got
                 if start + dur <= gap_end + _SLACK:
                     break
@@ -422,16 +432,18 @@ class Scheduler:
         if start > ready and start != gap:
             blocker = held  # held by the engine's order
         end = start + dur
+        begun, done = start, end  # as the lists and the event hold them (the compiled build boxes each once)
         if fenced:
-            fence[0], fence[1] = end, index
+            fence[0], fence[1] = done, index
         if ordered:
-            fence[2], fence[3] = end, index
-        _occupy(starts, ends, owner, i, start, end, index)
-        if end >= self.free[eng]:
-            self.free[eng], self.last[eng] = end, index
+            fence[2], fence[3] = done, index
+        _occupy(starts, ends, owner, i, begun, done, index)
+        free = self.free[eng]  # compared as a C double in the compiled build (as in _occupy)
+        if end >= free:
+            self.free[eng], self.last[eng] = done, index
         if ramped:
             self._warm_up(start, end, index, base, warm)
-        return _event(index, rec, _TRACK_NAME[eng], start, end, blocker, flops, model, ())
+        return _event(index, rec, _TRACK_NAME[eng], begun, done, blocker, flops, model, ())
 
     def _warm_up(self, start: float, end: float, index: int, base: float, warm: float) -> None:
         """Enter TensorE instruction `index`, [start, end) with ramp start `warm`, in TensorE's time order, and let
@@ -507,9 +519,9 @@ class Scheduler:
         go = ready + self.spec.dma_fixed_latency  # descriptor setup and semaphore to start
         turn = self.t.dma_turnaround_latency
         ends, lasts = self.queue_end[q], self.queue_last[q]
-        got = memo.get("dma")
+        got = memo[3]
         if got is None:
-            got = memo["dma"] = _by_engine(self.rules.dma_pieces(rec, w), len(ends))
+            got = memo[3] = _by_engine(self.rules.dma_pieces(rec, w), len(ends))
         if got[3] != self.dma_version:  # the classes as they are now: split them where this transfer must
             self._regroup(got)
         busy, split, heads, of = self.dma_busy, got[0], got[4], got[5]
@@ -521,17 +533,18 @@ class Scheduler:
             s, f, before = _place(busy[e], at, dur, index)
             placed.append((at, by, s, f, before))
             ends[e], lasts[e] = f, index
-        engines, starts, finishes = self.piece_engine, self.piece_start, self.piece_end
+        starts, finishes, runs = self.piece_start, self.piece_end, self.piece_run
+        moved = got[6]
+        self.piece_engine.append(moved)
         if len(placed) == 1:  # one class moved it all: every piece is its piece (the loop below, in short)
-            x, moved = placed[0], got[6]
+            x = placed[0]
             first, last = x[2], x[3]
-            pieces = [(e, first, last) for e in moved]
+            pieces = [(m, first, last) for m in moved]  # m untyped: the engine numbers as they are
             for e in moved:
                 ends[e], lasts[e] = last, index
-            k = len(moved)
-            engines.extend(moved)
-            starts.extend([first] * k)
-            finishes.extend([last] * k)
+            starts.append(first)
+            finishes.append(last)
+            runs.append(len(moved))
             start, end = first, last
             at = x[0]
             bound = x[1] if start == at else x[4]
@@ -543,9 +556,9 @@ class Scheduler:
                 x = placed[of[k]]
                 first, last = x[2], x[3]  # its class's piece: shared by the pieces' tuples and the flat lists
                 pieces.append((e, first, last))
-                engines.append(e)
                 starts.append(first)
                 finishes.append(last)
+                runs.append(1)
                 ends[e], lasts[e] = last, index
                 s, f = first, last
                 if start < 0.0 or s < start:
@@ -592,11 +605,20 @@ class Scheduler:
     def finish(self) -> Timeline:
         """The timeline, with its DMA pieces as flat arrays and the SBUF/PSUM high-water mark: per partition,
         the highest byte touched."""
-        tl = self.tl  # filled by fromlist, which reads each item in C
+        tl = self.tl  # filled by numpy, from one array of engines per signature and the pieces' runs
         tl.piece_engine, tl.piece_start, tl.piece_end = array("i"), array("d"), array("d")
-        tl.piece_engine.fromlist(self.piece_engine)
-        tl.piece_start.fromlist(self.piece_start)
-        tl.piece_end.fromlist(self.piece_end)
+        if self.piece_run:
+            of: dict = {}  # a signature's list of engines (alive meanwhile, so its id is its own) -> their array
+            engines = []
+            for m in self.piece_engine:
+                a = of.get(id(m))
+                if a is None:
+                    a = of[id(m)] = np.array(m, np.int32)
+                engines.append(a)
+            runs = np.array(self.piece_run, np.intp)
+            tl.piece_engine.frombytes(memoryview(np.concatenate(engines)).cast("B"))
+            tl.piece_start.frombytes(memoryview(np.repeat(np.array(self.piece_start, np.float64), runs)).cast("B"))
+            tl.piece_end.frombytes(memoryview(np.repeat(np.array(self.piece_end, np.float64), runs)).cast("B"))
         marks: dict[str, list[int]] = {}
         for (space, _, p0, n), hi in self.high.items():
             row = marks.setdefault(space, [0] * self.spec.partitions)
@@ -646,10 +668,12 @@ def _in_order(waits) -> tuple:
 
 def _occupy(starts, ends, owner, i: int, s: float, f: float, index: int) -> None:
     """Mark [s, f) of a compute engine busy by event `index`, in the gap before stretch `i`, merging with the
-    stretches it touches; a stretch's owner is the event that ends it. (Stretch times are read into locals
-    before they are compared: the compiled build then compares C doubles, here and in _place/_book_at.)"""
+    stretches it touches; a stretch's owner is the event that ends it. (Times are read into locals before they
+    are compared: the compiled build then compares C doubles, here and in _place/_book_at, and stores `s` and
+    `f` as given.)"""
+    start, finish = s, f
     last = ends[i - 1] if i > 0 else -_FOREVER
-    if last >= s:
+    if last >= start:
         ends[i - 1], owner[i - 1] = f, index
         i -= 1
     else:
@@ -658,7 +682,7 @@ def _occupy(starts, ends, owner, i: int, s: float, f: float, index: int) -> None
         owner.insert(i, index)
     if i + 1 < len(starts):
         after = starts[i + 1]
-        if after <= f + _SLACK:
+        if after <= finish + _SLACK:
             ends[i], owner[i] = ends[i + 1], owner[i + 1]
             del starts[i + 1], ends[i + 1], owner[i + 1]
 
@@ -759,45 +783,51 @@ def _transfer_key(rec, shared: dict) -> tuple:
 
 
 def _like(rec) -> tuple:
-    """(key, each operand's lowest byte; None for a gather/scatter's) of a transfer, for _fresh. A Region's bytes
+    """(key, each operand's base byte and lowest element, flat; None for a gather/scatter's) of a record, for _fresh
+    (the item sizes, which the key fixes, are asked of the first record of a key alone). A Region's bytes
     are its buffer's base plus its span times the item size (tensor.region_at), the span being the view's offset
     plus what its shape and strides reach (or the span the view was given), and nothing else in it depends on the
     base or the offset. So the key holds each operand's placement but for its base, tile, offset and span (the
-    span's length and contiguous run stay): two transfers of one key have plans that differ only by each operand's
-    byte shift, and one cost and pieces (which read no bytes: _cost). A gather/scatter operand keeps its whole
+    span's length and contiguous run stay): two records of one key have plans that differ only by each operand's
+    byte shift, and one cost and durations. For these read no addresses: an instruction's cost (core/isa, each
+    `define`'s cost) reads its op, engine, written operands and attributes and its operands' space, partitions,
+    shape, dtype and contiguous run; Rules reads the cost and the operands' placements but for where they lie
+    (strides, on chip, gathered), and a transfer's pieces the first partition, which the key keeps. (A cost rule
+    that read a Region's bytes, memory or tile would break this.) A gather/scatter operand keeps its whole
     placement."""
-    key, lows = [rec.op, rec.writes, rec.accumulated], []
+    key, lows = [rec.op, rec.engine, rec.writes, rec.accumulated], []
     for n, p in rec.placed.items():
-        place, dtype, span = p[0], p[1], p[8]
+        place, span = p[0], p[8]
         if p[7]:
             key.append((n, p))
-            lows.append(None)
+            lows.extend((None, None))
         elif span is None:
-            key.append((n, place[0], place[1], place[2], place[4], dtype, p[2], p[3], p[5], p[6]))
-            lows.append(place[3] + p[4] * dtype.itemsize)
+            key.append((n, place[0], place[1], place[2], place[4], p[1], p[2], p[3], p[5], p[6]))
+            lows.extend((place[3], p[4]))
         else:
-            key.append((n, place[0], place[1], place[2], place[4], dtype, p[2], p[3], p[5], p[6], span[1] - span[0],
+            key.append((n, place[0], place[1], place[2], place[4], p[1], p[2], p[3], p[5], p[6], span[1] - span[0],
                         span[2]))
-            lows.append(place[3] + span[0] * dtype.itemsize)
+            lows.extend((place[3], span[0]))
     for n, x in rec.attrs.items():
         key.append((n, type(x), x))
     return tuple(key), lows
 
 
-def _moved(got, was, lows) -> tuple:
-    """_fresh's tuple `got` of a transfer whose operands' lowest bytes were `was`, for one like it whose are `lows`:
-    each plan entry's bytes (and PSUM buffer) moved by the difference."""
+def _moved(got, was, lows, sizes) -> tuple:
+    """_fresh's tuple `got` of a record whose operands' base bytes and lowest elements were `was`, for one like it
+    whose are `lows` (_like; `sizes`: the operands' item sizes): each plan entry's bytes (and PSUM buffer) moved
+    by the difference."""
     entries = list(got[0])
-    for k in range(len(lows)):
-        low = lows[k]
-        if low is not None and low != was[k]:
+    for k in range(len(sizes)):
+        base, first = lows[2 * k], lows[2 * k + 1]
+        if base is not None and (base != was[2 * k] or first != was[2 * k + 1]):
             cells, memory, lo, hi, w, buffer, high = entries[k]
-            shift = low - was[k]
+            shift = base - was[2 * k] + (first - was[2 * k + 1]) * sizes[k]
             if buffer is not None:
                 buffer = (buffer[0], buffer[1], buffer[2] + shift)
             entries[k] = (cells, memory, lo + shift, hi + shift, w, buffer, high)
     plan = tuple(entries)
-    return plan, got[1], got[2], _apart(plan), got[4]
+    return plan, got[1], got[2], _apart(plan), got[4], got[5]
 
 
 def _by_engine(split, n: int) -> list:
@@ -843,11 +873,13 @@ def replay(stream, spec, tspec, on_chunk=None) -> Timeline:
     collector is off meanwhile, as in a kernel launch (core/collector.py): scheduling makes an event and a few
     cells per instruction and frees no cycles, so its passes over the growing timeline would find nothing."""
     s = Scheduler(spec, tspec)
-    step, lo = s.step, 0
+    i = lo = 0
+    chunk = CHUNK if on_chunk is not None else -1
     with collector_off():
-        for i, rec in enumerate(stream, 1):
-            step(rec)
-            if on_chunk is not None and i - lo == CHUNK:
+        for rec in stream:
+            s.step(rec)
+            i += 1
+            if i - lo == chunk:
                 on_chunk(s.tl, lo, i)
                 lo = i
     if on_chunk is not None and len(s.tl.events) > lo:
