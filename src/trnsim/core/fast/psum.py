@@ -354,15 +354,15 @@ def _compute_together(blocks):
     at = fp32((t_n, k, r * m))
     for i, blk in enumerate(blocks):
         np.stack(blk[0].a, out=at[:, :, i * m:(i + 1) * m])
-    acc = fp32((g_n, n, r * m))
 
     with one_blas_thread():
-        done = _fused(blocks, bt, at, acc)
-        if not done and r > 1:
+        acc = _fused(blocks, bt, at)
+        if acc is None and r > 1:
             for blk in blocks:
                 compute_together([blk])
             return
-        if not done:
+        if acc is None:
+            acc = fp32((g_n, n, r * m))
             _batched(groups, bt, at, acc)
     for i, blk in enumerate(blocks):
         for j, g in enumerate(blk):
@@ -422,23 +422,29 @@ def _batched(groups, bt, at, acc) -> None:
         _on_all_cores(run, g_n, 1)
 
 
-def _fused(blocks, bt, at, acc) -> bool:
-    """The groups' running sums acc [G, N, r * M] computed by SGEMM calls that add each tile's products into
-    them (fast/blas.py): a call per tile and row block, the rows of all groups stacked when the moving tiles
-    are, the columns of the r row blocks side by side, the rows shared out over the CPU cores (_SUMS bytes of
-    sums per call at most). False, with nothing done, where that would not give the bits."""
+def _fused(blocks, bt, at):
+    """The groups' running sums [G, N, r * M] computed by SGEMM calls that add each tile's products into them
+    (fast/blas.py), or None, with nothing done, where that would not give the bits: a call per tile and slice
+    of the sums, the rows of all groups stacked when the moving tiles are, the columns of the r row blocks
+    side by side, the slices shared out over the CPU cores (_SUMS bytes of sums per call at most). Stacked row
+    blocks (r > 1) are summed in the output's layout, [r * M, G * N] (each group's [M, N] as PSUM holds it,
+    returned as a transposed view): with the calls' bigger shapes BLAS packs its operands less often, and the
+    sums are read out with no transposing copy."""
     (t_n, g_n, n, k), m, r = bt.shape, at.shape[2], len(blocks)
     rows, start = g_n * n, blocks[0][0].onto
     if (not rows or any(g.onto != start for blk in blocks for g in blk) or (start and r > 1)
             or (g_n > 1 and bt.strides[1] != n * bt.strides[2])):
-        return False
+        return None
     moving = np.lib.stride_tricks.as_strided(bt, (t_n, rows, k), bt.strides[:1] + bt.strides[2:], writeable=False)
+    if r > 1:
+        out = _stacked(moving, at, r, g_n)
+        if out is not None:
+            return out
+    acc = fp32((g_n, n, m))
     sums = acc.reshape(rows, m)
-    most = max(_ROWS, _SUMS // 4 // m // _ROWS * _ROWS)
-    cores = _cuts(rows, _ROWS)
-    cuts = [lo for c0, c1 in zip(cores, cores[1:]) for lo in range(c0, c1, most)] + [rows]
+    cuts = _sum_cuts(rows, m)
     if not blas.usable(moving[0], at[0], sums) or not blas.exact(g_n, n, k, m // r, tuple(cuts), r):
-        return False
+        return None
     if start:
         for j, g in enumerate(blocks[0]):
             acc[j] = prior(g.dst, n, m)
@@ -448,7 +454,32 @@ def _fused(blocks, bt, at, acc) -> bool:
             for t in range(t_n):
                 blas.accumulate(sums[c0:c1], moving[t, c0:c1], at[t], start or t > 0)
     _on_all_cores(run, len(cuts) - 1, 1)
-    return True
+    return acc
+
+
+def _stacked(moving, at, r: int, g_n: int):
+    """_fused's sums of r > 1 stacked row blocks in the output's layout ([r * M, G * N], as a [G, N, r * M]
+    view), its columns (the groups' moving rows) shared out; or None where the calls would not give the bits."""
+    (t_n, rows, k), m = moving.shape, at.shape[2]
+    sums = fp32((m, rows))
+    cuts = _sum_cuts(rows, m)
+    if not blas.usable(moving[0], at[0], sums) or not blas.exact(g_n, rows // g_n, k, m // r, tuple(cuts), r, True):
+        return None
+
+    def run(lo, hi):
+        for c0, c1 in zip(cuts[lo:hi], cuts[lo + 1:hi + 1]):
+            for t in range(t_n):
+                blas.accumulate_t(sums[:, c0:c1], at[t], moving[t, c0:c1], t > 0)
+    _on_all_cores(run, len(cuts) - 1, 1)
+    return sums.reshape(m, g_n, rows // g_n).transpose(1, 2, 0)
+
+
+def _sum_cuts(rows: int, width: int) -> list:
+    """Cuts of `rows` products' rows, each `width` running sums: one part per CPU core, each cut in calls of
+    _SUMS bytes at most."""
+    most = max(_ROWS, _SUMS // 4 // width // _ROWS * _ROWS)
+    cores = _cuts(rows, _ROWS)
+    return [lo for c0, c1 in zip(cores, cores[1:]) for lo in range(c0, c1, most)] + [rows]
 
 
 def _add_in_order(acc, groups, j, t0, prods) -> None:
