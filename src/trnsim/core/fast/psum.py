@@ -26,8 +26,10 @@ page cost more than the arithmetic that fills it, and a launch makes as many as 
 """
 from __future__ import annotations
 
+import ctypes
 import functools
 import math
+import mmap
 import os
 import sys
 import threading
@@ -264,8 +266,7 @@ def owe(owing, v, part) -> None:
     mem = a.memory
     fresh = type(held) is Owed and held.fresh
     if mem.space is Space.HBM and "data" not in vars(mem):  # never written: its bytes made now, unfilled (Owed)
-        mem.data = np.empty((1, mem.row_bytes), np.uint8)
-        mem.data.fill(0)  # touched now, early and in order: a first touch at the end, in the parts' order, costs more
+        mem.data = _zeroed(mem.row_bytes)
         fresh = True
     if part.whole or type(held) is not Owed:
         if held is not None and not part.whole:
@@ -282,6 +283,42 @@ def owe(owing, v, part) -> None:
     if n >= 1024 and not n & (n - 1):  # now and then, forget the allocations freed since
         for k in [k for k, r in owing.items() if r() is None]:
             del owing[k]
+
+
+def _zeroed(n: int) -> np.ndarray:
+    """n zero bytes ([1, n] uint8) whose pages are touched now, early and in order (a first touch at the end, in
+    the parts' order, costs more): in the background where the host can fault pages in without writing them
+    (Linux's MADV_POPULATE_WRITE: the kernel's own writes may land meanwhile), else here."""
+    x = np.zeros((1, n), np.uint8)
+    if n < _POPULATE or _madvise() is None:
+        x.fill(0)
+    else:
+        _pool().submit(_populate, x)
+    return x
+
+
+def _populate(x) -> None:
+    """Fault in the whole pages of array `x` for writing, leaving its bytes as they are."""
+    page = mmap.PAGESIZE
+    lo = -(-x.ctypes.data // page) * page
+    hi = (x.ctypes.data + x.nbytes) // page * page
+    if hi > lo:
+        _madvise()(lo, hi - lo, _POPULATE_WRITE)
+
+
+@functools.cache
+def _madvise():
+    """libc's madvise where it takes MADV_POPULATE_WRITE (Linux 5.14 on), else None."""
+    if not sys.platform.startswith("linux"):
+        return None
+    try:
+        fn = ctypes.CDLL(None, use_errno=True).madvise
+    except (OSError, AttributeError):
+        return None
+    fn.argtypes, fn.restype = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int], ctypes.c_int
+    probe = np.zeros(2 * mmap.PAGESIZE, np.uint8)
+    page = -(-probe.ctypes.data // mmap.PAGESIZE) * mmap.PAGESIZE  # a whole page inside it
+    return fn if fn(page, mmap.PAGESIZE, _POPULATE_WRITE) == 0 else None
 
 
 def owed_copy(owing, dst, src) -> bool:
@@ -310,6 +347,8 @@ _STACKED = 1024  # stationary columns of one SGEMM call when row blocks share th
 _CACHED = 1 << 19  # per group and thread: products summed while still in the CPU's cache
 _ROWS = 16  # a row block's row count is a multiple of this (whole SIMD rows for the SGEMM kernel)
 _SUMS = 1 << 23  # bytes of running sums one SGEMM call adds into, at most (more rows per call pack fewer tiles)
+_POPULATE = 1 << 20  # bytes of a fresh output from which its pages are faulted in in the background
+_POPULATE_WRITE = 23  # madvise's MADV_POPULATE_WRITE (linux/mman.h)
 
 
 def compute_together(blocks):
