@@ -58,8 +58,8 @@ class Group:
         self.keys = None  # once owed: what its stationary and moving tiles are (Batch.add)
 
     def add(self, a, b, am, bm, akey=None):
-        """Add operands a[K, M] (FP32, read from the bytes `akey` names) and b[K, N] (a Piece, or an array of
-        any storage, owned or read-only) and their column masks."""
+        """Add operands a[K, M] (any storage, owned; read from the bytes `akey` names) and b[K, N] (a Piece, or
+        an array of any storage, owned or read-only) and their column masks."""
         self.akeys.append(akey if akey is not None else id(a))
         self.a.append(a)
         self.b.append(b)
@@ -377,9 +377,9 @@ def _compute_together(blocks):
     if len(shapes) != 1 or len(n_set) != 1 or any(p.shape[1] != g.b[0].shape[1] for g in groups for p in g.b):
         with one_blas_thread():
             for g in (g for blk in blocks for g in blk):  # ragged tiles: one call per matmul
-                acc = g.start(_moving_t(g.b[0]) @ np.ascontiguousarray(g.a[0]))
+                acc = g.start(_moving_t(g.b[0]) @ _wide(g.a[0]))
                 for x, piece in zip(g.a[1:], g.b[1:]):
-                    acc += _moving_t(piece) @ np.ascontiguousarray(x)
+                    acc += _moving_t(piece) @ _wide(x)
                 g.finish(acc)
         return
     (k, m), n, g_n, r = shapes.pop(), n_set.pop(), len(groups), len(blocks)
@@ -392,7 +392,7 @@ def _compute_together(blocks):
     # [T, K, r * M]: each stationary tile serves every group of its block, the blocks' tiles side by side
     at = fp32((t_n, k, r * m))
     for i, blk in enumerate(blocks):
-        np.stack(blk[0].a, out=at[:, :, i * m:(i + 1) * m])
+        _widen_stacked(at[:, :, i * m:(i + 1) * m], blk[0].a)
 
     with one_blas_thread():
         acc = _fused(blocks, bt, at)
@@ -581,20 +581,37 @@ def stationary_key(v, rows: int) -> tuple:
     return (id(v.alloc), v.poff, v.offset, v.strides, v.shape, v.dtype.name, rows, v.alloc.memory.version)
 
 
-def widened(cache: dict, v, rows: int) -> tuple:
-    """`v` as FP32 [rows, -1] and the key naming its bytes (stationary_key), reusing the last conversion of the
-    same bytes while they are unchanged."""
+def stationary(cache: dict, v, rows: int) -> tuple:
+    """`v`'s bytes as [rows, -1] in their own storage, copied (widened to FP32 when its group is computed, in
+    the background for owed groups, not by the kernel's thread), and the key naming them (stationary_key),
+    reusing the last copy of the same bytes while they are unchanged."""
     key = stationary_key(v, rows)
     hit = cache.get(key)
     if hit is not None:
         return hit, key
-    x = v.array().reshape(rows, -1)
-    a = fp32(x.shape)
-    widen_into(a, x)  # bf16 by a shift
+    a = np.array(v.array().reshape(rows, -1))
     if len(cache) > 8:
         cache.clear()
     cache[key] = a
     return a, key
+
+
+def _wide(x) -> np.ndarray:
+    """A stationary tile (any storage) as contiguous FP32."""
+    if x.dtype == np.float32:
+        return np.ascontiguousarray(x)
+    out = np.empty(x.shape, np.float32)
+    widen_into(out, x)  # bf16 by a shift
+    return out
+
+
+def _widen_stacked(out, tiles) -> None:
+    """Stationary tiles [K, M] (any storage) widened into out [T, K, M]: in one pass when they share a dtype."""
+    if all(x.dtype == tiles[0].dtype for x in tiles):
+        widen_into(out, np.stack(tiles))
+    else:
+        for o, x in zip(out, tiles):
+            widen_into(o, x)
 
 
 def moving(conversions: dict, v, k: int):
@@ -705,8 +722,8 @@ def _cuts(n: int, step: int) -> list:
 
 
 def matmul_into(pending: dict, lazy: bool, ins, a, b, am, bm, akey=None):
-    """Add a.T @ b (a[K, M] FP32 from the bytes `akey` names, b[K, N] any storage; owned or read-only; column
-    masks or None) to dst.
+    """Add a.T @ b (a[K, M] any storage, owned, from the bytes `akey` names; b[K, N] any storage, owned or
+    read-only; column masks or None) to dst.
 
     In a kernel launch (`lazy`) an FP32 group stays pending until something next touches PSUM
     (compute_together gives the bits of computing each matmul as issued). A narrower dst rounds its sum
