@@ -163,3 +163,28 @@ def test_the_check_accepts_this_blas_for_stacked_row_blocks_in_the_output_layout
     if not blas.usable(np.zeros((1, 1), np.float32)):
         pytest.skip("no OpenBLAS with a known integer width is loaded")
     assert blas.exact(4, 256, 128, 128, cuts, 4, transposed=True)
+
+
+@nki.jit
+def mixed_stationary(a0, a1, b):
+    """One PSUM group over two K tiles whose stationary tiles differ in dtype (bf16, then fp16)."""
+    out = nl.ndarray((128, 512), nl.float32, buffer=nl.shared_hbm)
+    acc = nl.ndarray((128, 512), nl.float32, buffer=nl.psum)
+    for k, a in enumerate((a0, a1)):
+        nisa.nc_matmul(acc, nl.load(a), nl.load(b[k * 128:(k + 1) * 128]))
+    res = nl.ndarray((128, 512), nl.float32)
+    nisa.tensor_copy(res, acc)
+    nl.store(out, res)
+    return out
+
+
+def test_stationary_tiles_of_two_dtypes_in_one_group_keep_the_issue_order_bits(trn):
+    rng = np.random.default_rng(5)
+    a0 = rng.standard_normal((128, 128)).astype(ml_dtypes.bfloat16)
+    a1 = rng.standard_normal((128, 128)).astype(np.float16)
+    b = rng.standard_normal((256, 512)).astype(ml_dtypes.bfloat16)
+    with threadpool_limits(1, "blas"):
+        parts = [np.ascontiguousarray(b[k * 128:(k + 1) * 128].astype(np.float32).T) @ a.astype(np.float32)
+                 for k, a in enumerate((a0, a1))]
+    want = (parts[0] + parts[1]).T
+    np.testing.assert_array_equal(mixed_stationary(a0, a1, b).view(np.uint32), want.view(np.uint32))
