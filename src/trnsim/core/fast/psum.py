@@ -94,8 +94,9 @@ class Group:
 class Batch:
     """Groups whose values are owed and not yet computed (held weakly: a group no copy reads any more is never
     computed). A stack of row blocks that can share no more (_STACKED columns, or moving tiles held in copies)
-    is computed in the background as soon as it is owed, while the kernel goes on; the rest when any owed
-    value is first read, or once their operands held in copies pass _HELD bytes."""
+    is computed in the background as soon as it is owed, while the kernel goes on (half a stack, when the
+    background is idle); the rest when any owed value is first read, or once their operands held in copies
+    pass _HELD bytes."""
 
     def __init__(self):
         self.groups, self.held, self.running = [], 0, []
@@ -129,12 +130,17 @@ class Batch:
                 _compute_owed(blocks[i:i + r])
 
     def start(self) -> None:
-        """Start the full stacks in the background; keep the others for later row blocks to join."""
+        """Start the full stacks in the background; keep the others for later row blocks to join. While the
+        background has nothing to compute, a stack half full starts too: the CPU cores it would leave idle
+        cost more than its smaller SGEMM calls."""
+        idle = all(f.done() for f in self.running)
         self.running = [f for f in self.running if not f.done() or f.exception() is not None]  # raised by wait
         for blocks in self._stacks():
             r = max(1, _STACKED // blocks[0][0].a[0].shape[1])
             shared = all(isinstance(p, Piece) for p in blocks[0][0].b)
             full = len(blocks) // r * r if shared else len(blocks)
+            if idle and not full and 2 * len(blocks) >= r:
+                full = len(blocks)
             for i in range(0, full, r):
                 f = _in_background(blocks[i:i + r])
                 for blk in blocks[i:i + r]:
