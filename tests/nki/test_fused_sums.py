@@ -7,9 +7,10 @@ import pytest
 from threadpoolctl import threadpool_limits
 
 from trnsim import nki
-from trnsim.core.fast import blas
+from trnsim.core.fast import blas, psum
 import trnsim.nki.isa as nisa
 import trnsim.nki.language as nl
+from tests.core.test_loaded_tiles import streamed
 
 
 @nki.jit
@@ -98,3 +99,93 @@ def test_the_check_accepts_this_blas_for_row_blocks(cuts):
     if not blas.usable(np.zeros((1, 1), np.float32)):
         pytest.skip("no OpenBLAS with a known integer width is loaded")
     assert blas.exact(1, 512, 128, 128, cuts)
+
+
+def _blocks_in_order(a_t, b):
+    """Each [128, 512] block of a_t.T @ b (a PSUM bank of `streamed`) as the sum in issue order of its K
+    tiles' products [N, M], each by single-threaded BLAS on FP32."""
+    out = np.empty((a_t.shape[1], b.shape[1]), np.float32)
+    with threadpool_limits(1, "blas"):
+        for m in range(0, a_t.shape[1], 128):
+            for n in range(0, b.shape[1], 512):
+                acc = None
+                for k in range(0, a_t.shape[0], 128):
+                    bt = np.ascontiguousarray(b[k:k + 128, n:n + 512].astype(np.float32).T)
+                    p = bt @ np.ascontiguousarray(a_t[k:k + 128, m:m + 128].astype(np.float32))
+                    acc = p if acc is None else acc + p
+                out[m:m + 128, n:n + 512] = acc.T
+    return out
+
+
+def _row_block_operands(seed):
+    rng = np.random.default_rng(seed)
+    a_t = rng.standard_normal((3 * 128, 5 * 128)).astype(ml_dtypes.bfloat16)
+    b = rng.standard_normal((3 * 128, 1024)).astype(ml_dtypes.bfloat16)
+    a_t[:, 0] = -0.0  # output row 0: sums of zero products, whose signs are compared too
+    return a_t, b
+
+
+def test_stacked_row_blocks_summed_in_the_output_layout_keep_the_issue_order_bits(monkeypatch, trn):
+    """The owed groups of `streamed`'s five row blocks share their moving tiles: row blocks are summed side by
+    side."""
+    made = []
+    stacked = psum._stacked
+    monkeypatch.setattr(psum, "_stacked", lambda *args: made.append(stacked(*args)) or made[-1])
+    a_t, b = _row_block_operands(3)
+    got = streamed(a_t, b)
+    np.testing.assert_array_equal(got.view(np.uint32), _blocks_in_order(a_t, b).view(np.uint32))
+    if blas.usable(np.zeros((1, 1), np.float32)):  # row blocks' sums were made side by side
+        shapes = [x.shape for x in made if x is not None]
+        assert shapes and all(s[2] >= 2 * 128 for s in shapes)
+
+
+def test_a_blas_whose_transposed_sums_round_otherwise_is_not_used(monkeypatch, trn):
+    """The output-layout calls are checked on their own: an impostor there is turned down, and the bits hold."""
+    calls = []
+
+    def wider(c, a, b, add):
+        calls.append(1)
+        c[...] = (a.T.astype(np.float64) @ b.T.astype(np.float64) + (c if add else 0)).astype(np.float32)
+
+    monkeypatch.setattr(blas, "accumulate_t", wider)
+    blas.exact.cache_clear()
+    try:
+        a_t, b = _row_block_operands(4)
+        got = streamed(a_t, b)
+    finally:
+        blas.exact.cache_clear()
+    np.testing.assert_array_equal(got.view(np.uint32), _blocks_in_order(a_t, b).view(np.uint32))
+    if blas.usable(np.zeros((1, 1), np.float32)):
+        assert calls
+
+
+@pytest.mark.parametrize("cuts", [(0, 1024), (0, 512, 1024), (0, 96, 1024)])
+def test_the_check_accepts_this_blas_for_stacked_row_blocks_in_the_output_layout(cuts):
+    if not blas.usable(np.zeros((1, 1), np.float32)):
+        pytest.skip("no OpenBLAS with a known integer width is loaded")
+    assert blas.exact(4, 256, 128, 128, cuts, 4, transposed=True)
+
+
+@nki.jit
+def mixed_stationary(a0, a1, b):
+    """One PSUM group over two K tiles whose stationary tiles differ in dtype (bf16, then fp16)."""
+    out = nl.ndarray((128, 512), nl.float32, buffer=nl.shared_hbm)
+    acc = nl.ndarray((128, 512), nl.float32, buffer=nl.psum)
+    for k, a in enumerate((a0, a1)):
+        nisa.nc_matmul(acc, nl.load(a), nl.load(b[k * 128:(k + 1) * 128]))
+    res = nl.ndarray((128, 512), nl.float32)
+    nisa.tensor_copy(res, acc)
+    nl.store(out, res)
+    return out
+
+
+def test_stationary_tiles_of_two_dtypes_in_one_group_keep_the_issue_order_bits(trn):
+    rng = np.random.default_rng(5)
+    a0 = rng.standard_normal((128, 128)).astype(ml_dtypes.bfloat16)
+    a1 = rng.standard_normal((128, 128)).astype(np.float16)
+    b = rng.standard_normal((256, 512)).astype(ml_dtypes.bfloat16)
+    with threadpool_limits(1, "blas"):
+        parts = [np.ascontiguousarray(b[k * 128:(k + 1) * 128].astype(np.float32).T) @ a.astype(np.float32)
+                 for k, a in enumerate((a0, a1))]
+    want = (parts[0] + parts[1]).T
+    np.testing.assert_array_equal(mixed_stationary(a0, a1, b).view(np.uint32), want.view(np.uint32))

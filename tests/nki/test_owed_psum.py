@@ -215,3 +215,17 @@ def test_rows_gathered_from_owed_sums_read_their_values(monkeypatch):
     slow = gathered_after_store(a_t, b, ids)
     np.testing.assert_array_equal(fast.view(np.uint32), want.view(np.uint32))
     np.testing.assert_array_equal(fast.view(np.uint32), slow.view(np.uint32))
+
+
+def test_a_fresh_output_is_zeros_and_faulting_its_pages_in_leaves_its_bytes():
+    """The bytes an output is made with (psum._zeroed) are zeros; faulting its pages in (psum._populate, run
+    behind the kernel while it writes them) changes none of them."""
+    n = 3 * (1 << 20) + 123
+    x = psum._zeroed(n)
+    assert x.shape == (1, n) and x.dtype == np.uint8 and x.flags.writeable and not x.any()
+    pattern = (np.arange(n) % 251 + 1).astype(np.uint8)
+    x[0, ::2] = pattern[::2]  # the kernel's first writes
+    psum._populate(x)
+    want = np.zeros(n, np.uint8)
+    want[::2] = pattern[::2]
+    np.testing.assert_array_equal(x[0], want)

@@ -41,7 +41,8 @@ class Builder:
         return v
 
     def stationary(self, nc, v, rows: int):
-        """(stationary tile `v` as FP32 [rows, -1], a key naming its bytes or None)."""
+        """(stationary tile `v` as [rows, -1]: FP32, or an owned copy of its bytes where this builder's
+        matmul_into widens them; a key naming its bytes or None)."""
         return numerics.widen(v.array().reshape(rows, -1)), None
 
     def moving(self, nc, v, rows: int):

@@ -7,8 +7,8 @@ over a whole tile owed past its eviction, the copies out of PSUM passing the deb
 together, in the background where row blocks can share no more),
 deferred DMA loads (fast/loads.py: a whole-tile load is copied when first read), matmul operands read from
 one FP32 conversion of their HBM source (with its thread pool) instead of the tile's own bytes, and the
-cache of widened stationary tiles. For timing-only speed: check verdicts kept by instruction signature
-(fast/memo.py: an instruction whose check is pure, issued again on operands laid out the same way, skips
+cache of stationary tiles' copies (widened when computed). For timing-only speed: check verdicts kept by
+instruction signature (fast/memo.py: an instruction whose check is pure, issued again on operands laid out the same way, skips
 the checks but not their stateful part), numbered so that the timing scheduler asks each cost rule once
 per signature and shares one Region between records of the same placement (Record.regions), signatures
 built from layout numbers kept on each view, views shared by index (fast/views.py), and the middle iterations
@@ -37,7 +37,7 @@ class Speed(Builder):
         self.pending: dict = {}  # PSUM region -> its accumulation group not yet computed
         self.owed = psum.Batch()  # closed groups whose values are owed, computed when first read
         self.owing: dict = {}  # allocation id -> weak reference to an allocation owed values (fast/psum.py: Owed)
-        self.widened: dict = {}  # stationary tiles in FP32 by the bytes they came from
+        self.stationaries: dict = {}  # copies of stationary tiles by the bytes they came from
         self.conversions: dict = {}  # FP32 conversions of whole HBM tensors that matmuls read
         self.stamped = 0  # loop iterations recorded without running their Python (fast/stamp.py)
 
@@ -51,7 +51,7 @@ class Speed(Builder):
         return views.keep_parts(v)
 
     def stationary(self, nc, v, rows: int):
-        return psum.widened(self.widened, v, rows)
+        return psum.stationary(self.stationaries, v, rows)
 
     def moving(self, nc, v, rows: int):
         return psum.moving(self.conversions, v, rows)
@@ -70,7 +70,7 @@ class Speed(Builder):
         self.flush(nc)
         psum.settle(self.owing)
         self.owed.wait()
-        self.widened.clear()
+        self.stationaries.clear()
         self.conversions.clear()
 
     def load(self, nc, dst, src) -> bool:

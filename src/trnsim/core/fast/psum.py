@@ -26,8 +26,10 @@ page cost more than the arithmetic that fills it, and a launch makes as many as 
 """
 from __future__ import annotations
 
+import ctypes
 import functools
 import math
+import mmap
 import os
 import sys
 import threading
@@ -56,8 +58,8 @@ class Group:
         self.keys = None  # once owed: what its stationary and moving tiles are (Batch.add)
 
     def add(self, a, b, am, bm, akey=None):
-        """Add operands a[K, M] (FP32, read from the bytes `akey` names) and b[K, N] (a Piece, or an array of
-        any storage, owned or read-only) and their column masks."""
+        """Add operands a[K, M] (any storage, owned; read from the bytes `akey` names) and b[K, N] (a Piece, or
+        an array of any storage, owned or read-only) and their column masks."""
         self.akeys.append(akey if akey is not None else id(a))
         self.a.append(a)
         self.b.append(b)
@@ -92,8 +94,9 @@ class Group:
 class Batch:
     """Groups whose values are owed and not yet computed (held weakly: a group no copy reads any more is never
     computed). A stack of row blocks that can share no more (_STACKED columns, or moving tiles held in copies)
-    is computed in the background as soon as it is owed, while the kernel goes on; the rest when any owed
-    value is first read, or once their operands held in copies pass _HELD bytes."""
+    is computed in the background as soon as it is owed, while the kernel goes on (half a stack, when the
+    background is idle); the rest when any owed value is first read, or once their operands held in copies
+    pass _HELD bytes."""
 
     def __init__(self):
         self.groups, self.held, self.running = [], 0, []
@@ -127,12 +130,17 @@ class Batch:
                 _compute_owed(blocks[i:i + r])
 
     def start(self) -> None:
-        """Start the full stacks in the background; keep the others for later row blocks to join."""
+        """Start the full stacks in the background; keep the others for later row blocks to join. While the
+        background has nothing to compute, a stack half full starts too: the CPU cores it would leave idle
+        cost more than its smaller SGEMM calls."""
+        idle = all(f.done() for f in self.running)
         self.running = [f for f in self.running if not f.done() or f.exception() is not None]  # raised by wait
         for blocks in self._stacks():
             r = max(1, _STACKED // blocks[0][0].a[0].shape[1])
             shared = all(isinstance(p, Piece) for p in blocks[0][0].b)
             full = len(blocks) // r * r if shared else len(blocks)
+            if idle and not full and 2 * len(blocks) >= r:
+                full = len(blocks)
             for i in range(0, full, r):
                 f = _in_background(blocks[i:i + r])
                 for blk in blocks[i:i + r]:
@@ -264,8 +272,7 @@ def owe(owing, v, part) -> None:
     mem = a.memory
     fresh = type(held) is Owed and held.fresh
     if mem.space is Space.HBM and "data" not in vars(mem):  # never written: its bytes made now, unfilled (Owed)
-        mem.data = np.empty((1, mem.row_bytes), np.uint8)
-        mem.data.fill(0)  # touched now, early and in order: a first touch at the end, in the parts' order, costs more
+        mem.data = _zeroed(mem.row_bytes)
         fresh = True
     if part.whole or type(held) is not Owed:
         if held is not None and not part.whole:
@@ -282,6 +289,42 @@ def owe(owing, v, part) -> None:
     if n >= 1024 and not n & (n - 1):  # now and then, forget the allocations freed since
         for k in [k for k, r in owing.items() if r() is None]:
             del owing[k]
+
+
+def _zeroed(n: int) -> np.ndarray:
+    """n zero bytes ([1, n] uint8) whose pages are touched now, early and in order (a first touch at the end, in
+    the parts' order, costs more): in the background where the host can fault pages in without writing them
+    (Linux's MADV_POPULATE_WRITE: the kernel's own writes may land meanwhile), else here."""
+    x = np.zeros((1, n), np.uint8)
+    if n < _POPULATE or _madvise() is None:
+        x.fill(0)
+    else:
+        _pool().submit(_populate, x)
+    return x
+
+
+def _populate(x) -> None:
+    """Fault in the whole pages of array `x` for writing, leaving its bytes as they are."""
+    page = mmap.PAGESIZE
+    lo = -(-x.ctypes.data // page) * page
+    hi = (x.ctypes.data + x.nbytes) // page * page
+    if hi > lo:
+        _madvise()(lo, hi - lo, _POPULATE_WRITE)
+
+
+@functools.cache
+def _madvise():
+    """libc's madvise where it takes MADV_POPULATE_WRITE (Linux 5.14 on), else None."""
+    if not sys.platform.startswith("linux"):
+        return None
+    try:
+        fn = ctypes.CDLL(None, use_errno=True).madvise
+    except (OSError, AttributeError):
+        return None
+    fn.argtypes, fn.restype = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int], ctypes.c_int
+    probe = np.zeros(2 * mmap.PAGESIZE, np.uint8)
+    page = -(-probe.ctypes.data // mmap.PAGESIZE) * mmap.PAGESIZE  # a whole page inside it
+    return fn if fn(page, mmap.PAGESIZE, _POPULATE_WRITE) == 0 else None
 
 
 def owed_copy(owing, dst, src) -> bool:
@@ -310,6 +353,8 @@ _STACKED = 1024  # stationary columns of one SGEMM call when row blocks share th
 _CACHED = 1 << 19  # per group and thread: products summed while still in the CPU's cache
 _ROWS = 16  # a row block's row count is a multiple of this (whole SIMD rows for the SGEMM kernel)
 _SUMS = 1 << 23  # bytes of running sums one SGEMM call adds into, at most (more rows per call pack fewer tiles)
+_POPULATE = 1 << 20  # bytes of a fresh output from which its pages are faulted in in the background
+_POPULATE_WRITE = 23  # madvise's MADV_POPULATE_WRITE (linux/mman.h)
 
 
 def compute_together(blocks):
@@ -338,9 +383,9 @@ def _compute_together(blocks):
     if len(shapes) != 1 or len(n_set) != 1 or any(p.shape[1] != g.b[0].shape[1] for g in groups for p in g.b):
         with one_blas_thread():
             for g in (g for blk in blocks for g in blk):  # ragged tiles: one call per matmul
-                acc = g.start(_moving_t(g.b[0]) @ np.ascontiguousarray(g.a[0]))
+                acc = g.start(_moving_t(g.b[0]) @ _wide(g.a[0]))
                 for x, piece in zip(g.a[1:], g.b[1:]):
-                    acc += _moving_t(piece) @ np.ascontiguousarray(x)
+                    acc += _moving_t(piece) @ _wide(x)
                 g.finish(acc)
         return
     (k, m), n, g_n, r = shapes.pop(), n_set.pop(), len(groups), len(blocks)
@@ -353,16 +398,16 @@ def _compute_together(blocks):
     # [T, K, r * M]: each stationary tile serves every group of its block, the blocks' tiles side by side
     at = fp32((t_n, k, r * m))
     for i, blk in enumerate(blocks):
-        np.stack(blk[0].a, out=at[:, :, i * m:(i + 1) * m])
-    acc = fp32((g_n, n, r * m))
+        _widen_stacked(at[:, :, i * m:(i + 1) * m], blk[0].a)
 
     with one_blas_thread():
-        done = _fused(blocks, bt, at, acc)
-        if not done and r > 1:
+        acc = _fused(blocks, bt, at)
+        if acc is None and r > 1:
             for blk in blocks:
                 compute_together([blk])
             return
-        if not done:
+        if acc is None:
+            acc = fp32((g_n, n, r * m))
             _batched(groups, bt, at, acc)
     for i, blk in enumerate(blocks):
         for j, g in enumerate(blk):
@@ -422,23 +467,29 @@ def _batched(groups, bt, at, acc) -> None:
         _on_all_cores(run, g_n, 1)
 
 
-def _fused(blocks, bt, at, acc) -> bool:
-    """The groups' running sums acc [G, N, r * M] computed by SGEMM calls that add each tile's products into
-    them (fast/blas.py): a call per tile and row block, the rows of all groups stacked when the moving tiles
-    are, the columns of the r row blocks side by side, the rows shared out over the CPU cores (_SUMS bytes of
-    sums per call at most). False, with nothing done, where that would not give the bits."""
+def _fused(blocks, bt, at):
+    """The groups' running sums [G, N, r * M] computed by SGEMM calls that add each tile's products into them
+    (fast/blas.py), or None, with nothing done, where that would not give the bits: a call per tile and slice
+    of the sums, the rows of all groups stacked when the moving tiles are, the columns of the r row blocks
+    side by side, the slices shared out over the CPU cores (_SUMS bytes of sums per call at most). Stacked row
+    blocks (r > 1) are summed in the output's layout, [r * M, G * N] (each group's [M, N] as PSUM holds it,
+    returned as a transposed view): with the calls' bigger shapes BLAS packs its operands less often, and the
+    sums are read out with no transposing copy."""
     (t_n, g_n, n, k), m, r = bt.shape, at.shape[2], len(blocks)
     rows, start = g_n * n, blocks[0][0].onto
     if (not rows or any(g.onto != start for blk in blocks for g in blk) or (start and r > 1)
             or (g_n > 1 and bt.strides[1] != n * bt.strides[2])):
-        return False
+        return None
     moving = np.lib.stride_tricks.as_strided(bt, (t_n, rows, k), bt.strides[:1] + bt.strides[2:], writeable=False)
+    if r > 1:
+        out = _stacked(moving, at, r, g_n)
+        if out is not None:
+            return out
+    acc = fp32((g_n, n, m))
     sums = acc.reshape(rows, m)
-    most = max(_ROWS, _SUMS // 4 // m // _ROWS * _ROWS)
-    cores = _cuts(rows, _ROWS)
-    cuts = [lo for c0, c1 in zip(cores, cores[1:]) for lo in range(c0, c1, most)] + [rows]
+    cuts = _sum_cuts(rows, m)
     if not blas.usable(moving[0], at[0], sums) or not blas.exact(g_n, n, k, m // r, tuple(cuts), r):
-        return False
+        return None
     if start:
         for j, g in enumerate(blocks[0]):
             acc[j] = prior(g.dst, n, m)
@@ -448,7 +499,32 @@ def _fused(blocks, bt, at, acc) -> bool:
             for t in range(t_n):
                 blas.accumulate(sums[c0:c1], moving[t, c0:c1], at[t], start or t > 0)
     _on_all_cores(run, len(cuts) - 1, 1)
-    return True
+    return acc
+
+
+def _stacked(moving, at, r: int, g_n: int):
+    """_fused's sums of r > 1 stacked row blocks in the output's layout ([r * M, G * N], as a [G, N, r * M]
+    view), its columns (the groups' moving rows) shared out; or None where the calls would not give the bits."""
+    (t_n, rows, k), m = moving.shape, at.shape[2]
+    sums = fp32((m, rows))
+    cuts = _sum_cuts(rows, m)
+    if not blas.usable(moving[0], at[0], sums) or not blas.exact(g_n, rows // g_n, k, m // r, tuple(cuts), r, True):
+        return None
+
+    def run(lo, hi):
+        for c0, c1 in zip(cuts[lo:hi], cuts[lo + 1:hi + 1]):
+            for t in range(t_n):
+                blas.accumulate_t(sums[:, c0:c1], at[t], moving[t, c0:c1], t > 0)
+    _on_all_cores(run, len(cuts) - 1, 1)
+    return sums.reshape(m, g_n, rows // g_n).transpose(1, 2, 0)
+
+
+def _sum_cuts(rows: int, width: int) -> list:
+    """Cuts of `rows` products' rows, each `width` running sums: one part per CPU core, each cut in calls of
+    _SUMS bytes at most."""
+    most = max(_ROWS, _SUMS // 4 // width // _ROWS * _ROWS)
+    cores = _cuts(rows, _ROWS)
+    return [lo for c0, c1 in zip(cores, cores[1:]) for lo in range(c0, c1, most)] + [rows]
 
 
 def _add_in_order(acc, groups, j, t0, prods) -> None:
@@ -511,20 +587,37 @@ def stationary_key(v, rows: int) -> tuple:
     return (id(v.alloc), v.poff, v.offset, v.strides, v.shape, v.dtype.name, rows, v.alloc.memory.version)
 
 
-def widened(cache: dict, v, rows: int) -> tuple:
-    """`v` as FP32 [rows, -1] and the key naming its bytes (stationary_key), reusing the last conversion of the
-    same bytes while they are unchanged."""
+def stationary(cache: dict, v, rows: int) -> tuple:
+    """`v`'s bytes as [rows, -1] in their own storage, copied (widened to FP32 when its group is computed, in
+    the background for owed groups, not by the kernel's thread), and the key naming them (stationary_key),
+    reusing the last copy of the same bytes while they are unchanged."""
     key = stationary_key(v, rows)
     hit = cache.get(key)
     if hit is not None:
         return hit, key
-    x = v.array().reshape(rows, -1)
-    a = fp32(x.shape)
-    widen_into(a, x)  # bf16 by a shift
+    a = np.array(v.array().reshape(rows, -1))
     if len(cache) > 8:
         cache.clear()
     cache[key] = a
     return a, key
+
+
+def _wide(x) -> np.ndarray:
+    """A stationary tile (any storage) as contiguous FP32."""
+    if x.dtype == np.float32:
+        return np.ascontiguousarray(x)
+    out = np.empty(x.shape, np.float32)
+    widen_into(out, x)  # bf16 by a shift
+    return out
+
+
+def _widen_stacked(out, tiles) -> None:
+    """Stationary tiles [K, M] (any storage) widened into out [T, K, M]: in one pass when they share a dtype."""
+    if all(x.dtype == tiles[0].dtype for x in tiles):
+        widen_into(out, np.stack(tiles))
+    else:
+        for o, x in zip(out, tiles):
+            widen_into(o, x)
 
 
 def moving(conversions: dict, v, k: int):
@@ -635,8 +728,8 @@ def _cuts(n: int, step: int) -> list:
 
 
 def matmul_into(pending: dict, lazy: bool, ins, a, b, am, bm, akey=None):
-    """Add a.T @ b (a[K, M] FP32 from the bytes `akey` names, b[K, N] any storage; owned or read-only; column
-    masks or None) to dst.
+    """Add a.T @ b (a[K, M] any storage, owned, from the bytes `akey` names; b[K, N] any storage, owned or
+    read-only; column masks or None) to dst.
 
     In a kernel launch (`lazy`) an FP32 group stays pending until something next touches PSUM
     (compute_together gives the bits of computing each matmul as issued). A narrower dst rounds its sum
