@@ -3,13 +3,15 @@
 import cython
 from trnsim.core.isa.registry cimport Record
 from trnsim.core.fast.memo cimport Verdicts
+from trnsim.core.fast.views cimport layout_number
 
 
 @cython.locals(stream=list, length=cython.Py_ssize_t, p=cython.Py_ssize_t, it=cython.Py_ssize_t,
                phase=cython.Py_ssize_t, step=cython.Py_ssize_t, j=cython.Py_ssize_t, base=cython.Py_ssize_t,
                recs=list, steps=list, rec=Record, out=Record, moves=tuple, moved=dict, placed=dict, move=tuple, q=tuple,
                verdicts=Verdicts, periods=cython.Py_ssize_t, counted=cython.Py_ssize_t, s=cython.Py_ssize_t, onto=list,
-               notes=list, now=list)
+               notes=list, now=list, tiles=list, heads=list, at=list, places=list, slots=list, slot=tuple, head=tuple,
+               px=tuple, g=cython.Py_ssize_t, w=cython.Py_ssize_t)
 cpdef _stamp(nc, t)
 
 
@@ -20,9 +22,13 @@ cpdef _moving_signature(Verdicts verdicts, Record rec, list moves)
 cpdef bint _made_before(tuple place, tuple fresh)
 
 
-@cython.locals(place=tuple, span=tuple, tile=cython.Py_ssize_t, d=cython.Py_ssize_t, o=cython.Py_ssize_t,
-               lo=cython.Py_ssize_t, hi=cython.Py_ssize_t)
+@cython.locals(place=tuple)
 cpdef tuple _moved(tuple p, Py_ssize_t step, Py_ssize_t dtile, Py_ssize_t doff, Py_ssize_t dpoff)
+cpdef tuple _tile_moved(tuple place, Py_ssize_t d)
+@cython.locals(heads=list, at=list, seen=dict, slot=tuple)
+cpdef tuple _tiles(list slots)
+@cython.locals(span=tuple, d=cython.Py_ssize_t, o=cython.Py_ssize_t, lo=cython.Py_ssize_t, hi=cython.Py_ssize_t)
+cpdef tuple _moved_onto(tuple p, tuple place, Py_ssize_t step, Py_ssize_t doff, Py_ssize_t dpoff)
 
 
 @cython.locals(key=list, made=list, hit=tuple, memo_key=tuple, moving=tuple, memo=dict, layouts=dict)
@@ -32,7 +38,7 @@ cpdef _number(Verdicts verdicts, tuple sig, Py_ssize_t step, like)
 @cython.locals(runs=list, length=cython.Py_ssize_t, i=cython.Py_ssize_t, j=cython.Py_ssize_t, k=cython.Py_ssize_t,
                x=Record, y=Record, z=Record, px=tuple, py=tuple, pz=tuple, moves=list, mine=list, ahead=list,
                move=tuple, known=tuple, counts=dict, starts=list, xs=list, ys=list, zs=list, xp=dict, yp=dict, zp=dict,
-               sbuf_fresh=cython.Py_ssize_t, psum_fresh=cython.Py_ssize_t, period=tuple, paired=dict, same_attrs=dict,
+               sbuf_fresh=cython.Py_ssize_t, psum_fresh=cython.Py_ssize_t, period=tuple, paired=dict,
                slot_of=dict, slots=list)
 cpdef _template(nc, list snaps, Py_ssize_t a, Py_ssize_t p, Py_ssize_t end)
 
@@ -57,7 +63,8 @@ cpdef _key_at(key, tuple step, Py_ssize_t t)
 @cython.locals(ta=tuple, tb=tuple, out=list, i=cython.Py_ssize_t, sx=slice, sy=slice)
 cpdef _key_step(ka, kb)
 cpdef _bound_step(u, w)
-cpdef dict _parts(list watched, lo, hi)
+@cython.locals(out=dict, i=cython.Py_ssize_t, e=tuple, k=tuple)
+cpdef dict _parts(list watched, lo, hi, set offsets)
 cpdef _onto(Record rec, Py_ssize_t start)
 @cython.locals(out=list, notes=list, keys=dict, phase=cython.Py_ssize_t, j=cython.Py_ssize_t)
 cpdef list _watched(t)

@@ -64,6 +64,7 @@ import types
 
 from trnsim.core.errors import TrnsimError, inside
 from trnsim.core.fast import views
+from trnsim.core.fast.views import layout_number
 from trnsim.core.hoist import ENGINES as HOIST_ENGINES, PURE as HOIST_PURE
 from trnsim.core.isa.opcodes import Op
 from trnsim.core.isa.registry import Record
@@ -421,8 +422,15 @@ def _straight(t, snaps, n):
     watched = views.WATCH
     if watched is None:
         return None
-    a, unknown = t.first, False
-    sliced = [_parts(watched, snaps[a + i], snaps[a + i + 1]) for i in range(t.period + 1)]
+    a, unknown, p = t.first, False, t.period
+    offsets = set()  # where the parts that move by offset lie in the template's iterations and a step on
+    for slots in t.slots:
+        for slot in slots:
+            if slot[2] or slot[3]:
+                px = slot[0]
+                offsets.add(px[4])
+                offsets.add(px[4] + slot[2] // p)
+    sliced = [_parts(watched, snaps[a + i], snaps[a + i + 1], offsets) for i in range(p + 1)]
     proven = {}  # (i, ids of the two placements) -> the keys' entry proven for them (records share placements)
     for i in range(t.period):
         here, ahead = sliced[i], sliced[i + 1]
@@ -556,9 +564,16 @@ def _layout(p) -> tuple:
     return p[0], p[1], p[2], p[3], p[4], p[5]
 
 
-def _parts(watched, lo, hi) -> dict:
-    """The parts sliced between two boundaries, by their layout: (tensor, key)."""
-    return dict(watched[lo.watched:hi.watched])
+def _parts(watched, lo, hi, offsets) -> dict:
+    """The parts sliced between two boundaries at one of `offsets`, by their layout: (tensor, key) (the offset, a
+    number, asked first: few parts move)."""
+    out = {}
+    for i in range(lo.watched, hi.watched):
+        e = watched[i]
+        k = e[0]
+        if k[4] in offsets:
+            out[k] = e[1]
+    return out
 
 
 def _key_step(ka, kb):
@@ -696,7 +711,7 @@ def _template(nc, snaps, a, p, end):
         fresh = snaps[a + i].tiles  # tiles numbered from these on were made in iteration a + i
         sbuf_fresh, psum_fresh = fresh[0], fresh[1]
         mine, ahead, slots, slot_of, hoists = [], [], [], {}, []
-        paired, same_attrs = {}, {}  # by id: a placement's pairing proven below; attributes found equal
+        paired = {}  # by id: a placement's pairing proven below
         xs, ys, zs = runs[i], runs[i + 1], runs[p]
         for j in range(length):
             x, y, z = xs[j], ys[j], zs[j]  # z: the same instruction a period on
@@ -708,10 +723,8 @@ def _template(nc, snaps, a, p, end):
                     or len(x.placed) != len(y.placed):
                 return None
             xa, ya = x.attrs, y.attrs
-            if xa is not ya and same_attrs.get(id(xa)) is not ya:
-                if xa != ya:
-                    return None
-                same_attrs[id(xa)] = ya  # records share attribute dicts: each pair compared once
+            if xa is not ya and xa != ya:  # (stamped and foretold records share their template's)
+                return None
             onto_x = _onto(x, starts[i])
             if onto_x != _onto(y, starts[i + 1]):
                 return None
@@ -902,6 +915,7 @@ def _stamp(nc, t: _Template) -> None:
     stream, budget, verdicts = nc.stream, nc.budget, nc.builder.verdicts
     length, p = t.length, t.period
     notes = None  # the parts to note in views.WATCH, per phase and record (`_watched`)
+    tiles = [_tiles(slots) for slots in t.slots]
     for it in range(t.start, t.end):
         phase, step = (it - t.first) % p, (it - t.first) // p
         recs, steps, onto = t.recs[phase], t.steps[phase], t.onto[phase]
@@ -910,9 +924,16 @@ def _stamp(nc, t: _Template) -> None:
         watching = views.WATCH is not None  # a loop outside watches the parts its iterations slice
         if watching and notes is None:
             notes = _watched(t)
+        heads, at = tiles[phase]
+        places = []  # each moving tile's place moved to this iteration, shared by its parts as a tile's views share it
+        for head in heads:
+            places.append(_tile_moved(head[0], head[1] * step))
         now = []  # the template's moving placements (records share them) moved to this iteration
-        for slot in t.slots[phase]:
-            now.append(_moved(slot[0], step, slot[1], slot[2], slot[3]))
+        slots = t.slots[phase]
+        for w in range(len(slots)):
+            slot, g = slots[w], at[w]
+            px = slot[0]
+            now.append(_moved_onto(px, px[0] if g < 0 else places[g], step, slot[2], slot[3]))
         for j in range(length):
             rec = recs[j]
             moves, sig = steps[j]
@@ -981,10 +1002,37 @@ def _watch(notes, it, placed) -> None:
 
 def _moved(p, step, dtile, doff, dpoff):
     """Placement `p` moved `step` steps."""
-    place, off, poff, span = p[0], p[4], p[5], p[8]
+    place = p[0]
     if dtile:
-        tile = place[5]
-        place = (place[0], place[1], place[2], place[3], place[4], tile + dtile * step)
+        place = _tile_moved(place, dtile * step)
+    return _moved_onto(p, place, step, doff, dpoff)
+
+
+def _tile_moved(place, d):
+    """A tile's place with its tile number moved on by `d`."""
+    return (place[0], place[1], place[2], place[3], place[4], place[5] + d)
+
+
+def _tiles(slots) -> tuple:
+    """(the tiles that a template iteration's moving placements `slots` lie on and that move, each as (its place,
+    tile step); per slot, its tile's position there, or -1 where the tile stays): each moved once a step."""
+    heads, at, seen = [], [], {}
+    for slot in slots:
+        if not slot[1]:
+            at.append(-1)
+            continue
+        key = (id(slot[0][0]), slot[1])
+        g = seen.get(key)
+        if g is None:
+            g = seen[key] = len(heads)
+            heads.append((slot[0][0], slot[1]))
+        at.append(g)
+    return heads, at
+
+
+def _moved_onto(p, place, step, doff, dpoff):
+    """Placement `p` moved `step` steps, onto the tile at `place`."""
+    off, poff, span = p[4], p[5], p[8]
     if doff:
         d = doff * step
         o = off
@@ -1022,7 +1070,7 @@ def _number(verdicts, sig, step, like):
     key = list(base)
     made = []
     for pos, layout, doff, dpoff in moving:
-        n = views.layout_number(layout[:6] + (layout[6] + doff * step, layout[7] + dpoff * step))
+        n = layout_number(layout[:6] + (layout[6] + doff * step, layout[7] + dpoff * step))
         key[pos] = n
         made.append(n)
     number = verdicts.number(tuple(key), like)
