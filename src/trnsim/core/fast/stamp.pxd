@@ -10,8 +10,7 @@ from trnsim.core.fast.views cimport layout_number
                phase=cython.Py_ssize_t, step=cython.Py_ssize_t, j=cython.Py_ssize_t, base=cython.Py_ssize_t,
                recs=list, steps=list, rec=Record, out=Record, moves=tuple, moved=dict, placed=dict, move=tuple, q=tuple,
                verdicts=Verdicts, periods=cython.Py_ssize_t, counted=cython.Py_ssize_t, s=cython.Py_ssize_t, onto=list,
-               notes=list, now=list, tiles=list, heads=list, at=list, places=list, slots=list, slot=tuple, head=tuple,
-               px=tuple, g=cython.Py_ssize_t, w=cython.Py_ssize_t)
+               notes=list, now=list)
 cpdef _stamp(nc, t)
 
 
@@ -22,13 +21,9 @@ cpdef _moving_signature(Verdicts verdicts, Record rec, list moves)
 cpdef bint _made_before(tuple place, tuple fresh)
 
 
-@cython.locals(place=tuple)
+@cython.locals(place=tuple, span=tuple, tile=cython.Py_ssize_t, d=cython.Py_ssize_t, o=cython.Py_ssize_t,
+               lo=cython.Py_ssize_t, hi=cython.Py_ssize_t)
 cpdef tuple _moved(tuple p, Py_ssize_t step, Py_ssize_t dtile, Py_ssize_t doff, Py_ssize_t dpoff)
-cpdef tuple _tile_moved(tuple place, Py_ssize_t d)
-@cython.locals(heads=list, at=list, seen=dict, slot=tuple)
-cpdef tuple _tiles(list slots)
-@cython.locals(span=tuple, d=cython.Py_ssize_t, o=cython.Py_ssize_t, lo=cython.Py_ssize_t, hi=cython.Py_ssize_t)
-cpdef tuple _moved_onto(tuple p, tuple place, Py_ssize_t step, Py_ssize_t doff, Py_ssize_t dpoff)
 
 
 @cython.locals(key=list, made=list, hit=tuple, memo_key=tuple, moving=tuple, memo=dict, layouts=dict)
@@ -65,6 +60,10 @@ cpdef _key_step(ka, kb)
 cpdef _bound_step(u, w)
 @cython.locals(out=dict, i=cython.Py_ssize_t, e=tuple, k=tuple)
 cpdef dict _parts(list watched, lo, hi, set offsets)
+@cython.locals(a=cython.Py_ssize_t, p=cython.Py_ssize_t, i=cython.Py_ssize_t, j=cython.Py_ssize_t, left=cython.Py_ssize_t,
+               unknown=bint, offsets=set, sliced=list, proven=dict, here=dict, ahead=dict, moves=tuple, px=tuple, py=tuple,
+               wa=tuple, wb=tuple, nxt=Record, entry=tuple, pair=tuple)
+cpdef _straight(t, list snaps, Py_ssize_t n)
 cpdef _onto(Record rec, Py_ssize_t start)
 @cython.locals(out=list, notes=list, keys=dict, phase=cython.Py_ssize_t, j=cython.Py_ssize_t)
 cpdef list _watched(t)

@@ -64,7 +64,7 @@ import types
 
 from trnsim.core.errors import TrnsimError, inside
 from trnsim.core.fast import views
-from trnsim.core.fast.views import layout_number
+from trnsim.core.fast.views import _LAYOUT_OF, _LAYOUTS_MAX, layout_number
 from trnsim.core.hoist import ENGINES as HOIST_ENGINES, PURE as HOIST_PURE
 from trnsim.core.isa.opcodes import Op
 from trnsim.core.isa.registry import Record
@@ -725,13 +725,16 @@ def _template(nc, snaps, a, p, end):
             xa, ya = x.attrs, y.attrs
             if xa is not ya and xa != ya:  # (stamped and foretold records share their template's)
                 return None
-            onto_x = _onto(x, starts[i])
-            if onto_x != _onto(y, starts[i + 1]):
-                return None
-            if onto_x is not None and onto_x >= 0:
-                onto.add(onto_x)  # computed once, by an instance before these iterations
+            onto_x = None  # (most records are hoisted onto none)
+            if x.hoisted is not None or y.hoisted is not None:
+                onto_x = _onto(x, starts[i])
+                if onto_x != _onto(y, starts[i + 1]):
+                    return None
+                if onto_x is not None and onto_x >= 0:
+                    onto.add(onto_x)  # computed once, by an instance before these iterations
             if i == 0:
-                if z.accumulated != x.accumulated or _onto(z, starts[p]) != onto_x:
+                if z.accumulated is not x.accumulated and z.accumulated != x.accumulated \
+                        or (z.hoisted is not None or onto_x is not None) and _onto(z, starts[p]) != onto_x:
                     return None
             moves, layouts = [], False
             xp, yp, zp = x.placed, y.placed, z.placed
@@ -872,7 +875,7 @@ def _moving_signature(verdicts, rec, moves):
         pos = 3 + 2 * k
         if sig[pos - 1] != name:
             return None
-        layout = views._LAYOUT_OF.get(sig[pos])
+        layout = _LAYOUT_OF.get(sig[pos])
         if layout is None or layout[0] != pb[0][:5] or layout[3] is not pb[1] or layout[4] != pb[2] \
                 or layout[5] != pb[3] or layout[6] != pb[4] or layout[7] != pb[5]:
             return None
@@ -880,7 +883,7 @@ def _moving_signature(verdicts, rec, moves):
     steps = tuple([(m[0], m[2], m[3]) for m in out])
     named = _STEPS.get(steps)
     if named is None:
-        if len(_STEPS) >= views._LAYOUTS_MAX:
+        if len(_STEPS) >= _LAYOUTS_MAX:
             _STEPS.clear()
         named = _STEPS[steps] = next(_STEP_NUMBERS)
     return sig, tuple(out), named
@@ -915,7 +918,6 @@ def _stamp(nc, t: _Template) -> None:
     stream, budget, verdicts = nc.stream, nc.budget, nc.builder.verdicts
     length, p = t.length, t.period
     notes = None  # the parts to note in views.WATCH, per phase and record (`_watched`)
-    tiles = [_tiles(slots) for slots in t.slots]
     for it in range(t.start, t.end):
         phase, step = (it - t.first) % p, (it - t.first) // p
         recs, steps, onto = t.recs[phase], t.steps[phase], t.onto[phase]
@@ -924,16 +926,9 @@ def _stamp(nc, t: _Template) -> None:
         watching = views.WATCH is not None  # a loop outside watches the parts its iterations slice
         if watching and notes is None:
             notes = _watched(t)
-        heads, at = tiles[phase]
-        places = []  # each moving tile's place moved to this iteration, shared by its parts as a tile's views share it
-        for head in heads:
-            places.append(_tile_moved(head[0], head[1] * step))
         now = []  # the template's moving placements (records share them) moved to this iteration
-        slots = t.slots[phase]
-        for w in range(len(slots)):
-            slot, g = slots[w], at[w]
-            px = slot[0]
-            now.append(_moved_onto(px, px[0] if g < 0 else places[g], step, slot[2], slot[3]))
+        for slot in t.slots[phase]:
+            now.append(_moved(slot[0], step, slot[1], slot[2], slot[3]))
         for j in range(length):
             rec = recs[j]
             moves, sig = steps[j]
@@ -1002,37 +997,10 @@ def _watch(notes, it, placed) -> None:
 
 def _moved(p, step, dtile, doff, dpoff):
     """Placement `p` moved `step` steps."""
-    place = p[0]
+    place, off, poff, span = p[0], p[4], p[5], p[8]
     if dtile:
-        place = _tile_moved(place, dtile * step)
-    return _moved_onto(p, place, step, doff, dpoff)
-
-
-def _tile_moved(place, d):
-    """A tile's place with its tile number moved on by `d`."""
-    return (place[0], place[1], place[2], place[3], place[4], place[5] + d)
-
-
-def _tiles(slots) -> tuple:
-    """(the tiles that a template iteration's moving placements `slots` lie on and that move, each as (its place,
-    tile step); per slot, its tile's position there, or -1 where the tile stays): each moved once a step."""
-    heads, at, seen = [], [], {}
-    for slot in slots:
-        if not slot[1]:
-            at.append(-1)
-            continue
-        key = (id(slot[0][0]), slot[1])
-        g = seen.get(key)
-        if g is None:
-            g = seen[key] = len(heads)
-            heads.append((slot[0][0], slot[1]))
-        at.append(g)
-    return heads, at
-
-
-def _moved_onto(p, place, step, doff, dpoff):
-    """Placement `p` moved `step` steps, onto the tile at `place`."""
-    off, poff, span = p[4], p[5], p[8]
+        tile = place[5]
+        place = (place[0], place[1], place[2], place[3], place[4], tile + dtile * step)
     if doff:
         d = doff * step
         o = off
@@ -1057,7 +1025,7 @@ def _number(verdicts, sig, step, like):
     if _numbered_for is not verdicts.kept:
         _numbered.clear()
         _numbered_for = verdicts.kept
-    memo, layouts = _numbered, views._LAYOUT_OF
+    memo, layouts = _numbered, _LAYOUT_OF  # (cleared in place, never rebound)
     memo_key = (like, step, steps)
     hit = memo.get(memo_key)
     if hit is not None:
@@ -1074,7 +1042,7 @@ def _number(verdicts, sig, step, like):
         key[pos] = n
         made.append(n)
     number = verdicts.number(tuple(key), like)
-    if len(memo) >= views._LAYOUTS_MAX:
+    if len(memo) >= _LAYOUTS_MAX:
         memo.clear()
     memo[memo_key] = (number, tuple(made))
     return number
