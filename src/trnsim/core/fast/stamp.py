@@ -432,13 +432,14 @@ def _straight(t, snaps, n):
                 offsets.add(px[4] + slot[2] // p)
     sliced = [_parts(watched, snaps[a + i], snaps[a + i + 1], offsets) for i in range(p + 1)]
     proven = {}  # (i, ids of the two placements) -> the keys' entry proven for them (records share placements)
-    for i in range(t.period):
-        here, ahead = sliced[i], sliced[i + 1]
-        for j in range(t.length):
-            moves, sig = t.steps[i][j]
+    keys, length = t.keys, t.length
+    for i in range(p):
+        here, ahead, steps, nexts = sliced[i], sliced[i + 1], t.steps[i], t.next[i]
+        for j in range(length):
+            moves, sig = steps[j]
             if sig is None:
                 continue
-            nxt = t.next[i][j]
+            nxt = nexts[j]
             for k, name, px, dtile, doff, dpoff, slot in moves:
                 if not (doff or dpoff):
                     continue
@@ -446,7 +447,7 @@ def _straight(t, snaps, n):
                 pair = (i, id(px), id(py))
                 entry = proven.get(pair)
                 if entry is not None:
-                    t.keys[(i, j, name)] = entry
+                    keys[(i, j, name)] = entry
                     continue
                 wa, wb = here.get(_layout(px)), ahead.get(_layout(py))
                 if wa is None or wb is None:
@@ -458,7 +459,7 @@ def _straight(t, snaps, n):
                 if step is None:
                     unknown = True
                     continue
-                entry = t.keys[(i, j, name)] = (wb, step, a + i + 1)
+                entry = keys[(i, j, name)] = (wb, step, a + i + 1)
                 left = n - 1 - (a + i + 1)
                 key = _key_at(wb[7], step, left)
                 if _even(step) and _inside(wa[7], wa[2]) and _inside(wb[7], wb[2]) and _inside(key, wb[2]):
@@ -833,10 +834,12 @@ def _paired(at, px, py, pz, p, sbuf_fresh, psum_fresh, period, slot_of, slots):
         return None
     move = None
     if dtile or doff or dpoff:
-        which = (at, dtile, doff, dpoff)
-        slot = slot_of.get(which)
-        if slot is None:
-            slot = slot_of[which] = len(slots)
+        which = slot_of.get(at)  # (the steps, the slot) this placement last moved by
+        if which is not None and which[0] == dtile and which[1] == doff and which[2] == dpoff:
+            slot = which[3]
+        else:
+            slot = len(slots)
+            slot_of[at] = (dtile, doff, dpoff, slot)
             slots.append((px, dtile, p * doff, p * dpoff))
         move = (dtile, p * doff, p * dpoff, slot)
     return py, pz, bool(doff or dpoff), move
