@@ -937,7 +937,8 @@ def _stamp(nc, t: _Template) -> None:
             moves, sig = steps[j]
             placed, number = rec.placed, rec.sig
             if moves:
-                placed = dict(placed)
+                # where every operand moves, a new dict (the moves follow the template's operands in order)
+                placed = {} if len(moves) == len(placed) else dict(placed)
                 for move in moves:
                     s = move[6]
                     placed[move[1]] = now[s]
