@@ -9,8 +9,9 @@ from trnsim.core.isa.registry cimport OpDef
 cdef class Verdicts:
     cdef public dict kept, loose
     cdef public object spec, numbered
-    cdef public list signatures
+    cdef public list signatures, entries
 
+    @cython.locals(entry=tuple, hit=tuple)
     cpdef number(self, tuple sig, like)
 
     cpdef tuple _keep(self, tuple sig, tuple verdict)

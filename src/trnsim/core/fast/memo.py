@@ -21,7 +21,7 @@ from trnsim.core.isa.registry import NAME, Instruction, generic_check
 class Verdicts:
     """One core's verdicts by signature."""
 
-    __slots__ = ("kept", "spec", "numbered", "signatures", "loose")
+    __slots__ = ("kept", "spec", "numbered", "signatures", "loose", "entries")
 
     def __init__(self):
         self.kept: dict = {}
@@ -29,14 +29,19 @@ class Verdicts:
         self.spec = None  # the catalog entry they were reached under (a what-if chip changes it)
         self.numbered = 0  # signatures numbered so far (Record.sig), never reused within the core's stream
         self.signatures: list = []  # each number's signature (loop stamping shifts them: fast/stamp.py)
+        self.entries: list = []  # each number's entry in `kept` (no signature hashed again to find a verdict)
 
     def number(self, sig: tuple, like: int) -> int:
         """The number of signature `sig`, numbered now if new, with the verdict of signature number `like`: an
         instruction whose check reads no operand's place (fast/stamp.py: a stamped loop iteration)."""
-        hit = self.kept.get(sig)
-        if hit is not None:
-            return hit[3]
-        return self._keep(sig, self.kept[self.signatures[like]][:3])[3]
+        n = self.numbered
+        entry = self.entries[like][:3] + (n,)
+        hit = self.kept.setdefault(sig, entry)  # (the signature hashed once, whether kept or new)
+        if hit is entry:
+            self.numbered = n + 1
+            self.signatures.append(sig)
+            self.entries.append(entry)
+        return hit[3]
 
     def _keep(self, sig: tuple, verdict: tuple) -> tuple:
         """Keep `verdict` (engine, touches PSUM, attributes the check set) for new signature `sig`, numbered now:
@@ -45,6 +50,7 @@ class Verdicts:
         kept = self.kept[sig] = verdict + (n,)
         self.numbered = n + 1
         self.signatures.append(sig)
+        self.entries.append(kept)
         return kept
 
     def __len__(self):

@@ -3,6 +3,7 @@
 import cython
 from trnsim.core.isa.registry cimport Record
 from trnsim.core.fast.memo cimport Verdicts
+from trnsim.core.fast.views cimport layout_number
 
 
 @cython.locals(stream=list, length=cython.Py_ssize_t, p=cython.Py_ssize_t, it=cython.Py_ssize_t,
@@ -32,7 +33,7 @@ cpdef _number(Verdicts verdicts, tuple sig, Py_ssize_t step, like)
 @cython.locals(runs=list, length=cython.Py_ssize_t, i=cython.Py_ssize_t, j=cython.Py_ssize_t, k=cython.Py_ssize_t,
                x=Record, y=Record, z=Record, px=tuple, py=tuple, pz=tuple, moves=list, mine=list, ahead=list,
                move=tuple, known=tuple, counts=dict, starts=list, xs=list, ys=list, zs=list, xp=dict, yp=dict, zp=dict,
-               sbuf_fresh=cython.Py_ssize_t, psum_fresh=cython.Py_ssize_t, period=tuple, paired=dict, same_attrs=dict,
+               sbuf_fresh=cython.Py_ssize_t, psum_fresh=cython.Py_ssize_t, period=tuple, paired=dict,
                slot_of=dict, slots=list)
 cpdef _template(nc, list snaps, Py_ssize_t a, Py_ssize_t p, Py_ssize_t end)
 
@@ -57,7 +58,12 @@ cpdef _key_at(key, tuple step, Py_ssize_t t)
 @cython.locals(ta=tuple, tb=tuple, out=list, i=cython.Py_ssize_t, sx=slice, sy=slice)
 cpdef _key_step(ka, kb)
 cpdef _bound_step(u, w)
-cpdef dict _parts(list watched, lo, hi)
+@cython.locals(out=dict, i=cython.Py_ssize_t, e=tuple, k=tuple)
+cpdef dict _parts(list watched, lo, hi, set offsets)
+@cython.locals(a=cython.Py_ssize_t, p=cython.Py_ssize_t, i=cython.Py_ssize_t, j=cython.Py_ssize_t, left=cython.Py_ssize_t,
+               unknown=bint, offsets=set, sliced=list, proven=dict, here=dict, ahead=dict, moves=tuple, px=tuple, py=tuple,
+               wa=tuple, wb=tuple, nxt=Record, entry=tuple, pair=tuple)
+cpdef _straight(t, list snaps, Py_ssize_t n)
 cpdef _onto(Record rec, Py_ssize_t start)
 @cython.locals(out=list, notes=list, keys=dict, phase=cython.Py_ssize_t, j=cython.Py_ssize_t)
 cpdef list _watched(t)

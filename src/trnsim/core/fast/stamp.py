@@ -64,6 +64,7 @@ import types
 
 from trnsim.core.errors import TrnsimError, inside
 from trnsim.core.fast import views
+from trnsim.core.fast.views import _LAYOUT_OF, _LAYOUTS_MAX, layout_number
 from trnsim.core.hoist import ENGINES as HOIST_ENGINES, PURE as HOIST_PURE
 from trnsim.core.isa.opcodes import Op
 from trnsim.core.isa.registry import Record
@@ -421,16 +422,24 @@ def _straight(t, snaps, n):
     watched = views.WATCH
     if watched is None:
         return None
-    a, unknown = t.first, False
-    sliced = [_parts(watched, snaps[a + i], snaps[a + i + 1]) for i in range(t.period + 1)]
+    a, unknown, p = t.first, False, t.period
+    offsets = set()  # where the parts that move by offset lie in the template's iterations and a step on
+    for slots in t.slots:
+        for slot in slots:
+            if slot[2] or slot[3]:
+                px = slot[0]
+                offsets.add(px[4])
+                offsets.add(px[4] + slot[2] // p)
+    sliced = [_parts(watched, snaps[a + i], snaps[a + i + 1], offsets) for i in range(p + 1)]
     proven = {}  # (i, ids of the two placements) -> the keys' entry proven for them (records share placements)
-    for i in range(t.period):
-        here, ahead = sliced[i], sliced[i + 1]
-        for j in range(t.length):
-            moves, sig = t.steps[i][j]
+    keys, length = t.keys, t.length
+    for i in range(p):
+        here, ahead, steps, nexts = sliced[i], sliced[i + 1], t.steps[i], t.next[i]
+        for j in range(length):
+            moves, sig = steps[j]
             if sig is None:
                 continue
-            nxt = t.next[i][j]
+            nxt = nexts[j]
             for k, name, px, dtile, doff, dpoff, slot in moves:
                 if not (doff or dpoff):
                     continue
@@ -438,7 +447,7 @@ def _straight(t, snaps, n):
                 pair = (i, id(px), id(py))
                 entry = proven.get(pair)
                 if entry is not None:
-                    t.keys[(i, j, name)] = entry
+                    keys[(i, j, name)] = entry
                     continue
                 wa, wb = here.get(_layout(px)), ahead.get(_layout(py))
                 if wa is None or wb is None:
@@ -450,7 +459,7 @@ def _straight(t, snaps, n):
                 if step is None:
                     unknown = True
                     continue
-                entry = t.keys[(i, j, name)] = (wb, step, a + i + 1)
+                entry = keys[(i, j, name)] = (wb, step, a + i + 1)
                 left = n - 1 - (a + i + 1)
                 key = _key_at(wb[7], step, left)
                 if _even(step) and _inside(wa[7], wa[2]) and _inside(wb[7], wb[2]) and _inside(key, wb[2]):
@@ -556,9 +565,16 @@ def _layout(p) -> tuple:
     return p[0], p[1], p[2], p[3], p[4], p[5]
 
 
-def _parts(watched, lo, hi) -> dict:
-    """The parts sliced between two boundaries, by their layout: (tensor, key)."""
-    return dict(watched[lo.watched:hi.watched])
+def _parts(watched, lo, hi, offsets) -> dict:
+    """The parts sliced between two boundaries at one of `offsets`, by their layout: (tensor, key) (the offset, a
+    number, asked first: few parts move)."""
+    out = {}
+    for i in range(lo.watched, hi.watched):
+        e = watched[i]
+        k = e[0]
+        if k[4] in offsets:
+            out[k] = e[1]
+    return out
 
 
 def _key_step(ka, kb):
@@ -696,7 +712,7 @@ def _template(nc, snaps, a, p, end):
         fresh = snaps[a + i].tiles  # tiles numbered from these on were made in iteration a + i
         sbuf_fresh, psum_fresh = fresh[0], fresh[1]
         mine, ahead, slots, slot_of, hoists = [], [], [], {}, []
-        paired, same_attrs = {}, {}  # by id: a placement's pairing proven below; attributes found equal
+        paired = {}  # by id: a placement's pairing proven below
         xs, ys, zs = runs[i], runs[i + 1], runs[p]
         for j in range(length):
             x, y, z = xs[j], ys[j], zs[j]  # z: the same instruction a period on
@@ -708,17 +724,18 @@ def _template(nc, snaps, a, p, end):
                     or len(x.placed) != len(y.placed):
                 return None
             xa, ya = x.attrs, y.attrs
-            if xa is not ya and same_attrs.get(id(xa)) is not ya:
-                if xa != ya:
-                    return None
-                same_attrs[id(xa)] = ya  # records share attribute dicts: each pair compared once
-            onto_x = _onto(x, starts[i])
-            if onto_x != _onto(y, starts[i + 1]):
+            if xa is not ya and xa != ya:  # (stamped and foretold records share their template's)
                 return None
-            if onto_x is not None and onto_x >= 0:
-                onto.add(onto_x)  # computed once, by an instance before these iterations
+            onto_x = None  # (most records are hoisted onto none)
+            if x.hoisted is not None or y.hoisted is not None:
+                onto_x = _onto(x, starts[i])
+                if onto_x != _onto(y, starts[i + 1]):
+                    return None
+                if onto_x is not None and onto_x >= 0:
+                    onto.add(onto_x)  # computed once, by an instance before these iterations
             if i == 0:
-                if z.accumulated != x.accumulated or _onto(z, starts[p]) != onto_x:
+                if z.accumulated is not x.accumulated and z.accumulated != x.accumulated \
+                        or (z.hoisted is not None or onto_x is not None) and _onto(z, starts[p]) != onto_x:
                     return None
             moves, layouts = [], False
             xp, yp, zp = x.placed, y.placed, z.placed
@@ -817,10 +834,12 @@ def _paired(at, px, py, pz, p, sbuf_fresh, psum_fresh, period, slot_of, slots):
         return None
     move = None
     if dtile or doff or dpoff:
-        which = (at, dtile, doff, dpoff)
-        slot = slot_of.get(which)
-        if slot is None:
-            slot = slot_of[which] = len(slots)
+        which = slot_of.get(at)  # (the steps, the slot) this placement last moved by
+        if which is not None and which[0] == dtile and which[1] == doff and which[2] == dpoff:
+            slot = which[3]
+        else:
+            slot = len(slots)
+            slot_of[at] = (dtile, doff, dpoff, slot)
             slots.append((px, dtile, p * doff, p * dpoff))
         move = (dtile, p * doff, p * dpoff, slot)
     return py, pz, bool(doff or dpoff), move
@@ -859,7 +878,7 @@ def _moving_signature(verdicts, rec, moves):
         pos = 3 + 2 * k
         if sig[pos - 1] != name:
             return None
-        layout = views._LAYOUT_OF.get(sig[pos])
+        layout = _LAYOUT_OF.get(sig[pos])
         if layout is None or layout[0] != pb[0][:5] or layout[3] is not pb[1] or layout[4] != pb[2] \
                 or layout[5] != pb[3] or layout[6] != pb[4] or layout[7] != pb[5]:
             return None
@@ -867,7 +886,7 @@ def _moving_signature(verdicts, rec, moves):
     steps = tuple([(m[0], m[2], m[3]) for m in out])
     named = _STEPS.get(steps)
     if named is None:
-        if len(_STEPS) >= views._LAYOUTS_MAX:
+        if len(_STEPS) >= _LAYOUTS_MAX:
             _STEPS.clear()
         named = _STEPS[steps] = next(_STEP_NUMBERS)
     return sig, tuple(out), named
@@ -918,7 +937,8 @@ def _stamp(nc, t: _Template) -> None:
             moves, sig = steps[j]
             placed, number = rec.placed, rec.sig
             if moves:
-                placed = dict(placed)
+                # where every operand moves, a new dict (the moves follow the template's operands in order)
+                placed = {} if len(moves) == len(placed) else dict(placed)
                 for move in moves:
                     s = move[6]
                     placed[move[1]] = now[s]
@@ -1009,7 +1029,7 @@ def _number(verdicts, sig, step, like):
     if _numbered_for is not verdicts.kept:
         _numbered.clear()
         _numbered_for = verdicts.kept
-    memo, layouts = _numbered, views._LAYOUT_OF
+    memo, layouts = _numbered, _LAYOUT_OF  # (cleared in place, never rebound)
     memo_key = (like, step, steps)
     hit = memo.get(memo_key)
     if hit is not None:
@@ -1022,11 +1042,11 @@ def _number(verdicts, sig, step, like):
     key = list(base)
     made = []
     for pos, layout, doff, dpoff in moving:
-        n = views.layout_number(layout[:6] + (layout[6] + doff * step, layout[7] + dpoff * step))
+        n = layout_number(layout[:6] + (layout[6] + doff * step, layout[7] + dpoff * step))
         key[pos] = n
         made.append(n)
     number = verdicts.number(tuple(key), like)
-    if len(memo) >= views._LAYOUTS_MAX:
+    if len(memo) >= _LAYOUTS_MAX:
         memo.clear()
     memo[memo_key] = (number, tuple(made))
     return number
