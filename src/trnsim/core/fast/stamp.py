@@ -281,13 +281,16 @@ def _period_on(stream, lo, mid, at, base, length, fresh, later, dtiles, p):
     part moved p times the step it took from the iteration at `lo` to the one at `mid`, whose first tile numbers
     are `fresh` and `later`; (the two placements, the one moved and where to) of each part that moves by
     offset), or None where the two iterations do not pair up (`_foretold`)."""
-    out, moved, moving = [], {}, []
+    out, moved, pairs, moving = [], {}, {}, []
     for j in range(length):
         u, v, x = stream[lo + j], stream[mid + j], stream[at + j]
-        if u.op is not v.op or u.location != v.location or u.writes != v.writes or u.site != v.site \
-                or len(u.placed) != len(v.placed) or u.spill is not None or v.spill is not None:
+        if u.op is not v.op or u.spill is not None or v.spill is not None \
+                or u.location is not v.location and u.location != v.location \
+                or u.writes is not v.writes and u.writes != v.writes or u.site is not v.site and u.site != v.site:
             return None
         up, vp, placed = u.placed, v.placed, {}
+        if len(up) != len(vp):
+            return None
         for name, px in x.placed.items():
             pu, pv = up.get(name), vp.get(name)
             if pv is None or pu is None:
@@ -295,15 +298,24 @@ def _period_on(stream, lo, mid, at, base, length, fresh, later, dtiles, p):
             if pu is pv:
                 placed[name] = px
                 continue
-            pair = (id(pu), id(pv))
-            pz = moved.get(pair)
+            # records share placements: each pair moved once, found by the first's identity where the second is
+            # the one seen with it before (else by both)
+            key = id(pu)
+            got = moved.get(key)
+            if got is not None and got[0] is pv:
+                placed[name] = got[1]
+                continue
+            pair = (key, id(pv))
+            pz = pairs.get(pair)
             if pz is None:
                 dtile = _made_in(pu[0], pv[0], fresh, later, dtiles)
                 if dtile is None or pu[1:4] != pv[1:4] or pu[6] != pv[6] or pu[7] or pv[7]:
                     return None
-                pz = moved[pair] = _moved(px, 1, dtile, p * (pv[4] - pu[4]), p * (pv[5] - pu[5]))
+                pz = pairs[pair] = _moved(px, 1, dtile, p * (pv[4] - pu[4]), p * (pv[5] - pu[5]))
                 if pz[4] != px[4] or pz[5] != px[5]:
                     moving.append((pu, pv, px, pz))
+            if got is None:
+                moved[key] = (pv, pz)
             placed[name] = pz
         z = Record.__new__(Record)  # its signature number is iteration a's: the template reads it only where no
         z.index, z.op, z.engine, z.placed, z.writes = base + j, x.op, x.engine, placed, x.writes  # layout moves
