@@ -414,8 +414,8 @@ def _hoistable(rec, fresh) -> bool:
     `fresh`, as an instance of, or for, another iteration's: a pure instruction of a compute engine writing one
     result, none of whose inputs is the result's tile, all of them made before the iteration (an input made in
     it is a tile no other iteration reads)."""
-    if rec.engine not in HOIST_ENGINES or rec.writes != ("dst",) or id(rec.op) not in _PURE_IDS:
-        return False
+    if id(rec.op) not in _PURE_IDS or rec.engine not in HOIST_ENGINES or rec.writes != ("dst",):
+        return False  # (most records are of an impure op: asked first)
     dst = rec.placed.get("dst")
     if dst is None:
         return True
