@@ -258,6 +258,28 @@ def test_an_iteration_after_the_first_is_foretold_from_the_one_before(monkeypatc
     assert foretold > paired > 0
 
 
+@nki.jit
+def parting(x):
+    """Two loads of one part in the first iteration that part ways after it (one moves a strip an iteration,
+    the other two strips); the first iteration starts elsewhere (its tile not written yet)."""
+    n = 8
+    t = nl.ndarray((128, n, 3, 64), dtype=x.dtype, buffer=nl.sbuf)
+    for i in nl.affine_range(n):
+        nisa.dma_copy(dst=t[:, i, 0, :], src=x[:, i * 64:i * 64 + 64])
+        nisa.dma_copy(dst=t[:, i, 1, :], src=x[:, 2 * i * 64:2 * i * 64 + 64])
+        nisa.dma_copy(dst=t[:, i, 2, :], src=x[:, i * 64:i * 64 + 64])
+    out = nl.ndarray((128, n, 3, 64), dtype=x.dtype, buffer=nl.shared_hbm)
+    nisa.dma_copy(dst=out, src=t)
+    return out
+
+
+def test_a_part_shared_in_one_iteration_and_parted_in_the_next_is_foretold_apart(monkeypatch):
+    """The first iteration's loads share one part, which the second's read at two places: the iteration
+    foretold from them moves each load by its own step (the same records and events as running it)."""
+    foretold, paired = stamped_both_ways(parting, (np.zeros((128, 16 * 64), np.float32),), monkeypatch)
+    assert foretold > paired > 0
+
+
 def test_a_period_holding_a_hoisted_record_is_not_foretold(monkeypatch):
     """A loop-invariant copy is hoisted from the second iteration on: the hoisting memo, outside the state,
     decides that, so the template is paired with an iteration run."""
