@@ -59,6 +59,7 @@ from __future__ import annotations
 import builtins
 import dis
 import itertools
+import operator
 import sys
 import types
 
@@ -253,18 +254,18 @@ def _foretold(nc, snaps, a, p):
     if watched is not None and moving:
         wanted = set()
         for pu, pv, px, pz in moving:
-            wanted.add(_layout(pu))
-            wanted.add(_layout(pv))
+            wanted.add(pu[:6])  # (the layout views.WATCH names a part by: `_layout`)
+            wanted.add(pv[:6])
         here = _picked(watched, snaps[b].watched, snaps[b + 1].watched, wanted)
         ahead = _picked(watched, snaps[b + 1].watched, snaps[b + 2].watched, wanted)
         mine = here if b == a else ahead
         for pu, pv, px, pz in moving:
-            wu, wv, wx = here.get(_layout(pu)), ahead.get(_layout(pv)), mine.get(_layout(px))
+            wu, wv, wx = here.get(pu[:6]), ahead.get(pv[:6]), mine.get(px[:6])
             if wu is None or wv is None or wx is None or wu[1:7] != wv[1:7] or wu[8:10] != wv[8:10]:
                 continue  # not sliced where watched: `_straight` then does not prove the key
             step = _key_step(wu[7], wv[7])
             if step is not None:
-                parts.append((_layout(pz), (pz[0],) + wx[1:7] + (_key_at(wx[7], step, p), wx[8], wx[9], pz[4], pz[5])))
+                parts.append((pz[:6], (pz[0],) + wx[1:7] + (_key_at(wx[7], step, p), wx[8], wx[9], pz[4], pz[5])))
     stream += out
     if watched is not None:
         watched += parts
@@ -656,7 +657,7 @@ def _state(nc) -> tuple:
         live = m.live.values()
         rank, pos, tiles, held, expired = {}, {}, [], [], []
         if m is nc.psum:
-            for r, a in enumerate(sorted(live, key=_used)):
+            for r, a in enumerate(sorted(live, key=_USED)):
                 rank[a.id] = r
         for i, a in enumerate(live):
             pos[a.id] = i
@@ -670,8 +671,7 @@ def _state(nc) -> tuple:
     return tuple(out)
 
 
-def _used(a):
-    return a.used
+_USED = operator.attrgetter("used")  # (a key the sort calls without a Python frame)
 
 
 class _Template:
