@@ -141,7 +141,10 @@ def _stamped(nc, indices):
             yield i
         return
     _fruitless.pop(key, None)
+    base = len(nc.stream)
     _stamp(nc, t)
+    if t.replicas:
+        _replicate(nc, t, base)
     for i in indices[t.end:]:
         yield i
     if t.end < n:
@@ -225,6 +228,9 @@ def _proven(nc, snaps, n, plan, a, p, start):
         t.end = last
     elif end - start < p:
         return None
+    t.replicas = _replicas(nc, t, snaps)
+    if t.replicas is None:
+        return False  # the hoisting memo would keep what stamping cannot
     return t
 
 
@@ -679,7 +685,7 @@ class _Template:
     iterations [start, end) moves on: tiles, tensor names, the hoisting memo."""
 
     __slots__ = ("recs", "steps", "first", "period", "length", "start", "end", "tiles", "counts", "hoisted",
-                 "at", "location", "next", "keys", "slots", "onto")
+                 "at", "location", "next", "keys", "slots", "onto", "replicas")
 
     def __init__(self, **kw):
         for k, v in kw.items():
@@ -892,21 +898,144 @@ _STEP_NUMBERS = itertools.count()
 def _hoisting(nc, watch, moving, lo, hi, before, onto):
     """The entries of the hoisting memo (core/hoist.py) that iteration [lo, hi) of the stream left at the lines
     of loop-invariant candidates reading only tiles made before it, when stamping keeps the memo as running
-    would: none at a line whose inputs move; older ones only from before the iterations stamped from
+    would: those at a line whose inputs move are `_replicas`'s; older ones only from before the iterations stamped from
     (`before`: they outlived iterations that write what every later one writes, and a later instance would
     have been hoisted onto them as the template's were, `onto`). None when that fails."""
     if not watch:
         return ()
-    out = []
+    out, skipped = [], False
     for key, seen in nc.invariants.first.items():
         if key[0] in watch:
             if key[0] in moving:
-                return None
+                skipped = True  # an entry each iteration, at the parts it reads there (`_replicas`)
+                continue
             if lo <= seen[0] < hi:
                 out.append(key)
             elif not (seen[0] < before or seen[0] in onto):
                 return None
+    return _Replicated(out) if skipped else tuple(out)
+
+
+class _Replicated(tuple):
+    """`_hoisting`'s entries where the memo also holds some at a line whose inputs move (`_replicas` asked)."""
+
+
+def _replicas(nc, t, snaps):
+    """What the iterations stamped leave in the hoisting memo (core/hoist.py) at the lines of pure instructions
+    whose inputs, all made before the loop, move by offset: an entry each, at the parts read there, which a
+    later run of an enclosing loop may hoist onto. Per such record of the template: (its phase, its position,
+    the entry's key but its inputs, the inputs, the entry, each moving operand's (tile, offset, partition
+    offset) steps). () when the memo holds no entry at such a line (`_hoisting`); None where stamping cannot
+    keep the memo as running would: an entry not found for such a record (or taken away by a later write, or
+    made elsewhere than directly in the loop's body), another record of the loop writing what such a record
+    reads, or an entry already at the key of an iteration stamped (which running would have hoisted onto)."""
+    if type(t.hoisted) is not _Replicated:
+        return ()  # no entry at such a line: none left by an iteration run, so none by one stamped
+    memo, a, p = nc.invariants, t.first, t.period
+    lines, reads, moving = [], set(), set()
+    for i in range(p):
+        fresh, recs, steps = snaps[a + i].tiles, t.recs[i], t.steps[i]
+        for j in range(len(recs)):
+            x = recs[j]
+            if id(x.op) not in _PURE_IDS or x.engine not in HOIST_ENGINES or x.writes != ("dst",):
+                continue  # (most records are of an impure op: asked first)
+            shifted = False
+            for move in steps[j][0]:
+                if move[1] != "dst" and (move[4] or move[5]):
+                    shifted = True
+            if not shifted:
+                continue
+            outer = True
+            for name, q in x.placed.items():
+                if name != "dst" and not _made_before(q[0], fresh):
+                    outer = False
+            if outer:  # (a line `_hoisting` leaves to this, as `_template` picks them)
+                moving.add(x.location)
+                if _hoistable(x, fresh):  # (else the memo keeps no entry for it)
+                    lines.append((i, j))
+                    for name, q in x.placed.items():
+                        if name != "dst":
+                            reads.add(q[0])
+    if not moving:
+        return ()
+    lo, hi = snaps[a].length, snaps[a + p].length
+    found = {}
+    for key, seen in memo.first.items():
+        if key[0] in moving and lo <= seen[0] < hi:
+            found[seen[0]] = key
+    if len(found) != len(lines) or memo.same or memo.pending is not None:
+        return None
+    for recs in t.recs:
+        for rec in recs:
+            for name in rec.writes:
+                q = rec.placed.get(name)
+                if q is not None and q[0] in reads:
+                    return None  # it forgets entries as it goes
+    enclosing = tuple([(s.loop, s) for s in nc.scopes])  # (the loop's own iteration is over: not among them)
+    out = []
+    for i, j in lines:
+        x = t.recs[i][j]
+        key = found.get(x.index)
+        if key is None or key[0] != x.location:
+            return None
+        seen = memo.first[key]
+        here = seen[1]
+        if len(here) != len(enclosing) + 1 or here[:-1] != enclosing or seen[2][1] != x.placed["dst"]:
+            return None
+        for name, ident, q in key[6]:
+            if x.placed.get(name) != q:
+                return None
+        steps = {}
+        for move in t.steps[i][j][0]:
+            steps[move[1]] = (move[3], move[4], move[5])
+        out.append((i, j, key[:6], key[6], seen, steps))
+    for it in range(t.start, t.end):
+        phase, step = (it - a) % p, (it - a) // p
+        for i, j, head, inputs, seen, steps in out:
+            if i == phase and _replica_key(head, inputs, steps, step) in memo.first:
+                return None
     return tuple(out)
+
+
+def _replica_key(head, inputs, steps, step) -> tuple:
+    """The hoisting memo's key of a replicated record moved `step` steps (`_replicas`)."""
+    moved = []
+    for name, ident, q in inputs:
+        d = steps.get(name)
+        moved.append((name, ident, q if d is None else _moved(q, step, d[0], d[1], d[2])))
+    return head + (tuple(moved),)
+
+
+class _Stamped:
+    """An iteration recorded without running, as the hoisting memo's entries name it: by identity alone."""
+
+    __slots__ = ()
+
+
+def _replicate(nc, t, base) -> None:
+    """Leave in the hoisting memo the entries the iterations stamped from stream index `base` on would have left
+    at the lines `_replicas` found, in their order; a result tile made in a stamped iteration, which has no
+    allocation, named by an object of its own."""
+    memo, a, p, length = nc.invariants, t.first, t.period, t.length
+    first, readers = memo.first, memo.readers
+    for it in range(t.start, t.end):
+        phase, step = (it - a) % p, (it - a) // p
+        at = base + (it - t.start) * length
+        scope, made = _Stamped(), {}
+        for i, j, head, inputs, seen, steps in t.replicas:
+            if i != phase:
+                continue
+            key = _replica_key(head, inputs, steps, step)
+            ident, q = seen[2]
+            d = steps.get("dst")
+            if d is not None:
+                q = _moved(q, step, d[0], d[1], d[2])
+                if d[0]:  # a tile made in the iteration
+                    ident = made.setdefault(q[0], _Stamped())
+            here = seen[1]
+            first[key] = (at + j, here[:-1] + ((here[-1][0], scope),), (ident, q))
+            for name, i_, q_ in key[6]:
+                readers.setdefault(i_, []).append(key)
 
 
 def _stamp(nc, t: _Template) -> None:
