@@ -295,16 +295,19 @@ def _period_on(stream, lo, mid, at, base, length, fresh, later, dtiles, p):
                 or u.location is not v.location and u.location != v.location \
                 or u.writes is not v.writes and u.writes != v.writes or u.site is not v.site and u.site != v.site:
             return None
-        up, vp, placed = u.placed, v.placed, {}
+        up, vp, xp = u.placed, v.placed, x.placed
         if len(up) != len(vp):
             return None
-        for name, px in x.placed.items():
-            pu, pv = up.get(name), vp.get(name)
+        placed = None  # a copy of x's once a part moves; else x's own (records share them, as stamps do)
+        for name, px in xp.items():
+            pu = px if x is u else up.get(name)  # (x is iteration b's record, or b + 1's: `_foretold`)
+            pv = px if x is v else vp.get(name)
             if pv is None or pu is None:
                 return None
             if pu is pv:
-                placed[name] = px
                 continue
+            if placed is None:
+                placed = dict(xp)
             # records share placements: each pair moved once, found by the first's identity where the second is
             # the one seen with it before (else by both)
             key = id(pu)
@@ -324,6 +327,8 @@ def _period_on(stream, lo, mid, at, base, length, fresh, later, dtiles, p):
             if got is None:
                 moved[key] = (pv, pz)
             placed[name] = pz
+        if placed is None:
+            placed = xp
         z = Record.__new__(Record)  # its signature number is iteration a's: the template reads it only where no
         z.index, z.op, z.engine, z.placed, z.writes = base + j, x.op, x.engine, placed, x.writes  # layout moves
         z.attrs, z.location, z.sig, z._regions, z.site = x.attrs, x.location, x.sig, None, x.site
