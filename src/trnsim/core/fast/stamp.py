@@ -37,7 +37,8 @@ What proves it (anything else runs the body as before):
   instruction whose operands' layouts move is one whose check reads no place (CHECKS_FREE_OF_PLACE), so its
   kept verdict holds at every step (fast/memo.py: Verdicts.number); a loop-invariant instruction the
   compiler could hoist leaves in the hoisting memo only what the iteration stamped from left there
-  (`_hoisting`);
+  (`_hoisting`), and one whose input moves the entry each stamped iteration would leave at the part it reads
+  there (`_replicas`: a later run of an enclosing loop may hoist onto it);
 - the keys (`_straight`): each part that moves was sliced at a key whose numbers move by a fixed step
   (fast/views.py: WATCH notes every part sliced while iterations are watched, and a stamped iteration notes
   its parts' keys for the loops outside), and the indexing code slicing it at the key of the loop's last
