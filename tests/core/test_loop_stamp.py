@@ -258,6 +258,56 @@ def test_an_iteration_after_the_first_is_foretold_from_the_one_before(monkeypatc
     assert foretold > paired > 0
 
 
+@nki.jit
+def parting(x):
+    """Two loads of one part in the first iteration that part ways after it (one moves a strip an iteration,
+    the other two strips); the first iteration starts elsewhere (its tile not written yet)."""
+    n = 8
+    t = nl.ndarray((128, n, 3, 64), dtype=x.dtype, buffer=nl.sbuf)
+    for i in nl.affine_range(n):
+        nisa.dma_copy(dst=t[:, i, 0, :], src=x[:, i * 64:i * 64 + 64])
+        nisa.dma_copy(dst=t[:, i, 1, :], src=x[:, 2 * i * 64:2 * i * 64 + 64])
+        nisa.dma_copy(dst=t[:, i, 2, :], src=x[:, i * 64:i * 64 + 64])
+    out = nl.ndarray((128, n, 3, 64), dtype=x.dtype, buffer=nl.shared_hbm)
+    nisa.dma_copy(dst=out, src=t)
+    return out
+
+
+def test_a_part_shared_in_one_iteration_and_parted_in_the_next_is_foretold_apart(monkeypatch):
+    """The first iteration's loads share one part, which the second's read at two places: the iteration
+    foretold from them moves each load by its own step (the same records and events as running it)."""
+    foretold, paired = stamped_both_ways(parting, (np.zeros((128, 16 * 64), np.float32),), monkeypatch)
+    assert foretold > paired > 0
+
+
+@nki.jit
+def copied_out(x, runs: int, written: bool):
+    """Rows of one tile copied out one strip an iteration (the store loop of a blocked matmul), in `runs` runs of
+    an outer loop: a run after the first repeats each copy of the first, hoisted onto it, unless the tile is
+    written between them (`written`)."""
+    n = x.shape[1] // 64
+    block = nl.ndarray((128, n, 64), dtype=nl.float32, buffer=nl.sbuf)
+    nisa.dma_copy(dst=block, src=x)
+    out = nl.ndarray((runs, 128, n * 64), dtype=nl.float32, buffer=nl.shared_hbm)
+    for r in nl.affine_range(runs):
+        if written:
+            nisa.memset(dst=block, value=1.0)
+        for j in nl.affine_range(n):
+            rows = nl.ndarray((128, 64), dtype=nl.float32, buffer=nl.sbuf)
+            nisa.tensor_copy(dst=rows, src=block[:, j, :])
+            nisa.dma_copy(dst=out[r, :, j * 64:(j + 1) * 64], src=rows)
+    return out
+
+
+@pytest.mark.parametrize("runs, written", [(1, False), (2, False), (2, True), (5, False)])
+def test_a_copy_whose_input_moves_is_stamped_leaving_the_hoisting_memo_as_running_does(monkeypatch, runs, written):
+    """The copy reads another strip in every iteration, so no iteration repeats another's; the memo entries the
+    stamped iterations leave are left, so that a later run is hoisted onto them as it is when every iteration
+    runs (record by record, event by event)."""
+    stamped = same_both_ways(copied_out, (np.zeros((128, 16 * 64), np.float32), runs, written), monkeypatch)
+    assert stamped > 0
+
+
 def test_a_period_holding_a_hoisted_record_is_not_foretold(monkeypatch):
     """A loop-invariant copy is hoisted from the second iteration on: the hoisting memo, outside the state,
     decides that, so the template is paired with an iteration run."""

@@ -73,7 +73,8 @@ cpdef _watch(tuple notes, Py_ssize_t it, dict placed)
 
 # foretelling an iteration (`_foretold`): once per record of the period, its placements and its tiles
 @cython.locals(out=list, moved=dict, moving=list, j=cython.Py_ssize_t, u=Record, v=Record, x=Record, z=Record,
-               up=dict, vp=dict, placed=dict, pu=tuple, pv=tuple, px=tuple, pz=tuple, pair=tuple)
+               up=dict, vp=dict, placed=dict, pu=tuple, pv=tuple, px=tuple, pz=tuple, pair=tuple, pairs=dict,
+               got=tuple)
 cpdef _period_on(list stream, Py_ssize_t lo, Py_ssize_t mid, Py_ssize_t at, Py_ssize_t base, Py_ssize_t length,
                  tuple fresh, tuple later, tuple dtiles, Py_ssize_t p)
 cpdef _made_in(tuple qa, tuple qb, tuple fresh, tuple later, tuple dtiles)

@@ -37,7 +37,8 @@ What proves it (anything else runs the body as before):
   instruction whose operands' layouts move is one whose check reads no place (CHECKS_FREE_OF_PLACE), so its
   kept verdict holds at every step (fast/memo.py: Verdicts.number); a loop-invariant instruction the
   compiler could hoist leaves in the hoisting memo only what the iteration stamped from left there
-  (`_hoisting`);
+  (`_hoisting`), and one whose input moves the entry each stamped iteration would leave at the part it reads
+  there (`_replicas`: a later run of an enclosing loop may hoist onto it);
 - the keys (`_straight`): each part that moves was sliced at a key whose numbers move by a fixed step
   (fast/views.py: WATCH notes every part sliced while iterations are watched, and a stamped iteration notes
   its parts' keys for the loops outside), and the indexing code slicing it at the key of the loop's last
@@ -59,6 +60,7 @@ from __future__ import annotations
 import builtins
 import dis
 import itertools
+import operator
 import sys
 import types
 
@@ -141,7 +143,10 @@ def _stamped(nc, indices):
             yield i
         return
     _fruitless.pop(key, None)
+    base = len(nc.stream)
     _stamp(nc, t)
+    if t.replicas:
+        _replicate(nc, t, base)
     for i in indices[t.end:]:
         yield i
     if t.end < n:
@@ -225,6 +230,9 @@ def _proven(nc, snaps, n, plan, a, p, start):
         t.end = last
     elif end - start < p:
         return None
+    t.replicas = _replicas(nc, t, snaps)
+    if t.replicas is None:
+        return False  # the hoisting memo would keep what stamping cannot
     return t
 
 
@@ -254,18 +262,18 @@ def _foretold(nc, snaps, a, p):
     if watched is not None and moving:
         wanted = set()
         for pu, pv, px, pz in moving:
-            wanted.add(_layout(pu))
-            wanted.add(_layout(pv))
+            wanted.add(pu[:6])  # (the layout views.WATCH names a part by: `_layout`)
+            wanted.add(pv[:6])
         here = _picked(watched, snaps[b].watched, snaps[b + 1].watched, wanted)
         ahead = _picked(watched, snaps[b + 1].watched, snaps[b + 2].watched, wanted)
         mine = here if b == a else ahead
         for pu, pv, px, pz in moving:
-            wu, wv, wx = here.get(_layout(pu)), ahead.get(_layout(pv)), mine.get(_layout(px))
+            wu, wv, wx = here.get(pu[:6]), ahead.get(pv[:6]), mine.get(px[:6])
             if wu is None or wv is None or wx is None or wu[1:7] != wv[1:7] or wu[8:10] != wv[8:10]:
                 continue  # not sliced where watched: `_straight` then does not prove the key
             step = _key_step(wu[7], wv[7])
             if step is not None:
-                parts.append((_layout(pz), (pz[0],) + wx[1:7] + (_key_at(wx[7], step, p), wx[8], wx[9], pz[4], pz[5])))
+                parts.append((pz[:6], (pz[0],) + wx[1:7] + (_key_at(wx[7], step, p), wx[8], wx[9], pz[4], pz[5])))
     stream += out
     if watched is not None:
         watched += parts
@@ -282,30 +290,47 @@ def _period_on(stream, lo, mid, at, base, length, fresh, later, dtiles, p):
     part moved p times the step it took from the iteration at `lo` to the one at `mid`, whose first tile numbers
     are `fresh` and `later`; (the two placements, the one moved and where to) of each part that moves by
     offset), or None where the two iterations do not pair up (`_foretold`)."""
-    out, moved, moving = [], {}, []
+    out, moved, pairs, moving = [], {}, {}, []
     for j in range(length):
         u, v, x = stream[lo + j], stream[mid + j], stream[at + j]
-        if u.op is not v.op or u.location != v.location or u.writes != v.writes or u.site != v.site \
-                or len(u.placed) != len(v.placed) or u.spill is not None or v.spill is not None:
+        if u.op is not v.op or u.spill is not None or v.spill is not None \
+                or u.location is not v.location and u.location != v.location \
+                or u.writes is not v.writes and u.writes != v.writes or u.site is not v.site and u.site != v.site:
             return None
-        up, vp, placed = u.placed, v.placed, {}
-        for name, px in x.placed.items():
-            pu, pv = up.get(name), vp.get(name)
+        up, vp, xp = u.placed, v.placed, x.placed
+        if len(up) != len(vp):
+            return None
+        placed = None  # a copy of x's once a part moves; else x's own (records share them, as stamps do)
+        for name, px in xp.items():
+            pu = px if x is u else up.get(name)  # (x is iteration b's record, or b + 1's: `_foretold`)
+            pv = px if x is v else vp.get(name)
             if pv is None or pu is None:
                 return None
             if pu is pv:
-                placed[name] = px
                 continue
-            pair = (id(pu), id(pv))
-            pz = moved.get(pair)
+            if placed is None:
+                placed = dict(xp)
+            # records share placements: each pair moved once, found by the first's identity where the second is
+            # the one seen with it before (else by both)
+            key = id(pu)
+            got = moved.get(key)
+            if got is not None and got[0] is pv:
+                placed[name] = got[1]
+                continue
+            pair = (key, id(pv))
+            pz = pairs.get(pair)
             if pz is None:
                 dtile = _made_in(pu[0], pv[0], fresh, later, dtiles)
                 if dtile is None or pu[1:4] != pv[1:4] or pu[6] != pv[6] or pu[7] or pv[7]:
                     return None
-                pz = moved[pair] = _moved(px, 1, dtile, p * (pv[4] - pu[4]), p * (pv[5] - pu[5]))
+                pz = pairs[pair] = _moved(px, 1, dtile, p * (pv[4] - pu[4]), p * (pv[5] - pu[5]))
                 if pz[4] != px[4] or pz[5] != px[5]:
                     moving.append((pu, pv, px, pz))
+            if got is None:
+                moved[key] = (pv, pz)
             placed[name] = pz
+        if placed is None:
+            placed = xp
         z = Record.__new__(Record)  # its signature number is iteration a's: the template reads it only where no
         z.index, z.op, z.engine, z.placed, z.writes = base + j, x.op, x.engine, placed, x.writes  # layout moves
         z.attrs, z.location, z.sig, z._regions, z.site = x.attrs, x.location, x.sig, None, x.site
@@ -403,8 +428,8 @@ def _hoistable(rec, fresh) -> bool:
     `fresh`, as an instance of, or for, another iteration's: a pure instruction of a compute engine writing one
     result, none of whose inputs is the result's tile, all of them made before the iteration (an input made in
     it is a tile no other iteration reads)."""
-    if rec.engine not in HOIST_ENGINES or rec.writes != ("dst",) or id(rec.op) not in _PURE_IDS:
-        return False
+    if id(rec.op) not in _PURE_IDS or rec.engine not in HOIST_ENGINES or rec.writes != ("dst",):
+        return False  # (most records are of an impure op: asked first)
     dst = rec.placed.get("dst")
     if dst is None:
         return True
@@ -660,7 +685,7 @@ def _state(nc) -> tuple:
         live = m.live.values()
         rank, pos, tiles, held, expired = {}, {}, [], [], []
         if m is nc.psum:
-            for r, a in enumerate(sorted(live, key=_used)):
+            for r, a in enumerate(sorted(live, key=_USED)):
                 rank[a.id] = r
         for i, a in enumerate(live):
             pos[a.id] = i
@@ -674,8 +699,7 @@ def _state(nc) -> tuple:
     return tuple(out)
 
 
-def _used(a):
-    return a.used
+_USED = operator.attrgetter("used")  # (a key the sort calls without a Python frame)
 
 
 class _Template:
@@ -683,7 +707,7 @@ class _Template:
     iterations [start, end) moves on: tiles, tensor names, the hoisting memo."""
 
     __slots__ = ("recs", "steps", "first", "period", "length", "start", "end", "tiles", "counts", "hoisted",
-                 "at", "location", "next", "keys", "slots", "onto")
+                 "at", "location", "next", "keys", "slots", "onto", "replicas")
 
     def __init__(self, **kw):
         for k, v in kw.items():
@@ -899,21 +923,144 @@ _STEP_NUMBERS = itertools.count()
 def _hoisting(nc, watch, moving, lo, hi, before, onto):
     """The entries of the hoisting memo (core/hoist.py) that iteration [lo, hi) of the stream left at the lines
     of loop-invariant candidates reading only tiles made before it, when stamping keeps the memo as running
-    would: none at a line whose inputs move; older ones only from before the iterations stamped from
+    would: those at a line whose inputs move are `_replicas`'s; older ones only from before the iterations stamped from
     (`before`: they outlived iterations that write what every later one writes, and a later instance would
     have been hoisted onto them as the template's were, `onto`). None when that fails."""
     if not watch:
         return ()
-    out = []
+    out, skipped = [], False
     for key, seen in nc.invariants.first.items():
         if key[0] in watch:
             if key[0] in moving:
-                return None
+                skipped = True  # an entry each iteration, at the parts it reads there (`_replicas`)
+                continue
             if lo <= seen[0] < hi:
                 out.append(key)
             elif not (seen[0] < before or seen[0] in onto):
                 return None
+    return _Replicated(out) if skipped else tuple(out)
+
+
+class _Replicated(tuple):
+    """`_hoisting`'s entries where the memo also holds some at a line whose inputs move (`_replicas` asked)."""
+
+
+def _replicas(nc, t, snaps):
+    """What the iterations stamped leave in the hoisting memo (core/hoist.py) at the lines of pure instructions
+    whose inputs, all made before the loop, move by offset: an entry each, at the parts read there, which a
+    later run of an enclosing loop may hoist onto. Per such record of the template: (its phase, its position,
+    the entry's key but its inputs, the inputs, the entry, each moving operand's (tile, offset, partition
+    offset) steps). () when the memo holds no entry at such a line (`_hoisting`); None where stamping cannot
+    keep the memo as running would: an entry not found for such a record (or taken away by a later write, or
+    made elsewhere than directly in the loop's body), another record of the loop writing what such a record
+    reads, or an entry already at the key of an iteration stamped (which running would have hoisted onto)."""
+    if type(t.hoisted) is not _Replicated:
+        return ()  # no entry at such a line: none left by an iteration run, so none by one stamped
+    memo, a, p = nc.invariants, t.first, t.period
+    lines, reads, moving = [], set(), set()
+    for i in range(p):
+        fresh, recs, steps = snaps[a + i].tiles, t.recs[i], t.steps[i]
+        for j in range(len(recs)):
+            x = recs[j]
+            if id(x.op) not in _PURE_IDS or x.engine not in HOIST_ENGINES or x.writes != ("dst",):
+                continue  # (most records are of an impure op: asked first)
+            shifted = False
+            for move in steps[j][0]:
+                if move[1] != "dst" and (move[4] or move[5]):
+                    shifted = True
+            if not shifted:
+                continue
+            outer = True
+            for name, q in x.placed.items():
+                if name != "dst" and not _made_before(q[0], fresh):
+                    outer = False
+            if outer:  # (a line `_hoisting` leaves to this, as `_template` picks them)
+                moving.add(x.location)
+                if _hoistable(x, fresh):  # (else the memo keeps no entry for it)
+                    lines.append((i, j))
+                    for name, q in x.placed.items():
+                        if name != "dst":
+                            reads.add(q[0])
+    if not moving:
+        return ()
+    lo, hi = snaps[a].length, snaps[a + p].length
+    found = {}
+    for key, seen in memo.first.items():
+        if key[0] in moving and lo <= seen[0] < hi:
+            found[seen[0]] = key
+    if len(found) != len(lines) or memo.same or memo.pending is not None:
+        return None
+    for recs in t.recs:
+        for rec in recs:
+            for name in rec.writes:
+                q = rec.placed.get(name)
+                if q is not None and q[0] in reads:
+                    return None  # it forgets entries as it goes
+    enclosing = tuple([(s.loop, s) for s in nc.scopes])  # (the loop's own iteration is over: not among them)
+    out = []
+    for i, j in lines:
+        x = t.recs[i][j]
+        key = found.get(x.index)
+        if key is None or key[0] != x.location:
+            return None
+        seen = memo.first[key]
+        here = seen[1]
+        if len(here) != len(enclosing) + 1 or here[:-1] != enclosing or seen[2][1] != x.placed["dst"]:
+            return None
+        for name, ident, q in key[6]:
+            if x.placed.get(name) != q:
+                return None
+        steps = {}
+        for move in t.steps[i][j][0]:
+            steps[move[1]] = (move[3], move[4], move[5])
+        out.append((i, j, key[:6], key[6], seen, steps))
+    for it in range(t.start, t.end):
+        phase, step = (it - a) % p, (it - a) // p
+        for i, j, head, inputs, seen, steps in out:
+            if i == phase and _replica_key(head, inputs, steps, step) in memo.first:
+                return None
     return tuple(out)
+
+
+def _replica_key(head, inputs, steps, step) -> tuple:
+    """The hoisting memo's key of a replicated record moved `step` steps (`_replicas`)."""
+    moved = []
+    for name, ident, q in inputs:
+        d = steps.get(name)
+        moved.append((name, ident, q if d is None else _moved(q, step, d[0], d[1], d[2])))
+    return head + (tuple(moved),)
+
+
+class _Stamped:
+    """An iteration recorded without running, as the hoisting memo's entries name it: by identity alone."""
+
+    __slots__ = ()
+
+
+def _replicate(nc, t, base) -> None:
+    """Leave in the hoisting memo the entries the iterations stamped from stream index `base` on would have left
+    at the lines `_replicas` found, in their order; a result tile made in a stamped iteration, which has no
+    allocation, named by an object of its own."""
+    memo, a, p, length = nc.invariants, t.first, t.period, t.length
+    first, readers = memo.first, memo.readers
+    for it in range(t.start, t.end):
+        phase, step = (it - a) % p, (it - a) // p
+        at = base + (it - t.start) * length
+        scope, made = _Stamped(), {}
+        for i, j, head, inputs, seen, steps in t.replicas:
+            if i != phase:
+                continue
+            key = _replica_key(head, inputs, steps, step)
+            ident, q = seen[2]
+            d = steps.get("dst")
+            if d is not None:
+                q = _moved(q, step, d[0], d[1], d[2])
+                if d[0]:  # a tile made in the iteration
+                    ident = made.setdefault(q[0], _Stamped())
+            here = seen[1]
+            first[key] = (at + j, here[:-1] + ((here[-1][0], scope),), (ident, q))
+            for name, i_, q_ in key[6]:
+                readers.setdefault(i_, []).append(key)
 
 
 def _stamp(nc, t: _Template) -> None:
