@@ -13,6 +13,13 @@ cdef class Event:
 
 
 @cython.final
+cdef class Access:
+    cdef public object cells, memory, buffer, key
+    cdef public Py_ssize_t lo, hi
+    cdef public bint w
+
+
+@cython.final
 cdef class Scheduler:
     cdef public object spec, t, rules, tl
     cdef public dict queue_of, maps, cells, high, psum_tiles, tile_last, alone, transfers, regions, plans, like
@@ -24,14 +31,15 @@ cdef class Scheduler:
     cdef public Py_ssize_t psum_high, psum_bank, psum_banks, dma_version
 
     @cython.locals(waits=list, fed=list, pending=list, rest=list, high=dict, narrow=set, dma=bint,
-                   at=Py_ssize_t, m=IntervalMap, cells=tuple, w=bint, lo=Py_ssize_t, hi=Py_ssize_t, tile=Py_ssize_t)
+                   at=Py_ssize_t, m=IntervalMap, cells=tuple, w=bint, lo=Py_ssize_t, hi=Py_ssize_t, tile=Py_ssize_t,
+                   a=Access)
     cpdef list _deps(self, Py_ssize_t eng, tuple plan, list tiles, bint fresh, Py_ssize_t index, bint accumulated)
 
     @cython.locals(placed=list, depth=Py_ssize_t, footprint=Py_ssize_t, was=list)
     cpdef _psum_buffer(self, tuple at, Py_ssize_t byte_hi, tile, list waits)
 
     @cython.locals(narrow=set, eng_of=list, end_of=list, m=IntervalMap, cells=tuple, w=bint, lo=Py_ssize_t,
-                   hi=Py_ssize_t, tile=Py_ssize_t, end=double, at=Py_ssize_t)
+                   hi=Py_ssize_t, tile=Py_ssize_t, end=double, at=Py_ssize_t, a=Access)
     cpdef _record(self, list accesses, tuple plan, list tiles, Py_ssize_t eng, Py_ssize_t index, bint accumulated)
 
     @cython.locals(q=Py_ssize_t, eng=Py_ssize_t, waits=list, end_of=list, eng_of=list, pending=list, rest=list, plans=dict,
@@ -73,6 +81,10 @@ cdef class Scheduler:
 cdef Event _event(index, rec, track, start, end, blocker, flops, model, pieces)
 
 
+@cython.locals(a=Access)
+cdef Access _access(cells, memory, Py_ssize_t lo, Py_ssize_t hi, bint w, buffer, key)
+
+
 cpdef tuple _in_order(list waits)
 
 
@@ -80,7 +92,7 @@ cpdef tuple _in_order(list waits)
 cpdef tuple _like(Record rec)
 
 
-@cython.locals(entries=list, plan=tuple, k=Py_ssize_t, lo=Py_ssize_t, hi=Py_ssize_t, shift=Py_ssize_t)
+@cython.locals(entries=list, plan=tuple, k=Py_ssize_t, shift=Py_ssize_t, a=Access)
 cpdef tuple _moved(tuple got, list was, list lows, list sizes)
 
 
@@ -104,7 +116,7 @@ cpdef _book(list starts, list ends, list owner, double s, double f, object index
 cpdef _book_at(list starts, list ends, list owner, Py_ssize_t i, double s, double f, object index)
 
 
-@cython.locals(n=Py_ssize_t, k=Py_ssize_t, j=Py_ssize_t, a=tuple, b=tuple)
+@cython.locals(n=Py_ssize_t, k=Py_ssize_t, j=Py_ssize_t, a=Access, b=Access)
 cpdef bint _apart(tuple plan)
 
 

@@ -55,6 +55,23 @@ class Event:
         return f"Event({self.index}, {self.track}, {self.start:.1f}..{self.end:.1f} ns)"
 
 
+class Access:
+    """One operand's entry in a plan (Scheduler._plan): its maps (see _cells), memory, bytes [lo, hi), whether
+    it is written, its PSUM buffer (memory, partition, byte_lo) when written into PSUM else None, and its
+    high-water key, None for HBM. Fields rather than a tuple: the compiled build reads them as C values, with no
+    unpacking per operand and step. Made by _access."""
+
+    __slots__ = ("cells", "memory", "lo", "hi", "w", "buffer", "key")
+
+    def __eq__(self, other) -> bool:
+        return (type(other) is Access and self.lo == other.lo and self.hi == other.hi and self.w == other.w
+                and self.memory == other.memory and self.buffer == other.buffer and self.key == other.key
+                and self.cells == other.cells)
+
+    def __repr__(self):
+        return f"Access({self.memory}, {self.lo}..{self.hi}, w={self.w})"
+
+
 @dataclass
 class Timeline:
     """All events of one core's stream, with the DMA pieces as flat arrays for utilisation figures (made when
@@ -155,18 +172,17 @@ class Scheduler:
         return cells
 
     def _plan(self, rec) -> tuple:
-        """Per operand, what dependence tracking needs of its region: (maps (see _cells), memory, byte_lo,
-        byte_hi, written, PSUM (memory, partition, byte_lo) when written into PSUM else None, high-water key
-        or None for HBM). Records of one signature (Record.sig) share it, and need no Region of their own."""
+        """Per operand, what dependence tracking needs of its region (an Access). Records of one signature
+        (Record.sig) share it, and need no Region of their own."""
         ops = rec.regions(self.regions) if rec.sig is not None else rec.operands
         plan, cells_of, writes, whole = [], self.cells, rec.writes, self.spec.partitions
         for name, r in ops.items():
             hbm, w = r.space == "hbm", name in writes
             cells = cells_of.get(r.memory if hbm or (r.partition == 0 and r.partitions == whole)
                                  else (r.memory, r.partition, r.partitions)) or self._cells(r)
-            plan.append((cells, r.memory, r.byte_lo, r.byte_hi, w,
-                         (r.memory, r.partition, r.byte_lo) if w and r.space == "psum" else None,
-                         None if hbm else (r.space, r.memory, r.partition, r.partitions)))
+            plan.append(_access(cells, r.memory, r.byte_lo, r.byte_hi, w,
+                                (r.memory, r.partition, r.byte_lo) if w and r.space == "psum" else None,
+                                None if hbm else (r.space, r.memory, r.partition, r.partitions)))
         return tuple(plan)
 
     def _deps(self, eng: int, plan, tiles, fresh: bool, index: int, accumulated) -> list:
@@ -193,10 +209,11 @@ class Scheduler:
         high, narrow = self.high, self.narrow
         dma = eng >= DMA_TRACK
         for at in range(len(plan)):
-            cells, memory, lo, hi, w, buffer, key = plan[at]
+            a = plan[at]
+            cells, memory, lo, hi, w, key = a.cells, a.memory, a.lo, a.hi, a.w, a.key
             tile = tiles[at]
-            if buffer is not None and tile >= 0 and tiles[at] not in self.tile_last:
-                self._psum_buffer(buffer, hi, tile, waits)
+            if a.buffer is not None and tile >= 0 and tiles[at] not in self.tile_last:
+                self._psum_buffer(a.buffer, hi, tile, waits)
             # With no narrow access yet, the memory's whole map is looked up and recorded in, in one go (touch)
             if not (index >= 0 and cells[4] is None and (not narrow or memory not in narrow)
                     and touch(cells[1][0], lo, hi, w, tile, eng, dma, index, accumulated, waits, fed, pending)):
@@ -237,7 +254,8 @@ class Scheduler:
         if self.pending:
             noted(self.pending, index, end, eng, eng_of, end_of)
         for at in accesses:
-            cells, memory, lo, hi, w, _, _ = plan[at]
+            a = plan[at]
+            cells, memory, lo, hi, w = a.cells, a.memory, a.lo, a.hi, a.w
             tile = tiles[at]
             _, record, clear, _, mem = cells
             if mem is not None:
@@ -645,6 +663,13 @@ def _event(index: int, rec, track: str, start: float, end: float, blocker: int, 
     return ev
 
 
+def _access(cells, memory, lo: int, hi: int, w: bool, buffer, key) -> Access:
+    """Access(...), made without a constructor call (as _event)."""
+    a = Access.__new__(Access)
+    a.cells, a.memory, a.lo, a.hi, a.w, a.buffer, a.key = cells, memory, lo, hi, w, buffer, key
+    return a
+
+
 def _in_order(waits) -> tuple:
     """The events waited for (distinct), in index order: the two or three of most instructions by comparisons,
     more by a sort."""
@@ -821,11 +846,12 @@ def _moved(got, was, lows, sizes) -> tuple:
     for k in range(len(sizes)):
         base, first = lows[2 * k], lows[2 * k + 1]
         if base is not None and (base != was[2 * k] or first != was[2 * k + 1]):
-            cells, memory, lo, hi, w, buffer, high = entries[k]
+            a = entries[k]
             shift = base - was[2 * k] + (first - was[2 * k + 1]) * sizes[k]
+            buffer = a.buffer
             if buffer is not None:
                 buffer = (buffer[0], buffer[1], buffer[2] + shift)
-            entries[k] = (cells, memory, lo + shift, hi + shift, w, buffer, high)
+            entries[k] = _access(a.cells, a.memory, a.lo + shift, a.hi + shift, a.w, buffer, a.key)
     plan = tuple(entries)
     return plan, got[1], got[2], _apart(plan), got[4], got[5]
 
@@ -846,7 +872,7 @@ def _by_engine(split, n: int) -> list:
 
 def _psum_positions(plan) -> tuple[int, ...]:
     """The positions of a plan's PSUM operands."""
-    return tuple(k for k, p in enumerate(plan) if p[6] is not None and p[6][0] == "psum")
+    return tuple(k for k, p in enumerate(plan) if p.key is not None and p.key[0] == "psum")
 
 
 def _apart(plan) -> bool:
@@ -857,7 +883,7 @@ def _apart(plan) -> bool:
         a = plan[k]
         for j in range(k + 1, n):
             b = plan[j]
-            if a[1] == b[1] and a[2] < b[3] and b[2] < a[3]:
+            if a.memory == b.memory and a.lo < b.hi and b.lo < a.hi:
                 return False
     return True
 
