@@ -21,7 +21,7 @@ import numpy as np
 from trnsim.core.collector import collector_off
 from trnsim.core.isa.opcodes import Engine
 from trnsim.core.isa.registry import AFTER, REGISTRY, workload_engine
-from trnsim.core.timing.intervals import IntervalMap, forget, note, noted, producers, right as _right, touch
+from trnsim.core.timing.intervals import IntervalMap, Waits, add, forget, note, noted, producers, right as _right, touch
 from trnsim.core.timing.rules import TRACKS, Rules
 
 QUADRANT = 32  # partitions per dependence-tracking group (the partition start rule's finest step)
@@ -127,7 +127,7 @@ class Scheduler:
         self.narrow: set = set()  # memories with a narrow (partition-quadrant) access recorded
         self.eng_of: list[int] = []  # per event: its track
         self.end_of: list[float] = []
-        self.waits: list[int] = []  # the events the instruction being placed waits for, in the order found (_deps)
+        self.waits = Waits()  # the events the instruction being placed waits for, in the order found (_deps)
         self.tl = Timeline(spec.target)
         self.events = self.tl.events  # appended to at every step
         self.high: dict[tuple, int] = {}  # (space, memory, partition, partitions) -> highest byte touched
@@ -198,8 +198,7 @@ class Scheduler:
         access of a whole memory's map that covers exactly one segment is recorded here, in the same lookup
         (intervals.touch; a read of bytes used before once the instruction's end is known: `pending`)."""
         waits, fed, pending, rest = self.waits, self.fed, self.pending, self.rest
-        if waits:
-            waits.clear()
+        waits.n = 0
         if pending:
             pending.clear()
         if fed:  # seldom used: skip the call
@@ -241,9 +240,7 @@ class Scheduler:
         if len(placed) >= depth:
             was = self.tile_last.get(placed[len(placed) - depth])
             if was is not None:
-                idx = was[1]
-                if idx not in waits:
-                    waits.append(idx)
+                add(waits, was[1])
         placed.append(tile)
 
     def _record(self, accesses, plan, tiles, eng: int, index: int, accumulated) -> None:
@@ -294,30 +291,30 @@ class Scheduler:
         after = attrs.get(AFTER)
         if after is not None:  # depends_on edges: a runtime one waits as for a producer, a schedule one on its engine
             for idx, runtime in after:
-                if (runtime or self.eng_of[idx] == eng) and idx not in waits:
-                    waits.append(idx)
+                if runtime or self.eng_of[idx] == eng:
+                    add(waits, idx)
         ready, blocker = 0.0, -1
-        if waits:
+        if waits.n:
             # A transfer's fixed latency already holds the wait for its producers' semaphore (DMA-BW: descriptor
             # setup, synchronisation and semaphore-to-start, ~1300 ns cross-engine): no semaphore latency on top,
             # nor for a producer on the instruction's own engine.
             eng_of = self.eng_of
             sem = self.sem if q < 0 else 0.0
             latest = -1  # the position in `waits` of the event that ends last (its index is taken as it is)
-            for k in range(len(waits)):
-                idx = waits[k]
+            for k in range(waits.n):
+                idx = waits.at[k]
                 end, track = end_of[idx], eng_of[idx]
                 if track != eng:
                     end += sem
                 if end > ready:
                     ready, latest = end, k
             if latest >= 0:
-                blocker = waits[latest]
+                blocker = waits.at[latest]
         if q >= 0:
             ev = self._dma(rec, w, index, ready, blocker, q, memo)
         else:
             ev = self._compute(rec, w, eng, index, ready, blocker, memo)
-        if waits:
+        if waits.n:
             ev.deps = _in_order(waits)
         self.events.append(ev)
         self.eng_of.append(eng)
@@ -673,13 +670,14 @@ def _access(cells, memory, lo: int, hi: int, w: bool, buffer, key) -> Access:
 def _in_order(waits) -> tuple:
     """The events waited for (distinct), in index order: the two or three of most instructions by comparisons,
     more by a sort."""
-    if len(waits) == 1:
-        return (waits[0],)
-    if len(waits) == 2:
-        a, b = waits
+    at, n = waits.at, waits.n
+    if n == 1:
+        return (at[0],)
+    if n == 2:
+        a, b = at[0], at[1]
         return (a, b) if a < b else (b, a)
-    if len(waits) == 3:
-        a, b, c = waits
+    if n == 3:
+        a, b, c = at[0], at[1], at[2]
         if a > b:
             a, b = b, a
         if b > c:
@@ -687,8 +685,11 @@ def _in_order(waits) -> tuple:
             if a > b:
                 a, b = b, a
         return (a, b, c)
-    waits.sort()
-    return tuple(waits)
+    got = []
+    for k in range(n):
+        got.append(at[k])
+    got.sort()
+    return tuple(got)
 
 
 def _occupy(starts, ends, owner, i: int, s: float, f: float, index: int) -> None:
