@@ -11,7 +11,7 @@ from trnsim.core.timing import simulate
 from trnsim.core import timing
 from trnsim.core.timing import intervals
 from trnsim.core.timing.intervals import right
-from trnsim.core.timing.scheduler import _in_order, _place
+from trnsim.core.timing.scheduler import Event, _in_order, _place
 from trnsim.core.timing.result import summarize
 from trnsim import specs
 
@@ -201,7 +201,12 @@ def test_the_events_waited_for_are_given_in_index_order(waits):
     found = intervals.Waits()
     for x in waits + waits[:1]:  # the first one twice: kept once
         intervals.add(found, x)
-    assert found.found() == list(waits) and _in_order(found) == tuple(sorted(waits))
+    events = [None] * (max(waits) + 1)
+    for x in waits:
+        events[x] = Event(x, None, "TensorE", 0.0, 1.0)
+    deps = _in_order(found, events)
+    assert found.found() == list(waits) and deps == tuple(sorted(waits))
+    assert all(d is events[d].index for d in deps)  # the events' own index objects
 
 
 def test_a_write_keeps_the_slices_it_covers_apart_up_to_a_bound():

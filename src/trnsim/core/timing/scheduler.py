@@ -309,13 +309,13 @@ class Scheduler:
                 if end > ready:
                     ready, latest = end, k
             if latest >= 0:
-                blocker = waits.at[latest]
+                blocker = _index(self.events, waits.at[latest])
         if q >= 0:
             ev = self._dma(rec, w, index, ready, blocker, q, memo)
         else:
             ev = self._compute(rec, w, eng, index, ready, blocker, memo)
         if waits.n:
-            ev.deps = _in_order(waits)
+            ev.deps = _in_order(waits, self.events)
         self.events.append(ev)
         self.eng_of.append(eng)
         self.end_of.append(ev.end)
@@ -667,15 +667,23 @@ def _access(cells, memory, lo: int, hi: int, w: bool, buffer, key) -> Access:
     return a
 
 
-def _in_order(waits) -> tuple:
-    """The events waited for (distinct), in index order: the two or three of most instructions by comparisons,
-    more by a sort."""
+def _index(events, i: int):
+    """Event i's index, the object the event holds: deps and blockers share it rather than box their own."""
+    ev = events[i]
+    return ev.index
+
+
+def _in_order(waits, events) -> tuple:
+    """The events waited for (distinct), in index order (their indices as `events` hold them, _index): the two or
+    three of most instructions by comparisons, more by a sort."""
     at, n = waits.at, waits.n
     if n == 1:
-        return (at[0],)
+        return (_index(events, at[0]),)
     if n == 2:
         a, b = at[0], at[1]
-        return (a, b) if a < b else (b, a)
+        if a > b:
+            a, b = b, a
+        return (_index(events, a), _index(events, b))
     if n == 3:
         a, b, c = at[0], at[1], at[2]
         if a > b:
@@ -684,11 +692,13 @@ def _in_order(waits) -> tuple:
             b, c = c, b
             if a > b:
                 a, b = b, a
-        return (a, b, c)
+        return (_index(events, a), _index(events, b), _index(events, c))
     got = []
     for k in range(n):
         got.append(at[k])
     got.sort()
+    for k in range(n):
+        got[k] = _index(events, got[k])
     return tuple(got)
 
 
