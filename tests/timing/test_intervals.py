@@ -11,7 +11,7 @@ from trnsim.core.timing import simulate
 from trnsim.core import timing
 from trnsim.core.timing import intervals
 from trnsim.core.timing.intervals import right
-from trnsim.core.timing.scheduler import _in_order, _place
+from trnsim.core.timing.scheduler import Event, _in_order, _place
 from trnsim.core.timing.result import summarize
 from trnsim import specs
 
@@ -102,13 +102,13 @@ def test_the_maps_c_and_python_forms_track_what_a_byte_list_tracks(ops):
         else:
             got = []
             for mod, m in forms:
-                waits, fed, pending = [], [], []
+                waits, fed, pending = mod.Waits(), [], []
                 done = how == "touch" and mod.touch(m, lo, hi, w, tile, eng, dma, index, accumulated, waits, fed, pending)
                 if not done:
                     mod.producers(m, lo, hi, w, tile, eng, dma, waits, fed)
                     mod.note(m, lo, hi, w, index, tile, eng, accumulated, mine, eng_of, end_of)
                 mod.noted(pending, index, mine, eng, eng_of, end_of)
-                got.append((done, waits, fed))
+                got.append((done, waits.found(), fed))
             assert got[0] == got[1]
             waits, fed = [], set()
             ref.producers(lo, hi, w, tile, eng, dma, waits, fed)
@@ -198,7 +198,15 @@ def _runs(slots):
 @given(st.sets(st.integers(0, 1 << 20), min_size=1, max_size=6).flatmap(lambda s: st.permutations(sorted(s))))
 def test_the_events_waited_for_are_given_in_index_order(waits):
     """An event's deps: the distinct events it waited for, in the order found, given sorted."""
-    assert _in_order(list(waits)) == tuple(sorted(waits))
+    found = intervals.Waits()
+    for x in waits + waits[:1]:  # the first one twice: kept once
+        intervals.add(found, x)
+    events = [None] * (max(waits) + 1)
+    for x in waits:
+        events[x] = Event(x, None, "TensorE", 0.0, 1.0)
+    deps = _in_order(found, events)
+    assert found.found() == list(waits) and deps == tuple(sorted(waits))
+    assert all(d is events[d].index for d in deps)  # the events' own index objects
 
 
 def test_a_write_keeps_the_slices_it_covers_apart_up_to_a_bound():

@@ -22,16 +22,25 @@ cdef class IntervalMap:
     cpdef list segments(self)
 
 
+@cython.final
+cdef class Waits:
+    cdef public Py_ssize_t n, cap
+    cdef ints at
+
+    @cython.locals(out=list, k=Py_ssize_t)
+    cpdef list found(self)
+
+
 @cython.locals(i=Py_ssize_t)
 cpdef bint touch(IntervalMap m, Py_ssize_t lo, Py_ssize_t hi, bint w, Py_ssize_t tile, Py_ssize_t eng, bint dma,
-                 Py_ssize_t index, bint accumulated, list waits, list fed, list pending)
+                 Py_ssize_t index, bint accumulated, Waits waits, list fed, list pending)
 
 @cython.locals(k=Py_ssize_t)
 cpdef noted(list pending, Py_ssize_t index, double mine, Py_ssize_t eng, list eng_of, list end_of)
 
 @cython.locals(n=Py_ssize_t, i=Py_ssize_t, edge=Py_ssize_t)
 cpdef producers(IntervalMap m, Py_ssize_t lo, Py_ssize_t hi, bint w, Py_ssize_t tile, Py_ssize_t eng, bint dma,
-                list waits, list fed)
+                Waits waits, list fed)
 
 @cython.locals(i=Py_ssize_t, j=Py_ssize_t, k=Py_ssize_t)
 cpdef note(IntervalMap m, Py_ssize_t lo, Py_ssize_t hi, bint w, Py_ssize_t index, Py_ssize_t tile, Py_ssize_t eng,
@@ -41,11 +50,11 @@ cpdef note(IntervalMap m, Py_ssize_t lo, Py_ssize_t hi, bint w, Py_ssize_t index
 cpdef forget(IntervalMap m, Py_ssize_t lo, Py_ssize_t hi)
 
 @cython.locals(owner=Py_ssize_t, writer=Py_ssize_t, track=Py_ssize_t, base=Py_ssize_t, k=Py_ssize_t)
-cdef void _wait(IntervalMap m, Py_ssize_t i, bint w, Py_ssize_t tile, Py_ssize_t eng, bint dma, list waits,
+cdef void _wait(IntervalMap m, Py_ssize_t i, bint w, Py_ssize_t tile, Py_ssize_t eng, bint dma, Waits waits,
                list fed)
 
-@cython.locals(k=Py_ssize_t, y=Py_ssize_t)
-cdef void _add(list waits, Py_ssize_t x)
+@cython.locals(at=ints, n=Py_ssize_t, k=Py_ssize_t)
+cpdef add(Waits waits, Py_ssize_t x)
 
 cdef void _write(IntervalMap m, Py_ssize_t i, Py_ssize_t index, Py_ssize_t tile, Py_ssize_t eng,
                  bint accumulated) noexcept

@@ -65,8 +65,30 @@ class IntervalMap:
         return out
 
 
+class Waits:
+    """The events an instruction waits for, each once, in the order found (_wait): `n` of them in `at`, which has
+    room for `cap`. An array rather than a list: the compiled build keeps C integers, and emptying it (n = 0)
+    keeps its room."""
+
+    __slots__ = ("n", "cap", "at")
+
+    def __init__(self):
+        self.n, self.cap = 0, 8
+        self.at = arrays.new(8)
+
+    def __dealloc__(self):  # the compiled build's C array; never called on a Python class
+        arrays.release(self.at)
+
+    def found(self) -> list:
+        """The events, as a list."""
+        out = []
+        for k in range(self.n):
+            out.append(self.at[k])
+        return out
+
+
 def touch(m, lo: int, hi: int, w: bool, tile: int, eng: int, dma: bool, index: int, accumulated: bool,
-          waits: list, fed: list, pending: list) -> bool:
+          waits: Waits, fed: list, pending: list) -> bool:
     """Event `index`'s access of bytes [lo, hi), when they are exactly one segment of map `m`: its producers go to
     `waits` and `fed` (_wait), and the access is recorded (a read of bytes read or written before needs the
     reader's end, _read: `m` and the segment are left in `pending` for `noted`). False, and nothing done, when
@@ -96,7 +118,7 @@ def noted(pending: list, index: int, mine: float, eng: int, eng_of: list, end_of
         _read(pending[k], pending[k + 1], index, -1, mine, eng, eng_of, end_of)
 
 
-def producers(m, lo: int, hi: int, w: bool, tile: int, eng: int, dma: bool, waits: list, fed: list) -> None:
+def producers(m, lo: int, hi: int, w: bool, tile: int, eng: int, dma: bool, waits: Waits, fed: list) -> None:
     """The producers of an access of bytes [lo, hi) in map `m`, into `waits` and `fed` (_wait)."""
     n = m.n
     if n == 1 and m.owner[0] == NOTHING:
@@ -145,7 +167,7 @@ def forget(m, lo: int, hi: int) -> None:
     _empty(m, i)
 
 
-def _wait(m, i: int, w: bool, tile: int, eng: int, dma: bool, waits: list, fed: list) -> None:
+def _wait(m, i: int, w: bool, tile: int, eng: int, dma: bool, waits: Waits, fed: list) -> None:
     """What an access of segment i of map `m` waits for, each event once in `waits`, in the order found: its writer
     and, for a write, its readers. A write into bytes that last belonged to another compiler-placed tile waits for
     nobody: that tile is dead (the allocator reused its bytes), and the compiler gives a new tile a free buffer
@@ -159,22 +181,26 @@ def _wait(m, i: int, w: bool, tile: int, eng: int, dma: bool, waits: list, fed: 
     if writer >= 0:
         track = m.track[i]
         if not dma or not w or track != eng:
-            _add(waits, writer)
+            add(waits, writer)
             if not w and not dma and track == eng:
                 fed.append(writer)
     if w:
         base = i * m.width
         for k in range(m.count[i]):
-            _add(waits, m.readers[base + k])
+            add(waits, m.readers[base + k])
 
 
-def _add(waits: list, x: int) -> None:
-    """Append `x` to `waits` unless it is there."""
-    for k in range(len(waits)):
-        y = waits[k]
-        if y == x:
+def add(waits, x: int) -> None:
+    """Append event `x` to `waits` unless it is there."""
+    at, n = waits.at, waits.n
+    for k in range(n):
+        if at[k] == x:
             return
-    waits.append(x)
+    if n == waits.cap:
+        waits.cap = 2 * n
+        waits.at = at = arrays.resized(at, 2 * n)
+    at[n] = x
+    waits.n = n + 1
 
 
 def _write(m, i: int, index: int, tile: int, eng: int, accumulated: bool) -> None:

@@ -1,8 +1,9 @@
 # Declarations for the compiled build of scheduler.py (trnsim/compiled.py): the source is the meaning, these
 # only let Cython make its hot classes extension types and type some locals.
 import cython
+from trnsim.core.timing.arrays cimport ints
 from trnsim.core.isa.registry cimport Record
-from trnsim.core.timing.intervals cimport IntervalMap, forget, note, noted, producers, right as _right, touch
+from trnsim.core.timing.intervals cimport IntervalMap, Waits, add, forget, note, noted, producers, right as _right, touch
 
 cdef double _FOREVER, _SLACK
 
@@ -13,28 +14,37 @@ cdef class Event:
 
 
 @cython.final
+cdef class Access:
+    cdef public object cells, memory, buffer, key
+    cdef public Py_ssize_t lo, hi
+    cdef public bint w
+
+
+@cython.final
 cdef class Scheduler:
     cdef public object spec, t, rules, tl
     cdef public dict queue_of, maps, cells, high, psum_tiles, tile_last, alone, transfers, regions, plans, like
-    cdef public list free, last, dma_names, dma_busy, queue_end, queue_last, eng_of, end_of, waits, busy, fed
+    cdef public list free, last, dma_names, dma_busy, queue_end, queue_last, eng_of, end_of, busy, fed
     cdef public list pending, rest, events, dma_lead, piece_engine, piece_start, piece_end, piece_run
     cdef public tuple pe
+    cdef public Waits waits
     cdef public set narrow
     cdef public double sem, warmup_start, warmup
     cdef public Py_ssize_t psum_high, psum_bank, psum_banks, dma_version
 
-    @cython.locals(waits=list, fed=list, pending=list, rest=list, high=dict, narrow=set, dma=bint,
-                   at=Py_ssize_t, m=IntervalMap, cells=tuple, w=bint, lo=Py_ssize_t, hi=Py_ssize_t, tile=Py_ssize_t)
+    @cython.locals(waits=Waits, fed=list, pending=list, rest=list, high=dict, narrow=set, dma=bint,
+                   at=Py_ssize_t, m=IntervalMap, cells=tuple, w=bint, lo=Py_ssize_t, hi=Py_ssize_t, tile=Py_ssize_t,
+                   a=Access)
     cpdef list _deps(self, Py_ssize_t eng, tuple plan, list tiles, bint fresh, Py_ssize_t index, bint accumulated)
 
     @cython.locals(placed=list, depth=Py_ssize_t, footprint=Py_ssize_t, was=list)
-    cpdef _psum_buffer(self, tuple at, Py_ssize_t byte_hi, tile, list waits)
+    cpdef _psum_buffer(self, tuple at, Py_ssize_t byte_hi, tile, Waits waits)
 
     @cython.locals(narrow=set, eng_of=list, end_of=list, m=IntervalMap, cells=tuple, w=bint, lo=Py_ssize_t,
-                   hi=Py_ssize_t, tile=Py_ssize_t, end=double, at=Py_ssize_t)
+                   hi=Py_ssize_t, tile=Py_ssize_t, end=double, at=Py_ssize_t, a=Access)
     cpdef _record(self, list accesses, tuple plan, list tiles, Py_ssize_t eng, Py_ssize_t index, bint accumulated)
 
-    @cython.locals(q=Py_ssize_t, eng=Py_ssize_t, waits=list, end_of=list, eng_of=list, pending=list, rest=list, plans=dict,
+    @cython.locals(q=Py_ssize_t, eng=Py_ssize_t, waits=Waits, end_of=list, eng_of=list, pending=list, rest=list, plans=dict,
                    ready=double, sem=double, end=double, tiles=list, psum=tuple, memo=list,
                    last=dict, k=Py_ssize_t, ev=Event, was=list, index=object, placed=dict, attrs=dict, idx=Py_ssize_t,
                    track=Py_ssize_t, latest=Py_ssize_t, p=tuple)
@@ -73,14 +83,23 @@ cdef class Scheduler:
 cdef Event _event(index, rec, track, start, end, blocker, flops, model, pieces)
 
 
-cpdef tuple _in_order(list waits)
+@cython.locals(a=Access)
+cdef Access _access(cells, memory, Py_ssize_t lo, Py_ssize_t hi, bint w, buffer, key)
+
+
+@cython.locals(at=ints, n=Py_ssize_t, a=Py_ssize_t, b=Py_ssize_t, c=Py_ssize_t, k=Py_ssize_t, got=list)
+cpdef tuple _in_order(Waits waits, list events)
+
+
+@cython.locals(ev=Event)
+cdef object _index(list events, Py_ssize_t i)
 
 
 @cython.locals(key=list, lows=list)
 cpdef tuple _like(Record rec)
 
 
-@cython.locals(entries=list, plan=tuple, k=Py_ssize_t, lo=Py_ssize_t, hi=Py_ssize_t, shift=Py_ssize_t)
+@cython.locals(entries=list, plan=tuple, k=Py_ssize_t, shift=Py_ssize_t, a=Access)
 cpdef tuple _moved(tuple got, list was, list lows, list sizes)
 
 
@@ -104,7 +123,7 @@ cpdef _book(list starts, list ends, list owner, double s, double f, object index
 cpdef _book_at(list starts, list ends, list owner, Py_ssize_t i, double s, double f, object index)
 
 
-@cython.locals(n=Py_ssize_t, k=Py_ssize_t, j=Py_ssize_t, a=tuple, b=tuple)
+@cython.locals(n=Py_ssize_t, k=Py_ssize_t, j=Py_ssize_t, a=Access, b=Access)
 cpdef bint _apart(tuple plan)
 
 

@@ -21,7 +21,7 @@ import numpy as np
 from trnsim.core.collector import collector_off
 from trnsim.core.isa.opcodes import Engine
 from trnsim.core.isa.registry import AFTER, REGISTRY, workload_engine
-from trnsim.core.timing.intervals import IntervalMap, forget, note, noted, producers, right as _right, touch
+from trnsim.core.timing.intervals import IntervalMap, Waits, add, forget, note, noted, producers, right as _right, touch
 from trnsim.core.timing.rules import TRACKS, Rules
 
 QUADRANT = 32  # partitions per dependence-tracking group (the partition start rule's finest step)
@@ -53,6 +53,23 @@ class Event:
 
     def __repr__(self):
         return f"Event({self.index}, {self.track}, {self.start:.1f}..{self.end:.1f} ns)"
+
+
+class Access:
+    """One operand's entry in a plan (Scheduler._plan): its maps (see _cells), memory, bytes [lo, hi), whether
+    it is written, its PSUM buffer (memory, partition, byte_lo) when written into PSUM else None, and its
+    high-water key, None for HBM. Fields rather than a tuple: the compiled build reads them as C values, with no
+    unpacking per operand and step. Made by _access."""
+
+    __slots__ = ("cells", "memory", "lo", "hi", "w", "buffer", "key")
+
+    def __eq__(self, other) -> bool:
+        return (type(other) is Access and self.lo == other.lo and self.hi == other.hi and self.w == other.w
+                and self.memory == other.memory and self.buffer == other.buffer and self.key == other.key
+                and self.cells == other.cells)
+
+    def __repr__(self):
+        return f"Access({self.memory}, {self.lo}..{self.hi}, w={self.w})"
 
 
 @dataclass
@@ -110,7 +127,7 @@ class Scheduler:
         self.narrow: set = set()  # memories with a narrow (partition-quadrant) access recorded
         self.eng_of: list[int] = []  # per event: its track
         self.end_of: list[float] = []
-        self.waits: list[int] = []  # the events the instruction being placed waits for, in the order found (_deps)
+        self.waits = Waits()  # the events the instruction being placed waits for, in the order found (_deps)
         self.tl = Timeline(spec.target)
         self.events = self.tl.events  # appended to at every step
         self.high: dict[tuple, int] = {}  # (space, memory, partition, partitions) -> highest byte touched
@@ -155,18 +172,17 @@ class Scheduler:
         return cells
 
     def _plan(self, rec) -> tuple:
-        """Per operand, what dependence tracking needs of its region: (maps (see _cells), memory, byte_lo,
-        byte_hi, written, PSUM (memory, partition, byte_lo) when written into PSUM else None, high-water key
-        or None for HBM). Records of one signature (Record.sig) share it, and need no Region of their own."""
+        """Per operand, what dependence tracking needs of its region (an Access). Records of one signature
+        (Record.sig) share it, and need no Region of their own."""
         ops = rec.regions(self.regions) if rec.sig is not None else rec.operands
         plan, cells_of, writes, whole = [], self.cells, rec.writes, self.spec.partitions
         for name, r in ops.items():
             hbm, w = r.space == "hbm", name in writes
             cells = cells_of.get(r.memory if hbm or (r.partition == 0 and r.partitions == whole)
                                  else (r.memory, r.partition, r.partitions)) or self._cells(r)
-            plan.append((cells, r.memory, r.byte_lo, r.byte_hi, w,
-                         (r.memory, r.partition, r.byte_lo) if w and r.space == "psum" else None,
-                         None if hbm else (r.space, r.memory, r.partition, r.partitions)))
+            plan.append(_access(cells, r.memory, r.byte_lo, r.byte_hi, w,
+                                (r.memory, r.partition, r.byte_lo) if w and r.space == "psum" else None,
+                                None if hbm else (r.space, r.memory, r.partition, r.partitions)))
         return tuple(plan)
 
     def _deps(self, eng: int, plan, tiles, fresh: bool, index: int, accumulated) -> list:
@@ -182,8 +198,7 @@ class Scheduler:
         access of a whole memory's map that covers exactly one segment is recorded here, in the same lookup
         (intervals.touch; a read of bytes used before once the instruction's end is known: `pending`)."""
         waits, fed, pending, rest = self.waits, self.fed, self.pending, self.rest
-        if waits:
-            waits.clear()
+        waits.n = 0
         if pending:
             pending.clear()
         if fed:  # seldom used: skip the call
@@ -193,10 +208,11 @@ class Scheduler:
         high, narrow = self.high, self.narrow
         dma = eng >= DMA_TRACK
         for at in range(len(plan)):
-            cells, memory, lo, hi, w, buffer, key = plan[at]
+            a = plan[at]
+            cells, memory, lo, hi, w, key = a.cells, a.memory, a.lo, a.hi, a.w, a.key
             tile = tiles[at]
-            if buffer is not None and tile >= 0 and tiles[at] not in self.tile_last:
-                self._psum_buffer(buffer, hi, tile, waits)
+            if a.buffer is not None and tile >= 0 and tiles[at] not in self.tile_last:
+                self._psum_buffer(a.buffer, hi, tile, waits)
             # With no narrow access yet, the memory's whole map is looked up and recorded in, in one go (touch)
             if not (index >= 0 and cells[4] is None and (not narrow or memory not in narrow)
                     and touch(cells[1][0], lo, hi, w, tile, eng, dma, index, accumulated, waits, fed, pending)):
@@ -224,9 +240,7 @@ class Scheduler:
         if len(placed) >= depth:
             was = self.tile_last.get(placed[len(placed) - depth])
             if was is not None:
-                idx = was[1]
-                if idx not in waits:
-                    waits.append(idx)
+                add(waits, was[1])
         placed.append(tile)
 
     def _record(self, accesses, plan, tiles, eng: int, index: int, accumulated) -> None:
@@ -237,7 +251,8 @@ class Scheduler:
         if self.pending:
             noted(self.pending, index, end, eng, eng_of, end_of)
         for at in accesses:
-            cells, memory, lo, hi, w, _, _ = plan[at]
+            a = plan[at]
+            cells, memory, lo, hi, w = a.cells, a.memory, a.lo, a.hi, a.w
             tile = tiles[at]
             _, record, clear, _, mem = cells
             if mem is not None:
@@ -276,31 +291,31 @@ class Scheduler:
         after = attrs.get(AFTER)
         if after is not None:  # depends_on edges: a runtime one waits as for a producer, a schedule one on its engine
             for idx, runtime in after:
-                if (runtime or self.eng_of[idx] == eng) and idx not in waits:
-                    waits.append(idx)
+                if runtime or self.eng_of[idx] == eng:
+                    add(waits, idx)
         ready, blocker = 0.0, -1
-        if waits:
+        if waits.n:
             # A transfer's fixed latency already holds the wait for its producers' semaphore (DMA-BW: descriptor
             # setup, synchronisation and semaphore-to-start, ~1300 ns cross-engine): no semaphore latency on top,
             # nor for a producer on the instruction's own engine.
             eng_of = self.eng_of
             sem = self.sem if q < 0 else 0.0
             latest = -1  # the position in `waits` of the event that ends last (its index is taken as it is)
-            for k in range(len(waits)):
-                idx = waits[k]
+            for k in range(waits.n):
+                idx = waits.at[k]
                 end, track = end_of[idx], eng_of[idx]
                 if track != eng:
                     end += sem
                 if end > ready:
                     ready, latest = end, k
             if latest >= 0:
-                blocker = waits[latest]
+                blocker = _index(self.events, waits.at[latest])
         if q >= 0:
             ev = self._dma(rec, w, index, ready, blocker, q, memo)
         else:
             ev = self._compute(rec, w, eng, index, ready, blocker, memo)
-        if waits:
-            ev.deps = _in_order(waits)
+        if waits.n:
+            ev.deps = _in_order(waits, self.events)
         self.events.append(ev)
         self.eng_of.append(eng)
         self.end_of.append(ev.end)
@@ -645,25 +660,46 @@ def _event(index: int, rec, track: str, start: float, end: float, blocker: int, 
     return ev
 
 
-def _in_order(waits) -> tuple:
-    """The events waited for (distinct), in index order: the two or three of most instructions by comparisons,
-    more by a sort."""
-    if len(waits) == 1:
-        return (waits[0],)
-    if len(waits) == 2:
-        a, b = waits
-        return (a, b) if a < b else (b, a)
-    if len(waits) == 3:
-        a, b, c = waits
+def _access(cells, memory, lo: int, hi: int, w: bool, buffer, key) -> Access:
+    """Access(...), made without a constructor call (as _event)."""
+    a = Access.__new__(Access)
+    a.cells, a.memory, a.lo, a.hi, a.w, a.buffer, a.key = cells, memory, lo, hi, w, buffer, key
+    return a
+
+
+def _index(events, i: int):
+    """Event i's index, the object the event holds: deps and blockers share it rather than box their own."""
+    ev = events[i]
+    return ev.index
+
+
+def _in_order(waits, events) -> tuple:
+    """The events waited for (distinct), in index order (their indices as `events` hold them, _index): the two or
+    three of most instructions by comparisons, more by a sort."""
+    at, n = waits.at, waits.n
+    if n == 1:
+        return (_index(events, at[0]),)
+    if n == 2:
+        a, b = at[0], at[1]
+        if a > b:
+            a, b = b, a
+        return (_index(events, a), _index(events, b))
+    if n == 3:
+        a, b, c = at[0], at[1], at[2]
         if a > b:
             a, b = b, a
         if b > c:
             b, c = c, b
             if a > b:
                 a, b = b, a
-        return (a, b, c)
-    waits.sort()
-    return tuple(waits)
+        return (_index(events, a), _index(events, b), _index(events, c))
+    got = []
+    for k in range(n):
+        got.append(at[k])
+    got.sort()
+    for k in range(n):
+        got[k] = _index(events, got[k])
+    return tuple(got)
 
 
 def _occupy(starts, ends, owner, i: int, s: float, f: float, index: int) -> None:
@@ -821,11 +857,12 @@ def _moved(got, was, lows, sizes) -> tuple:
     for k in range(len(sizes)):
         base, first = lows[2 * k], lows[2 * k + 1]
         if base is not None and (base != was[2 * k] or first != was[2 * k + 1]):
-            cells, memory, lo, hi, w, buffer, high = entries[k]
+            a = entries[k]
             shift = base - was[2 * k] + (first - was[2 * k + 1]) * sizes[k]
+            buffer = a.buffer
             if buffer is not None:
                 buffer = (buffer[0], buffer[1], buffer[2] + shift)
-            entries[k] = (cells, memory, lo + shift, hi + shift, w, buffer, high)
+            entries[k] = _access(a.cells, a.memory, a.lo + shift, a.hi + shift, a.w, buffer, a.key)
     plan = tuple(entries)
     return plan, got[1], got[2], _apart(plan), got[4], got[5]
 
@@ -846,7 +883,7 @@ def _by_engine(split, n: int) -> list:
 
 def _psum_positions(plan) -> tuple[int, ...]:
     """The positions of a plan's PSUM operands."""
-    return tuple(k for k, p in enumerate(plan) if p[6] is not None and p[6][0] == "psum")
+    return tuple(k for k, p in enumerate(plan) if p.key is not None and p.key[0] == "psum")
 
 
 def _apart(plan) -> bool:
@@ -857,7 +894,7 @@ def _apart(plan) -> bool:
         a = plan[k]
         for j in range(k + 1, n):
             b = plan[j]
-            if a[1] == b[1] and a[2] < b[3] and b[2] < a[3]:
+            if a.memory == b.memory and a.lo < b.hi and b.lo < a.hi:
                 return False
     return True
 
