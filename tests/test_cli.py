@@ -55,6 +55,10 @@ def test_demo_runs_every_section():
     assert len(bars) >= 3
     longest = max(bars, key=lambda b: float(b[1]))
     assert len(longest[2]) == max(len(b[2]) for b in bars) == 20
+    # the clock's own speed: the published matmul's instruction count, its simulated time and the CPU it took
+    n, ms, cpu = re.search(r"on trn1 is ([\d,]+) instructions and ([\d.]+) ms simulated; traced and scheduled in "
+                           r"([\d.]+) s of CPU", text).groups()
+    assert int(n.replace(",", "")) == 39440 and float(ms) > 0 and float(cpu) > 0
     if importlib.util.find_spec("pyarrow"):
         rows, cols = (int(n.replace(",", "")) for n in re.search(
             r"Instruction\.parquet, ([\d,]+) instructions x (\d+) columns", text).group(1, 2))
