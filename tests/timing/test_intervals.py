@@ -102,7 +102,7 @@ def test_the_maps_c_and_python_forms_track_what_a_byte_list_tracks(ops):
         else:
             got = []
             for mod, m in forms:
-                waits, fed, pending = mod.Waits(), [], []
+                waits, fed, pending = mod.Waits(), [], mod.Pending()
                 done = how == "touch" and mod.touch(m, lo, hi, w, tile, eng, dma, index, accumulated, waits, fed, pending)
                 if not done:
                     mod.producers(m, lo, hi, w, tile, eng, dma, waits, fed)

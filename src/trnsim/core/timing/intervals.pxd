@@ -31,12 +31,19 @@ cdef class Waits:
     cpdef list found(self)
 
 
-@cython.locals(i=Py_ssize_t)
-cpdef bint touch(IntervalMap m, Py_ssize_t lo, Py_ssize_t hi, bint w, Py_ssize_t tile, Py_ssize_t eng, bint dma,
-                 Py_ssize_t index, bint accumulated, Waits waits, list fed, list pending)
+@cython.final
+cdef class Pending:
+    cdef public Py_ssize_t n, cap
+    cdef public list maps
+    cdef ints at
 
-@cython.locals(k=Py_ssize_t)
-cpdef noted(list pending, Py_ssize_t index, double mine, Py_ssize_t eng, list eng_of, list end_of)
+
+@cython.locals(i=Py_ssize_t, k=Py_ssize_t)
+cpdef bint touch(IntervalMap m, Py_ssize_t lo, Py_ssize_t hi, bint w, Py_ssize_t tile, Py_ssize_t eng, bint dma,
+                 Py_ssize_t index, bint accumulated, Waits waits, list fed, Pending pending)
+
+@cython.locals(k=Py_ssize_t, maps=list, at=ints)
+cpdef noted(Pending pending, Py_ssize_t index, double mine, Py_ssize_t eng, list eng_of, list end_of)
 
 @cython.locals(n=Py_ssize_t, i=Py_ssize_t, edge=Py_ssize_t)
 cpdef producers(IntervalMap m, Py_ssize_t lo, Py_ssize_t hi, bint w, Py_ssize_t tile, Py_ssize_t eng, bint dma,

@@ -87,8 +87,24 @@ class Waits:
         return out
 
 
+class Pending:
+    """The segments an instruction read that hold earlier accesses, whose reader it becomes once its end is known
+    (touch, noted): `n` of them, segment `at[k]` of map `maps[k]`, with room for `cap`. Emptied by its count
+    (n = 0), which keeps its room: no list freed and grown again per step."""
+
+    __slots__ = ("n", "cap", "maps", "at")
+
+    def __init__(self):
+        self.n, self.cap = 0, 8
+        self.maps = [None] * 8
+        self.at = arrays.new(8)
+
+    def __dealloc__(self):  # the compiled build's C array; never called on a Python class
+        arrays.release(self.at)
+
+
 def touch(m, lo: int, hi: int, w: bool, tile: int, eng: int, dma: bool, index: int, accumulated: bool,
-          waits: Waits, fed: list, pending: list) -> bool:
+          waits: Waits, fed: list, pending: Pending) -> bool:
     """Event `index`'s access of bytes [lo, hi), when they are exactly one segment of map `m`: its producers go to
     `waits` and `fed` (_wait), and the access is recorded (a read of bytes read or written before needs the
     reader's end, _read: `m` and the segment are left in `pending` for `noted`). False, and nothing done, when
@@ -105,17 +121,24 @@ def touch(m, lo: int, hi: int, w: bool, tile: int, eng: int, dma: bool, index: i
     _wait(m, i, w, tile, eng, dma, waits, fed)
     if w:
         _write(m, i, index, tile, eng, accumulated)
-    else:
-        pending.append(m)
-        pending.append(i)
+    else:  # (written out, not a call: the Python build pays for calls)
+        k = pending.n
+        if k == pending.cap:
+            pending.cap = 2 * k
+            pending.maps.extend([None] * k)
+            pending.at = arrays.resized(pending.at, 2 * k)
+        pending.maps[k] = m
+        pending.at[k] = i
+        pending.n = k + 1
     return True
 
 
-def noted(pending: list, index: int, mine: float, eng: int, eng_of: list, end_of: list) -> None:
+def noted(pending: Pending, index: int, mine: float, eng: int, eng_of: list, end_of: list) -> None:
     """Note event `index`, which ends at `mine` on track `eng`, as the reader of the segments `touch` left in
     `pending` (no map changed its segments since)."""
-    for k in range(0, len(pending), 2):
-        _read(pending[k], pending[k + 1], index, -1, mine, eng, eng_of, end_of)
+    maps, at = pending.maps, pending.at
+    for k in range(pending.n):
+        _read(maps[k], at[k], index, -1, mine, eng, eng_of, end_of)
 
 
 def producers(m, lo: int, hi: int, w: bool, tile: int, eng: int, dma: bool, waits: Waits, fed: list) -> None:

@@ -3,7 +3,7 @@
 import cython
 from trnsim.core.timing.arrays cimport ints
 from trnsim.core.isa.registry cimport Record
-from trnsim.core.timing.intervals cimport IntervalMap, Waits, add, forget, note, noted, producers, right as _right, touch
+from trnsim.core.timing.intervals cimport IntervalMap, Pending, Waits, add, forget, note, noted, producers, right as _right, touch
 
 cdef double _FOREVER, _SLACK
 
@@ -25,36 +25,42 @@ cdef class Scheduler:
     cdef public object spec, t, rules, tl
     cdef public dict queue_of, maps, cells, high, psum_tiles, tile_last, alone, transfers, regions, plans, like
     cdef public list free, last, dma_names, dma_busy, queue_end, queue_last, eng_of, end_of, busy, fed
-    cdef public list pending, rest, events, dma_lead, piece_engine, piece_start, piece_end, piece_run
+    cdef public list known, events, dma_lead, piece_engine, piece_start, piece_end, piece_run
     cdef public tuple pe
-    cdef public Waits waits
+    cdef public Waits waits, rest
+    cdef public Pending pending
     cdef public set narrow
     cdef public double sem, warmup_start, warmup
     cdef public Py_ssize_t psum_high, psum_bank, psum_banks, dma_version
 
-    @cython.locals(waits=Waits, fed=list, pending=list, rest=list, high=dict, narrow=set, dma=bint,
+    @cython.locals(waits=Waits, fed=list, pending=Pending, rest=Waits, high=dict, narrow=set, dma=bint,
                    at=Py_ssize_t, m=IntervalMap, cells=tuple, w=bint, lo=Py_ssize_t, hi=Py_ssize_t, tile=Py_ssize_t,
                    a=Access)
-    cpdef list _deps(self, Py_ssize_t eng, tuple plan, list tiles, bint fresh, Py_ssize_t index, bint accumulated)
+    cpdef Waits _deps(self, Py_ssize_t eng, tuple plan, list tiles, bint fresh, Py_ssize_t index, bint accumulated)
 
     @cython.locals(placed=list, depth=Py_ssize_t, footprint=Py_ssize_t, was=list)
     cpdef _psum_buffer(self, tuple at, Py_ssize_t byte_hi, tile, Waits waits)
 
     @cython.locals(narrow=set, eng_of=list, end_of=list, m=IntervalMap, cells=tuple, w=bint, lo=Py_ssize_t,
-                   hi=Py_ssize_t, tile=Py_ssize_t, end=double, at=Py_ssize_t, a=Access)
-    cpdef _record(self, list accesses, tuple plan, list tiles, Py_ssize_t eng, Py_ssize_t index, bint accumulated)
+                   hi=Py_ssize_t, tile=Py_ssize_t, end=double, at=Py_ssize_t, a=Access, k=Py_ssize_t)
+    cpdef _record(self, Waits accesses, tuple plan, list tiles, Py_ssize_t eng, Py_ssize_t index, bint accumulated)
 
-    @cython.locals(q=Py_ssize_t, eng=Py_ssize_t, waits=Waits, end_of=list, eng_of=list, pending=list, rest=list, plans=dict,
+    @cython.locals(q=Py_ssize_t, eng=Py_ssize_t, waits=Waits, end_of=list, eng_of=list, rest=Waits,
                    ready=double, sem=double, end=double, tiles=list, psum=tuple, memo=list,
                    last=dict, k=Py_ssize_t, ev=Event, was=list, index=object, placed=dict, attrs=dict, idx=Py_ssize_t,
-                   track=Py_ssize_t, latest=Py_ssize_t, p=tuple)
+                   track=Py_ssize_t, latest=Py_ssize_t, p=tuple, known=list, at=Py_ssize_t, seen=tuple, fresh=bint,
+                   ordered=bint)
     cpdef step(self, Record rec)
+
+    @cython.locals(plans=dict, known=list, at=Py_ssize_t, issued=Py_ssize_t, fresh=bint)
+    cpdef tuple _entry(self, Record rec, dict attrs)
 
     @cython.locals(starts=list, ends=list, owner=list, warms=list, fed=list, n=Py_ssize_t, i=Py_ssize_t, tensor=bint,
                    ramped=bint, start=double, end=double, gap=double, gap_end=double, dur=double, base=double,
-                   warm=double, dependent=bint, attrs=dict, at=double, begun=object, done=object,
+                   warm=double, dependent=bint, at=double, begun=object, done=object,
                    free=double)
-    cpdef _compute(self, Record rec, w, Py_ssize_t eng, object index, double ready, object blocker, list memo)
+    cpdef _compute(self, Record rec, w, Py_ssize_t eng, object index, double ready, object blocker, list memo,
+                   bint ordered)
 
     @cython.locals(starts=list, events=list, bases=list, warms=list, end_of=list, k=Py_ssize_t, j=Py_ssize_t,
                    half=double, s=double)

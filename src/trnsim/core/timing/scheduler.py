@@ -20,8 +20,9 @@ import numpy as np
 
 from trnsim.core.collector import collector_off
 from trnsim.core.isa.opcodes import Engine
-from trnsim.core.isa.registry import AFTER, REGISTRY, workload_engine
-from trnsim.core.timing.intervals import IntervalMap, Waits, add, forget, note, noted, producers, right as _right, touch
+from trnsim.core.isa.registry import AFTER, NAME, REGISTRY, workload_engine
+from trnsim.core.timing.intervals import (IntervalMap, Pending, Waits, add, forget, note, noted, producers,
+                                          right as _right, touch)
 from trnsim.core.timing.rules import TRACKS, Rules
 
 QUADRANT = 32  # partitions per dependence-tracking group (the partition start rule's finest step)
@@ -105,8 +106,8 @@ class Scheduler:
         # each step): the writers on its own engine whose tile it reads, the segments it read (map, segment, ...),
         # to note once its end is known, and the positions of the operands still to record.
         self.fed: list[int] = []
-        self.pending: list = []
-        self.rest: list[int] = []
+        self.pending = Pending()
+        self.rest = Waits()
         self.dma_names = [f"DMA q{q}" for q in range(spec.dma_engines)]  # a DMA queue's Event.track
         # Per DMA engine, its busy stretches (sorted, disjoint): starts, ends and the transfer of each. The engines
         # every transfer so far gave equal pieces (or none) hold equal stretches and queue ends: such a class of
@@ -138,6 +139,9 @@ class Scheduler:
         # _cost's `memo`)
         self.regions: dict = {}
         self.plans: dict = {}
+        # Per signature number, (its plans' entry, how many attributes its records were issued with) once a record
+        # of it has been placed, else None (step: its records take their entry without a lookup by signature)
+        self.known: list = []
         self.psum_tiles: dict[tuple, list[int]] = {}  # PSUM (memory, partition, byte) -> tiles placed there, in order
         self.tile_last: dict[int, list] = {}  # PSUM tile -> [end, event] of its last access so far
         self.psum_high = 0  # highest PSUM byte per partition touched: the footprint the compiler rotates
@@ -185,8 +189,8 @@ class Scheduler:
                                 None if hbm else (r.space, r.memory, r.partition, r.partitions)))
         return tuple(plan)
 
-    def _deps(self, eng: int, plan, tiles, fresh: bool, index: int, accumulated) -> list:
-        """The positions of the operands still to record (`self.rest`); the events this instruction must wait
+    def _deps(self, eng: int, plan, tiles, fresh: bool, index: int, accumulated) -> Waits:
+        """The positions of the operands still to record (`self.rest`, a Waits array); the events this instruction must wait
         for are left in `self.waits`, each once, in the order found (ties for the latest go to the first).
 
         What an access waits for, segment by segment, is intervals._wait's: its producers, on its own engine too
@@ -198,13 +202,9 @@ class Scheduler:
         access of a whole memory's map that covers exactly one segment is recorded here, in the same lookup
         (intervals.touch; a read of bytes used before once the instruction's end is known: `pending`)."""
         waits, fed, pending, rest = self.waits, self.fed, self.pending, self.rest
-        waits.n = 0
-        if pending:
-            pending.clear()
+        waits.n = pending.n = rest.n = 0
         if fed:  # seldom used: skip the call
             fed.clear()
-        if rest:
-            rest.clear()
         high, narrow = self.high, self.narrow
         dma = eng >= DMA_TRACK
         for at in range(len(plan)):
@@ -216,7 +216,7 @@ class Scheduler:
             # With no narrow access yet, the memory's whole map is looked up and recorded in, in one go (touch)
             if not (index >= 0 and cells[4] is None and (not narrow or memory not in narrow)
                     and touch(cells[1][0], lo, hi, w, tile, eng, dma, index, accumulated, waits, fed, pending)):
-                rest.append(at)
+                add(rest, at)
                 for m in (cells[0] if narrow and memory in narrow else cells[3]):
                     producers(m, lo, hi, w, tile, eng, dma, waits, fed)
             if fresh and key is not None and high.get(key, 0) < hi:
@@ -248,9 +248,10 @@ class Scheduler:
         its `plan`), and of those `_deps` left pending, once its end is known (intervals.note, noted)."""
         narrow, eng_of, end_of = self.narrow, self.eng_of, self.end_of
         end = end_of[index]
-        if self.pending:
+        if self.pending.n:
             noted(self.pending, index, end, eng, eng_of, end_of)
-        for at in accesses:
+        for k in range(accesses.n):
+            at = accesses.at[k]
             a = plan[at]
             cells, memory, lo, hi, w = a.cells, a.memory, a.lo, a.hi, a.w
             tile = tiles[at]
@@ -265,19 +266,18 @@ class Scheduler:
 
     def step(self, rec) -> Event:
         index = len(self.end_of)
-        sig, plans = rec.sig, self.plans
-        attrs = rec.attrs
-        choices = attrs.get("choices")
-        if choices is not None:  # issued with no engine: placed as the compiler would, by workload
-            rec.engine = workload_engine(choices, [self._ends(rec, e) for e in choices])
-            if sig is not None:
-                sig = (sig, rec.engine)
-        got = plans.get(sig) if sig is not None and plans is not None else None
-        fresh = got is None
-        if fresh:  # the operands' plan, which of them are PSUM tiles, the cost, its durations so far
-            got = self._fresh(rec, sig is not None and plans is not None)
-            if sig is not None and plans is not None:
-                plans[sig] = got
+        sig, attrs, known, got = rec.sig, rec.attrs, self.known, None
+        if type(sig) is int:
+            at = sig
+            if 0 <= at < len(known):
+                seen = known[at]
+                if seen is not None and len(attrs) == seen[1]:
+                    got = seen[0]
+        if got is not None:  # a seen signature's record with none of the attributes added after issue (_entry)
+            fresh, after, ordered = False, None, False
+        else:
+            got, fresh = self._entry(rec, attrs)
+            after, ordered = attrs.get(AFTER), attrs.get(ORDERED, False)
         plan, psum, w, solo, memo, eng = got
         placed = rec.placed
         tiles = [p[0][5] for p in placed.values()]  # the tile each operand belongs to (Region.tile)
@@ -288,7 +288,6 @@ class Scheduler:
         accumulated = rec.accumulated
         rest = self._deps(eng, plan, tiles, fresh, index if solo else -1, accumulated)
         waits, end_of = self.waits, self.end_of
-        after = attrs.get(AFTER)
         if after is not None:  # depends_on edges: a runtime one waits as for a producer, a schedule one on its engine
             for idx, runtime in after:
                 if runtime or self.eng_of[idx] == eng:
@@ -313,14 +312,14 @@ class Scheduler:
         if q >= 0:
             ev = self._dma(rec, w, index, ready, blocker, q, memo)
         else:
-            ev = self._compute(rec, w, eng, index, ready, blocker, memo)
+            ev = self._compute(rec, w, eng, index, ready, blocker, memo, ordered)
         if waits.n:
             ev.deps = _in_order(waits, self.events)
         self.events.append(ev)
         self.eng_of.append(eng)
         self.end_of.append(ev.end)
         done = ev.end
-        if rest or self.pending:
+        if rest.n or self.pending.n:
             self._record(rest, plan, tiles, eng, index, accumulated)
         if psum:
             last = self.tile_last
@@ -333,6 +332,34 @@ class Scheduler:
                     elif done >= was[0]:
                         was[0], was[1] = done, index
         return ev
+
+    def _entry(self, rec, attrs) -> tuple:
+        """(its signature's entry in `plans`, whether it was made now) of a record, its engine picked where the
+        compiler picks it. Where the record has a signature number and no engine to pick, the entry is also kept by
+        that number in `known`, with the count of the attributes it was issued with: a signature fixes those (the
+        speed layer numbers an instruction by them, core/fast/memo.py), and later ones (depends_on edges, a
+        no_reorder block's mark, a name) only add to them, so a record of that signature with as many attributes
+        has none of the later ones, and step takes its entry from `known` without looking any up."""
+        sig, plans = rec.sig, self.plans
+        choices = attrs.get("choices")
+        if choices is not None:  # issued with no engine: placed as the compiler would, by workload
+            rec.engine = workload_engine(choices, [self._ends(rec, e) for e in choices])
+            if sig is not None:
+                sig = (sig, rec.engine)
+        got = plans.get(sig) if sig is not None and plans is not None else None
+        fresh = got is None
+        if fresh:  # the operands' plan, which of them are PSUM tiles, the cost, its durations so far
+            got = self._fresh(rec, sig is not None and plans is not None)
+            if sig is not None and plans is not None:
+                plans[sig] = got
+        if choices is None and type(sig) is int and plans is not None:
+            known, at = self.known, sig
+            if 0 <= at < 2 * len(known) + 4096:  # numbers are dense, from 0
+                if at >= len(known):
+                    known.extend([None] * (at + 1 - len(known)))
+                issued = len(attrs) - (AFTER in attrs) - (ORDERED in attrs) - (NAME in attrs)
+                known[at] = (got, issued)
+        return got, fresh
 
     def _fresh(self, rec, numbered: bool) -> tuple:
         """(plan, its PSUM positions, cost, _apart, durations by kind, compute track or -1 for a transfer) of a
@@ -381,20 +408,19 @@ class Scheduler:
                 self.alone[key] = dur
         return self.free[_TRACK[eng]] + dur
 
-    def _compute(self, rec, w, eng, index, ready, blocker, memo) -> Event:
+    def _compute(self, rec, w, eng, index, ready, blocker, memo, ordered) -> Event:
         """An instruction on a compute engine, in the first idle stretch of the engine from `ready` on that holds
         it: the compiler's scheduler lets a later independent instruction run before an earlier blocked one
         (docs/timing.md, The model). An instruction that writes no memory (a barrier, an RNG seed, a register)
         acts on state the dependences do not see, so it keeps its place on its engine: it starts after all work
         placed there, and nothing after it starts before it ends. An instruction of a `no_reorder` block starts
-        after the block's instructions before it on its engine. `memo`: the durations its signature's records
-        were given so far, by kind."""
+        after the block's instructions before it on its engine (`ordered`). `memo`: the durations its signature's
+        records were given so far, by kind."""
         if rec.hoisted is not None:  # computed once, by an earlier instance (core/hoist.py)
             return _event(index, rec, _TRACK_NAME[eng], ready, ready, blocker, 0.0, 0.0, ())
         starts, ends, owner, fence = self.busy[eng]
         n = len(starts)
-        attrs = rec.attrs
-        fenced, ordered = not rec.writes, attrs.get(ORDERED, False)
+        fenced = not rec.writes
         if fenced:  # the earliest start its engine's order allows, and the event that sets it
             at, held = self.free[eng], self.last[eng]
         else:
