@@ -6,9 +6,9 @@ import pytest
 from trnsim import specs
 from trnsim.core import NeuronCore, Op, fast
 from trnsim.core.fast.views import keyed
-from trnsim.core.isa.registry import REGISTRY
+from trnsim.core.isa.registry import REGISTRY, add_after, give_name
 from trnsim.core.timing import Scheduler, simulate
-from trnsim.core.timing.scheduler import COMPUTE, _apart, _psum_positions
+from trnsim.core.timing.scheduler import COMPUTE, _apart, _psum_positions, keep_order
 from trnsim.specs.timing import timing
 
 
@@ -184,3 +184,28 @@ def test_shared_plans_and_costs_equal_fresh_ones_across_the_example_kernels(ladd
         sigs, planned = _shared_work_is_fresh_work(recs, target)
         shared += sigs - planned
     assert shared > 100
+
+
+def test_a_seen_signature_keeps_the_edges_marks_and_names_added_after_issue():
+    """A record of a signature already placed takes its plan by the signature's number; the depends_on edges, the
+    no_reorder mark and the name= its record gained after issue still hold: the same events as with nothing
+    cached by signature, and the edge is waited for."""
+    nc = NeuronCore("trn2", values=False, builder=fast.Speed())
+    a, b, c = (nc.tensor(shape, "float32") for shape in ((128, 2048), (128, 64), (128, 64)))
+    src = nc.hbm_tensor((128, 2048), "float32")
+    nc.issue(Op.MEMSET, dst=c, value=0.0)
+    for _ in range(5):
+        nc.issue(Op.DMA_COPY, dst=a, src=src)  # long, and independent of the copies
+        nc.issue(Op.ACTIVATION, dst=b, data=c, op="copy")
+    recs = nc.stream
+    sets = [r for r in recs if r.op is Op.ACTIVATION]
+    assert len({r.sig for r in sets}) == 1 and sets[0].sig is not None and "choices" not in sets[0].attrs
+    give_name(sets[:1], "first")  # the first record placed has one more attribute than it was issued with
+    add_after(sets[1], ((sets[1].index - 1, True),))  # so many attributes as that first one: still an edge
+    keep_order(recs, sets[3].index)
+    on, _ = events(recs)
+    dma, edged = on[sets[1].index - 1], on[sets[1].index]
+    assert dma[0] in edged[4] and edged[2] >= dma[3]
+    for r in recs:
+        r._regions = r.sig = None
+    assert events(recs)[0] == on

@@ -38,7 +38,7 @@ cdef class Pending:
     cdef ints at
 
 
-@cython.locals(i=Py_ssize_t, k=Py_ssize_t)
+@cython.locals(i=Py_ssize_t, k=Py_ssize_t, first=Py_ssize_t, after=Py_ssize_t)
 cpdef bint touch(IntervalMap m, Py_ssize_t lo, Py_ssize_t hi, bint w, Py_ssize_t tile, Py_ssize_t eng, bint dma,
                  Py_ssize_t index, bint accumulated, Waits waits, list fed, Pending pending)
 
@@ -56,7 +56,8 @@ cpdef note(IntervalMap m, Py_ssize_t lo, Py_ssize_t hi, bint w, Py_ssize_t index
 @cython.locals(i=Py_ssize_t, j=Py_ssize_t)
 cpdef forget(IntervalMap m, Py_ssize_t lo, Py_ssize_t hi)
 
-@cython.locals(owner=Py_ssize_t, writer=Py_ssize_t, track=Py_ssize_t, base=Py_ssize_t, k=Py_ssize_t)
+@cython.locals(owner=Py_ssize_t, writer=Py_ssize_t, track=Py_ssize_t, base=Py_ssize_t, k=Py_ssize_t, at=ints,
+               n=Py_ssize_t)
 cdef void _wait(IntervalMap m, Py_ssize_t i, bint w, Py_ssize_t tile, Py_ssize_t eng, bint dma, Waits waits,
                list fed)
 

@@ -110,7 +110,10 @@ def touch(m, lo: int, hi: int, w: bool, tile: int, eng: int, dma: bool, index: i
     reader's end, _read: `m` and the segment are left in `pending` for `noted`). False, and nothing done, when
     [lo, hi) is not one segment."""
     i = seek(m, lo)
-    if not covers(m, i, lo, hi):
+    if i + 1 >= m.n:  # covers(m, i, lo, hi), written out (the Python build pays for calls)
+        return False
+    first, after = m.lo[i], m.lo[i + 1]
+    if first != lo or after != hi:
         return False
     if m.owner[i] == NOTHING:  # nobody to wait for, no reader to compare with
         if w:
@@ -204,7 +207,16 @@ def _wait(m, i: int, w: bool, tile: int, eng: int, dma: bool, waits: Waits, fed:
     if writer >= 0:
         track = m.track[i]
         if not dma or not w or track != eng:
-            add(waits, writer)
+            at, n = waits.at, waits.n  # add(waits, writer), written out but for growing
+            for k in range(n):
+                if at[k] == writer:
+                    break
+            else:
+                if n < waits.cap:
+                    at[n] = writer
+                    waits.n = n + 1
+                else:
+                    add(waits, writer)
             if not w and not dma and track == eng:
                 fed.append(writer)
     if w:

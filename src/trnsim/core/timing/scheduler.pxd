@@ -93,12 +93,9 @@ cdef Event _event(index, rec, track, start, end, blocker, flops, model, pieces)
 cdef Access _access(cells, memory, Py_ssize_t lo, Py_ssize_t hi, bint w, buffer, key)
 
 
-@cython.locals(at=ints, n=Py_ssize_t, a=Py_ssize_t, b=Py_ssize_t, c=Py_ssize_t, k=Py_ssize_t, got=list)
+@cython.locals(at=ints, n=Py_ssize_t, a=Py_ssize_t, b=Py_ssize_t, c=Py_ssize_t, k=Py_ssize_t, got=list, x=Event,
+               y=Event, z=Event)
 cpdef tuple _in_order(Waits waits, list events)
-
-
-@cython.locals(ev=Event)
-cdef object _index(list events, Py_ssize_t i)
 
 
 @cython.locals(key=list, lows=list)

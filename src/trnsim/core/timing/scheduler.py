@@ -307,8 +307,9 @@ class Scheduler:
                     end += sem
                 if end > ready:
                     ready, latest = end, k
-            if latest >= 0:
-                blocker = _index(self.events, waits.at[latest])
+            if latest >= 0:  # the event's own index object (_in_order)
+                ev = self.events[waits.at[latest]]
+                blocker = ev.index
         if q >= 0:
             ev = self._dma(rec, w, index, ready, blocker, q, memo)
         else:
@@ -693,23 +694,20 @@ def _access(cells, memory, lo: int, hi: int, w: bool, buffer, key) -> Access:
     return a
 
 
-def _index(events, i: int):
-    """Event i's index, the object the event holds: deps and blockers share it rather than box their own."""
-    ev = events[i]
-    return ev.index
-
-
 def _in_order(waits, events) -> tuple:
-    """The events waited for (distinct), in index order (their indices as `events` hold them, _index): the two or
-    three of most instructions by comparisons, more by a sort."""
+    """The events waited for (distinct), in index order (their indices as `events` hold them: deps and blockers
+    share each event's own index object rather than box their own): the two or three of most instructions by
+    comparisons, more by a sort. (Written out, without a call per event: the Python build pays for calls.)"""
     at, n = waits.at, waits.n
     if n == 1:
-        return (_index(events, at[0]),)
+        x = events[at[0]]
+        return (x.index,)
     if n == 2:
         a, b = at[0], at[1]
         if a > b:
             a, b = b, a
-        return (_index(events, a), _index(events, b))
+        x, y = events[a], events[b]
+        return (x.index, y.index)
     if n == 3:
         a, b, c = at[0], at[1], at[2]
         if a > b:
@@ -718,13 +716,15 @@ def _in_order(waits, events) -> tuple:
             b, c = c, b
             if a > b:
                 a, b = b, a
-        return (_index(events, a), _index(events, b), _index(events, c))
+        x, y, z = events[a], events[b], events[c]
+        return (x.index, y.index, z.index)
     got = []
     for k in range(n):
         got.append(at[k])
     got.sort()
     for k in range(n):
-        got[k] = _index(events, got[k])
+        x = events[got[k]]
+        got[k] = x.index
     return tuple(got)
 
 
