@@ -836,7 +836,7 @@ def _transfer_key(rec, shared: dict) -> tuple:
     """What a transfer's cost and pieces are computed from: its op, destination operands and attributes (with
     their types, as in a signature) and each operand's Region but for which memory and bytes it reaches (its
     partitions, shape, dtype and contiguous run stay)."""
-    key = [rec.op, rec.writes]
+    key = [rec.op._value_, rec.writes]  # (the op by its value, as in _like)
     for n, r in rec.regions(shared).items():
         key.append((n, r.space, r.partition, r.partitions, r.shape, r.dtype, r.contiguous))
     for n, x in rec.attrs.items():
@@ -856,8 +856,9 @@ def _like(rec) -> tuple:
     shape, dtype and contiguous run; Rules reads the cost and the operands' placements but for where they lie
     (strides, on chip, gathered), and a transfer's pieces the first partition, which the key keeps. (A cost rule
     that read a Region's bytes, memory or tile would break this.) A gather/scatter operand keeps its whole
-    placement."""
-    key, lows = [rec.op, rec.engine, rec.writes, rec.accumulated], []
+    placement. (The op and engine enter by their values: an Enum member's hash is a Python call, and the key is
+    hashed once per new signature.)"""
+    key, lows = [rec.op._value_, rec.engine._value_, rec.writes, rec.accumulated], []
     for n, p in rec.placed.items():
         place, span = p[0], p[8]
         if p[7]:
