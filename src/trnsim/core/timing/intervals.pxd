@@ -38,7 +38,7 @@ cdef class Pending:
     cdef ints at
 
 
-@cython.locals(i=Py_ssize_t, k=Py_ssize_t, first=Py_ssize_t, after=Py_ssize_t)
+@cython.locals(i=Py_ssize_t, k=Py_ssize_t, first=Py_ssize_t, after=Py_ssize_t, nothing=bint)
 cpdef bint touch(IntervalMap m, Py_ssize_t lo, Py_ssize_t hi, bint w, Py_ssize_t tile, Py_ssize_t eng, bint dma,
                  Py_ssize_t index, bint accumulated, Waits waits, list fed, Pending pending)
 
@@ -67,7 +67,7 @@ cpdef add(Waits waits, Py_ssize_t x)
 cdef void _write(IntervalMap m, Py_ssize_t i, Py_ssize_t index, Py_ssize_t tile, Py_ssize_t eng,
                  bint accumulated) noexcept
 
-@cython.locals(base=Py_ssize_t, n=Py_ssize_t, k=Py_ssize_t, j=Py_ssize_t, track=Py_ssize_t, theirs=double)
+@cython.locals(base=Py_ssize_t, n=Py_ssize_t, k=Py_ssize_t, j=Py_ssize_t, track=Py_ssize_t, theirs=double, readers=ints)
 cdef void _read(IntervalMap m, Py_ssize_t i, Py_ssize_t index, Py_ssize_t tile, double mine, Py_ssize_t eng,
                list eng_of, list end_of)
 

@@ -115,16 +115,21 @@ def touch(m, lo: int, hi: int, w: bool, tile: int, eng: int, dma: bool, index: i
     first, after = m.lo[i], m.lo[i + 1]
     if first != lo or after != hi:
         return False
-    if m.owner[i] == NOTHING:  # nobody to wait for, no reader to compare with
-        if w:
-            _write(m, i, index, tile, eng, accumulated)
+    nothing = m.owner[i] == NOTHING  # nobody to wait for, no reader to compare with
+    if not nothing:
+        _wait(m, i, w, tile, eng, dma, waits, fed)
+    if w:  # _write, written out (the Python build pays for calls)
+        m.writer[i] = index
+        m.owner[i] = tile
+        m.track[i] = eng
+        if accumulated:
+            m.readers[i * m.width] = index
+            m.count[i] = 1
         else:
-            _read(m, i, index, tile, 0.0, eng, None, None)
-        return True
-    _wait(m, i, w, tile, eng, dma, waits, fed)
-    if w:
-        _write(m, i, index, tile, eng, accumulated)
-    else:  # (written out, not a call: the Python build pays for calls)
+            m.count[i] = 0
+    elif nothing:
+        _read(m, i, index, tile, 0.0, eng, None, None)
+    else:  # left for noted (written out, as above)
         k = pending.n
         if k == pending.cap:
             pending.cap = 2 * k
@@ -267,8 +272,10 @@ def _read(m, i: int, index: int, tile: int, mine: float, eng: int, eng_of: list,
             theirs = end_of[j]
             if theirs > mine:
                 return
-            arrays.moved(m.readers, base + k, base + k + 1, n - 1 - k)  # it goes last: the later ones move up
-            m.readers[base + n - 1] = index
+            readers = m.readers  # it goes last: the later ones (one or two) move up, without a call
+            for j in range(base + k, base + n - 1):
+                readers[j] = readers[j + 1]
+            readers[base + n - 1] = index
             return
     if n == m.width:
         _widen(m)

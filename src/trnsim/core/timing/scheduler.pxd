@@ -33,7 +33,7 @@ cdef class Scheduler:
     cdef public double sem, warmup_start, warmup
     cdef public Py_ssize_t psum_high, psum_bank, psum_banks, dma_version
 
-    @cython.locals(waits=Waits, fed=list, pending=Pending, rest=Waits, high=dict, narrow=set, dma=bint,
+    @cython.locals(k=Py_ssize_t, waits=Waits, fed=list, pending=Pending, rest=Waits, high=dict, narrow=set, dma=bint,
                    at=Py_ssize_t, m=IntervalMap, cells=tuple, w=bint, lo=Py_ssize_t, hi=Py_ssize_t, tile=Py_ssize_t,
                    a=Access)
     cpdef Waits _deps(self, Py_ssize_t eng, tuple plan, list tiles, bint fresh, Py_ssize_t index, bint accumulated)

@@ -216,7 +216,12 @@ class Scheduler:
             # With no narrow access yet, the memory's whole map is looked up and recorded in, in one go (touch)
             if not (index >= 0 and cells[4] is None and (not narrow or memory not in narrow)
                     and touch(cells[1][0], lo, hi, w, tile, eng, dma, index, accumulated, waits, fed, pending)):
-                add(rest, at)
+                k = rest.n  # add(rest, at), written out but for growing (positions are distinct)
+                if k < rest.cap:
+                    rest.at[k] = at
+                    rest.n = k + 1
+                else:
+                    add(rest, at)
                 for m in (cells[0] if narrow and memory in narrow else cells[3]):
                     producers(m, lo, hi, w, tile, eng, dma, waits, fed)
             if fresh and key is not None and high.get(key, 0) < hi:
