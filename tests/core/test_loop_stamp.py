@@ -774,3 +774,58 @@ def layout_refusals(x, which: int):
 @pytest.mark.parametrize("which", range(4))
 def test_branches_that_may_change_between_iterations_run(monkeypatch, which):
     assert same_both_ways(layout_refusals, (np.zeros((1024, 64), np.float32), which), monkeypatch) == 0
+
+
+KEYS = [  # (key, step as `_key_step` gives it): ints, slices with and without bounds, steps up, down and none
+    (3, (2,)), (slice(0, 128), ((0, 0),)), (slice(64, 128), ((64, 64),)), (slice(None, 64), ((None, 32),)),
+    (slice(16, None), ((-8, None),)), (slice(None, None), ((None, None),)), ((slice(0, 128), 5), ((0, 0), -1)),
+    ((7, slice(512, 1024), slice(None, 3)), (1, (-512, -256), (None, 2))), ((slice(-4, 8),), ((3, 3),)),
+]
+
+
+@pytest.mark.parametrize("key, step", KEYS)
+def test_keys_moved_from_their_parts_are_the_keys_moved(key, step):
+    """`_key_from` (the key a stamp notes for the loops outside, from `_key_parts`) gives `_key_at`'s key at every
+    step: the same numbers, ints and slices alike."""
+    parts, single = stamp._key_parts(key, step), type(key) is not tuple
+    for t in (-3, 0, 1, 2, 17):
+        got, want = stamp._key_from(parts, single, t), stamp._key_at(key, step, t)
+        assert type(got) is type(want) and got == want
+        if not single:
+            assert [type(x) for x in got] == [type(x) for x in want]
+
+
+def _placement(place, off, poff, span=None):
+    return (place, "bfloat16", (128, 512), (1, 1), off, poff, True, False, span)
+
+
+def test_moved_slots_are_the_placements_moved_one_place_a_tile():
+    """`_moved_slots` moves each placement of a template as `_moved` does, and parts of one tile share its moved
+    place (one object an iteration, not one a part)."""
+    tile = ("sbuf", 0, 0, 4096, 1024, 300)
+    other = ("psum", 1, 0, 2048, 2048, 40)
+    slots = [(_placement(tile, 0, 0), 2, 0, 0), (_placement(tile, 64, 0, (64, 127, 1)), 2, 128, 0),
+             (_placement(other, 0, 0), 0, 512, 32), (_placement(other, 8, 4), 3, 0, 0),
+             (_placement(("sbuf", 0, 0, 4096, 1024, 300), 32, 0), 2, 0, 0)]  # tile's place again, its own object
+    movers = stamp._movers(slots)
+    for step in (0, 1, 5):
+        got = stamp._moved_slots(movers, step)
+        assert got == [stamp._moved(px, step, dtile, doff, dpoff) for px, dtile, doff, dpoff in slots]
+        assert got[0][0] is got[1][0]  # one tile's place, moved once
+        assert got[2][0] is slots[2][0][0]  # a part whose tile stays keeps its place
+        assert got[3][0] is not got[2][0]  # another tile step: another place
+
+
+def test_watch_notes_what_running_would_note():
+    """`_watch` appends for each proven key the part's layout and its tensor's, with the key moved to the
+    iteration: what views.WATCH holds after running it (the entry `_key_at` gives)."""
+    place = ("sbuf", 0, 0, 4096, 1024, 300)
+    placed = {"dst": _placement(place, 640, 0), "src": _placement(place, 0, 0)}
+    layout = ("bfloat16", (128, 2048), (1, 1), 0, 0, True)
+    key, step = (slice(None, None), slice(512, 1024)), ((None, None), (128, 128))
+    notes = (("dst", "bfloat16", layout, False, stamp._key_parts(key, step), 4),)
+    got = []
+    stamp._watch(got, notes, 9, placed)
+    q = placed["dst"]
+    assert got == [((place, "bfloat16", q[2], q[3], 640, 0),
+                    (place, *layout, stamp._key_at(key, step, 5), q[2], q[3], 640, 0))]

@@ -10,11 +10,11 @@ from trnsim.core.fast.views cimport layout_number
                phase=cython.Py_ssize_t, step=cython.Py_ssize_t, j=cython.Py_ssize_t, base=cython.Py_ssize_t,
                recs=list, steps=list, rec=Record, out=Record, moves=tuple, moved=dict, placed=dict, move=tuple, q=tuple,
                verdicts=Verdicts, periods=cython.Py_ssize_t, counted=cython.Py_ssize_t, s=cython.Py_ssize_t, onto=list,
-               notes=list, now=list)
+               notes=list, now=list, movers=list)
 cpdef _stamp(nc, t)
 
 
-@cython.locals(sig=tuple, out=list, pos=cython.Py_ssize_t, layout=tuple, steps=tuple)
+@cython.locals(sig=tuple, out=list, pos=cython.Py_ssize_t, layout=tuple, steps=tuple, numbered=dict, names=dict)
 cpdef _moving_signature(Verdicts verdicts, Record rec, list moves)
 
 
@@ -67,8 +67,20 @@ cpdef _straight(t, list snaps, Py_ssize_t n)
 cpdef _onto(Record rec, Py_ssize_t start)
 @cython.locals(out=list, notes=list, keys=dict, phase=cython.Py_ssize_t, j=cython.Py_ssize_t)
 cpdef list _watched(t)
-@cython.locals(q=tuple, watched=list, layout=tuple)
-cpdef _watch(tuple notes, Py_ssize_t it, dict placed)
+@cython.locals(q=tuple, layout=tuple, single=bint, parts=tuple, at=cython.Py_ssize_t)
+cpdef _watch(list watched, tuple notes, Py_ssize_t it, dict placed)
+@cython.locals(ks=tuple, out=list, i=cython.Py_ssize_t, sl=slice)
+cpdef tuple _key_parts(key, tuple step)
+@cython.locals(out=list, part=tuple, kind=cython.Py_ssize_t, a=cython.Py_ssize_t, da=cython.Py_ssize_t,
+               b=cython.Py_ssize_t, db=cython.Py_ssize_t)
+cpdef _key_from(tuple parts, bint single, Py_ssize_t t)
+@cython.locals(places=list, at=dict, out=list, slot=tuple, px=tuple, k=cython.Py_ssize_t, place=tuple, pair=tuple,
+               tile=cython.Py_ssize_t, dtile=cython.Py_ssize_t)
+cpdef tuple _movers(list slots)
+@cython.locals(slots=list, places=list, moved=list, out=list, pair=tuple, place=tuple, dtile=cython.Py_ssize_t,
+               slot=tuple, px=tuple, k=cython.Py_ssize_t, doff=cython.Py_ssize_t, dpoff=cython.Py_ssize_t,
+               d=cython.Py_ssize_t, span=tuple)
+cpdef list _moved_slots(tuple movers, Py_ssize_t step)
 
 
 # foretelling an iteration (`_foretold`): once per record of the period, its placements and its tiles

@@ -858,14 +858,13 @@ def _paired(at, px, py, pz, p, sbuf_fresh, psum_fresh, period, slot_of, slots):
         return None
     move = None
     if dtile or doff or dpoff:
-        which = slot_of.get(at)  # (the steps, the slot) this placement last moved by
+        which = slot_of.get(at)  # (the steps per iteration, the move) this placement last moved by
         if which is not None and which[0] == dtile and which[1] == doff and which[2] == dpoff:
-            slot = which[3]
+            move = which[3]  # (one tuple for all its pairings: fewer objects)
         else:
-            slot = len(slots)
-            slot_of[at] = (dtile, doff, dpoff, slot)
-            slots.append((px, dtile, p * doff, p * dpoff))
-        move = (dtile, p * doff, p * dpoff, slot)
+            move = (dtile, p * doff, p * dpoff, len(slots))
+            slot_of[at] = (dtile, doff, dpoff, move)
+            slots.append((px, move[0], move[1], move[2]))
     return py, pz, bool(doff or dpoff), move
 
 
@@ -895,24 +894,25 @@ def _moving_signature(verdicts, rec, moves):
     sig = verdicts.signatures[rec.sig] if rec.sig < len(verdicts.signatures) else None
     if sig is None or len(sig) < 2 + 2 * len(rec.placed):
         return None
-    out = []
+    out, numbered = [], _LAYOUT_OF  # (a table cleared in place, never rebound: the compiled build calls it as a dict)
     for k, name, pb, dtile, doff, dpoff, slot in moves:
         if not (doff or dpoff):
             continue
         pos = 3 + 2 * k
         if sig[pos - 1] != name:
             return None
-        layout = _LAYOUT_OF.get(sig[pos])
+        layout = numbered.get(sig[pos])
         if layout is None or layout[0] != pb[0][:5] or layout[3] is not pb[1] or layout[4] != pb[2] \
                 or layout[5] != pb[3] or layout[6] != pb[4] or layout[7] != pb[5]:
             return None
         out.append((pos, layout, doff, dpoff))
     steps = tuple([(m[0], m[2], m[3]) for m in out])
-    named = _STEPS.get(steps)
+    names = _STEPS
+    named = names.get(steps)
     if named is None:
-        if len(_STEPS) >= _LAYOUTS_MAX:
-            _STEPS.clear()
-        named = _STEPS[steps] = next(_STEP_NUMBERS)
+        if len(names) >= _LAYOUTS_MAX:
+            names.clear()
+        named = names[steps] = next(_STEP_NUMBERS)
     return sig, tuple(out), named
 
 
@@ -1068,6 +1068,9 @@ def _stamp(nc, t: _Template) -> None:
     stream, budget, verdicts = nc.stream, nc.budget, nc.builder.verdicts
     length, p = t.length, t.period
     notes = None  # the parts to note in views.WATCH, per phase and record (`_watched`)
+    movers = []  # per phase: its moving placements and their tiles' places, as `_moved_slots` moves them
+    for slots in t.slots:
+        movers.append(_movers(slots))
     for it in range(t.start, t.end):
         phase, step = (it - t.first) % p, (it - t.first) // p
         recs, steps, onto = t.recs[phase], t.steps[phase], t.onto[phase]
@@ -1076,9 +1079,7 @@ def _stamp(nc, t: _Template) -> None:
         watching = views.WATCH is not None  # a loop outside watches the parts its iterations slice
         if watching and notes is None:
             notes = _watched(t)
-        now = []  # the template's moving placements (records share them) moved to this iteration
-        for slot in t.slots[phase]:
-            now.append(_moved(slot[0], step, slot[1], slot[2], slot[3]))
+        now = _moved_slots(movers[phase], step)  # the template's moving placements moved to this iteration
         for j in range(length):
             rec = recs[j]
             moves, sig = steps[j]
@@ -1092,7 +1093,7 @@ def _stamp(nc, t: _Template) -> None:
                 if sig is not None:
                     number = _number(verdicts, sig, step, number)
                     if watching and notes[phase][j]:
-                        _watch(notes[phase][j], it, placed)
+                        _watch(views.WATCH, notes[phase][j], it, placed)
             if j >= counted:
                 budget.charge(rec.location)
                 counted = j + 1 + budget.at_once(length - j - 1)
@@ -1124,26 +1125,104 @@ def _stamp(nc, t: _Template) -> None:
 
 def _watched(t) -> list:
     """Per phase and record of template `t`, the parts `_watch` notes: (operand, the tensor's dtype, its layout
-    but its place, the key at iteration `at`, the key's step, `at`) for each key `_straight` proved."""
+    but its place, whether the key is a single number or slice, the key at iteration `at` with its step as
+    `_key_parts` gives them, `at`) for each key `_straight` proved."""
     out = []
     for phase in range(t.period):
         out.append([()] * t.length)
     keys = t.keys  # filled by `_straight` in the order of each record's moves
     for (phase, j, name), (w, step, at) in keys.items():
         notes = out[phase]
-        notes[j] = notes[j] + ((name, w[1], w[1:7], w[7], step, at),)
+        notes[j] = notes[j] + ((name, w[1], w[1:7], type(w[7]) is not tuple, _key_parts(w[7], step), at),)
     return out
 
 
-def _watch(notes, it, placed) -> None:
-    """Note in views.WATCH the parts that moved by offset in stamped iteration `it`, with the keys that slice them
-    there (those a template's keys were proven for: `_straight`), as running the iteration would have."""
-    watched = views.WATCH
-    for name, dtype, layout, key, step, at in notes:
+def _key_parts(key, step) -> tuple:
+    """Index key `key` (ints and step-less slices) with its step (`_key_step`) as `_key_from` moves it: per number,
+    (kind, start, its step, stop, its step), kind 0 for an int (its value the start) and else 1, plus 2 where the
+    slice has no start and 4 where it has no stop."""
+    ks = key if type(key) is tuple else (key,)
+    out = []
+    for i in range(min(len(ks), len(step))):
+        x, s = ks[i], step[i]
+        if type(x) is int:
+            out.append((0, x, s, 0, 0))
+        else:
+            sl = x  # a slice (the compiled build reads its bounds directly)
+            lo, hi = sl.start, sl.stop
+            out.append((1 | (2 if lo is None else 0) | (4 if hi is None else 0), 0 if lo is None else lo,
+                        0 if lo is None else s[0], 0 if hi is None else hi, 0 if hi is None else s[1]))
+    return tuple(out)
+
+
+def _key_from(parts, single, t: int):
+    """The key `_key_parts` describes moved `t` steps: `_key_at`'s, in C numbers in the compiled build."""
+    out = []
+    for part in parts:
+        kind, a, da, b, db = part
+        if kind == 0:
+            out.append(a + da * t)
+        else:
+            out.append(slice(None if kind & 2 else a + da * t, None if kind & 4 else b + db * t))
+    return out[0] if single else tuple(out)
+
+
+def _watch(watched, notes, it, placed) -> None:
+    """Note in views.WATCH (`watched`) the parts that moved by offset in stamped iteration `it`, with the keys that
+    slice them there (those a template's keys were proven for: `_straight`), as running the iteration would have."""
+    for name, dtype, layout, single, parts, at in notes:
         q = placed[name]
         watched.append(((q[0], dtype, q[2], q[3], q[4], q[5]),
                         (q[0], layout[0], layout[1], layout[2], layout[3], layout[4], layout[5],
-                         _key_at(key, step, it - at), q[2], q[3], q[4], q[5])))
+                         _key_from(parts, single, it - at), q[2], q[3], q[4], q[5])))
+
+
+def _movers(slots) -> tuple:
+    """A phase's moving placements (`_Template.slots`: the placement, its tile, offset and partition offset steps)
+    as `_moved_slots` moves them: (each with the position of its tile's place among the places that move, -1 where
+    it stays; those places with their tile steps). Parts of one tile share its moved place, made once an
+    iteration: fewer objects to make, and to free with the stream."""
+    places, at, out = [], {}, []
+    for slot in slots:
+        px, dtile = slot[0], slot[1]
+        k = -1
+        if dtile:  # a tile made in the iteration: its number names its place in its memory
+            place = px[0]
+            tile = place[5]
+            got = at.get(2 * tile + (1 if place[0] == "sbuf" else 0))
+            if got is not None:
+                k = got
+                pair = places[k]
+                if pair[1] != dtile or pair[0] is not place and pair[0] != place:
+                    got = None
+            if got is None:
+                k = len(places)
+                at[2 * tile + (1 if place[0] == "sbuf" else 0)] = k
+                places.append((place, dtile))
+        out.append((px, k, slot[2], slot[3]))
+    return out, places
+
+
+def _moved_slots(movers, step) -> list:
+    """The placements `_movers` describes moved `step` steps, each as `_moved` moves it."""
+    slots, places = movers
+    moved = []
+    for pair in places:
+        place, dtile = pair
+        moved.append((place[0], place[1], place[2], place[3], place[4], place[5] + dtile * step))
+    out = []
+    for slot in slots:
+        px, k, doff, dpoff = slot
+        off, poff, span = px[4], px[5], px[8]
+        if doff:
+            d = doff * step
+            off = off + d
+            if span is not None:
+                span = (span[0] + d, span[1] + d, span[2])
+        if dpoff:
+            poff = poff + dpoff * step
+        out.append((px[0] if k < 0 else moved[k], px[1], px[2], px[3], off, poff, px[6], px[7], span))
+    return out
 
 
 def _moved(p, step, dtile, doff, dpoff):

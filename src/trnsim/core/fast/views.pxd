@@ -16,6 +16,7 @@ cdef class Parts:
 cpdef tuple keyed(View v)
 
 
+@cython.locals(layouts=dict, numbered=dict)
 cpdef layout_number(tuple layout)
 
 

@@ -49,13 +49,15 @@ def keyed(v) -> tuple:
 def layout_number(layout: tuple) -> int:
     """The number of a view layout (place, partitions, kind, dtype, shape, strides, offset, partition offset),
     numbered now if new."""
-    n = _LAYOUTS.get(layout)
+    layouts = _LAYOUTS  # (tables cleared in place, never rebound: the compiled build calls them as dicts)
+    n = layouts.get(layout)
     if n is None:
-        if len(_LAYOUTS) >= _LAYOUTS_MAX:
-            _LAYOUTS.clear()  # numbers are never reused, so views keeping theirs stay right
-            _LAYOUT_OF.clear()
-        n = _LAYOUTS[layout] = next(_LAYOUT_NUMBERS)
-        _LAYOUT_OF[n] = layout
+        numbered = _LAYOUT_OF
+        if len(layouts) >= _LAYOUTS_MAX:
+            layouts.clear()  # numbers are never reused, so views keeping theirs stay right
+            numbered.clear()
+        n = layouts[layout] = next(_LAYOUT_NUMBERS)
+        numbered[n] = layout
     return n
 
 
