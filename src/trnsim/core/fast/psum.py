@@ -156,6 +156,8 @@ class Batch:
         running, self.running = self.running, []
         for f in running:
             f.result()
+        _converted()
+        _CONVERTING[:] = [c for c in _CONVERTING if not c.done()]
 
 
 def _compute_owed(blocks) -> None:
@@ -175,19 +177,25 @@ _RUNNING_LOCK = threading.Lock()
 
 
 def _in_background(blocks):
-    """Start computing `blocks` in the background (a future). While any such computation runs, the interpreter
-    switches threads every _SWITCH seconds: each SGEMM call needs the GIL back from the kernel's Python."""
+    """Start computing `blocks` in the background (a future)."""
+    return _started(_background(), _compute_owed, blocks)
+
+
+def _started(pool, fn, *args):
+    """fn(*args) started on `pool` (a future). While any such work runs, the interpreter switches threads every
+    _SWITCH seconds: each SGEMM call, and each block a conversion widens, needs the GIL back from the kernel's
+    Python."""
     with _RUNNING_LOCK:
         if not _RUNNING["count"]:
             _RUNNING["switch"] = sys.getswitchinterval()
             sys.setswitchinterval(min(_RUNNING["switch"], _SWITCH))
         _RUNNING["count"] += 1
-    return _background().submit(_finished, blocks)
+    return pool.submit(_finished, fn, args)
 
 
-def _finished(blocks) -> None:
+def _finished(fn, args):
     try:
-        _compute_owed(blocks)
+        return fn(*args)
     finally:
         with _RUNNING_LOCK:
             _RUNNING["count"] -= 1
@@ -355,6 +363,8 @@ _ROWS = 16  # a row block's row count is a multiple of this (whole SIMD rows for
 _SUMS = 1 << 23  # bytes of running sums one SGEMM call adds into, at most (more rows per call pack fewer tiles)
 _POPULATE = 1 << 20  # bytes of a fresh output from which its pages are faulted in in the background
 _POPULATE_WRITE = 23  # madvise's MADV_POPULATE_WRITE (linux/mman.h)
+_BEHIND = 1 << 20  # elements of a conversion from which the pool makes it while the kernel goes on
+_BLOCK = 1 << 17  # elements one call of a conversion widens (each call takes the GIL back once)
 
 
 def compute_together(blocks):
@@ -371,6 +381,8 @@ def compute_together(blocks):
     adjacent blocks of one HBM tensor's FP32 conversion, laid out [N, K] row-major otherwise. Stacked row
     blocks are computed together only by _fused where its call shapes give each block's own bits.
     """
+    if _CONVERTING:
+        _converted()
     with _BLAS:
         _compute_together(blocks)
 
@@ -689,21 +701,60 @@ def _hbm_f32(conversions: dict, mem, dtype, pitch: int, rows: int, need: int):
         if hit[2] < rows * pitch:
             return None
     src = mem.data[0, :rows * pitch * dtype.itemsize].view(dtype.np).reshape(rows, pitch)
-    t = fp32((pitch, rows))
-    bi = min(pitch, 128)
-    bj = max(128, 16384 // bi)
-
-    def convert(lo, hi):  # in blocks: one transposing pass over a big array is cache-hostile
-        for i in range(lo, hi, bi):
-            for j in range(0, rows, bj):
-                widen_into(t[i:i + bi, j:j + bj], src[j:j + bj, i:i + bi].T)
-
-    _on_all_cores(convert, pitch, bi)
+    out = fp32((pitch, rows))
+    t = out.view()
     t.flags.writeable = False  # pending groups may hold views of it after the tensor changes
+    bi = min(pitch, 128)
+    readers = getattr(mem, "readers", None)
+    if readers is None or rows * pitch < _BEHIND:
+        _on_all_cores(_convert, pitch, bi, out, src, bi, max(128, 16384 // bi))
+    else:  # made by the pool while the kernel goes on: a write to the tensor and any product wait for it
+        cuts = _cuts(pitch, bi)
+        bj = max(128, _BLOCK // bi)
+        c = Converting([_started(_pool(), _convert, lo, hi, out, src, bi, bj) for lo, hi in zip(cuts, cuts[1:])])
+        _CONVERTING[:] = [x for x in _CONVERTING if not x.done()] + [c]
+        readers[-id(c)] = c
     if hit is None and len(conversions) >= 4:
         conversions.pop(next(iter(conversions)))
     conversions[key] = [mem.version, t, 0]
     return t
+
+
+def _convert(lo, hi, out, src, bi, bj) -> None:
+    """Rows lo..hi of `out` [pitch, rows] = src [rows, pitch] transposed, in FP32, in blocks: one transposing
+    pass over a big array is cache-hostile."""
+    rows = src.shape[0]
+    for i in range(lo, hi, bi):
+        for j in range(0, rows, bj):
+            widen_into(out[i:i + bi, j:j + bj], src[j:j + bj, i:i + bi].T)
+
+
+class Converting:
+    """An HBM tensor's FP32 conversion that the pool makes while the kernel goes on (_hbm_f32), in parts
+    (futures). It is one of the tensor's readers (memory._HBMBuffer.settle_readers): a write to the tensor
+    settles it, waiting until the conversion has read the bytes; products wait for it too (_converted)."""
+
+    __slots__ = ("parts", "pending", "__weakref__")
+
+    def __init__(self, parts: list):
+        self.parts, self.pending = parts, True
+
+    def settle(self, alloc=None) -> None:
+        for f in self.parts:
+            f.result()
+        self.pending = None  # (only now: a write that finds it settled goes ahead)
+
+    def done(self) -> bool:
+        return all(f.done() for f in self.parts)
+
+
+_CONVERTING: list = []  # conversions started and maybe not finished (Converting)
+
+
+def _converted() -> None:
+    """Every conversion started has finished: products read them."""
+    for c in list(_CONVERTING):
+        c.settle()
 
 
 @functools.cache
@@ -711,14 +762,14 @@ def _pool() -> ThreadPoolExecutor:
     return ThreadPoolExecutor(4, thread_name_prefix="trnsim")
 
 
-def _on_all_cores(fn, n: int, step: int) -> None:
-    """fn(lo, hi) over [0, n) in parts aligned to `step`, one per CPU core, side by side (numpy releases
+def _on_all_cores(fn, n: int, step: int, *args) -> None:
+    """fn(lo, hi, *args) over [0, n) in parts aligned to `step`, one per CPU core, side by side (numpy releases
     the GIL while it converts, so threads share out a conversion that would keep one core busy)."""
     cuts = _cuts(n, step)
     if len(cuts) == 2:
-        fn(0, n)
+        fn(0, n, *args)
         return
-    list(_pool().map(lambda p: fn(cuts[p], cuts[p + 1]), range(len(cuts) - 1)))
+    list(_pool().map(lambda p: fn(cuts[p], cuts[p + 1], *args), range(len(cuts) - 1)))
 
 
 def _cuts(n: int, step: int) -> list:
