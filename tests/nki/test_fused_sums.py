@@ -204,3 +204,36 @@ def test_stationary_tiles_of_two_dtypes_in_one_group_keep_the_issue_order_bits(t
                  for k, a in enumerate((a0, a1))]
     want = (parts[0] + parts[1]).T
     np.testing.assert_array_equal(mixed_stationary(a0, a1, b).view(np.uint32), want.view(np.uint32))
+
+
+@nki.jit
+def strided_moving(a_t, b):
+    """One PSUM bank accumulating two K tiles whose moving tiles are every other column of B's rows."""
+    out = nl.ndarray((128, 256), nl.float32, buffer=nl.shared_hbm)
+    acc = nl.ndarray((128, 256), nl.float32, buffer=nl.psum)
+    for k in range(2):
+        bt = nl.ndarray((128, 256), b.dtype)
+        nisa.dma_copy(bt, b[k * 128:(k + 1) * 128, 0:512:2])
+        nisa.nc_matmul(acc, nl.load(a_t[k * 128:(k + 1) * 128]), bt)
+    res = nl.ndarray((128, 256), nl.float32)
+    nisa.tensor_copy(res, acc)
+    nl.store(out, res)
+    return out
+
+
+def test_strided_moving_tiles_read_from_their_tensor_keep_the_issue_order_bits(monkeypatch, trn):
+    """Moving tiles that are every other column of B (unit stride neither along K nor along N in B's
+    conversion) are summed by SGEMM from a copy laid out [N, K]."""
+    calls = []
+    accumulate = blas.accumulate
+    monkeypatch.setattr(blas, "accumulate", lambda *args: calls.append(1) or accumulate(*args))
+    rng = np.random.default_rng(6)
+    a_t = rng.standard_normal((256, 128)).astype(ml_dtypes.bfloat16)
+    b = rng.standard_normal((256, 512)).astype(ml_dtypes.bfloat16)
+    with threadpool_limits(1, "blas"):
+        parts = [np.ascontiguousarray(b[k * 128:(k + 1) * 128, ::2].astype(np.float32).T)
+                 @ a_t[k * 128:(k + 1) * 128].astype(np.float32) for k in range(2)]
+    want = (parts[0] + parts[1]).T
+    np.testing.assert_array_equal(strided_moving(a_t, b).view(np.uint32), want.view(np.uint32))
+    if blas.usable(np.zeros((1, 1), np.float32)):
+        assert calls

@@ -491,6 +491,8 @@ def _fused(blocks, bt, at):
     sums are read out with no transposing copy."""
     (t_n, g_n, n, k), m, r = bt.shape, at.shape[2], len(blocks)
     rows, start = g_n * n, blocks[0][0].onto
+    if bt.strides[3] != 4 and bt.strides[2] != 4:  # strided moving tiles (neither K nor N unit-stride): copied
+        bt = np.ascontiguousarray(bt)
     if (not rows or any(g.onto != start for blk in blocks for g in blk) or (start and r > 1)
             or (g_n > 1 and bt.strides[1] != n * bt.strides[2])):
         return None
