@@ -14,8 +14,9 @@ from tests.core.test_loaded_tiles import streamed
 
 
 @nki.jit
-def onto_prior(a_t, b, prior):
-    """Two PSUM banks start from `prior` (written by VectorE) and accumulate every K tile onto it."""
+def onto_prior(a_t, b, prior, copied=False):
+    """Two PSUM banks start from `prior` (written by VectorE) and accumulate every K tile onto it; with
+    `copied`, B's tiles are copied on chip first (matmuls then read their own bytes, not B's conversion)."""
     K, M = a_t.shape
     N = b.shape[1] // 2
     out = nl.ndarray((M, 2 * N), nl.float32, buffer=nl.shared_hbm)
@@ -25,6 +26,10 @@ def onto_prior(a_t, b, prior):
     for k in range(K // 128):
         at = nl.load(a_t[k * 128:(k + 1) * 128])
         bt = nl.load(b[k * 128:(k + 1) * 128])
+        if copied:
+            own = nl.ndarray(bt.shape, bt.dtype)
+            nisa.tensor_copy(own, bt)
+            bt = own
         for j in range(2):
             nisa.nc_matmul(accs[j], at, bt[:, j * N:(j + 1) * N], accumulate=True)
     for j in range(2):
@@ -58,12 +63,19 @@ def _issue_order(a_t, b, prior):
     return acc
 
 
-def test_products_added_by_sgemm_keep_the_issue_order_bits(monkeypatch, trn):
+# the SGEMM call each layout of the moving tiles goes through: copied on chip ([N, K] rows), or read in place
+# from B's conversion ([K, N] rows), and the impostor of each, which adds C before rounding the product
+CALLS = {True: ("accumulate", lambda a, b: a @ b), False: ("accumulate_tn", lambda a, b: a.T @ b)}
+
+
+@pytest.mark.parametrize("copied", [True, False])
+def test_products_added_by_sgemm_keep_the_issue_order_bits(copied, monkeypatch, trn):
     calls = []
-    accumulate = blas.accumulate
-    monkeypatch.setattr(blas, "accumulate", lambda *args: calls.append(1) or accumulate(*args))
+    name = CALLS[copied][0]
+    accumulate = getattr(blas, name)
+    monkeypatch.setattr(blas, name, lambda *args: calls.append(1) or accumulate(*args))
     a_t, b, prior = _operands(1)
-    got = onto_prior(a_t, b, prior)
+    got = onto_prior(a_t, b, prior, copied)
     want = _issue_order(a_t, b, prior)
     np.testing.assert_array_equal(got.view(np.uint32), want.view(np.uint32))
     assert not want[0].any() and np.signbit(prior[0]).all()  # row 0: zero products onto -0.0
@@ -71,20 +83,22 @@ def test_products_added_by_sgemm_keep_the_issue_order_bits(monkeypatch, trn):
         assert calls
 
 
-def test_a_blas_whose_sums_round_otherwise_is_not_used(monkeypatch, trn):
+@pytest.mark.parametrize("copied", [True, False])
+def test_a_blas_whose_sums_round_otherwise_is_not_used(copied, monkeypatch, trn):
     """An SGEMM that adds C before rounding its product (one rounding fewer) fails the check; numpy's
     product-then-add runs instead and the bits hold."""
     calls = []
+    name, product = CALLS[copied]
 
     def wider(c, a, b, add):
         calls.append(1)
-        c[...] = (a.astype(np.float64) @ b.astype(np.float64) + (c if add else 0)).astype(np.float32)
+        c[...] = (product(a.astype(np.float64), b.astype(np.float64)) + (c if add else 0)).astype(np.float32)
 
-    monkeypatch.setattr(blas, "accumulate", wider)
+    monkeypatch.setattr(blas, name, wider)
     blas.exact.cache_clear()
     try:
         a_t, b, prior = _operands(2)
-        got = onto_prior(a_t, b, prior)
+        got = onto_prior(a_t, b, prior, copied)
     finally:
         blas.exact.cache_clear()
     np.testing.assert_array_equal(got.view(np.uint32), _issue_order(a_t, b, prior).view(np.uint32))
@@ -92,13 +106,14 @@ def test_a_blas_whose_sums_round_otherwise_is_not_used(monkeypatch, trn):
         assert calls  # the check ran the impostor, and turned it down
 
 
+@pytest.mark.parametrize("k_major", [False, True])
 @pytest.mark.parametrize("cuts", [(0, 512), (0, 256, 512), (0, 96, 512)])
-def test_the_check_accepts_this_blas_for_row_blocks(cuts):
-    """OpenBLAS's kernel sums each element alone, so row blocks of a call give its bits (the check is not a
-    formality: the test above shows it refusing)."""
+def test_the_check_accepts_this_blas_for_row_blocks(cuts, k_major):
+    """OpenBLAS's kernel sums each element alone, so row blocks of a call give its bits, whichever layout its
+    operand comes in (the check is not a formality: the test above shows it refusing)."""
     if not blas.usable(np.zeros((1, 1), np.float32)):
         pytest.skip("no OpenBLAS with a known integer width is loaded")
-    assert blas.exact(1, 512, 128, 128, cuts)
+    assert blas.exact(1, 512, 128, 128, cuts, k_major=k_major)
 
 
 def _blocks_in_order(a_t, b):
@@ -145,9 +160,9 @@ def test_a_blas_whose_transposed_sums_round_otherwise_is_not_used(monkeypatch, t
 
     def wider(c, a, b, add):
         calls.append(1)
-        c[...] = (a.T.astype(np.float64) @ b.T.astype(np.float64) + (c if add else 0)).astype(np.float32)
+        c[...] = (a.T.astype(np.float64) @ b.astype(np.float64) + (c if add else 0)).astype(np.float32)
 
-    monkeypatch.setattr(blas, "accumulate_t", wider)
+    monkeypatch.setattr(blas, "accumulate_tn", wider)
     blas.exact.cache_clear()
     try:
         a_t, b = _row_block_operands(4)
@@ -163,7 +178,7 @@ def test_a_blas_whose_transposed_sums_round_otherwise_is_not_used(monkeypatch, t
 def test_the_check_accepts_this_blas_for_stacked_row_blocks_in_the_output_layout(cuts):
     if not blas.usable(np.zeros((1, 1), np.float32)):
         pytest.skip("no OpenBLAS with a known integer width is loaded")
-    assert blas.exact(4, 256, 128, 128, cuts, 4, transposed=True)
+    assert blas.exact(4, 256, 128, 128, cuts, 4, transposed=True, k_major=True)
 
 
 @nki.jit
@@ -189,3 +204,36 @@ def test_stationary_tiles_of_two_dtypes_in_one_group_keep_the_issue_order_bits(t
                  for k, a in enumerate((a0, a1))]
     want = (parts[0] + parts[1]).T
     np.testing.assert_array_equal(mixed_stationary(a0, a1, b).view(np.uint32), want.view(np.uint32))
+
+
+@nki.jit
+def strided_moving(a_t, b):
+    """One PSUM bank accumulating two K tiles whose moving tiles are every other column of B's rows."""
+    out = nl.ndarray((128, 256), nl.float32, buffer=nl.shared_hbm)
+    acc = nl.ndarray((128, 256), nl.float32, buffer=nl.psum)
+    for k in range(2):
+        bt = nl.ndarray((128, 256), b.dtype)
+        nisa.dma_copy(bt, b[k * 128:(k + 1) * 128, 0:512:2])
+        nisa.nc_matmul(acc, nl.load(a_t[k * 128:(k + 1) * 128]), bt)
+    res = nl.ndarray((128, 256), nl.float32)
+    nisa.tensor_copy(res, acc)
+    nl.store(out, res)
+    return out
+
+
+def test_strided_moving_tiles_read_from_their_tensor_keep_the_issue_order_bits(monkeypatch, trn):
+    """Moving tiles that are every other column of B (unit stride neither along K nor along N in B's
+    conversion) are summed by SGEMM from a copy laid out [N, K]."""
+    calls = []
+    accumulate = blas.accumulate
+    monkeypatch.setattr(blas, "accumulate", lambda *args: calls.append(1) or accumulate(*args))
+    rng = np.random.default_rng(6)
+    a_t = rng.standard_normal((256, 128)).astype(ml_dtypes.bfloat16)
+    b = rng.standard_normal((256, 512)).astype(ml_dtypes.bfloat16)
+    with threadpool_limits(1, "blas"):
+        parts = [np.ascontiguousarray(b[k * 128:(k + 1) * 128, ::2].astype(np.float32).T)
+                 @ a_t[k * 128:(k + 1) * 128].astype(np.float32) for k in range(2)]
+    want = (parts[0] + parts[1]).T
+    np.testing.assert_array_equal(strided_moving(a_t, b).view(np.uint32), want.view(np.uint32))
+    if blas.usable(np.zeros((1, 1), np.float32)):
+        assert calls

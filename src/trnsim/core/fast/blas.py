@@ -58,11 +58,12 @@ def accumulate(c, a, b, add: bool) -> None:
              b.ctypes.data, _operand(b), 1.0 if add else 0.0, c.ctypes.data, _operand(c))
 
 
-def accumulate_t(c, a, b, add: bool) -> None:
-    """c = a.T @ b.T, plus c when `add`, in one SGEMM call (a[K, R], b[M, K] unit-stride rows; c writable,
-    unit-stride rows): `accumulate`'s product in the layout of its transpose, so that sums land as PSUM holds
-    them ([M, N]) with no transposing copy after. The caller holds BLAS at one thread."""
-    _sgemm()(_ROW_MAJOR, _TRANS, _TRANS, c.shape[0], c.shape[1], a.shape[0], 1.0, a.ctypes.data, _operand(a),
+def accumulate_tn(c, a, b, add: bool) -> None:
+    """c = a.T @ b, plus c when `add`, in one SGEMM call (a[K, R], b[K, M] unit-stride rows; c writable,
+    unit-stride rows): `accumulate`'s product with its left operand given K-major, as a moving tile lies in its
+    tensor; or, with the operands swapped, that product in the layout of its transpose, so that sums land as
+    PSUM holds them ([M, N]) with no transposing copy after. The caller holds BLAS at one thread."""
+    _sgemm()(_ROW_MAJOR, _TRANS, _NO_TRANS, c.shape[0], c.shape[1], a.shape[0], 1.0, a.ctypes.data, _operand(a),
              b.ctypes.data, _operand(b), 1.0 if add else 0.0, c.ctypes.data, _operand(c))
 
 
@@ -72,17 +73,19 @@ def usable(*arrays) -> bool:
 
 
 @functools.cache
-def exact(groups: int, n: int, k: int, m: int, cuts: tuple, blocks: int = 1, transposed: bool = False) -> bool:
+def exact(groups: int, n: int, k: int, m: int, cuts: tuple, blocks: int = 1, transposed: bool = False,
+          k_major: bool = False) -> bool:
     """Whether summing `groups` stacked products [n, k] @ [k, blocks * m] by `accumulate` over the row blocks
     `cuts` of their [groups * n] rows gives the bits of numpy's one call per product [n, k] @ [k, m] (each of
     the `blocks` column blocks on its own) and its FP32 add, both for the first product (beta = 0) and for one
-    added onto a running sum, zeros' signs included. With `transposed`, the sums are made by `accumulate_t` in
-    the transposed layout ([blocks * m, groups * n]), `cuts` cutting its columns."""
+    added onto a running sum, zeros' signs included. With `k_major`, the stacked products' operand is given as
+    [k, groups * n] (`accumulate_tn`); with `transposed` too, the sums are made in the transposed layout
+    ([blocks * m, groups * n]), `cuts` cutting its columns."""
     with one_blas_thread():
-        return _exact(groups, n, k, m, cuts, blocks, transposed)
+        return _exact(groups, n, k, m, cuts, blocks, transposed, k_major)
 
 
-def _exact(groups, n, k, m, cuts, blocks, transposed) -> bool:
+def _exact(groups, n, k, m, cuts, blocks, transposed, k_major) -> bool:
     rng = np.random.default_rng(0)
     a = rng.standard_normal((groups * n, k), np.float32)
     b = rng.standard_normal((k, blocks * m), np.float32)
@@ -91,15 +94,21 @@ def _exact(groups, n, k, m, cuts, blocks, transposed) -> bool:
     a[0], prior[0], b[:, 0] = -0.0, -0.0, np.abs(b[:, 0])
     first = np.concatenate([np.concatenate([np.matmul(a[j * n:(j + 1) * n], np.ascontiguousarray(b[:, i * m:(i + 1) * m]))
                                             for i in range(blocks)], axis=1) for j in range(groups)])
+    a_k = a.T.copy()  # the same operand K-major
     if transposed:  # (tobytes reads a transposed view in its own row-major order)
+        if not k_major:
+            return False
         got, summed = np.empty(prior.shape[::-1], np.float32), prior.T.copy()
         for lo, hi in zip(cuts, cuts[1:]):
-            accumulate_t(got[:, lo:hi], b, a[lo:hi], False)
-            accumulate_t(summed[:, lo:hi], b, a[lo:hi], True)
+            accumulate_tn(got[:, lo:hi], b, a_k[:, lo:hi], False)
+            accumulate_tn(summed[:, lo:hi], b, a_k[:, lo:hi], True)
         got, summed = got.T, summed.T
     else:
         got, summed = np.empty_like(prior), prior.copy()
         for lo, hi in zip(cuts, cuts[1:]):
-            accumulate(got[lo:hi], a[lo:hi], b, False)
-            accumulate(summed[lo:hi], a[lo:hi], b, True)
+            for out, add in ((got, False), (summed, True)):
+                if k_major:
+                    accumulate_tn(out[lo:hi], a_k[:, lo:hi], b, add)
+                else:
+                    accumulate(out[lo:hi], a[lo:hi], b, add)
     return got.tobytes() == first.tobytes() and summed.tobytes() == (prior + first).tobytes()

@@ -156,6 +156,8 @@ class Batch:
         running, self.running = self.running, []
         for f in running:
             f.result()
+        _converted()
+        _CONVERTING[:] = [c for c in _CONVERTING if not c.done()]
 
 
 def _compute_owed(blocks) -> None:
@@ -175,19 +177,25 @@ _RUNNING_LOCK = threading.Lock()
 
 
 def _in_background(blocks):
-    """Start computing `blocks` in the background (a future). While any such computation runs, the interpreter
-    switches threads every _SWITCH seconds: each SGEMM call needs the GIL back from the kernel's Python."""
+    """Start computing `blocks` in the background (a future)."""
+    return _started(_background(), _compute_owed, blocks)
+
+
+def _started(pool, fn, *args):
+    """fn(*args) started on `pool` (a future). While any such work runs, the interpreter switches threads every
+    _SWITCH seconds: each SGEMM call, and each block a conversion widens, needs the GIL back from the kernel's
+    Python."""
     with _RUNNING_LOCK:
         if not _RUNNING["count"]:
             _RUNNING["switch"] = sys.getswitchinterval()
             sys.setswitchinterval(min(_RUNNING["switch"], _SWITCH))
         _RUNNING["count"] += 1
-    return _background().submit(_finished, blocks)
+    return pool.submit(_finished, fn, args)
 
 
-def _finished(blocks) -> None:
+def _finished(fn, args):
     try:
-        _compute_owed(blocks)
+        return fn(*args)
     finally:
         with _RUNNING_LOCK:
             _RUNNING["count"] -= 1
@@ -355,6 +363,8 @@ _ROWS = 16  # a row block's row count is a multiple of this (whole SIMD rows for
 _SUMS = 1 << 23  # bytes of running sums one SGEMM call adds into, at most (more rows per call pack fewer tiles)
 _POPULATE = 1 << 20  # bytes of a fresh output from which its pages are faulted in in the background
 _POPULATE_WRITE = 23  # madvise's MADV_POPULATE_WRITE (linux/mman.h)
+_BEHIND = 1 << 20  # elements of a conversion from which the pool makes it while the kernel goes on
+_BLOCK = 1 << 18  # elements one call of a conversion made behind the kernel widens (each takes the GIL back)
 
 
 def compute_together(blocks):
@@ -371,6 +381,8 @@ def compute_together(blocks):
     adjacent blocks of one HBM tensor's FP32 conversion, laid out [N, K] row-major otherwise. Stacked row
     blocks are computed together only by _fused where its call shapes give each block's own bits.
     """
+    if _CONVERTING:
+        _converted()
     with _BLAS:
         _compute_together(blocks)
 
@@ -447,6 +459,8 @@ def _spare(x) -> None:
 def _batched(groups, bt, at, acc) -> None:
     """The groups' running sums acc [G, N, M]: the products by np.matmul over stacked operands, then added."""
     (t_n, g_n, n, _), m = bt.shape, at.shape[2]
+    if bt.strides[3] != 4:  # each product's moving operand [N, K] row-major, as the reference's
+        bt = np.ascontiguousarray(bt)
     if g_n == 1:  # the products side by side on the CPU cores, then the sum
         step = max(1, _CHUNK // (n * m))
         prods = np.empty((min(step, t_n), n, m), np.float32)
@@ -477,46 +491,59 @@ def _fused(blocks, bt, at):
     sums are read out with no transposing copy."""
     (t_n, g_n, n, k), m, r = bt.shape, at.shape[2], len(blocks)
     rows, start = g_n * n, blocks[0][0].onto
+    if bt.strides[3] != 4 and bt.strides[2] != 4:  # strided moving tiles (neither K nor N unit-stride): copied
+        bt = np.ascontiguousarray(bt)
     if (not rows or any(g.onto != start for blk in blocks for g in blk) or (start and r > 1)
             or (g_n > 1 and bt.strides[1] != n * bt.strides[2])):
         return None
     moving = np.lib.stride_tricks.as_strided(bt, (t_n, rows, k), bt.strides[:1] + bt.strides[2:], writeable=False)
-    if r > 1:
+    k_major = moving.strides[2] != 4  # as its tensor's FP32 conversion holds it: [K, rows] rows unit-stride
+    if k_major:
+        moving = moving.transpose(0, 2, 1)
+    if r > 1 and k_major:
         out = _stacked(moving, at, r, g_n)
         if out is not None:
             return out
     acc = fp32((g_n, n, m))
     sums = acc.reshape(rows, m)
     cuts = _sum_cuts(rows, m)
-    if not blas.usable(moving[0], at[0], sums) or not blas.exact(g_n, n, k, m // r, tuple(cuts), r):
+    if not blas.usable(moving[0], at[0], sums) or not blas.exact(g_n, n, k, m // r, tuple(cuts), r, False, k_major):
         return None
     if start:
         for j, g in enumerate(blocks[0]):
             acc[j] = prior(g.dst, n, m)
-
-    def run(lo, hi):
-        for c0, c1 in zip(cuts[lo:hi], cuts[lo + 1:hi + 1]):
-            for t in range(t_n):
-                blas.accumulate(sums[c0:c1], moving[t, c0:c1], at[t], start or t > 0)
-    _on_all_cores(run, len(cuts) - 1, 1)
+    _on_all_cores(_run_fused, len(cuts) - 1, 1, cuts, sums, moving, at, start, k_major)
     return acc
 
 
+def _run_fused(lo, hi, cuts, sums, moving, at, start, k_major) -> None:
+    """_fused's calls for the slices cuts[lo:hi + 1] of the sums (moving [T, rows, K], or [T, K, rows] when
+    `k_major`)."""
+    for c0, c1 in zip(cuts[lo:hi], cuts[lo + 1:hi + 1]):
+        for t in range(moving.shape[0]):
+            if k_major:
+                blas.accumulate_tn(sums[c0:c1], moving[t, :, c0:c1], at[t], start or t > 0)
+            else:
+                blas.accumulate(sums[c0:c1], moving[t, c0:c1], at[t], start or t > 0)
+
+
 def _stacked(moving, at, r: int, g_n: int):
-    """_fused's sums of r > 1 stacked row blocks in the output's layout ([r * M, G * N], as a [G, N, r * M]
-    view), its columns (the groups' moving rows) shared out; or None where the calls would not give the bits."""
-    (t_n, rows, k), m = moving.shape, at.shape[2]
+    """_fused's sums of r > 1 stacked row blocks (moving tiles [T, K, rows], read in place from their tensor's
+    conversion) in the output's layout ([r * M, G * N], as a [G, N, r * M] view), its columns (the groups'
+    moving rows) shared out; or None where the calls would not give the bits."""
+    (t_n, k, rows), m = moving.shape, at.shape[2]
     sums = fp32((m, rows))
     cuts = _sum_cuts(rows, m)
-    if not blas.usable(moving[0], at[0], sums) or not blas.exact(g_n, rows // g_n, k, m // r, tuple(cuts), r, True):
+    if not blas.usable(moving[0], at[0], sums) or not blas.exact(g_n, rows // g_n, k, m // r, tuple(cuts), r, True, True):
         return None
-
-    def run(lo, hi):
-        for c0, c1 in zip(cuts[lo:hi], cuts[lo + 1:hi + 1]):
-            for t in range(t_n):
-                blas.accumulate_t(sums[:, c0:c1], at[t], moving[t, c0:c1], t > 0)
-    _on_all_cores(run, len(cuts) - 1, 1)
+    _on_all_cores(_run_stacked, len(cuts) - 1, 1, cuts, sums, moving, at)
     return sums.reshape(m, g_n, rows // g_n).transpose(1, 2, 0)
+
+
+def _run_stacked(lo, hi, cuts, sums, moving, at) -> None:
+    for c0, c1 in zip(cuts[lo:hi], cuts[lo + 1:hi + 1]):
+        for t in range(moving.shape[0]):
+            blas.accumulate_tn(sums[:, c0:c1], at[t], moving[t, :, c0:c1], t > 0)
 
 
 def _sum_cuts(rows: int, width: int) -> list:
@@ -538,7 +565,7 @@ def _add_in_order(acc, groups, j, t0, prods) -> None:
 def _moving_t(piece) -> np.ndarray:
     """A moving tile as FP32 [N, K] with unit stride along K (the operand layout every product uses)."""
     if isinstance(piece, Piece):
-        return piece.array().T
+        return np.ascontiguousarray(piece.array().T)
     x = _array(piece)
     out = np.empty((x.shape[1], x.shape[0]), np.float32)
     widen_into(out, x.T)
@@ -632,9 +659,10 @@ def _in_source(conversions, v, k, mem, offset, strides):
     """Tile `v` as [K, N] in its HBM source's FP32 conversion (a Piece, or a read-only array when its free
     dims do not collapse to one stride), or None.
 
-    The conversion sees the tensor as rows of `pitch` elements (the tile's partition stride) and is kept
-    transposed, [pitch, rows] row-major: the moving tiles of a GEMM, side by side, then form the [N, K]
-    row-major operand with which BLAS runs a 128-column product fastest.
+    The conversion sees the tensor as rows of `pitch` elements (the tile's partition stride), laid out as the
+    tensor is ([rows, pitch] row-major): the moving tiles of a GEMM, side by side, then form a [K, N] operand
+    with unit-stride rows, which BLAS packs faster than the [N, K] one, and converting it is one
+    straight pass.
     """
     pitch, free, shape = strides[0], strides[1:], v.shape
     extent = 0
@@ -652,8 +680,8 @@ def _in_source(conversions, v, k, mem, offset, strides):
         return None
     step = free[0] if len(free) == 1 else _collapsed(shape[1:], free)
     if step is not None and shape[0] == k:
-        return Piece(t, r0 + c0 * rows, (k, size // k), (1, step * rows))
-    view = np.ndarray(shape, np.float32, t, (r0 + c0 * rows) * 4, (4,) + tuple(s * rows * 4 for s in free))
+        return Piece(t, offset, (k, size // k), (pitch, step))
+    view = np.ndarray(shape, np.float32, t, offset * 4, (pitch * 4,) + tuple(s * 4 for s in free))
     return view.reshape(k, -1)
 
 
@@ -673,8 +701,8 @@ def _collapsed(shape, strides):
 
 
 def _hbm_f32(conversions: dict, mem, dtype, pitch: int, rows: int, need: int):
-    """An HBM tensor's first rows x pitch elements as `dtype`, in FP32, transposed ([pitch, rows]) and
-    converted once per version of its bytes; or None.
+    """An HBM tensor's first rows x pitch elements as `dtype`, in FP32 ([rows, pitch]), converted once per
+    version of its bytes; or None.
 
     After the first conversion, another one (the tensor was written since) waits until the moving
     elements read without it add up to the tensor's size, so a tensor rewritten between loads does not
@@ -689,21 +717,56 @@ def _hbm_f32(conversions: dict, mem, dtype, pitch: int, rows: int, need: int):
         if hit[2] < rows * pitch:
             return None
     src = mem.data[0, :rows * pitch * dtype.itemsize].view(dtype.np).reshape(rows, pitch)
-    t = fp32((pitch, rows))
-    bi = min(pitch, 128)
-    bj = max(128, 16384 // bi)
-
-    def convert(lo, hi):  # in blocks: one transposing pass over a big array is cache-hostile
-        for i in range(lo, hi, bi):
-            for j in range(0, rows, bj):
-                widen_into(t[i:i + bi, j:j + bj], src[j:j + bj, i:i + bi].T)
-
-    _on_all_cores(convert, pitch, bi)
+    out = fp32((rows, pitch))
+    t = out.view()
     t.flags.writeable = False  # pending groups may hold views of it after the tensor changes
+    readers = getattr(mem, "readers", None)
+    if readers is None or rows * pitch < _BEHIND:
+        _on_all_cores(_convert, rows, 1, out, src, rows)
+    else:  # made by the pool while the kernel goes on: a write to the tensor and any product wait for it
+        cuts = _cuts(rows, 1)
+        step = max(1, _BLOCK // pitch)
+        c = Converting([_started(_pool(), _convert, lo, hi, out, src, step) for lo, hi in zip(cuts, cuts[1:])])
+        _CONVERTING[:] = [x for x in _CONVERTING if not x.done()] + [c]
+        readers[-id(c)] = c
     if hit is None and len(conversions) >= 4:
         conversions.pop(next(iter(conversions)))
     conversions[key] = [mem.version, t, 0]
     return t
+
+
+def _convert(lo, hi, out, src, step) -> None:
+    """Rows lo..hi of `out` = src in FP32, `step` rows a call."""
+    for i in range(lo, hi, step):
+        widen_into(out[i:min(i + step, hi)], src[i:min(i + step, hi)])
+
+
+class Converting:
+    """An HBM tensor's FP32 conversion that the pool makes while the kernel goes on (_hbm_f32), in parts
+    (futures). It is one of the tensor's readers (memory._HBMBuffer.settle_readers): a write to the tensor
+    settles it, waiting until the conversion has read the bytes; products wait for it too (_converted)."""
+
+    __slots__ = ("parts", "pending", "__weakref__")
+
+    def __init__(self, parts: list):
+        self.parts, self.pending = parts, True
+
+    def settle(self, alloc=None) -> None:
+        for f in self.parts:
+            f.result()
+        self.pending = None  # (only now: a write that finds it settled goes ahead)
+
+    def done(self) -> bool:
+        return all(f.done() for f in self.parts)
+
+
+_CONVERTING: list = []  # conversions started and maybe not finished (Converting)
+
+
+def _converted() -> None:
+    """Every conversion started has finished: products read them."""
+    for c in list(_CONVERTING):
+        c.settle()
 
 
 @functools.cache
@@ -711,14 +774,14 @@ def _pool() -> ThreadPoolExecutor:
     return ThreadPoolExecutor(4, thread_name_prefix="trnsim")
 
 
-def _on_all_cores(fn, n: int, step: int) -> None:
-    """fn(lo, hi) over [0, n) in parts aligned to `step`, one per CPU core, side by side (numpy releases
+def _on_all_cores(fn, n: int, step: int, *args) -> None:
+    """fn(lo, hi, *args) over [0, n) in parts aligned to `step`, one per CPU core, side by side (numpy releases
     the GIL while it converts, so threads share out a conversion that would keep one core busy)."""
     cuts = _cuts(n, step)
     if len(cuts) == 2:
-        fn(0, n)
+        fn(0, n, *args)
         return
-    list(_pool().map(lambda p: fn(cuts[p], cuts[p + 1]), range(len(cuts) - 1)))
+    list(_pool().map(lambda p: fn(cuts[p], cuts[p + 1], *args), range(len(cuts) - 1)))
 
 
 def _cuts(n: int, step: int) -> list:
