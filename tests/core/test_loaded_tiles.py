@@ -1,13 +1,9 @@
 """Tiles loaded whole from HBM are copied when first read, and matmuls read them from one FP32 conversion
 of the HBM tensor: every reader must see the tile's bytes as the load left them, whatever is written to
 the tile, to tensors placed over it, or to the HBM source around it."""
-import threading
-import time
-
 import ml_dtypes
 import numpy as np
 
-from trnsim.core.fast import psum
 import trnsim.nki as nki
 import trnsim.nki.isa as nisa
 import trnsim.nki.language as nl
@@ -193,54 +189,3 @@ def test_a_wide_source_of_odd_width_converts_in_parts():
         return out
     a_t, b = bf16(256, 128), bf16(256, 600)
     np.testing.assert_allclose(k(a_t, b), f32(a_t).T @ f32(b), rtol=1e-5, atol=1e-3)
-
-
-
-def _behind(monkeypatch):
-    """Every conversion made by the pool while the kernel goes on, each block of it late."""
-    monkeypatch.setattr(psum, "_BEHIND", 0)
-    widen = psum.widen_into
-
-    def late(out, x):
-        if threading.current_thread().name.startswith("trnsim_"):  # the pool's threads
-            time.sleep(0.05)
-        widen(out, x)
-    monkeypatch.setattr(psum, "widen_into", late)
-
-
-def test_products_wait_for_a_conversion_made_behind_the_kernel(monkeypatch):
-    """Sums read by VectorE right after their eviction are computed from B's conversion once it is made."""
-    _behind(monkeypatch)
-
-    @nki.jit
-    def k(a_t, b):
-        out = nl.ndarray((128, 256), nl.float32, buffer=nl.shared_hbm)
-        at, bt = nl.load(a_t), nl.load(b)
-        acc = nl.ndarray((128, 256), nl.float32, buffer=nl.psum)
-        nisa.nc_matmul(acc, at, bt)
-        nl.store(out, nl.add(nl.copy(acc), 1.0))
-        return out
-    a_t, b = bf16(128, 128), bf16(128, 256)
-    np.testing.assert_allclose(k(a_t, b), f32(a_t).T @ f32(b) + 1, rtol=1e-5, atol=1e-3)
-
-
-def test_a_write_over_a_tensor_waits_for_its_conversion_made_behind_the_kernel(monkeypatch):
-    """A tensor the kernel wrote (its bytes its own, written in place), converted for a matmul and then
-    overwritten while that matmul's group is pending: the conversion reads it as it was before the write."""
-    _behind(monkeypatch)
-
-    @nki.jit
-    def k(a_t, b, c):
-        out = nl.ndarray((128, 256), nl.float32, buffer=nl.shared_hbm)
-        src = nl.ndarray(b.shape, b.dtype, buffer=nl.shared_hbm)
-        nl.store(src, nl.load(b))
-        at, old = nl.load(a_t), nl.ndarray((128, 256), b.dtype)
-        nisa.dma_copy(old, src)
-        acc = nl.ndarray((128, 256), nl.float32, buffer=nl.psum)
-        nisa.nc_matmul(acc, at, old)  # pending while src changes
-        nl.store(src, nl.load(c))
-        nisa.nc_matmul(acc, at, old)
-        nl.store(out, nl.copy(acc))
-        return out
-    a_t, b, c = bf16(128, 128), bf16(128, 256), bf16(128, 256)
-    np.testing.assert_allclose(k(a_t, b, c), f32(a_t).T @ (2 * f32(b)), rtol=1e-5, atol=1e-3)

@@ -156,8 +156,6 @@ class Batch:
         running, self.running = self.running, []
         for f in running:
             f.result()
-        _converted()
-        _CONVERTING[:] = [c for c in _CONVERTING if not c.done()]
 
 
 def _compute_owed(blocks) -> None:
@@ -177,25 +175,19 @@ _RUNNING_LOCK = threading.Lock()
 
 
 def _in_background(blocks):
-    """Start computing `blocks` in the background (a future)."""
-    return _started(_background(), _compute_owed, blocks)
-
-
-def _started(pool, fn, *args):
-    """fn(*args) started on `pool` (a future). While any such work runs, the interpreter switches threads every
-    _SWITCH seconds: each SGEMM call, and each block a conversion widens, needs the GIL back from the kernel's
-    Python."""
+    """Start computing `blocks` in the background (a future). While any such computation runs, the interpreter
+    switches threads every _SWITCH seconds: each SGEMM call needs the GIL back from the kernel's Python."""
     with _RUNNING_LOCK:
         if not _RUNNING["count"]:
             _RUNNING["switch"] = sys.getswitchinterval()
             sys.setswitchinterval(min(_RUNNING["switch"], _SWITCH))
         _RUNNING["count"] += 1
-    return pool.submit(_finished, fn, args)
+    return _background().submit(_finished, blocks)
 
 
-def _finished(fn, args):
+def _finished(blocks) -> None:
     try:
-        return fn(*args)
+        _compute_owed(blocks)
     finally:
         with _RUNNING_LOCK:
             _RUNNING["count"] -= 1
@@ -363,8 +355,6 @@ _ROWS = 16  # a row block's row count is a multiple of this (whole SIMD rows for
 _SUMS = 1 << 23  # bytes of running sums one SGEMM call adds into, at most (more rows per call pack fewer tiles)
 _POPULATE = 1 << 20  # bytes of a fresh output from which its pages are faulted in in the background
 _POPULATE_WRITE = 23  # madvise's MADV_POPULATE_WRITE (linux/mman.h)
-_BEHIND = 1 << 20  # elements of a conversion from which the pool makes it while the kernel goes on
-_BLOCK = 1 << 18  # elements one call of a conversion made behind the kernel widens (each takes the GIL back)
 
 
 def compute_together(blocks):
@@ -381,8 +371,6 @@ def compute_together(blocks):
     adjacent blocks of one HBM tensor's FP32 conversion, laid out [N, K] row-major otherwise. Stacked row
     blocks are computed together only by _fused where its call shapes give each block's own bits.
     """
-    if _CONVERTING:
-        _converted()
     with _BLAS:
         _compute_together(blocks)
 
@@ -720,53 +708,16 @@ def _hbm_f32(conversions: dict, mem, dtype, pitch: int, rows: int, need: int):
     out = fp32((rows, pitch))
     t = out.view()
     t.flags.writeable = False  # pending groups may hold views of it after the tensor changes
-    readers = getattr(mem, "readers", None)
-    if readers is None or rows * pitch < _BEHIND:
-        _on_all_cores(_convert, rows, 1, out, src, rows)
-    else:  # made by the pool while the kernel goes on: a write to the tensor and any product wait for it
-        cuts = _cuts(rows, 1)
-        step = max(1, _BLOCK // pitch)
-        c = Converting([_started(_pool(), _convert, lo, hi, out, src, step) for lo, hi in zip(cuts, cuts[1:])])
-        _CONVERTING[:] = [x for x in _CONVERTING if not x.done()] + [c]
-        readers[-id(c)] = c
+    _on_all_cores(_convert, rows, 1, out, src)
     if hit is None and len(conversions) >= 4:
         conversions.pop(next(iter(conversions)))
     conversions[key] = [mem.version, t, 0]
     return t
 
 
-def _convert(lo, hi, out, src, step) -> None:
-    """Rows lo..hi of `out` = src in FP32, `step` rows a call."""
-    for i in range(lo, hi, step):
-        widen_into(out[i:min(i + step, hi)], src[i:min(i + step, hi)])
-
-
-class Converting:
-    """An HBM tensor's FP32 conversion that the pool makes while the kernel goes on (_hbm_f32), in parts
-    (futures). It is one of the tensor's readers (memory._HBMBuffer.settle_readers): a write to the tensor
-    settles it, waiting until the conversion has read the bytes; products wait for it too (_converted)."""
-
-    __slots__ = ("parts", "pending", "__weakref__")
-
-    def __init__(self, parts: list):
-        self.parts, self.pending = parts, True
-
-    def settle(self, alloc=None) -> None:
-        for f in self.parts:
-            f.result()
-        self.pending = None  # (only now: a write that finds it settled goes ahead)
-
-    def done(self) -> bool:
-        return all(f.done() for f in self.parts)
-
-
-_CONVERTING: list = []  # conversions started and maybe not finished (Converting)
-
-
-def _converted() -> None:
-    """Every conversion started has finished: products read them."""
-    for c in list(_CONVERTING):
-        c.settle()
+def _convert(lo, hi, out, src) -> None:
+    """Rows lo..hi of `out` = src in FP32 (one straight pass: the conversion keeps the tensor's layout)."""
+    widen_into(out[lo:hi], src[lo:hi])
 
 
 @functools.cache
