@@ -397,8 +397,7 @@ def _compute_together(blocks):
                 widen_into(bt[i, j], _array(piece).T)
     # [T, K, r * M]: each stationary tile serves every group of its block, the blocks' tiles side by side
     at = fp32((t_n, k, r * m))
-    for i, blk in enumerate(blocks):
-        _widen_stacked(at[:, :, i * m:(i + 1) * m], blk[0].a)
+    _on_all_cores(_widen_blocks, r, 1, at, blocks, m)
 
     with one_blas_thread():
         acc = _fused(blocks, bt, at)
@@ -624,6 +623,13 @@ def _wide(x) -> np.ndarray:
     out = np.empty(x.shape, np.float32)
     widen_into(out, x)  # bf16 by a shift
     return out
+
+
+def _widen_blocks(lo, hi, at, blocks, m) -> None:
+    """Row blocks lo..hi's stationary tiles widened into their columns of `at` [T, K, r * M]: shared out over
+    the CPU cores, which would otherwise wait for the stack's products."""
+    for i in range(lo, hi):
+        _widen_stacked(at[:, :, i * m:(i + 1) * m], blocks[i][0].a)
 
 
 def _widen_stacked(out, tiles) -> None:
