@@ -799,9 +799,18 @@ def _placement(place, off, poff, span=None):
     return (place, "bfloat16", (128, 512), (1, 1), off, poff, True, False, span)
 
 
+def _moved_by_hand(px, step, dtile, doff, dpoff):
+    """A placement moved `step` steps, written out: its tile number, offset, span and partition offset."""
+    place, off, poff, span = px[0], px[4], px[5], px[8]
+    place = place[:5] + (place[5] + dtile * step,)
+    if span is not None:
+        span = (span[0] + doff * step, span[1] + doff * step, span[2])
+    return (place,) + px[1:4] + (off + doff * step, poff + dpoff * step) + px[6:8] + (span,)
+
+
 def test_moved_slots_are_the_placements_moved_one_place_a_tile():
-    """`_moved_slots` moves each placement of a template as `_moved` does, and parts of one tile share its moved
-    place (one object an iteration, not one a part)."""
+    """`_moved_slots` and `_moved` move each placement of a template by its steps, and parts of one tile share
+    its moved place (one object an iteration, not one a part)."""
     tile = ("sbuf", 0, 0, 4096, 1024, 300)
     other = ("psum", 1, 0, 2048, 2048, 40)
     slots = [(_placement(tile, 0, 0), 2, 0, 0), (_placement(tile, 64, 0, (64, 127, 1)), 2, 128, 0),
@@ -810,7 +819,9 @@ def test_moved_slots_are_the_placements_moved_one_place_a_tile():
     movers = stamp._movers(slots)
     for step in (0, 1, 5):
         got = stamp._moved_slots(movers, step)
-        assert got == [stamp._moved(px, step, dtile, doff, dpoff) for px, dtile, doff, dpoff in slots]
+        want = [_moved_by_hand(px, step, dtile, doff, dpoff) for px, dtile, doff, dpoff in slots]
+        assert got == want
+        assert [stamp._moved(px, step, dtile, doff, dpoff) for px, dtile, doff, dpoff in slots] == want
         assert got[0][0] is got[1][0]  # one tile's place, moved once
         assert got[2][0] is slots[2][0][0]  # a part whose tile stays keeps its place
         assert got[3][0] is not got[2][0]  # another tile step: another place

@@ -21,9 +21,10 @@ cpdef _moving_signature(Verdicts verdicts, Record rec, list moves)
 cpdef bint _made_before(tuple place, tuple fresh)
 
 
-@cython.locals(place=tuple, span=tuple, tile=cython.Py_ssize_t, d=cython.Py_ssize_t, o=cython.Py_ssize_t,
-               lo=cython.Py_ssize_t, hi=cython.Py_ssize_t)
+@cython.locals(place=tuple, tile=cython.Py_ssize_t)
 cpdef tuple _moved(tuple p, Py_ssize_t step, Py_ssize_t dtile, Py_ssize_t doff, Py_ssize_t dpoff)
+@cython.locals(span=tuple, o=cython.Py_ssize_t, lo=cython.Py_ssize_t, hi=cython.Py_ssize_t)
+cpdef tuple _at(tuple p, tuple place, Py_ssize_t d, Py_ssize_t dp)
 
 
 @cython.locals(key=list, made=list, hit=tuple, memo_key=tuple, moving=tuple, memo=dict, layouts=dict)
@@ -79,7 +80,7 @@ cpdef _key_from(tuple parts, bint single, Py_ssize_t t)
 cpdef tuple _movers(list slots)
 @cython.locals(slots=list, places=list, moved=list, out=list, pair=tuple, place=tuple, dtile=cython.Py_ssize_t,
                slot=tuple, px=tuple, k=cython.Py_ssize_t, doff=cython.Py_ssize_t, dpoff=cython.Py_ssize_t,
-               d=cython.Py_ssize_t, span=tuple)
+               tile=cython.Py_ssize_t)
 cpdef list _moved_slots(tuple movers, Py_ssize_t step)
 
 

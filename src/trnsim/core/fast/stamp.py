@@ -1209,38 +1209,36 @@ def _moved_slots(movers, step) -> list:
     moved = []
     for pair in places:
         place, dtile = pair
-        moved.append((place[0], place[1], place[2], place[3], place[4], place[5] + dtile * step))
+        tile = place[5]
+        moved.append((place[0], place[1], place[2], place[3], place[4], tile + dtile * step))
     out = []
     for slot in slots:
         px, k, doff, dpoff = slot
-        off, poff, span = px[4], px[5], px[8]
-        if doff:
-            d = doff * step
-            off = off + d
-            if span is not None:
-                span = (span[0] + d, span[1] + d, span[2])
-        if dpoff:
-            poff = poff + dpoff * step
-        out.append((px[0] if k < 0 else moved[k], px[1], px[2], px[3], off, poff, px[6], px[7], span))
+        out.append(_at(px, px[0] if k < 0 else moved[k], doff * step, dpoff * step))
     return out
 
 
 def _moved(p, step, dtile, doff, dpoff):
     """Placement `p` moved `step` steps."""
-    place, off, poff, span = p[0], p[4], p[5], p[8]
+    place = p[0]
     if dtile:
         tile = place[5]
         place = (place[0], place[1], place[2], place[3], place[4], tile + dtile * step)
-    if doff:
-        d = doff * step
-        o = off
+    return _at(p, place, doff * step, dpoff * step)
+
+
+def _at(p, place, d, dp):
+    """Placement `p` with its tile at `place`, its offset (and span) moved by `d` and its partition offset by `dp`."""
+    off, poff, span = p[4], p[5], p[8]
+    if d:
+        o = off  # (C numbers in the compiled build)
         off = o + d
         if span is not None:
             lo, hi = span[0], span[1]
             span = (lo + d, hi + d, span[2])
-    if dpoff:
+    if dp:
         o = poff
-        poff = o + dpoff * step
+        poff = o + dp
     return (place, p[1], p[2], p[3], off, poff, p[6], p[7], span)
 
 
