@@ -7,6 +7,8 @@ from trnsim.core.timing.intervals cimport (Ends, IntervalMap, Pending, Waits, ad
                                            right as _right, touch)
 
 cdef double _FOREVER, _SLACK
+cdef Py_ssize_t DMA_TRACK, _TENSOR
+cdef tuple _TRACK_NAME
 
 
 @cython.final
