@@ -155,8 +155,10 @@ def touch(m, lo: int, hi: int, w: bool, tile: int, eng: int, dma: bool, index: i
             m.count[i] = 1
         else:
             m.count[i] = 0
-    elif nothing:
-        _read(m, i, index, tile, 0.0, eng, None)
+    elif nothing:  # _read of a segment nothing was recorded in, written out
+        m.owner[i] = tile
+        m.readers[i * m.width] = index
+        m.count[i] = 1
     else:  # left for noted (written out, as above)
         k = pending.n
         if k == pending.cap:

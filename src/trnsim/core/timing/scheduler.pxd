@@ -1,7 +1,7 @@
 # Declarations for the compiled build of scheduler.py (trnsim/compiled.py): the source is the meaning, these
 # only let Cython make its hot classes extension types and type some locals.
 import cython
-from trnsim.core.timing.arrays cimport ints
+from trnsim.core.timing.arrays cimport ints, reals
 from trnsim.core.isa.registry cimport Record
 from trnsim.core.timing.intervals cimport (Ends, IntervalMap, Pending, Waits, add, ended, forget, note, noted, producers,
                                            right as _right, touch)
@@ -46,10 +46,11 @@ cdef class Scheduler:
     cpdef _psum_buffer(self, tuple at, Py_ssize_t byte_hi, tile, Waits waits)
 
     @cython.locals(narrow=set, ends=Ends, m=IntervalMap, cells=tuple, w=bint, lo=Py_ssize_t,
-                   hi=Py_ssize_t, tile=Py_ssize_t, end=double, at=Py_ssize_t, a=Access, k=Py_ssize_t)
-    cpdef _record(self, Waits accesses, tuple plan, list tiles, Py_ssize_t eng, Py_ssize_t index, bint accumulated)
+                   hi=Py_ssize_t, tile=Py_ssize_t, at=Py_ssize_t, a=Access, k=Py_ssize_t)
+    cpdef _record(self, Waits accesses, tuple plan, list tiles, Py_ssize_t eng, Py_ssize_t index, bint accumulated,
+                  double end)
 
-    @cython.locals(q=Py_ssize_t, eng=Py_ssize_t, waits=Waits, ends=Ends, rest=Waits,
+    @cython.locals(q=Py_ssize_t, eng=Py_ssize_t, waits=Waits, ends=Ends, end_of=reals, track_of=ints, rest=Waits,
                    ready=double, sem=double, end=double, tiles=list, psum=tuple, memo=list,
                    last=dict, k=Py_ssize_t, ev=Event, was=list, index=object, placed=dict, attrs=dict, idx=Py_ssize_t,
                    track=Py_ssize_t, latest=Py_ssize_t, p=tuple, known=list, at=Py_ssize_t, seen=tuple, fresh=bint,

@@ -247,11 +247,10 @@ class Scheduler:
                 add(waits, was[1])
         placed.append(tile)
 
-    def _record(self, accesses, plan, tiles, eng: int, index: int, accumulated) -> None:
-        """Note this instruction as the writer or a reader of the bytes it touched (`accesses`: positions in
-        its `plan`), and of those `_deps` left pending, once its end is known (intervals.note, noted)."""
+    def _record(self, accesses, plan, tiles, eng: int, index: int, accumulated, end: float) -> None:
+        """Note this instruction, which ends at `end`, as the writer or a reader of the bytes it touched
+        (`accesses`: positions in its `plan`), and of those `_deps` left pending (intervals.note, noted)."""
         narrow, ends = self.narrow, self.ends
-        end = ends.end[index]
         if self.pending.n:
             noted(self.pending, index, end, eng, ends)
         for k in range(accesses.n):
@@ -283,8 +282,9 @@ class Scheduler:
             got, fresh = self._entry(rec, attrs)
             after, ordered = attrs.get(AFTER), attrs.get(ORDERED, False)
         plan, psum, w, solo, memo, eng = got
-        placed = rec.placed
-        tiles = [p[0][5] for p in placed.values()]  # the tile each operand belongs to (Region.tile)
+        placed, tiles = rec.placed, []  # the tile each operand belongs to (Region.tile): a loop, as a
+        for p in placed.values():  # comprehension is a function call in the Python build
+            tiles.append(p[0][5])
         q = -1
         if eng < 0:  # a transfer: its statement's queue
             q = self.queue_of.setdefault(_queue_site(rec), len(self.queue_of) % self.spec.dma_engines)
@@ -303,9 +303,10 @@ class Scheduler:
             # nor for a producer on the instruction's own engine.
             sem = self.sem if q < 0 else 0.0
             latest = -1  # the position in `waits` of the event that ends last (its index is taken as it is)
+            end_of, track_of = ends.end, ends.track
             for k in range(waits.n):
                 idx = waits.at[k]
-                end, track = ends.end[idx], ends.track[idx]
+                end, track = end_of[idx], track_of[idx]
                 if track != eng:
                     end += sem
                 if end > ready:
@@ -320,10 +321,16 @@ class Scheduler:
         if waits.n:
             ev.deps = _in_order(waits, self.events)
         self.events.append(ev)
-        ended(ends, eng, ev.end)
+        k = ends.n  # ended(ends, eng, ev.end), written out but for growing
+        if k < ends.cap:
+            ends.track[k] = eng
+            ends.end[k] = ev.end
+            ends.n = k + 1
+        else:
+            ended(ends, eng, ev.end)
         done = ev.end
         if rest.n or self.pending.n:
-            self._record(rest, plan, tiles, eng, index, accumulated)
+            self._record(rest, plan, tiles, eng, index, accumulated, done)
         if psum:
             last = self.tile_last
             for k in psum:
