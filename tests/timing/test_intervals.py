@@ -242,3 +242,23 @@ def test_a_write_keeps_the_slices_it_covers_apart_up_to_a_bound():
         kept = [lo for lo, _ in forms[0][1].segments()]
         assert kept == [lo for lo, _ in forms[1][1].segments()]
         assert kept == (bounds if slices <= PYTHON.KEPT else [0, bounds[-1]])
+
+
+def test_the_ends_of_many_events_are_read_back():
+    """intervals.Ends grows past its first room (1024 events) keeping every event's track and end: a segment read
+    by events far past it keeps, per track, the reader that ends last (ties: the later), in both forms."""
+    def end(j):
+        return float((j * 7919) % 1000)
+
+    want = {}
+    for j in range(1100, 3000):
+        if j % 3 not in want or end(j) >= end(want[j % 3]):
+            want[j % 3] = j
+    for mod in (intervals, PYTHON):
+        ends, m = mod.Ends(), mod.IntervalMap()
+        for j in range(3000):
+            mod.ended(ends, j % 3, end(j))
+        mod.note(m, 0, 8, True, 0, 1, 0, False, end(0), ends)
+        for j in range(1100, 3000):
+            mod.note(m, 0, 8, False, j, 1, j % 3, False, end(j), ends)
+        assert sorted(m.segments()[0][1][1]) == sorted(want.values())
