@@ -67,6 +67,14 @@ def _python_form():
 PYTHON = _python_form()
 
 
+def ends_of(mod, eng_of, end_of):
+    """An intervals.Ends (of module `mod`'s form) holding each event's track and end."""
+    ends = mod.Ends()
+    for eng, end in zip(eng_of, end_of):
+        mod.ended(ends, eng, end)
+    return ends
+
+
 def per_byte(m) -> list:
     """A map's segments() spread over the bytes the test uses."""
     segs = m.segments()
@@ -91,23 +99,26 @@ def test_the_maps_c_and_python_forms_track_what_a_byte_list_tracks(ops):
     record and the same events waited for, in the order found."""
     forms = [(intervals, intervals.IntervalMap()), (PYTHON, PYTHON.IntervalMap())]
     ref, eng_of, end_of = Bytes(), [], []
+    ends = [mod.Ends() for mod, _ in forms]
     for index, ((lo, hi), w, tile, eng, accumulated, end, how) in enumerate(ops):
         dma, mine = eng >= 4, float(end)
         eng_of.append(eng)
         end_of.append(mine)
+        for (mod, _), e in zip(forms, ends):
+            mod.ended(e, eng, mine)
         if how == "forget":
             for mod, m in forms:
                 mod.forget(m, lo, hi)
             ref.forget(lo, hi)
         else:
             got = []
-            for mod, m in forms:
+            for (mod, m), e in zip(forms, ends):
                 waits, fed, pending = mod.Waits(), [], mod.Pending()
                 done = how == "touch" and mod.touch(m, lo, hi, w, tile, eng, dma, index, accumulated, waits, fed, pending)
                 if not done:
                     mod.producers(m, lo, hi, w, tile, eng, dma, waits, fed)
-                    mod.note(m, lo, hi, w, index, tile, eng, accumulated, mine, eng_of, end_of)
-                mod.noted(pending, index, mine, eng, eng_of, end_of)
+                    mod.note(m, lo, hi, w, index, tile, eng, accumulated, mine, e)
+                mod.noted(pending, index, mine, eng, e)
                 got.append((done, waits.found(), fed))
             assert got[0] == got[1]
             waits, fed = [], set()
@@ -151,7 +162,7 @@ def test_seeking_a_segment_is_bisecting_whatever_was_found_before(bounds, seeks)
     for mod in (intervals, PYTHON):
         m, b = mod.IntervalMap(), [0] + sorted(bounds)
         for k in range(1, len(b)):  # one write per segment makes the boundaries
-            mod.note(m, b[k - 1], b[k], True, k, -1, 0, False, 0.0, [], [])
+            mod.note(m, b[k - 1], b[k], True, k, -1, 0, False, 0.0, mod.Ends())
         assert [lo for lo, _ in m.segments()] == b
         for x, hint in seeks:
             m.hint = hint
@@ -219,9 +230,10 @@ def test_a_write_keeps_the_slices_it_covers_apart_up_to_a_bound():
         eng_of, end_of = [0] * (slices + 1), [float(k) for k in range(slices + 1)]
         bounds = [k * width for k in range(slices)] + [slices * width]
         for mod, m in forms:
+            ends = ends_of(mod, eng_of, end_of)
             for k in range(slices):
-                mod.note(m, bounds[k], bounds[k + 1], False, k, 7, 0, False, float(k), eng_of, end_of)
-            mod.note(m, 0, bounds[-1], True, slices, 7, 1, False, float(slices), eng_of, end_of)
+                mod.note(m, bounds[k], bounds[k + 1], False, k, 7, 0, False, float(k), ends)
+            mod.note(m, 0, bounds[-1], True, slices, 7, 1, False, float(slices), ends)
         if slices * width <= SPAN:
             for k in range(slices):
                 ref.note(bounds[k], bounds[k + 1], False, k, 7, 0, False, float(k), eng_of, end_of)
@@ -230,3 +242,23 @@ def test_a_write_keeps_the_slices_it_covers_apart_up_to_a_bound():
         kept = [lo for lo, _ in forms[0][1].segments()]
         assert kept == [lo for lo, _ in forms[1][1].segments()]
         assert kept == (bounds if slices <= PYTHON.KEPT else [0, bounds[-1]])
+
+
+def test_the_ends_of_many_events_are_read_back():
+    """intervals.Ends grows past its first room (1024 events) keeping every event's track and end: a segment read
+    by events far past it keeps, per track, the reader that ends last (ties: the later), in both forms."""
+    def end(j):
+        return float((j * 7919) % 1000)
+
+    want = {}
+    for j in range(1100, 3000):
+        if j % 3 not in want or end(j) >= end(want[j % 3]):
+            want[j % 3] = j
+    for mod in (intervals, PYTHON):
+        ends, m = mod.Ends(), mod.IntervalMap()
+        for j in range(3000):
+            mod.ended(ends, j % 3, end(j))
+        mod.note(m, 0, 8, True, 0, 1, 0, False, end(0), ends)
+        for j in range(1100, 3000):
+            mod.note(m, 0, 8, False, j, 1, j % 3, False, end(j), ends)
+        assert sorted(m.segments()[0][1][1]) == sorted(want.values())

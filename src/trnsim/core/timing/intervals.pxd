@@ -3,7 +3,7 @@
 # and type some locals.
 cimport cython
 from trnsim.core.timing cimport arrays
-from trnsim.core.timing.arrays cimport ints
+from trnsim.core.timing.arrays cimport ints, reals
 
 cdef Py_ssize_t NOTHING, KEPT
 
@@ -32,6 +32,17 @@ cdef class Waits:
 
 
 @cython.final
+cdef class Ends:
+    cdef public Py_ssize_t n, cap
+    cdef ints track
+    cdef reals end
+
+
+@cython.locals(k=Py_ssize_t)
+cpdef ended(Ends ends, Py_ssize_t track, double end)
+
+
+@cython.final
 cdef class Pending:
     cdef public Py_ssize_t n, cap
     cdef public list maps
@@ -43,7 +54,7 @@ cpdef bint touch(IntervalMap m, Py_ssize_t lo, Py_ssize_t hi, bint w, Py_ssize_t
                  Py_ssize_t index, bint accumulated, Waits waits, list fed, Pending pending)
 
 @cython.locals(k=Py_ssize_t, maps=list, at=ints)
-cpdef noted(Pending pending, Py_ssize_t index, double mine, Py_ssize_t eng, list eng_of, list end_of)
+cpdef noted(Pending pending, Py_ssize_t index, double mine, Py_ssize_t eng, Ends ends)
 
 @cython.locals(n=Py_ssize_t, i=Py_ssize_t, edge=Py_ssize_t)
 cpdef producers(IntervalMap m, Py_ssize_t lo, Py_ssize_t hi, bint w, Py_ssize_t tile, Py_ssize_t eng, bint dma,
@@ -51,7 +62,7 @@ cpdef producers(IntervalMap m, Py_ssize_t lo, Py_ssize_t hi, bint w, Py_ssize_t 
 
 @cython.locals(i=Py_ssize_t, j=Py_ssize_t, k=Py_ssize_t)
 cpdef note(IntervalMap m, Py_ssize_t lo, Py_ssize_t hi, bint w, Py_ssize_t index, Py_ssize_t tile, Py_ssize_t eng,
-           bint accumulated, double mine, list eng_of, list end_of)
+           bint accumulated, double mine, Ends ends)
 
 @cython.locals(i=Py_ssize_t, j=Py_ssize_t)
 cpdef forget(IntervalMap m, Py_ssize_t lo, Py_ssize_t hi)
@@ -69,7 +80,7 @@ cdef void _write(IntervalMap m, Py_ssize_t i, Py_ssize_t index, Py_ssize_t tile,
 
 @cython.locals(base=Py_ssize_t, n=Py_ssize_t, k=Py_ssize_t, j=Py_ssize_t, track=Py_ssize_t, theirs=double, readers=ints)
 cdef void _read(IntervalMap m, Py_ssize_t i, Py_ssize_t index, Py_ssize_t tile, double mine, Py_ssize_t eng,
-               list eng_of, list end_of)
+               Ends ends)
 
 cdef void _empty(IntervalMap m, Py_ssize_t i) noexcept
 

@@ -87,6 +87,34 @@ class Waits:
         return out
 
 
+class Ends:
+    """Per event placed so far, by index: its engine track and when it ends (ns), `n` of them in arrays with room
+    for `cap` (C arrays in the compiled build: a lookup reads a C integer and a C double, not boxed ones)."""
+
+    __slots__ = ("n", "cap", "track", "end")
+
+    def __init__(self):
+        self.n, self.cap = 0, 1024
+        self.track = arrays.new(1024)
+        self.end = arrays.new_reals(1024)
+
+    def __dealloc__(self):  # the compiled build's C arrays; never called on a Python class
+        arrays.release(self.track)
+        arrays.release(self.end)
+
+
+def ended(ends: Ends, track: int, end: float) -> None:
+    """Enter the next event: on `track`, ending at `end`."""
+    k = ends.n
+    if k == ends.cap:
+        ends.cap = 2 * k
+        ends.track = arrays.resized(ends.track, ends.cap)
+        ends.end = arrays.resized_reals(ends.end, ends.cap)
+    ends.track[k] = track
+    ends.end[k] = end
+    ends.n = k + 1
+
+
 class Pending:
     """The segments an instruction read that hold earlier accesses, whose reader it becomes once its end is known
     (touch, noted): `n` of them, segment `at[k]` of map `maps[k]`, with room for `cap`. Emptied by its count
@@ -127,8 +155,10 @@ def touch(m, lo: int, hi: int, w: bool, tile: int, eng: int, dma: bool, index: i
             m.count[i] = 1
         else:
             m.count[i] = 0
-    elif nothing:
-        _read(m, i, index, tile, 0.0, eng, None, None)
+    elif nothing:  # _read of a segment nothing was recorded in, written out
+        m.owner[i] = tile
+        m.readers[i * m.width] = index
+        m.count[i] = 1
     else:  # left for noted (written out, as above)
         k = pending.n
         if k == pending.cap:
@@ -141,12 +171,12 @@ def touch(m, lo: int, hi: int, w: bool, tile: int, eng: int, dma: bool, index: i
     return True
 
 
-def noted(pending: Pending, index: int, mine: float, eng: int, eng_of: list, end_of: list) -> None:
+def noted(pending: Pending, index: int, mine: float, eng: int, ends: Ends) -> None:
     """Note event `index`, which ends at `mine` on track `eng`, as the reader of the segments `touch` left in
     `pending` (no map changed its segments since)."""
     maps, at = pending.maps, pending.at
     for k in range(pending.n):
-        _read(maps[k], at[k], index, -1, mine, eng, eng_of, end_of)
+        _read(maps[k], at[k], index, -1, mine, eng, ends)
 
 
 def producers(m, lo: int, hi: int, w: bool, tile: int, eng: int, dma: bool, waits: Waits, fed: list) -> None:
@@ -164,7 +194,7 @@ def producers(m, lo: int, hi: int, w: bool, tile: int, eng: int, dma: bool, wait
 
 
 def note(m, lo: int, hi: int, w: bool, index: int, tile: int, eng: int, accumulated: bool, mine: float,
-         eng_of: list, end_of: list) -> None:
+         ends: Ends) -> None:
     """Note event `index` (on track `eng`, ending at `mine`, of tile `tile`) as the writer or a reader of bytes
     [lo, hi) of map `m`: lo and hi become boundaries (each new segment a copy of the one it was cut from). A write
     keeps the boundaries inside (up to KEPT segments), so that the slices a kernel reads a tile by stay single
@@ -184,7 +214,7 @@ def note(m, lo: int, hi: int, w: bool, index: int, tile: int, eng: int, accumula
             _write(m, k, index, tile, eng, accumulated)
         return
     for k in range(i, j):
-        _read(m, k, index, tile, mine, eng, eng_of, end_of)
+        _read(m, k, index, tile, mine, eng, ends)
 
 
 def forget(m, lo: int, hi: int) -> None:
@@ -255,7 +285,7 @@ def _write(m, i: int, index: int, tile: int, eng: int, accumulated: bool) -> Non
         m.count[i] = 0
 
 
-def _read(m, i: int, index: int, tile: int, mine: float, eng: int, eng_of: list, end_of: list) -> None:
+def _read(m, i: int, index: int, tile: int, mine: float, eng: int, ends: Ends) -> None:
     """Note event `index`, which ends at `mine` on track `eng`, as a reader of segment i. A track keeps one reader,
     the one that ends last (a writer waits for it, and so for all of that track's readers): with reordering, a
     later reader may end first. A tie goes to the later reader. Bytes nothing was recorded in become `tile`'s."""
@@ -267,9 +297,9 @@ def _read(m, i: int, index: int, tile: int, mine: float, eng: int, eng_of: list,
         return
     for k in range(n):
         j = m.readers[base + k]
-        track = eng_of[j]
+        track = ends.track[j]
         if track == eng:
-            theirs = end_of[j]
+            theirs = ends.end[j]
             if theirs > mine:
                 return
             readers = m.readers  # it goes last: the later ones (one or two) move up, without a call

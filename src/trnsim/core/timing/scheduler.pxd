@@ -1,11 +1,14 @@
 # Declarations for the compiled build of scheduler.py (trnsim/compiled.py): the source is the meaning, these
 # only let Cython make its hot classes extension types and type some locals.
 import cython
-from trnsim.core.timing.arrays cimport ints
+from trnsim.core.timing.arrays cimport ints, reals
 from trnsim.core.isa.registry cimport Record
-from trnsim.core.timing.intervals cimport IntervalMap, Pending, Waits, add, forget, note, noted, producers, right as _right, touch
+from trnsim.core.timing.intervals cimport (Ends, IntervalMap, Pending, Waits, add, ended, forget, note, noted, producers,
+                                           right as _right, touch)
 
 cdef double _FOREVER, _SLACK
+cdef Py_ssize_t DMA_TRACK, _TENSOR
+cdef tuple _TRACK_NAME
 
 
 @cython.final
@@ -24,10 +27,11 @@ cdef class Access:
 cdef class Scheduler:
     cdef public object spec, t, rules, tl
     cdef public dict queue_of, maps, cells, high, psum_tiles, tile_last, alone, transfers, regions, plans, like
-    cdef public list free, last, dma_names, dma_busy, queue_end, queue_last, eng_of, end_of, busy, fed
+    cdef public list free, last, dma_names, dma_busy, queue_end, queue_last, busy, fed
     cdef public list known, events, dma_lead, piece_engine, piece_start, piece_end, piece_run
     cdef public tuple pe
     cdef public Waits waits, rest
+    cdef public Ends ends
     cdef public Pending pending
     cdef public set narrow
     cdef public double sem, warmup_start, warmup
@@ -41,11 +45,12 @@ cdef class Scheduler:
     @cython.locals(placed=list, depth=Py_ssize_t, footprint=Py_ssize_t, was=list)
     cpdef _psum_buffer(self, tuple at, Py_ssize_t byte_hi, tile, Waits waits)
 
-    @cython.locals(narrow=set, eng_of=list, end_of=list, m=IntervalMap, cells=tuple, w=bint, lo=Py_ssize_t,
-                   hi=Py_ssize_t, tile=Py_ssize_t, end=double, at=Py_ssize_t, a=Access, k=Py_ssize_t)
-    cpdef _record(self, Waits accesses, tuple plan, list tiles, Py_ssize_t eng, Py_ssize_t index, bint accumulated)
+    @cython.locals(narrow=set, ends=Ends, m=IntervalMap, cells=tuple, w=bint, lo=Py_ssize_t,
+                   hi=Py_ssize_t, tile=Py_ssize_t, at=Py_ssize_t, a=Access, k=Py_ssize_t)
+    cpdef _record(self, Waits accesses, tuple plan, list tiles, Py_ssize_t eng, Py_ssize_t index, bint accumulated,
+                  double end)
 
-    @cython.locals(q=Py_ssize_t, eng=Py_ssize_t, waits=Waits, end_of=list, eng_of=list, rest=Waits,
+    @cython.locals(q=Py_ssize_t, eng=Py_ssize_t, waits=Waits, ends=Ends, end_of=reals, track_of=ints, rest=Waits,
                    ready=double, sem=double, end=double, tiles=list, psum=tuple, memo=list,
                    last=dict, k=Py_ssize_t, ev=Event, was=list, index=object, placed=dict, attrs=dict, idx=Py_ssize_t,
                    track=Py_ssize_t, latest=Py_ssize_t, p=tuple, known=list, at=Py_ssize_t, seen=tuple, fresh=bint,
@@ -62,7 +67,7 @@ cdef class Scheduler:
     cpdef _compute(self, Record rec, w, Py_ssize_t eng, object index, double ready, object blocker, list memo,
                    bint ordered)
 
-    @cython.locals(starts=list, events=list, bases=list, warms=list, end_of=list, k=Py_ssize_t, j=Py_ssize_t,
+    @cython.locals(starts=list, events=list, bases=list, warms=list, ends=Ends, k=Py_ssize_t, j=Py_ssize_t,
                    half=double, s=double)
     cpdef _warm_up(self, double start, double end, object index, double base, double warm)
 

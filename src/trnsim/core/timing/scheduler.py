@@ -21,8 +21,8 @@ import numpy as np
 from trnsim.core.collector import collector_off
 from trnsim.core.isa.opcodes import Engine
 from trnsim.core.isa.registry import AFTER, NAME, REGISTRY, workload_engine
-from trnsim.core.timing.intervals import (IntervalMap, Pending, Waits, add, forget, note, noted, producers,
-                                          right as _right, touch)
+from trnsim.core.timing.intervals import (Ends, IntervalMap, Pending, Waits, add, ended, forget, note, noted,
+                                          producers, right as _right, touch)
 from trnsim.core.timing.rules import TRACKS, Rules
 
 QUADRANT = 32  # partitions per dependence-tracking group (the partition start rule's finest step)
@@ -126,8 +126,7 @@ class Scheduler:
         self.maps: dict[tuple, IntervalMap] = {}
         self.cells: dict = {}
         self.narrow: set = set()  # memories with a narrow (partition-quadrant) access recorded
-        self.eng_of: list[int] = []  # per event: its track
-        self.end_of: list[float] = []
+        self.ends = Ends()  # per event: its track and its end
         self.waits = Waits()  # the events the instruction being placed waits for, in the order found (_deps)
         self.tl = Timeline(spec.target)
         self.events = self.tl.events  # appended to at every step
@@ -248,13 +247,12 @@ class Scheduler:
                 add(waits, was[1])
         placed.append(tile)
 
-    def _record(self, accesses, plan, tiles, eng: int, index: int, accumulated) -> None:
-        """Note this instruction as the writer or a reader of the bytes it touched (`accesses`: positions in
-        its `plan`), and of those `_deps` left pending, once its end is known (intervals.note, noted)."""
-        narrow, eng_of, end_of = self.narrow, self.eng_of, self.end_of
-        end = end_of[index]
+    def _record(self, accesses, plan, tiles, eng: int, index: int, accumulated, end: float) -> None:
+        """Note this instruction, which ends at `end`, as the writer or a reader of the bytes it touched
+        (`accesses`: positions in its `plan`), and of those `_deps` left pending (intervals.note, noted)."""
+        narrow, ends = self.narrow, self.ends
         if self.pending.n:
-            noted(self.pending, index, end, eng, eng_of, end_of)
+            noted(self.pending, index, end, eng, ends)
         for k in range(accesses.n):
             at = accesses.at[k]
             a = plan[at]
@@ -267,10 +265,10 @@ class Scheduler:
                 for m in clear:
                     forget(m, lo, hi)
             for m in record:
-                note(m, lo, hi, w, index, tile, eng, accumulated, end, eng_of, end_of)
+                note(m, lo, hi, w, index, tile, eng, accumulated, end, ends)
 
     def step(self, rec) -> Event:
-        index = len(self.end_of)
+        index = self.ends.n
         sig, attrs, known, got = rec.sig, rec.attrs, self.known, None
         if type(sig) is int:
             at = sig
@@ -284,30 +282,31 @@ class Scheduler:
             got, fresh = self._entry(rec, attrs)
             after, ordered = attrs.get(AFTER), attrs.get(ORDERED, False)
         plan, psum, w, solo, memo, eng = got
-        placed = rec.placed
-        tiles = [p[0][5] for p in placed.values()]  # the tile each operand belongs to (Region.tile)
+        placed, tiles = rec.placed, []  # the tile each operand belongs to (Region.tile): a loop, as a
+        for p in placed.values():  # comprehension is a function call in the Python build
+            tiles.append(p[0][5])
         q = -1
         if eng < 0:  # a transfer: its statement's queue
             q = self.queue_of.setdefault(_queue_site(rec), len(self.queue_of) % self.spec.dma_engines)
             eng = DMA_TRACK + q
         accumulated = rec.accumulated
         rest = self._deps(eng, plan, tiles, fresh, index if solo else -1, accumulated)
-        waits, end_of = self.waits, self.end_of
+        waits, ends = self.waits, self.ends
         if after is not None:  # depends_on edges: a runtime one waits as for a producer, a schedule one on its engine
             for idx, runtime in after:
-                if runtime or self.eng_of[idx] == eng:
+                if runtime or ends.track[idx] == eng:
                     add(waits, idx)
         ready, blocker = 0.0, -1
         if waits.n:
             # A transfer's fixed latency already holds the wait for its producers' semaphore (DMA-BW: descriptor
             # setup, synchronisation and semaphore-to-start, ~1300 ns cross-engine): no semaphore latency on top,
             # nor for a producer on the instruction's own engine.
-            eng_of = self.eng_of
             sem = self.sem if q < 0 else 0.0
             latest = -1  # the position in `waits` of the event that ends last (its index is taken as it is)
+            end_of, track_of = ends.end, ends.track
             for k in range(waits.n):
                 idx = waits.at[k]
-                end, track = end_of[idx], eng_of[idx]
+                end, track = end_of[idx], track_of[idx]
                 if track != eng:
                     end += sem
                 if end > ready:
@@ -322,11 +321,16 @@ class Scheduler:
         if waits.n:
             ev.deps = _in_order(waits, self.events)
         self.events.append(ev)
-        self.eng_of.append(eng)
-        self.end_of.append(ev.end)
+        k = ends.n  # ended(ends, eng, ev.end), written out but for growing
+        if k < ends.cap:
+            ends.track[k] = eng
+            ends.end[k] = ev.end
+            ends.n = k + 1
+        else:
+            ended(ends, eng, ev.end)
         done = ev.end
         if rest.n or self.pending.n:
-            self._record(rest, plan, tiles, eng, index, accumulated)
+            self._record(rest, plan, tiles, eng, index, accumulated, done)
         if psum:
             last = self.tile_last
             for k in psum:
@@ -511,7 +515,7 @@ class Scheduler:
         events.insert(k, index)
         bases.insert(k, base)
         warms.insert(k, warm)
-        half, end_of = 0.5 * self.warmup, self.end_of
+        half, ends = 0.5 * self.warmup, self.ends
         for j in range(k + 1, len(starts)):
             s = starts[j]
             if s - end > half:
@@ -521,15 +525,15 @@ class Scheduler:
             warms[j] = warm
             e = events[j]
             end = s + bases[j] / self._throttle(s, s, warm)
-            if end < end_of[e]:
+            if end < ends.end[e]:
                 self._shorten(e, s, end)
             else:
-                end = end_of[e]
+                end = ends.end[e]
 
     def _shorten(self, e: int, start: float, end: float) -> None:
         """End TensorE event `e`, which starts at `start`, sooner, at `end`: its engine is free from then."""
         starts, ends, owner, fence = self.busy[_TENSOR]
-        was = self.end_of[e]
+        was = self.ends.end[e]
         i = _right(starts, start) - 1  # the busy stretch that holds it
         if owner[i] != e:  # others follow it in that stretch: they keep theirs, from its old end
             starts.insert(i + 1, was)
@@ -537,7 +541,7 @@ class Scheduler:
             owner.insert(i + 1, owner[i])
             owner[i] = e
         ends[i] = end
-        self.end_of[e] = self.tl.events[e].end = end
+        self.ends.end[e] = self.tl.events[e].end = end
         if self.last[_TENSOR] == e:
             self.free[_TENSOR] = end
         if fence[1] == e:
