@@ -50,6 +50,14 @@ iteration that starts as the template's did). Else, or where a key was not seen 
 integer), the last iteration runs, and its records must be the stamps' next step (`_check_last`), else
 StampError names the loop.
 
+A later run of such a loop runs nothing (`_replayed`) where an earlier run of it in the launch (`_keep`) started
+in the state it starts in, ended in that state too, left the hoisting memo alone and released no tile of its
+last iteration at its end, and the body reads the same values: the same numbers, modules and functions, and
+tensors laid out the same on tiles in the same place and state (their numbers may differ; no memo entry reads
+them). Then running it records what the earlier run recorded, each tile renumbered (a tensor's for the one it
+stands for, a tile the run made by the numbers made since), notes the same parts, and leaves the state as it
+found it; the tiles it used are used again in that run's order (the spill policy's).
+
 Each stamp is charged to the launch budget, takes its signature number as the verdict memo would give it, and
 the counters that name tiles and tensors move on as running the iterations would have moved them, so what
 runs after the loop records what it would have. TRNSIM_FAST=0 and values runs stamp nothing;
@@ -1428,14 +1436,9 @@ def _keep(nc, key, first, inputs, indices, outside, tick, mark) -> None:
     `outside`: views.WATCH as the run found it; `tick`: the use tick then; `mark`: the allocation number when its
     last iteration run started (the loop releases that iteration's tiles at its end, core/liveness.py:
     iterations, after this: a run whose last iteration holds one is not kept)."""
-    stream = nc.stream
-    records = stream[first.length:]
     verdicts = getattr(nc.builder, "verdicts", None)
-    if not records or verdicts is None or nc.invariants.pending is not None or not _LAYOUT_OF:
+    if len(nc.stream) == first.length or verdicts is None or nc.invariants.pending is not None or not _LAYOUT_OF:
         return
-    for rec in records:
-        if not _inert(rec):
-            return
     for m in (nc.sbuf, nc.psum):
         live = m.live
         for a in m.held.values():
@@ -1443,6 +1446,10 @@ def _keep(nc, key, first, inputs, indices, outside, tick, mark) -> None:
                 return  # the loop's end releases a tile the last iteration made: the state then is not this one
     if _state(nc) != first.state:
         return
+    records = nc.stream[first.length:]
+    for rec in records:
+        if not _inert(rec):
+            return
     watched = None
     if outside is not None:
         if views.WATCH is not outside:
