@@ -858,26 +858,6 @@ def repeated_runs(x):
     return out
 
 
-@nki.jit
-def invariant_runs(x):
-    """Runs of one loop in iterations of a loop around it, each with an instruction that reads only a part of a
-    tile made before it: the compiler computes it once for them all (core/hoist.py), so a later run is not
-    recorded as the first one was."""
-    out = nl.ndarray((128, 512), dtype=nl.float32, buffer=nl.shared_hbm)
-    src = nl.ndarray((128, 4096), dtype=x.dtype, buffer=nl.sbuf)
-    res = nl.ndarray((128, 4096), dtype=nl.float32, buffer=nl.sbuf)
-    nisa.dma_copy(dst=src, src=x)
-    nisa.memset(dst=res, value=0.0)
-    for r in nl.affine_range(3):
-        for i in nl.affine_range(8):
-            t = nl.ndarray((128, 512), dtype=nl.float32, buffer=nl.sbuf)
-            nisa.tensor_copy(dst=t, src=src[:, 0:512])
-            part = res[:, nl.ds(i * 512, 512)]
-            nisa.tensor_tensor(dst=part, data1=part, data2=t, op=nl.add)
-    nisa.dma_copy(dst=out, src=res[:, 0:512])
-    return out
-
-
 def test_a_later_run_of_a_loop_is_recorded_as_an_earlier_one_where_it_reads_the_same(monkeypatch):
     """A run that starts in the state an earlier one started in, its body reading the same values but for the
     tensors' tiles (each at the same place), records the earlier run's records renumbered; one reading another
@@ -887,6 +867,3 @@ def test_a_later_run_of_a_loop_is_recorded_as_an_earlier_one_where_it_reads_the_
     monkeypatch.setattr(stamp, "REPLAYS", 0)
     assert replayed > same_both_ways(repeated_runs, (x,), monkeypatch)  # run 3 recorded whole
 
-
-def test_a_later_run_the_hoisting_memo_would_take_is_run(monkeypatch):
-    same_both_ways(invariant_runs, (np.zeros((128, 4096), np.float32),), monkeypatch)
