@@ -1330,9 +1330,7 @@ def _check_last(nc, t: _Template, it: int) -> None:
 
 
 # -- a later run of a loop, recorded as an earlier one ----------------------------------------------------------
-REPLAYS = 8  # runs of a loop kept per launch to be replayed (by the state they started in); 0: none
-_replays: dict = {}  # (id of a code, offset of its FOR_ITER, iterations) -> {state at the run's start: _Replay}
-_replays_for = None  # a weak reference to the core they were recorded on
+REPLAYS = 8  # runs of a loop kept per core to be replayed (by the state they started in); 0: none
 _MISSING = object()
 
 
@@ -1350,23 +1348,23 @@ class _Replay:
 
 
 def _runs_of(nc) -> dict:
-    """The runs kept for core `nc` (those of another core are dropped)."""
-    global _replays_for
-    if _replays_for is None or _replays_for() is not nc:
-        _replays.clear()
-        _replays_for = weakref.ref(nc)
-    return _replays
+    """The runs kept on core `nc`, which they die with (as its stream does): (id of a code, offset of its
+    FOR_ITER, iterations) -> {state at the run's start: _Replay}."""
+    runs = getattr(nc, "kept_runs", None)
+    if runs is None:
+        runs = nc.kept_runs = {}
+    return runs
 
 
 def _inputs(nc, frame):
-    """What the body of the loop about to run in `frame` reads from outside it: its analysis, then per name it
+    """What the body of the loop about to run in `frame` reads from outside it: the names, then per name it
     reads from before the loop and per global it or a function of the kernel's reads, the value as `_input`
     gives it; None where one is not such a value."""
     got = _analysed.get((id(frame.f_code), frame.f_lasti))
     if got is None or got[1] is False:
         return None
     analysis, glob, memo = got[1], frame.f_globals, nc.invariants
-    out = [analysis]
+    out = [(analysis[5], tuple([name for _, name in analysis[6]]))]
     names = frame.f_locals  # (a snapshot, emptied at once: it keeps no tile alive)
     try:
         for name in analysis[5]:
@@ -1388,10 +1386,11 @@ def _inputs(nc, frame):
 
 
 def _input(v, memo):
-    """A value a loop body reads, as two runs compare it: a number, string, None or tuple of those by value; a
-    module, function, class, enum member or dtype by identity; a tensor by its layout and its tile's place and
-    state, which must be the same but for the tile's number (then its place is the last item); None for anything
-    else, and for a tensor whose tile an entry of the hoisting memo reads (a write would forget it)."""
+    """A value a loop body reads, as two runs compare it: a number, string, None or tuple of those, a dtype or
+    an enum member by value; a module, function or class by identity (weakly: a kept run holds no module, whose
+    globals may hold the core); a tensor by its layout and its tile's place and state, which must be the same
+    but for the tile's number (then its place is the last item); None for anything else, and for a tensor whose
+    tile an entry of the hoisting memo reads (a write would forget it)."""
     c = type(v)
     if c in _SCALARS:
         return (c, v)
@@ -1407,7 +1406,9 @@ def _input(v, memo):
         return (View, (a.place[:5], a.partitions, a.kind, a.expired, a.evicted, a.consumed, a.saved, a.spilled,
                        a.shared, a.block, a.scratch is None, v.dtype, v.shape, v.strides, v.offset, v.poff, v.on_chip),
                 a.place)
-    if c is types.ModuleType or c is types.FunctionType or c is type or c is DType or isinstance(v, enum.Enum):
+    if c is types.ModuleType or c is types.FunctionType or c is type:
+        return (c, weakref.ref(v))
+    if c is DType or isinstance(v, enum.Enum):
         return (c, v)
     return None
 
@@ -1486,7 +1487,7 @@ def _replayed(nc, key, snap, inputs, indices) -> bool:
     state it starts in, its index and what the body reads. False, nothing recorded, where that is not shown."""
     entries = _runs_of(nc).get(key)
     r = entries.get(snap.state) if entries is not None else None
-    if r is None or r.inputs[0] is not inputs[0] or r.span != (indices.start, indices.step) \
+    if r is None or r.inputs[0] != inputs[0] or r.span != (indices.start, indices.step) \
             or len(r.inputs) != len(inputs) or nc.invariants.pending is not None:
         return False
     verdicts = getattr(nc.builder, "verdicts", None)
