@@ -1,6 +1,7 @@
 """Loop stamping (core/fast/stamp.py): a timing-only run that records loop iterations without running their Python
 records and schedules exactly what running them records and schedules; a body it cannot prove the same runs as
 before."""
+import contextlib
 import sys
 from pathlib import Path
 
@@ -840,3 +841,40 @@ def test_watch_notes_what_running_would_note():
     q = placed["dst"]
     assert got == [((place, "bfloat16", q[2], q[3], 640, 0),
                     (place, *layout, stamp._key_at(key, step, 5), q[2], q[3], 640, 0))]
+
+
+@nki.jit
+def repeated_runs(x):
+    """Runs of one loop that start in the same state from run 1 on (the last PSUM tile of the one before still
+    held by its name), each on a new tile at the same place: runs 1 and 2 read different steps (run 2, which
+    starts as run 1 did, must not be recorded as run 1 was), run 3 run 2's; run 2 in an `nl.no_reorder()` block
+    (its records alone marked)."""
+    out = nl.ndarray((128, 8192), dtype=nl.float32, buffer=nl.shared_hbm)
+    res = nl.ndarray((128, 8192), dtype=nl.float32, buffer=nl.sbuf)
+    nisa.memset(dst=res, value=0.0)
+    for r in range(4):
+        src = nl.ndarray((128, 8192), dtype=x.dtype, buffer=nl.sbuf)
+        nisa.dma_copy(dst=src, src=x)
+        w = 128 if r < 2 else 256
+        with nl.no_reorder() if r == 2 else contextlib.nullcontext():
+            for i in nl.affine_range(16):
+                for h in nl.affine_range(2):
+                    acc = nl.ndarray((128, 512), dtype=nl.float32, buffer=nl.psum)
+                    nisa.nc_matmul(dst=acc, stationary=src[:, nl.ds(h * 128, 128)],
+                                   moving=src[:, nl.ds(i * w + h * 64, 512)])
+                    part = res[:, nl.ds(i * 512, 512)]
+                    nisa.tensor_tensor(dst=part, data1=part, data2=acc, op=nl.add)
+        del src
+    nisa.dma_copy(dst=out, src=res)
+    return out
+
+
+def test_a_later_run_of_a_loop_is_recorded_as_an_earlier_one_where_it_reads_the_same(monkeypatch):
+    """A run that starts in the state an earlier one started in, its body reading the same values but for the
+    tensors' tiles (each at the same place), records the earlier run's records renumbered; one reading another
+    step runs (and both equal a run without stamping)."""
+    x = np.zeros((128, 8192), nl.bfloat16.np)
+    replayed = same_both_ways(repeated_runs, (x,), monkeypatch)
+    monkeypatch.setattr(stamp, "REPLAYS", 0)
+    assert replayed > same_both_ways(repeated_runs, (x,), monkeypatch)  # run 3 recorded whole
+

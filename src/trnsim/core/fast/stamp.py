@@ -50,6 +50,14 @@ iteration that starts as the template's did). Else, or where a key was not seen 
 integer), the last iteration runs, and its records must be the stamps' next step (`_check_last`), else
 StampError names the loop.
 
+A later run of such a loop runs nothing (`_replayed`) where an earlier run of it in the launch (`_keep`) started
+in the state it starts in, ended in that state too, left the hoisting memo alone and released no tile of its
+last iteration at its end, and the body reads the same values: the same numbers, modules and functions, and
+tensors laid out the same on tiles in the same place and state (their numbers may differ; no memo entry reads
+them). Then running it records what the earlier run recorded, each tile renumbered (a tensor's for the one it
+stands for, a tile the run made by the numbers made since), notes the same parts, and leaves the state as it
+found it; the tiles it used are used again in that run's order (the spill policy's).
+
 Each stamp is charged to the launch budget, takes its signature number as the verdict memo would give it, and
 the counters that name tiles and tensors move on as running the iterations would have moved them, so what
 runs after the loop records what it would have. TRNSIM_FAST=0 and values runs stamp nothing;
@@ -59,10 +67,12 @@ from __future__ import annotations
 
 import builtins
 import dis
+import enum
 import itertools
 import operator
 import sys
 import types
+import weakref
 
 from trnsim.core.errors import TrnsimError, inside
 from trnsim.core.fast import views
@@ -70,8 +80,10 @@ from trnsim.core.fast.views import _LAYOUT_OF, _LAYOUTS_MAX, layout_number
 from trnsim.core.hoist import ENGINES as HOIST_ENGINES, PURE as HOIST_PURE
 from trnsim.core.isa.opcodes import Op
 from trnsim.core.isa.registry import Record
-from trnsim.core.memory import _SERIALS
+from trnsim.core.memory import _SERIALS, TICK, Allocation
 from trnsim.core.tensor import View
+from trnsim.core.timing.scheduler import ORDERED
+from trnsim.numerics.dtypes import DType
 
 ALLOWED = ("trnsim.nki.isa", "trnsim.nki.language")  # the modules whose functions a stamped body may call
 RANGES = frozenset({"affine_range", "sequential_range", "static_range"})  # inner loops a body may hold
@@ -112,19 +124,25 @@ def _stamped(nc, indices):
         frame = frame.f_back
     key = (id(frame.f_code), frame.f_lasti, len(indices)) if frame is not None else None
     plan = _plan(frame) if frame is not None and _fruitless.get(key, 0) < FRUITLESS else None
+    inputs = _inputs(nc, frame) if plan is not None and plan[0] and REPLAYS else None
     frame = None
     if plan is None or nc.peer is not None or nc.races:
         yield from indices
         return
     global _watchers
     n = len(indices)
+    first = _Snap(nc)
+    if inputs is not None and _replayed(nc, key, first, inputs, indices):
+        return  # every iteration recorded as an earlier run recorded it
+    outside, tick, mark = views.WATCH, _peek(TICK), 0  # (a loop outside watching keeps this run's notes)
     if views.WATCH is None:
         views.WATCH = []
     _watchers += 1
     t = None
     try:
-        snaps = [_Snap(nc)]
+        snaps = [first]
         for j in range(min(n - 1, PERIODS + 2)):  # a period from the first or the second iteration
+            mark = _peek(Allocation._ids)
             yield indices[j]
             snaps.append(_Snap(nc))
             if j == 0 and (n - 3) * (snaps[1].length - snaps[0].length) < MIN_STAMPED:
@@ -148,9 +166,12 @@ def _stamped(nc, indices):
     if t.replicas:
         _replicate(nc, t, base)
     for i in indices[t.end:]:
+        mark = _peek(Allocation._ids)
         yield i
     if t.end < n:
         _check_last(nc, t, n - 1)
+    if inputs is not None:
+        _keep(nc, key, first, inputs, indices, outside, tick, mark)
 
 
 PERIODS = 4  # the longest period (in iterations) of the core's state a loop is stamped over
@@ -1306,6 +1327,261 @@ def _check_last(nc, t: _Template, it: int) -> None:
                          f"wrapping round); run it with TRNSIM_FAST=0")
 
 
+# -- a later run of a loop, recorded as an earlier one ----------------------------------------------------------
+REPLAYS = 8  # runs of a loop kept per core to be replayed (by the state they started in); 0: none
+_MISSING = object()
+
+
+class _Replay:
+    """A run of a loop that a later one may record again (`_replayed`): its records and the parts it noted in
+    views.WATCH, what its body read (`_inputs`), the counters it moved on, the live tiles it touched last (in
+    that order) and the tables its signature numbers are valid in."""
+
+    __slots__ = ("records", "watched", "inputs", "span", "fresh", "tiles", "counts", "touched", "verdicts", "kept",
+                 "mark")
+
+    def __init__(self, **kw):
+        for k, v in kw.items():
+            setattr(self, k, v)
+
+
+def _runs_of(nc) -> dict:
+    """The runs kept on core `nc`, which they die with (as its stream does): (id of a code, offset of its
+    FOR_ITER, iterations) -> {state at the run's start: _Replay}."""
+    runs = getattr(nc, "kept_runs", None)
+    if runs is None:
+        runs = nc.kept_runs = {}
+    return runs
+
+
+def _inputs(nc, frame):
+    """What the body of the loop about to run in `frame` reads from outside it: the names, then per name it
+    reads from before the loop and per global it or a function of the kernel's reads, the value as `_input`
+    gives it; None where one is not such a value."""
+    got = _analysed.get((id(frame.f_code), frame.f_lasti))
+    if got is None or got[1] is False:
+        return None
+    analysis, glob, memo = got[1], frame.f_globals, nc.invariants
+    out = [(analysis[5], tuple([name for _, name in analysis[6]]))]
+    names = frame.f_locals  # (a snapshot, emptied at once: it keeps no tile alive)
+    try:
+        for name in analysis[5]:
+            v = _input(names.get(name, _MISSING), memo)
+            if v is None:
+                return None
+            out.append(v)
+    finally:
+        names.clear()
+    for where, name in analysis[6]:
+        v = (glob if where is None else where).get(name, _MISSING)
+        if v is _MISSING:
+            v = builtins.__dict__.get(name, _MISSING)
+        v = _input(v, memo)
+        if v is None:
+            return None
+        out.append(v)
+    return tuple(out)
+
+
+def _input(v, memo):
+    """A value a loop body reads, as two runs compare it: a number, string, None or tuple of those, a dtype or
+    an enum member by value; a module, function or class by identity (weakly: a kept run holds no module, whose
+    globals may hold the core); a tensor by its layout and its tile's place and state, which must be the same
+    but for the tile's number (then its place is the last item); None for anything else, and for a tensor whose
+    tile an entry of the hoisting memo reads (a write would forget it)."""
+    c = type(v)
+    if c in _SCALARS:
+        return (c, v)
+    if c is tuple:
+        for x in v:
+            if type(x) not in _SCALARS:
+                return None
+        return (c, v)
+    if isinstance(v, View):
+        a = v.alloc
+        if a is None or v.gather_rows is not None or memo.readers.get(a.id) or memo.aliased.get(a.id):
+            return None
+        return (View, (a.place[:5], a.partitions, a.kind, a.expired, a.evicted, a.consumed, a.saved, a.spilled,
+                       a.shared, a.block, a.scratch is None, v.dtype, v.shape, v.strides, v.offset, v.poff, v.on_chip),
+                a.place)
+    if c is types.ModuleType or c is types.FunctionType or c is type:
+        return (c, weakref.ref(v))
+    if c is DType or isinstance(v, enum.Enum):
+        return (c, v)
+    return None
+
+
+def _inert(rec) -> bool:
+    """Whether the hoisting memo (core/hoist.py) neither hoists record `rec` nor keeps it as an instance: not
+    hoisted, and not a pure instruction of a compute engine writing one result, or one whose result is one of
+    its inputs' tiles."""
+    if rec.hoisted is not None:
+        return False
+    if id(rec.op) not in _PURE_IDS or rec.engine not in HOIST_ENGINES or rec.writes != ("dst",):
+        return True
+    dst = rec.placed.get("dst")
+    if dst is None:
+        return True
+    for name, q in rec.placed.items():
+        if name != "dst" and q[0] == dst[0] and dst[0][5] >= 0:
+            return True
+    return False
+
+
+def _keep(nc, key, first, inputs, indices, outside, tick, mark) -> None:
+    """Keep the run of a loop that just ended (from snapshot `first`) to be replayed, where a later run that
+    starts in the state this one started in and reads the same values (`_inputs`) records what this one did,
+    moved to its tiles: none of its records touches the hoisting memo, and it ends in the state it started in.
+    `outside`: views.WATCH as the run found it; `tick`: the use tick then; `mark`: the allocation number when its
+    last iteration run started (the loop releases that iteration's tiles at its end, core/liveness.py:
+    iterations, after this: a run whose last iteration holds one is not kept)."""
+    verdicts = getattr(nc.builder, "verdicts", None)
+    if len(nc.stream) == first.length or verdicts is None or nc.invariants.pending is not None or not _LAYOUT_OF:
+        return
+    for m in (nc.sbuf, nc.psum):
+        live = m.live
+        for a in m.held.values():
+            if a.id >= mark and not a.evicted and a.id in live:
+                return  # the loop's end releases a tile the last iteration made: the state then is not this one
+    if _state(nc) != first.state:
+        return
+    records = nc.stream[first.length:]
+    for rec in records:
+        if not _inert(rec):
+            return
+    watched = None
+    if outside is not None:
+        if views.WATCH is not outside:
+            return
+        watched = outside[first.watched:]
+    touched = []  # the live tiles the run used, in the order it last used them
+    for mi in range(2):
+        pos = 0
+        for a in (nc.sbuf if mi == 0 else nc.psum).live.values():
+            if a.used >= tick:
+                touched.append((a.used, mi, pos))
+            pos += 1
+    touched.sort()
+    counts = {}
+    for k, v in nc._counts.items():
+        if v != first.counts.get(k, 0):
+            counts[k] = v - first.counts.get(k, 0)
+    runs = _runs_of(nc)
+    entries = runs.get(key)
+    if entries is None or len(entries) >= REPLAYS:
+        entries = runs[key] = {}
+    entries[first.state] = _Replay(
+        records=records, watched=watched, inputs=inputs, span=(indices.start, indices.step), fresh=first.tiles,
+        tiles=(_peek(nc.sbuf.tiles) - first.tiles[0], _peek(nc.psum.tiles) - first.tiles[1]), counts=counts,
+        touched=[(mi, pos) for _, mi, pos in touched], verdicts=verdicts, kept=verdicts.kept,
+        mark=_peek(views._LAYOUT_NUMBERS) - 1)
+
+
+def _replayed(nc, key, snap, inputs, indices) -> bool:
+    """Record a run of a loop, starting at snapshot `snap`, as the kept run that started in the same state
+    recorded itself (`_keep`), when its body reads the same values (`inputs`) but for the tiles of the tensors
+    (each then the same place and state as the one it stands for): each record and note with those tiles, and
+    the tiles the run made, renumbered. Running it would record the same: an iteration's records follow from the
+    state it starts in, its index and what the body reads. False, nothing recorded, where that is not shown."""
+    entries = _runs_of(nc).get(key)
+    r = entries.get(snap.state) if entries is not None else None
+    if r is None or r.inputs[0] != inputs[0] or r.span != (indices.start, indices.step) \
+            or len(r.inputs) != len(inputs) or nc.invariants.pending is not None:
+        return False
+    verdicts = getattr(nc.builder, "verdicts", None)
+    if verdicts is not r.verdicts or verdicts.kept is not r.kept or verdicts.spec is not nc.spec \
+            or r.mark not in _LAYOUT_OF or views.WATCH is not None and r.watched is None:
+        return False
+    rho = {}  # the place of each tensor's tile in the kept run -> in this one
+    for i in range(1, len(inputs)):
+        x, y = r.inputs[i], inputs[i]
+        if x[0] is View:
+            if y[0] is not View or x[1] != y[1] or rho.setdefault(x[2], y[2]) != y[2]:
+                return False
+        elif x != y:
+            return False
+    if len(set(rho.values())) != len(rho):
+        return False
+    fresh = r.fresh
+    shift = (snap.tiles[0] - fresh[0], snap.tiles[1] - fresh[1])
+    places, placements, dicts, attrs, out = {}, {}, {}, {}, []
+    stream = nc.stream
+    base, lo = len(stream), r.records[0].index
+    for rec in r.records:
+        placed = dicts.get(id(rec.placed))
+        if placed is None:
+            placed, same = {}, True
+            for name, q in rec.placed.items():
+                z = placements.get(id(q))
+                if z is None:
+                    place = _renamed(q[0], rho, fresh, shift, places)
+                    if place is None:
+                        return False
+                    z = placements[id(q)] = q if place is q[0] else (place,) + q[1:]
+                placed[name] = z
+                if z is not q:
+                    same = False
+            placed = dicts[id(rec.placed)] = rec.placed if same else placed
+        a = attrs.get(id(rec.attrs))
+        if a is None:  # (its own: an `nl.no_reorder()` block marks the records it holds, ORDERED)
+            a = attrs[id(rec.attrs)] = dict(rec.attrs)
+            a.pop(ORDERED, None)
+        z = Record.__new__(Record)
+        z.index, z.op, z.engine, z.placed, z.writes = base + rec.index - lo, rec.op, rec.engine, placed, rec.writes
+        z.attrs, z.location, z.sig, z._regions, z.site = a, rec.location, rec.sig, None, rec.site
+        z.hoisted, z.accumulated, z.spill = None, rec.accumulated, rec.spill
+        out.append(z)
+    notes = None
+    if views.WATCH is not None:
+        notes = []
+        for e in r.watched:
+            k, w = e
+            pk = _renamed(k[0], rho, fresh, shift, places)
+            pw = pk if w[0] is k[0] else _renamed(w[0], rho, fresh, shift, places)
+            if pk is None or pw is None:
+                return False
+            notes.append(e if pk is k[0] and pw is w[0] else ((pk,) + k[1:], (pw,) + w[1:]))
+    budget, total = nc.budget, len(out)
+    counted = budget.at_once(total)
+    for j in range(total):
+        if j >= counted:
+            budget.charge(out[j].location)
+            counted = j + 1 + budget.at_once(total - j - 1)
+        stream.append(out[j])
+    for m, d in zip((nc.sbuf, nc.psum), r.tiles):
+        if d:
+            m.tiles = itertools.count(_peek(m.tiles) + d)
+    for k, d in r.counts.items():
+        nc._counts[k] = nc._counts.get(k, 0) + d
+    if notes:
+        views.WATCH += notes
+    if r.touched:  # used again in the order the kept run last used them (the spill policy's order)
+        lives = (list(nc.sbuf.live.values()), list(nc.psum.live.values()))
+        for mi, pos in r.touched:
+            lives[mi][pos].used = next(TICK)
+    nc.builder.stamped += len(indices)
+    _fruitless.pop(key, None)
+    return True
+
+
+def _renamed(place, rho, fresh, shift, places):
+    """A tile's place in a kept run (`_replayed`) as this run has it: a tensor's tile's by `rho`, a tile the run
+    made numbered on by `shift` (`fresh`: the first numbers it made); None for another tile. `places` keeps them
+    by identity."""
+    got = places.get(id(place))
+    if got is not None:
+        return got
+    got = rho.get(place)
+    if got is None:
+        space, tile = place[0], place[5]
+        k = 0 if space == "sbuf" else 1 if space == "psum" else -1
+        if k < 0 or tile < fresh[k]:
+            return None
+        got = place if not shift[k] else (space, place[1], place[2], place[3], place[4], tile + shift[k])
+    places[id(place)] = got
+    return got
+
+
 # -- the body's bytecode -------------------------------------------------------------------------------------
 def _plan(frame):
     """None when the loop body does not qualify: its bytecode (see the module's doc), and the functions it calls
@@ -1319,7 +1595,7 @@ def _plan(frame):
         got = _analysed[key] = (code, _analyse(code, at, glob))
     if got[1] is False:
         return None
-    calls, tensors, dead, _, shaped = got[1]
+    calls, tensors, dead, _, shaped = got[1][:5]
     if tensors:  # a tainted key indexes only tensors: the names it indexes hold views (seen by views.WATCH
         names = frame.f_locals  # where a part's layout is read); a snapshot: emptied at once, so that it keeps
         try:  # no tile alive
@@ -1372,7 +1648,8 @@ MAX_PATHS = 64  # ways through a body (a branch forks the walk) past which it is
 
 def _analyse(code, at, glob):
     """(the (module name, function) pairs the body of the loop whose FOR_ITER is at offset `at` calls, the names
-    a tainted key indexes, whether its locals are dead after it, the globals its calls' analyses read), or False when
+    a tainted key indexes, whether its locals are dead after it, the globals its calls' analyses read, whether it
+    reads a part's layout, the names it reads from before the loop, (globals, name) of every global read), or False when
     the body does not qualify (the module's doc). Tainted values (reached by the loop index): sums,
     differences and products with untainted numbers set outside the body's loops stay affine ("int"); a part
     taken at a tainted key ("part") may only be passed to a call or stored; a tainted key may only index a
@@ -1399,16 +1676,20 @@ def _analyse(code, at, glob):
         return False  # a part's layout read, sliced where views.WATCH does not see it
     if seen.mixed and seen.outer & seen.stored:
         return False  # a name one way reads from before the iteration and another way stores
+    globs = {}
+    for where, name in seen.globs:
+        globs[(id(where), name)] = (where, name)
     return (tuple(sorted((c for c in seen.calls if c[0] != "tensor"), key=str)),
             tuple(sorted(c[1] for c in seen.calls if c[0] == "tensor")),
-            _dead_after(code, end, seen.stored | {body[0].argval}), tuple(seen.deps), seen.shaped)
+            _dead_after(code, end, seen.stored | {body[0].argval}), tuple(seen.deps), seen.shaped,
+            tuple(sorted(seen.outer)), tuple(globs.values()))
 
 
 class _Seen:
     """What a body's analysis found: the API calls and indexed names to check in the kernel's frame, and the
     globals the analysis of the kernel's own functions read: (globals, name, value), to hold at each run."""
 
-    __slots__ = ("glob", "calls", "deps", "stored", "views", "shaped", "paths", "top", "_at", "outer", "mixed")
+    __slots__ = ("glob", "calls", "deps", "stored", "views", "shaped", "paths", "top", "_at", "outer", "mixed", "globs")
 
     def __init__(self, glob):
         self.glob, self.calls, self.deps = glob, set(), []
@@ -1418,6 +1699,7 @@ class _Seen:
         self.paths, self.top, self._at = 1, None, {}
         self.outer: set = set()  # the body's names read, on some way, before it stores them: from before the loop
         self.mixed = False  # whether a branch's way may change between an inner loop's iterations
+        self.globs: list = []  # (globals, name) of each global the body or a function of the kernel's reads
 
     def at(self, run) -> dict:
         """Offset -> position in instruction list `run`."""
@@ -1468,6 +1750,7 @@ def _walk(run, consts, stored, read, seen, where, depth, n=0, stack=None, loops=
             if i.arg & 1:
                 stack.append(_Val(kind="null"))
             stack.append(_Val(False, "global", i.argval, False, where, _SAME))
+            seen.globs.append((where, i.argval))
         elif op == "PUSH_NULL":
             stack.append(_Val(kind="null"))
         elif op in ("LOAD_ATTR", "LOAD_METHOD"):
