@@ -309,6 +309,40 @@ def test_a_copy_whose_input_moves_is_stamped_leaving_the_hoisting_memo_as_runnin
     assert stamped > 0
 
 
+@nki.jit
+def chained(x, runs: int, inside: bool):
+    """A loop-invariant copy of one strip, hoisted from the second iteration on, added to another strip in every
+    iteration: the add's memo entry names the first copy's result, so a later run of the outer loop is hoisted
+    onto the first run's adds, unless the tile is loaded again in each run (`inside`)."""
+    n = x.shape[1] // 64
+    out = nl.ndarray((runs, 128, n * 64), dtype=nl.float32, buffer=nl.shared_hbm)
+    block = nl.ndarray((128, n, 64), dtype=nl.float32, buffer=nl.sbuf)
+    nisa.dma_copy(dst=block, src=x)
+    for r in nl.affine_range(runs):
+        if inside:
+            block = nl.ndarray((128, n, 64), dtype=nl.float32, buffer=nl.sbuf)
+            nisa.dma_copy(dst=block, src=x)
+        for j in nl.affine_range(n):
+            first = nl.ndarray((128, 64), dtype=nl.float32, buffer=nl.sbuf)
+            nisa.tensor_copy(dst=first, src=block[:, 0, :])
+            rows = nl.ndarray((128, 64), dtype=nl.float32, buffer=nl.sbuf)
+            nisa.tensor_tensor(dst=rows, data1=first, data2=block[:, j, :], op=nl.add)
+            nisa.dma_copy(dst=out[r, :, j * 64:(j + 1) * 64], src=rows)
+    return out
+
+
+@pytest.mark.parametrize("runs, inside", [(2, False), (3, False), (2, True)])
+def test_an_instruction_reading_a_hoisted_result_leaves_the_hoisting_memo_as_running_does(monkeypatch, runs, inside):
+    """Where a later run of the outer loop repeats the hoisted copy, its adds are hoisted onto the first run's,
+    stamped or not; where each run loads its own tile, nothing is repeated across runs and the loop stamps."""
+    x = np.zeros((128, 16 * 64), np.float32)
+    hoisted = [r[9] is not None for r in run(chained, (x, runs, inside), monkeypatch, False)[0]]
+    stamped = same_both_ways(chained, (x, runs, inside), monkeypatch)
+    assert sum(hoisted) == (runs * 15 if inside else 15 + (runs - 1) * 32)  # copies; adds of the later runs
+    if inside:
+        assert stamped > 0
+
+
 def test_a_period_holding_a_hoisted_record_is_not_foretold(monkeypatch):
     """A loop-invariant copy is hoisted from the second iteration on: the hoisting memo, outside the state,
     decides that, so the template is paired with an iteration run."""

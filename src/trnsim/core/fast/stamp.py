@@ -753,6 +753,8 @@ def _template(nc, snaps, a, p, end):
     period = (snaps[a + p].tiles[0] - snaps[a].tiles[0], snaps[a + p].tiles[1] - snaps[a].tiles[1])  # made in a period
     recs, steps, watch, moving, moving_parts, onto, hoisted_onto = [], [], set(), set(), [], set(), []
     starts = [snaps[i].length for i in range(a, a + p + 1)]  # where iterations a .. a + p start
+    stand_in = {}  # the place of a hoisted record's result -> whether its first instance may be repeated later
+    local = None  # (`_outlives`; `_local`)
     for i in range(p):
         fresh = snaps[a + i].tiles  # tiles numbered from these on were made in iteration a + i
         sbuf_fresh, psum_fresh = fresh[0], fresh[1]
@@ -778,6 +780,10 @@ def _template(nc, snaps, a, p, end):
                     return None
                 if onto_x is not None and onto_x >= 0:
                     onto.add(onto_x)  # computed once, by an instance before these iterations
+                if onto_x is not None and "dst" in x.placed and nc.scopes:
+                    if local is None:
+                        local = _local(nc, snaps[0].tiles)
+                    stand_in[x.placed["dst"][0]] = _outlives(x, stand_in, local)
             if i == 0:
                 if z.accumulated is not x.accumulated and z.accumulated != x.accumulated \
                         or (z.hoisted is not None or onto_x is not None) and _onto(z, starts[p]) != onto_x:
@@ -835,6 +841,12 @@ def _template(nc, snaps, a, p, end):
                     for move in moves:
                         if move[1] != "dst" and (move[4] or move[5]):
                             moving.add(x.location)
+                elif onto_x is None and stand_in:
+                    for name, px in x.placed.items():
+                        if name != "dst" and stand_in.get(px[0]):
+                            # its memo entry names the result of an instance a later run of the loop may be
+                            # hoisted onto, and so onto this entry too: one stamps do not leave
+                            return False
         recs.append(mine)
         hoisted_onto.append(hoists)
         steps.append(ahead)
@@ -852,6 +864,30 @@ def _template(nc, snaps, a, p, end):
     return _Template(recs=recs, steps=steps, first=a, period=p, length=length, start=a + p + 1, end=end,
                      tiles=period, counts=counts, hoisted=hoisted, at=last.length, location=recs[0][0].location,
                      next=runs[1:], keys={}, slots=moving_parts, onto=hoisted_onto)
+
+
+def _local(nc, fresh) -> tuple:
+    """(the places of the tiles the innermost enclosing iteration made, `fresh`: the first tile numbers of this
+    run of the loop): a tile either made is made again by a later iteration of an enclosing loop (`_outlives`)."""
+    made = set()
+    for ref in nc.scopes[-1].allocs:
+        a = ref()
+        if a is not None:
+            made.add(a.place)
+    return made, fresh
+
+
+def _outlives(rec, stand_in, local) -> bool:
+    """Whether hoisted record `rec`'s first instance may be repeated by a later iteration of an enclosing loop:
+    some input of it is a tile made before the innermost enclosing iteration, or stands for such an instance's
+    result (the hoisting memo keys a hoisted result by the first instance's)."""
+    made, fresh = local
+    for name, p in rec.placed.items():
+        if name != "dst":
+            known = stand_in.get(p[0])
+            if known if known is not None else p[0] not in made and _made_before(p[0], fresh):
+                return True
+    return False
 
 
 def _paired(at, px, py, pz, p, sbuf_fresh, psum_fresh, period, slot_of, slots):
