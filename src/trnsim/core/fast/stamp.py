@@ -38,7 +38,9 @@ What proves it (anything else runs the body as before):
   kept verdict holds at every step (fast/memo.py: Verdicts.number); a loop-invariant instruction the
   compiler could hoist leaves in the hoisting memo only what the iteration stamped from left there
   (`_hoisting`), and one whose input moves the entry each stamped iteration would leave at the part it reads
-  there (`_replicas`: a later run of an enclosing loop may hoist onto it);
+  there (`_replicas`: a later run of an enclosing loop may hoist onto it); none reading a hoisted record's
+  result where a later run of an enclosing loop may repeat that record (`_outlives`: its entry, named by the
+  first instance's result, would be hoisted onto, and stamps leave none);
 - the keys (`_straight`): each part that moves was sliced at a key whose numbers move by a fixed step
   (fast/views.py: WATCH notes every part sliced while iterations are watched, and a stamped iteration notes
   its parts' keys for the loops outside), and the indexing code slicing it at the key of the loop's last
