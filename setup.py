@@ -16,7 +16,7 @@ _spec.loader.exec_module(compiled)
 
 
 class BuildCompiled(build_ext):
-    """Builds the extensions in parallel, then records which were built from which sources (sources.json,
+    """Builds the extensions in parallel, then records which were built from which sources (compiled.RECORD,
     which trnsim reads to load only current ones) in the build and, for an editable install, in the tree."""
 
     def finalize_options(self):

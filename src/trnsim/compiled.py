@@ -39,8 +39,11 @@ MODULES = ("trnsim.core.fast.psum", "trnsim.core.fast.blas", "trnsim.core.fast.l
            "trnsim.core.machine", "trnsim.core.builder", "trnsim.core.isa.registry", "trnsim.core.isa.psum",
            "trnsim.core.isa.tensor_engine", "trnsim.nki._current", "trnsim.nki.isa")
 ROOT = Path(__file__).resolve().parent.parent  # the directory holding the trnsim package
-BUILT = Path(__file__).resolve().parent / "_compiled"  # one extension per module, and sources.json
+BUILT = Path(__file__).resolve().parent / "_compiled"  # one extension per module, and RECORD
 SUFFIX = EXTENSION_SUFFIXES[0]  # sysconfig's EXT_SUFFIX, without importing sysconfig
+# which source each extension was built from, one record per interpreter (its tag, as SUFFIX names it): builds for
+# several Pythons share the folder, and rebuilding one must not make another's old build look current
+RECORD = "sources" + SUFFIX.rsplit(".", 1)[0] + ".json"
 PACKAGE = "trnsim._compiled"  # where an installed build puts module m: PACKAGE + "." + m (the file BUILT/m/as/path)
 NOTED = "python-build-noted"  # beside the build, or in the user's cache: the Python build was reported here once
 
@@ -83,9 +86,9 @@ def built_path(module: str, folder: Path | None = None) -> Path:
 
 
 def recorded() -> dict[str, str]:
-    """module -> the digest of the source its build was made from (sources.json), for each one built."""
+    """module -> the digest of the source its build was made from (RECORD), for each one built."""
     try:
-        built = json.loads((BUILT / "sources.json").read_text())
+        built = json.loads((BUILT / RECORD).read_text())
     except (OSError, ValueError):
         return {}
     return built if isinstance(built, dict) else {}
@@ -116,12 +119,12 @@ def extensions(build_dir: str, jobs: int = 1, base: Path | None = None, modules=
 
 
 def record(folder: Path, sums: dict[str, str] | None = None) -> dict[str, str]:
-    """Write folder/sources.json: the digest of each module whose extension the build in folder made (of its
+    """Write folder/RECORD: the digest of each module whose extension the build in folder made (of its
     source as the build started, when `sums` holds them)."""
     sums = sums or digests()
     made = {m: sums[m] for m in MODULES if built_path(m, folder).exists()}
     folder.mkdir(parents=True, exist_ok=True)
-    (folder / "sources.json").write_text(json.dumps(made, indent=1, sort_keys=True))
+    (folder / RECORD).write_text(json.dumps(made, indent=1, sort_keys=True))
     return made
 
 

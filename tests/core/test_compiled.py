@@ -102,16 +102,21 @@ def test_a_fresh_process_loads_the_built_modules():
 
 
 def test_a_stale_build_is_not_loaded(tmp_path, monkeypatch):
-    """A module is loaded compiled only when built from its source as it is now."""
+    """A module is loaded compiled only when built from its source as it is now, as this interpreter's record
+    says."""
     monkeypatch.setattr(compiled, "BUILT", tmp_path)
     name = compiled.MODULES[0]
     so = tmp_path / (name.replace(".", "/") + compiled.SUFFIX)
     so.parent.mkdir(parents=True)
     so.write_bytes(b"")
-    (tmp_path / "sources.json").write_text(json.dumps({name: "0" * 64}))
+    (tmp_path / compiled.RECORD).write_text(json.dumps({name: "0" * 64}))
     assert compiled.current() == {}
-    (tmp_path / "sources.json").write_text(json.dumps({name: compiled.digest(name)}))
+    (tmp_path / compiled.RECORD).write_text(json.dumps({name: compiled.digest(name)}))
     assert compiled.current() == {name: so}
+    own = compiled.RECORD
+    monkeypatch.setattr(compiled, "RECORD", "sources.cpython-399-elsewhere.json")
+    assert compiled.current() == {}  # another interpreter's record: its builds are not this one's
+    monkeypatch.setattr(compiled, "RECORD", own)
     so.unlink()
     assert compiled.current() == {}
 
@@ -132,7 +137,7 @@ def test_the_install_builds_each_module_as_an_optional_extension_under_the_packa
     so.parent.mkdir(parents=True)
     so.write_bytes(b"")
     assert compiled.record(made) == {compiled.MODULES[1]: compiled.digest(compiled.MODULES[1])}
-    assert json.loads((made / "sources.json").read_text()) == compiled.record(made)
+    assert json.loads((made / compiled.RECORD).read_text()) == compiled.record(made)
 
 
 def test_the_python_build_is_reported_once(tmp_path, monkeypatch, capsys):
@@ -159,11 +164,11 @@ def test_the_python_build_is_reported_once(tmp_path, monkeypatch, capsys):
     assert any((tmp_path / "cache" / "trnsim").glob(f"{compiled.NOTED}-*")) == (os.geteuid() != 0)
 
     def again(record: str) -> str:
-        """What install says with this sources.json and no marker anywhere."""
+        """What install says with this record and no marker anywhere."""
         for marker in [*(tmp_path / "cache" / "trnsim").glob(f"{compiled.NOTED}-*"), compiled.BUILT / compiled.NOTED]:
             marker.unlink(missing_ok=True)
         compiled.BUILT.mkdir(parents=True, exist_ok=True)
-        (compiled.BUILT / "sources.json").write_text(record)
+        (compiled.BUILT / compiled.RECORD).write_text(record)
         compiled.install()
         return capsys.readouterr().err
 
