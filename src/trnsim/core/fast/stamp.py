@@ -2014,12 +2014,13 @@ def _own(f, args, kw, seen, depth):
 
 def _dead_after(code, exit_, stored) -> bool:
     """Whether no local the body stores (its index included) is read after the loop before it is stored again,
-    on any path from the loop's exit: then the iterations at the loop's end need not run for the kernel to go on
-    as it would."""
+    on any path from the loop's exit (an exception handler's too): then the iterations at the loop's end need not
+    run for the kernel to go on as it would."""
     ins = _instructions(code)
     at = {i.offset: n for n, i in enumerate(ins)}
     if exit_ not in at:
         return False
+    handlers = [(e.start, e.end, at.get(e.target)) for e in dis.Bytecode(code).exception_entries]
     for name in stored:
         seen, todo = set(), [at[exit_]]
         while todo:
@@ -2038,6 +2039,11 @@ def _dead_after(code, exit_, stored) -> bool:
                 if i.argval not in at:
                     return False
                 todo.append(at[i.argval])
+            for start, end, to in handlers:  # a handler may read what the block it guards set
+                if start <= i.offset < end:
+                    if to is None:
+                        return False
+                    todo.append(to)
     return True
 
 
