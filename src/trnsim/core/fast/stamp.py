@@ -9,8 +9,9 @@ the loop index moves and their signature numbers moved on. A loop whose body hol
 a kernel's outer loop costs what its first iterations and its last one cost.
 
 What proves it (anything else runs the body as before):
-- the body's bytecode (`_analyse`): the loops it holds (over `nl.affine_range`, `nl.sequential_range`,
-  `nl.static_range` or `range`, bounds not reached by the loop index), and forward branches on a value fixed
+- the body's bytecode (`_analyse`; CPython 3.11's, or 3.12's and 3.13's said in its words by `_as_311`): the
+  loops it holds (over `nl.affine_range`, `nl.sequential_range`, `nl.static_range` or `range`, bounds not
+  reached by the loop index), and forward branches on a value fixed
   for the whole loop (`_Val.fixed`: made of constants, globals, names set before the loop, inner loops' indices
   and the layouts of tiles and parts; not of the index or a tile's place), each way walked alone; no
   return, yield, raise or `with`; stored locals never read before they are stored in the same iteration (no
