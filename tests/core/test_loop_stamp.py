@@ -912,3 +912,48 @@ def test_a_later_run_of_a_loop_is_recorded_as_an_earlier_one_where_it_reads_the_
     monkeypatch.setattr(stamp, "REPLAYS", 0)
     assert replayed > same_both_ways(repeated_runs, (x,), monkeypatch)  # run 3 recorded whole
 
+
+
+def _stored(dst, src):
+    """A function of the kernel's that returns nothing (CPython 3.12 on: RETURN_CONST)."""
+    nisa.dma_copy(dst=dst, src=src)
+
+
+@nki.jit
+def spelled(x, which: int, flag: bool = True):
+    out = nl.ndarray(x.shape, dtype=x.dtype, buffer=nl.shared_hbm)
+    t = nl.ndarray((128, 512), dtype=x.dtype, buffer=nl.sbuf)
+    if which == 0:  # what CPython 3.12 and 3.13 spell in their own instructions
+        for i in nl.affine_range(8):
+            lo, hi = i * 128, (i + 1) * 128  # 3.13: STORE_FAST_STORE_FAST
+            w = _load_like(x[lo:hi])  # 3.12: BINARY_SLICE
+            if not flag or x.shape[1] != 64:  # 3.13: TO_BOOL
+                nisa.tensor_copy(dst=w, src=w)
+            _stored(out[lo:hi], w)
+    else:  # the index read after the loop only by an exception handler
+        for i in nl.affine_range(8):
+            nisa.memset(dst=t[:, i * 64:(i + 1) * 64], value=0.0)
+        try:
+            raise ValueError
+        except ValueError:
+            nisa.memset(dst=t[:, i * 64:(i + 1) * 64], value=1.0)
+        nisa.dma_copy(dst=out[0:128, :], src=t[:, 0:64])
+    return out
+
+
+@pytest.mark.parametrize("which,flag", [(0, True), (0, False), (1, True)])
+def test_each_pythons_spellings_stamp_exactly(monkeypatch, which, flag):
+    """Single slices, tuple assignments, `not`/`or` branches and a function returning nothing stamp as the same
+    body spelled otherwise does; a local read after the loop by a handler keeps the last iteration running."""
+    assert same_both_ways(spelled, (np.zeros((1024, 64), np.float32), which, flag), monkeypatch) > 0
+
+
+def test_each_python_reads_the_same_analysis_of_a_body():
+    """The instructions of CPython 3.12 and 3.13, said in 3.11's words, give the analysis 3.11's gives (written
+    out here): the calls and the names the keys index, whether the body's locals are dead after the loop, whether
+    a part's layout is read, the names read from before the loop."""
+    first, second = _loops(spelled)
+    assert first[:3] + first[4:6] == ((("nisa", "tensor_copy"),), (("name", "out"), ("name", "x")), True, True,
+                                      ("flag", "out", "x"))
+    assert {name for _, name, _ in first[3]} == {"nl", "nisa", "_load_like", "_stored"}
+    assert second[:3] + second[4:6] == ((("nisa", "memset"),), (("name", "t"),), False, False, ("t",))

@@ -9,8 +9,9 @@ the loop index moves and their signature numbers moved on. A loop whose body hol
 a kernel's outer loop costs what its first iterations and its last one cost.
 
 What proves it (anything else runs the body as before):
-- the body's bytecode (`_analyse`): the loops it holds (over `nl.affine_range`, `nl.sequential_range`,
-  `nl.static_range` or `range`, bounds not reached by the loop index), and forward branches on a value fixed
+- the body's bytecode (`_analyse`; CPython 3.11's, or 3.12's and 3.13's said in its words by `_as_311`): the
+  loops it holds (over `nl.affine_range`, `nl.sequential_range`, `nl.static_range` or `range`, bounds not
+  reached by the loop index), and forward branches on a value fixed
   for the whole loop (`_Val.fixed`: made of constants, globals, names set before the loop, inner loops' indices
   and the layouts of tiles and parts; not of the index or a tile's place), each way walked alone; no
   return, yield, raise or `with`; stored locals never read before they are stored in the same iteration (no
@@ -115,7 +116,7 @@ class StampError(TrnsimError):
 
 def loop(nc, indices):
     """`indices` as the core's loop runs them: a range long enough to gain is watched for stamping."""
-    if type(indices) is not range or len(indices) < 4 or nc.values or sys.version_info[:2] != (3, 11):
+    if type(indices) is not range or len(indices) < 4 or nc.values or not _READ:
         return indices
     return _stamped(nc, indices)
 
@@ -124,7 +125,7 @@ def _stamped(nc, indices):
     frame = sys._getframe(0)  # (a compiled build has no frame of its own here: the walk starts at the kernel's)
     while frame is not None and inside(frame.f_code.co_filename):
         frame = frame.f_back
-    key = (id(frame.f_code), frame.f_lasti, len(indices)) if frame is not None else None
+    key = (id(frame.f_code), _offset(frame), len(indices)) if frame is not None else None
     plan = _plan(frame) if frame is not None and _fruitless.get(key, 0) < FRUITLESS else None
     inputs = _inputs(nc, frame) if plan is not None and plan[0] and REPLAYS else None
     frame = None
@@ -1396,7 +1397,7 @@ def _inputs(nc, frame):
     """What the body of the loop about to run in `frame` reads from outside it: the names, then per name it
     reads from before the loop and per global it or a function of the kernel's reads, the value as `_input`
     gives it; None where one is not such a value."""
-    got = _analysed.get((id(frame.f_code), frame.f_lasti))
+    got = _analysed.get((id(frame.f_code), _offset(frame)))
     if got is None or got[1] is False:
         return None
     analysis, glob, memo = got[1], frame.f_globals, nc.invariants
@@ -1409,7 +1410,8 @@ def _inputs(nc, frame):
                 return None
             out.append(v)
     finally:
-        names.clear()
+        if type(names) is dict:  # (3.13: a proxy, which holds nothing)
+            names.clear()
     for where, name in analysis[6]:
         v = (glob if where is None else where).get(name, _MISSING)
         if v is _MISSING:
@@ -1621,11 +1623,26 @@ def _renamed(place, rho, fresh, shift, places):
 
 
 # -- the body's bytecode -------------------------------------------------------------------------------------
+_READ = (3, 11) <= sys.version_info[:2] <= (3, 13)  # the CPython versions whose bytecode the analysis reads
+_IN_CACHE = sys.version_info[:2] == (3, 12)  # whether f_lasti may point into an instruction's inline cache
+
+
+def _offset(frame) -> int:
+    """The offset of the instruction `frame` runs: its FOR_ITER's while a loop's iterator runs (CPython 3.12's
+    f_lasti points into the FOR_ITER's inline cache once it is specialised for a generator)."""
+    at = frame.f_lasti
+    if _IN_CACHE:
+        code, cache = frame.f_code.co_code, dis.opmap["CACHE"]
+        while at > 0 and code[at] == cache:
+            at -= 2
+    return at
+
+
 def _plan(frame):
     """None when the loop body does not qualify: its bytecode (see the module's doc), and the functions it calls
     are the NKI API's (read from the kernel's globals) or the kernel's own whose code qualifies; else (whether the
     locals it stores are dead after it, whether it reads the layout of a part at a key the index reaches)."""
-    code, at = frame.f_code, frame.f_lasti
+    code, at = frame.f_code, _offset(frame)
     key = (id(code), at)  # a code object hashes by its contents: slow for a long kernel
     glob = frame.f_globals
     got = _analysed.get(key)
@@ -1642,7 +1659,8 @@ def _plan(frame):
                 if not isinstance(v, View) or shaped and v._parts is None:
                     return None
         finally:
-            names.clear()
+            if type(names) is dict:  # (3.13: a proxy, which holds nothing)
+                names.clear()
     for name, attr in calls:
         if name is None:  # the builtin range
             if glob.get(attr, getattr(builtins, attr, None)) is not getattr(builtins, attr):
@@ -1785,9 +1803,11 @@ def _walk(run, consts, stored, read, seen, where, depth, n=0, stack=None, loops=
         elif op == "LOAD_CONST":
             stack.append(_Val(fixed=_SAME))
         elif op == "LOAD_GLOBAL":
-            if i.arg & 1:
+            if i.arg & 1 and not _NULL_ABOVE:
                 stack.append(_Val(kind="null"))
             stack.append(_Val(False, "global", i.argval, False, where, _SAME))
+            if i.arg & 1 and _NULL_ABOVE:
+                stack.append(_Val(kind="null"))
             seen.globs.append((where, i.argval))
         elif op == "PUSH_NULL":
             stack.append(_Val(kind="null"))
@@ -1800,12 +1820,14 @@ def _walk(run, consts, stored, read, seen, where, depth, n=0, stack=None, loops=
                 seen.shaped = True  # the same in every iteration once each part's key is proven to stay inside
                 stack.append(_Val(False, "other", None, x.varies, None, _SAME))
                 continue
-            if op == "LOAD_METHOD":
-                if x.kind != "global":
-                    return False  # a method of another object
+            if op == "LOAD_METHOD" and x.kind != "global":
+                return False  # a method of another object
+            if op == "LOAD_METHOD" and not _NULL_ABOVE:
                 stack.append(_Val(kind="null"))
             name = (x.name, i.argval) if x.kind == "global" else None
             stack.append(_Val(False, "function", name, x.varies, x.where, fixed))
+            if op == "LOAD_METHOD" and _NULL_ABOVE:
+                stack.append(_Val(kind="null"))
         elif op == "STORE_FAST":
             if i.argval in read:
                 return False  # read before it is stored: carried from the previous iteration
@@ -1869,6 +1891,8 @@ def _walk(run, consts, stored, read, seen, where, depth, n=0, stack=None, loops=
         elif op == "CALL":
             args = [stack.pop() for _ in range(i.arg)]
             fn, null = stack.pop(), stack.pop()
+            if _NULL_ABOVE:
+                fn, null = null, fn
             if null.kind != "null":
                 return False
             if fn.kind == "global":
@@ -2029,12 +2053,13 @@ def _own(f, args, kw, seen, depth):
 
 def _dead_after(code, exit_, stored) -> bool:
     """Whether no local the body stores (its index included) is read after the loop before it is stored again,
-    on any path from the loop's exit: then the iterations at the loop's end need not run for the kernel to go on
-    as it would."""
+    on any path from the loop's exit (an exception handler's too): then the iterations at the loop's end need not
+    run for the kernel to go on as it would."""
     ins = _instructions(code)
     at = {i.offset: n for n, i in enumerate(ins)}
     if exit_ not in at:
         return False
+    handlers = [(e.start, e.end, at.get(e.target)) for e in dis.Bytecode(code).exception_entries]
     for name in stored:
         seen, todo = set(), [at[exit_]]
         while todo:
@@ -2053,6 +2078,11 @@ def _dead_after(code, exit_, stored) -> bool:
                 if i.argval not in at:
                     return False
                 todo.append(at[i.argval])
+            for start, end, to in handlers:  # a handler may read what the block it guards set
+                if start <= i.offset < end:
+                    if to is None:
+                        return False
+                    todo.append(to)
     return True
 
 
@@ -2062,8 +2092,74 @@ _disassembled: dict = {}  # id of a code -> (the code, its instructions)
 
 
 def _instructions(code) -> list:
-    """The instructions of `code`, disassembled once."""
+    """The instructions of `code`, disassembled once, in CPython 3.11's words (`_as_311`)."""
     got = _disassembled.get(id(code))
     if got is None or got[0] is not code:
-        got = _disassembled[id(code)] = (code, list(dis.get_instructions(code)))
+        got = _disassembled[id(code)] = (code, _as_311(list(dis.get_instructions(code))))
     return got[1]
+
+
+_NULL_ABOVE = sys.version_info >= (3, 13)  # a call's NULL (or self) lies above its callable on the stack, not below
+_PAIRS = {"LOAD_FAST_LOAD_FAST": ("LOAD_FAST", "LOAD_FAST"), "STORE_FAST_STORE_FAST": ("STORE_FAST", "STORE_FAST"),
+          "STORE_FAST_LOAD_FAST": ("STORE_FAST", "LOAD_FAST")}  # CPython 3.13's instructions on two locals
+
+
+def _as_311(ins: list) -> list:
+    """Instructions of CPython 3.12 or 3.13 said as 3.11 says them, where the analysis reads them alike; one
+    3.11 has no word for is left as it is (the analysis then refuses it). A loop's exit is the instruction after
+    its END_FOR (3.13: and the POP_TOP after it), which go; LOAD_ATTR loading a method is LOAD_METHOD;
+    POP_JUMP_IF_X is POP_JUMP_FORWARD_IF_X (or BACKWARD); TO_BOOL is a NOP (a branch tests the value it
+    converts); the tuple of names loaded just before CALL_KW is KW_NAMES, and CALL_KW a CALL; an instruction
+    doing what two of 3.11's do (BINARY_SLICE, RETURN_CONST, the superinstructions on two locals) is those two,
+    the second at the odd offset after the first's (no jump lands there). The order of a call's callable and
+    its NULL on the stack (3.13) is `_NULL_ABOVE`."""
+    if sys.version_info < (3, 12):
+        return ins
+    out: list = []
+    ended = set()  # offsets of the END_FOR (and 3.13's POP_TOP) closing each loop
+    exits = {}  # FOR_ITER's offset -> the loop's exit
+    for n, i in enumerate(ins):
+        if i.opname == "FOR_ITER" and isinstance(i.argval, int):
+            k = next((m for m in range(n + 1, len(ins)) if ins[m].offset == i.argval), None)
+            if k is not None and ins[k].opname == "END_FOR":
+                ended.add(ins[k].offset)
+                if _NULL_ABOVE and k + 1 < len(ins) and ins[k + 1].opname == "POP_TOP":
+                    k += 1
+                    ended.add(ins[k].offset)
+                if k + 1 < len(ins):
+                    exits[i.offset] = ins[k + 1].offset
+    for n, i in enumerate(ins):
+        op = i.opname
+        if i.offset in ended:
+            continue
+        if op == "FOR_ITER":
+            i = i._replace(argval=exits.get(i.offset, -1))  # (-1: no exit found; the analysis refuses it)
+        elif op == "LOAD_ATTR" and i.arg & 1:
+            i = i._replace(opname="LOAD_METHOD")
+        elif op.startswith("POP_JUMP_IF_") and isinstance(i.argval, int):
+            way = "FORWARD" if i.argval > i.offset else "BACKWARD"
+            i = i._replace(opname=f"POP_JUMP_{way}_IF_{op[len('POP_JUMP_IF_'):]}")
+        elif op == "TO_BOOL":
+            i = i._replace(opname="NOP")
+        elif op == "CALL_KW":
+            if out and out[-1].opname == "LOAD_CONST" and type(out[-1].argval) is tuple:
+                out[-1] = out[-1]._replace(opname="KW_NAMES")
+                i = i._replace(opname="CALL")
+        elif op == "BINARY_SLICE":
+            out += _split(i, ("BUILD_SLICE", 2, None), ("BINARY_SUBSCR", None, None))
+            continue
+        elif op == "RETURN_CONST":
+            out += _split(i, ("LOAD_CONST", i.arg, i.argval), ("RETURN_VALUE", None, None))
+            continue
+        elif op in _PAIRS and type(i.argval) is tuple:
+            (a, b), (x, y) = _PAIRS[op], i.argval
+            out += _split(i, (a, i.arg >> 4, x), (b, i.arg & 15, y))
+            continue
+        out.append(i)
+    return out
+
+
+def _split(i, first, second) -> list:
+    """Instruction `i` as two: (name, arg, argval) each, the second at the odd offset after the first's."""
+    return [i._replace(opname=name, opcode=dis.opmap.get(name, i.opcode), arg=arg, argval=argval, offset=i.offset + k)
+            for k, (name, arg, argval) in enumerate((first, second))]
