@@ -601,7 +601,7 @@ def stationary_key(v, rows: int) -> tuple:
     return (id(v.alloc), v.poff, v.offset, v.strides, v.shape, v.dtype.name, rows, v.alloc.memory.version)
 
 
-def stationary(cache: dict, v, rows: int) -> tuple:
+def stationary(cache: dict, nc, v, rows: int) -> tuple:
     """`v`'s bytes as [rows, -1] in their own storage, copied (widened to FP32 when its group is computed, in
     the background for owed groups, not by the kernel's thread), and the key naming them (stationary_key),
     reusing the last copy of the same bytes while they are unchanged."""
@@ -641,7 +641,7 @@ def _widen_stacked(out, tiles) -> None:
             widen_into(o, x)
 
 
-def moving(conversions: dict, v, k: int):
+def moving(conversions: dict, nc, v, k: int):
     """The moving tile as [K, N]: a Piece of its HBM source's FP32 conversion when the tile holds that
     source's bytes unchanged, else an owned copy of its bytes (widened when computed)."""
     origin = loads.origin(v)
@@ -747,7 +747,7 @@ def _cuts(n: int, step: int) -> list:
     return [n * p // parts // step * step for p in range(parts)] + [n]
 
 
-def matmul_into(pending: dict, lazy: bool, ins, a, b, am, bm, akey=None):
+def matmul_into(pending: dict, lazy: bool, ins, nc, a, b, am, bm, akey=None):
     """Add a.T @ b (a[K, M] any storage, owned, from the bytes `akey` names; b[K, N] any storage, owned or
     read-only; column masks or None) to dst.
 
