@@ -604,12 +604,20 @@ def stationary_key(v, rows: int) -> tuple:
 def stationary(cache: dict, nc, v, rows: int) -> tuple:
     """`v`'s bytes as [rows, -1] in their own storage, copied (widened to FP32 when its group is computed, in
     the background for owed groups, not by the kernel's thread), and the key naming them (stationary_key),
-    reusing the last copy of the same bytes while they are unchanged."""
+    reusing the last copy of the same bytes while they are unchanged. A tile loaded unchanged from HBM is
+    read there (fast/loads.py: origin), so a deferred load that only matmuls read is never copied whole."""
     key = stationary_key(v, rows)
     hit = cache.get(key)
     if hit is not None:
         return hit, key
-    a = np.array(v.array().reshape(rows, -1))
+    src = loads.origin(v)
+    if src is None:
+        a = np.array(v.array().reshape(rows, -1))
+    else:
+        mem, offset, strides = src
+        size = v.dtype.itemsize
+        a = np.array(np.ndarray(v.shape, v.dtype.np, mem.data, offset * size, tuple([s * size for s in strides])))
+        a = a.reshape(rows, -1)
     if len(cache) > 8:
         cache.clear()
     cache[key] = a
