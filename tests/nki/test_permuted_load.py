@@ -22,7 +22,8 @@ def permuted(a_t, b, how):
     (k+1)*128], one K tile; 'straddle': 128 columns from the middle of K tile k to the middle of the next (they
     cross from one block of the permuted source to another); 'strided': the first 64 columns of two K tiles;
     'overwritten': K tile 0 partly overwritten after the load; 'copied': 'tile', and the whole tile copied out
-    to out2 (the deferred load lands)."""
+    to out2 (the deferred load lands); 'late': 'tile', and the row block's first K tile of a_t zeroed after its
+    matmuls, before their sums are read (the products read a_t as it was; later row blocks read its copy)."""
     out = nl.ndarray((M, N), nl.float32, buffer=nl.shared_hbm)
     out2 = nl.ndarray((M // 128 * 128, KT * 128), a_t.dtype, buffer=nl.shared_hbm)
     acc = nl.ndarray((128, N), nl.float32, buffer=nl.psum)
@@ -43,6 +44,10 @@ def permuted(a_t, b, how):
             else:
                 st = at[:, k * 128:(k + 1) * 128]
             nisa.nc_matmul(acc, st, bt)
+        if how == "late":
+            zero = nl.ndarray((128, 128), a_t.dtype)
+            nisa.memset(zero, 0.0)
+            nisa.dma_copy(a_t[0:128, m * 128:(m + 1) * 128], zero)
         res = nl.ndarray((128, N), nl.float32)
         nisa.tensor_copy(res, acc)
         nisa.dma_copy(out[m * 128:(m + 1) * 128, :], res)
@@ -74,7 +79,7 @@ def _reference(a_t, b, how):
     return out
 
 
-@pytest.mark.parametrize("how", ["tile", "straddle", "strided", "overwritten", "copied"])
+@pytest.mark.parametrize("how", ["tile", "straddle", "strided", "overwritten", "copied", "late"])
 def test_a_permuted_load_read_in_place_keeps_the_bits(how, monkeypatch):
     rng = np.random.default_rng(5)
     a_t = rng.standard_normal((KT * 128, M)).astype(ml_dtypes.bfloat16)
@@ -89,9 +94,9 @@ def test_a_permuted_load_read_in_place_keeps_the_bits(how, monkeypatch):
         return got
 
     monkeypatch.setattr(loads, "origin", traced)
-    out, out2 = permuted(a_t, b, how)
+    out, out2 = permuted(a_t.copy(), b, how)
     read = [f for f in found if f is not None]
-    if how in ("tile", "copied", "strided"):  # every stationary tile read in place
+    if how in ("tile", "copied", "strided", "late"):  # every stationary tile read in place
         assert len(read) == len(found) == M // 128 * KT
     elif how == "straddle":  # the views that cross K tiles are read from SBUF
         assert 0 < len(read) < len(found)
@@ -102,7 +107,7 @@ def test_a_permuted_load_read_in_place_keeps_the_bits(how, monkeypatch):
             [a_t[:, m * 128:(m + 1) * 128].reshape(KT, 128, 128).transpose(1, 0, 2).reshape(128, -1)
              for m in range(M // 128)]).view(np.uint16))
     monkeypatch.setenv("TRNSIM_FAST", "0")
-    slow, slow2 = permuted(a_t, b, how)
+    slow, slow2 = permuted(a_t.copy(), b, how)
     np.testing.assert_array_equal(out.view(np.uint32), slow.view(np.uint32))
     if how == "copied":
         np.testing.assert_array_equal(out2.view(np.uint16), slow2.view(np.uint16))

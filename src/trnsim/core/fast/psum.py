@@ -605,7 +605,9 @@ def stationary(cache: dict, nc, v, rows: int) -> tuple:
     """`v`'s bytes as [rows, -1] in their own storage, copied (widened to FP32 when its group is computed, in
     the background for owed groups, not by the kernel's thread), and the key naming them (stationary_key),
     reusing the last copy of the same bytes while they are unchanged. A tile loaded unchanged from HBM is
-    read there (fast/loads.py: origin), so a deferred load that only matmuls read is never copied whole."""
+    read there (fast/loads.py: origin), so a deferred load that only matmuls read is never copied whole; from
+    a kernel's input still borrowed (read-only: its first write copies it, memory._HBMBuffer) it is not copied
+    at all."""
     key = stationary_key(v, rows)
     hit = cache.get(key)
     if hit is not None:
@@ -615,9 +617,9 @@ def stationary(cache: dict, nc, v, rows: int) -> tuple:
         a = np.array(v.array().reshape(rows, -1))
     else:
         mem, offset, strides = src
-        size = v.dtype.itemsize
-        a = np.array(np.ndarray(v.shape, v.dtype.np, mem.data, offset * size, tuple([s * size for s in strides])))
-        a = a.reshape(rows, -1)
+        size, data = v.dtype.itemsize, mem.data
+        a = np.ndarray(v.shape, v.dtype.np, data, offset * size, tuple([s * size for s in strides]))
+        a = (np.array(a) if data.flags.writeable else a).reshape(rows, -1)
     if len(cache) > 8:
         cache.clear()
     cache[key] = a
