@@ -27,7 +27,7 @@ def remember_source(dst, src, defer: bool = False) -> bool:
         return _remember_blocks(dst, src, defer)
     mem = src.alloc.memory
     if defer:
-        dst.store(flat.array(), defer=mem)
+        dst.store(Load(flat), defer=mem)
     a.source = (mem, mem.version, dst.dtype, flat.offset, flat.strides[0], flat.strides[1])
     a.memory.sourced[a.id] = a
     return True
@@ -36,8 +36,7 @@ def remember_source(dst, src, defer: bool = False) -> bool:
 def _remember_blocks(dst, src, defer: bool) -> bool:
     """remember_source for a `src` whose free dims collapse to two strides and no fewer (a permuted or strided
     view: the K tiles of a row block side by side): element f of a tile partition is element (f // n, f % n) of
-    those two dims, n the inner one's size. A deferred load keeps the view and copies it when first touched
-    (Load)."""
+    those two dims, n the inner one's size."""
     if src.shape[0] != dst.partitions or src.alloc.b0:
         return False
     dims = []  # the free dims (size, element stride), outer first, adjacent ones merged
@@ -52,23 +51,24 @@ def _remember_blocks(dst, src, defer: bool) -> bool:
         return False
     mem = src.alloc.memory
     if defer:
-        dst.store(Load(src.array()), defer=mem)
+        dst.store(Load(src), defer=mem)
     dst.alloc.source = (mem, mem.version, dst.dtype, src.offset, src.strides[0], (dims[0], dims[1]))
     dst.alloc.memory.sourced[dst.alloc.id] = dst.alloc
     return True
 
 
 class Load:
-    """A deferred load's values in the shape of its HBM view ([P, ...], not collapsible to [P, F] without a
-    copy), written into the tile's bytes when first touched (Allocation.settle)."""
+    """A deferred load: its HBM view ([P, ...]), read and written into the tile's bytes when the tile is first
+    touched (Allocation.settle), which is before that HBM tensor is next written (its `readers`). A tile only
+    matmuls read is never touched: its moving and stationary tiles are read from the HBM source."""
 
-    __slots__ = ("values",)
+    __slots__ = ("src",)
 
-    def __init__(self, values):
-        self.values = values
+    def __init__(self, src):
+        self.src = src
 
     def settle(self, a) -> None:
-        x = self.values
+        x = self.src.array()
         m, rows, cols = a.memory, slice(a.p0, a.p0 + a.partitions), slice(a.b0, a.b0 + a.nbytes)
         m.data[rows, cols].view(x.dtype).reshape(x.shape)[...] = x
         m.poison[rows, cols] = 0

@@ -610,8 +610,8 @@ def stationary(cache: dict, nc, v, rows: int) -> tuple:
     at all."""
     key = stationary_key(v, rows)
     hit = cache.get(key)
-    if hit is not None:
-        return hit, key
+    if hit is not None:  # the key kept with it: the groups sharing this tile compare their keys by identity
+        return hit
     src = loads.origin(v)
     if src is None:
         a = np.array(v.array().reshape(rows, -1))
@@ -622,8 +622,8 @@ def stationary(cache: dict, nc, v, rows: int) -> tuple:
         a = (np.array(a) if data.flags.writeable else a).reshape(rows, -1)
     if len(cache) > 8:
         cache.clear()
-    cache[key] = a
-    return a, key
+    hit = cache[key] = a, key
+    return hit
 
 
 def _wide(x) -> np.ndarray:
