@@ -21,6 +21,8 @@ running them all as Python.
 """
 from __future__ import annotations
 
+import functools
+
 from trnsim.compiled import ENV, enabled  # noqa: F401  read once per launch (compiled modules: at import)
 from trnsim.core.builder import Builder
 from trnsim.core.fast import loads, psum, stamp, views
@@ -40,6 +42,10 @@ class Speed(Builder):
         self.stationaries: dict = {}  # copies of stationary tiles by the bytes they came from
         self.conversions: dict = {}  # FP32 conversions of whole HBM tensors that matmuls read
         self.stamped = 0  # loop iterations recorded without running their Python (fast/stamp.py)
+        # the hooks every matmul calls, bound to their state: no Python frame of this class's per matmul
+        self.stationary = functools.partial(psum.stationary, self.stationaries)
+        self.moving = functools.partial(psum.moving, self.conversions)
+        self.matmul_into = functools.partial(psum.matmul_into, self.pending, launch)
 
     def another(self):
         return Speed(self.lazy)
@@ -49,15 +55,6 @@ class Speed(Builder):
 
     def tensor(self, v):
         return views.keep_parts(v)
-
-    def stationary(self, nc, v, rows: int):
-        return psum.stationary(self.stationaries, v, rows)
-
-    def moving(self, nc, v, rows: int):
-        return psum.moving(self.conversions, v, rows)
-
-    def matmul_into(self, ins, nc, a, b, am, bm, akey=None) -> None:
-        psum.matmul_into(self.pending, self.lazy, ins, a, b, am, bm, akey)
 
     def flush(self, nc) -> None:
         if self.pending:

@@ -601,19 +601,29 @@ def stationary_key(v, rows: int) -> tuple:
     return (id(v.alloc), v.poff, v.offset, v.strides, v.shape, v.dtype.name, rows, v.alloc.memory.version)
 
 
-def stationary(cache: dict, v, rows: int) -> tuple:
+def stationary(cache: dict, nc, v, rows: int) -> tuple:
     """`v`'s bytes as [rows, -1] in their own storage, copied (widened to FP32 when its group is computed, in
     the background for owed groups, not by the kernel's thread), and the key naming them (stationary_key),
-    reusing the last copy of the same bytes while they are unchanged."""
+    reusing the last copy of the same bytes while they are unchanged. A tile loaded unchanged from HBM is
+    read there (fast/loads.py: origin), so a deferred load that only matmuls read is never copied whole; from
+    a kernel's input still borrowed (read-only: its first write copies it, memory._HBMBuffer) it is not copied
+    at all."""
     key = stationary_key(v, rows)
     hit = cache.get(key)
-    if hit is not None:
-        return hit, key
-    a = np.array(v.array().reshape(rows, -1))
+    if hit is not None:  # the key kept with it: the groups sharing this tile compare their keys by identity
+        return hit
+    src = loads.origin(v)
+    if src is None:
+        a = np.array(v.array().reshape(rows, -1))
+    else:
+        mem, offset, strides = src
+        size, data = v.dtype.itemsize, mem.data
+        a = np.ndarray(v.shape, v.dtype.np, data, offset * size, tuple([s * size for s in strides]))
+        a = (np.array(a) if data.flags.writeable else a).reshape(rows, -1)
     if len(cache) > 8:
         cache.clear()
-    cache[key] = a
-    return a, key
+    hit = cache[key] = a, key
+    return hit
 
 
 def _wide(x) -> np.ndarray:
@@ -641,7 +651,7 @@ def _widen_stacked(out, tiles) -> None:
             widen_into(o, x)
 
 
-def moving(conversions: dict, v, k: int):
+def moving(conversions: dict, nc, v, k: int):
     """The moving tile as [K, N]: a Piece of its HBM source's FP32 conversion when the tile holds that
     source's bytes unchanged, else an owned copy of its bytes (widened when computed)."""
     origin = loads.origin(v)
@@ -747,7 +757,7 @@ def _cuts(n: int, step: int) -> list:
     return [n * p // parts // step * step for p in range(parts)] + [n]
 
 
-def matmul_into(pending: dict, lazy: bool, ins, a, b, am, bm, akey=None):
+def matmul_into(pending: dict, lazy: bool, ins, nc, a, b, am, bm, akey=None):
     """Add a.T @ b (a[K, M] any storage, owned, from the bytes `akey` names; b[K, N] any storage, owned or
     read-only; column masks or None) to dst.
 
