@@ -26,7 +26,7 @@ cdef class Access:
 @cython.final
 cdef class Scheduler:
     cdef public object spec, t, rules, tl
-    cdef public dict queue_of, maps, cells, high, psum_tiles, tile_last, alone, transfers, regions, plans, like
+    cdef public dict queue_of, maps, cells, high, psum_tiles, tile_last, alone, transfers, regions, plans, like, near
     cdef public list free, last, dma_names, dma_busy, queue_end, queue_last, busy, fed
     cdef public list known, events, dma_lead, piece_engine, piece_start, piece_end, piece_run
     cdef public tuple pe
@@ -77,7 +77,7 @@ cdef class Scheduler:
     @cython.locals(ramp=double)
     cpdef double _throttle(self, double start, double idle_since, double warm_since)
 
-    @cython.locals(like=tuple, seen=tuple, plan=tuple, got=tuple)
+    @cython.locals(like=tuple, seen=tuple, plan=tuple, got=tuple, near=tuple, lows=list, attrs=dict)
     cpdef tuple _fresh(self, Record rec, bint numbered)
 
     @cython.locals(go=double, turn=double, end=double, start=double, pieces=list, busy=list, s=double, f=double,
@@ -105,6 +105,17 @@ cpdef tuple _in_order(Waits waits, list events)
 
 @cython.locals(key=list, lows=list)
 cpdef tuple _like(Record rec)
+
+
+cpdef tuple _nearby(Record rec, tuple seen)
+
+
+@cython.locals(a=Record, names=tuple, placed=tuple, pb=dict, lows=list, k=Py_ssize_t, p=tuple, q=tuple, place=tuple,
+               was=tuple, span=tuple, other=tuple)
+cpdef list _alike(tuple near, Record b)
+
+
+cdef bint _same(x, y) except -1
 
 
 @cython.locals(entries=list, plan=tuple, k=Py_ssize_t, shift=Py_ssize_t, a=Access)

@@ -148,6 +148,10 @@ class Scheduler:
         self.alone: dict[tuple, float] = {}  # (signature, engine) -> ns, for placing by workload (_ends)
         self.transfers: dict[tuple, tuple] = {}  # _transfer_key -> a transfer's cost and durations (_cost)
         self.like: dict[tuple, tuple] = {}  # _like's key -> a transfer's plan (_fresh) and its operands' byte lows
+        # id(attrs) -> (attrs, a record holding them, its `like` entry, its operands' names and placements): a
+        # loop's stamped records share their template's attributes, so a new signature is first compared with that
+        # record alone (_fresh, _alike)
+        self.near: dict[int, tuple] = {}
 
     def _cells(self, r) -> tuple:
         """(maps to look up, maps to record in, maps a write clears, the lookup while the memory has seen no
@@ -379,15 +383,26 @@ class Scheduler:
         addresses (_like)."""
         like = None
         if numbered:
+            attrs = rec.attrs
+            near = self.near.get(id(attrs))
+            if near is not None and near[0] is attrs:  # held there, so its id is its own
+                lows = _alike(near, rec)
+                if lows is not None:
+                    seen = near[2]
+                    return _moved(seen[0], seen[1], lows, seen[2])
             like = _like(rec)
             seen = self.like.get(like[0])
             if seen is not None:
+                if near is None:
+                    self.near[id(attrs)] = _nearby(rec, seen)
                 return _moved(seen[0], seen[1], like[1], seen[2])
         plan = self._plan(rec)
         cost, memo = self._cost(rec)
         got = (plan, _psum_positions(plan), cost, _apart(plan), memo, -1 if rec.engine is _DMA else _TRACK[rec.engine])
         if like is not None:
-            self.like[like[0]] = (got, like[1], [p[1].itemsize for p in rec.placed.values()])
+            seen = self.like[like[0]] = (got, like[1], [p[1].itemsize for p in rec.placed.values()])
+            if id(rec.attrs) not in self.near:
+                self.near[id(rec.attrs)] = _nearby(rec, seen)
         return got
 
     def _cost(self, rec) -> tuple:
@@ -883,6 +898,62 @@ def _like(rec) -> tuple:
     for n, x in rec.attrs.items():
         key.append((n, type(x), x))
     return tuple(key), lows
+
+
+def _nearby(rec, seen) -> tuple:
+    """Scheduler.near's entry for record `rec`, whose `like` entry is `seen`."""
+    return rec.attrs, rec, seen, tuple(rec.placed), tuple(rec.placed.values())
+
+
+def _alike(near, b):
+    """The operands' base bytes and lowest elements (_like's) of record `b` if its _like key is that of the record
+    in `near` (_nearby's), which holds the same attributes, else None. Compared field by field, with no key made
+    or hashed (an operand whose placement is that record's own object compares equal at once: a loop's stamped
+    records keep the placements that do not move)."""
+    a, names, placed = near[1], near[3], near[4]
+    if (a.op is not b.op or a.engine is not b.engine or a.accumulated != b.accumulated
+            or not (a.writes is b.writes or a.writes == b.writes)):
+        return None
+    pb = b.placed
+    if len(pb) != len(names):
+        return None
+    lows, k = [], 0
+    for n, q in pb.items():
+        if not _same(names[k], n):  # the names in one order: _like's key lists them so
+            return None
+        p = placed[k]
+        k += 1
+        place = q[0]
+        if p is not q:
+            if q[7] or p[7]:  # a gather/scatter's: its whole placement
+                if not (p[7] and q[7] and p == q):
+                    return None
+            else:
+                was, span, other = p[0], q[8], p[8]
+                if not (_same(was[0], place[0]) and _same(was[1], place[1]) and _same(was[2], place[2])
+                        and _same(was[4], place[4]) and _same(p[1], q[1]) and _same(p[2], q[2])
+                        and _same(p[3], q[3]) and _same(p[5], q[5]) and _same(p[6], q[6])):
+                    return None
+                if span is None or other is None:
+                    if span is not other:
+                        return None
+                elif not (_same(other[1] - other[0], span[1] - span[0]) and _same(other[2], span[2])):
+                    return None
+        if q[7]:
+            lows.append(None)
+            lows.append(None)
+        elif q[8] is None:
+            lows.append(place[3])
+            lows.append(q[4])
+        else:
+            lows.append(place[3])
+            lows.append(q[8][0])
+    return lows
+
+
+def _same(x, y) -> bool:
+    """x == y as a dict lookup compares keys (identity first)."""
+    return x is y or x == y
 
 
 def _moved(got, was, lows, sizes) -> tuple:
