@@ -27,7 +27,7 @@ cdef class Access:
 cdef class Scheduler:
     cdef public object spec, t, rules, tl
     cdef public dict queue_of, maps, cells, high, psum_tiles, tile_last, alone, transfers, regions, plans, like, near
-    cdef public list free, last, dma_names, dma_busy, queue_end, queue_last, busy, fed
+    cdef public list free, last, dma_names, dma_busy, queue_end, queue_last, busy, fed, tiles
     cdef public list known, events, dma_lead, piece_engine, piece_start, piece_end, piece_run
     cdef public tuple pe
     cdef public Waits waits, rest
@@ -110,7 +110,7 @@ cpdef tuple _like(Record rec)
 cpdef tuple _nearby(Record rec, tuple seen)
 
 
-@cython.locals(a=Record, names=tuple, placed=tuple, pb=dict, lows=list, k=Py_ssize_t, p=tuple, q=tuple, place=tuple,
+@cython.locals(a=Record, names=tuple, placed=tuple, head=tuple, pb=dict, lows=list, k=Py_ssize_t, p=tuple, q=tuple, place=tuple,
                was=tuple, span=tuple, other=tuple)
 cpdef list _alike(tuple near, Record b)
 

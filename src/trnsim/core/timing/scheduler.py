@@ -108,6 +108,9 @@ class Scheduler:
         self.fed: list[int] = []
         self.pending = Pending()
         self.rest = Waits()
+        # Per operand of the instruction being placed, the tile it belongs to (Region.tile): its first items, the
+        # list's length kept from step to step (its items rewritten, the list not made anew)
+        self.tiles: list[int] = []
         self.dma_names = [f"DMA q{q}" for q in range(spec.dma_engines)]  # a DMA queue's Event.track
         # Per DMA engine, its busy stretches (sorted, disjoint): starts, ends and the transfer of each. The engines
         # every transfer so far gave equal pieces (or none) hold equal stretches and queue ends: such a class of
@@ -148,9 +151,9 @@ class Scheduler:
         self.alone: dict[tuple, float] = {}  # (signature, engine) -> ns, for placing by workload (_ends)
         self.transfers: dict[tuple, tuple] = {}  # _transfer_key -> a transfer's cost and durations (_cost)
         self.like: dict[tuple, tuple] = {}  # _like's key -> a transfer's plan (_fresh) and its operands' byte lows
-        # id(attrs) -> (attrs, a record holding them, its `like` entry, its operands' names and placements): a
-        # loop's stamped records share their template's attributes, so a new signature is first compared with that
-        # record alone (_fresh, _alike)
+        # id(attrs) -> (attrs, a record holding them, its `like` entry, its operands' names and placements, its op and
+        # engine): a loop's stamped records share their template's attributes, so a new signature is first compared
+        # with that record alone (_fresh, _alike)
         self.near: dict[int, tuple] = {}
 
     def _cells(self, r) -> tuple:
@@ -286,9 +289,13 @@ class Scheduler:
             got, fresh = self._entry(rec, attrs)
             after, ordered = attrs.get(AFTER), attrs.get(ORDERED, False)
         plan, psum, w, solo, memo, eng = got
-        placed, tiles = rec.placed, []  # the tile each operand belongs to (Region.tile): a loop, as a
-        for p in placed.values():  # comprehension is a function call in the Python build
-            tiles.append(p[0][5])
+        placed, tiles, k = rec.placed, self.tiles, 0  # the tile each operand belongs to (Region.tile)
+        for p in placed.values():
+            if k < len(tiles):
+                tiles[k] = p[0][5]
+            else:
+                tiles.append(p[0][5])
+            k += 1
         q = -1
         if eng < 0:  # a transfer: its statement's queue
             q = self.queue_of.setdefault(_queue_site(rec), len(self.queue_of) % self.spec.dma_engines)
@@ -902,7 +909,7 @@ def _like(rec) -> tuple:
 
 def _nearby(rec, seen) -> tuple:
     """Scheduler.near's entry for record `rec`, whose `like` entry is `seen`."""
-    return rec.attrs, rec, seen, tuple(rec.placed), tuple(rec.placed.values())
+    return rec.attrs, rec, seen, tuple(rec.placed), tuple(rec.placed.values()), (rec.op, rec.engine)
 
 
 def _alike(near, b):
@@ -910,8 +917,9 @@ def _alike(near, b):
     in `near` (_nearby's), which holds the same attributes, else None. Compared field by field, with no key made
     or hashed (an operand whose placement is that record's own object compares equal at once: a loop's stamped
     records keep the placements that do not move)."""
-    a, names, placed = near[1], near[3], near[4]
-    if (a.op is not b.op or a.engine is not b.engine or a.accumulated != b.accumulated
+    a, names, placed, head = near[1], near[3], near[4], near[5]
+    op, engine = b.op, b.engine  # the same members, as _like's key has their values
+    if (head[0] is not op or head[1] is not engine or a.accumulated != b.accumulated
             or not (a.writes is b.writes or a.writes == b.writes)):
         return None
     pb = b.placed
