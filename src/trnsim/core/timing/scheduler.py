@@ -681,15 +681,21 @@ class Scheduler:
         tl = self.tl  # filled by numpy, from one array of engines per signature and the pieces' runs
         tl.piece_engine, tl.piece_start, tl.piece_end = array("i"), array("d"), array("d")
         if self.piece_run:
-            of: dict = {}  # a signature's list of engines (alive meanwhile, so its id is its own) -> their array
-            engines = []
+            of: dict = {}  # a signature's list of engines (alive meanwhile, so its id is its own) -> its number
+            lists, codes = [], []
             for m in self.piece_engine:
-                a = of.get(id(m))
-                if a is None:
-                    a = of[id(m)] = np.array(m, np.int32)
-                engines.append(a)
+                c = of.get(id(m))
+                if c is None:
+                    c = of[id(m)] = len(lists)
+                    lists.append(m)
+                codes.append(c)
+            if len({len(m) for m in lists}) == 1:  # one table row per list, taken in order (no concatenation of
+                engines = np.array(lists, np.int32)[np.array(codes, np.intp)].ravel()  # thousands of arrays)
+            else:
+                rows = [np.array(m, np.int32) for m in lists]
+                engines = np.concatenate([rows[c] for c in codes])
             runs = np.array(self.piece_run, np.intp)
-            tl.piece_engine.frombytes(memoryview(np.concatenate(engines)).cast("B"))
+            tl.piece_engine.frombytes(memoryview(np.ascontiguousarray(engines)).cast("B"))
             tl.piece_start.frombytes(memoryview(np.repeat(np.array(self.piece_start, np.float64), runs)).cast("B"))
             tl.piece_end.frombytes(memoryview(np.repeat(np.array(self.piece_end, np.float64), runs)).cast("B"))
         marks: dict[str, list[int]] = {}
