@@ -267,3 +267,22 @@ def test_a_seen_signature_keeps_the_edges_marks_and_names_added_after_issue():
     for r in recs:
         r._regions = r.sig = None
     assert events(recs)[0] == on
+
+
+@pytest.mark.parametrize("narrow", [False, True])
+def test_the_timelines_flat_pieces_are_the_events_pieces(narrow):
+    """Timeline.piece_engine/start/end hold every transfer's pieces in event order, whether all transfers move
+    over as many engines (one table of engine lists, indexed) or not (lists of other lengths, concatenated)."""
+    nc = NeuronCore("trn2", values=False, builder=fast.Speed())
+    t, src = nc.tensor((128, 2048), "float32"), nc.hbm_tensor((128, 2048), "float32")
+    for i in range(6):
+        rows = slice(0, 64) if i % 2 else slice(64, 128)  # other engines, as many
+        nc.issue(Op.DMA_COPY, dst=t[rows, i * 256:(i + 1) * 256], src=src[rows, i * 256:(i + 1) * 256])
+        if narrow:
+            nc.issue(Op.DMA_COPY, dst=t[0:1 + i, 0:8], src=src[0:1 + i, 0:8])
+    tl = simulate(nc.stream, "trn2")
+    pieces = [p for e in tl.events for p in e.pieces]
+    assert len({len(e.pieces) for e in tl.events}) == (2 if narrow else 1)
+    assert len({tuple(p[0] for p in e.pieces) for e in tl.events}) == 2 + narrow
+    assert list(tl.piece_engine) == [p[0] for p in pieces]
+    assert list(tl.piece_start) == [p[1] for p in pieces] and list(tl.piece_end) == [p[2] for p in pieces]
