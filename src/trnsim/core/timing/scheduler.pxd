@@ -51,7 +51,7 @@ cdef class Scheduler:
                   double end)
 
     @cython.locals(q=Py_ssize_t, eng=Py_ssize_t, waits=Waits, ends=Ends, end_of=reals, track_of=ints, rest=Waits,
-                   ready=double, sem=double, end=double, tiles=list, psum=tuple, memo=list,
+                   ready=double, sem=double, end=double, tiles=list, have=Py_ssize_t, psum=tuple, memo=list,
                    last=dict, k=Py_ssize_t, ev=Event, was=list, index=object, placed=dict, attrs=dict, idx=Py_ssize_t,
                    track=Py_ssize_t, latest=Py_ssize_t, p=tuple, known=list, at=Py_ssize_t, seen=tuple, fresh=bint,
                    ordered=bint)
@@ -113,9 +113,6 @@ cpdef tuple _nearby(Record rec, tuple seen)
 @cython.locals(a=Record, names=tuple, placed=tuple, head=tuple, pb=dict, lows=list, k=Py_ssize_t, p=tuple, q=tuple, place=tuple,
                was=tuple, span=tuple, other=tuple)
 cpdef list _alike(tuple near, Record b)
-
-
-cdef bint _same(x, y) except -1
 
 
 @cython.locals(entries=list, plan=tuple, k=Py_ssize_t, shift=Py_ssize_t, a=Access)

@@ -290,8 +290,9 @@ class Scheduler:
             after, ordered = attrs.get(AFTER), attrs.get(ORDERED, False)
         plan, psum, w, solo, memo, eng = got
         placed, tiles, k = rec.placed, self.tiles, 0  # the tile each operand belongs to (Region.tile)
+        have = len(tiles)
         for p in placed.values():
-            if k < len(tiles):
+            if k < have:
                 tiles[k] = p[0][5]
             else:
                 tiles.append(p[0][5])
@@ -933,7 +934,7 @@ def _alike(near, b):
         return None
     lows, k = [], 0
     for n, q in pb.items():
-        if not _same(names[k], n):  # the names in one order: _like's key lists them so
+        if names[k] != n:  # the names in one order: _like's key lists them so
             return None
         p = placed[k]
         k += 1
@@ -943,15 +944,16 @@ def _alike(near, b):
                 if not (p[7] and q[7] and p == q):
                     return None
             else:
+                # (compared as a dict compares keys, identity first, written out: the Python build pays for calls)
                 was, span, other = p[0], q[8], p[8]
-                if not (_same(was[0], place[0]) and _same(was[1], place[1]) and _same(was[2], place[2])
-                        and _same(was[4], place[4]) and _same(p[1], q[1]) and _same(p[2], q[2])
-                        and _same(p[3], q[3]) and _same(p[5], q[5]) and _same(p[6], q[6])):
+                if not ((p[1] is q[1] or p[1] == q[1]) and (p[2] is q[2] or p[2] == q[2])
+                        and (p[3] is q[3] or p[3] == q[3]) and p[5] == q[5] and p[6] == q[6] and was[0] == place[0]
+                        and was[1] == place[1] and was[2] == place[2] and was[4] == place[4]):
                     return None
                 if span is None or other is None:
                     if span is not other:
                         return None
-                elif not (_same(other[1] - other[0], span[1] - span[0]) and _same(other[2], span[2])):
+                elif not (other[1] - other[0] == span[1] - span[0] and other[2] == span[2]):
                     return None
         if q[7]:
             lows.append(None)
@@ -963,11 +965,6 @@ def _alike(near, b):
             lows.append(place[3])
             lows.append(q[8][0])
     return lows
-
-
-def _same(x, y) -> bool:
-    """x == y as a dict lookup compares keys (identity first)."""
-    return x is y or x == y
 
 
 def _moved(got, was, lows, sizes) -> tuple:
