@@ -8,7 +8,7 @@ from trnsim.core import NeuronCore, Op, fast
 from trnsim.core.fast.views import keyed
 from trnsim.core.isa.registry import REGISTRY, add_after, give_name
 from trnsim.core.timing import Scheduler, simulate
-from trnsim.core.timing.scheduler import COMPUTE, _apart, _psum_positions, keep_order
+from trnsim.core.timing.scheduler import COMPUTE, _alike, _apart, _like, _nearby, _psum_positions, keep_order
 from trnsim.specs.timing import timing
 
 
@@ -169,6 +169,64 @@ def test_instructions_alike_but_for_addresses_share_plan_cost_and_durations():
     assert events(recs) == on
 
 
+def _alike_stream():
+    """Instructions of one op and attributes, alike but for their addresses or not (other partitions, strides,
+    dtype, shape, engine, a matmul that accumulates), each kind several times."""
+    nc = NeuronCore("trn2", values=False, builder=fast.Speed())
+    a, b = nc.tensor((128, 1024), "bfloat16"), nc.tensor((128, 1024), "bfloat16")
+    wide, acc = nc.tensor((128, 1024), "float32"), nc.tensor((128, 2048), "float32", space="psum")
+    for i in range(4):
+        cols = slice(i * 128, (i + 1) * 128)
+        nc.issue(Op.TENSOR_TENSOR, dst=b[:, cols], data1=a[:, cols], data2=a[:, cols], op="add")
+        nc.issue(Op.TENSOR_TENSOR, dst=b[64:128, cols], data1=a[64:128, cols], data2=a[64:128, cols], op="add")
+        nc.issue(Op.TENSOR_TENSOR, dst=b[0:64, cols], data1=a[0:64, cols], data2=a[0:64, cols], op="add")
+        nc.issue(Op.TENSOR_TENSOR, dst=b[:, i * 64:(i + 1) * 64], data1=a[:, i * 128:(i + 1) * 128:2],
+                 data2=a[:, cols][:, 0:64], op="add")  # strided
+        nc.issue(Op.TENSOR_TENSOR, dst=wide[:, cols], data1=a[:, cols], data2=a[:, cols], op="add")  # fp32 out
+        nc.issue(Op.TENSOR_TENSOR, dst=b[:, 0:64], data1=a[:, cols][:, 0:64], data2=a[:, 0:64], op="add")  # shape
+        nc.issue(Op.TENSOR_TENSOR, dst=b[:, cols], data1=a[:, cols], data2=a[:, cols], op="add", engine="gpsimd")
+        nc.issue(Op.NC_MATMUL, dst=acc[:, cols], stationary=a[:, cols], moving=b[:, cols])
+        nc.issue(Op.NC_MATMUL, dst=acc[:, cols], stationary=a[:, cols], moving=b[:, 512 + i * 128:640 + i * 128])
+    recs = nc.stream
+    assert len({r.accumulated for r in recs if r.op is Op.NC_MATMUL}) == 2
+    return recs
+
+
+def test_records_sharing_attributes_are_alike_only_as_their_keys_say():
+    """_alike, which compares a new signature's record with one holding the same attributes field by field, says
+    two records are alike exactly where their _like keys are equal, and gives _like's byte lows."""
+    recs = _alike_stream()
+    assert len({_like(r)[0] for r in recs}) > 6
+    pairs = 0
+    for a in recs:
+        near = _nearby(a, None)
+        for b in recs:
+            got = _alike(near, b)
+            if a.op is b.op:
+                key, lows = _like(b)
+                assert (got is not None) == (_like(a)[0] == key), (a, b)
+                assert got is None or got == lows, (a, b)
+                pairs += got is not None and a is not b
+    assert pairs > 0
+
+
+def test_a_record_sharing_its_attributes_with_an_earlier_one_takes_its_own_plan():
+    """Records that share one attribute dict (as a loop's stamped records share their template's), alike but for
+    their addresses or not: every signature's plan, cost and durations equal those computed afresh, and the events
+    those of the stream with nothing shared."""
+    recs = _alike_stream()
+    shared: dict = {}
+    for r in recs:  # one dict for the records of equal attributes
+        r.attrs = shared.setdefault((r.op, tuple(r.attrs.items())), r.attrs)
+    assert len({id(r.attrs) for r in recs}) < len(recs) // 4
+    sigs, planned = _shared_work_is_fresh_work(recs, "trn2")
+    assert sigs == len(recs) and planned == len({_like(r)[0] for r in recs}) < sigs - 8
+    on = events(recs)
+    for r in recs:
+        r._regions = r.sig = None
+    assert events(recs) == on
+
+
 @pytest.mark.parametrize("target", ["trn1", "trn2"])
 def test_shared_plans_and_costs_equal_fresh_ones_across_the_example_kernels(ladder, target):
     """The matmul ladder's steps and the fused Mamba kernels: every signature's shared plan, cost and durations
@@ -209,3 +267,22 @@ def test_a_seen_signature_keeps_the_edges_marks_and_names_added_after_issue():
     for r in recs:
         r._regions = r.sig = None
     assert events(recs)[0] == on
+
+
+@pytest.mark.parametrize("narrow", [False, True])
+def test_the_timelines_flat_pieces_are_the_events_pieces(narrow):
+    """Timeline.piece_engine/start/end hold every transfer's pieces in event order, whether all transfers move
+    over as many engines (one table of engine lists, indexed) or not (lists of other lengths, concatenated)."""
+    nc = NeuronCore("trn2", values=False, builder=fast.Speed())
+    t, src = nc.tensor((128, 2048), "float32"), nc.hbm_tensor((128, 2048), "float32")
+    for i in range(6):
+        rows = slice(0, 64) if i % 2 else slice(64, 128)  # other engines, as many
+        nc.issue(Op.DMA_COPY, dst=t[rows, i * 256:(i + 1) * 256], src=src[rows, i * 256:(i + 1) * 256])
+        if narrow:
+            nc.issue(Op.DMA_COPY, dst=t[0:1 + i, 0:8], src=src[0:1 + i, 0:8])
+    tl = simulate(nc.stream, "trn2")
+    pieces = [p for e in tl.events for p in e.pieces]
+    assert len({len(e.pieces) for e in tl.events}) == (2 if narrow else 1)
+    assert len({tuple(p[0] for p in e.pieces) for e in tl.events}) == 2 + narrow
+    assert list(tl.piece_engine) == [p[0] for p in pieces]
+    assert list(tl.piece_start) == [p[1] for p in pieces] and list(tl.piece_end) == [p[2] for p in pieces]

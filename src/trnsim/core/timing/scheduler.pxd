@@ -26,8 +26,8 @@ cdef class Access:
 @cython.final
 cdef class Scheduler:
     cdef public object spec, t, rules, tl
-    cdef public dict queue_of, maps, cells, high, psum_tiles, tile_last, alone, transfers, regions, plans, like
-    cdef public list free, last, dma_names, dma_busy, queue_end, queue_last, busy, fed
+    cdef public dict queue_of, maps, cells, high, psum_tiles, tile_last, alone, transfers, regions, plans, like, near
+    cdef public list free, last, dma_names, dma_busy, queue_end, queue_last, busy, fed, tiles
     cdef public list known, events, dma_lead, piece_engine, piece_start, piece_end, piece_run
     cdef public tuple pe
     cdef public Waits waits, rest
@@ -51,7 +51,7 @@ cdef class Scheduler:
                   double end)
 
     @cython.locals(q=Py_ssize_t, eng=Py_ssize_t, waits=Waits, ends=Ends, end_of=reals, track_of=ints, rest=Waits,
-                   ready=double, sem=double, end=double, tiles=list, psum=tuple, memo=list,
+                   ready=double, sem=double, end=double, tiles=list, have=Py_ssize_t, psum=tuple, memo=list,
                    last=dict, k=Py_ssize_t, ev=Event, was=list, index=object, placed=dict, attrs=dict, idx=Py_ssize_t,
                    track=Py_ssize_t, latest=Py_ssize_t, p=tuple, known=list, at=Py_ssize_t, seen=tuple, fresh=bint,
                    ordered=bint)
@@ -77,7 +77,7 @@ cdef class Scheduler:
     @cython.locals(ramp=double)
     cpdef double _throttle(self, double start, double idle_since, double warm_since)
 
-    @cython.locals(like=tuple, seen=tuple, plan=tuple, got=tuple)
+    @cython.locals(like=tuple, seen=tuple, plan=tuple, got=tuple, near=tuple, lows=list, attrs=dict)
     cpdef tuple _fresh(self, Record rec, bint numbered)
 
     @cython.locals(go=double, turn=double, end=double, start=double, pieces=list, busy=list, s=double, f=double,
@@ -105,6 +105,14 @@ cpdef tuple _in_order(Waits waits, list events)
 
 @cython.locals(key=list, lows=list)
 cpdef tuple _like(Record rec)
+
+
+cpdef tuple _nearby(Record rec, tuple seen)
+
+
+@cython.locals(a=Record, names=tuple, placed=tuple, head=tuple, pb=dict, lows=list, k=Py_ssize_t, p=tuple, q=tuple, place=tuple,
+               was=tuple, span=tuple, other=tuple)
+cpdef list _alike(tuple near, Record b)
 
 
 @cython.locals(entries=list, plan=tuple, k=Py_ssize_t, shift=Py_ssize_t, a=Access)

@@ -108,6 +108,9 @@ class Scheduler:
         self.fed: list[int] = []
         self.pending = Pending()
         self.rest = Waits()
+        # Per operand of the instruction being placed, the tile it belongs to (Region.tile): its first items, the
+        # list's length kept from step to step (its items rewritten, the list not made anew)
+        self.tiles: list[int] = []
         self.dma_names = [f"DMA q{q}" for q in range(spec.dma_engines)]  # a DMA queue's Event.track
         # Per DMA engine, its busy stretches (sorted, disjoint): starts, ends and the transfer of each. The engines
         # every transfer so far gave equal pieces (or none) hold equal stretches and queue ends: such a class of
@@ -148,6 +151,10 @@ class Scheduler:
         self.alone: dict[tuple, float] = {}  # (signature, engine) -> ns, for placing by workload (_ends)
         self.transfers: dict[tuple, tuple] = {}  # _transfer_key -> a transfer's cost and durations (_cost)
         self.like: dict[tuple, tuple] = {}  # _like's key -> a transfer's plan (_fresh) and its operands' byte lows
+        # id(attrs) -> (attrs, a record holding them, its `like` entry, its operands' names and placements, its op and
+        # engine): a loop's stamped records share their template's attributes, so a new signature is first compared
+        # with that record alone (_fresh, _alike)
+        self.near: dict[int, tuple] = {}
 
     def _cells(self, r) -> tuple:
         """(maps to look up, maps to record in, maps a write clears, the lookup while the memory has seen no
@@ -282,9 +289,14 @@ class Scheduler:
             got, fresh = self._entry(rec, attrs)
             after, ordered = attrs.get(AFTER), attrs.get(ORDERED, False)
         plan, psum, w, solo, memo, eng = got
-        placed, tiles = rec.placed, []  # the tile each operand belongs to (Region.tile): a loop, as a
-        for p in placed.values():  # comprehension is a function call in the Python build
-            tiles.append(p[0][5])
+        placed, tiles, k = rec.placed, self.tiles, 0  # the tile each operand belongs to (Region.tile)
+        have = len(tiles)
+        for p in placed.values():
+            if k < have:
+                tiles[k] = p[0][5]
+            else:
+                tiles.append(p[0][5])
+            k += 1
         q = -1
         if eng < 0:  # a transfer: its statement's queue
             q = self.queue_of.setdefault(_queue_site(rec), len(self.queue_of) % self.spec.dma_engines)
@@ -379,15 +391,26 @@ class Scheduler:
         addresses (_like)."""
         like = None
         if numbered:
+            attrs = rec.attrs
+            near = self.near.get(id(attrs))
+            if near is not None and near[0] is attrs:  # held there, so its id is its own
+                lows = _alike(near, rec)
+                if lows is not None:
+                    seen = near[2]
+                    return _moved(seen[0], seen[1], lows, seen[2])
             like = _like(rec)
             seen = self.like.get(like[0])
             if seen is not None:
+                if near is None:
+                    self.near[id(attrs)] = _nearby(rec, seen)
                 return _moved(seen[0], seen[1], like[1], seen[2])
         plan = self._plan(rec)
         cost, memo = self._cost(rec)
         got = (plan, _psum_positions(plan), cost, _apart(plan), memo, -1 if rec.engine is _DMA else _TRACK[rec.engine])
         if like is not None:
-            self.like[like[0]] = (got, like[1], [p[1].itemsize for p in rec.placed.values()])
+            seen = self.like[like[0]] = (got, like[1], [p[1].itemsize for p in rec.placed.values()])
+            if id(rec.attrs) not in self.near:
+                self.near[id(rec.attrs)] = _nearby(rec, seen)
         return got
 
     def _cost(self, rec) -> tuple:
@@ -659,15 +682,21 @@ class Scheduler:
         tl = self.tl  # filled by numpy, from one array of engines per signature and the pieces' runs
         tl.piece_engine, tl.piece_start, tl.piece_end = array("i"), array("d"), array("d")
         if self.piece_run:
-            of: dict = {}  # a signature's list of engines (alive meanwhile, so its id is its own) -> their array
-            engines = []
+            of: dict = {}  # a signature's list of engines (alive meanwhile, so its id is its own) -> its number
+            lists, codes = [], []
             for m in self.piece_engine:
-                a = of.get(id(m))
-                if a is None:
-                    a = of[id(m)] = np.array(m, np.int32)
-                engines.append(a)
+                c = of.get(id(m))
+                if c is None:
+                    c = of[id(m)] = len(lists)
+                    lists.append(m)
+                codes.append(c)
+            if len({len(m) for m in lists}) == 1:  # one table row per list, taken in order (no concatenation of
+                engines = np.array(lists, np.int32)[np.array(codes, np.intp)].ravel()  # thousands of arrays)
+            else:
+                rows = [np.array(m, np.int32) for m in lists]
+                engines = np.concatenate([rows[c] for c in codes])
             runs = np.array(self.piece_run, np.intp)
-            tl.piece_engine.frombytes(memoryview(np.concatenate(engines)).cast("B"))
+            tl.piece_engine.frombytes(memoryview(np.ascontiguousarray(engines)).cast("B"))
             tl.piece_start.frombytes(memoryview(np.repeat(np.array(self.piece_start, np.float64), runs)).cast("B"))
             tl.piece_end.frombytes(memoryview(np.repeat(np.array(self.piece_end, np.float64), runs)).cast("B"))
         marks: dict[str, list[int]] = {}
@@ -883,6 +912,59 @@ def _like(rec) -> tuple:
     for n, x in rec.attrs.items():
         key.append((n, type(x), x))
     return tuple(key), lows
+
+
+def _nearby(rec, seen) -> tuple:
+    """Scheduler.near's entry for record `rec`, whose `like` entry is `seen`."""
+    return rec.attrs, rec, seen, tuple(rec.placed), tuple(rec.placed.values()), (rec.op, rec.engine)
+
+
+def _alike(near, b):
+    """The operands' base bytes and lowest elements (_like's) of record `b` if its _like key is that of the record
+    in `near` (_nearby's), which holds the same attributes, else None. Compared field by field, with no key made
+    or hashed (an operand whose placement is that record's own object compares equal at once: a loop's stamped
+    records keep the placements that do not move)."""
+    a, names, placed, head = near[1], near[3], near[4], near[5]
+    op, engine = b.op, b.engine  # the same members, as _like's key has their values
+    if (head[0] is not op or head[1] is not engine or a.accumulated != b.accumulated
+            or not (a.writes is b.writes or a.writes == b.writes)):
+        return None
+    pb = b.placed
+    if len(pb) != len(names):
+        return None
+    lows, k = [], 0
+    for n, q in pb.items():
+        if names[k] != n:  # the names in one order: _like's key lists them so
+            return None
+        p = placed[k]
+        k += 1
+        place = q[0]
+        if p is not q:
+            if q[7] or p[7]:  # a gather/scatter's: its whole placement
+                if not (p[7] and q[7] and p == q):
+                    return None
+            else:
+                # (compared as a dict compares keys, identity first, written out: the Python build pays for calls)
+                was, span, other = p[0], q[8], p[8]
+                if not ((p[1] is q[1] or p[1] == q[1]) and (p[2] is q[2] or p[2] == q[2])
+                        and (p[3] is q[3] or p[3] == q[3]) and p[5] == q[5] and p[6] == q[6] and was[0] == place[0]
+                        and was[1] == place[1] and was[2] == place[2] and was[4] == place[4]):
+                    return None
+                if span is None or other is None:
+                    if span is not other:
+                        return None
+                elif not (other[1] - other[0] == span[1] - span[0] and other[2] == span[2]):
+                    return None
+        if q[7]:
+            lows.append(None)
+            lows.append(None)
+        elif q[8] is None:
+            lows.append(place[3])
+            lows.append(q[4])
+        else:
+            lows.append(place[3])
+            lows.append(q[8][0])
+    return lows
 
 
 def _moved(got, was, lows, sizes) -> tuple:
