@@ -391,10 +391,11 @@ def _widen(m) -> None:
 def right(a, x) -> int:
     """bisect.bisect_right(a, x): where `x` goes in the sorted list `a`, after any equal items. Written out so
     that the compiled build searches in a C loop on C doubles (the scheduler's times): calling bisect costs more
-    than the search in the short lists it keeps."""
+    than the search in the short lists it keeps. (Halved by a shift: `//` on C integers also corrects for a
+    negative operand, which these never are.)"""
     lo, hi = 0, len(a)
     while lo < hi:
-        mid = (lo + hi) // 2
+        mid = (lo + hi) >> 1
         y = a[mid]
         if x < y:
             hi = mid
@@ -432,7 +433,7 @@ def seek(m, x: int) -> int:
                     if x < edge:
                         hi = lo
     while lo < hi:
-        mid = (lo + hi) // 2
+        mid = (lo + hi) >> 1
         edge = b[mid]
         if x < edge:
             hi = mid

@@ -12,11 +12,13 @@ cdef tuple _TRACK_NAME
 
 
 @cython.final
+@cython.no_gc
 cdef class Event:
     cdef public object index, rec, track, start, end, deps, blocker, flops, pieces, model_flops
 
 
 @cython.final
+@cython.no_gc
 cdef class Access:
     cdef public object cells, memory, buffer, key
     cdef public Py_ssize_t lo, hi
@@ -54,7 +56,7 @@ cdef class Scheduler:
                    ready=double, sem=double, end=double, tiles=list, have=Py_ssize_t, psum=tuple, memo=list,
                    last=dict, k=Py_ssize_t, ev=Event, was=list, index=object, placed=dict, attrs=dict, idx=Py_ssize_t,
                    track=Py_ssize_t, latest=Py_ssize_t, p=tuple, known=list, at=Py_ssize_t, seen=tuple, fresh=bint,
-                   ordered=bint)
+                   ordered=bint, issued=Py_ssize_t)
     cpdef step(self, Record rec)
 
     @cython.locals(plans=dict, known=list, at=Py_ssize_t, issued=Py_ssize_t, fresh=bint)
@@ -101,6 +103,10 @@ cdef Access _access(cells, memory, Py_ssize_t lo, Py_ssize_t hi, bint w, buffer,
 @cython.locals(at=ints, n=Py_ssize_t, a=Py_ssize_t, b=Py_ssize_t, c=Py_ssize_t, k=Py_ssize_t, got=list, x=Event,
                y=Event, z=Event)
 cpdef tuple _in_order(Waits waits, list events)
+
+
+@cython.locals(a=dict)
+cpdef tuple _queue_site(Record rec)
 
 
 @cython.locals(key=list, lows=list)

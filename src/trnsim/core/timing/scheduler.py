@@ -1,3 +1,4 @@
+# cython: boundscheck=False, wraparound=False
 """Replay a core's instruction stream on its engines: when each instruction starts and ends, and why.
 
 Every compute engine (Tensor, Vector, Scalar, GpSimd, Sync) runs the stream the compiler's scheduler made of
@@ -10,6 +11,9 @@ readers since of every byte it writes (WAW, WAR) while those bytes still hold th
 its own included, tracked per memory and partition quadrant in interval maps. Dependencies point back in
 program order, so one pass in program order, each instruction placed around those placed before it, is a list
 schedule with program order as its priority: deterministic, and O(n log n) plus the gaps an instruction passes.
+
+The compiled build (trnsim/compiled.py) indexes lists and tuples without negative-index or bounds checks (the
+directives above): every index in this module is a valid, non-negative one, so keep it that way.
 """
 from __future__ import annotations
 
@@ -281,8 +285,10 @@ class Scheduler:
             at = sig
             if 0 <= at < len(known):
                 seen = known[at]
-                if seen is not None and len(attrs) == seen[1]:
-                    got = seen[0]
+                if seen is not None:
+                    issued = seen[1]  # (a C integer in the compiled build: len(attrs) is compared unboxed)
+                    if len(attrs) == issued:
+                        got = seen[0]
         if got is not None:  # a seen signature's record with none of the attributes added after issue (_entry)
             fresh, after, ordered = False, None, False
         else:
@@ -826,7 +832,7 @@ def _place(busy, at: float, dur: float, index: int) -> tuple[float, float, int]:
             i += 1
     for s, f in segs:
         _book(starts, ends, owner, s, f, index)
-    return segs[0][0], segs[-1][1], before
+    return segs[0][0], segs[len(segs) - 1][1], before
 
 
 def _book(starts, ends, owner, s: float, f: float, index: int) -> None:
