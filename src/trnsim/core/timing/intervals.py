@@ -392,8 +392,14 @@ def right(a, x) -> int:
     """bisect.bisect_right(a, x): where `x` goes in the sorted list `a`, after any equal items. Written out so
     that the compiled build searches in a C loop on C doubles (the scheduler's times): calling bisect costs more
     than the search in the short lists it keeps. (Halved by a shift: `//` on C integers also corrects for a
-    negative operand, which these never are.)"""
+    negative operand, which these never are.) The last item is compared first: the scheduler mostly places work
+    after all that is booked."""
     lo, hi = 0, len(a)
+    if hi == 0:
+        return 0
+    y = a[hi - 1]
+    if not x < y:
+        return hi
     while lo < hi:
         mid = (lo + hi) >> 1
         y = a[mid]

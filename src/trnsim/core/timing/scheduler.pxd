@@ -12,16 +12,14 @@ cdef tuple _TRACK_NAME
 
 
 @cython.final
-@cython.no_gc
 cdef class Event:
     cdef public object index, rec, track, start, end, deps, blocker, flops, pieces, model_flops
 
 
 @cython.final
-@cython.no_gc
 cdef class Access:
     cdef public object cells, memory, buffer, key
-    cdef public Py_ssize_t lo, hi
+    cdef public Py_ssize_t lo, hi, seg
     cdef public bint w
 
 
@@ -41,7 +39,7 @@ cdef class Scheduler:
 
     @cython.locals(k=Py_ssize_t, waits=Waits, fed=list, pending=Pending, rest=Waits, high=dict, narrow=set, dma=bint,
                    at=Py_ssize_t, m=IntervalMap, cells=tuple, w=bint, lo=Py_ssize_t, hi=Py_ssize_t, tile=Py_ssize_t,
-                   a=Access)
+                   a=Access, found=bint)
     cpdef Waits _deps(self, Py_ssize_t eng, tuple plan, list tiles, bint fresh, Py_ssize_t index, bint accumulated)
 
     @cython.locals(placed=list, depth=Py_ssize_t, footprint=Py_ssize_t, was=list)

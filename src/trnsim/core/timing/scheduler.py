@@ -64,9 +64,11 @@ class Access:
     """One operand's entry in a plan (Scheduler._plan): its maps (see _cells), memory, bytes [lo, hi), whether
     it is written, its PSUM buffer (memory, partition, byte_lo) when written into PSUM else None, and its
     high-water key, None for HBM. Fields rather than a tuple: the compiled build reads them as C values, with no
-    unpacking per operand and step. Made by _access."""
+    unpacking per operand and step. Made by _access. `seg`, not part of its value: the segment of its memory's
+    whole map its bytes were found in last (_deps), where intervals.seek looks first next time (any value is
+    safe: a guess that misses costs a search, never a different answer)."""
 
-    __slots__ = ("cells", "memory", "lo", "hi", "w", "buffer", "key")
+    __slots__ = ("cells", "memory", "lo", "hi", "w", "buffer", "key", "seg")
 
     def __eq__(self, other) -> bool:
         return (type(other) is Access and self.lo == other.lo and self.hi == other.hi and self.w == other.w
@@ -223,9 +225,16 @@ class Scheduler:
             tile = tiles[at]
             if a.buffer is not None and tile >= 0 and tiles[at] not in self.tile_last:
                 self._psum_buffer(a.buffer, hi, tile, waits)
-            # With no narrow access yet, the memory's whole map is looked up and recorded in, in one go (touch)
-            if not (index >= 0 and cells[4] is None and (not narrow or memory not in narrow)
-                    and touch(cells[1][0], lo, hi, w, tile, eng, dma, index, accumulated, waits, fed, pending)):
+            # With no narrow access yet, the memory's whole map is looked up and recorded in, in one go (touch),
+            # its search started where this operand's bytes were found last (a plan serves every record of its
+            # signature, and a kernel reusing its buffers keeps their segments)
+            found = False
+            if index >= 0 and cells[4] is None and (not narrow or memory not in narrow):
+                m = cells[1][0]
+                m.hint = a.seg
+                found = touch(m, lo, hi, w, tile, eng, dma, index, accumulated, waits, fed, pending)
+                a.seg = m.hint
+            if not found:
                 k = rest.n  # add(rest, at), written out but for growing (positions are distinct)
                 if k < rest.cap:
                     rest.at[k] = at
@@ -619,8 +628,10 @@ class Scheduler:
         if len(placed) == 1:  # one class moved it all: every piece is its piece (the loop below, in short)
             x = placed[0]
             first, last = x[2], x[3]
-            pieces = [(m, first, last) for m in moved]  # m untyped: the engine numbers as they are
-            for e in moved:
+            pieces = []
+            for m in moved:  # m untyped: the engine numbers as they are, in the pieces
+                pieces.append((m, first, last))
+                e = m
                 ends[e], lasts[e] = last, index
             starts.append(first)
             finishes.append(last)
@@ -734,7 +745,7 @@ def _event(index: int, rec, track: str, start: float, end: float, blocker: int, 
 def _access(cells, memory, lo: int, hi: int, w: bool, buffer, key) -> Access:
     """Access(...), made without a constructor call (as _event)."""
     a = Access.__new__(Access)
-    a.cells, a.memory, a.lo, a.hi, a.w, a.buffer, a.key = cells, memory, lo, hi, w, buffer, key
+    a.cells, a.memory, a.lo, a.hi, a.w, a.buffer, a.key, a.seg = cells, memory, lo, hi, w, buffer, key, 0
     return a
 
 
