@@ -150,9 +150,14 @@ def test_memory_peaks_are_high_water_marks():
 @given(st.lists(st.one_of(st.integers(-50, 50), st.floats(-50, 50, allow_nan=False)), max_size=30),
        st.one_of(st.integers(-60, 60), st.floats(-60, 60, allow_nan=False)))
 def test_the_schedulers_bisection_is_bisect_right(items, x):
-    """The scheduler searches its sorted lists with its own bisection (compiled to a C loop): bisect's answer."""
+    """The scheduler searches its sorted lists with its own bisection (compiled to a C loop, the last item looked at
+    first): bisect's answer, in both forms, with x below, between, equal to and above the items."""
     items.sort()
-    assert right(items, x) == bisect.bisect_right(items, x)
+    for mod in (intervals, PYTHON):
+        assert mod.right(items, x) == bisect.bisect_right(items, x)
+        if items:
+            last = items[-1]
+            assert mod.right(items, last) == bisect.bisect_right(items, last) == len(items)
 
 
 @given(st.sets(st.integers(1, 1 << 40), max_size=30), st.lists(st.tuples(st.integers(0, 1 << 40), st.integers(0, 40))))
