@@ -40,7 +40,7 @@ cpdef _template(nc, list snaps, Py_ssize_t a, Py_ssize_t p, Py_ssize_t end)
 
 
 @cython.locals(qx=tuple, qz=tuple, tile=cython.Py_ssize_t, sbuf=bint, made=bint, dtile=cython.Py_ssize_t,
-               doff=cython.Py_ssize_t, dpoff=cython.Py_ssize_t, which=tuple, move=tuple, entry=tuple)
+               doff=cython.Py_ssize_t, dpoff=cython.Py_ssize_t, last=tuple, move=tuple, entry=tuple)
 cpdef tuple _paired(tuple known, Py_ssize_t k, name, tuple px, tuple py, tuple pz, Py_ssize_t p,
                     Py_ssize_t sbuf_fresh, Py_ssize_t psum_fresh, tuple period, list slots)
 

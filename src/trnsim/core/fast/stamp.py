@@ -823,7 +823,7 @@ def _template(nc, snaps, a, p, end):
                         return False  # its check may read where the moving part lies
                 move = known[4]  # (made by `_paired` for the operand it first paired for: most parts are one's)
                 if move is not None:
-                    if move[0] != k or move[1] != name:
+                    if move[1] is not name or move[0] != k:
                         move = (k, name, px) + known[3]
                     moves.append(move)
             sig = None
@@ -898,10 +898,10 @@ def _outlives(rec, stand_in, local) -> bool:
 def _paired(known, k, name, px, py, pz, p, sbuf_fresh, psum_fresh, period, slots):
     """(py, pz, whether the part moves by offset, (tile step per period, offset and partition offset steps per
     period, its slot) or None when nothing moves, that move as operand `k` (`name`) of a record's moves or None,
-    (the steps per iteration, the move) it last moved by) for placement `px` of an iteration of the template, `py`
-    the same operand's a step on and `pz` a period on (None past the first iteration of the period); None when
-    they do not differ only by fixed steps. `known`: what this gave for `px` before, or None; `slots`: the moving
-    placements of the iteration so far (records share placements: each moved once a step)."""
+    the move it last moved by) for placement `px` of an iteration of the template, `py` the same operand's a step
+    on and `pz` a period on (None past the first iteration of the period); None when they do not differ only by
+    fixed steps. `known`: what this gave for `px` before, or None; `slots`: the moving placements of the iteration
+    so far (records share placements: each moved once a step)."""
     if px[1] is not py[1] or px[2] is not py[2] and px[2] != py[2] \
             or px[3] is not py[3] and px[3] != py[3] or px[6] is not py[6] and px[6] != py[6] \
             or px[7] or py[7]:
@@ -919,17 +919,16 @@ def _paired(known, k, name, px, py, pz, p, sbuf_fresh, psum_fresh, period, slots
             return None
     elif not made and py[0] != px[0]:
         return None
-    which = None if known is None else known[5]  # (the steps per iteration, the move) it last moved by
+    last = None if known is None else known[5]  # the move it last moved by (its steps per period: p > 0)
     move = entry = None
     if dtile or doff or dpoff:
-        if which is not None and which[0] == dtile and which[1] == doff and which[2] == dpoff:
-            move = which[3]  # (one tuple for all its pairings: fewer objects)
+        if last is not None and last[0] == dtile and last[1] == p * doff and last[2] == p * dpoff:
+            move = last  # (one tuple for all its pairings: fewer objects)
         else:
-            move = (dtile, p * doff, p * dpoff, len(slots))
-            which = (dtile, doff, dpoff, move)
+            move = last = (dtile, p * doff, p * dpoff, len(slots))
             slots.append((px, move[0], move[1], move[2]))
         entry = (k, name, px, move[0], move[1], move[2], move[3])
-    return py, pz, bool(doff or dpoff), move, entry, which
+    return py, pz, bool(doff or dpoff), move, entry, last
 
 
 _STILL = ((), None)  # a record of the template none of whose parts moves: no moves, no moving signature
