@@ -35,14 +35,14 @@ cpdef _number(Verdicts verdicts, tuple sig, Py_ssize_t step, like)
                x=Record, y=Record, z=Record, px=tuple, py=tuple, pz=tuple, moves=list, mine=list, ahead=list,
                move=tuple, known=tuple, counts=dict, starts=list, xs=list, ys=list, zs=list, xp=dict, yp=dict, zp=dict,
                sbuf_fresh=cython.Py_ssize_t, psum_fresh=cython.Py_ssize_t, period=tuple, paired=dict,
-               slot_of=dict, slots=list)
+               slots=list)
 cpdef _template(nc, list snaps, Py_ssize_t a, Py_ssize_t p, Py_ssize_t end)
 
 
 @cython.locals(qx=tuple, qz=tuple, tile=cython.Py_ssize_t, sbuf=bint, made=bint, dtile=cython.Py_ssize_t,
-               doff=cython.Py_ssize_t, dpoff=cython.Py_ssize_t, which=tuple, move=tuple)
-cpdef tuple _paired(at, tuple px, tuple py, tuple pz, Py_ssize_t p, Py_ssize_t sbuf_fresh, Py_ssize_t psum_fresh,
-                    tuple period, dict slot_of, list slots)
+               doff=cython.Py_ssize_t, dpoff=cython.Py_ssize_t, last=tuple, move=tuple, entry=tuple)
+cpdef tuple _paired(tuple known, Py_ssize_t k, name, tuple px, tuple py, tuple pz, Py_ssize_t p,
+                    Py_ssize_t sbuf_fresh, Py_ssize_t psum_fresh, tuple period, list slots)
 
 
 @cython.locals(live=list, rank=dict, pos=dict, out=list, tiles=list, held=list, expired=list, i=cython.Py_ssize_t)

@@ -761,8 +761,8 @@ def _template(nc, snaps, a, p, end):
     for i in range(p):
         fresh = snaps[a + i].tiles  # tiles numbered from these on were made in iteration a + i
         sbuf_fresh, psum_fresh = fresh[0], fresh[1]
-        mine, ahead, slots, slot_of, hoists = [], [], [], {}, []
-        paired = {}  # by id: a placement's pairing proven below
+        mine, ahead, slots, hoists = [], [], [], []
+        paired = {}  # by id: a placement's pairing proven below, and the steps it last moved by (`_paired`)
         xs, ys, zs = runs[i], runs[i + 1], runs[p]
         for j in range(length):
             x, y, z = xs[j], ys[j], zs[j]  # z: the same instruction a period on
@@ -812,7 +812,7 @@ def _template(nc, snaps, a, p, end):
                 at = id(px)
                 known = paired.get(at)
                 if known is None or known[0] is not py or known[1] is not pz:
-                    known = _paired(at, px, py, pz, p, sbuf_fresh, psum_fresh, period, slot_of, slots)
+                    known = _paired(known, k, name, px, py, pz, p, sbuf_fresh, psum_fresh, period, slots)
                     if known is None:
                         return None
                     paired[at] = known
@@ -821,9 +821,11 @@ def _template(nc, snaps, a, p, end):
                     free = CHECKS_FREE_OF_PLACE.get(x.op, False)
                     if free is False or free == name:
                         return False  # its check may read where the moving part lies
-                move = known[3]
+                move = known[4]  # (made by `_paired` for the operand it first paired for: most parts are one's)
                 if move is not None:
-                    moves.append((k, name, px, move[0], move[1], move[2], move[3]))
+                    if move[1] is not name or move[0] != k:
+                        move = (k, name, px) + known[3]
+                    moves.append(move)
             sig = None
             if layouts:
                 sig = _moving_signature(verdicts, x, moves)
@@ -831,7 +833,7 @@ def _template(nc, snaps, a, p, end):
                     return None
             elif i == 0 and z.sig != x.sig:
                 return None
-            ahead.append((tuple(moves), sig))
+            ahead.append((tuple(moves), sig) if moves else _STILL)
             mine.append(x)
             hoists.append(onto_x)
             if x.op in HOIST_PURE and x.engine in HOIST_ENGINES and x.writes == ("dst",):
@@ -893,12 +895,13 @@ def _outlives(rec, stand_in, local) -> bool:
     return False
 
 
-def _paired(at, px, py, pz, p, sbuf_fresh, psum_fresh, period, slot_of, slots):
+def _paired(known, k, name, px, py, pz, p, sbuf_fresh, psum_fresh, period, slots):
     """(py, pz, whether the part moves by offset, (tile step per period, offset and partition offset steps per
-    period, its slot) or None when nothing moves) for placement `px` (`at`: its id) of an iteration of the
-    template, `py` the same operand's a step on and `pz` a period on (None past the first iteration of the
-    period); None when they do not differ only by fixed steps. `slot_of`, `slots`: the moving placements of the
-    iteration so far (records share placements: each moved once a step)."""
+    period, its slot) or None when nothing moves, that move as operand `k` (`name`) of a record's moves or None,
+    the move it last moved by) for placement `px` of an iteration of the template, `py` the same operand's a step
+    on and `pz` a period on (None past the first iteration of the period); None when they do not differ only by
+    fixed steps. `known`: what this gave for `px` before, or None; `slots`: the moving placements of the iteration
+    so far (records share placements: each moved once a step)."""
     if px[1] is not py[1] or px[2] is not py[2] and px[2] != py[2] \
             or px[3] is not py[3] and px[3] != py[3] or px[6] is not py[6] and px[6] != py[6] \
             or px[7] or py[7]:
@@ -916,16 +919,19 @@ def _paired(at, px, py, pz, p, sbuf_fresh, psum_fresh, period, slot_of, slots):
             return None
     elif not made and py[0] != px[0]:
         return None
-    move = None
+    last = None if known is None else known[5]  # the move it last moved by (its steps per period: p > 0)
+    move = entry = None
     if dtile or doff or dpoff:
-        which = slot_of.get(at)  # (the steps per iteration, the move) this placement last moved by
-        if which is not None and which[0] == dtile and which[1] == doff and which[2] == dpoff:
-            move = which[3]  # (one tuple for all its pairings: fewer objects)
+        if last is not None and last[0] == dtile and last[1] == p * doff and last[2] == p * dpoff:
+            move = last  # (one tuple for all its pairings: fewer objects)
         else:
-            move = (dtile, p * doff, p * dpoff, len(slots))
-            slot_of[at] = (dtile, doff, dpoff, move)
+            move = last = (dtile, p * doff, p * dpoff, len(slots))
             slots.append((px, move[0], move[1], move[2]))
-    return py, pz, bool(doff or dpoff), move
+        entry = (k, name, px, move[0], move[1], move[2], move[3])
+    return py, pz, bool(doff or dpoff), move, entry, last
+
+
+_STILL = ((), None)  # a record of the template none of whose parts moves: no moves, no moving signature
 
 
 def _onto(rec, start):
