@@ -5,6 +5,11 @@ from trnsim.core.isa.registry cimport Record
 from trnsim.core.fast.memo cimport Verdicts
 from trnsim.core.fast.views cimport layout_number
 
+# id(x) as CPython's builtin computes it (the object's address as an int), called as the C function it is: the tables
+# that find placements, dicts and records by identity ask it several times per record (a builtin call costs more)
+cdef extern from "Python.h":
+    object id "PyLong_FromVoidPtr" (object)
+
 
 @cython.locals(stream=list, length=cython.Py_ssize_t, p=cython.Py_ssize_t, it=cython.Py_ssize_t,
                phase=cython.Py_ssize_t, step=cython.Py_ssize_t, j=cython.Py_ssize_t, base=cython.Py_ssize_t,
@@ -86,7 +91,7 @@ cpdef list _moved_slots(tuple movers, Py_ssize_t step)
 
 # foretelling an iteration (`_foretold`): once per record of the period, its placements and its tiles
 @cython.locals(out=list, moved=dict, moving=list, j=cython.Py_ssize_t, u=Record, v=Record, x=Record, z=Record,
-               up=dict, vp=dict, placed=dict, pu=tuple, pv=tuple, px=tuple, pz=tuple, pair=tuple, pairs=dict,
+               up=dict, vp=dict, xp=dict, placed=dict, pu=tuple, pv=tuple, px=tuple, pz=tuple, pair=tuple, pairs=dict,
                got=tuple)
 cpdef _period_on(list stream, Py_ssize_t lo, Py_ssize_t mid, Py_ssize_t at, Py_ssize_t base, Py_ssize_t length,
                  tuple fresh, tuple later, tuple dtiles, Py_ssize_t p)
@@ -99,3 +104,14 @@ cpdef dict _picked(list watched, Py_ssize_t lo, Py_ssize_t hi, set wanted)
 cpdef bint _forgotten(list window, list ends, list fresh)
 @cython.locals(dst=tuple, q=tuple)
 cpdef bint _hoistable(Record rec, tuple fresh)
+
+
+# a later run recorded as a kept one (`_replayed`): once per record and placement of the kept run
+@cython.locals(entries=dict, rho=dict, i=cython.Py_ssize_t, x=tuple, y=tuple, fresh=tuple, shift=tuple, places=dict,
+               placements=dict, dicts=dict, attrs=dict, out=list, stream=list, base=cython.Py_ssize_t,
+               lo=cython.Py_ssize_t, rec=Record, z=Record, placed=dict, same=bint, q=tuple, zq=tuple, place=tuple,
+               a=dict, notes=list, e=tuple, w=tuple, pk=tuple, pw=tuple, total=cython.Py_ssize_t,
+               counted=cython.Py_ssize_t, j=cython.Py_ssize_t, lives=tuple, mi=cython.Py_ssize_t, pos=cython.Py_ssize_t)
+cpdef bint _replayed(nc, key, snap, inputs, indices)
+@cython.locals(got=tuple, tile=cython.Py_ssize_t, k=cython.Py_ssize_t)
+cpdef tuple _renamed(tuple place, dict rho, tuple fresh, tuple shift, dict places)

@@ -1552,14 +1552,14 @@ def _replayed(nc, key, snap, inputs, indices) -> bool:
         if placed is None:
             placed, same = {}, True
             for name, q in rec.placed.items():
-                z = placements.get(id(q))
-                if z is None:
+                zq = placements.get(id(q))
+                if zq is None:
                     place = _renamed(q[0], rho, fresh, shift, places)
                     if place is None:
                         return False
-                    z = placements[id(q)] = q if place is q[0] else (place,) + q[1:]
-                placed[name] = z
-                if z is not q:
+                    zq = placements[id(q)] = q if place is q[0] else (place,) + q[1:]
+                placed[name] = zq
+                if zq is not q:
                     same = False
             placed = dicts[id(rec.placed)] = rec.placed if same else placed
         a = attrs.get(id(rec.attrs))
