@@ -106,12 +106,19 @@ cpdef bint _forgotten(list window, list ends, list fresh)
 cpdef bint _hoistable(Record rec, tuple fresh)
 
 
-# a later run recorded as a kept one (`_replayed`): once per record and placement of the kept run
-@cython.locals(entries=dict, rho=dict, i=cython.Py_ssize_t, x=tuple, y=tuple, fresh=tuple, shift=tuple, places=dict,
-               placements=dict, dicts=dict, attrs=dict, out=list, stream=list, base=cython.Py_ssize_t,
-               lo=cython.Py_ssize_t, rec=Record, z=Record, placed=dict, same=bint, q=tuple, zq=tuple, place=tuple,
-               a=dict, notes=list, e=tuple, w=tuple, pk=tuple, pw=tuple, total=cython.Py_ssize_t,
+# a later run recorded as a kept one (`_replayed`): once per record of the kept run, and per placement and place
+@cython.locals(entries=dict, rho=dict, i=cython.Py_ssize_t, x=tuple, y=tuple, plan=tuple, places=list,
+               ours=cython.Py_ssize_t, qs=list, dicts=list, attrs=list, rows=list, marks=list, fresh=tuple, shift=tuple,
+               watching=bint, renamed=list, place=tuple, moved=list, q=tuple, k=cython.Py_ssize_t, placements=list,
+               placed=dict, names=tuple, new=dict, own=list, a=dict, out=list, records=list, stream=list,
+               base=cython.Py_ssize_t, lo=cython.Py_ssize_t, rec=Record, row=tuple, z=Record, notes=list, watched=list,
+               e=tuple, mark=tuple, u=tuple, w=tuple, pu=tuple, pw=tuple, total=cython.Py_ssize_t,
                counted=cython.Py_ssize_t, j=cython.Py_ssize_t, lives=tuple, mi=cython.Py_ssize_t, pos=cython.Py_ssize_t)
 cpdef bint _replayed(nc, key, snap, inputs, indices)
 @cython.locals(got=tuple, tile=cython.Py_ssize_t, k=cython.Py_ssize_t)
-cpdef tuple _renamed(tuple place, dict rho, tuple fresh, tuple shift, dict places)
+cpdef tuple _renamed(tuple place, dict rho, tuple fresh, tuple shift)
+@cython.locals(n=cython.Py_ssize_t)
+cpdef tuple _with_place(tuple q, tuple place)
+@cython.locals(places=list, qs=list, dicts=list, attrs=list, rows=list, marks=list, place_at=dict, q_at=dict,
+               dict_at=dict, attrs_at=dict, rec=Record, names=list, q=tuple, u=tuple, w=tuple)
+cpdef tuple _plan_of(list records, list watched)
