@@ -887,6 +887,34 @@ def test_moved_slots_are_the_placements_moved_one_place_a_tile():
         assert got[3][0] is not got[2][0]  # another tile step: another place
 
 
+def test_a_replay_plan_names_each_place_placement_and_dict_once():
+    """`_plan_of` finds a kept run's places, placements, placement dicts and attributes by identity (records sharing
+    one share its position; places only notes name come after the records' own), and `_with_place` gives each
+    tuple with a new first item, as slicing and joining it would."""
+    from trnsim.core.isa.registry import Record
+    from trnsim.core.isa.opcodes import Op
+    a, b, c = ("sbuf", 0, 0, 4096, 1024, 7), ("psum", 1, 0, 2048, 2048, 3), ("sbuf", 0, 0, 4096, 1024, 9)
+    qa, qb = _placement(a, 0, 0), _placement(b, 64, 0, (64, 127, 1))
+    shared, attrs = {"dst": qb, "src": qa}, {"op": "add"}
+    recs = [Record(0, Op.TENSOR_COPY, None, shared, ("dst",), attrs, "k.py:1"),
+            Record(1, Op.TENSOR_COPY, None, {"dst": _placement(a, 0, 0), "src": qa}, ("dst",), {"op": "add"}, "k.py:2"),
+            Record(2, Op.TENSOR_COPY, None, shared, ("dst",), attrs, "k.py:1")]
+    notes = [((a, "bfloat16", (128, 512), (1, 1), 0, 0), (a,) + tuple(range(11))),
+             ((c, "bfloat16", (128, 512), (1, 1), 0, 0), (c,) + tuple(range(11)))]
+    places, ours, qs, dicts, kept_attrs, rows, marks = stamp._plan_of(recs, notes)
+    assert places == [b, a, c] and ours == 2 and places[0] is b and places[1] is a and places[2] is c
+    assert [q for q, _ in qs] == [qb, qa, recs[1].placed["dst"]] and [k for _, k in qs] == [0, 1, 1]
+    assert qs[2][0] is recs[1].placed["dst"]  # another placement object of the same place: its own position
+    assert [d for d, _ in dicts] == [shared, recs[1].placed] and dicts[0][0] is shared
+    assert dicts[0][1] == (("dst", 0), ("src", 1)) and dicts[1][1] == (("dst", 2), ("src", 1))
+    assert kept_attrs[0] is attrs and kept_attrs[1] is recs[1].attrs and rows == [(0, 0), (1, 1), (0, 0)]
+    assert marks == [(1, 1), (2, 2)]
+    new = ("sbuf", 2, 0, 4096, 1024, 11)
+    for q in (qa, qb, notes[0][0], notes[0][1], a, (a, 1)):
+        got = stamp._with_place(q, new)
+        assert got == (new,) + q[1:] and got[0] is new
+
+
 def test_watch_notes_what_running_would_note():
     """`_watch` appends for each proven key the part's layout and its tensor's, with the key moved to the
     iteration: what views.WATCH holds after running it (the entry `_key_at` gives)."""

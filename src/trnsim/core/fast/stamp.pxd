@@ -5,6 +5,11 @@ from trnsim.core.isa.registry cimport Record
 from trnsim.core.fast.memo cimport Verdicts
 from trnsim.core.fast.views cimport layout_number
 
+# id(x) as CPython's builtin computes it (the object's address as an int), called as the C function it is: the tables
+# that find placements, dicts and records by identity ask it several times per record (a builtin call costs more)
+cdef extern from "Python.h":
+    object id "PyLong_FromVoidPtr" (object)
+
 
 @cython.locals(stream=list, length=cython.Py_ssize_t, p=cython.Py_ssize_t, it=cython.Py_ssize_t,
                phase=cython.Py_ssize_t, step=cython.Py_ssize_t, j=cython.Py_ssize_t, base=cython.Py_ssize_t,
@@ -86,7 +91,7 @@ cpdef list _moved_slots(tuple movers, Py_ssize_t step)
 
 # foretelling an iteration (`_foretold`): once per record of the period, its placements and its tiles
 @cython.locals(out=list, moved=dict, moving=list, j=cython.Py_ssize_t, u=Record, v=Record, x=Record, z=Record,
-               up=dict, vp=dict, placed=dict, pu=tuple, pv=tuple, px=tuple, pz=tuple, pair=tuple, pairs=dict,
+               up=dict, vp=dict, xp=dict, placed=dict, pu=tuple, pv=tuple, px=tuple, pz=tuple, pair=tuple, pairs=dict,
                got=tuple)
 cpdef _period_on(list stream, Py_ssize_t lo, Py_ssize_t mid, Py_ssize_t at, Py_ssize_t base, Py_ssize_t length,
                  tuple fresh, tuple later, tuple dtiles, Py_ssize_t p)
@@ -99,3 +104,21 @@ cpdef dict _picked(list watched, Py_ssize_t lo, Py_ssize_t hi, set wanted)
 cpdef bint _forgotten(list window, list ends, list fresh)
 @cython.locals(dst=tuple, q=tuple)
 cpdef bint _hoistable(Record rec, tuple fresh)
+
+
+# a later run recorded as a kept one (`_replayed`): once per record of the kept run, and per placement and place
+@cython.locals(entries=dict, rho=dict, i=cython.Py_ssize_t, x=tuple, y=tuple, plan=tuple, places=list,
+               ours=cython.Py_ssize_t, qs=list, dicts=list, attrs=list, rows=list, marks=list, fresh=tuple, shift=tuple,
+               watching=bint, renamed=list, place=tuple, moved=list, q=tuple, k=cython.Py_ssize_t, placements=list,
+               placed=dict, names=tuple, new=dict, own=list, a=dict, out=list, records=list, stream=list,
+               base=cython.Py_ssize_t, lo=cython.Py_ssize_t, rec=Record, row=tuple, z=Record, notes=list, watched=list,
+               e=tuple, mark=tuple, u=tuple, w=tuple, pu=tuple, pw=tuple, total=cython.Py_ssize_t,
+               counted=cython.Py_ssize_t, j=cython.Py_ssize_t, lives=tuple, mi=cython.Py_ssize_t, pos=cython.Py_ssize_t)
+cpdef bint _replayed(nc, key, snap, inputs, indices)
+@cython.locals(got=tuple, tile=cython.Py_ssize_t, k=cython.Py_ssize_t)
+cpdef tuple _renamed(tuple place, dict rho, tuple fresh, tuple shift)
+@cython.locals(n=cython.Py_ssize_t)
+cpdef tuple _with_place(tuple q, tuple place)
+@cython.locals(places=list, qs=list, dicts=list, attrs=list, rows=list, marks=list, place_at=dict, q_at=dict,
+               dict_at=dict, attrs_at=dict, rec=Record, names=list, q=tuple, u=tuple, w=tuple)
+cpdef tuple _plan_of(list records, list watched)

@@ -1380,10 +1380,11 @@ _MISSING = object()
 class _Replay:
     """A run of a loop that a later one may record again (`_replayed`): its records and the parts it noted in
     views.WATCH, what its body read (`_inputs`), the counters it moved on, the live tiles it touched last (in
-    that order) and the tables its signature numbers are valid in."""
+    that order), the tables its signature numbers are valid in and what a replay renames (`_plan_of`, found at the
+    first)."""
 
     __slots__ = ("records", "watched", "inputs", "span", "fresh", "tiles", "counts", "touched", "verdicts", "kept",
-                 "mark")
+                 "mark", "plan")
 
     def __init__(self, **kw):
         for k, v in kw.items():
@@ -1520,7 +1521,7 @@ def _keep(nc, key, first, inputs, indices, outside, tick, mark) -> None:
         records=records, watched=watched, inputs=inputs, span=(indices.start, indices.step), fresh=first.tiles,
         tiles=(_peek(nc.sbuf.tiles) - first.tiles[0], _peek(nc.psum.tiles) - first.tiles[1]), counts=counts,
         touched=[(mi, pos) for _, mi, pos in touched], verdicts=verdicts, kept=verdicts.kept,
-        mark=_peek(views._LAYOUT_NUMBERS) - 1)
+        mark=_peek(views._LAYOUT_NUMBERS) - 1, plan=None)
 
 
 def _replayed(nc, key, snap, inputs, indices) -> bool:
@@ -1548,45 +1549,63 @@ def _replayed(nc, key, snap, inputs, indices) -> bool:
             return False
     if len(set(rho.values())) != len(rho):
         return False
+    plan = r.plan
+    if plan is None:
+        plan = r.plan = _plan_of(r.records, r.watched)
+    places, ours, qs, dicts, attrs, rows, marks = plan
     fresh = r.fresh
     shift = (snap.tiles[0] - fresh[0], snap.tiles[1] - fresh[1])
-    places, placements, dicts, attrs, out = {}, {}, {}, {}, []
-    stream = nc.stream
-    base, lo = len(stream), r.records[0].index
-    for rec in r.records:
-        placed = dicts.get(id(rec.placed))
-        if placed is None:
-            placed, same = {}, True
-            for name, q in rec.placed.items():
-                z = placements.get(id(q))
-                if z is None:
-                    place = _renamed(q[0], rho, fresh, shift, places)
-                    if place is None:
-                        return False
-                    z = placements[id(q)] = q if place is q[0] else (place,) + q[1:]
-                placed[name] = z
-                if z is not q:
-                    same = False
-            placed = dicts[id(rec.placed)] = rec.placed if same else placed
-        a = attrs.get(id(rec.attrs))
-        if a is None:  # (its own: an `nl.no_reorder()` block marks the records it holds, ORDERED)
-            a = attrs[id(rec.attrs)] = dict(rec.attrs)
-            a.pop(ORDERED, None)
+    watching = views.WATCH is not None
+    renamed = []  # each place as this run has it (those only notes name: where notes are kept)
+    for i in range(len(places) if watching else ours):
+        place = _renamed(places[i], rho, fresh, shift)
+        if place is None:
+            return False
+        renamed.append(place)
+    moved = []  # each placement with its tile's place renamed (the same object where that stays)
+    for i in range(len(qs)):
+        q, k = qs[i]
+        place = renamed[k]
+        moved.append(q if place is q[0] else _with_place(q, place))
+    placements = []  # each placements dict renamed (the same dict where none moved)
+    for i in range(len(dicts)):
+        placed, names = dicts[i]
+        new = None
+        for name, k in names:
+            if moved[k] is not qs[k][0]:
+                new = {}
+                break
+        if new is None:
+            placements.append(placed)
+            continue
+        for name, k in names:
+            new[name] = moved[k]
+        placements.append(new)
+    own = []  # (each record's attributes its own: an `nl.no_reorder()` block marks the records it holds, ORDERED)
+    for i in range(len(attrs)):
+        a = attrs[i]
+        a = a.copy()
+        a.pop(ORDERED, None)
+        own.append(a)
+    out, records, stream = [], r.records, nc.stream
+    base, lo = len(stream), records[0].index
+    for i in range(len(records)):
+        rec, row = records[i], rows[i]
         z = Record.__new__(Record)
-        z.index, z.op, z.engine, z.placed, z.writes = base + rec.index - lo, rec.op, rec.engine, placed, rec.writes
-        z.attrs, z.location, z.sig, z._regions, z.site = a, rec.location, rec.sig, None, rec.site
+        z.index, z.op, z.engine, z.placed, z.writes = base + rec.index - lo, rec.op, rec.engine, placements[row[0]], \
+            rec.writes
+        z.attrs, z.location, z.sig, z._regions, z.site = own[row[1]], rec.location, rec.sig, None, rec.site
         z.hoisted, z.accumulated, z.spill = None, rec.accumulated, rec.spill
         out.append(z)
     notes = None
-    if views.WATCH is not None:
+    if watching:
         notes = []
-        for e in r.watched:
-            k, w = e
-            pk = _renamed(k[0], rho, fresh, shift, places)
-            pw = pk if w[0] is k[0] else _renamed(w[0], rho, fresh, shift, places)
-            if pk is None or pw is None:
-                return False
-            notes.append(e if pk is k[0] and pw is w[0] else ((pk,) + k[1:], (pw,) + w[1:]))
+        watched = r.watched
+        for i in range(len(watched)):
+            e, mark = watched[i], marks[i]
+            u, w = e
+            pu, pw = renamed[mark[0]], renamed[mark[1]]
+            notes.append(e if pu is u[0] and pw is w[0] else (_with_place(u, pu), _with_place(w, pw)))
     budget, total = nc.budget, len(out)
     counted = budget.at_once(total)
     for j in range(total):
@@ -1597,8 +1616,8 @@ def _replayed(nc, key, snap, inputs, indices) -> bool:
     for m, d in zip((nc.sbuf, nc.psum), r.tiles):
         if d:
             m.tiles = itertools.count(_peek(m.tiles) + d)
-    for k, d in r.counts.items():
-        nc._counts[k] = nc._counts.get(k, 0) + d
+    for c, d in r.counts.items():
+        nc._counts[c] = nc._counts.get(c, 0) + d
     if notes:
         views.WATCH += notes
     if r.touched:  # used again in the order the kept run last used them (the spill policy's order)
@@ -1610,13 +1629,9 @@ def _replayed(nc, key, snap, inputs, indices) -> bool:
     return True
 
 
-def _renamed(place, rho, fresh, shift, places):
+def _renamed(place, rho, fresh, shift):
     """A tile's place in a kept run (`_replayed`) as this run has it: a tensor's tile's by `rho`, a tile the run
-    made numbered on by `shift` (`fresh`: the first numbers it made); None for another tile. `places` keeps them
-    by identity."""
-    got = places.get(id(place))
-    if got is not None:
-        return got
+    made numbered on by `shift` (`fresh`: the first numbers it made); None for another tile."""
     got = rho.get(place)
     if got is None:
         space, tile = place[0], place[5]
@@ -1624,8 +1639,65 @@ def _renamed(place, rho, fresh, shift, places):
         if k < 0 or tile < fresh[k]:
             return None
         got = place if not shift[k] else (space, place[1], place[2], place[3], place[4], tile + shift[k])
-    places[id(place)] = got
     return got
+
+
+def _with_place(q, place) -> tuple:
+    """Tuple `q` (a placement, or either half of a part views.WATCH noted) with its first item `place`: made in one
+    tuple at the lengths those have."""
+    n = len(q)
+    if n == 9:  # a placement (View.placement)
+        return (place, q[1], q[2], q[3], q[4], q[5], q[6], q[7], q[8])
+    if n == 6:  # a part's layout
+        return (place, q[1], q[2], q[3], q[4], q[5])
+    if n == 12:  # the view it was sliced from, its key and the part
+        return (place, q[1], q[2], q[3], q[4], q[5], q[6], q[7], q[8], q[9], q[10], q[11])
+    return (place,) + q[1:]
+
+
+def _plan_of(records, watched) -> tuple:
+    """What a replay of a kept run renames (`_replayed`), each found by identity once: (the tile places its
+    records' placements name, then those only its notes name; how many the records name; each placement with
+    its place's position; each placements dict with its (name, placement position) pairs; each attributes
+    dict; per record, its placements dict's and attributes dict's positions; per note in views.WATCH, its two
+    places' positions)."""
+    places, qs, dicts, attrs, rows, marks = [], [], [], [], [], []
+    place_at, q_at, dict_at, attrs_at = {}, {}, {}, {}
+    for rec in records:
+        d = dict_at.get(id(rec.placed))
+        if d is None:
+            names = []
+            for name, q in rec.placed.items():
+                k = q_at.get(id(q))
+                if k is None:
+                    pk = place_at.get(id(q[0]))
+                    if pk is None:
+                        pk = place_at[id(q[0])] = len(places)
+                        places.append(q[0])
+                    k = q_at[id(q)] = len(qs)
+                    qs.append((q, pk))
+                names.append((name, k))
+            d = dict_at[id(rec.placed)] = len(dicts)
+            dicts.append((rec.placed, tuple(names)))
+        a = attrs_at.get(id(rec.attrs))
+        if a is None:
+            a = attrs_at[id(rec.attrs)] = len(attrs)
+            attrs.append(rec.attrs)
+        rows.append((d, a))
+    ours = len(places)
+    for u, w in watched or ():
+        pk = place_at.get(id(u[0]))
+        if pk is None:
+            pk = place_at[id(u[0])] = len(places)
+            places.append(u[0])
+        pw = pk
+        if w[0] is not u[0]:
+            pw = place_at.get(id(w[0]))
+            if pw is None:
+                pw = place_at[id(w[0])] = len(places)
+                places.append(w[0])
+        marks.append((pk, pw))
+    return places, ours, qs, dicts, attrs, rows, marks
 
 
 # -- the body's bytecode -------------------------------------------------------------------------------------
