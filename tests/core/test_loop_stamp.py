@@ -260,11 +260,14 @@ def test_an_iteration_after_the_first_is_foretold_from_the_one_before(monkeypatc
 
 
 @nki.jit
-def parting(x):
+def parting(x, written):
     """Two loads of one part in the first iteration that part ways after it (one moves a strip an iteration,
-    the other two strips); the first iteration starts elsewhere (its tile not written yet)."""
+    the other two strips). Unless `written`, the first iteration starts elsewhere (its tile not written yet);
+    written before the loop, every iteration starts in one state and the template is the first iteration."""
     n = 8
     t = nl.ndarray((128, n, 3, 64), dtype=x.dtype, buffer=nl.sbuf)
+    if written:
+        nisa.memset(dst=t, value=0.0)
     for i in nl.affine_range(n):
         nisa.dma_copy(dst=t[:, i, 0, :], src=x[:, i * 64:i * 64 + 64])
         nisa.dma_copy(dst=t[:, i, 1, :], src=x[:, 2 * i * 64:2 * i * 64 + 64])
@@ -277,33 +280,17 @@ def parting(x):
 def test_a_part_shared_in_one_iteration_and_parted_in_the_next_is_foretold_apart(monkeypatch):
     """The first iteration's loads share one part, which the second's read at two places: the iteration
     foretold from them moves each load by its own step (the same records and events as running it)."""
-    foretold, paired = stamped_both_ways(parting, (np.zeros((128, 16 * 64), np.float32),), monkeypatch)
+    foretold, paired = stamped_both_ways(parting, (np.zeros((128, 16 * 64), np.float32), False), monkeypatch)
     assert foretold > paired > 0
-
-
-@nki.jit
-def parting_from_the_first(x):
-    """`parting` with its tile written before the loop: every iteration starts in one state, so the template is
-    the first iteration, whose loads share one part that the next iteration's read at two places."""
-    n = 8
-    t = nl.ndarray((128, n, 3, 64), dtype=x.dtype, buffer=nl.sbuf)
-    nisa.memset(dst=t, value=0.0)
-    for i in nl.affine_range(n):
-        nisa.dma_copy(dst=t[:, i, 0, :], src=x[:, i * 64:i * 64 + 64])
-        nisa.dma_copy(dst=t[:, i, 1, :], src=x[:, 2 * i * 64:2 * i * 64 + 64])
-        nisa.dma_copy(dst=t[:, i, 2, :], src=x[:, i * 64:i * 64 + 64])
-    out = nl.ndarray((128, n, 3, 64), dtype=x.dtype, buffer=nl.shared_hbm)
-    nisa.dma_copy(dst=out, src=t)
-    return out
 
 
 def test_a_part_the_template_shares_moves_by_each_records_own_step(monkeypatch):
     """The template's loads share one part, paired with parts a strip and two strips on: each stamp moves its
     load by its own step (the same records and events as running the iterations)."""
-    x = (np.zeros((128, 16 * 64), np.float32),)
-    a = run(parting_from_the_first, x, monkeypatch, True)
+    x = (np.zeros((128, 16 * 64), np.float32), True)
+    a = run(parting, x, monkeypatch, True)
     assert a[3] > 0
-    assert same_both_ways(parting_from_the_first, x, monkeypatch) == a[3]
+    assert same_both_ways(parting, x, monkeypatch) == a[3]
 
 
 @nki.jit
