@@ -32,7 +32,8 @@ cpdef tuple _moved(tuple p, Py_ssize_t step, Py_ssize_t dtile, Py_ssize_t doff, 
 cpdef tuple _at(tuple p, tuple place, Py_ssize_t d, Py_ssize_t dp)
 
 
-@cython.locals(key=list, made=list, hit=tuple, memo_key=tuple, moving=tuple, memo=dict, layouts=dict)
+@cython.locals(key=list, made=list, hit=tuple, memo_key=tuple, moving=tuple, memo=dict, layouts=dict, layout=tuple,
+               pos=cython.Py_ssize_t, doff=cython.Py_ssize_t, dpoff=cython.Py_ssize_t)
 cpdef _number(Verdicts verdicts, tuple sig, Py_ssize_t step, like)
 
 

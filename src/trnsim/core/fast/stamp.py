@@ -1142,7 +1142,8 @@ def _stamp(nc, t: _Template) -> None:
         recs, steps, onto = t.recs[phase], t.steps[phase], t.onto[phase]
         base = len(stream)
         counted = budget.at_once(length)  # records charged at once; the next one alone, at its line
-        watching = views.WATCH is not None  # a loop outside watches the parts its iterations slice
+        watch = views.WATCH
+        watching = watch is not None  # a loop outside watches the parts its iterations slice
         if watching and notes is None:
             notes = _watched(t)
         now = _moved_slots(movers[phase], step)  # the template's moving placements moved to this iteration
@@ -1159,7 +1160,7 @@ def _stamp(nc, t: _Template) -> None:
                 if sig is not None:
                     number = _number(verdicts, sig, step, number)
                     if watching and notes[phase][j]:
-                        _watch(views.WATCH, notes[phase][j], it, placed)
+                        _watch(watch, notes[phase][j], it, placed)
             if j >= counted:
                 budget.charge(rec.location)
                 counted = j + 1 + budget.at_once(length - j - 1)
@@ -1332,7 +1333,8 @@ def _number(verdicts, sig, step, like):
     key = list(base)
     made = []
     for pos, layout, doff, dpoff in moving:
-        n = layout_number(layout[:6] + (layout[6] + doff * step, layout[7] + dpoff * step))
+        n = layout_number((layout[0], layout[1], layout[2], layout[3], layout[4], layout[5], layout[6] + doff * step,
+                           layout[7] + dpoff * step))  # (one tuple made)
         key[pos] = n
         made.append(n)
     number = verdicts.number(tuple(key), like)
