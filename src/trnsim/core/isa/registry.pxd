@@ -5,7 +5,8 @@ cimport cython
 
 @cython.final
 cdef class Record:
-    cdef public Py_ssize_t index  # (a C number: no int object of its own per record, made and freed)
+    # index: a C number (no int object per record, made and freed with it)
+    cdef public Py_ssize_t index
     cdef public object op, engine, placed, writes, attrs, location, sig, _regions, site, hoisted, accumulated, spill
 
 
