@@ -8,7 +8,8 @@ from trnsim.core import NeuronCore, Op, fast
 from trnsim.core.fast.views import keyed
 from trnsim.core.isa.registry import REGISTRY, add_after, give_name
 from trnsim.core.timing import Scheduler, simulate
-from trnsim.core.timing.scheduler import COMPUTE, _alike, _apart, _like, _nearby, _psum_positions, keep_order
+from trnsim.core.timing.scheduler import (COMPUTE, _alike, _apart, _like, _nearby, _number, _psum_positions,
+                                         keep_order)
 from trnsim.specs.timing import timing
 
 
@@ -308,3 +309,20 @@ def test_where_a_plan_last_found_its_bytes_changes_no_event(ladder):
     got = [(e.index, e.track, e.start, e.end, e.deps, e.blocker, e.pieces) for e in s.finish().events]
     assert got == want
     assert moved > 1000 or not fast.enabled()  # plans are shared by signature only with the speed layer on
+
+
+def test_events_are_numbered_by_their_positions_from_the_shared_table():
+    """An event's index (and so its deps' and blocker's) is its position in the stream: taken from the int objects
+    every timeline shares (Scheduler.numbers), grown as a longer stream needs, or made, past the table's cap."""
+    recs = stream()
+    first, _ = events(recs)
+    assert [e[0] for e in first] == list(range(len(recs)))
+    assert all(d < e[0] for e in first for d in e[4]) and all(e[5] < e[0] for e in first)
+    assert events(recs)[0] == first  # the table the first run grew serves the second
+    s = Scheduler(specs.neuroncore("trn2"), timing("trn2"))
+    s.numbers = []  # an empty table: grown from the first step on
+    got = [(e.index, e.track, e.start, e.end, e.deps, e.blocker, e.pieces) for e in (s.step(r) for r in recs)]
+    assert got == first and s.numbers[:len(recs)] == list(range(len(recs)))
+    table = []
+    assert _number(table, 5) == 5 and table[:6] == list(range(6))
+    assert _number(table, 1 << 40) == 1 << 40 and len(table) < 1 << 20  # past the cap: made, not kept

@@ -28,7 +28,7 @@ cdef class Scheduler:
     cdef public object spec, t, rules, tl
     cdef public dict queue_of, maps, cells, high, psum_tiles, tile_last, alone, transfers, regions, plans, like, near
     cdef public list free, last, dma_names, dma_busy, queue_end, queue_last, busy, fed, tiles
-    cdef public list known, events, dma_lead, piece_engine, piece_start, piece_end, piece_run
+    cdef public list numbers, known, events, dma_lead, piece_engine, piece_start, piece_end, piece_run
     cdef public tuple pe
     cdef public Waits waits, rest
     cdef public Ends ends
@@ -54,7 +54,7 @@ cdef class Scheduler:
                    ready=double, sem=double, end=double, tiles=list, have=Py_ssize_t, psum=tuple, memo=list,
                    last=dict, k=Py_ssize_t, ev=Event, was=list, index=object, placed=dict, attrs=dict, idx=Py_ssize_t,
                    track=Py_ssize_t, latest=Py_ssize_t, p=tuple, known=list, at=Py_ssize_t, seen=tuple, fresh=bint,
-                   ordered=bint, issued=Py_ssize_t)
+                   ordered=bint, issued=Py_ssize_t, numbers=list)
     cpdef step(self, Record rec)
 
     @cython.locals(plans=dict, known=list, at=Py_ssize_t, issued=Py_ssize_t, fresh=bint)
@@ -88,6 +88,12 @@ cdef class Scheduler:
     @cython.locals(lead=list, busy=list, n=Py_ssize_t, e=Py_ssize_t, k=Py_ssize_t, first=dict, new=list, split=list,
                    heads=list, of=list, at=dict)
     cpdef _regroup(self, list got)
+
+
+cdef Py_ssize_t _NUMBERS_CAP
+
+
+cpdef _number(list numbers, Py_ssize_t n)
 
 
 @cython.locals(ev=Event)

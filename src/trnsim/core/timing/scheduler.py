@@ -161,6 +161,7 @@ class Scheduler:
         # engine): a loop's stamped records share their template's attributes, so a new signature is first compared
         # with that record alone (_fresh, _alike)
         self.near: dict[int, tuple] = {}
+        self.numbers = _NUMBERS  # the events' indices (step)
 
     def _cells(self, r) -> tuple:
         """(maps to look up, maps to record in, maps a write clears, the lookup while the memory has seen no
@@ -288,7 +289,8 @@ class Scheduler:
                 note(m, lo, hi, w, index, tile, eng, accumulated, end, ends)
 
     def step(self, rec) -> Event:
-        index = self.ends.n
+        numbers, at = self.numbers, self.ends.n
+        index = numbers[at] if at < len(numbers) else _number(numbers, at)
         sig, attrs, known, got = rec.sig, rec.attrs, self.known, None
         if type(sig) is int:
             at = sig
@@ -723,6 +725,21 @@ class Scheduler:
                 row[p] = max(row[p], hi)
         self.tl.memory_peak = {space: sum(row) for space, row in marks.items()}
         return self.tl
+
+
+# 0, 1, 2, ...: the int objects every timeline's events take as their indices (and their deps, blockers and the
+# busy stretches' owners as theirs), made once per process rather than once per event and run; up to _NUMBERS_CAP
+# (a few MB), later indices are made per event.
+_NUMBERS: list[int] = []
+_NUMBERS_CAP = 1 << 18
+
+
+def _number(numbers: list, n: int) -> int:
+    """Index `n` as an int object: `numbers` (_NUMBERS) grown to hold it while under its cap."""
+    if n < _NUMBERS_CAP:
+        numbers.extend(range(len(numbers), min(max(2 * len(numbers), n + 1, 4096), _NUMBERS_CAP)))
+        return numbers[n]
+    return n
 
 
 def keep_order(stream, lo: int) -> None:
