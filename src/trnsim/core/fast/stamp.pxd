@@ -37,7 +37,7 @@ cpdef _number(Verdicts verdicts, tuple sig, Py_ssize_t step, like)
 
 
 @cython.locals(runs=list, length=cython.Py_ssize_t, i=cython.Py_ssize_t, j=cython.Py_ssize_t, k=cython.Py_ssize_t,
-               x=Record, y=Record, z=Record, px=tuple, py=tuple, pz=tuple, moves=list, mine=list, ahead=list,
+               x=Record, y=Record, z=Record, px=tuple, py=tuple, pz=tuple, moves=list, ahead=list,
                move=tuple, known=tuple, counts=dict, starts=list, xs=list, ys=list, zs=list, xp=dict, yp=dict, zp=dict,
                sbuf_fresh=cython.Py_ssize_t, psum_fresh=cython.Py_ssize_t, period=tuple, paired=dict,
                slots=list)
@@ -45,7 +45,9 @@ cpdef _template(nc, list snaps, Py_ssize_t a, Py_ssize_t p, Py_ssize_t end)
 
 
 @cython.locals(qx=tuple, qz=tuple, tile=cython.Py_ssize_t, sbuf=bint, made=bint, dtile=cython.Py_ssize_t,
-               doff=cython.Py_ssize_t, dpoff=cython.Py_ssize_t, last=tuple, move=tuple, entry=tuple)
+               doff=cython.Py_ssize_t, dpoff=cython.Py_ssize_t, last=tuple, move=tuple, entry=tuple,
+               ox=cython.Py_ssize_t, pox=cython.Py_ssize_t, oy=cython.Py_ssize_t, poy=cython.Py_ssize_t,
+               tz=cython.Py_ssize_t, oz=cython.Py_ssize_t, poz=cython.Py_ssize_t)
 cpdef tuple _paired(tuple known, Py_ssize_t k, name, tuple px, tuple py, tuple pz, Py_ssize_t p,
                     Py_ssize_t sbuf_fresh, Py_ssize_t psum_fresh, tuple period, list slots)
 
