@@ -67,9 +67,9 @@ cpdef _key_at(key, tuple step, Py_ssize_t t)
 cpdef _key_step(ka, kb)
 cpdef _bound_step(u, w)
 @cython.locals(out=dict, i=cython.Py_ssize_t, e=tuple, k=tuple)
-cpdef dict _parts(list watched, lo, hi, set offsets)
+cpdef dict _parts(list watched, lo, hi, dict offsets)
 @cython.locals(a=cython.Py_ssize_t, p=cython.Py_ssize_t, i=cython.Py_ssize_t, j=cython.Py_ssize_t, left=cython.Py_ssize_t,
-               unknown=bint, offsets=set, sliced=list, proven=dict, here=dict, ahead=dict, moves=tuple, px=tuple, py=tuple,
+               unknown=bint, offsets=dict, sliced=list, proven=dict, here=dict, ahead=dict, moves=tuple, px=tuple, py=tuple,
                wa=tuple, wb=tuple, nxt=Record, entry=tuple, pair=tuple)
 cpdef _straight(t, list snaps, Py_ssize_t n)
 cpdef _onto(Record rec, Py_ssize_t start)

@@ -472,13 +472,15 @@ def _straight(t, snaps, n):
     if watched is None:
         return None
     a, unknown, p = t.first, False, t.period
-    offsets = set()  # where the parts that move by offset lie in the template's iterations and a step on
+    # where the parts that move by offset lie in the template's iterations and a step on (a dict: offsets are often
+    # multiples of a power of two, which a set's probing finds slower)
+    offsets = {}
     for slots in t.slots:
         for slot in slots:
             if slot[2] or slot[3]:
                 px = slot[0]
-                offsets.add(px[4])
-                offsets.add(px[4] + slot[2] // p)
+                offsets[px[4]] = None
+                offsets[px[4] + slot[2] // p] = None
     sliced = [_parts(watched, snaps[a + i], snaps[a + i + 1], offsets) for i in range(p + 1)]
     proven = {}  # (i, ids of the two placements) -> the keys' entry proven for them (records share placements)
     keys, length = t.keys, t.length
@@ -615,8 +617,8 @@ def _layout(p) -> tuple:
 
 
 def _parts(watched, lo, hi, offsets) -> dict:
-    """The parts sliced between two boundaries at one of `offsets`, by their layout: (tensor, key) (the offset, a
-    number, asked first: few parts move)."""
+    """The parts sliced between two boundaries at one of `offsets` (a dict's keys), by their layout: (tensor, key)
+    (the offset, a number, asked first: few parts move)."""
     out = {}
     for i in range(lo.watched, hi.watched):
         e = watched[i]
