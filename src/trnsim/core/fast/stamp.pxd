@@ -38,7 +38,7 @@ cpdef _number(Verdicts verdicts, tuple sig, Py_ssize_t step, like)
 
 
 @cython.locals(runs=list, length=cython.Py_ssize_t, i=cython.Py_ssize_t, j=cython.Py_ssize_t, k=cython.Py_ssize_t,
-               x=Record, y=Record, z=Record, px=tuple, py=tuple, pz=tuple, moves=list, mine=list, ahead=list,
+               x=Record, y=Record, z=Record, px=tuple, py=tuple, pz=tuple, moves=list, ahead=list,
                move=tuple, known=tuple, counts=dict, starts=list, xs=list, ys=list, zs=list, xp=dict, yp=dict, zp=dict,
                sbuf_fresh=cython.Py_ssize_t, psum_fresh=cython.Py_ssize_t, period=tuple, paired=dict,
                slots=list)
@@ -46,7 +46,9 @@ cpdef _template(nc, list snaps, Py_ssize_t a, Py_ssize_t p, Py_ssize_t end)
 
 
 @cython.locals(qx=tuple, qz=tuple, tile=cython.Py_ssize_t, sbuf=bint, made=bint, dtile=cython.Py_ssize_t,
-               doff=cython.Py_ssize_t, dpoff=cython.Py_ssize_t, last=tuple, move=tuple, entry=tuple)
+               doff=cython.Py_ssize_t, dpoff=cython.Py_ssize_t, last=tuple, move=tuple, entry=tuple,
+               ox=cython.Py_ssize_t, pox=cython.Py_ssize_t, oy=cython.Py_ssize_t, poy=cython.Py_ssize_t,
+               tz=cython.Py_ssize_t, oz=cython.Py_ssize_t, poz=cython.Py_ssize_t)
 cpdef tuple _paired(tuple known, Py_ssize_t k, name, tuple px, tuple py, tuple pz, Py_ssize_t p,
                     Py_ssize_t sbuf_fresh, Py_ssize_t psum_fresh, tuple period, list slots)
 
@@ -66,9 +68,9 @@ cpdef _key_at(key, tuple step, Py_ssize_t t)
 cpdef _key_step(ka, kb)
 cpdef _bound_step(u, w)
 @cython.locals(out=dict, i=cython.Py_ssize_t, e=tuple, k=tuple)
-cpdef dict _parts(list watched, lo, hi, set offsets)
+cpdef dict _parts(list watched, lo, hi, dict offsets)
 @cython.locals(a=cython.Py_ssize_t, p=cython.Py_ssize_t, i=cython.Py_ssize_t, j=cython.Py_ssize_t, left=cython.Py_ssize_t,
-               unknown=bint, offsets=set, sliced=list, proven=dict, here=dict, ahead=dict, moves=tuple, px=tuple, py=tuple,
+               unknown=bint, offsets=dict, sliced=list, proven=dict, here=dict, ahead=dict, moves=tuple, px=tuple, py=tuple,
                wa=tuple, wb=tuple, nxt=Record, entry=tuple, pair=tuple)
 cpdef _straight(t, list snaps, Py_ssize_t n)
 cpdef _onto(Record rec, Py_ssize_t start)

@@ -472,13 +472,15 @@ def _straight(t, snaps, n):
     if watched is None:
         return None
     a, unknown, p = t.first, False, t.period
-    offsets = set()  # where the parts that move by offset lie in the template's iterations and a step on
+    # where the parts that move by offset lie in the template's iterations and a step on (a dict: offsets are often
+    # multiples of a power of two, which a set's probing finds slower)
+    offsets = {}
     for slots in t.slots:
         for slot in slots:
             if slot[2] or slot[3]:
                 px = slot[0]
-                offsets.add(px[4])
-                offsets.add(px[4] + slot[2] // p)
+                offsets[px[4]] = None
+                offsets[px[4] + slot[2] // p] = None
     sliced = [_parts(watched, snaps[a + i], snaps[a + i + 1], offsets) for i in range(p + 1)]
     proven = {}  # (i, ids of the two placements) -> the keys' entry proven for them (records share placements)
     keys, length = t.keys, t.length
@@ -615,8 +617,8 @@ def _layout(p) -> tuple:
 
 
 def _parts(watched, lo, hi, offsets) -> dict:
-    """The parts sliced between two boundaries at one of `offsets`, by their layout: (tensor, key) (the offset, a
-    number, asked first: few parts move)."""
+    """The parts sliced between two boundaries at one of `offsets` (a dict's keys), by their layout: (tensor, key)
+    (the offset, a number, asked first: few parts move)."""
     out = {}
     for i in range(lo.watched, hi.watched):
         e = watched[i]
@@ -761,7 +763,7 @@ def _template(nc, snaps, a, p, end):
     for i in range(p):
         fresh = snaps[a + i].tiles  # tiles numbered from these on were made in iteration a + i
         sbuf_fresh, psum_fresh = fresh[0], fresh[1]
-        mine, ahead, slots, hoists = [], [], [], []
+        ahead, slots, hoists = [], [], []
         paired = {}  # by id: a placement's pairing proven below, and the steps it last moved by (`_paired`)
         xs, ys, zs = runs[i], runs[i + 1], runs[p]
         for j in range(length):
@@ -834,7 +836,6 @@ def _template(nc, snaps, a, p, end):
             elif i == 0 and z.sig != x.sig:
                 return None
             ahead.append((tuple(moves), sig) if moves else _STILL)
-            mine.append(x)
             hoists.append(onto_x)
             if x.op in HOIST_PURE and x.engine in HOIST_ENGINES and x.writes == ("dst",):
                 outer = True
@@ -852,7 +853,7 @@ def _template(nc, snaps, a, p, end):
                             # its memo entry names the result of an instance a later run of the loop may be
                             # hoisted onto, and so onto this entry too: one stamps do not leave
                             return False
-        recs.append(mine)
+        recs.append(xs)  # (every record of the iteration, in order: each one paired above)
         hoisted_onto.append(hoists)
         steps.append(ahead)
         moving_parts.append(slots)
@@ -906,7 +907,8 @@ def _paired(known, k, name, px, py, pz, p, sbuf_fresh, psum_fresh, period, slots
             or px[3] is not py[3] and px[3] != py[3] or px[6] is not py[6] and px[6] != py[6] \
             or px[7] or py[7]:
         return None
-    doff, dpoff = py[4] - px[4], py[5] - px[5]  # per iteration
+    ox, pox, oy, poy = px[4], px[5], py[4], py[5]  # (offsets: C integers in the compiled build)
+    doff, dpoff = oy - ox, poy - pox  # per iteration
     qx = px[0]
     tile = qx[5]
     sbuf = qx[0] == "sbuf"
@@ -914,8 +916,10 @@ def _paired(known, k, name, px, py, pz, p, sbuf_fresh, psum_fresh, period, slots
     dtile = (period[0] if sbuf else period[1]) if made else 0  # per period
     if pz is not None:  # the first iteration: a period on, the same place, each step moved p times
         qz = pz[0]
-        if qz[0] != qx[0] or qz[1] != qx[1] or qz[2] != qx[2] or qz[3] != qx[3] or qz[4] != qx[4] \
-                or qz[5] != tile + dtile or pz[4] != px[4] + p * doff or pz[5] != px[5] + p * dpoff:
+        if qz[0] != qx[0] or qz[1] != qx[1] or qz[2] != qx[2] or qz[3] != qx[3] or qz[4] != qx[4]:
+            return None
+        tz, oz, poz = qz[5], pz[4], pz[5]
+        if tz != tile + dtile or oz != ox + p * doff or poz != pox + p * dpoff:
             return None
     elif not made and py[0] != px[0]:
         return None
