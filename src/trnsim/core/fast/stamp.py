@@ -349,9 +349,12 @@ def _period_on(stream, lo, mid, at, base, length, fresh, later, dtiles, p):
                         or pu[3] is not pv[3] and pu[3] != pv[3] or pu[6] != pv[6] or pu[7] or pv[7]:
                     return None
                 ou, ov, qu, qv = pu[4], pv[4], pu[5], pv[5]  # (C numbers in the compiled build)
-                pz = _moved(px, 1, dtile, p * (ov - ou), p * (qv - qu))
-                if pz[4] != px[4] or pz[5] != px[5]:
-                    moving.append((pu, pv, px, pz))
+                if not dtile and ou == ov and qu == qv:
+                    pz = px  # nothing moves (a part of a tile made before, sliced afresh): x's own
+                else:
+                    pz = _moved(px, 1, dtile, p * (ov - ou), p * (qv - qu))
+                    if pz[4] != px[4] or pz[5] != px[5]:
+                        moving.append((pu, pv, px, pz))
                 if got is None:
                     moved[key] = (pv, pz)
                 else:
@@ -422,13 +425,16 @@ def _forgotten(window, ends, fresh):
             lines.setdefault((rec.location, tuple(same)), []).append((k, reads))
     if not lines:
         return True
+    numbers = set()  # their tile numbers (asked first: a number hashes faster than a place)
+    for q in reads_any:
+        numbers.add(q[5])
     writes = {}  # position -> the tiles it writes that such a record reads
     for k in range(len(window)):
         rec = window[k]
         placed = rec.placed
         for name in rec.writes:
             q = placed.get(name)
-            if q is not None and q[0] in reads_any:
+            if q is not None and q[0][5] in numbers and q[0] in reads_any:
                 writes.setdefault(k, []).append(q[0])
     n = len(window)
     for seen in lines.values():
