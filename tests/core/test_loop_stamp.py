@@ -997,3 +997,58 @@ def test_each_python_reads_the_same_analysis_of_a_body():
                                       ("flag", "out", "x"))
     assert {name for _, name, _ in first[3]} == {"nl", "nisa", "_load_like", "_stored"}
     assert second[:3] + second[4:6] == ((("nisa", "memset"),), (("name", "t"),), False, False, ("t",))
+
+
+def test_tile_steps_of_places_are_those_the_rule_gives():
+    """`_made_in` (tile numbers asked before whole places) against the rule written out: the same tile made before
+    the iteration moves 0, two tiles made in their iterations, of one size in one memory, move a period's tiles."""
+    def before(q, f):
+        return q[5] < 0 or q[5] < (f[0] if q[0] == "sbuf" else f[1])
+
+    def rule(qa, qb, fresh, later, dtiles):
+        if qa == qb:
+            return 0 if before(qa, fresh) else None
+        if qa[0] != qb[0] or qa[4] != qb[4] or before(qa, fresh) or before(qb, later):
+            return None
+        return dtiles[0] if qa[0] == "sbuf" else dtiles[1]
+
+    fresh, later, dtiles = (10, 4), (13, 6), (3, 2)
+    places = [(mem, serial, p0, 0, nbytes, tile) for mem in ("sbuf", "psum") for serial in (0, 1) for p0 in (0, 32)
+              for nbytes in (512, 1024) for tile in (-1, 2, 10, 11, 13, 14, 4, 6)]
+    for qa in places:
+        for qb in places:
+            for q in (qb, tuple(list(qb))):  # the same place, and an equal one
+                assert stamp._made_in(qa, q, fresh, later, dtiles) == rule(qa, q, fresh, later, dtiles), (qa, q)
+
+
+def test_a_hoistable_record_is_forgotten_only_by_a_write_of_a_tile_it_reads():
+    """`_forgotten` over a period whose records of each op come in runs: a pure copy reading a tile made before
+    the loop is an entry the hoisting memo keeps unless a record after it, before its line comes round again,
+    writes that tile."""
+    from trnsim.core.isa.opcodes import Engine, Op
+    from trnsim.core.isa.registry import Record
+
+    def place(tile):
+        return ("sbuf", 0, 0, 0, 512, tile)
+
+    def rec(op, engine, line, dst, src):
+        r = Record.__new__(Record)
+        r.op, r.engine, r.writes, r.location, r.hoisted, r.spill = op, engine, ("dst",), ("k.py", line), None, None
+        r.placed = {name: (place(t), nl.float32, (128, 4), (4, 1), 0, 0, True, False, None)
+                    for name, t in (("dst", dst), ("src", src))}
+        return r
+
+    def load(dst):
+        return rec(Op.DMA_COPY, Engine.SYNC, 1, dst, -1)
+
+    def copy(line, dst, src):
+        return rec(Op.TENSOR_COPY, Engine.VECTOR, line, dst, src)
+
+    fresh = [(10, 10)]  # tiles numbered below 10 were made before the iteration
+    kept = [load(11), load(12), copy(2, 13, 0), copy(3, 14, 1), load(15), copy(4, 16, 0)]
+    assert stamp._hoistable(kept[2], fresh[0]) and not stamp._hoistable(kept[0], fresh[0])
+    assert not stamp._forgotten(kept, [len(kept)], fresh)  # nothing writes tiles 0 and 1
+    written = [load(11), load(12), copy(2, 13, 0), copy(3, 14, 1), load(0), load(1), copy(4, 16, 0), load(0)]
+    assert stamp._forgotten(written, [len(written)], fresh)
+    unwritten = written[:5] + written[6:]  # tile 1 (line 3's) no longer written
+    assert not stamp._forgotten(unwritten, [len(unwritten)], fresh)

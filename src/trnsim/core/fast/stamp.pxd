@@ -95,15 +95,17 @@ cpdef list _moved_slots(tuple movers, Py_ssize_t step)
 # foretelling an iteration (`_foretold`): once per record of the period, its placements and its tiles
 @cython.locals(out=list, moved=dict, moving=list, j=cython.Py_ssize_t, u=Record, v=Record, x=Record, z=Record,
                up=dict, vp=dict, xp=dict, placed=dict, pu=tuple, pv=tuple, px=tuple, pz=tuple, pair=tuple, pairs=dict,
-               got=tuple)
+               got=tuple, still=bint, ou=cython.Py_ssize_t, ov=cython.Py_ssize_t, qu=cython.Py_ssize_t,
+               qv=cython.Py_ssize_t)
 cpdef _period_on(list stream, Py_ssize_t lo, Py_ssize_t mid, Py_ssize_t at, Py_ssize_t base, Py_ssize_t length,
                  tuple fresh, tuple later, tuple dtiles, Py_ssize_t p)
+@cython.locals(ta=cython.Py_ssize_t, tb=cython.Py_ssize_t)
 cpdef _made_in(tuple qa, tuple qb, tuple fresh, tuple later, tuple dtiles)
 @cython.locals(offsets=set, out=dict, i=cython.Py_ssize_t, e=tuple, k=tuple)
 cpdef dict _picked(list watched, Py_ssize_t lo, Py_ssize_t hi, set wanted)
 @cython.locals(lines=dict, reads_any=set, i=cython.Py_ssize_t, k=cython.Py_ssize_t, m=cython.Py_ssize_t,
                w=cython.Py_ssize_t, n=cython.Py_ssize_t, rec=Record, reads=list, same=list, q=tuple, writes=dict,
-               seen=list, found=bint)
+               seen=list, found=bint, end=cython.Py_ssize_t, pure=bint, placed=dict)
 cpdef bint _forgotten(list window, list ends, list fresh)
 @cython.locals(dst=tuple, q=tuple)
 cpdef bint _hoistable(Record rec, tuple fresh)

@@ -324,16 +324,16 @@ def _period_on(stream, lo, mid, at, base, length, fresh, later, dtiles, p):
         up, vp, xp = u.placed, v.placed, x.placed
         if len(up) != len(vp):
             return None
-        placed = None  # a copy of x's once a part moves; else x's own (records share them, as stamps do)
+        placed, still = {}, True  # x's placements, each moving part's moved; x's own dict where none moves
         for name, px in xp.items():
             pu = px if x is u else up.get(name)  # (x is iteration b's record, or b + 1's: `_foretold`)
             pv = px if x is v else vp.get(name)
             if pv is None or pu is None:
                 return None
             if pu is pv:
+                placed[name] = px
                 continue
-            if placed is None:
-                placed = dict(xp)
+            still = False
             # records share placements: each pair moved once, found by the first's identity where the second is
             # the one seen with it before (else by both)
             key = id(pu)
@@ -341,20 +341,27 @@ def _period_on(stream, lo, mid, at, base, length, fresh, later, dtiles, p):
             if got is not None and got[0] is pv:
                 placed[name] = got[1]
                 continue
-            pair = (key, id(pv))
-            pz = pairs.get(pair)
+            pair = None if got is None else (key, id(pv))  # (a first pairing of pu is in `moved` alone)
+            pz = None if got is None else pairs.get(pair)
             if pz is None:
                 dtile = _made_in(pu[0], pv[0], fresh, later, dtiles)
-                if dtile is None or pu[1:4] != pv[1:4] or pu[6] != pv[6] or pu[7] or pv[7]:
+                if dtile is None or pu[1] is not pv[1] and pu[1] != pv[1] or pu[2] is not pv[2] and pu[2] != pv[2] \
+                        or pu[3] is not pv[3] and pu[3] != pv[3] or pu[6] != pv[6] or pu[7] or pv[7]:
                     return None
-                pz = pairs[pair] = _moved(px, 1, dtile, p * (pv[4] - pu[4]), p * (pv[5] - pu[5]))
-                if pz[4] != px[4] or pz[5] != px[5]:
-                    moving.append((pu, pv, px, pz))
-            if got is None:
-                moved[key] = (pv, pz)
+                ou, ov, qu, qv = pu[4], pv[4], pu[5], pv[5]  # (C numbers in the compiled build)
+                if not dtile and ou == ov and qu == qv:
+                    pz = px  # nothing moves (a part of a tile made before, sliced afresh): x's own
+                else:
+                    pz = _moved(px, 1, dtile, p * (ov - ou), p * (qv - qu))
+                    if pz[4] != px[4] or pz[5] != px[5]:
+                        moving.append((pu, pv, px, pz))
+                if got is None:
+                    moved[key] = (pv, pz)
+                else:
+                    pairs[pair] = pz
             placed[name] = pz
-        if placed is None:
-            placed = xp
+        if still:
+            placed = xp  # (records share them, as stamps do)
         z = Record.__new__(Record)  # its signature number is iteration a's: the template reads it only where no
         z.index, z.op, z.engine, z.placed, z.writes = base + j, x.op, x.engine, placed, x.writes  # layout moves
         z.attrs, z.location, z.sig, z._regions, z.site = x.attrs, x.location, x.sig, None, x.site
@@ -395,14 +402,19 @@ def _forgotten(window, ends, fresh):
     """`_unhoisted` for the records `window` of a period, its iterations ending at positions `ends`."""
     lines = {}  # (a line, the parts read) the memo may take -> (position in the window, tiles read) of each
     reads_any = set()  # every tile such a record reads
-    i = 0
+    i, end = 0, ends[0]
+    last, pure = None, False  # the op of the record before, and whether the memo takes its op at all
     for k in range(len(window)):
-        while k >= ends[i]:
+        while k >= end:
             i += 1
+            end = ends[i]
         rec = window[k]
         if rec.hoisted is not None or rec.spill is not None:
             return False
-        if _hoistable(rec, fresh[i]):
+        if rec.op is not last:  # (records of one op come in runs: `_hoistable` asks this first)
+            last = rec.op
+            pure = id(last) in _PURE_IDS
+        if pure and _hoistable(rec, fresh[i]):
             reads, same = [], []
             for name, q in rec.placed.items():
                 if name != "dst":
@@ -413,12 +425,16 @@ def _forgotten(window, ends, fresh):
             lines.setdefault((rec.location, tuple(same)), []).append((k, reads))
     if not lines:
         return True
+    numbers = set()  # their tile numbers (asked first: a number hashes faster than a place)
+    for q in reads_any:
+        numbers.add(q[5])
     writes = {}  # position -> the tiles it writes that such a record reads
     for k in range(len(window)):
         rec = window[k]
+        placed = rec.placed
         for name in rec.writes:
-            q = rec.placed.get(name)
-            if q is not None and q[0] in reads_any:
+            q = placed.get(name)
+            if q is not None and q[0][5] in numbers and q[0] in reads_any:
                 writes.setdefault(k, []).append(q[0])
     n = len(window)
     for seen in lines.values():
@@ -440,7 +456,8 @@ def _made_in(qa, qb, fresh, later, dtiles):
     """How far the tile number moves in a period between places `qa` and `qb` of iterations a and a + 1 (whose
     first tile numbers are `fresh` and `later`): 0 where both are the same tile made before iteration a, the
     tiles made in a period where each was made in its iteration, of one size in one memory; else None."""
-    if qa == qb:
+    ta, tb = qa[5], qb[5]  # (tile numbers, asked first: places of two tiles differ there)
+    if qa is qb or ta == tb and qa == qb:
         return 0 if _made_before(qa, fresh) else None
     if qa[0] != qb[0] or qa[4] != qb[4] or _made_before(qa, fresh) or _made_before(qb, later):
         return None
