@@ -229,10 +229,12 @@ def test_a_record_sharing_its_attributes_with_an_earlier_one_takes_its_own_plan(
 
 
 @pytest.mark.parametrize("target", ["trn1", "trn2"])
-def test_shared_plans_and_costs_equal_fresh_ones_across_the_example_kernels(ladder, target):
+def test_shared_plans_and_costs_equal_fresh_ones_across_the_example_kernels(ladder, target, monkeypatch):
     """The matmul ladder's steps and the fused Mamba kernels: every signature's shared plan, cost and durations
     equal those computed afresh."""
     import mamba
+
+    monkeypatch.setenv("TRNSIM_FAST", "1")  # signatures are the speed layer's: with it off, nothing is shared
 
     small = [np.zeros((1024, 512), ladder.nl.bfloat16.np), np.zeros((1024, 1024), ladder.nl.bfloat16.np)]
     runs = [(k, small) for k in ladder.LADDER]
