@@ -127,3 +127,4 @@ cpdef tuple _with_place(tuple q, tuple place)
 @cython.locals(places=list, qs=list, dicts=list, attrs=list, rows=list, marks=list, place_at=dict, q_at=dict,
                dict_at=dict, attrs_at=dict, rec=Record, names=list, q=tuple, u=tuple, w=tuple)
 cpdef tuple _plan_of(list records, list watched)
+cpdef Py_ssize_t _position(dict at, list items, x) except -1

@@ -1693,34 +1693,25 @@ def _plan_of(records, watched) -> tuple:
             for name, q in rec.placed.items():
                 k = q_at.get(id(q))
                 if k is None:
-                    pk = place_at.get(id(q[0]))
-                    if pk is None:
-                        pk = place_at[id(q[0])] = len(places)
-                        places.append(q[0])
                     k = q_at[id(q)] = len(qs)
-                    qs.append((q, pk))
+                    qs.append((q, _position(place_at, places, q[0])))
                 names.append((name, k))
             d = dict_at[id(rec.placed)] = len(dicts)
             dicts.append((rec.placed, tuple(names)))
-        a = attrs_at.get(id(rec.attrs))
-        if a is None:
-            a = attrs_at[id(rec.attrs)] = len(attrs)
-            attrs.append(rec.attrs)
-        rows.append((d, a))
+        rows.append((d, _position(attrs_at, attrs, rec.attrs)))
     ours = len(places)
     for u, w in watched or ():
-        pk = place_at.get(id(u[0]))
-        if pk is None:
-            pk = place_at[id(u[0])] = len(places)
-            places.append(u[0])
-        pw = pk
-        if w[0] is not u[0]:
-            pw = place_at.get(id(w[0]))
-            if pw is None:
-                pw = place_at[id(w[0])] = len(places)
-                places.append(w[0])
-        marks.append((pk, pw))
+        marks.append((_position(place_at, places, u[0]), _position(place_at, places, w[0])))
     return places, ours, qs, dicts, attrs, rows, marks
+
+
+def _position(at, items, x) -> int:
+    """Where `x` is in `items`, found by identity in `at` (id -> position); appended the first time."""
+    k = at.get(id(x))
+    if k is None:
+        k = at[id(x)] = len(items)
+        items.append(x)
+    return k
 
 
 # -- the body's bytecode -------------------------------------------------------------------------------------
