@@ -3,5 +3,5 @@
 import cython
 from trnsim.core.timing.scheduler cimport Event
 
-@cython.locals(busy=dict, starts=list, ends=list, moved=double, s=double, f=double, e=Event)
+@cython.locals(busy=dict, starts=list, ends=list, moved=double, s=double, f=double, span=double, e=Event)
 cpdef tuple interval_shares(list events, dma_engines)

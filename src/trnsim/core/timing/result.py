@@ -31,10 +31,16 @@ def interval_shares(events, dma_engines: int) -> tuple[dict[str, float], float, 
     busy: dict[str, float] = {}
     starts, ends = [], []
     for e in events:
-        if e.pieces:
+        parts = e.parts  # (Event.pieces, without making the tuples of a transfer whose pieces span it alike)
+        if parts:
             moved = 0.0
-            for _, s, f in e.pieces:
-                moved += f - s
+            if type(parts) is tuple:
+                for _, s, f in parts:
+                    moved += f - s
+            else:
+                span = e.end - e.start
+                for _ in parts:
+                    moved += span
             busy["DMA"] = busy.get("DMA", 0.0) + moved / dma_engines
         else:
             busy[e.track] = busy.get(e.track, 0.0) + (e.end - e.start)
@@ -144,7 +150,7 @@ def critical_path(tl: Timeline) -> tuple[dict[str, float], float, float]:
     last_end, by_track, first = ev[cur].end, {}, cur
     while cur >= 0:
         e = ev[cur]
-        track = "DMA" if e.pieces else e.track  # a transfer keeps all 16 DMA engines busy together
+        track = "DMA" if e.parts else e.track  # a transfer keeps all 16 DMA engines busy together
         by_track[track] = by_track.get(track, 0.0) + (e.end - e.start)
         first, cur = cur, e.blocker
     length = last_end - ev[first].start
@@ -166,14 +172,15 @@ def summarize(kernel: str, timelines: list[Timeline], spec) -> BenchmarkResult:
         begin = min(e.start for e in tl.events)
         lat = max(e.end for e in tl.events) - begin
         for e in tl.events:
-            track = "DMA" if e.pieces else e.track
+            dma = bool(e.parts)  # (Event.pieces is not empty)
+            track = "DMA" if dma else e.track
             counts[track] = counts.get(track, 0) + 1
-            if not e.pieces:
+            if not dma:
                 active[track] = active.get(track, 0.0) + (e.end - e.start)
             if e.flops:
                 hw_flops += e.flops
                 flops += e.model_flops
-            if e.pieces:
+            if dma:
                 src, dst = e.rec.operands.get("src"), next(r for n, r in e.rec.operands.items() if n in e.rec.writes)
                 nbytes = int(np.prod(dst.shape)) * numerics.dtype(dst.dtype).itemsize
                 dma += nbytes
@@ -186,7 +193,7 @@ def summarize(kernel: str, timelines: list[Timeline], spec) -> BenchmarkResult:
                 hbm_w += nbytes if dst.space == "hbm" else 0
         # A DMA packet is moving while a piece is, and while a transfer's completion writes are (its queue's
         # turnaround: every engine writes a 4 B semaphore update, nki-dma-overview.rst).
-        ends = np.array([e.end for e in tl.events if e.pieces])
+        ends = np.array([e.end for e in tl.events if e.parts])
         done = np.minimum(ends + timing(spec.target).dma_turnaround_latency, begin + lat)
         active["DMA"] = active.get("DMA", 0.0) + union_length(np.concatenate([np.frombuffer(tl.piece_start), ends]),
                                                               np.concatenate([np.frombuffer(tl.piece_end), done]))

@@ -13,7 +13,7 @@ cdef tuple _TRACK_NAME
 
 @cython.final
 cdef class Event:
-    cdef public object index, rec, track, start, end, deps, blocker, flops, pieces, model_flops
+    cdef public object index, rec, track, start, end, deps, blocker, flops, parts, model_flops
 
 
 @cython.final

@@ -46,15 +46,31 @@ class Event:
     """One instruction as scheduled: [start, end) on `track` ("TensorE", ... or "DMA q<j>" of its last piece),
     `deps` the events it waited on, `blocker` the event whose end set its start (-1: none), the FLOPs of its
     PE work (`model_flops`: those that count as the model's) and, for a DMA, `pieces` (engine, start, end)
-    per DMA engine."""
+    per DMA engine. `parts` holds the pieces: as a tuple, or, for a transfer whose pieces all span its own
+    [start, end) (one engine class moved it: _dma), as the list of their engines, the tuples made when asked
+    for (most runs never read them, and a transfer moves on 16 engines)."""
 
-    __slots__ = ("index", "rec", "track", "start", "end", "deps", "blocker", "flops", "pieces", "model_flops")
+    __slots__ = ("index", "rec", "track", "start", "end", "deps", "blocker", "flops", "parts", "model_flops")
 
     def __init__(self, index: int, rec, track: str, start: float, end: float, deps: tuple[int, ...] = (),
                  blocker: int = -1, flops: float = 0.0, pieces: tuple[tuple[int, float, float], ...] = (),
                  model_flops: float = 0.0):
         self.index, self.rec, self.track, self.start, self.end = index, rec, track, start, end
-        self.deps, self.blocker, self.flops, self.pieces, self.model_flops = deps, blocker, flops, pieces, model_flops
+        self.deps, self.blocker, self.flops, self.parts, self.model_flops = deps, blocker, flops, tuple(pieces), model_flops
+
+    @property
+    def pieces(self) -> tuple:
+        parts = self.parts
+        if type(parts) is tuple:
+            return parts
+        start, end, out = self.start, self.end, []
+        for e in parts:
+            out.append((e, start, end))
+        return tuple(out)
+
+    @pieces.setter
+    def pieces(self, pieces) -> None:
+        self.parts = tuple(pieces)
 
     def __repr__(self):
         return f"Event({self.index}, {self.track}, {self.start:.1f}..{self.end:.1f} ns)"
@@ -630,10 +646,8 @@ class Scheduler:
         if len(placed) == 1:  # one class moved it all: every piece is its piece (the loop below, in short)
             x = placed[0]
             first, last = x[2], x[3]
-            pieces = []
-            for m in moved:  # m untyped: the engine numbers as they are, in the pieces
-                pieces.append((m, first, last))
-                e = m
+            pieces = moved  # every piece [first, last): Event.pieces makes their tuples when asked
+            for e in moved:
                 ends[e], lasts[e] = last, index
             starts.append(first)
             finishes.append(last)
@@ -663,7 +677,8 @@ class Scheduler:
         for e in got[2]:  # the engines it moves nothing on: their completion write, in queue order
             at = go if lasts[e] < 0 or ends[e] + turn <= go else ends[e] + turn
             ends[e], lasts[e] = at, index
-        return _event(index, rec, self.dma_names[q], start, end, bound, 0.0, 0.0, tuple(pieces))
+        return _event(index, rec, self.dma_names[q], start, end, bound, 0.0, 0.0,
+                      pieces if len(placed) == 1 else tuple(pieces))
 
     def _regroup(self, got) -> None:
         """Split the DMA engine classes so that each holds only engines given equal pieces by a transfer (`got`:
@@ -755,7 +770,7 @@ def _event(index: int, rec, track: str, start: float, end: float, blocker: int, 
     constructor (whose keyword arguments the compiled build parses at every call)."""
     ev = Event.__new__(Event)
     ev.index, ev.rec, ev.track, ev.start, ev.end, ev.deps = index, rec, track, start, end, ()
-    ev.blocker, ev.flops, ev.pieces, ev.model_flops = blocker, flops, pieces, model
+    ev.blocker, ev.flops, ev.parts, ev.model_flops = blocker, flops, pieces, model
     return ev
 
 
