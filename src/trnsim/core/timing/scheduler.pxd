@@ -13,7 +13,9 @@ cdef tuple _TRACK_NAME
 
 @cython.final
 cdef class Event:
-    cdef public object index, rec, track, start, end, deps, blocker, flops, parts, model_flops
+    cdef public object index, rec, track, start, end
+    cdef public Py_ssize_t nd, d0, d1, d2
+    cdef public object more, blocker, flops, parts, model_flops
 
 
 @cython.final
@@ -104,9 +106,8 @@ cdef Event _event(index, rec, track, start, end, blocker, flops, model, pieces)
 cdef Access _access(cells, memory, Py_ssize_t lo, Py_ssize_t hi, bint w, buffer, key)
 
 
-@cython.locals(at=ints, n=Py_ssize_t, a=Py_ssize_t, b=Py_ssize_t, c=Py_ssize_t, k=Py_ssize_t, got=list, x=Event,
-               y=Event, z=Event)
-cpdef tuple _in_order(Waits waits, list events)
+@cython.locals(at=ints, n=Py_ssize_t, a=Py_ssize_t, b=Py_ssize_t, c=Py_ssize_t, k=Py_ssize_t, got=list)
+cpdef void _in_order(Waits waits, Event ev)
 
 
 @cython.locals(a=dict)

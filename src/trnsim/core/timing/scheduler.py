@@ -48,9 +48,11 @@ class Event:
     PE work (`model_flops`: those that count as the model's) and, for a DMA, `pieces` (engine, start, end)
     per DMA engine. `parts` holds the pieces: as a tuple, or, for a transfer whose pieces all span its own
     [start, end) (one engine class moved it: _dma), as the list of their engines, the tuples made when asked
-    for (most runs never read them, and a transfer moves on 16 engines)."""
+    for (most runs never read them, and a transfer moves on 16 engines). `deps` likewise: up to three as
+    `nd` integers d0, d1, d2 (C integers in the compiled build: no tuple per event), more as a tuple (`more`)."""
 
-    __slots__ = ("index", "rec", "track", "start", "end", "deps", "blocker", "flops", "parts", "model_flops")
+    __slots__ = ("index", "rec", "track", "start", "end", "nd", "d0", "d1", "d2", "more", "blocker", "flops", "parts",
+                 "model_flops")
 
     def __init__(self, index: int, rec, track: str, start: float, end: float, deps: tuple[int, ...] = (),
                  blocker: int = -1, flops: float = 0.0, pieces: tuple[tuple[int, float, float], ...] = (),
@@ -71,6 +73,33 @@ class Event:
     @pieces.setter
     def pieces(self, pieces) -> None:
         self.parts = tuple(pieces)
+
+    @property
+    def deps(self) -> tuple:
+        n = self.nd
+        if n == 0:
+            return ()
+        if n == 1:
+            return (self.d0,)
+        if n == 2:
+            return (self.d0, self.d1)
+        if n == 3:
+            return (self.d0, self.d1, self.d2)
+        return self.more
+
+    @deps.setter
+    def deps(self, deps) -> None:
+        deps = tuple(deps)
+        n = len(deps)
+        self.nd, self.d0, self.d1, self.d2, self.more = n, 0, 0, 0, None
+        if n > 3:
+            self.more = deps
+        if 0 < n <= 3:
+            self.d0 = deps[0]
+        if 1 < n <= 3:
+            self.d1 = deps[1]
+        if n == 3:
+            self.d2 = deps[2]
 
     def __repr__(self):
         return f"Event({self.index}, {self.track}, {self.start:.1f}..{self.end:.1f} ns)"
@@ -364,7 +393,7 @@ class Scheduler:
         else:
             ev = self._compute(rec, w, eng, index, ready, blocker, memo, ordered)
         if waits.n:
-            ev.deps = _in_order(waits, self.events)
+            _in_order(waits, ev)
         self.events.append(ev)
         k = ends.n  # ended(ends, eng, ev.end), written out but for growing
         if k < ends.cap:
@@ -769,7 +798,8 @@ def _event(index: int, rec, track: str, start: float, end: float, blocker: int, 
     """Event(index, rec, track, start, end, (), blocker, flops, pieces, model), made without calling its
     constructor (whose keyword arguments the compiled build parses at every call)."""
     ev = Event.__new__(Event)
-    ev.index, ev.rec, ev.track, ev.start, ev.end, ev.deps = index, rec, track, start, end, ()
+    ev.index, ev.rec, ev.track, ev.start, ev.end = index, rec, track, start, end
+    ev.nd, ev.d0, ev.d1, ev.d2, ev.more = 0, 0, 0, 0, None
     ev.blocker, ev.flops, ev.parts, ev.model_flops = blocker, flops, pieces, model
     return ev
 
@@ -781,21 +811,20 @@ def _access(cells, memory, lo: int, hi: int, w: bool, buffer, key) -> Access:
     return a
 
 
-def _in_order(waits, events) -> tuple:
-    """The events waited for (distinct), in index order (their indices as `events` hold them: deps and blockers
-    share each event's own index object rather than box their own): the two or three of most instructions by
-    comparisons, more by a sort. (Written out, without a call per event: the Python build pays for calls.)"""
+def _in_order(waits, ev) -> None:
+    """Give event `ev` the events it waited for (distinct positions in `waits`, which are their indices) as its
+    deps, in index order: the two or three of most instructions by comparisons, more by a sort. (Written out,
+    without a call per event: the Python build pays for calls.)"""
     at, n = waits.at, waits.n
+    ev.nd = n
     if n == 1:
-        x = events[at[0]]
-        return (x.index,)
-    if n == 2:
+        ev.d0 = at[0]
+    elif n == 2:
         a, b = at[0], at[1]
         if a > b:
             a, b = b, a
-        x, y = events[a], events[b]
-        return (x.index, y.index)
-    if n == 3:
+        ev.d0, ev.d1 = a, b
+    elif n == 3:
         a, b, c = at[0], at[1], at[2]
         if a > b:
             a, b = b, a
@@ -803,16 +832,13 @@ def _in_order(waits, events) -> tuple:
             b, c = c, b
             if a > b:
                 a, b = b, a
-        x, y, z = events[a], events[b], events[c]
-        return (x.index, y.index, z.index)
-    got = []
-    for k in range(n):
-        got.append(at[k])
-    got.sort()
-    for k in range(n):
-        x = events[got[k]]
-        got[k] = x.index
-    return tuple(got)
+        ev.d0, ev.d1, ev.d2 = a, b, c
+    else:
+        got = []
+        for k in range(n):
+            got.append(at[k])
+        got.sort()
+        ev.more = tuple(got)
 
 
 def _occupy(starts, ends, owner, i: int, s: float, f: float, index: int) -> None:
