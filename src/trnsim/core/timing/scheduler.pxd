@@ -13,7 +13,8 @@ cdef tuple _TRACK_NAME
 
 @cython.final
 cdef class Event:
-    cdef public object index, rec, track, start, end
+    cdef public double start
+    cdef public object index, rec, track, end
     cdef public Py_ssize_t nd, d0, d1, d2
     cdef public object more, blocker, flops, parts, model_flops
 
@@ -64,7 +65,7 @@ cdef class Scheduler:
 
     @cython.locals(starts=list, ends=list, owner=list, warms=list, fed=list, n=Py_ssize_t, i=Py_ssize_t, tensor=bint,
                    ramped=bint, start=double, end=double, gap=double, gap_end=double, dur=double, base=double,
-                   warm=double, dependent=bint, at=double, begun=object, done=object,
+                   warm=double, dependent=bint, at=double, done=object,
                    free=double)
     cpdef _compute(self, Record rec, w, Py_ssize_t eng, object index, double ready, object blocker, list memo,
                    bint ordered)
@@ -99,7 +100,7 @@ cpdef _number(list numbers, Py_ssize_t n)
 
 
 @cython.locals(ev=Event)
-cdef Event _event(index, rec, track, start, end, blocker, flops, model, pieces)
+cdef Event _event(index, rec, track, double start, end, blocker, flops, model, pieces)
 
 
 @cython.locals(a=Access)
@@ -135,7 +136,7 @@ cpdef list _by_engine(split, Py_ssize_t n)
 
 
 @cython.locals(last=double, after=double, start=double, finish=double)
-cdef void _occupy(list starts, list ends, list owner, Py_ssize_t i, s, f, object index)
+cdef void _occupy(list starts, list ends, list owner, Py_ssize_t i, double s, f, object index)
 
 
 @cython.locals(starts=list, ends=list, owner=list, i=Py_ssize_t, n=Py_ssize_t, t=double, take=double, left=double,

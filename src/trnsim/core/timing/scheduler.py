@@ -568,18 +568,19 @@ class Scheduler:
         if start > ready and start != gap:
             blocker = held  # held by the engine's order
         end = start + dur
-        begun, done = start, end  # as the lists and the event hold them (the compiled build boxes each once)
+        done = end  # as the lists and the event hold it (the compiled build boxes it once; the start, a C double
+        # in the event, is boxed only when _occupy begins a new busy stretch with it)
         if fenced:
             fence[0], fence[1] = done, index
         if ordered:
             fence[2], fence[3] = done, index
-        _occupy(starts, ends, owner, i, begun, done, index)
+        _occupy(starts, ends, owner, i, start, done, index)
         free = self.free[eng]  # compared as a C double in the compiled build (as in _occupy)
         if end >= free:
             self.free[eng], self.last[eng] = done, index
         if ramped:
             self._warm_up(start, end, index, base, warm)
-        return _event(index, rec, _TRACK_NAME[eng], begun, done, blocker, flops, model, ())
+        return _event(index, rec, _TRACK_NAME[eng], start, done, blocker, flops, model, ())
 
     def _warm_up(self, start: float, end: float, index: int, base: float, warm: float) -> None:
         """Enter TensorE instruction `index`, [start, end) with ramp start `warm`, in TensorE's time order, and let
