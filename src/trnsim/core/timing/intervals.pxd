@@ -43,6 +43,17 @@ cpdef ended(Ends ends, Py_ssize_t track, double end)
 
 
 @cython.final
+cdef class Latest:
+    cdef public Py_ssize_t cap
+    cdef ints event
+    cdef reals end
+
+
+@cython.locals(cap=Py_ssize_t, n=Py_ssize_t, k=Py_ssize_t, event=ints)
+cpdef reach(Latest latest, Py_ssize_t tile)
+
+
+@cython.final
 cdef class Pending:
     cdef public Py_ssize_t n, cap
     cdef public list maps
@@ -71,6 +82,8 @@ cpdef forget(IntervalMap m, Py_ssize_t lo, Py_ssize_t hi)
                n=Py_ssize_t)
 cdef void _wait(IntervalMap m, Py_ssize_t i, bint w, Py_ssize_t tile, Py_ssize_t eng, bint dma, Waits waits,
                list fed)
+
+cpdef room(Waits waits, Py_ssize_t n)
 
 @cython.locals(at=ints, n=Py_ssize_t, k=Py_ssize_t)
 cpdef add(Waits waits, Py_ssize_t x)

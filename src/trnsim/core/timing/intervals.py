@@ -115,6 +115,35 @@ def ended(ends: Ends, track: int, end: float) -> None:
     ends.n = k + 1
 
 
+class Latest:
+    """Per PSUM tile, by its number (Region.tile): the event of its last access so far (-1: none yet) and when that
+    access ends, in arrays with room for `cap` tile numbers (C arrays in the compiled build: no dict lookup and no
+    boxed number or time per access). Grown by reach."""
+
+    __slots__ = ("cap", "event", "end")
+
+    def __init__(self):
+        self.cap = 0
+        self.event = arrays.new(0)
+        self.end = arrays.new_reals(0)
+
+    def __dealloc__(self):  # the compiled build's C arrays; never called on a Python class
+        arrays.release(self.event)
+        arrays.release(self.end)
+
+
+def reach(latest, tile: int) -> None:
+    """Give `latest` room for tile number `tile`, the tiles it adds with no access yet."""
+    cap = latest.cap
+    if tile >= cap:
+        n = max(2 * cap, tile + 1, 256)
+        latest.event = event = arrays.resized(latest.event, n)
+        latest.end = arrays.resized_reals(latest.end, n)
+        for k in range(cap, n):
+            event[k] = -1
+        latest.cap = n
+
+
 class Pending:
     """The segments an instruction read that hold earlier accesses, whose reader it becomes once its end is known
     (touch, noted): `n` of them, segment `at[k]` of map `maps[k]`, with room for `cap`. Emptied by its count
@@ -258,6 +287,13 @@ def _wait(m, i: int, w: bool, tile: int, eng: int, dma: bool, waits: Waits, fed:
         base = i * m.width
         for k in range(m.count[i]):
             add(waits, m.readers[base + k])
+
+
+def room(waits, n: int) -> None:
+    """Give array `waits` room for `n` items, its items kept (used as a plain array: Scheduler.tiles)."""
+    if n > waits.cap:
+        waits.at = arrays.resized(waits.at, n)
+        waits.cap = n
 
 
 def add(waits, x: int) -> None:

@@ -3,8 +3,8 @@
 import cython
 from trnsim.core.timing.arrays cimport ints, reals
 from trnsim.core.isa.registry cimport Record
-from trnsim.core.timing.intervals cimport (Ends, IntervalMap, Pending, Waits, add, ended, forget, note, noted, producers,
-                                           right as _right, touch)
+from trnsim.core.timing.intervals cimport (Ends, IntervalMap, Latest, Pending, Waits, add, ended, forget, note, noted,
+                                           producers, reach, right as _right, room, touch)
 
 cdef double _FOREVER, _SLACK
 cdef Py_ssize_t DMA_TRACK, _TENSOR
@@ -29,33 +29,36 @@ cdef class Access:
 @cython.final
 cdef class Scheduler:
     cdef public object spec, t, rules, tl
-    cdef public dict queue_of, maps, cells, high, psum_tiles, tile_last, alone, transfers, regions, plans, like, near
-    cdef public list free, last, dma_names, dma_busy, queue_end, queue_last, busy, fed, tiles
+    cdef public dict queue_of, maps, cells, high, psum_tiles, alone, transfers, regions, plans, like, near
+    cdef public list free, last, dma_names, dma_busy, queue_end, queue_last, busy, fed
     cdef public list numbers, known, events, dma_lead, piece_engine, piece_start, piece_end, piece_run
     cdef public tuple pe
-    cdef public Waits waits, rest
+    cdef public Waits waits, rest, tiles
     cdef public Ends ends
     cdef public Pending pending
+    cdef public Latest tile_last
     cdef public set narrow
     cdef public double sem, warmup_start, warmup
     cdef public Py_ssize_t psum_high, psum_bank, psum_banks, dma_version
 
     @cython.locals(k=Py_ssize_t, waits=Waits, fed=list, pending=Pending, rest=Waits, high=dict, narrow=set, dma=bint,
+                   last=Latest,
                    at=Py_ssize_t, m=IntervalMap, cells=tuple, w=bint, lo=Py_ssize_t, hi=Py_ssize_t, tile=Py_ssize_t,
                    a=Access, found=bint)
-    cpdef Waits _deps(self, Py_ssize_t eng, tuple plan, list tiles, bint fresh, Py_ssize_t index, bint accumulated)
+    cpdef Waits _deps(self, Py_ssize_t eng, tuple plan, Waits tiles, bint fresh, Py_ssize_t index, bint accumulated)
 
-    @cython.locals(placed=list, depth=Py_ssize_t, footprint=Py_ssize_t, was=list)
+    @cython.locals(placed=list, depth=Py_ssize_t, footprint=Py_ssize_t, was=Py_ssize_t, last=Latest)
     cpdef _psum_buffer(self, tuple at, Py_ssize_t byte_hi, tile, Waits waits)
 
     @cython.locals(narrow=set, ends=Ends, m=IntervalMap, cells=tuple, w=bint, lo=Py_ssize_t,
                    hi=Py_ssize_t, tile=Py_ssize_t, at=Py_ssize_t, a=Access, k=Py_ssize_t)
-    cpdef _record(self, Waits accesses, tuple plan, list tiles, Py_ssize_t eng, Py_ssize_t index, bint accumulated,
+    cpdef _record(self, Waits accesses, tuple plan, Waits tiles, Py_ssize_t eng, Py_ssize_t index, bint accumulated,
                   double end)
 
     @cython.locals(q=Py_ssize_t, eng=Py_ssize_t, waits=Waits, ends=Ends, end_of=reals, track_of=ints, rest=Waits,
-                   ready=double, sem=double, end=double, tiles=list, have=Py_ssize_t, psum=tuple, memo=list,
-                   last=dict, k=Py_ssize_t, ev=Event, was=list, index=object, placed=dict, attrs=dict, idx=Py_ssize_t,
+                   ready=double, sem=double, end=double, tiles=Waits, of=ints, place=tuple, psum=tuple, memo=list,
+                   last=Latest, k=Py_ssize_t, ev=Event, tile=Py_ssize_t, me=Py_ssize_t, done=double, index=object,
+                   placed=dict, attrs=dict, idx=Py_ssize_t,
                    track=Py_ssize_t, latest=Py_ssize_t, p=tuple, known=list, at=Py_ssize_t, seen=tuple, fresh=bint,
                    ordered=bint, issued=Py_ssize_t, numbers=list)
     cpdef step(self, Record rec)

@@ -25,8 +25,8 @@ import numpy as np
 from trnsim.core.collector import collector_off
 from trnsim.core.isa.opcodes import Engine
 from trnsim.core.isa.registry import AFTER, NAME, REGISTRY, workload_engine
-from trnsim.core.timing.intervals import (Ends, IntervalMap, Pending, Waits, add, ended, forget, note, noted,
-                                          producers, right as _right, touch)
+from trnsim.core.timing.intervals import (Ends, IntervalMap, Latest, Pending, Waits, add, ended, forget, note,
+                                          noted, producers, reach, right as _right, room, touch)
 from trnsim.core.timing.rules import TRACKS, Rules
 
 QUADRANT = 32  # partitions per dependence-tracking group (the partition start rule's finest step)
@@ -159,9 +159,9 @@ class Scheduler:
         self.fed: list[int] = []
         self.pending = Pending()
         self.rest = Waits()
-        # Per operand of the instruction being placed, the tile it belongs to (Region.tile): its first items, the
-        # list's length kept from step to step (its items rewritten, the list not made anew)
-        self.tiles: list[int] = []
+        # Per operand of the instruction being placed, the tile it belongs to (Region.tile): an array (a Waits used
+        # as a plain one: C integers in the compiled build), its items rewritten at each step
+        self.tiles = Waits()
         self.dma_names = [f"DMA q{q}" for q in range(spec.dma_engines)]  # a DMA queue's Event.track
         # Per DMA engine, its busy stretches (sorted, disjoint): starts, ends and the transfer of each. The engines
         # every transfer so far gave equal pieces (or none) hold equal stretches and queue ends: such a class of
@@ -196,7 +196,7 @@ class Scheduler:
         # of it has been placed, else None (step: its records take their entry without a lookup by signature)
         self.known: list = []
         self.psum_tiles: dict[tuple, list[int]] = {}  # PSUM (memory, partition, byte) -> tiles placed there, in order
-        self.tile_last: dict[int, list] = {}  # PSUM tile -> [end, event] of its last access so far
+        self.tile_last = Latest()  # per PSUM tile: the event of its last access so far, and its end
         self.psum_high = 0  # highest PSUM byte per partition touched: the footprint the compiler rotates
         self.psum_bank, self.psum_banks = spec.psum_bank_bytes, spec.psum_banks  # read per new PSUM tile
         self.alone: dict[tuple, float] = {}  # (signature, engine) -> ns, for placing by workload (_ends)
@@ -263,13 +263,13 @@ class Scheduler:
         waits.n = pending.n = rest.n = 0
         if fed:  # seldom used: skip the call
             fed.clear()
-        high, narrow = self.high, self.narrow
+        high, narrow, last = self.high, self.narrow, self.tile_last
         dma = eng >= DMA_TRACK
         for at in range(len(plan)):
             a = plan[at]
             cells, memory, lo, hi, w, key = a.cells, a.memory, a.lo, a.hi, a.w, a.key
-            tile = tiles[at]
-            if a.buffer is not None and tile >= 0 and tiles[at] not in self.tile_last:
+            tile = tiles.at[at]
+            if a.buffer is not None and tile >= 0 and (tile >= last.cap or last.event[tile] < 0):  # a new tile
                 self._psum_buffer(a.buffer, hi, tile, waits)
             # With no narrow access yet, the memory's whole map is looked up and recorded in, in one go (touch),
             # its search started where this operand's bytes were found last (a plan serves every record of its
@@ -308,9 +308,10 @@ class Scheduler:
         if depth < 1:
             depth = 1
         if len(placed) >= depth:
-            was = self.tile_last.get(placed[len(placed) - depth])
-            if was is not None:
-                add(waits, was[1])
+            was = placed[len(placed) - depth]
+            last = self.tile_last
+            if was < last.cap and last.event[was] >= 0:
+                add(waits, last.event[was])
         placed.append(tile)
 
     def _record(self, accesses, plan, tiles, eng: int, index: int, accumulated, end: float) -> None:
@@ -323,7 +324,7 @@ class Scheduler:
             at = accesses.at[k]
             a = plan[at]
             cells, memory, lo, hi, w = a.cells, a.memory, a.lo, a.hi, a.w
-            tile = tiles[at]
+            tile = tiles.at[at]
             _, record, clear, _, mem = cells
             if mem is not None:
                 narrow.add(mem)
@@ -352,13 +353,14 @@ class Scheduler:
             after, ordered = attrs.get(AFTER), attrs.get(ORDERED, False)
         plan, psum, w, solo, memo, eng = got
         placed, tiles, k = rec.placed, self.tiles, 0  # the tile each operand belongs to (Region.tile)
-        have = len(tiles)
+        if len(placed) > tiles.cap:
+            room(tiles, len(placed))
+        of = tiles.at
         for p in placed.values():
-            if k < have:
-                tiles[k] = p[0][5]
-            else:
-                tiles.append(p[0][5])
+            place = p[0]
+            of[k] = place[5]
             k += 1
+        tiles.n = k
         q = -1
         if eng < 0:  # a transfer: its statement's queue
             q = self.queue_of.setdefault(_queue_site(rec), len(self.queue_of) % self.spec.dma_engines)
@@ -395,26 +397,25 @@ class Scheduler:
         if waits.n:
             _in_order(waits, ev)
         self.events.append(ev)
-        k = ends.n  # ended(ends, eng, ev.end), written out but for growing
-        if k < ends.cap:
-            ends.track[k] = eng
-            ends.end[k] = ev.end
-            ends.n = k + 1
+        done, me = ev.end, ends.n  # its end, and its index as a C integer in the compiled build
+        if me < ends.cap:  # ended(ends, eng, done), written out but for growing
+            ends.track[me] = eng
+            ends.end[me] = done
+            ends.n = me + 1
         else:
-            ended(ends, eng, ev.end)
-        done = ev.end
+            ended(ends, eng, done)
         if rest.n or self.pending.n:
             self._record(rest, plan, tiles, eng, index, accumulated, done)
         if psum:
             last = self.tile_last
             for k in psum:
-                tile = tiles[k]
+                tile = tiles.at[k]
                 if tile >= 0:
-                    was = last.get(tile)
-                    if was is None:
-                        last[tile] = [done, index]
-                    elif done >= was[0]:
-                        was[0], was[1] = done, index
+                    if tile >= last.cap:
+                        reach(last, tile)
+                    if last.event[tile] < 0 or done >= last.end[tile]:
+                        last.end[tile] = done
+                        last.event[tile] = me
         return ev
 
     def _entry(self, rec, attrs) -> tuple:
