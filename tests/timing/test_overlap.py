@@ -342,3 +342,32 @@ def test_psum_tiles_made_one_at_a_time_rotate_over_the_banks():
     evs = simulate(nc.stream, "trn1").events
     for j in range(1, len(mms)):
         assert evs[mms[j]].start < evs[reads[j - 1]].end  # ran ahead of the previous tile's eviction
+
+
+def test_shares_read_a_transfers_pieces_as_their_tuples_say():
+    """A transfer one DMA engine class moves holds its engines alone (Event.parts), its pieces made when asked;
+    the live shares (interval_shares) read them so: equal to a sum over the pieces' tuples, for such transfers and
+    for those whose pieces differ (a narrow one between full-width ones sets engine 0 apart)."""
+    from trnsim.core.timing.result import interval_shares
+
+    nc = NeuronCore("trn1", values=False)
+    t = nc.tensor((128, 2048), "float32")
+    for p in (128, 8, 128, 128):
+        nc.issue(Op.DMA_COPY, dst=t[0:p], src=nc.hbm_tensor((p, 2048), "float32"))
+    st, mv, ps = ready_tiles(nc)
+    nc.issue(Op.NC_MATMUL, dst=ps, stationary=st, moving=mv)
+    events = simulate(nc.stream, "trn1").events
+    engines = nc.spec.dma_engines
+    assert type(events[0].parts) is not tuple and type(events[2].parts) is tuple  # both forms are exercised
+    assert [len(e.pieces) for e in events[:4]] == [engines, 1, engines, engines] and events[4].pieces == ()
+    for e in events[:4]:
+        assert all(s == e.start and f == e.end for _, s, f in e.pieces) or type(e.parts) is tuple
+    moved = 0.0
+    for e in events[:4]:
+        m = 0.0
+        for _, s, f in e.pieces:
+            m += f - s
+        moved += m / engines
+    busy, _, hi = interval_shares(events, engines)
+    lo = min(e.start for e in events)
+    assert hi == max(e.end for e in events) and busy["DMA"] == min(1.0, moved / (hi - lo))

@@ -172,15 +172,15 @@ def summarize(kernel: str, timelines: list[Timeline], spec) -> BenchmarkResult:
         begin = min(e.start for e in tl.events)
         lat = max(e.end for e in tl.events) - begin
         for e in tl.events:
-            dma = bool(e.parts)  # (Event.pieces is not empty)
-            track = "DMA" if dma else e.track
+            moving = bool(e.parts)  # (Event.pieces is not empty)
+            track = "DMA" if moving else e.track
             counts[track] = counts.get(track, 0) + 1
-            if not dma:
+            if not moving:
                 active[track] = active.get(track, 0.0) + (e.end - e.start)
             if e.flops:
                 hw_flops += e.flops
                 flops += e.model_flops
-            if dma:
+            if moving:
                 src, dst = e.rec.operands.get("src"), next(r for n, r in e.rec.operands.items() if n in e.rec.writes)
                 nbytes = int(np.prod(dst.shape)) * numerics.dtype(dst.dtype).itemsize
                 dma += nbytes
