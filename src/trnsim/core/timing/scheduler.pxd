@@ -13,8 +13,8 @@ cdef tuple _TRACK_NAME
 
 @cython.final
 cdef class Event:
-    cdef public double start
-    cdef public object index, rec, track, end
+    cdef public double start, end
+    cdef public object index, rec, track
     cdef public Py_ssize_t nd, d0, d1, d2
     cdef public object more, blocker, flops, parts, model_flops
 
@@ -103,7 +103,7 @@ cpdef _number(list numbers, Py_ssize_t n)
 
 
 @cython.locals(ev=Event)
-cdef Event _event(index, rec, track, double start, end, blocker, flops, model, pieces)
+cdef Event _event(index, rec, track, double start, double end, blocker, flops, model, pieces)
 
 
 @cython.locals(a=Access)

@@ -569,8 +569,8 @@ class Scheduler:
         if start > ready and start != gap:
             blocker = held  # held by the engine's order
         end = start + dur
-        done = end  # as the lists and the event hold it (the compiled build boxes it once; the start, a C double
-        # in the event, is boxed only when _occupy begins a new busy stretch with it)
+        done = end  # as the lists hold it (the compiled build boxes it once; the event holds C doubles, and the
+        # start is boxed only when _occupy begins a new busy stretch with it)
         if fenced:
             fence[0], fence[1] = done, index
         if ordered:
@@ -581,7 +581,7 @@ class Scheduler:
             self.free[eng], self.last[eng] = done, index
         if ramped:
             self._warm_up(start, end, index, base, warm)
-        return _event(index, rec, _TRACK_NAME[eng], start, done, blocker, flops, model, ())
+        return _event(index, rec, _TRACK_NAME[eng], start, end, blocker, flops, model, ())
 
     def _warm_up(self, start: float, end: float, index: int, base: float, warm: float) -> None:
         """Enter TensorE instruction `index`, [start, end) with ramp start `warm`, in TensorE's time order, and let
