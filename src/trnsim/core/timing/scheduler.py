@@ -58,7 +58,8 @@ class Event:
                  blocker: int = -1, flops: float = 0.0, pieces: tuple[tuple[int, float, float], ...] = (),
                  model_flops: float = 0.0):
         self.index, self.rec, self.track, self.start, self.end = index, rec, track, start, end
-        self.deps, self.blocker, self.flops, self.parts, self.model_flops = deps, blocker, flops, tuple(pieces), model_flops
+        self.deps, self.blocker, self.flops, self.model_flops = deps, blocker, flops, model_flops
+        self.parts = tuple(pieces)
 
     @property
     def pieces(self) -> tuple:
