@@ -307,3 +307,26 @@ def test_a_verdict_of_one_generation_is_not_taken_by_another(fresh_tables):
         else:
             with pytest.raises(GenerationError, match="scalar engine"):
                 nc.issue(Op.TENSOR_COPY, dst=u, src=t, engine=Engine.SCALAR)
+
+
+def test_a_part_of_a_tile_laid_out_as_another_cores_is_the_same_part_with_its_own_number():
+    """View._part across memories (another core, as the next launch's is): the part's shape, strides and offsets
+    come from the cache kept for the first core's tile, its layout number is its own memory's."""
+    from trnsim.core.fast import views
+    cores = [NeuronCore("trn2", builder=fast.builder()) for _ in range(2)]
+    src = np.arange(128 * 4 * 64, dtype=np.float32).reshape(128, 4, 64)
+    parts = []
+    for nc in cores:
+        t = nc.tensor((128, 4, 64), "float32")
+        nc.issue(Op.DMA_COPY, dst=t, src=nc.hbm_tensor(src))
+        parts.append((t, t[:, 1, 8:24], t[:, 1, 8:24]))
+    (a, part_a, _), (c, part_c, again) = parts
+    assert a.alloc.place[2:5] == c.alloc.place[2:5] and a.alloc.place[1] != c.alloc.place[1]
+    assert (part_c.shape, part_c.strides, part_c.offset, part_c.poff) == (part_a.shape, part_a.strides, part_a.offset,
+                                                                          part_a.poff)
+    np.testing.assert_array_equal(part_c.array(), src[:, 1, 8:24])
+    for part, t in ((part_a, a), (part_c, c)):
+        want = views.layout_number((t.alloc.place[:5], t.alloc.partitions, t.alloc.kind, part.dtype, part.shape,
+                                    part.strides, part.offset, part.poff))
+        assert keyed(part)[1] == want
+    assert keyed(part_c)[1] != keyed(part_a)[1] and again is part_c
