@@ -3,6 +3,9 @@ never-written memory made when first read. Each must give what the long way give
 import numpy as np
 import pytest
 
+import trnsim.nki as nki
+import trnsim.nki.isa as nisa
+import trnsim.nki.language as nl
 from trnsim.core import NeuronCore, Op, fast
 from trnsim.core.builder import REFERENCE
 from trnsim.core.fast.views import keyed
@@ -192,3 +195,138 @@ def test_the_collector_is_off_in_a_launch_and_what_it_made_is_settled():
         assert not gc.isenabled()
     finally:
         gc.enable()
+
+
+# -- a process's launches share verdicts and numbers (fast/memo.py: memories named by first use) ---------------------
+@pytest.fixture
+def fresh_tables(monkeypatch):
+    """The launches' shared tables as a fresh process finds them."""
+    import trnsim.core.fast.memo as memo
+    monkeypatch.setattr(memo, "_STORE", [None, None, None, None, None])
+
+
+def _reference_key(rec) -> tuple:
+    """What a record's signature must tell apart, written out: its op, engine, attributes and each operand's
+    memory (its serial number), place, dtype, shape, strides and offsets."""
+    placed = tuple((n, p[0][:5], p[1:6]) for n, p in rec.placed.items())
+    attrs = tuple((k, type(v), repr(v)) for k, v in rec.attrs.items() if k != "name")
+    return rec.op, rec.engine, placed, attrs
+
+
+def _numbered_alike(stream) -> None:
+    """Two records share a signature number exactly when their reference keys are equal."""
+    keys = [_reference_key(r) for r in stream]
+    for i, a in enumerate(stream):
+        for j in range(i):
+            assert (a.sig == stream[j].sig) == (keys[i] == keys[j]), (a, stream[j])
+
+
+def _launch(kernel, args, target="trn2"):
+    """(the core, its scheduled events) of a timing-only launch."""
+    from trnsim.core.timing import simulate
+    nc = kernel.trace(*args, target=target, values=False)[0]
+    tl = simulate(nc.stream, target)
+    return nc, [(e.track, e.start, e.end, tuple(e.deps), e.blocker, e.pieces) for e in tl.events]
+
+
+@nki.jit
+def first_x(x, y):
+    """Loads from two HBM tensors laid out alike, x first; a loop stamped over parts that move."""
+    out = nl.ndarray(x.shape, dtype=x.dtype, buffer=nl.shared_hbm)
+    t = nl.ndarray((128, 512), dtype=x.dtype, buffer=nl.sbuf)
+    u = nl.ndarray((128, 512), dtype=x.dtype, buffer=nl.sbuf)
+    nisa.dma_copy(dst=t, src=x)
+    nisa.dma_copy(dst=u, src=y)
+    for i in nl.affine_range(8):
+        nisa.tensor_scalar(dst=u[:, i * 64:i * 64 + 64], data=t[:, i * 64:i * 64 + 64], op0=nl.multiply, operand0=2.0)
+    nisa.dma_copy(dst=out, src=u)
+    return out
+
+
+@nki.jit
+def first_y(x, y):
+    """The same instructions on the same tiles, but y loaded first, and x then into both tiles."""
+    out = nl.ndarray(x.shape, dtype=x.dtype, buffer=nl.shared_hbm)
+    t = nl.ndarray((128, 512), dtype=x.dtype, buffer=nl.sbuf)
+    u = nl.ndarray((128, 512), dtype=x.dtype, buffer=nl.sbuf)
+    nisa.dma_copy(dst=t, src=y)
+    nisa.dma_copy(dst=u, src=x)
+    nisa.dma_copy(dst=t, src=x)
+    for i in nl.affine_range(8):
+        nisa.tensor_scalar(dst=u[:, i * 64:i * 64 + 64], data=t[:, i * 64:i * 64 + 64], op0=nl.multiply, operand0=2.0)
+    nisa.dma_copy(dst=out, src=u)
+    return out
+
+
+def test_a_second_launch_takes_the_first_ones_verdicts_and_numbers(monkeypatch, fresh_tables):
+    """The same kernel launched again (on new tensors) numbers its records as the first launch did, checking
+    nothing again and numbering nothing new, and schedules them as a process running it alone does."""
+    import trnsim.core.fast.memo as memo
+    from trnsim.core.fast import stamp
+    monkeypatch.setattr(stamp, "MIN_STAMPED", 1)
+    monkeypatch.setattr(stamp, "_fruitless", {})
+    x, y = np.zeros((128, 512), np.float32), np.ones((128, 512), np.float32)
+    a, events_a = _launch(first_x, (x, y))
+    numbered = len(a.builder.verdicts.signatures)
+    checked = []
+    real = memo.check
+    monkeypatch.setattr(memo, "check", lambda nc, d, op, *rest: checked.append(op) or real(nc, d, op, *rest))
+    b, events_b = _launch(first_x, (x.copy(), y.copy()))
+    assert a.builder.stamped > 0 and b.builder.stamped == a.builder.stamped
+    assert [r.sig for r in b.stream] == [r.sig for r in a.stream]
+    assert checked == [] and len(b.builder.verdicts.signatures) == numbered
+    _numbered_alike(b.stream)
+    assert events_b == events_a
+
+
+def test_a_launch_after_another_names_its_memories_by_its_own_first_use(monkeypatch, fresh_tables):
+    """A kernel using two HBM tensors laid out alike in another order than an earlier launch's kernel: its
+    records share a number exactly when they share memory and layout, and it schedules as with the speed layer
+    off."""
+    x, y = np.zeros((128, 512), np.float32), np.ones((128, 512), np.float32)
+    _launch(first_x, (x, y))
+    b, events = _launch(first_y, (x, y))
+    _numbered_alike(b.stream)
+    monkeypatch.setenv("TRNSIM_FAST", "0")
+    ref, ref_events = _launch(first_y, (x, y))
+    assert ref.stream[0].sig is None
+    assert events == ref_events
+
+
+def test_a_verdict_of_one_generation_is_not_taken_by_another(fresh_tables):
+    """tensor_copy on the Scalar engine passes on NeuronCore-v3; the same instruction, laid out the same way, is
+    refused on v2 in a later launch."""
+    from trnsim.core import Engine
+    from trnsim.core.errors import GenerationError
+    for target in ("trn2", "trn1"):
+        nc = NeuronCore(target, values=False, builder=fast.builder(launch=True))
+        t, u = nc.tensor((128, 256), "float32"), nc.tensor((128, 256), "float32")
+        if target == "trn2":
+            nc.issue(Op.TENSOR_COPY, dst=u, src=t, engine=Engine.SCALAR)
+            assert nc.stream[0].sig is not None
+        else:
+            with pytest.raises(GenerationError, match="scalar engine"):
+                nc.issue(Op.TENSOR_COPY, dst=u, src=t, engine=Engine.SCALAR)
+
+
+def test_a_part_of_a_tile_laid_out_as_another_cores_is_the_same_part_with_its_own_number():
+    """View._part across memories (another core, as the next launch's is): the part's shape, strides and offsets
+    come from the cache kept for the first core's tile, its layout number is its own memory's."""
+    from trnsim.core.fast import views
+    cores = [NeuronCore("trn2", builder=fast.builder()) for _ in range(2)]
+    src = np.arange(128 * 4 * 64, dtype=np.float32).reshape(128, 4, 64)
+    parts = []
+    for nc in cores:
+        t = nc.tensor((128, 4, 64), "float32")
+        nc.issue(Op.DMA_COPY, dst=t, src=nc.hbm_tensor(src))
+        parts.append((t, t[:, 1, 8:24], t[:, 1, 8:24]))
+    (a, part_a, _), (c, part_c, again) = parts
+    assert a.alloc.place[2:5] == c.alloc.place[2:5] and a.alloc.place[1] != c.alloc.place[1]
+    assert (part_c.shape, part_c.strides, part_c.offset, part_c.poff) == (part_a.shape, part_a.strides, part_a.offset,
+                                                                          part_a.poff)
+    np.testing.assert_array_equal(part_c.array(), src[:, 1, 8:24])
+    for part, t in ((part_a, a), (part_c, c)):
+        want = views.layout_number((t.alloc.place[:5], t.alloc.partitions, t.alloc.kind, part.dtype, part.shape,
+                                    part.strides, part.offset, part.poff))
+        assert keyed(part)[1] == want
+    assert keyed(part_c)[1] != keyed(part_a)[1] and again is part_c

@@ -33,7 +33,7 @@ class Speed(Builder):
     """One core's speed layer: its verdict memo, pending PSUM groups and FP32 conversions."""
 
     def __init__(self, launch: bool = False):
-        self.verdicts = Verdicts()
+        self.verdicts = Verdicts(launch)  # a launch's cores share the process's tables (fast/memo.py)
         self.checked = self.verdicts.checked
         self.lazy = launch  # a kernel launch: nothing outside observes PSUM until it ends (host_read flushes)
         self.pending: dict = {}  # PSUM region -> its accumulation group not yet computed

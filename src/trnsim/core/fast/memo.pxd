@@ -4,14 +4,20 @@ import cython
 from trnsim.core.tensor cimport View
 from trnsim.core.memory cimport Allocation
 from trnsim.core.isa.registry cimport OpDef
+from trnsim.core.fast.views cimport keyed, layout_number
 
 @cython.final
 cdef class Verdicts:
     cdef public dict kept, loose
-    cdef public object spec, numbered
+    cdef public object spec
     cdef public list signatures, entries
+    cdef public bint shared
+    cdef public dict serials, rels
 
-    @cython.locals(entry=tuple, hit=tuple)
+    @cython.locals(s=list)
+    cpdef _adopt(self, spec)
+
+    @cython.locals(entry=tuple, hit=tuple, e=tuple)
     cpdef number(self, tuple sig, like)
 
     cpdef tuple _keep(self, tuple sig, tuple verdict)
@@ -21,7 +27,11 @@ cdef class Verdicts:
 
 
 @cython.locals(key=list, placed=dict, k=tuple, v=View, n=str)
-cpdef tuple signature(op, engine, dict operands, dict attrs)
+cpdef tuple signature(op, engine, dict operands, dict attrs, dict rels, dict serials)
+
+
+@cython.locals(a=Allocation, place=tuple)
+cpdef relative(View v, dict rels, dict serials, n)
 
 
 @cython.locals(key=list, v=View, a=Allocation, i=Py_ssize_t)

@@ -19,7 +19,8 @@ cdef extern from "Python.h":
 cpdef _stamp(nc, t)
 
 
-@cython.locals(sig=tuple, out=list, pos=cython.Py_ssize_t, layout=tuple, steps=tuple, numbered=dict, names=dict)
+@cython.locals(sig=tuple, out=list, pos=cython.Py_ssize_t, layout=tuple, steps=tuple, numbered=dict, names=dict,
+               serials=dict, place=tuple)
 cpdef _moving_signature(Verdicts verdicts, Record rec, list moves)
 
 

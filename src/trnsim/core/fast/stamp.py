@@ -981,16 +981,19 @@ def _moving_signature(verdicts, rec, moves):
     sig = verdicts.signatures[rec.sig] if rec.sig < len(verdicts.signatures) else None
     if sig is None or len(sig) < 2 + 2 * len(rec.placed):
         return None
-    out, numbered = [], _LAYOUT_OF  # (a table cleared in place, never rebound: the compiled build calls it as a dict)
+    out, numbered, serials = [], _LAYOUT_OF, verdicts.serials  # (a table cleared in place, never rebound: the
+    # compiled build calls it as a dict)
     for k, name, pb, dtile, doff, dpoff, slot in moves:
         if not (doff or dpoff):
             continue
         pos = 3 + 2 * k
         if sig[pos - 1] != name:
             return None
-        layout = numbered.get(sig[pos])
-        if layout is None or layout[0] != pb[0][:5] or layout[3] is not pb[1] or layout[4] != pb[2] \
-                or layout[5] != pb[3] or layout[6] != pb[4] or layout[7] != pb[5]:
+        layout = numbered.get(sig[pos])  # (its memory named as the verdict memo names it: memo.relative)
+        place = pb[0]
+        if layout is None or layout[0] != (place[0], serials.get(place[1]), place[2], place[3], place[4]) \
+                or layout[3] is not pb[1] or layout[4] != pb[2] or layout[5] != pb[3] or layout[6] != pb[4] \
+                or layout[7] != pb[5]:
             return None
         out.append((pos, layout, doff, dpoff))
     steps = tuple([(m[0], m[2], m[3]) for m in out])

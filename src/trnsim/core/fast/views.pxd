@@ -20,7 +20,7 @@ cpdef tuple keyed(View v)
 cpdef layout_number(tuple layout)
 
 
-@cython.locals(got=tuple, v=View)
+@cython.locals(got=tuple, v=View, a=Allocation, place=tuple)
 cpdef View _part(View view, key, tuple k)
 
 

@@ -3,8 +3,9 @@
 A kernel slices its tiles the same way in every iteration. A tensor the core gives out keeps the views
 indexing it gives (Parts, in View._parts), so the same index gives the same view again, with its layout
 computed once (a view never changes, so sharing one is safe). A part taken the same way from a tile laid
-out the same way is laid out the same way, so its shape, strides, offsets and layout number are kept by
-(the tile's layout number, the index) for the next iteration's new tiles. Layout numbers (keyed) name a
+out the same way is laid out the same way, so its shape, strides and offsets are kept by (the tile's layout
+without its memory, the index) for the next iteration's new tiles and the next launch's, with the part's layout
+number while the tile's stays the same. Layout numbers (keyed) name a
 view's place, dtype, shape, strides and offsets: the signature parts of the verdict memo (fast/memo.py).
 """
 from __future__ import annotations
@@ -14,7 +15,9 @@ import itertools
 _PARTS = 1024  # views a tensor remembers by index before it starts again
 _LAYOUTS: dict = {}  # view layout -> its number (keyed)
 _LAYOUT_OF: dict = {}  # layout number -> the view layout (loop stamping shifts them: fast/stamp.py)
-_DERIVED: dict = {}  # (a tile's layout number, hashable index) -> the part's shape, strides, offsets, number
+_DERIVED: dict = {}  # (a tile's layout number without its memory, hashable index) -> the part's shape, strides,
+# offsets, and the layout numbers of the last tile it was taken from and of the part there
+_FREE: dict = {}  # a tile's layout number -> the number of its layout without its memory (`_part`'s key)
 _LAYOUT_NUMBERS = itertools.count()
 _LAYOUTS_MAX = 1 << 16
 # While loop iterations are watched (fast/stamp.py): per part given, its layout (place, dtype, shape, strides,
@@ -29,10 +32,11 @@ def fresh() -> None:
     theirs stay right; nothing of an earlier launch's is looked up by number). A table never starts again in a
     launch before it is full, and loop stamping refuses past half (fast/stamp.py): so a long process stamps its
     later kernels as it stamped its first."""
-    if len(_LAYOUTS) > _LAYOUTS_MAX // 2 or len(_DERIVED) > _LAYOUTS_MAX // 2:
+    if len(_LAYOUTS) > _LAYOUTS_MAX // 2 or len(_DERIVED) > _LAYOUTS_MAX // 2 or len(_FREE) > _LAYOUTS_MAX // 2:
         _LAYOUTS.clear()
         _LAYOUT_OF.clear()
         _DERIVED.clear()
+        _FREE.clear()
 
 
 def keyed(v) -> tuple:
@@ -95,19 +99,31 @@ def keep_parts(v):
 
 
 def _part(view, key, k):
-    """view[key], `k` its hashable form, its layout number kept: from the shape, strides, offsets and number
-    of the same part of a tile laid out the same way, when one was taken."""
-    key_of = (keyed(view)[1], k)
+    """view[key], `k` its hashable form, its layout number kept: from the shape, strides and offsets of the same
+    part of a tile laid out the same way, in whichever memory (an earlier launch's too), when one was taken."""
+    a = view.alloc
+    n = keyed(view)[1]
+    free = _FREE.get(n)
+    if free is None:
+        if len(_FREE) >= _LAYOUTS_MAX:
+            _FREE.clear()
+        place = a.place
+        free = _FREE[n] = layout_number((place[0], place[2], place[3], place[4], a.partitions, a.kind, view.dtype,
+                                         view.shape, view.strides, view.offset, view.poff))  # (no view layout has 11 items)
+    key_of = (free, k)
     got = _DERIVED.get(key_of)
     if got is None:
         v = view._index(key)
         if len(_DERIVED) >= _LAYOUTS_MAX:
             _DERIVED.clear()
-        _DERIVED[key_of] = (v.shape, v.strides, v.offset, v.poff, keyed(v)[1])
+        _DERIVED[key_of] = (v.shape, v.strides, v.offset, v.poff, n, keyed(v)[1])
         return v
-    shape, strides, offset, poff, n = got
+    shape, strides, offset, poff, tile, number = got
     v = view._sub(shape, strides, offset, poff, view.dtype, view.gather_rows)
-    v._keyed = (view.alloc.place, n, v.placement())
+    if tile == n:
+        v._keyed = (a.place, number, v.placement())
+    else:  # the same part of a tile laid out alike elsewhere: its own number, kept for the next part of this tile
+        _DERIVED[key_of] = (shape, strides, offset, poff, n, keyed(v)[1])
     return v
 
 
