@@ -284,6 +284,48 @@ def test_a_part_shared_in_one_iteration_and_parted_in_the_next_is_foretold_apart
     assert foretold > paired > 0
 
 
+def _moves(t) -> list:
+    """Per phase and record of template `t`, its moves with each slot written out (the placement, by identity,
+    and its steps) and its moving signature: what stamping reads of them."""
+    out = []
+    for i, steps in enumerate(t.steps):
+        slots = t.slots[i]
+        for moves, sig in steps:
+            out.append(([(k, name, id(px), d, o, q, id(slots[s][0]), slots[s][1:]) for k, name, px, d, o, q, s in moves],
+                        sig))
+    return out
+
+
+@pytest.mark.parametrize("kernel, args", [(blocks, (np.zeros((128, 8 * 512), np.float32), False)),
+                                          (parting, (np.zeros((128, 16 * 64), np.float32), False))])
+def test_a_foretold_iteration_is_paired_as_its_records_would_pair(monkeypatch, kernel, args):
+    """For a period of one iteration, the foretelling gives the template its parts' moves (`_Snap.given`): the
+    same moves, record by record, as pairing the foretold records with the iteration they were foretold from."""
+    seen, proven = [], stamp._proven
+
+    def both(nc, snaps, n, plan, a, p, start):
+        ahead = snaps[a + p + 1]
+        given = ahead.given
+        if given is not None:
+            end = n - 1 - (n - 1 - start) % p
+            fast_t = stamp._template(nc, snaps, a, p, end)
+            ahead.given = None
+            try:
+                slow_t = stamp._template(nc, snaps, a, p, end)
+            finally:
+                ahead.given = given
+            assert type(fast_t) is type(slow_t)
+            seen.append((_moves(fast_t), _moves(slow_t), fast_t.onto, slow_t.onto))
+        return proven(nc, snaps, n, plan, a, p, start)
+
+    monkeypatch.setattr(stamp, "_proven", both)
+    assert same_both_ways(kernel, args, monkeypatch) > 0
+    assert seen
+    for fast_moves, slow_moves, fast_onto, slow_onto in seen:
+        assert fast_moves == slow_moves
+        assert fast_onto == slow_onto
+
+
 def test_a_part_the_template_shares_moves_by_each_records_own_step(monkeypatch):
     """The template's loads share one part, paired with parts a strip and two strips on: each stamp moves its
     load by its own step (the same records and events as running the iterations)."""
