@@ -266,7 +266,8 @@ def _foretold(nc, snaps, a, p):
     it then records what iteration a recorded with each moving part a period on (a tile made in the iteration
     the one made a period later, at the same place; offsets and keys moved p steps). A step is what a part moved
     from iteration b to b + 1, the same instruction's: b = a, or a - 1 where the period is one iteration
-    (iteration a - 1 started elsewhere, but its keys are the same lines', the index one less). None, nothing
+    (iteration a - 1 started elsewhere, but its keys are the same lines', the index one less; then no record is
+    made: the snapshot's `given` says how its records would pair with a's). None, nothing
     appended, where iterations b and b + 1 do not pair up or the hoisting memo could take a record of the period
     otherwise than it took iteration a's (`_unhoisted`)."""
     stream, watched = nc.stream, views.WATCH
@@ -302,7 +303,8 @@ def _foretold(nc, snaps, a, p):
     if watched is not None:
         watched += parts
     snap = _Snap.__new__(_Snap)
-    snap.length, snap.watched, snap.state = len(stream), len(watched) if watched is not None else 0, snaps[a + 1].state
+    snap.length, snap.state = base + length, snaps[a + 1].state  # (the length as if all its records were appended)
+    snap.watched = len(watched) if watched is not None else 0
     snap.tiles = (now[0] + snaps[a + 1].tiles[0] - fresh[0], now[1] + snaps[a + 1].tiles[1] - fresh[1])
     snap.counts = {k: v + snaps[a + 1].counts.get(k, 0) - snaps[a].counts.get(k, 0) for k, v in snaps[a + p].counts.items()}
     snap.foretold, snap.given = True, given
@@ -314,12 +316,13 @@ def _period_on(stream, lo, mid, at, base, length, fresh, later, dtiles, p):
     part moved p times the step it took from the iteration at `lo` to the one at `mid`, whose first tile numbers
     are `fresh` and `later`; (the two placements, the one moved and where to) of each part that moves by
     offset; for a period of one iteration (`at` is `mid`), how `_template` pairs the two iterations from `at`:
-    (per record its moves, the placements they move) as its `_paired` would give them, else None), or None
-    where the two iterations do not pair up (`_foretold`)."""
+    (per record its moves, the placements they move, per record the placements its moves move to) as its
+    `_paired` would give them, and then no record is made, else None), or None where the two iterations do not
+    pair up (`_foretold`)."""
     out, moved, pairs, moving = [], {}, {}, []
-    given = slots = None
+    given = slots = nexts = None
     if p == 1 and at == mid:
-        given, slots = [], []
+        given, slots, nexts = [], [], []
     for j in range(length):
         u, v, x = stream[lo + j], stream[mid + j], stream[at + j]
         if u.op is not v.op or u.spill is not None or v.spill is not None \
@@ -330,7 +333,10 @@ def _period_on(stream, lo, mid, at, base, length, fresh, later, dtiles, p):
         if len(up) != len(vp):
             return None
         placed, still = {}, True  # x's placements, each moving part's moved; x's own dict where none moves
-        moves, k = ([] if given is not None else None), -1
+        moves = pzs = None  # (p == 1: the record's moves, and where each moves its part, in place of `placed`)
+        if given is not None:
+            moves, pzs = [], []
+        k = -1
         for name, px in xp.items():
             k += 1
             pu = px if x is u else up.get(name)  # (x is iteration b's record, or b + 1's: `_foretold`)
@@ -338,7 +344,8 @@ def _period_on(stream, lo, mid, at, base, length, fresh, later, dtiles, p):
             if pv is None or pu is None:
                 return None
             if pu is pv:
-                placed[name] = px
+                if pzs is None:
+                    placed[name] = px
                 continue
             still = False
             # records share placements: each pair moved once, found by the first's identity where the second is
@@ -371,14 +378,18 @@ def _period_on(stream, lo, mid, at, base, length, fresh, later, dtiles, p):
                     else:
                         pairs[pair] = hit
                 got = hit
-            placed[name] = got[1]
             entry = got[2]
-            if entry is not None:
+            if pzs is None:
+                placed[name] = got[1]
+            elif entry is not None:
                 if entry[0] != k or entry[1] is not name:
                     entry = (k, name) + entry[2:]
                 moves.append(entry)
+                pzs.append(got[1])
         if given is not None:
             given.append(moves)
+            nexts.append(pzs)
+            continue
         if still:
             placed = xp  # (records share them, as stamps do)
         z = Record.__new__(Record)  # its signature number is iteration a's: the template reads it only where no
@@ -386,7 +397,7 @@ def _period_on(stream, lo, mid, at, base, length, fresh, later, dtiles, p):
         z.attrs, z.location, z.sig, z._regions, z.site = x.attrs, x.location, x.sig, None, x.site
         z.hoisted, z.accumulated, z.spill = None, x.accumulated, None
         out.append(z)
-    return out, moving, None if given is None else (given, slots)
+    return out, moving, None if given is None else (given, slots, nexts)
 
 
 def _picked(watched, lo, hi, wanted):
@@ -526,11 +537,17 @@ def _straight(t, snaps, n):
             moves, sig = steps[j]
             if sig is None:
                 continue
-            nxt = nexts[j]
+            nxt, m = nexts[j], -1  # (a record, or where each move moves its part: `_template`'s `given`)
             for k, name, px, dtile, doff, dpoff, slot in moves:
+                m += 1
                 if not (doff or dpoff):
                     continue
-                py = nxt.placed[name]
+                if type(nxt) is list:
+                    pys = nxt
+                    py = pys[m]
+                else:
+                    rec = nxt
+                    py = rec.placed[name]
                 pair = (i, id(px), id(py))
                 entry = proven.get(pair)
                 if entry is not None:
@@ -785,9 +802,14 @@ def _template(nc, snaps, a, p, end):
     verdicts = getattr(builder, "verdicts", None)
     if verdicts is None or verdicts.spec is not nc.spec or len(views._LAYOUTS) > views._LAYOUTS_MAX // 2:
         return None
+    # iteration a + 1 foretold from a (`_foretold`, a period of one iteration): its records would be a's with the
+    # moves `_period_on` made for them (the same op, attributes and layouts; each part's tile and offsets moved by
+    # the steps it gives), which pairing them here would give again: none is made, and the iteration's "records"
+    # are, per record, where its moves move its parts
+    given = snaps[a + 2].given if p == 1 else None
     runs = []
     for i in range(a, a + p + 1):
-        runs.append(nc.stream[snaps[i].length:snaps[i + 1].length])
+        runs.append(nc.stream[snaps[i].length:snaps[i + 1].length] if given is None or i == a else given[2])
     length = len(runs[0])
     for i in range(p + 1):
         if not length or len(runs[i]) != length:
@@ -797,21 +819,17 @@ def _template(nc, snaps, a, p, end):
     starts = [snaps[i].length for i in range(a, a + p + 1)]  # where iterations a .. a + p start
     stand_in = {}  # the place of a hoisted record's result -> whether its first instance may be repeated later
     local = None  # (`_outlives`; `_local`)
-    # iteration a + 1 foretold from a (`_foretold`, a period of one iteration): its records are a's with the moves
-    # `_period_on` made for them (the same op, attributes and layouts; each part's tile and offsets moved by the
-    # steps it gives), which pairing them here would give again
-    given = snaps[a + 2].given if p == 1 else None
     for i in range(p):
         fresh = snaps[a + i].tiles  # tiles numbered from these on were made in iteration a + i
         sbuf_fresh, psum_fresh = fresh[0], fresh[1]
         ahead, slots, hoists = [], [], []
         paired = {}  # by id: a placement's pairing proven below, and the steps it last moved by (`_paired`)
         if given is not None:
-            moves_of, slots = given
+            moves_of, slots = given[0], given[1]
         xs, ys, zs = runs[i], runs[i + 1], runs[p]
         for j in range(length):
-            x, y, z = xs[j], ys[j], zs[j]  # z: the same instruction a period on
-            if x.sig is None or y.sig is None:
+            x = xs[j]
+            if x.sig is None:
                 return False  # an instruction whose check is not kept by signature
             if given is not None:
                 if x.hoisted is not None:
@@ -824,6 +842,9 @@ def _template(nc, snaps, a, p, end):
                         if free is False or free == move[1]:
                             return False  # its check may read where the moving part lies
             else:
+                y, z = ys[j], zs[j]  # z: the same instruction a period on
+                if y.sig is None:
+                    return False
                 if x.op is not y.op or x.engine is not y.engine or x.writes is not y.writes and x.writes != y.writes \
                         or x.location is not y.location and x.location != y.location \
                         or x.site is not y.site and x.site != y.site or x.spill is not None or y.spill is not None \
@@ -887,7 +908,7 @@ def _template(nc, snaps, a, p, end):
                 sig = _moving_signature(verdicts, x, moves)
                 if sig is None:
                     return None
-            elif i == 0 and z.sig != x.sig:
+            elif i == 0 and given is None and z.sig != x.sig:  # (a foretold record's is x's)
                 return None
             ahead.append((tuple(moves), sig) if moves else _STILL)
             hoists.append(onto_x)
