@@ -332,9 +332,11 @@ def _period_on(stream, lo, mid, at, base, length, fresh, later, dtiles, p):
         up, vp, xp = u.placed, v.placed, x.placed
         if len(up) != len(vp):
             return None
-        placed, still = {}, True  # x's placements, each moving part's moved; x's own dict where none moves
+        placed, still = None, True  # x's placements, each moving part's moved; x's own dict where none moves
         moves = pzs = None  # (p == 1: the record's moves, and where each moves its part, in place of `placed`)
-        if given is not None:
+        if given is None:
+            placed = {}
+        else:
             moves, pzs = [], []
         k = -1
         for name, px in xp.items():
