@@ -14,6 +14,7 @@ import trnsim.nki.language as nl
 from trnsim.core import fast
 from trnsim.core.builder import Builder
 from trnsim.core.fast import stamp
+from trnsim.core.isa.registry import Record
 from trnsim.core.timing import simulate, summarize
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
@@ -282,6 +283,68 @@ def test_a_part_shared_in_one_iteration_and_parted_in_the_next_is_foretold_apart
     foretold from them moves each load by its own step (the same records and events as running it)."""
     foretold, paired = stamped_both_ways(parting, (np.zeros((128, 16 * 64), np.float32), False), monkeypatch)
     assert foretold > paired > 0
+
+
+def _moves(t) -> list:
+    """Per phase and record of template `t`, its moves with each slot written out (the placement, by identity,
+    and its steps) and its moving signature: what stamping reads of them."""
+    out = []
+    for i, steps in enumerate(t.steps):
+        slots = t.slots[i]
+        for moves, sig in steps:
+            out.append(([(k, name, id(px), d, o, q, id(slots[s][0]), slots[s][1:]) for k, name, px, d, o, q, s in moves],
+                        sig))
+    return out
+
+
+@pytest.mark.parametrize("kernel, args", [(blocks, (np.zeros((128, 8 * 512), np.float32), False)),
+                                          (parting, (np.zeros((128, 16 * 64), np.float32), False)), ("ladder", None)])
+def test_a_foretold_iteration_is_paired_as_its_records_would_pair(monkeypatch, kernel, args):
+    """For a period of one iteration, the foretelling makes no record but gives the template its parts' moves
+    (`_Snap.given`): the same moves, record by record, as pairing the records it stands for (each of the
+    iteration's before it with its moving parts where the moves take them) with the iteration before."""
+    target = "trn2"
+    if kernel == "ladder":  # (its outer loop foretold: records none of whose parts moves by offset)
+        sys.path.insert(0, str(EXAMPLES))
+        import matmul_ladder as ladder
+        kernel, args = ladder.matmul_optimized, [np.zeros((2048, d), ladder.nl.bfloat16.np) for d in (2048, 8192)]
+        target = "trn1"
+    seen, proven = [], stamp._proven
+
+    def both(nc, snaps, n, plan, a, p, start):
+        ahead = snaps[a + p + 1]
+        given = ahead.given
+        if given is not None:
+            end = n - 1 - (n - 1 - start) % p
+            fast_t = stamp._template(nc, snaps, a, p, end)
+            assert len(nc.stream) == snaps[a + p].length  # (no record made)
+            for j, x in enumerate(nc.stream[snaps[a].length:snaps[a + 1].length]):
+                placed = dict(x.placed)
+                for move, py in zip(given[0][j], given[2][j], strict=True):
+                    assert placed[move[1]] is move[2]
+                    placed[move[1]] = py
+                y = Record.__new__(Record)
+                y.index, y.op, y.engine, y.placed, y.writes = len(nc.stream), x.op, x.engine, placed, x.writes
+                y.attrs, y.location, y.sig, y._regions, y.site = x.attrs, x.location, x.sig, None, x.site
+                y.hoisted, y.accumulated, y.spill = None, x.accumulated, None
+                nc.stream.append(y)
+            assert len(nc.stream) == ahead.length
+            ahead.given = None
+            try:
+                slow_t = stamp._template(nc, snaps, a, p, end)
+            finally:
+                ahead.given = given
+                del nc.stream[snaps[a + p].length:]
+            assert type(fast_t) is type(slow_t) is stamp._Template
+            seen.append((_moves(fast_t), _moves(slow_t), fast_t.onto, slow_t.onto))
+        return proven(nc, snaps, n, plan, a, p, start)
+
+    monkeypatch.setattr(stamp, "_proven", both)
+    assert same_both_ways(kernel, args, monkeypatch, target) > 0
+    assert seen
+    for fast_moves, slow_moves, fast_onto, slow_onto in seen:
+        assert fast_moves == slow_moves
+        assert fast_onto == slow_onto
 
 
 def test_a_part_the_template_shares_moves_by_each_records_own_step(monkeypatch):

@@ -42,7 +42,7 @@ cpdef _number(Verdicts verdicts, tuple sig, Py_ssize_t step, like)
                x=Record, y=Record, z=Record, px=tuple, py=tuple, pz=tuple, moves=list, ahead=list,
                move=tuple, known=tuple, counts=dict, starts=list, xs=list, ys=list, zs=list, xp=dict, yp=dict, zp=dict,
                sbuf_fresh=cython.Py_ssize_t, psum_fresh=cython.Py_ssize_t, period=tuple, paired=dict,
-               slots=list)
+               slots=list, given=tuple, moves_of=list)
 cpdef _template(nc, list snaps, Py_ssize_t a, Py_ssize_t p, Py_ssize_t end)
 
 
@@ -72,7 +72,7 @@ cpdef _bound_step(u, w)
 cpdef dict _parts(list watched, lo, hi, dict offsets)
 @cython.locals(a=cython.Py_ssize_t, p=cython.Py_ssize_t, i=cython.Py_ssize_t, j=cython.Py_ssize_t, left=cython.Py_ssize_t,
                unknown=bint, offsets=dict, sliced=list, proven=dict, here=dict, ahead=dict, moves=tuple, px=tuple, py=tuple,
-               wa=tuple, wb=tuple, nxt=Record, entry=tuple, pair=tuple)
+               wa=tuple, wb=tuple, rec=Record, pys=list, m=cython.Py_ssize_t, entry=tuple, pair=tuple)
 cpdef _straight(t, list snaps, Py_ssize_t n)
 cpdef _onto(Record rec, Py_ssize_t start)
 @cython.locals(out=list, notes=list, keys=dict, phase=cython.Py_ssize_t, j=cython.Py_ssize_t)
@@ -97,7 +97,8 @@ cpdef list _moved_slots(tuple movers, Py_ssize_t step)
 @cython.locals(out=list, moved=dict, moving=list, j=cython.Py_ssize_t, u=Record, v=Record, x=Record, z=Record,
                up=dict, vp=dict, xp=dict, placed=dict, pu=tuple, pv=tuple, px=tuple, pz=tuple, pair=tuple, pairs=dict,
                got=tuple, still=bint, ou=cython.Py_ssize_t, ov=cython.Py_ssize_t, qu=cython.Py_ssize_t,
-               qv=cython.Py_ssize_t)
+               qv=cython.Py_ssize_t, given=list, slots=list, moves=list, k=cython.Py_ssize_t, entry=tuple, hit=tuple,
+               nexts=list, pzs=list)
 cpdef _period_on(list stream, Py_ssize_t lo, Py_ssize_t mid, Py_ssize_t at, Py_ssize_t base, Py_ssize_t length,
                  tuple fresh, tuple later, tuple dtiles, Py_ssize_t p)
 @cython.locals(ta=cython.Py_ssize_t, tb=cython.Py_ssize_t)

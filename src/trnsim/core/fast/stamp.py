@@ -266,7 +266,8 @@ def _foretold(nc, snaps, a, p):
     it then records what iteration a recorded with each moving part a period on (a tile made in the iteration
     the one made a period later, at the same place; offsets and keys moved p steps). A step is what a part moved
     from iteration b to b + 1, the same instruction's: b = a, or a - 1 where the period is one iteration
-    (iteration a - 1 started elsewhere, but its keys are the same lines', the index one less). None, nothing
+    (iteration a - 1 started elsewhere, but its keys are the same lines', the index one less; then no record is
+    made: the snapshot's `given` says how its records would pair with a's). None, nothing
     appended, where iterations b and b + 1 do not pair up or the hoisting memo could take a record of the period
     otherwise than it took iteration a's (`_unhoisted`)."""
     stream, watched = nc.stream, views.WATCH
@@ -281,7 +282,7 @@ def _foretold(nc, snaps, a, p):
     got = _period_on(stream, lo, mid, snaps[a].length, base, length, snaps[b].tiles, snaps[b + 1].tiles, dtiles, p)
     if got is None:
         return None
-    out, moving = got
+    out, moving, given = got
     parts = []
     if watched is not None and moving:
         wanted = set()
@@ -302,10 +303,11 @@ def _foretold(nc, snaps, a, p):
     if watched is not None:
         watched += parts
     snap = _Snap.__new__(_Snap)
-    snap.length, snap.watched, snap.state = len(stream), len(watched) if watched is not None else 0, snaps[a + 1].state
+    snap.length, snap.state = base + length, snaps[a + 1].state  # (the length as if all its records were appended)
+    snap.watched = len(watched) if watched is not None else 0
     snap.tiles = (now[0] + snaps[a + 1].tiles[0] - fresh[0], now[1] + snaps[a + 1].tiles[1] - fresh[1])
     snap.counts = {k: v + snaps[a + 1].counts.get(k, 0) - snaps[a].counts.get(k, 0) for k, v in snaps[a + p].counts.items()}
-    snap.foretold = True
+    snap.foretold, snap.given = True, given
     return snap
 
 
@@ -313,8 +315,14 @@ def _period_on(stream, lo, mid, at, base, length, fresh, later, dtiles, p):
     """(the records of the iteration starting at stream index `base`: those of the iteration at `at` with each
     part moved p times the step it took from the iteration at `lo` to the one at `mid`, whose first tile numbers
     are `fresh` and `later`; (the two placements, the one moved and where to) of each part that moves by
-    offset), or None where the two iterations do not pair up (`_foretold`)."""
+    offset; for a period of one iteration (`at` is `mid`), how `_template` pairs the two iterations from `at`:
+    (per record its moves, the placements they move, per record the placements its moves move to) as its
+    `_paired` would give them, and then no record is made, else None), or None where the two iterations do not
+    pair up (`_foretold`)."""
     out, moved, pairs, moving = [], {}, {}, []
+    given = slots = nexts = None
+    if p == 1 and at == mid:
+        given, slots, nexts = [], [], []
     for j in range(length):
         u, v, x = stream[lo + j], stream[mid + j], stream[at + j]
         if u.op is not v.op or u.spill is not None or v.spill is not None \
@@ -324,42 +332,66 @@ def _period_on(stream, lo, mid, at, base, length, fresh, later, dtiles, p):
         up, vp, xp = u.placed, v.placed, x.placed
         if len(up) != len(vp):
             return None
-        placed, still = {}, True  # x's placements, each moving part's moved; x's own dict where none moves
+        placed, still = None, True  # x's placements, each moving part's moved; x's own dict where none moves
+        moves = pzs = None  # (p == 1: the record's moves, and where each moves its part, in place of `placed`)
+        if given is None:
+            placed = {}
+        else:
+            moves, pzs = [], []
+        k = -1
         for name, px in xp.items():
+            k += 1
             pu = px if x is u else up.get(name)  # (x is iteration b's record, or b + 1's: `_foretold`)
             pv = px if x is v else vp.get(name)
             if pv is None or pu is None:
                 return None
             if pu is pv:
-                placed[name] = px
+                if pzs is None:
+                    placed[name] = px
                 continue
             still = False
             # records share placements: each pair moved once, found by the first's identity where the second is
-            # the one seen with it before (else by both)
+            # the one seen with it before (else by both); with it, (pv, pz, its move as the template's slots
+            # hold it, and as operand k of a record's moves: p == 1, and it moves)
             key = id(pu)
             got = moved.get(key)
-            if got is not None and got[0] is pv:
+            if got is None or got[0] is not pv:
+                pair = None if got is None else (key, id(pv))  # (a first pairing of pu is in `moved` alone)
+                hit = None if got is None else pairs.get(pair)
+                if hit is None:
+                    dtile = _made_in(pu[0], pv[0], fresh, later, dtiles)
+                    if dtile is None or pu[1] is not pv[1] and pu[1] != pv[1] or pu[2] is not pv[2] and pu[2] != pv[2] \
+                            or pu[3] is not pv[3] and pu[3] != pv[3] or pu[6] != pv[6] or pu[7] or pv[7]:
+                        return None
+                    ou, ov, qu, qv = pu[4], pv[4], pu[5], pv[5]  # (C numbers in the compiled build)
+                    entry = None
+                    if not dtile and ou == ov and qu == qv:
+                        pz = px  # nothing moves (a part of a tile made before, sliced afresh): x's own
+                    else:
+                        pz = _moved(px, 1, dtile, p * (ov - ou), p * (qv - qu))
+                        if pz[4] != px[4] or pz[5] != px[5]:
+                            moving.append((pu, pv, px, pz))
+                        if slots is not None:  # (x is v: px is pv)
+                            entry = (k, name, px, dtile, ov - ou, qv - qu, len(slots))
+                            slots.append((px, dtile, ov - ou, qv - qu))
+                    hit = (pv, pz, entry)
+                    if got is None:
+                        moved[key] = hit
+                    else:
+                        pairs[pair] = hit
+                got = hit
+            entry = got[2]
+            if pzs is None:
                 placed[name] = got[1]
-                continue
-            pair = None if got is None else (key, id(pv))  # (a first pairing of pu is in `moved` alone)
-            pz = None if got is None else pairs.get(pair)
-            if pz is None:
-                dtile = _made_in(pu[0], pv[0], fresh, later, dtiles)
-                if dtile is None or pu[1] is not pv[1] and pu[1] != pv[1] or pu[2] is not pv[2] and pu[2] != pv[2] \
-                        or pu[3] is not pv[3] and pu[3] != pv[3] or pu[6] != pv[6] or pu[7] or pv[7]:
-                    return None
-                ou, ov, qu, qv = pu[4], pv[4], pu[5], pv[5]  # (C numbers in the compiled build)
-                if not dtile and ou == ov and qu == qv:
-                    pz = px  # nothing moves (a part of a tile made before, sliced afresh): x's own
-                else:
-                    pz = _moved(px, 1, dtile, p * (ov - ou), p * (qv - qu))
-                    if pz[4] != px[4] or pz[5] != px[5]:
-                        moving.append((pu, pv, px, pz))
-                if got is None:
-                    moved[key] = (pv, pz)
-                else:
-                    pairs[pair] = pz
-            placed[name] = pz
+            elif entry is not None:
+                if entry[0] != k or entry[1] is not name:
+                    entry = (k, name) + entry[2:]
+                moves.append(entry)
+                pzs.append(got[1])
+        if given is not None:
+            given.append(moves)
+            nexts.append(pzs)
+            continue
         if still:
             placed = xp  # (records share them, as stamps do)
         z = Record.__new__(Record)  # its signature number is iteration a's: the template reads it only where no
@@ -367,7 +399,7 @@ def _period_on(stream, lo, mid, at, base, length, fresh, later, dtiles, p):
         z.attrs, z.location, z.sig, z._regions, z.site = x.attrs, x.location, x.sig, None, x.site
         z.hoisted, z.accumulated, z.spill = None, x.accumulated, None
         out.append(z)
-    return out, moving
+    return out, moving, None if given is None else (given, slots, nexts)
 
 
 def _picked(watched, lo, hi, wanted):
@@ -507,11 +539,17 @@ def _straight(t, snaps, n):
             moves, sig = steps[j]
             if sig is None:
                 continue
-            nxt = nexts[j]
+            nxt, m = nexts[j], -1  # (a record, or where each move moves its part: `_template`'s `given`)
             for k, name, px, dtile, doff, dpoff, slot in moves:
+                m += 1
                 if not (doff or dpoff):
                     continue
-                py = nxt.placed[name]
+                if type(nxt) is list:
+                    pys = nxt
+                    py = pys[m]
+                else:
+                    rec = nxt
+                    py = rec.placed[name]
                 pair = (i, id(px), id(py))
                 entry = proven.get(pair)
                 if entry is not None:
@@ -701,10 +739,11 @@ class _Snap:
     """The core at an iteration boundary: the stream's length, the state an iteration's records follow from,
     and the counters that number tiles and tensors."""
 
-    __slots__ = ("length", "state", "tiles", "counts", "watched", "foretold")
+    __slots__ = ("length", "state", "tiles", "counts", "watched", "foretold", "given")
 
     def __init__(self, nc):
         self.foretold = False  # True: after an iteration `_foretold`, not run
+        self.given = None  # after one foretold from the one before: how the template pairs the two (`_period_on`)
         self.watched = len(views.WATCH) if views.WATCH is not None else 0
         self.length = len(nc.stream)
         self.state = _state(nc)
@@ -765,9 +804,14 @@ def _template(nc, snaps, a, p, end):
     verdicts = getattr(builder, "verdicts", None)
     if verdicts is None or verdicts.spec is not nc.spec or len(views._LAYOUTS) > views._LAYOUTS_MAX // 2:
         return None
+    # iteration a + 1 foretold from a (`_foretold`, a period of one iteration): its records would be a's with the
+    # moves `_period_on` made for them (the same op, attributes and layouts; each part's tile and offsets moved by
+    # the steps it gives), which pairing them here would give again: none is made, and the iteration's "records"
+    # are, per record, where its moves move its parts
+    given = snaps[a + 2].given if p == 1 else None
     runs = []
     for i in range(a, a + p + 1):
-        runs.append(nc.stream[snaps[i].length:snaps[i + 1].length])
+        runs.append(nc.stream[snaps[i].length:snaps[i + 1].length] if given is None or i == a else given[2])
     length = len(runs[0])
     for i in range(p + 1):
         if not length or len(runs[i]) != length:
@@ -782,75 +826,91 @@ def _template(nc, snaps, a, p, end):
         sbuf_fresh, psum_fresh = fresh[0], fresh[1]
         ahead, slots, hoists = [], [], []
         paired = {}  # by id: a placement's pairing proven below, and the steps it last moved by (`_paired`)
+        if given is not None:
+            moves_of, slots = given[0], given[1]
         xs, ys, zs = runs[i], runs[i + 1], runs[p]
         for j in range(length):
-            x, y, z = xs[j], ys[j], zs[j]  # z: the same instruction a period on
-            if x.sig is None or y.sig is None:
+            x = xs[j]
+            if x.sig is None:
                 return False  # an instruction whose check is not kept by signature
-            if x.op is not y.op or x.engine is not y.engine or x.writes is not y.writes and x.writes != y.writes \
-                    or x.location is not y.location and x.location != y.location \
-                    or x.site is not y.site and x.site != y.site or x.spill is not None or y.spill is not None \
-                    or len(x.placed) != len(y.placed):
-                return None
-            xa, ya = x.attrs, y.attrs
-            if xa is not ya and xa != ya:  # (stamped and foretold records share their template's)
-                return None
-            onto_x = None  # (most records are hoisted onto none)
-            if x.hoisted is not None or y.hoisted is not None:
-                onto_x = _onto(x, starts[i])
-                if onto_x != _onto(y, starts[i + 1]):
+            if given is not None:
+                if x.hoisted is not None:
+                    return None  # (a foretold record is hoisted onto none)
+                moves, layouts, onto_x = moves_of[j], False, None
+                for move in moves:
+                    if move[4] or move[5]:
+                        layouts = True
+                        free = CHECKS_FREE_OF_PLACE.get(x.op, False)
+                        if free is False or free == move[1]:
+                            return False  # its check may read where the moving part lies
+            else:
+                y, z = ys[j], zs[j]  # z: the same instruction a period on
+                if y.sig is None:
+                    return False
+                if x.op is not y.op or x.engine is not y.engine or x.writes is not y.writes and x.writes != y.writes \
+                        or x.location is not y.location and x.location != y.location \
+                        or x.site is not y.site and x.site != y.site or x.spill is not None or y.spill is not None \
+                        or len(x.placed) != len(y.placed):
                     return None
-                if onto_x is not None and onto_x >= 0:
-                    onto.add(onto_x)  # computed once, by an instance before these iterations
-                if onto_x is not None and "dst" in x.placed and nc.scopes:
-                    if local is None:
-                        local = _local(nc, snaps[0].tiles)
-                    stand_in[x.placed["dst"][0]] = _outlives(x, stand_in, local)
-            if i == 0:
-                if z.accumulated is not x.accumulated and z.accumulated != x.accumulated \
-                        or (z.hoisted is not None or onto_x is not None) and _onto(z, starts[p]) != onto_x:
+                xa, ya = x.attrs, y.attrs
+                if xa is not ya and xa != ya:  # (stamped and foretold records share their template's)
                     return None
-            moves, layouts = [], False
-            xp, yp, zp = x.placed, y.placed, z.placed
-            k = -1
-            for name, px in xp.items():
-                k += 1
-                py = yp.get(name)
-                if py is None:
-                    return None
-                pz = None
+                onto_x = None  # (most records are hoisted onto none)
+                if x.hoisted is not None or y.hoisted is not None:
+                    onto_x = _onto(x, starts[i])
+                    if onto_x != _onto(y, starts[i + 1]):
+                        return None
+                    if onto_x is not None and onto_x >= 0:
+                        onto.add(onto_x)  # computed once, by an instance before these iterations
+                    if onto_x is not None and "dst" in x.placed and nc.scopes:
+                        if local is None:
+                            local = _local(nc, snaps[0].tiles)
+                        stand_in[x.placed["dst"][0]] = _outlives(x, stand_in, local)
                 if i == 0:
-                    pz = py if zp is yp else zp.get(name)  # (a period of one iteration: z is y)
-                    if px is py and pz is px:
-                        continue  # the same view of a tile made before: nothing moves
-                    if pz is None:
+                    if z.accumulated is not x.accumulated and z.accumulated != x.accumulated \
+                            or (z.hoisted is not None or onto_x is not None) and _onto(z, starts[p]) != onto_x:
                         return None
-                elif px is py:
-                    continue
-                # records share placements: a pairing of the same placements holds as proven for the first
-                at = id(px)
-                known = paired.get(at)
-                if known is None or known[0] is not py or known[1] is not pz:
-                    known = _paired(known, k, name, px, py, pz, p, sbuf_fresh, psum_fresh, period, slots)
-                    if known is None:
+                moves, layouts = [], False
+                xp, yp, zp = x.placed, y.placed, z.placed
+                k = -1
+                for name, px in xp.items():
+                    k += 1
+                    py = yp.get(name)
+                    if py is None:
                         return None
-                    paired[at] = known
-                if known[2]:
-                    layouts = True
-                    free = CHECKS_FREE_OF_PLACE.get(x.op, False)
-                    if free is False or free == name:
-                        return False  # its check may read where the moving part lies
-                move = known[4]  # (made by `_paired` for the operand it first paired for: most parts are one's)
-                if move is not None:
-                    if move[1] is not name or move[0] != k:
-                        move = (k, name, px) + known[3]
-                    moves.append(move)
+                    pz = None
+                    if i == 0:
+                        pz = py if zp is yp else zp.get(name)  # (a period of one iteration: z is y)
+                        if px is py and pz is px:
+                            continue  # the same view of a tile made before: nothing moves
+                        if pz is None:
+                            return None
+                    elif px is py:
+                        continue
+                    # records share placements: a pairing of the same placements holds as proven for the first
+                    at = id(px)
+                    known = paired.get(at)
+                    if known is None or known[0] is not py or known[1] is not pz:
+                        known = _paired(known, k, name, px, py, pz, p, sbuf_fresh, psum_fresh, period, slots)
+                        if known is None:
+                            return None
+                        paired[at] = known
+                    if known[2]:
+                        layouts = True
+                        free = CHECKS_FREE_OF_PLACE.get(x.op, False)
+                        if free is False or free == name:
+                            return False  # its check may read where the moving part lies
+                    move = known[4]  # (made by `_paired` for the operand it first paired for: most parts are one's)
+                    if move is not None:
+                        if move[1] is not name or move[0] != k:
+                            move = (k, name, px) + known[3]
+                        moves.append(move)
             sig = None
             if layouts:
                 sig = _moving_signature(verdicts, x, moves)
                 if sig is None:
                     return None
-            elif i == 0 and z.sig != x.sig:
+            elif i == 0 and given is None and z.sig != x.sig:  # (a foretold record's is x's)
                 return None
             ahead.append((tuple(moves), sig) if moves else _STILL)
             hoists.append(onto_x)
