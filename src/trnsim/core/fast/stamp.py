@@ -1306,7 +1306,10 @@ def _moved_slots(movers, step) -> list:
         px = slot[0]
         k = ks[i]
         doff, dpoff = slot[2], slot[3]
-        out.append(_at(px, px[0] if k < 0 else moved[k], doff * step, dpoff * step))
+        if doff or dpoff or k < 0:
+            out.append(_at(px, px[0] if k < 0 else moved[k], doff * step, dpoff * step))
+        else:  # only its tile's place moves (`_at` with no offset steps, written out)
+            out.append((moved[k], px[1], px[2], px[3], px[4], px[5], px[6], px[7], px[8]))
     return out
 
 
