@@ -84,12 +84,12 @@ cpdef tuple _key_parts(key, tuple step)
 @cython.locals(out=list, part=tuple, kind=cython.Py_ssize_t, a=cython.Py_ssize_t, da=cython.Py_ssize_t,
                b=cython.Py_ssize_t, db=cython.Py_ssize_t)
 cpdef _key_from(tuple parts, bint single, Py_ssize_t t)
-@cython.locals(places=list, at=dict, out=list, slot=tuple, px=tuple, k=cython.Py_ssize_t, place=tuple, pair=tuple,
+@cython.locals(places=list, at=dict, ks=list, slot=tuple, px=tuple, k=cython.Py_ssize_t, place=tuple, pair=tuple,
                tile=cython.Py_ssize_t, dtile=cython.Py_ssize_t)
 cpdef tuple _movers(list slots)
-@cython.locals(slots=list, places=list, moved=list, out=list, pair=tuple, place=tuple, dtile=cython.Py_ssize_t,
+@cython.locals(slots=list, ks=list, places=list, moved=list, out=list, pair=tuple, place=tuple, dtile=cython.Py_ssize_t,
                slot=tuple, px=tuple, k=cython.Py_ssize_t, doff=cython.Py_ssize_t, dpoff=cython.Py_ssize_t,
-               tile=cython.Py_ssize_t)
+               tile=cython.Py_ssize_t, n=cython.Py_ssize_t, i=cython.Py_ssize_t)
 cpdef list _moved_slots(tuple movers, Py_ssize_t step)
 
 

@@ -1330,17 +1330,18 @@ def _watch(watched, notes, it, placed) -> None:
 
 def _movers(slots) -> tuple:
     """A phase's moving placements (`_Template.slots`: the placement, its tile, offset and partition offset steps)
-    as `_moved_slots` moves them: (each with the position of its tile's place among the places that move, -1 where
-    it stays; those places with their tile steps). Parts of one tile share its moved place, made once an
-    iteration: fewer objects to make, and to free with the stream."""
-    places, at, out = [], {}, []
+    as `_moved_slots` moves them: (the slots; per slot, the position of its tile's place among the places that
+    move, -1 where it stays; those places with their tile steps). Parts of one tile share its moved place, made
+    once an iteration: fewer objects to make, and to free with the stream."""
+    places, at, ks = [], {}, []
     for slot in slots:
         px, dtile = slot[0], slot[1]
         k = -1
         if dtile:  # a tile made in the iteration: its number names its place in its memory
             place = px[0]
             tile = place[5]
-            got = at.get(2 * tile + (1 if place[0] == "sbuf" else 0))
+            key = 2 * tile + (1 if place[0] == "sbuf" else 0)
+            got = at.get(key)
             if got is not None:
                 k = got
                 pair = places[k]
@@ -1348,24 +1349,30 @@ def _movers(slots) -> tuple:
                     got = None
             if got is None:
                 k = len(places)
-                at[2 * tile + (1 if place[0] == "sbuf" else 0)] = k
+                at[key] = k
                 places.append((place, dtile))
-        out.append((px, k, slot[2], slot[3]))
-    return out, places
+        ks.append(k)
+    return slots, ks, places
 
 
 def _moved_slots(movers, step) -> list:
     """The placements `_movers` describes moved `step` steps, each as `_moved` moves it."""
-    slots, places = movers
+    slots, ks, places = movers
     moved = []
     for pair in places:
         place, dtile = pair
         tile = place[5]
         moved.append((place[0], place[1], place[2], place[3], place[4], tile + dtile * step))
     out = []
-    for slot in slots:
-        px, k, doff, dpoff = slot
-        out.append(_at(px, px[0] if k < 0 else moved[k], doff * step, dpoff * step))
+    for i in range(len(slots)):
+        slot = slots[i]
+        px = slot[0]
+        k = ks[i]
+        doff, dpoff = slot[2], slot[3]
+        if doff or dpoff or k < 0:
+            out.append(_at(px, px[0] if k < 0 else moved[k], doff * step, dpoff * step))
+        else:  # only its tile's place moves (`_at` with no offset steps, written out)
+            out.append((moved[k], px[1], px[2], px[3], px[4], px[5], px[6], px[7], px[8]))
     return out
 
 
@@ -1750,7 +1757,8 @@ def _plan_of(records, watched) -> tuple:
     places, qs, dicts, attrs, rows, marks = [], [], [], [], [], []
     place_at, q_at, dict_at, attrs_at = {}, {}, {}, {}
     for rec in records:
-        d = dict_at.get(id(rec.placed))
+        key = id(rec.placed)
+        d = dict_at.get(key)
         if d is None:
             names = []
             for name, q in rec.placed.items():
@@ -1759,12 +1767,13 @@ def _plan_of(records, watched) -> tuple:
                     k = q_at[id(q)] = len(qs)
                     qs.append((q, _position(place_at, places, q[0])))
                 names.append((name, k))
-            d = dict_at[id(rec.placed)] = len(dicts)
+            d = dict_at[key] = len(dicts)
             dicts.append((rec.placed, tuple(names)))
         rows.append((d, _position(attrs_at, attrs, rec.attrs)))
     ours = len(places)
-    for u, w in watched or ():
-        marks.append((_position(place_at, places, u[0]), _position(place_at, places, w[0])))
+    for u, w in watched or ():  # a note's two halves mostly name one place (views.WATCH)
+        k = _position(place_at, places, u[0])
+        marks.append((k, k if w[0] is u[0] else _position(place_at, places, w[0])))
     return places, ours, qs, dicts, attrs, rows, marks
 
 
