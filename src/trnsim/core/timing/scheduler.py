@@ -77,30 +77,13 @@ class Event:
 
     @property
     def deps(self) -> tuple:
-        n = self.nd
-        if n == 0:
-            return ()
-        if n == 1:
-            return (self.d0,)
-        if n == 2:
-            return (self.d0, self.d1)
-        if n == 3:
-            return (self.d0, self.d1, self.d2)
-        return self.more
+        return self.more if self.nd > 3 else (self.d0, self.d1, self.d2)[:self.nd]
 
     @deps.setter
     def deps(self, deps) -> None:
         deps = tuple(deps)
-        n = len(deps)
-        self.nd, self.d0, self.d1, self.d2, self.more = n, 0, 0, 0, None
-        if n > 3:
-            self.more = deps
-        if 0 < n <= 3:
-            self.d0 = deps[0]
-        if 1 < n <= 3:
-            self.d1 = deps[1]
-        if n == 3:
-            self.d2 = deps[2]
+        self.nd, self.more = len(deps), deps if len(deps) > 3 else None
+        self.d0, self.d1, self.d2 = (deps + (0, 0, 0))[:3] if len(deps) <= 3 else (0, 0, 0)
 
     def __repr__(self):
         return f"Event({self.index}, {self.track}, {self.start:.1f}..{self.end:.1f} ns)"
